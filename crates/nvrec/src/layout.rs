@@ -1,0 +1,1 @@
+//! On-disk format of recordings. Being written; see docs/FORMAT.md.

@@ -1,0 +1,26 @@
+//! nvrec: the library core of a data recorder for NVMe SSDs.
+//!
+//! Everything that moves, checks or measures bytes lives here; the `nvrec` binary in
+//! `crates/nvrec-cli` only parses arguments, draws progress and prints reports.
+//!
+//! The layers, bottom up (see ARCHITECTURE.md for the full map):
+//! - [`unit`]: byte sizes and durations as users write them (`128K`, `4G`, `500ms`).
+//! - [`pattern`]: the seekable, incompressible test pattern and its checker.
+//! - [`buffer`]: the aligned buffer pool allocated once at start.
+//! - [`engine`]: how bytes reach a target: io_uring, or a portable thread pool.
+//! - [`device`]: opening targets, probing size and alignment, safety checks, sysfs facts.
+//! - [`source`] and [`sink`]: where written bytes come from and where read bytes go.
+//! - [`stream`]: chunked write and read over an address range, with stop and abort.
+//! - [`selftest`]: the NVMe-Streamer-style test suite built on [`stream`].
+//! - [`layout`]: the on-disk format of recordings (superblock, chunk header, CRC32C).
+
+pub mod buffer;
+pub mod device;
+pub mod engine;
+pub mod layout;
+pub mod pattern;
+pub mod selftest;
+pub mod sink;
+pub mod source;
+pub mod stream;
+pub mod unit;
