@@ -1,1 +1,357 @@
-fn main() {}
+//! The `nvrec` command: argument parsing, progress, human and JSON output, exit codes.
+//!
+//! Everything that touches data lives in the `nvrec` library; this crate only translates
+//! between people (or scripts) and it. Exit statuses are decided in one place, [`exit_code`].
+
+mod output;
+mod progress;
+mod selftest_cmd;
+mod signal;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use nvrec::device::{self, Access, OpenOptions, Safety};
+use nvrec::engine::{EngineChoice, EngineKind};
+use nvrec::sink::{CheckSink, DiscardSink, Sink, WriterSink};
+use nvrec::source::{open_source, SourceSpec};
+use nvrec::stream::{self, FlushMode, Outcome, Progress, RangeEnd, RangeSpec, StopTrigger, StopWhen, StreamConfig};
+use nvrec::unit::{parse_duration, parse_size_bytes};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Exit statuses, documented in `--help` and the README.
+pub mod exit {
+    /// Done: complete, stopped on request, or the source ended.
+    pub const OK: u8 = 0;
+    /// An I/O error, a pattern mismatch, a failed self-test.
+    pub const FAILURE: u8 = 1;
+    /// Bad arguments: usage, address range, chunk size.
+    pub const USAGE: u8 = 2;
+    /// Refused for safety: the device is mounted, in use, or holds data (see --force).
+    pub const REFUSED: u8 = 3;
+    /// Aborted by SIGTERM or a second SIGINT (data up to the reported address is intact).
+    pub const ABORTED: u8 = 4;
+}
+
+const AFTER_HELP: &str = "\
+SIZES: bytes, or with K, M, G, T, P (x1024; also KiB, MiB ...), KB, MB, GB, TB, PB (x1000),
+       or 0x hex, as dd and fio take them: 128K, 4G, 1.5G, 0x20000.
+SIGNALS: Ctrl-C (SIGINT) stops: chunks already taken are written, the flush runs and the last
+       address is reported. A second Ctrl-C or SIGTERM aborts: chunks not yet submitted are
+       dropped, in-flight ones complete, the flush runs.
+EXIT STATUS: 0 done (or stopped), 1 failed (I/O error, mismatch), 2 bad arguments or
+       addresses, 3 refused for safety (use --force), 4 aborted.";
+
+#[derive(Parser, Debug)]
+#[command(name = "nvrec", version, about = "Record streams onto NVMe SSDs at full speed, read them back, verify every byte", after_help = AFTER_HELP)]
+struct Cli {
+    /// Print the result as one JSON object on stdout instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Stream chunks into an address range of a file or block device.
+    #[command(after_help = AFTER_HELP)]
+    Write(WriteArgs),
+    /// Stream chunks out of an address range, checking the pattern or copying them out.
+    #[command(after_help = AFTER_HELP)]
+    Read(ReadArgs),
+    /// Run the NVMe-Streamer-style test suite on a target (default: a scratch file here).
+    #[command(after_help = AFTER_HELP)]
+    Selftest(selftest_cmd::SelftestArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RangeArgs {
+    /// Address of the first chunk (multiple of the chunk size).
+    #[arg(long, default_value = "0", value_parser = size_arg)]
+    offset: u64,
+    /// Address of the last chunk, inclusive (multiple of the chunk size).
+    #[arg(long, value_parser = size_arg, group = "range_end")]
+    last_offset: Option<u64>,
+    /// Number of chunks.
+    #[arg(long, group = "range_end")]
+    chunks: Option<u64>,
+    /// Bytes to transfer (a whole number of chunks). Default: up to the end of the target.
+    #[arg(long, value_parser = size_arg, group = "range_end")]
+    size: Option<u64>,
+}
+
+impl RangeArgs {
+    fn spec(&self) -> RangeSpec {
+        let end = match (self.last_offset, self.chunks, self.size) {
+            (Some(last), _, _) => RangeEnd::LastOffset(last),
+            (_, Some(count), _) => RangeEnd::ChunkCount(count),
+            (_, _, Some(size)) => RangeEnd::SizeBytes(size),
+            _ => RangeEnd::TargetEnd,
+        };
+        RangeSpec { first_offset_bytes: self.offset, end }
+    }
+
+    /// Where the range ends, if that is known without looking at the target.
+    fn end_bytes(&self, chunk_size_bytes: u64) -> Option<u64> {
+        match self.spec().end {
+            RangeEnd::LastOffset(last) => last.checked_add(chunk_size_bytes),
+            RangeEnd::ChunkCount(count) => count.checked_mul(chunk_size_bytes)?.checked_add(self.offset),
+            RangeEnd::SizeBytes(size) => size.checked_add(self.offset),
+            RangeEnd::TargetEnd => None,
+        }
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineArg {
+    /// io_uring when the kernel allows it, else threads.
+    Auto,
+    #[value(name = "io_uring", alias = "io-uring", alias = "uring")]
+    IoUring,
+    /// Worker threads with pread/pwrite.
+    Threads,
+}
+
+impl EngineArg {
+    pub fn choice(self) -> EngineChoice {
+        match self {
+            EngineArg::Auto => EngineChoice::Auto,
+            EngineArg::IoUring => EngineChoice::Only(EngineKind::IoUring),
+            EngineArg::Threads => EngineChoice::Only(EngineKind::Threads),
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct IoArgs {
+    /// Chunk size: the unit of addressing and checking (power of two, multiple of the
+    /// target's logical block size).
+    #[arg(long, default_value = "128K", value_parser = size_arg)]
+    chunk_size: u64,
+    /// Largest I/O: adjacent chunks are coalesced up to this size (a multiple of the chunk size).
+    #[arg(long, default_value = "1M", value_parser = size_arg)]
+    io_size: u64,
+    /// I/Os kept in flight.
+    #[arg(long, default_value_t = stream::QUEUE_DEPTH_DEFAULT)]
+    queue_depth: u32,
+    /// I/O engine.
+    #[arg(long, value_enum, default_value = "auto")]
+    engine: EngineArg,
+    /// Let a kernel thread poll the io_uring submission queue (costs a core).
+    #[arg(long)]
+    sqpoll: bool,
+    /// Stop by itself after this long (as Ctrl-C would), e.g. 500ms, 10s, 2m.
+    #[arg(long, value_parser = duration_arg)]
+    stop_after: Option<Duration>,
+}
+
+impl IoArgs {
+    pub fn config(&self, flush: FlushMode) -> StreamConfig {
+        StreamConfig {
+            chunk_size_bytes: self.chunk_size,
+            io_size_bytes: self.io_size,
+            queue_depth: self.queue_depth,
+            engine: self.engine.choice(),
+            sqpoll: self.sqpoll,
+            flush,
+            trigger: self
+                .stop_after
+                .map(|duration| StopTrigger { when: StopWhen::After(duration), action: stream::ControlState::Stop }),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct WriteArgs {
+    /// File or block device to write. A file is created (and preallocated) when the range
+    /// says how long it must be.
+    target: PathBuf,
+    #[command(flatten)]
+    range: RangeArgs,
+    #[command(flatten)]
+    io: IoArgs,
+    /// What to write: pattern, zero, stdin, or a file path.
+    #[arg(long, default_value = "pattern")]
+    source: String,
+    /// Seed of the pattern.
+    #[arg(long, default_value = "0", value_parser = size_arg)]
+    seed: u64,
+    /// Skip the flush (fdatasync) after the last write.
+    #[arg(long)]
+    no_flush: bool,
+    /// Write even to a device that is in use or holds a filesystem or partition table.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum CheckArg {
+    /// Compare every chunk with the pattern of --seed.
+    Pattern,
+}
+
+#[derive(Args, Debug)]
+struct ReadArgs {
+    /// File or block device to read.
+    target: PathBuf,
+    #[command(flatten)]
+    range: RangeArgs,
+    #[command(flatten)]
+    io: IoArgs,
+    /// Check what is read.
+    #[arg(long, value_enum, conflicts_with = "output")]
+    check: Option<CheckArg>,
+    /// Seed of the pattern to check against.
+    #[arg(long, default_value = "0", value_parser = size_arg)]
+    seed: u64,
+    /// Copy what is read to this file, or to stdout with '-'.
+    #[arg(long)]
+    output: Option<PathBuf>,
+}
+
+fn size_arg(text: &str) -> Result<u64, String> {
+    parse_size_bytes(text).map_err(|error| error.to_string())
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|error| error.to_string())
+}
+
+fn parse_source(text: &str, seed: u64) -> SourceSpec {
+    match text {
+        "pattern" => SourceSpec::Pattern { seed },
+        "zero" | "zeros" => SourceSpec::Zero,
+        "stdin" | "-" => SourceSpec::Stdin,
+        path => SourceSpec::Path(PathBuf::from(path)),
+    }
+}
+
+/// The outcome of a command: an exit status, decided from what happened.
+pub struct Finished(pub u8);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    signal::install();
+    let json = cli.json;
+    match run(cli) {
+        Ok(Finished(code)) => ExitCode::from(code),
+        Err(error) => {
+            let code = exit_code(&error);
+            if json {
+                let value = serde_json::json!({ "error": format!("{error:#}"), "exit_code": code });
+                println!("{value}");
+            } else {
+                eprintln!("nvrec: error: {error:#}");
+            }
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// The one place that maps errors to exit statuses.
+fn exit_code(error: &anyhow::Error) -> u8 {
+    for cause in error.chain() {
+        if let Some(error) = cause.downcast_ref::<stream::StreamError>() {
+            return match error {
+                stream::StreamError::Config(_) | stream::StreamError::Address(_) => exit::USAGE,
+                _ => exit::FAILURE,
+            };
+        }
+        if cause.downcast_ref::<stream::AddressError>().is_some() || cause.downcast_ref::<stream::ConfigError>().is_some() {
+            return exit::USAGE;
+        }
+        if let Some(error) = cause.downcast_ref::<device::DeviceError>() {
+            return if error.is_safety_refusal() { exit::REFUSED } else { exit::FAILURE };
+        }
+        if cause.downcast_ref::<UsageError>().is_some() {
+            return exit::USAGE;
+        }
+    }
+    exit::FAILURE
+}
+
+/// A mistake in the arguments that clap cannot see.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn run(cli: Cli) -> Result<Finished> {
+    match cli.command {
+        Command::Write(args) => write_command(args, cli.json),
+        Command::Read(args) => read_command(args, cli.json),
+        Command::Selftest(args) => selftest_cmd::run(args, cli.json),
+    }
+}
+
+/// Exit status for a finished stream run.
+pub fn stream_exit_code(report: &stream::StreamReport) -> u8 {
+    if !report.is_success() {
+        exit::FAILURE
+    } else if report.outcome == Outcome::Aborted {
+        exit::ABORTED
+    } else {
+        exit::OK
+    }
+}
+
+fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
+    let flush = if args.no_flush { FlushMode::None } else { FlushMode::AfterWrite };
+    let config = args.io.config(flush);
+    // Check what can be checked before creating or opening anything; the block size
+    // check follows once the target is probed.
+    config.validate(1)?;
+    let options = OpenOptions {
+        access: Access::Write,
+        create_len_bytes: args.range.end_bytes(config.chunk_size_bytes),
+        safety: if args.force { Safety::Force } else { Safety::Check },
+    };
+    let target = device::open(&args.target, &options)
+        .with_context(|| format!("opening {} for direct I/O", args.target.display()))?;
+    let range = stream::plan(&target, args.range.spec(), &config)?;
+    let source_spec = parse_source(&args.source, args.seed);
+    let mut source = open_source(&source_spec)?;
+    let progress = Arc::new(Progress::default());
+    let display = progress::ProgressDisplay::start(Arc::clone(&progress), "write".into(), !json);
+    let report = stream::write(&target, range, source.as_mut(), config, &signal::CONTROL, &progress)?;
+    drop(display);
+    output::print_stream_report(&report, Some(&source_spec), json);
+    Ok(Finished(stream_exit_code(&report)))
+}
+
+fn read_command(args: ReadArgs, json: bool) -> Result<Finished> {
+    let config = args.io.config(FlushMode::None);
+    let options = OpenOptions { access: Access::Read, create_len_bytes: None, safety: Safety::Check };
+    let target = device::open(&args.target, &options)
+        .with_context(|| format!("opening {} for direct I/O", args.target.display()))?;
+    let range = stream::plan(&target, args.range.spec(), &config)?;
+    let mut sink: Box<dyn Sink> = match (&args.check, &args.output) {
+        (Some(CheckArg::Pattern), _) => Box::new(CheckSink::new(nvrec::pattern::Pattern::new(args.seed))),
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            if json {
+                return Err(UsageError("--output - and --json both want stdout; choose one".into()).into());
+            }
+            Box::new(WriterSink(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock())))
+        }
+        (None, Some(path)) => {
+            let file = std::fs::File::create(path).with_context(|| format!("creating output {}", path.display()))?;
+            Box::new(WriterSink(std::io::BufWriter::with_capacity(1 << 20, file)))
+        }
+        (None, None) => Box::new(DiscardSink),
+    };
+    let progress = Arc::new(Progress::default());
+    let display = progress::ProgressDisplay::start(Arc::clone(&progress), "read".into(), !json);
+    let report = stream::read(&target, range, sink.as_mut(), config, &signal::CONTROL, &progress)?;
+    drop(display);
+    output::print_stream_report(&report, None, json);
+    Ok(Finished(stream_exit_code(&report)))
+}

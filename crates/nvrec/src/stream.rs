@@ -1,1 +1,776 @@
-//! (being written)
+//! Chunked streaming to and from an address range: the NVMe Streamer, in software.
+//!
+//! A write takes chunks from a [`Source`] in address order, packs up to `io_size_bytes` of
+//! adjacent chunks into one slot of the buffer pool, and keeps `queue_depth` such I/Os in
+//! flight through an [`Engine`]. A read does the reverse and hands chunks to a [`Sink`] in
+//! address order, whatever order the completions arrive in. Both track the *frontier*: the
+//! end of the longest run of chunks, from the first address, that has completed. That is the
+//! "last address" reported after a stop, abort or failure; nothing beyond the chunks that were
+//! submitted is ever touched.
+//!
+//! Stop and abort come from a [`Control`] (set by signal handlers in the CLI, or by a
+//! [`StopTrigger`]):
+//! - stop: take no more chunks from the source; chunks already taken are written, in-flight
+//!   I/Os complete, the flush runs;
+//! - abort: chunks taken but not yet submitted are discarded; in-flight I/Os complete, the
+//!   flush runs.
+//!
+//! Address errors are found before any I/O is issued. The data path does not allocate: the
+//! pool, the in-flight ring and the completion vector are sized at start.
+
+use crate::buffer::{BufferError, BufferPool, SLOT_ALIGN_BYTES};
+use crate::device::{Target, TargetKind};
+use crate::engine::{
+    self, EngineChoice, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp, IoRequest,
+};
+use crate::sink::{CheckReport, Sink};
+use crate::source::Source;
+use std::collections::VecDeque;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+/// Default chunk: the streamer's 128 KiB.
+pub const CHUNK_SIZE_BYTES_DEFAULT: u64 = 128 << 10;
+/// Largest chunk accepted.
+pub const CHUNK_SIZE_BYTES_MAX: u64 = 64 << 20;
+/// Default largest I/O: adjacent chunks are coalesced up to this size.
+pub const IO_SIZE_BYTES_DEFAULT: u64 = 1 << 20;
+/// Largest I/O accepted (also bounded by the pool's 64 GiB).
+pub const IO_SIZE_BYTES_MAX: u64 = 256 << 20;
+/// Default number of I/Os in flight.
+pub const QUEUE_DEPTH_DEFAULT: u32 = 32;
+
+// ---------------------------------------------------------------------------------------------
+// Control: stop and abort.
+
+const STATE_RUN: u8 = 0;
+const STATE_STOP: u8 = 1;
+const STATE_ABORT: u8 = 2;
+
+/// What a run has been asked to do. Set from signal handlers: only atomics inside.
+#[derive(Debug)]
+pub struct Control {
+    state: AtomicU8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlState {
+    Run,
+    Stop,
+    Abort,
+}
+
+impl Control {
+    pub const fn new() -> Control {
+        Control { state: AtomicU8::new(STATE_RUN) }
+    }
+
+    /// Asks for a stop; an abort already asked for stays an abort. Async-signal-safe.
+    pub fn request_stop(&self) {
+        let _ = self.state.compare_exchange(STATE_RUN, STATE_STOP, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Asks for an abort. Async-signal-safe.
+    pub fn request_abort(&self) {
+        self.state.store(STATE_ABORT, Ordering::SeqCst);
+    }
+
+    pub fn state(&self) -> ControlState {
+        match self.state.load(Ordering::SeqCst) {
+            STATE_RUN => ControlState::Run,
+            STATE_STOP => ControlState::Stop,
+            _ => ControlState::Abort,
+        }
+    }
+
+    /// Back to running, for reuse between runs (tests, the self-test).
+    pub fn reset(&self) {
+        self.state.store(STATE_RUN, Ordering::SeqCst);
+    }
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Control::new()
+    }
+}
+
+/// A stop or abort that the run triggers itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopTrigger {
+    pub when: StopWhen,
+    pub action: ControlState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopWhen {
+    After(Duration),
+    /// After this many chunks have been taken from the source (writes) or submitted (reads).
+    AfterChunks(u64),
+}
+
+/// Live counters for a progress display on another thread.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub done_bytes: AtomicU64,
+    pub total_bytes: AtomicU64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Address ranges.
+
+/// How the user said where the range ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeEnd {
+    /// Address of the last chunk (inclusive), like the streamer's ADDR_LAST.
+    LastOffset(u64),
+    ChunkCount(u64),
+    SizeBytes(u64),
+    /// As many whole chunks as fit before the end of the target.
+    TargetEnd,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeSpec {
+    pub first_offset_bytes: u64,
+    pub end: RangeEnd,
+}
+
+/// A resolved, validated range of whole chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ChunkRange {
+    pub first_offset_bytes: u64,
+    pub chunk_count: u64,
+    pub chunk_size_bytes: u64,
+}
+
+impl ChunkRange {
+    pub fn len_bytes(&self) -> u64 {
+        self.chunk_count * self.chunk_size_bytes
+    }
+
+    pub fn end_offset_bytes(&self) -> u64 {
+        self.first_offset_bytes + self.len_bytes()
+    }
+
+    pub fn last_offset_bytes(&self) -> u64 {
+        self.end_offset_bytes() - self.chunk_size_bytes
+    }
+
+    pub fn chunk_offset_bytes(&self, chunk_index: u64) -> u64 {
+        self.first_offset_bytes + chunk_index * self.chunk_size_bytes
+    }
+}
+
+/// Bad addresses, each its own case (streamer TEST #09). None of them issues any I/O.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    #[error("address range beyond the target: the last chunk ends at {end_offset_bytes:#x} but the target holds {capacity_bytes:#x} bytes")]
+    BeyondTarget { end_offset_bytes: u64, capacity_bytes: u64 },
+    #[error("first address {first_offset_bytes:#x} is greater than last address {last_offset_bytes:#x}")]
+    FirstAfterLast { first_offset_bytes: u64, last_offset_bytes: u64 },
+    #[error("first address {first_offset_bytes:#x} is not aligned to the chunk size {chunk_size_bytes:#x}")]
+    FirstUnaligned { first_offset_bytes: u64, chunk_size_bytes: u64 },
+    #[error("last address {last_offset_bytes:#x} is not aligned to the chunk size {chunk_size_bytes:#x}")]
+    LastUnaligned { last_offset_bytes: u64, chunk_size_bytes: u64 },
+    #[error("size {size_bytes} is not a whole number of {chunk_size_bytes}-byte chunks")]
+    SizeNotWholeChunks { size_bytes: u64, chunk_size_bytes: u64 },
+    #[error("the range holds no chunk (first address {first_offset_bytes:#x}, target of {capacity_bytes:#x} bytes)")]
+    Empty { first_offset_bytes: u64, capacity_bytes: u64 },
+}
+
+/// Turns what the user said into a range of whole chunks inside the target, or says why not.
+pub fn resolve_range(spec: RangeSpec, chunk_size_bytes: u64, capacity_bytes: u64) -> Result<ChunkRange, AddressError> {
+    assert!(chunk_size_bytes.is_power_of_two(), "chunk size is validated first");
+    let first = spec.first_offset_bytes;
+    if first % chunk_size_bytes != 0 {
+        return Err(AddressError::FirstUnaligned { first_offset_bytes: first, chunk_size_bytes });
+    }
+    let chunk_count = match spec.end {
+        RangeEnd::LastOffset(last) => {
+            if last % chunk_size_bytes != 0 {
+                return Err(AddressError::LastUnaligned { last_offset_bytes: last, chunk_size_bytes });
+            }
+            if first > last {
+                return Err(AddressError::FirstAfterLast { first_offset_bytes: first, last_offset_bytes: last });
+            }
+            (last - first) / chunk_size_bytes + 1
+        }
+        RangeEnd::ChunkCount(count) => count,
+        RangeEnd::SizeBytes(size_bytes) => {
+            if size_bytes % chunk_size_bytes != 0 {
+                return Err(AddressError::SizeNotWholeChunks { size_bytes, chunk_size_bytes });
+            }
+            size_bytes / chunk_size_bytes
+        }
+        RangeEnd::TargetEnd => capacity_bytes.saturating_sub(first) / chunk_size_bytes,
+    };
+    if chunk_count == 0 {
+        return Err(AddressError::Empty { first_offset_bytes: first, capacity_bytes });
+    }
+    let end_offset_bytes = chunk_count
+        .checked_mul(chunk_size_bytes)
+        .and_then(|len| len.checked_add(first))
+        .unwrap_or(u64::MAX);
+    if end_offset_bytes > capacity_bytes {
+        return Err(AddressError::BeyondTarget { end_offset_bytes, capacity_bytes });
+    }
+    Ok(ChunkRange { first_offset_bytes: first, chunk_count, chunk_size_bytes })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushMode {
+    /// fdatasync after the last write completes (the default).
+    AfterWrite,
+    None,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct StreamConfig {
+    pub chunk_size_bytes: u64,
+    /// Largest I/O; adjacent chunks are coalesced up to it. A multiple of the chunk size.
+    pub io_size_bytes: u64,
+    pub queue_depth: u32,
+    pub engine: EngineChoice,
+    pub sqpoll: bool,
+    pub flush: FlushMode,
+    pub trigger: Option<StopTrigger>,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            chunk_size_bytes: CHUNK_SIZE_BYTES_DEFAULT,
+            io_size_bytes: IO_SIZE_BYTES_DEFAULT,
+            queue_depth: QUEUE_DEPTH_DEFAULT,
+            engine: EngineChoice::Auto,
+            sqpoll: false,
+            flush: FlushMode::AfterWrite,
+            trigger: None,
+        }
+    }
+}
+
+/// Settings that cannot work, found before anything is opened or written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("chunk size {0} is not a power of two")]
+    ChunkNotPowerOfTwo(u64),
+    #[error("chunk size {chunk_size_bytes} is not a multiple of the target's logical block size {logical_block_bytes}")]
+    ChunkNotBlockMultiple { chunk_size_bytes: u64, logical_block_bytes: u32 },
+    #[error("chunk size {0} is larger than the 64 MiB limit")]
+    ChunkTooLarge(u64),
+    #[error("I/O size {io_size_bytes} is not a multiple of the chunk size {chunk_size_bytes}")]
+    IoSizeNotChunkMultiple { io_size_bytes: u64, chunk_size_bytes: u64 },
+    #[error("I/O size {0} is larger than the 256 MiB limit")]
+    IoSizeTooLarge(u64),
+    #[error("queue depth {0} is out of range 1..=4096")]
+    QueueDepth(u32),
+}
+
+impl StreamConfig {
+    /// Checks the settings against a target's logical block size.
+    pub fn validate(&self, logical_block_bytes: u32) -> Result<(), ConfigError> {
+        let chunk = self.chunk_size_bytes;
+        if !chunk.is_power_of_two() {
+            return Err(ConfigError::ChunkNotPowerOfTwo(chunk));
+        }
+        if chunk % logical_block_bytes as u64 != 0 {
+            return Err(ConfigError::ChunkNotBlockMultiple { chunk_size_bytes: chunk, logical_block_bytes });
+        }
+        if chunk > CHUNK_SIZE_BYTES_MAX {
+            return Err(ConfigError::ChunkTooLarge(chunk));
+        }
+        // An I/O smaller than a chunk means one chunk per I/O.
+        let io_size_bytes = self.io_size_bytes.max(chunk);
+        if io_size_bytes % chunk != 0 {
+            return Err(ConfigError::IoSizeNotChunkMultiple { io_size_bytes, chunk_size_bytes: chunk });
+        }
+        if io_size_bytes > IO_SIZE_BYTES_MAX {
+            return Err(ConfigError::IoSizeTooLarge(io_size_bytes));
+        }
+        if self.queue_depth == 0 || self.queue_depth > engine::QUEUE_DEPTH_MAX {
+            return Err(ConfigError::QueueDepth(self.queue_depth));
+        }
+        Ok(())
+    }
+
+    fn chunks_per_io(&self) -> u64 {
+        self.io_size_bytes.max(self.chunk_size_bytes) / self.chunk_size_bytes
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Every chunk of the range was transferred.
+    Complete,
+    /// The source ended before the range was full (a pipe closed).
+    SourceEnded,
+    Stopped,
+    Aborted,
+    Failed,
+}
+
+/// What a write or read did, for humans and for `--json`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StreamReport {
+    pub op: IoOp,
+    pub target: PathBuf,
+    pub target_kind: TargetKind,
+    pub engine: EngineKind,
+    pub engine_features: String,
+    /// Why `auto` did not get io_uring, when it did not.
+    pub engine_fallback_reason: Option<String>,
+    pub chunk_size_bytes: u64,
+    pub io_size_bytes: u64,
+    pub queue_depth: u32,
+    pub pool_bytes: u64,
+    pub range: ChunkRange,
+    pub outcome: Outcome,
+    /// Chunks transferred contiguously from the first address.
+    pub chunk_count: u64,
+    pub bytes: u64,
+    /// Address of the last chunk of that contiguous run (the streamer's ADDR_LAST).
+    pub last_offset_bytes: Option<u64>,
+    /// Zeros added to fill a short final chunk from a finite source.
+    pub padded_bytes: u64,
+    /// Chunks taken from the source but discarded by an abort.
+    pub discarded_chunk_count: u64,
+    /// Data phase plus flush.
+    pub elapsed_s: f64,
+    pub flush_s: Option<f64>,
+    pub rate_mib_per_s: f64,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    pub engine_stats: EngineStats,
+    pub check: Option<CheckReport>,
+    /// The first failure, if any (an I/O error, or a source or sink error).
+    pub error: Option<String>,
+    pub io_error: Option<IoError>,
+}
+
+impl StreamReport {
+    pub fn cpu_s(&self) -> f64 {
+        self.cpu_user_s + self.cpu_system_s
+    }
+
+    /// Whether the run transferred and checked everything it set out to, cleanly.
+    pub fn is_success(&self) -> bool {
+        self.error.is_none() && self.check.is_none_or(|check| check.bad_chunk_count == 0)
+    }
+}
+
+/// Failures that prevent a run from starting at all.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    #[error(transparent)]
+    Buffer(#[from] BufferError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// User and system CPU seconds of the whole process so far (all threads).
+pub fn process_cpu_s() -> (f64, f64) {
+    // SAFETY: getrusage writes into the zeroed struct we pass; RUSAGE_SELF is always valid.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (seconds(usage.ru_utime), seconds(usage.ru_stime))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run.
+
+/// One I/O between submission and the moment the frontier passes it.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    slot: u32,
+    first_chunk_index: u64,
+    chunk_count: u32,
+    done: bool,
+    failed: bool,
+}
+
+struct Run<'a> {
+    op: IoOp,
+    range: ChunkRange,
+    config: StreamConfig,
+    control: &'a Control,
+    progress: &'a Progress,
+    engine: Box<dyn engine::Engine>,
+    fallback_reason: Option<String>,
+    /// In submission order; the front is the oldest I/O not yet passed by the frontier.
+    flights: VecDeque<Flight>,
+    /// Sequence number (user_data) of `flights[0]`.
+    front_sequence: u64,
+    free_slots: Vec<u32>,
+    completions: Vec<IoCompletion>,
+    /// Chunks submitted (or taken from the source, for writes).
+    next_chunk_index: u64,
+    /// Chunks completed contiguously from the first address.
+    frontier_chunk_count: u64,
+    frontier_blocked: bool,
+    padded_bytes: u64,
+    discarded_chunk_count: u64,
+    source_ended: bool,
+    error: Option<String>,
+    io_error: Option<IoError>,
+    started: Instant,
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        op: IoOp,
+        target: &Target,
+        range: ChunkRange,
+        config: StreamConfig,
+        control: &'a Control,
+        progress: &'a Progress,
+    ) -> Result<Run<'a>, StreamError> {
+        let slot_bytes = (config.chunks_per_io() * config.chunk_size_bytes).next_multiple_of(SLOT_ALIGN_BYTES as u64);
+        // No more slots than the range can use: a small range gets a small pool.
+        let io_count = range.chunk_count.div_ceil(config.chunks_per_io());
+        let slot_count = (config.queue_depth as u64).min(io_count).max(1) as u32;
+        let pool = BufferPool::new(slot_count as usize, slot_bytes as usize)?;
+        let engine_config = EngineConfig { queue_depth: slot_count, sqpoll: config.sqpoll };
+        let opened = engine::open_engine(config.engine, &target.file, pool, engine_config)?;
+        progress.done_bytes.store(0, Ordering::Relaxed);
+        progress.total_bytes.store(range.len_bytes(), Ordering::Relaxed);
+        Ok(Run {
+            op,
+            range,
+            config,
+            control,
+            progress,
+            engine: opened.engine,
+            fallback_reason: opened.fallback_reason,
+            flights: VecDeque::with_capacity(slot_count as usize),
+            front_sequence: 0,
+            free_slots: (0..slot_count).rev().collect(),
+            completions: Vec::with_capacity(slot_count as usize),
+            next_chunk_index: 0,
+            frontier_chunk_count: 0,
+            frontier_blocked: false,
+            padded_bytes: 0,
+            discarded_chunk_count: 0,
+            source_ended: false,
+            error: None,
+            io_error: None,
+            started: Instant::now(),
+        })
+    }
+
+    /// The control state, after applying the run's own trigger.
+    fn state(&self) -> ControlState {
+        if let Some(trigger) = self.config.trigger {
+            let fired = match trigger.when {
+                StopWhen::After(duration) => self.started.elapsed() >= duration,
+                StopWhen::AfterChunks(count) => self.next_chunk_index >= count,
+            };
+            if fired {
+                match trigger.action {
+                    ControlState::Abort => self.control.request_abort(),
+                    _ => self.control.request_stop(),
+                }
+            }
+        }
+        self.control.state()
+    }
+
+    fn may_submit_more(&self) -> bool {
+        self.error.is_none()
+            && !self.source_ended
+            && self.next_chunk_index < self.range.chunk_count
+            && self.state() == ControlState::Run
+    }
+
+    fn submit(&mut self, slot: u32, first_chunk_index: u64, chunk_count: u32) {
+        let sequence = self.front_sequence + self.flights.len() as u64;
+        self.flights.push_back(Flight { slot, first_chunk_index, chunk_count, done: false, failed: false });
+        self.engine.push(IoRequest {
+            op: self.op,
+            slot,
+            offset_bytes: self.range.chunk_offset_bytes(first_chunk_index),
+            len_bytes: (chunk_count as u64 * self.range.chunk_size_bytes) as u32,
+            user_data: sequence,
+        });
+    }
+
+    /// Waits for completions (at least one if `wait`), marks them, and advances the frontier;
+    /// `on_front` sees each I/O the frontier passes, in address order.
+    fn reap(&mut self, wait: bool, on_front: &mut dyn FnMut(&mut Run<'a>, Flight)) -> Result<(), EngineError> {
+        let mut completions = std::mem::take(&mut self.completions);
+        let result = self.engine.submit_and_reap(u32::from(wait), &mut completions);
+        for completion in completions.drain(..) {
+            let position = (completion.user_data - self.front_sequence) as usize;
+            let flight = &mut self.flights[position];
+            debug_assert!(!flight.done);
+            flight.done = true;
+            if let Err(error) = completion.result {
+                flight.failed = true;
+                if self.error.is_none() {
+                    self.error = Some(error.to_string());
+                    self.io_error = Some(error);
+                }
+            }
+        }
+        self.completions = completions;
+        result?;
+        while let Some(front) = self.flights.front().copied() {
+            if !front.done {
+                break;
+            }
+            self.flights.pop_front();
+            self.front_sequence += 1;
+            if front.failed {
+                self.frontier_blocked = true;
+            }
+            if !self.frontier_blocked {
+                on_front(self, front);
+                if !self.frontier_blocked {
+                    self.frontier_chunk_count += front.chunk_count as u64;
+                    self.progress
+                        .done_bytes
+                        .store(self.frontier_chunk_count * self.range.chunk_size_bytes, Ordering::Relaxed);
+                }
+            }
+            self.free_slots.push(front.slot);
+        }
+        Ok(())
+    }
+
+    /// Reaps until nothing is in flight.
+    fn drain(&mut self, on_front: &mut dyn FnMut(&mut Run<'a>, Flight)) -> Result<(), EngineError> {
+        while !self.flights.is_empty() {
+            self.reap(true, on_front)?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, target: &Target, cpu_before: (f64, f64), check: Option<CheckReport>) -> StreamReport {
+        let mut flush_s = None;
+        if self.op == IoOp::Write && self.config.flush == FlushMode::AfterWrite && self.next_chunk_index > 0 {
+            let flush_started = Instant::now();
+            if let Err(error) = self.engine.sync_data() {
+                if self.error.is_none() {
+                    self.error = Some(error.to_string());
+                    self.io_error = Some(error);
+                }
+            }
+            flush_s = Some(flush_started.elapsed().as_secs_f64());
+        }
+        let elapsed = self.started.elapsed();
+        let cpu_after = process_cpu_s();
+        let bytes = self.frontier_chunk_count * self.range.chunk_size_bytes;
+        let outcome = if self.error.is_some() {
+            Outcome::Failed
+        } else if self.frontier_chunk_count == self.range.chunk_count {
+            Outcome::Complete
+        } else {
+            match self.control.state() {
+                ControlState::Abort => Outcome::Aborted,
+                ControlState::Stop => Outcome::Stopped,
+                ControlState::Run => Outcome::SourceEnded,
+            }
+        };
+        StreamReport {
+            op: self.op,
+            target: target.path.clone(),
+            target_kind: target.kind,
+            engine: self.engine.kind(),
+            engine_features: self.engine.features(),
+            engine_fallback_reason: self.fallback_reason.take(),
+            chunk_size_bytes: self.range.chunk_size_bytes,
+            io_size_bytes: self.config.chunks_per_io() * self.range.chunk_size_bytes,
+            queue_depth: self.config.queue_depth,
+            pool_bytes: self.engine.pool().total_bytes() as u64,
+            range: self.range,
+            outcome,
+            chunk_count: self.frontier_chunk_count,
+            bytes,
+            last_offset_bytes: (self.frontier_chunk_count > 0)
+                .then(|| self.range.chunk_offset_bytes(self.frontier_chunk_count - 1)),
+            padded_bytes: self.padded_bytes,
+            discarded_chunk_count: self.discarded_chunk_count,
+            elapsed_s: elapsed.as_secs_f64(),
+            flush_s,
+            rate_mib_per_s: crate::unit::rate_mib_per_s(bytes, elapsed),
+            cpu_user_s: cpu_after.0 - cpu_before.0,
+            cpu_system_s: cpu_after.1 - cpu_before.1,
+            engine_stats: self.engine.stats(),
+            check,
+            error: self.error,
+            io_error: self.io_error,
+        }
+    }
+}
+
+/// Checks the config and range against the target; no I/O.
+pub fn plan(target: &Target, spec: RangeSpec, config: &StreamConfig) -> Result<ChunkRange, StreamError> {
+    config.validate(target.logical_block_bytes)?;
+    Ok(resolve_range(spec, config.chunk_size_bytes, target.capacity_bytes)?)
+}
+
+/// Writes the chunks of `range` from `source`. See the module docs for stop and abort.
+pub fn write(
+    target: &Target,
+    range: ChunkRange,
+    source: &mut dyn Source,
+    config: StreamConfig,
+    control: &Control,
+    progress: &Progress,
+) -> Result<StreamReport, StreamError> {
+    config.validate(target.logical_block_bytes)?;
+    let cpu_before = process_cpu_s();
+    let mut run = Run::new(IoOp::Write, target, range, config, control, progress)?;
+    let chunk_bytes = range.chunk_size_bytes as usize;
+    let chunks_per_io = config.chunks_per_io();
+    let mut no_op = |_: &mut Run<'_>, _: Flight| {};
+    loop {
+        // Fill and submit while there are free slots and work.
+        while run.may_submit_more() {
+            let Some(slot) = run.free_slots.pop() else { break };
+            let first_chunk_index = run.next_chunk_index;
+            let chunk_limit = chunks_per_io.min(range.chunk_count - first_chunk_index);
+            let mut filled_chunk_count = 0u32;
+            while (filled_chunk_count as u64) < chunk_limit {
+                let chunk_index = first_chunk_index + filled_chunk_count as u64;
+                let offset_bytes = range.chunk_offset_bytes(chunk_index);
+                let start = filled_chunk_count as usize * chunk_bytes;
+                let buf = &mut run.engine.pool_mut().slot_mut(slot as usize)[start..start + chunk_bytes];
+                match fill_chunk(source, offset_bytes, buf, control) {
+                    Ok(filled_bytes) if filled_bytes == 0 => {
+                        run.source_ended = true;
+                        break;
+                    }
+                    Ok(filled_bytes) => {
+                        filled_chunk_count += 1;
+                        run.next_chunk_index += 1;
+                        if filled_bytes < chunk_bytes {
+                            // A short final chunk: padded, counted, never dropped.
+                            buf[filled_bytes..].fill(0);
+                            run.padded_bytes += (chunk_bytes - filled_bytes) as u64;
+                            run.source_ended = true;
+                            break;
+                        }
+                    }
+                    Err(error) => {
+                        run.error = Some(format!("reading the source at chunk {chunk_index}: {error}"));
+                        break;
+                    }
+                }
+                if run.state() != ControlState::Run {
+                    break;
+                }
+            }
+            if filled_chunk_count == 0 {
+                run.free_slots.push(slot);
+                break;
+            }
+            if run.state() == ControlState::Abort {
+                // Abort: what was taken but not submitted is discarded.
+                run.discarded_chunk_count += filled_chunk_count as u64;
+                run.next_chunk_index -= filled_chunk_count as u64;
+                run.free_slots.push(slot);
+                break;
+            }
+            run.submit(slot, first_chunk_index, filled_chunk_count);
+        }
+        if run.flights.is_empty() {
+            break;
+        }
+        // Wait only when nothing more can be submitted right now.
+        let wait = run.free_slots.is_empty() || !run.may_submit_more();
+        run.reap(wait, &mut no_op)?;
+    }
+    run.drain(&mut no_op)?;
+    Ok(run.finish(target, cpu_before, None))
+}
+
+/// Fills one chunk from the source: loops over short reads, returns fewer bytes only at the
+/// end of the source or when a stop or abort interrupts a blocking read.
+fn fill_chunk(source: &mut dyn Source, offset_bytes: u64, buf: &mut [u8], control: &Control) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read_at(offset_bytes + filled as u64, &mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(count) => filled += count,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {
+                if control.state() != ControlState::Run {
+                    break;
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
+/// Reads the chunks of `range` into `sink`, in address order.
+pub fn read(
+    target: &Target,
+    range: ChunkRange,
+    sink: &mut dyn Sink,
+    config: StreamConfig,
+    control: &Control,
+    progress: &Progress,
+) -> Result<StreamReport, StreamError> {
+    config.validate(target.logical_block_bytes)?;
+    let cpu_before = process_cpu_s();
+    let mut run = Run::new(IoOp::Read, target, range, config, control, progress)?;
+    let chunks_per_io = config.chunks_per_io();
+    let chunk_bytes = range.chunk_size_bytes as usize;
+    let mut sink_error: Option<io::Error> = None;
+    let mut consume = |run: &mut Run<'_>, flight: Flight| {
+        if sink_error.is_some() {
+            run.frontier_blocked = true;
+            return;
+        }
+        let data = run.engine.pool().slot(flight.slot as usize);
+        for index in 0..flight.chunk_count as usize {
+            let offset_bytes = run.range.chunk_offset_bytes(flight.first_chunk_index + index as u64);
+            if let Err(error) = sink.consume(offset_bytes, &data[index * chunk_bytes..(index + 1) * chunk_bytes]) {
+                run.error.get_or_insert_with(|| format!("writing what was read at {offset_bytes:#x}: {error}"));
+                sink_error = Some(error);
+                run.frontier_blocked = true;
+                return;
+            }
+        }
+    };
+    loop {
+        while run.may_submit_more() {
+            let Some(slot) = run.free_slots.pop() else { break };
+            let first_chunk_index = run.next_chunk_index;
+            let chunk_count = chunks_per_io.min(range.chunk_count - first_chunk_index) as u32;
+            run.next_chunk_index += chunk_count as u64;
+            run.submit(slot, first_chunk_index, chunk_count);
+        }
+        if run.flights.is_empty() {
+            break;
+        }
+        let wait = run.free_slots.is_empty() || !run.may_submit_more();
+        run.reap(wait, &mut consume)?;
+    }
+    run.drain(&mut consume)?;
+    if let Err(error) = sink.finish() {
+        run.error.get_or_insert_with(|| format!("finishing the output: {error}"));
+    }
+    let check = sink.check_report();
+    Ok(run.finish(target, cpu_before, check))
+}

@@ -57,10 +57,33 @@ pub enum DeviceError {
     Other { path: PathBuf, message: String },
 }
 
+impl DeviceError {
+    pub fn is_safety_refusal(&self) -> bool {
+        false
+    }
+}
+
 /// Opens `path` for direct I/O, creating or safety-checking it as `options` say.
+/// (Interim: regular files only.)
 pub fn open(path: &Path, options: &OpenOptions) -> Result<Target, DeviceError> {
-    let _ = (path, options);
-    todo!()
+    use std::os::unix::fs::OpenOptionsExt;
+    let other = |message: String| DeviceError::Other { path: path.to_path_buf(), message };
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true).custom_flags(libc::O_DIRECT);
+    if options.access == Access::Write {
+        open.write(true);
+        if options.create_len_bytes.is_some() {
+            open.create(true);
+        }
+    }
+    let file = open.open(path).map_err(|e| other(e.to_string()))?;
+    if let Some(len) = options.create_len_bytes {
+        if file.metadata().map_err(|e| other(e.to_string()))?.len() < len {
+            file.set_len(len).map_err(|e| other(e.to_string()))?;
+        }
+    }
+    let capacity_bytes = file.metadata().map_err(|e| other(e.to_string()))?.len();
+    Ok(Target { path: path.to_path_buf(), kind: TargetKind::File, capacity_bytes, logical_block_bytes: 4096, file })
 }
 
 /// Facts about a target for reports (TEST #00 of the self-test).

@@ -1,0 +1,343 @@
+//! How bytes reach a target: io_uring, or a portable pool of worker threads.
+//!
+//! # The model
+//! An [`Engine`] owns the [`BufferPool`] and one open target. The caller (the stream) fills a
+//! slot, then [`Engine::push`]es a request naming the slot, the target offset and the length;
+//! nothing reaches the kernel until [`Engine::submit_and_reap`], which submits everything
+//! pushed in one batch and collects completions, waiting for at least `wait_min` of them.
+//! A completion is final: the engine has already resubmitted the rest of a short transfer and
+//! retried an interrupted one, so the caller sees either "all `len_bytes` moved" or an
+//! [`IoError`] with a named cause. A zero-byte transfer is an error, never success.
+//!
+//! The caller must keep at most [`Engine::queue_depth`] requests in flight and must not touch a
+//! slot between pushing it and seeing its completion. Engines do not allocate per I/O: their
+//! tables are sized by the queue depth at creation.
+//!
+//! Waiting may return early with no completion when a signal arrives, so that the caller can
+//! look at its stop and abort flags; callers loop.
+
+mod threads;
+mod uring;
+
+use crate::buffer::BufferPool;
+use std::fs::File;
+
+pub use threads::ThreadsEngine;
+pub use uring::UringEngine;
+
+/// Requests one request may be resubmitted for (short transfers, EINTR, EAGAIN) before the
+/// engine gives up on it.
+pub const RESUBMIT_COUNT_MAX: u32 = 64;
+/// Deepest queue an engine accepts.
+pub const QUEUE_DEPTH_MAX: u32 = 4096;
+
+/// The engines nvrec has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    IoUring,
+    Threads,
+}
+
+impl EngineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::IoUring => "io_uring",
+            EngineKind::Threads => "threads",
+        }
+    }
+}
+
+/// Which engine the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// io_uring when the kernel allows it, else threads.
+    Auto,
+    Only(EngineKind),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoOp {
+    Read,
+    Write,
+    Flush,
+}
+
+impl IoOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoOp::Read => "read",
+            IoOp::Write => "write",
+            IoOp::Flush => "flush",
+        }
+    }
+}
+
+/// One transfer between a pool slot and the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoRequest {
+    pub op: IoOp,
+    pub slot: u32,
+    pub offset_bytes: u64,
+    pub len_bytes: u32,
+    /// Returned untouched in the completion.
+    pub user_data: u64,
+}
+
+#[derive(Debug)]
+pub struct IoCompletion {
+    pub user_data: u64,
+    pub result: Result<(), IoError>,
+}
+
+/// The named causes of a failed transfer (errno mapped to what it means for direct I/O).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoErrorKind {
+    /// EINVAL: offset, length or buffer not aligned to the logical block size.
+    Alignment,
+    /// ENOSPC: the target is full.
+    TargetFull,
+    /// EIO: the device reported a failure.
+    DeviceFailed,
+    /// The kernel moved zero bytes (end of file or device).
+    ZeroTransfer,
+    /// A short transfer kept coming back short.
+    RetriesExhausted,
+    /// EBADF, EPERM, EROFS: the target is not open for this.
+    NotPermitted,
+    /// Anything else.
+    Os,
+}
+
+/// A transfer that did not complete, with everything needed to say where and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[error("{} of {len_bytes} bytes at offset {offset_bytes:#x} failed: {} ({})", op.name(), kind_text(*kind), os_text(*errno))]
+pub struct IoError {
+    pub op: IoOp,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    pub kind: IoErrorKind,
+    /// The OS error number, 0 when there was none (zero transfer, retries exhausted).
+    pub errno: i32,
+}
+
+fn kind_text(kind: IoErrorKind) -> &'static str {
+    match kind {
+        IoErrorKind::Alignment => "misaligned for direct I/O",
+        IoErrorKind::TargetFull => "target full",
+        IoErrorKind::DeviceFailed => "device I/O error",
+        IoErrorKind::ZeroTransfer => "zero bytes transferred (end of target?)",
+        IoErrorKind::RetriesExhausted => "transfer stayed short after retries",
+        IoErrorKind::NotPermitted => "target not open for this",
+        IoErrorKind::Os => "operating system error",
+    }
+}
+
+fn os_text(errno: i32) -> String {
+    if errno == 0 {
+        "no OS error".to_string()
+    } else {
+        std::io::Error::from_raw_os_error(errno).to_string()
+    }
+}
+
+impl IoError {
+    pub fn from_errno(op: IoOp, offset_bytes: u64, len_bytes: u64, errno: i32) -> IoError {
+        let kind = match errno {
+            libc::EINVAL => IoErrorKind::Alignment,
+            libc::ENOSPC => IoErrorKind::TargetFull,
+            libc::EIO => IoErrorKind::DeviceFailed,
+            libc::EBADF | libc::EPERM | libc::EROFS | libc::EACCES => IoErrorKind::NotPermitted,
+            _ => IoErrorKind::Os,
+        };
+        IoError { op, offset_bytes, len_bytes, kind, errno }
+    }
+
+    pub fn without_errno(op: IoOp, offset_bytes: u64, len_bytes: u64, kind: IoErrorKind) -> IoError {
+        IoError { op, offset_bytes, len_bytes, kind, errno: 0 }
+    }
+}
+
+/// Failures of the engine itself, as opposed to one transfer.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("io_uring is unavailable: {0} (kernel.io_uring_disabled, seccomp, or an old kernel; use --engine threads)")]
+    UringUnavailable(std::io::Error),
+    #[error("io_uring setup failed while {what}: {source}")]
+    UringSetup { what: &'static str, source: std::io::Error },
+    #[error("io_uring submission failed: {0}")]
+    Submit(std::io::Error),
+    #[error("could not start I/O worker threads: {0}")]
+    Threads(std::io::Error),
+    #[error("an I/O worker thread died")]
+    WorkerLost,
+    #[error("queue depth {0} is out of range 1..={QUEUE_DEPTH_MAX}")]
+    QueueDepth(u32),
+}
+
+/// Accounting of what the state of completions is, reported by each engine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EngineStats {
+    /// Times the engine entered the kernel to submit or wait.
+    pub syscall_count: u64,
+    /// Transfers that came back short and were resubmitted.
+    pub resubmit_count: u64,
+}
+
+/// Settings every engine understands.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineConfig {
+    pub queue_depth: u32,
+    /// Ask for a kernel thread that polls the submission queue (io_uring only).
+    pub sqpoll: bool,
+}
+
+/// See the module documentation for the model.
+pub trait Engine {
+    fn kind(&self) -> EngineKind;
+    fn queue_depth(&self) -> u32;
+    /// Requests pushed and not yet reaped.
+    fn in_flight(&self) -> u32;
+    fn pool(&self) -> &BufferPool;
+    fn pool_mut(&mut self) -> &mut BufferPool;
+    /// Queues a request; it reaches the kernel at the next `submit_and_reap`.
+    fn push(&mut self, request: IoRequest);
+    /// Submits what was pushed, then appends completions to `completions` (cleared first),
+    /// waiting for at least `wait_min` unless a signal interrupts the wait.
+    fn submit_and_reap(&mut self, wait_min: u32, completions: &mut Vec<IoCompletion>) -> Result<(), EngineError>;
+    /// Makes written data durable (fdatasync). Call with nothing in flight.
+    fn sync_data(&mut self) -> Result<(), IoError>;
+    fn stats(&self) -> EngineStats;
+    /// Human words on how the engine is set up ("fixed buffers, single issuer").
+    fn features(&self) -> String;
+}
+
+/// What `open_engine` chose and why.
+pub struct OpenedEngine {
+    pub engine: Box<dyn Engine>,
+    /// Set when `Auto` fell back from io_uring: the reason.
+    pub fallback_reason: Option<String>,
+}
+
+/// Builds the engine the user asked for over `file` and `pool`.
+pub fn open_engine(
+    choice: EngineChoice,
+    file: &File,
+    pool: BufferPool,
+    config: EngineConfig,
+) -> Result<OpenedEngine, EngineError> {
+    if config.queue_depth == 0 || config.queue_depth > QUEUE_DEPTH_MAX {
+        return Err(EngineError::QueueDepth(config.queue_depth));
+    }
+    match choice {
+        EngineChoice::Only(EngineKind::IoUring) => {
+            let engine = UringEngine::new(file, pool, config).map_err(|(error, _)| error)?;
+            Ok(OpenedEngine { engine: Box::new(engine), fallback_reason: None })
+        }
+        EngineChoice::Only(EngineKind::Threads) => {
+            Ok(OpenedEngine { engine: Box::new(ThreadsEngine::new(file, pool, config)?), fallback_reason: None })
+        }
+        EngineChoice::Auto => match UringEngine::new(file, pool, config) {
+            Ok(engine) => Ok(OpenedEngine { engine: Box::new(engine), fallback_reason: None }),
+            Err((error, pool)) => {
+                let engine = ThreadsEngine::new(file, pool, config)?;
+                Ok(OpenedEngine { engine: Box::new(engine), fallback_reason: Some(error.to_string()) })
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_maps_to_named_causes() {
+        let cases = [
+            (libc::EINVAL, IoErrorKind::Alignment),
+            (libc::ENOSPC, IoErrorKind::TargetFull),
+            (libc::EIO, IoErrorKind::DeviceFailed),
+            (libc::EROFS, IoErrorKind::NotPermitted),
+            (libc::ENOMEM, IoErrorKind::Os),
+        ];
+        for (errno, kind) in cases {
+            assert_eq!(IoError::from_errno(IoOp::Write, 0, 4096, errno).kind, kind);
+        }
+        let text = IoError::from_errno(IoOp::Write, 0x20000, 131072, libc::ENOSPC).to_string();
+        assert!(text.contains("write of 131072 bytes at offset 0x20000"), "{text}");
+        assert!(text.contains("target full"), "{text}");
+    }
+}
+
+/// What to do after the kernel reported `result` (bytes moved, or -errno) for the part of a
+/// request that starts `done_bytes` in. Shared by both engines so that short transfers are
+/// handled one way, and tested once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    Complete,
+    /// Submit the rest again: from `done_bytes` to the end of the request.
+    Resubmit { done_bytes: u32 },
+    Fail(IoError),
+}
+
+pub(crate) fn step(request: &IoRequest, done_bytes: u32, result: i64, resubmit_count: u32) -> Step {
+    let offset_bytes = request.offset_bytes + done_bytes as u64;
+    let rest_bytes = (request.len_bytes - done_bytes) as u64;
+    let retry_or_fail = |done_bytes: u32| {
+        if resubmit_count < RESUBMIT_COUNT_MAX {
+            Step::Resubmit { done_bytes }
+        } else {
+            Step::Fail(IoError::without_errno(request.op, offset_bytes, rest_bytes, IoErrorKind::RetriesExhausted))
+        }
+    };
+    if result < 0 {
+        let errno = (-result) as i32;
+        return match errno {
+            libc::EINTR | libc::EAGAIN => retry_or_fail(done_bytes),
+            _ => Step::Fail(IoError::from_errno(request.op, offset_bytes, rest_bytes, errno)),
+        };
+    }
+    if result == 0 {
+        return Step::Fail(IoError::without_errno(request.op, offset_bytes, rest_bytes, IoErrorKind::ZeroTransfer));
+    }
+    let moved_bytes = result as u64;
+    if moved_bytes > rest_bytes {
+        return Step::Fail(IoError::from_errno(request.op, offset_bytes, rest_bytes, libc::EOVERFLOW));
+    }
+    if moved_bytes == rest_bytes {
+        Step::Complete
+    } else {
+        retry_or_fail(done_bytes + moved_bytes as u32)
+    }
+}
+
+#[cfg(test)]
+mod step_tests {
+    use super::*;
+
+    const REQUEST: IoRequest =
+        IoRequest { op: IoOp::Write, slot: 0, offset_bytes: 0x10000, len_bytes: 8192, user_data: 0 };
+
+    #[test]
+    fn short_transfers_resubmit_the_rest() {
+        assert_eq!(step(&REQUEST, 0, 8192, 0), Step::Complete);
+        assert_eq!(step(&REQUEST, 0, 4096, 0), Step::Resubmit { done_bytes: 4096 });
+        assert_eq!(step(&REQUEST, 4096, 4096, 1), Step::Complete);
+        assert_eq!(step(&REQUEST, 0, -(libc::EINTR as i64), 0), Step::Resubmit { done_bytes: 0 });
+        assert_eq!(step(&REQUEST, 512, -(libc::EAGAIN as i64), 3), Step::Resubmit { done_bytes: 512 });
+    }
+
+    #[test]
+    fn failures_name_the_rest_of_the_range() {
+        let Step::Fail(error) = step(&REQUEST, 4096, -(libc::ENOSPC as i64), 1) else { panic!() };
+        assert_eq!((error.kind, error.offset_bytes, error.len_bytes), (IoErrorKind::TargetFull, 0x11000, 4096));
+        let Step::Fail(error) = step(&REQUEST, 0, 0, 0) else { panic!() };
+        assert_eq!(error.kind, IoErrorKind::ZeroTransfer);
+        let Step::Fail(error) = step(&REQUEST, 0, 100, RESUBMIT_COUNT_MAX) else { panic!() };
+        assert_eq!(error.kind, IoErrorKind::RetriesExhausted);
+        let Step::Fail(error) = step(&REQUEST, 0, 9000, 0) else { panic!() };
+        assert_eq!(error.kind, IoErrorKind::Os);
+    }
+}

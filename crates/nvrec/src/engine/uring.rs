@@ -1,0 +1,256 @@
+//! The io_uring engine: fixed buffers, a fixed file, batched submission.
+//!
+//! Each request gets a tag (its index in a table sized by the queue depth) that travels in the
+//! sqe's user_data; the table remembers the caller's user_data and how much of the transfer is
+//! done, so a short cqe is resubmitted for the rest without the caller knowing. The ring is set
+//! up single-issuer with deferred task running when the kernel supports it (fewer interrupts of
+//! the submitting thread); SQPOLL is opt-in. If registering the buffers fails (RLIMIT_MEMLOCK
+//! for an unprivileged user), plain Read/Write sqes with the same memory are used instead.
+
+use super::{
+    step, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp, IoRequest, Step,
+};
+use crate::buffer::BufferPool;
+use io_uring::{opcode, squeue, types, IoUring};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    request: IoRequest,
+    done_bytes: u32,
+    resubmit_count: u32,
+}
+
+pub struct UringEngine {
+    ring: IoUring,
+    pool: BufferPool,
+    /// The engine's own handle on the target, registered as fixed file 0 and used for
+    /// fdatasync; a duplicate, so its life does not depend on the caller's.
+    file: File,
+    fixed_buffers: bool,
+    setup_flags: &'static str,
+    table: Vec<Option<InFlight>>,
+    free_tags: Vec<u32>,
+    /// sqes built but not yet in the submission queue (only when it was full).
+    pending: Vec<u32>,
+    /// Reaped (user_data, result) pairs, sized for a full completion queue.
+    cqe_batch: Vec<(u64, i32)>,
+    queue_depth: u32,
+    in_flight: u32,
+    stats: EngineStats,
+}
+
+impl UringEngine {
+    /// Sets up the ring. On failure the pool is handed back so the caller can fall back.
+    pub fn new(file: &File, pool: BufferPool, config: EngineConfig) -> Result<UringEngine, (EngineError, BufferPool)> {
+        let entries = config.queue_depth.next_power_of_two().max(8);
+        let (ring, setup_flags) = match build_ring(entries, config.sqpoll) {
+            Ok(pair) => pair,
+            Err(error) => return Err((EngineError::UringUnavailable(error), pool)),
+        };
+        let file = match file.try_clone() {
+            Ok(file) => file,
+            Err(source) => return Err((EngineError::UringSetup { what: "duplicating the target descriptor", source }, pool)),
+        };
+        if let Err(source) = ring.submitter().register_files(&[file.as_raw_fd()]) {
+            return Err((EngineError::UringSetup { what: "registering the target file", source }, pool));
+        }
+        let iovecs: Vec<libc::iovec> = (0..pool.slot_count())
+            .map(|index| libc::iovec { iov_base: pool.slot_ptr(index).cast(), iov_len: pool.slot_bytes() })
+            .collect();
+        // SAFETY: the iovecs point into `pool`, which the engine owns and keeps alive (and
+        // unmoved: the allocation is on the heap) until after the ring is dropped; see Drop.
+        let fixed_buffers = unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
+        let queue_depth = config.queue_depth;
+        Ok(UringEngine {
+            ring,
+            pool,
+            file,
+            fixed_buffers,
+            setup_flags,
+            table: vec![None; queue_depth as usize],
+            free_tags: (0..queue_depth).rev().collect(),
+            pending: Vec::with_capacity(queue_depth as usize),
+            cqe_batch: Vec::with_capacity(entries as usize * 2),
+            queue_depth,
+            in_flight: 0,
+            stats: EngineStats::default(),
+        })
+    }
+
+    fn sqe_for(&self, tag: u32) -> squeue::Entry {
+        let flight = self.table[tag as usize].expect("tag in use");
+        let request = flight.request;
+        // SAFETY: done_bytes < len_bytes <= slot_bytes, so the address stays inside the slot.
+        let address = unsafe { self.pool.slot_ptr(request.slot as usize).add(flight.done_bytes as usize) };
+        let len_bytes = request.len_bytes - flight.done_bytes;
+        let offset_bytes = request.offset_bytes + flight.done_bytes as u64;
+        let file = types::Fixed(0);
+        let entry = match (request.op, self.fixed_buffers) {
+            (IoOp::Write, true) => {
+                opcode::WriteFixed::new(file, address, len_bytes, request.slot as u16).offset(offset_bytes).build()
+            }
+            (IoOp::Read, true) => {
+                opcode::ReadFixed::new(file, address, len_bytes, request.slot as u16).offset(offset_bytes).build()
+            }
+            (IoOp::Write, false) => opcode::Write::new(file, address, len_bytes).offset(offset_bytes).build(),
+            (IoOp::Read, false) => opcode::Read::new(file, address, len_bytes).offset(offset_bytes).build(),
+            (IoOp::Flush, _) => unreachable!("flush goes through sync_data"),
+        };
+        entry.user_data(tag as u64)
+    }
+
+    /// Moves pending tags into the submission queue while it has room.
+    fn fill_submission_queue(&mut self) {
+        let mut moved = 0;
+        while moved < self.pending.len() {
+            let entry = self.sqe_for(self.pending[moved]);
+            // SAFETY: the sqe's buffer lives in the pool, which outlives the ring, and the slot
+            // is reserved for this request until its completion is reaped.
+            if unsafe { self.ring.submission().push(&entry) }.is_err() {
+                break;
+            }
+            moved += 1;
+        }
+        self.pending.drain(..moved);
+    }
+}
+
+fn build_ring(entries: u32, sqpoll: bool) -> std::io::Result<(IoUring, &'static str)> {
+    if sqpoll {
+        return IoUring::builder().setup_sqpoll(1000).build(entries).map(|ring| (ring, "sqpoll"));
+    }
+    // Single issuer + deferred task running (Linux 6.1+): completions are processed only when
+    // this thread asks for them, with no interrupting task work. Fall back on older kernels.
+    match IoUring::builder().setup_single_issuer().setup_defer_taskrun().build(entries) {
+        Ok(ring) => Ok((ring, "single issuer, deferred taskrun")),
+        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+            IoUring::builder().setup_coop_taskrun().build(entries).map(|ring| (ring, "cooperative taskrun"))
+        }
+        Err(error) => Err(error),
+    }
+}
+
+impl Engine for UringEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::IoUring
+    }
+
+    fn queue_depth(&self) -> u32 {
+        self.queue_depth
+    }
+
+    fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    fn pool_mut(&mut self) -> &mut BufferPool {
+        &mut self.pool
+    }
+
+    fn push(&mut self, request: IoRequest) {
+        debug_assert!(request.len_bytes as usize <= self.pool.slot_bytes());
+        debug_assert!(request.op != IoOp::Flush);
+        let tag = self.free_tags.pop().expect("caller keeps at most queue_depth requests in flight");
+        self.table[tag as usize] = Some(InFlight { request, done_bytes: 0, resubmit_count: 0 });
+        self.pending.push(tag);
+        self.in_flight += 1;
+    }
+
+    fn submit_and_reap(&mut self, wait_min: u32, completions: &mut Vec<IoCompletion>) -> Result<(), EngineError> {
+        completions.clear();
+        loop {
+            self.fill_submission_queue();
+            let must_wait = (completions.len() as u32) < wait_min && self.in_flight > 0;
+            self.stats.syscall_count += 1;
+            match self.ring.submit_and_wait(usize::from(must_wait)) {
+                Ok(_) => {}
+                // A signal: let the caller look at its stop and abort flags.
+                Err(error) if error.raw_os_error() == Some(libc::EINTR) => return Ok(()),
+                // The completion queue is full: reap below, then submit again.
+                Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {}
+                Err(error) => return Err(EngineError::Submit(error)),
+            }
+            // The completion queue has at most twice the ring's entries, and cqe_batch was
+            // allocated with that capacity: this never allocates.
+            self.cqe_batch.clear();
+            self.cqe_batch.extend(self.ring.completion().map(|cqe| (cqe.user_data(), cqe.result())));
+            for index in 0..self.cqe_batch.len() {
+                let (tag, result) = self.cqe_batch[index];
+                self.handle_cqe(tag as u32, result, completions);
+            }
+            if completions.len() as u32 >= wait_min || self.in_flight == 0 {
+                if !self.pending.is_empty() {
+                    // Resubmissions of short transfers go out now, without waiting.
+                    self.fill_submission_queue();
+                    self.stats.syscall_count += 1;
+                    self.ring.submit().map_err(EngineError::Submit)?;
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    fn sync_data(&mut self) -> Result<(), IoError> {
+        debug_assert_eq!(self.in_flight, 0);
+        // SAFETY: the descriptor belongs to self.file, open for the life of the engine.
+        if unsafe { libc::fdatasync(self.file.as_raw_fd()) } != 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            return Err(IoError::from_errno(IoOp::Flush, 0, 0, errno));
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    fn features(&self) -> String {
+        let buffers = if self.fixed_buffers { "fixed buffers" } else { "plain buffers (register failed)" };
+        format!("{buffers}, fixed file, {}", self.setup_flags)
+    }
+}
+
+impl UringEngine {
+    fn handle_cqe(&mut self, tag: u32, result: i32, completions: &mut Vec<IoCompletion>) {
+        let mut flight = self.table[tag as usize].expect("completion for a tag in use");
+        match step(&flight.request, flight.done_bytes, result as i64, flight.resubmit_count) {
+            Step::Complete => self.finish(tag, Ok(()), completions),
+            Step::Resubmit { done_bytes } => {
+                flight.done_bytes = done_bytes;
+                flight.resubmit_count += 1;
+                self.stats.resubmit_count += 1;
+                self.table[tag as usize] = Some(flight);
+                self.pending.push(tag);
+            }
+            Step::Fail(error) => self.finish(tag, Err(error), completions),
+        }
+    }
+
+    fn finish(&mut self, tag: u32, result: Result<(), IoError>, completions: &mut Vec<IoCompletion>) {
+        let flight = self.table[tag as usize].take().expect("tag in use");
+        self.free_tags.push(tag);
+        self.in_flight -= 1;
+        completions.push(IoCompletion { user_data: flight.request.user_data, result });
+    }
+}
+
+impl Drop for UringEngine {
+    fn drop(&mut self) {
+        // Nothing may still be writing into the pool when it is freed: wait out what is left.
+        let mut completions = Vec::with_capacity(self.queue_depth as usize);
+        let mut rounds = 0;
+        while self.in_flight > 0 && rounds < 1_000_000 {
+            if self.submit_and_reap(1, &mut completions).is_err() {
+                break;
+            }
+            rounds += 1;
+        }
+        // Fields drop in declaration order: the ring (and its registrations) before the pool.
+    }
+}
