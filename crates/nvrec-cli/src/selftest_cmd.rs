@@ -1,11 +1,133 @@
-//! `nvrec selftest`: placeholder while the suite is written.
-use crate::Finished;
-use anyhow::Result;
+//! `nvrec selftest`: the suite on a scratch file (default) or on a given target, printed as
+//! a console log in the style of the NVMe Streamer's.
+
+use crate::{exit, signal, Finished, IoArgs};
+use anyhow::{Context, Result};
 use clap::Args;
+use nvrec::device::{self, Access, OpenOptions, Safety};
+use nvrec::selftest::{self, Reporter, SweepRow};
+use nvrec::stream::FlushMode;
+use nvrec::unit::{format_bytes, parse_size_bytes};
+use std::path::PathBuf;
+
+/// Scratch file made in the current directory when no target is given.
+const SCRATCH_NAME: &str = "nvrec-selftest.scratch";
+const RULE: &str = "****************************************************************";
 
 #[derive(Args, Debug)]
-pub struct SelftestArgs {}
+pub struct SelftestArgs {
+    /// File or block device to test (it is overwritten). Default: a scratch file in the
+    /// current directory, removed afterwards.
+    target: Option<PathBuf>,
+    /// Bytes of the target to use: the scratch file's size, or a limit on a device.
+    #[arg(long, value_parser = size_arg)]
+    size: Option<u64>,
+    /// Keep the scratch file afterwards.
+    #[arg(long)]
+    keep: bool,
+    /// Test a device even if it is in use or holds a filesystem or partition table.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    io: IoArgs,
+}
 
-pub fn run(_args: SelftestArgs, _json: bool) -> Result<Finished> {
-    anyhow::bail!("selftest is not built yet")
+fn size_arg(text: &str) -> Result<u64, String> {
+    parse_size_bytes(text).map_err(|error| error.to_string())
+}
+
+/// Default scratch size: big enough for the sweep to reach 4096 chunks of 128 KiB.
+const SCRATCH_BYTES_DEFAULT: u64 = 1 << 30;
+
+pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
+    let config = args.io.config(FlushMode::AfterWrite);
+    config.validate(1)?;
+    let (path, scratch) = match &args.target {
+        Some(path) => (path.clone(), false),
+        None => (PathBuf::from(SCRATCH_NAME), true),
+    };
+    let create_len_bytes = if scratch { Some(args.size.unwrap_or(SCRATCH_BYTES_DEFAULT)) } else { args.size };
+    let options = OpenOptions {
+        access: Access::Write,
+        create_len_bytes,
+        safety: if args.force { Safety::Force } else { Safety::Check },
+    };
+    let mut target =
+        device::open(&path, &options).with_context(|| format!("opening {} for the self-test", path.display()))?;
+    if let Some(size) = args.size {
+        target.capacity_bytes = target.capacity_bytes.min(size);
+    }
+    let mut console = Console { quiet: json };
+    console.line("INFO: Start ...");
+    console.line(&format!("INFO: nvrec {} self-test", env!("CARGO_PKG_VERSION")));
+    console.line(&format!(
+        "INFO: Target: {} ({}), {} used, chunk size {}",
+        path.display(),
+        if scratch { "scratch file" } else { "given target" },
+        format_bytes(target.capacity_bytes),
+        format_bytes(config.chunk_size_bytes)
+    ));
+    let report = selftest::run(&target, config, &signal::CONTROL, &mut console);
+    drop(target);
+    if scratch && !args.keep {
+        if let Err(error) = std::fs::remove_file(&path) {
+            eprintln!("nvrec: warning: could not remove the scratch file {}: {error}", path.display());
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        if let Some(engine) = &report.engine {
+            println!("INFO: Engine: {engine}");
+        }
+        println!("{RULE}\n{RULE}\n");
+        println!("Overall Test Summary: {}", if report.passed() { "PASS" } else { "FAIL" });
+        println!("{} of {} tests failed", report.failed_count, report.test_count);
+        for test in report.tests.iter().filter(|test| !test.passed) {
+            println!("  TEST #{:02} {}: {}", test.number, test.title, test.failure.as_deref().unwrap_or(""));
+        }
+        println!("\n{RULE}\n{RULE}\n");
+        println!("INFO: ... End");
+    }
+    Ok(Finished(if report.passed() { exit::OK } else { exit::FAILURE }))
+}
+
+struct Console {
+    quiet: bool,
+}
+
+impl Console {
+    fn line(&mut self, text: &str) {
+        if !self.quiet {
+            println!("{text}");
+        }
+    }
+}
+
+impl Reporter for Console {
+    fn test_start(&mut self, number: u32, title: &str, description: &str) {
+        self.line(&format!("{RULE}\nTEST #{number:02}: {title}\n{RULE}\n{description}\n********"));
+    }
+
+    fn info(&mut self, line: &str) {
+        self.line(&format!("INFO: {line}"));
+    }
+
+    fn test_end(&mut self, number: u32, result: &Result<(), String>) {
+        match result {
+            Ok(()) => self.line(&format!("{RULE}\nTEST #{number:02}: PASS\n{RULE}")),
+            Err(why) => self.line(&format!("ERROR: {why}\n{RULE}\nTEST #{number:02}: FAIL\n{RULE}")),
+        }
+    }
+
+    fn sweep_table(&mut self, rows: &[SweepRow]) {
+        self.line("*** Performance Summary ***");
+        self.line("| chunks | write | read |");
+        for row in rows {
+            self.line(&format!(
+                "| {} | {:.0} MiB/s | {:.0} MiB/s |",
+                row.chunk_count, row.write_mib_per_s, row.read_mib_per_s
+            ));
+        }
+    }
 }

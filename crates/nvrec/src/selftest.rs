@@ -1,1 +1,572 @@
-//! (being written)
+//! The self-test: the NVMe Streamer's test suite (TEST #00 to #11), rebuilt for software.
+//!
+//! Each test drives the real [`stream`] path against the real target: nothing is simulated.
+//! Tests report as they go through a [`Reporter`] (the CLI prints a console log in the
+//! streamer's style) and the whole run ends in a [`SelftestReport`] for `--json`.
+//!
+//! The suite writes over the target. The caller decides whether that is allowed (a scratch
+//! file, or a device the user forced); this module only needs an open [`Target`].
+
+use crate::device::{self, Target, TargetInfo};
+use crate::engine::IoOp;
+use crate::pattern::{MismatchKind, Pattern};
+use crate::sink::CheckSink;
+use crate::source::{PatternSource, Source, ZeroSource};
+use crate::stream::{
+    self, AddressError, ChunkRange, Control, ControlState, FlushMode, Outcome, Progress, RangeEnd, RangeSpec,
+    StopTrigger, StopWhen, StreamConfig, StreamError, StreamReport,
+};
+use crate::unit::rate_mib_per_s;
+use std::time::Duration;
+
+/// Largest chunk count of the sweep and of the stop/abort tests, as in the streamer.
+pub const SWEEP_CHUNK_COUNT_MAX: u64 = 32768;
+
+/// Receives the suite's progress as it happens.
+pub trait Reporter {
+    fn test_start(&mut self, number: u32, title: &str, description: &str);
+    fn info(&mut self, line: &str);
+    fn test_end(&mut self, number: u32, result: &Result<(), String>);
+    /// The chunk-count sweep's table (TEST #08), once it is complete.
+    fn sweep_table(&mut self, _rows: &[SweepRow]) {}
+}
+
+/// A reporter that says nothing (for callers that want only the final report).
+pub struct QuietReporter;
+
+impl Reporter for QuietReporter {
+    fn test_start(&mut self, _: u32, _: &str, _: &str) {}
+    fn info(&mut self, _: &str) {}
+    fn test_end(&mut self, _: u32, _: &Result<(), String>) {}
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TestResult {
+    pub number: u32,
+    pub title: String,
+    pub passed: bool,
+    pub failure: Option<String>,
+    pub log: Vec<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SweepRow {
+    pub chunk_count: u64,
+    pub offset_bytes: u64,
+    pub bytes: u64,
+    pub write_ns: u64,
+    pub read_ns: u64,
+    pub write_mib_per_s: f64,
+    pub read_mib_per_s: f64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SelftestReport {
+    pub target: std::path::PathBuf,
+    pub capacity_bytes: u64,
+    pub logical_block_bytes: u32,
+    pub info: TargetInfo,
+    pub chunk_size_bytes: u64,
+    pub engine: Option<String>,
+    pub tests: Vec<TestResult>,
+    pub sweep: Vec<SweepRow>,
+    pub whole_target_write_mib_per_s: Option<f64>,
+    pub whole_target_read_mib_per_s: Option<f64>,
+    pub test_count: u32,
+    pub failed_count: u32,
+}
+
+impl SelftestReport {
+    pub fn passed(&self) -> bool {
+        self.failed_count == 0 && self.test_count > 0
+    }
+}
+
+struct Suite<'a> {
+    target: &'a Target,
+    config: StreamConfig,
+    interrupt: &'a Control,
+    reporter: &'a mut dyn Reporter,
+    log: Vec<String>,
+    sweep: Vec<SweepRow>,
+    engine: Option<String>,
+    whole_write_mib_per_s: Option<f64>,
+    whole_read_mib_per_s: Option<f64>,
+}
+
+type TestOutcome = Result<(), String>;
+
+fn fail<T>(text: impl Into<String>) -> Result<T, String> {
+    Err(text.into())
+}
+
+impl Suite<'_> {
+    fn info(&mut self, line: String) {
+        self.reporter.info(&line);
+        self.log.push(line);
+    }
+
+    fn chunk(&self) -> u64 {
+        self.config.chunk_size_bytes
+    }
+
+    fn capacity_chunks(&self) -> u64 {
+        self.target.capacity_bytes / self.chunk()
+    }
+
+    fn range(&self, first_offset_bytes: u64, chunk_count: u64) -> ChunkRange {
+        ChunkRange { first_offset_bytes, chunk_count, chunk_size_bytes: self.chunk() }
+    }
+
+    fn run_write(
+        &mut self,
+        range: ChunkRange,
+        source: &mut dyn Source,
+        flush: FlushMode,
+        trigger: Option<StopTrigger>,
+    ) -> Result<StreamReport, String> {
+        let control = Control::new();
+        let config = StreamConfig { flush, trigger, ..self.config };
+        let report = stream::write(self.target, range, source, config, &control, &Progress::default())
+            .map_err(|error| format!("write could not start: {error}"))?;
+        self.engine.get_or_insert_with(|| format!("{} ({})", report.engine.name(), report.engine_features));
+        if let Some(error) = &report.error {
+            return fail(format!("write failed: {error}"));
+        }
+        Ok(report)
+    }
+
+    fn write_pattern(&mut self, first_offset_bytes: u64, chunk_count: u64, seed: u64) -> Result<StreamReport, String> {
+        self.info(format!("Writing {chunk_count} chunks @ {first_offset_bytes:#x} with seed {seed:#x}"));
+        let range = self.range(first_offset_bytes, chunk_count);
+        let report = self.run_write(range, &mut PatternSource(Pattern::new(seed)), FlushMode::AfterWrite, None)?;
+        self.info(format!(
+            "Writing {} bytes took {} ns => {:.0} MiB/s",
+            report.bytes,
+            (report.elapsed_s * 1e9) as u64,
+            report.rate_mib_per_s
+        ));
+        Ok(report)
+    }
+
+    fn read_check(&mut self, first_offset_bytes: u64, chunk_count: u64, seed: u64) -> Result<StreamReport, String> {
+        let range = self.range(first_offset_bytes, chunk_count);
+        let mut sink = CheckSink::new(Pattern::new(seed));
+        let control = Control::new();
+        let report = stream::read(self.target, range, &mut sink, self.config, &control, &Progress::default())
+            .map_err(|error| format!("read could not start: {error}"))?;
+        if let Some(error) = &report.error {
+            return fail(format!("read failed: {error}"));
+        }
+        Ok(report)
+    }
+
+    /// Reads and expects every chunk to hold the pattern of `seed`.
+    fn expect_good(&mut self, first_offset_bytes: u64, chunk_count: u64, seed: u64) -> Result<StreamReport, String> {
+        self.info(format!("Reading {chunk_count} chunks @ {first_offset_bytes:#x}, expecting seed {seed:#x}"));
+        let report = self.read_check(first_offset_bytes, chunk_count, seed)?;
+        let check = report.check.unwrap_or_default();
+        match check.first_mismatch {
+            None => {
+                self.info(format!(
+                    "Reading {} bytes took {} ns => {:.0} MiB/s, pattern good",
+                    report.bytes,
+                    (report.elapsed_s * 1e9) as u64,
+                    report.rate_mib_per_s
+                ));
+                Ok(report)
+            }
+            Some(mismatch) => fail(format!("{} of {chunk_count} chunks bad; first: {mismatch}", check.bad_chunk_count)),
+        }
+    }
+
+    fn check_interrupt(&self) -> TestOutcome {
+        match self.interrupt.state() {
+            ControlState::Run => Ok(()),
+            _ => fail("interrupted by the user"),
+        }
+    }
+}
+
+/// Runs the whole suite on `target` (which it overwrites).
+pub fn run(target: &Target, config: StreamConfig, interrupt: &Control, reporter: &mut dyn Reporter) -> SelftestReport {
+    let info = device::describe(target);
+    let mut suite = Suite {
+        target,
+        config: StreamConfig { trigger: None, ..config },
+        interrupt,
+        reporter,
+        log: Vec::new(),
+        sweep: Vec::new(),
+        engine: None,
+        whole_write_mib_per_s: None,
+        whole_read_mib_per_s: None,
+    };
+    type TestFn = fn(&mut Suite<'_>, &TargetInfo) -> TestOutcome;
+    let tests: [(u32, &str, &str, TestFn); 12] = [
+        (0, "test target and link status", "Shows what the target is. For an NVMe drive, checks that the PCIe link runs at its maximum speed and width.", test_link),
+        (1, "test flush of data beyond the range", "The source offers two chunks, the range takes one. The extra chunk must stay in the source and the chunk after the range must be untouched; the flush runs.", test_extra_source_data),
+        (2, "test pattern checker", "Writes 10 chunks, then reads them back with a length error expected, with a seed error expected, and with no error expected.", test_pattern_checker),
+        (3, "test flush after write", "Writes 100 chunks with flush after write; the flush must run, be timed, and the data read back.", test_flush_after_write),
+        (4, "test short final chunk", "The source ends half-way through a chunk. The chunk must be padded and reported, never dropped.", test_short_chunk),
+        (5, "test write abort", "Two cycles of write and read with different seeds; the second write is aborted. The checker must fail exactly on the first chunk not overwritten, which still holds the first seed.", test_abort),
+        (6, "test write stop", "As #05, but the second write is stopped: every chunk already taken is written, then the flush runs.", test_stop),
+        (7, "test sessions at adjacent addresses out of order", "Writes sessions at adjacent addresses out of order and reads them back in another order. No data may be overwritten or corrupted.", test_adjacent_sessions),
+        (8, "test performance with different chunk counts per session", "Writes and reads 1, 2, 4 ... 32768 chunks (capped by the target's size) and measures each session.", test_sweep),
+        (9, "test address errors", "Writes and reads with wrong first or last addresses. Each must fail with its own error before any I/O.", test_address_errors),
+        (10, "test write and read of the whole target", "Writes and reads every chunk of the target and compares it.", test_whole_target),
+        (11, "test target and link status", "As #00, after the load of the suite.", test_link),
+    ];
+    let mut results = Vec::new();
+    for (number, title, description, test) in tests {
+        suite.log.clear();
+        suite.reporter.test_start(number, title, description);
+        let outcome = suite.check_interrupt().and_then(|()| test(&mut suite, &info));
+        suite.reporter.test_end(number, &outcome);
+        results.push(TestResult {
+            number,
+            title: title.to_string(),
+            passed: outcome.is_ok(),
+            failure: outcome.err(),
+            log: std::mem::take(&mut suite.log),
+        });
+    }
+    let failed_count = results.iter().filter(|result| !result.passed).count() as u32;
+    SelftestReport {
+        target: target.path.clone(),
+        capacity_bytes: target.capacity_bytes,
+        logical_block_bytes: target.logical_block_bytes,
+        info,
+        chunk_size_bytes: suite.config.chunk_size_bytes,
+        engine: suite.engine,
+        test_count: results.len() as u32,
+        failed_count,
+        tests: results,
+        sweep: suite.sweep,
+        whole_target_write_mib_per_s: suite.whole_write_mib_per_s,
+        whole_target_read_mib_per_s: suite.whole_read_mib_per_s,
+    }
+}
+
+fn test_link(suite: &mut Suite<'_>, info: &TargetInfo) -> TestOutcome {
+    let target = suite.target;
+    suite.info(format!(
+        "Target: {} ({}), {} bytes ({:#x}), logical block {} bytes",
+        target.path.display(),
+        info.transport,
+        target.capacity_bytes,
+        target.capacity_bytes,
+        target.logical_block_bytes
+    ));
+    if let Some(model) = &info.model {
+        suite.info(format!(
+            "Model: {model}, serial {}, firmware {}",
+            info.serial.as_deref().unwrap_or("?"),
+            info.firmware.as_deref().unwrap_or("?")
+        ));
+    }
+    if let Some(backing) = &info.loop_backing_file {
+        suite.info(format!(
+            "Loop device backed by {} (direct I/O {})",
+            backing.display(),
+            if info.loop_direct_io == Some(true) { "on" } else { "off" }
+        ));
+    }
+    if let Some(device) = &info.backing_device {
+        suite.info(format!("File on block device {device}"));
+    }
+    match &info.pcie_link {
+        Some(link) => {
+            suite.info(format!(
+                "PCIe link: {} x{} (maximum {} x{})",
+                link.current_speed, link.current_width, link.max_speed, link.max_width
+            ));
+            if link.current_speed != link.max_speed || link.current_width != link.max_width {
+                return fail(format!(
+                    "link runs at {} x{}, below its maximum {} x{}",
+                    link.current_speed, link.current_width, link.max_speed, link.max_width
+                ));
+            }
+        }
+        None => suite.info("No PCIe link to check: not an NVMe drive".to_string()),
+    }
+    Ok(())
+}
+
+fn test_extra_source_data(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    let chunk = suite.chunk();
+    suite.write_pattern(0, 2, 0xB)?;
+    // A source holding two chunks of seed 0xA; the range takes one.
+    let mut two_chunks = vec![0u8; 2 * chunk as usize];
+    Pattern::new(0xA).fill(0, &mut two_chunks);
+    let mut source = SliceSource { data: &two_chunks, position: 0 };
+    suite.info("Writing 1 chunk from a source that offers 2".to_string());
+    let report = suite.run_write(suite.range(0, 1), &mut source, FlushMode::AfterWrite, None)?;
+    if report.flush_s.is_none() {
+        return fail("the flush did not run");
+    }
+    suite.info(format!("Flush finished in {} ns", (report.flush_s.unwrap_or(0.0) * 1e9) as u64));
+    let left_bytes = two_chunks.len() - source.position;
+    suite.info(format!("{left_bytes} bytes left in the source, not written"));
+    if left_bytes as u64 != chunk {
+        return fail(format!("expected one chunk ({chunk} bytes) left in the source, found {left_bytes}"));
+    }
+    suite.expect_good(0, 1, 0xA)?;
+    suite.expect_good(chunk, 1, 0xB)?;
+    Ok(())
+}
+
+/// An in-memory source, read in order.
+struct SliceSource<'a> {
+    data: &'a [u8],
+    position: usize,
+}
+
+impl Source for SliceSource<'_> {
+    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let count = buf.len().min(self.data.len() - self.position);
+        buf[..count].copy_from_slice(&self.data[self.position..self.position + count]);
+        self.position += count;
+        Ok(count)
+    }
+}
+
+fn test_pattern_checker(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    let chunk = suite.chunk();
+    // Clear 11 chunks so that the 11th holds no pattern at all.
+    suite.run_write(suite.range(0, 11), &mut ZeroSource, FlushMode::AfterWrite, None)?;
+    suite.write_pattern(0, 10, 0x5EED)?;
+
+    suite.info("Reading 11 chunks with a length error expected".to_string());
+    let report = suite.read_check(0, 11, 0x5EED)?;
+    match report.check.and_then(|check| check.first_mismatch) {
+        Some(mismatch) if mismatch.kind == MismatchKind::EndsEarly && mismatch.offset_bytes == 10 * chunk => {
+            suite.info(format!("Expected length error: {mismatch}"));
+        }
+        other => return fail(format!("expected a length error at {:#x}, got {other:?}", 10 * chunk)),
+    }
+
+    suite.info("Reading 10 chunks with a seed error expected".to_string());
+    let report = suite.read_check(0, 10, 0xBAD)?;
+    match report.check.and_then(|check| check.first_mismatch) {
+        Some(mismatch) if mismatch.kind == (MismatchKind::WrongSeed { found_seed: 0x5EED }) && mismatch.offset_bytes == 0 => {
+            suite.info(format!("Expected seed error: {mismatch}"));
+            suite.info(format!("Captured error byte: {:#x} matches expected: {:#x}", mismatch.offset_bytes, 0));
+        }
+        other => return fail(format!("expected a seed error at 0x0 naming seed 0x5eed, got {other:?}")),
+    }
+
+    suite.info("Reading 10 chunks with no errors expected".to_string());
+    suite.expect_good(0, 10, 0x5EED)?;
+    Ok(())
+}
+
+fn test_flush_after_write(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    let count = 100.min(suite.capacity_chunks());
+    let report = suite.write_pattern(0, count, 3)?;
+    match report.flush_s {
+        Some(seconds) => suite.info(format!("Flush after write finished in {} ns", (seconds * 1e9) as u64)),
+        None => return fail("the flush after write did not run"),
+    }
+    suite.expect_good(0, count, 3)?;
+    Ok(())
+}
+
+fn test_short_chunk(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    let chunk = suite.chunk();
+    let mut data = vec![0u8; (chunk + chunk / 2) as usize];
+    Pattern::new(4).fill(0, &mut data);
+    let mut source = SliceSource { data: &data, position: 0 };
+    suite.info("Writing 1.5 chunks into a range of 4".to_string());
+    let report = suite.run_write(suite.range(0, 4), &mut source, FlushMode::AfterWrite, None)?;
+    suite.info(format!(
+        "Write finished: {} chunks, {} bytes padded, outcome {:?}",
+        report.chunk_count, report.padded_bytes, report.outcome
+    ));
+    if report.outcome != Outcome::SourceEnded || report.chunk_count != 2 || report.padded_bytes != chunk / 2 {
+        return fail(format!(
+            "expected 2 chunks written with {} bytes padded and the source ended, got {} chunks, {} padded, {:?}",
+            chunk / 2,
+            report.chunk_count,
+            report.padded_bytes,
+            report.outcome
+        ));
+    }
+    // The padded chunk holds half pattern, half zeros.
+    let report = suite.read_check(0, 2, 4)?;
+    match report.check.and_then(|check| check.first_mismatch) {
+        Some(mismatch) if mismatch.offset_bytes == chunk + chunk / 2 => {
+            suite.info(format!("Padding starts at {:#x} as expected", mismatch.offset_bytes));
+            Ok(())
+        }
+        other => fail(format!("expected the padding to start at {:#x}, got {other:?}", chunk + chunk / 2)),
+    }
+}
+
+fn test_abort(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    stop_or_abort(suite, ControlState::Abort)
+}
+
+fn test_stop(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    stop_or_abort(suite, ControlState::Stop)
+}
+
+fn stop_or_abort(suite: &mut Suite<'_>, action: ControlState) -> TestOutcome {
+    let chunk = suite.chunk();
+    let count = SWEEP_CHUNK_COUNT_MAX.min(suite.capacity_chunks());
+    if count < 8 {
+        return fail("the target is too small for this test (needs 8 chunks)");
+    }
+    suite.write_pattern(0, count, 0x1111)?;
+    suite.info(format!("Captured last address: {:#x}", (count - 1) * chunk));
+    suite.expect_good(0, count, 0x1111)?;
+    let after_chunk_count = count * 2 / 5 + 1;
+    let word = if action == ControlState::Abort { "abort" } else { "stop" };
+    suite.info(format!("Writing {count} chunks with seed 0x2222, {word} after {after_chunk_count} chunks"));
+    let trigger = StopTrigger { when: StopWhen::AfterChunks(after_chunk_count), action };
+    let report = suite.run_write(
+        suite.range(0, count),
+        &mut PatternSource(Pattern::new(0x2222)),
+        FlushMode::AfterWrite,
+        Some(trigger),
+    )?;
+    let expected_outcome = if action == ControlState::Abort { Outcome::Aborted } else { Outcome::Stopped };
+    if report.outcome != expected_outcome {
+        return fail(format!("expected outcome {expected_outcome:?}, got {:?}", report.outcome));
+    }
+    suite.info(format!(
+        "Write {}: flush ran in {} ns, {} chunks discarded",
+        if action == ControlState::Abort { "aborted" } else { "stopped" },
+        (report.flush_s.unwrap_or(0.0) * 1e9) as u64,
+        report.discarded_chunk_count
+    ));
+    let Some(last) = report.last_offset_bytes else { return fail("no chunk was written before the stop") };
+    suite.info(format!("Captured last address: {last:#x}"));
+    if action == ControlState::Stop && last != (after_chunk_count - 1) * chunk {
+        return fail(format!(
+            "a stop must write every chunk taken: expected last address {:#x}, got {last:#x}",
+            (after_chunk_count - 1) * chunk
+        ));
+    }
+    suite.info(format!("Reading {count} chunks, expecting seed 0x2222"));
+    let read = suite.read_check(0, count, 0x2222)?;
+    let expected_offset = last + chunk;
+    match read.check.and_then(|check| check.first_mismatch) {
+        Some(mismatch)
+            if mismatch.offset_bytes == expected_offset
+                && mismatch.kind == (MismatchKind::WrongSeed { found_seed: 0x1111 }) =>
+        {
+            suite.info(format!(
+                "Captured error byte: {:#x} matches expected: {expected_offset:#x} (old seed 0x1111 found)",
+                mismatch.offset_bytes
+            ));
+            Ok(())
+        }
+        other => fail(format!("expected the old seed 0x1111 from {expected_offset:#x} on, got {other:?}")),
+    }
+}
+
+fn test_adjacent_sessions(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    let chunk = suite.chunk();
+    if suite.capacity_chunks() < 16 {
+        return fail("the target is too small for this test (needs 16 chunks)");
+    }
+    suite.write_pattern(0, 16, 7)?;
+    suite.expect_good(0, 16, 7)?;
+    // Sessions of 4 chunks at chunk 10, 2 and 6, out of order, with their own seeds.
+    let sessions = [(10u64, 0x70u64), (2, 0x71), (6, 0x72)];
+    for (first_chunk, seed) in sessions {
+        suite.write_pattern(first_chunk * chunk, 4, seed)?;
+    }
+    for (first_chunk, seed) in [sessions[2], sessions[0], sessions[1]] {
+        suite.expect_good(first_chunk * chunk, 4, seed)?;
+    }
+    // What no session touched still holds the first write.
+    for (first_chunk, count) in [(0u64, 2u64), (14, 2)] {
+        suite.expect_good(first_chunk * chunk, count, 7)?;
+    }
+    Ok(())
+}
+
+fn test_sweep(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    let chunk = suite.chunk();
+    let mut chunk_count = 1u64;
+    // Session n sits at n chunks from the start, as in the streamer's log.
+    while chunk_count <= SWEEP_CHUNK_COUNT_MAX && 2 * chunk_count * chunk <= suite.target.capacity_bytes {
+        suite.check_interrupt()?;
+        let offset_bytes = chunk_count * chunk;
+        let range = suite.range(offset_bytes, chunk_count);
+        let seed = 0x800 + chunk_count;
+        let write = suite.run_write(range, &mut PatternSource(Pattern::new(seed)), FlushMode::None, None)?;
+        let write_ns = (write.elapsed_s * 1e9) as u64;
+        suite.info(format!(
+            "Writing {chunk_count} chunks @ {offset_bytes:#x}: {} bytes took {write_ns} ns => {:.0} MiB/s",
+            write.bytes, write.rate_mib_per_s
+        ));
+        let read = suite.read_check(offset_bytes, chunk_count, seed)?;
+        if let Some(mismatch) = read.check.and_then(|check| check.first_mismatch) {
+            return fail(format!("read-back of {chunk_count} chunks failed: {mismatch}"));
+        }
+        let read_ns = (read.elapsed_s * 1e9) as u64;
+        suite.info(format!(
+            "Reading {chunk_count} chunks @ {offset_bytes:#x}: {} bytes took {read_ns} ns => {:.0} MiB/s",
+            read.bytes, read.rate_mib_per_s
+        ));
+        suite.sweep.push(SweepRow {
+            chunk_count,
+            offset_bytes,
+            bytes: write.bytes,
+            write_ns,
+            read_ns,
+            write_mib_per_s: rate_mib_per_s(write.bytes, Duration::from_nanos(write_ns)),
+            read_mib_per_s: rate_mib_per_s(read.bytes, Duration::from_nanos(read_ns)),
+        });
+        chunk_count *= 2;
+    }
+    if suite.sweep.is_empty() {
+        return fail("the target is too small for even one chunk at offset one chunk");
+    }
+    suite.reporter.sweep_table(&suite.sweep);
+    Ok(())
+}
+
+fn test_address_errors(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    let chunk = suite.chunk();
+    let capacity = suite.target.capacity_bytes;
+    let last_chunk = (capacity / chunk - 1) * chunk;
+    // Marker data that an erroneous run would change.
+    suite.write_pattern(0, 2, 0x99)?;
+    let cases: [(&str, IoOp, RangeSpec, fn(&AddressError) -> bool); 6] = [
+        ("last address beyond the target", IoOp::Write, RangeSpec { first_offset_bytes: 0, end: RangeEnd::LastOffset(last_chunk + chunk) }, |e| matches!(e, AddressError::BeyondTarget { .. })),
+        ("first address greater than last", IoOp::Write, RangeSpec { first_offset_bytes: chunk, end: RangeEnd::LastOffset(0) }, |e| matches!(e, AddressError::FirstAfterLast { .. })),
+        ("unaligned first address", IoOp::Write, RangeSpec { first_offset_bytes: 512, end: RangeEnd::ChunkCount(1) }, |e| matches!(e, AddressError::FirstUnaligned { .. })),
+        ("last address beyond the target", IoOp::Read, RangeSpec { first_offset_bytes: 0, end: RangeEnd::LastOffset(last_chunk + chunk) }, |e| matches!(e, AddressError::BeyondTarget { .. })),
+        ("first address greater than last", IoOp::Read, RangeSpec { first_offset_bytes: chunk, end: RangeEnd::LastOffset(0) }, |e| matches!(e, AddressError::FirstAfterLast { .. })),
+        ("unaligned last address", IoOp::Read, RangeSpec { first_offset_bytes: 0, end: RangeEnd::LastOffset(chunk + 512) }, |e| matches!(e, AddressError::LastUnaligned { .. })),
+    ];
+    for (what, op, spec, expected) in cases {
+        let verb = if op == IoOp::Write { "Writing" } else { "Reading" };
+        suite.info(format!("{verb} with {what}"));
+        match stream::plan(suite.target, spec, &suite.config) {
+            Err(StreamError::Address(error)) if expected(&error) => {
+                suite.info(format!("{verb} refused as expected: {error}"));
+            }
+            other => return fail(format!("{verb} with {what}: expected its own address error, got {other:?}")),
+        }
+    }
+    // Nothing was written by the refused runs.
+    suite.expect_good(0, 2, 0x99)?;
+    Ok(())
+}
+
+fn test_whole_target(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+    let count = suite.capacity_chunks();
+    suite.info(format!("Writing all {count} chunks of the target"));
+    let write = suite.write_pattern(0, count, 0x10)?;
+    suite.whole_write_mib_per_s = Some(write.rate_mib_per_s);
+    let read = suite.expect_good(0, count, 0x10)?;
+    suite.whole_read_mib_per_s = Some(read.rate_mib_per_s);
+    suite.info(format!("Captured write last address: {:#x}", write.last_offset_bytes.unwrap_or(0)));
+    suite.info(format!("Captured read last address: {:#x}", read.last_offset_bytes.unwrap_or(0)));
+    Ok(())
+}
