@@ -14,7 +14,9 @@ use nvrec::device::{self, Access, OpenOptions, Safety};
 use nvrec::engine::{EngineChoice, EngineKind};
 use nvrec::sink::{CheckSink, DiscardSink, Sink, WriterSink};
 use nvrec::source::{open_source, SourceSpec};
-use nvrec::stream::{self, FlushMode, Outcome, Progress, RangeEnd, RangeSpec, StopTrigger, StopWhen, StreamConfig};
+use nvrec::stream::{
+    self, FlushMode, Outcome, Progress, RangeEnd, RangeSpec, StopTrigger, StopWhen, StreamConfig,
+};
 use nvrec::unit::{parse_duration, parse_size_bytes};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -91,14 +93,19 @@ impl RangeArgs {
             (_, _, Some(size)) => RangeEnd::SizeBytes(size),
             _ => RangeEnd::TargetEnd,
         };
-        RangeSpec { first_offset_bytes: self.offset, end }
+        RangeSpec {
+            first_offset_bytes: self.offset,
+            end,
+        }
     }
 
     /// Where the range ends, if that is known without looking at the target.
     fn end_bytes(&self, chunk_size_bytes: u64) -> Option<u64> {
         match self.spec().end {
             RangeEnd::LastOffset(last) => last.checked_add(chunk_size_bytes),
-            RangeEnd::ChunkCount(count) => count.checked_mul(chunk_size_bytes)?.checked_add(self.offset),
+            RangeEnd::ChunkCount(count) => count
+                .checked_mul(chunk_size_bytes)?
+                .checked_add(self.offset),
             RangeEnd::SizeBytes(size) => size.checked_add(self.offset),
             RangeEnd::TargetEnd => None,
         }
@@ -157,9 +164,10 @@ impl IoArgs {
             engine: self.engine.choice(),
             sqpoll: self.sqpoll,
             flush,
-            trigger: self
-                .stop_after
-                .map(|duration| StopTrigger { when: StopWhen::After(duration), action: stream::ControlState::Stop }),
+            trigger: self.stop_after.map(|duration| StopTrigger {
+                when: StopWhen::After(duration),
+                action: stream::ControlState::Stop,
+            }),
         }
     }
 }
@@ -260,11 +268,17 @@ fn exit_code(error: &anyhow::Error) -> u8 {
                 _ => exit::FAILURE,
             };
         }
-        if cause.downcast_ref::<stream::AddressError>().is_some() || cause.downcast_ref::<stream::ConfigError>().is_some() {
+        if cause.downcast_ref::<stream::AddressError>().is_some()
+            || cause.downcast_ref::<stream::ConfigError>().is_some()
+        {
             return exit::USAGE;
         }
         if let Some(error) = cause.downcast_ref::<device::DeviceError>() {
-            return if error.is_safety_refusal() { exit::REFUSED } else { exit::FAILURE };
+            return if error.is_safety_refusal() {
+                exit::REFUSED
+            } else {
+                exit::FAILURE
+            };
         }
         if cause.downcast_ref::<UsageError>().is_some() {
             return exit::USAGE;
@@ -305,7 +319,11 @@ pub fn stream_exit_code(report: &stream::StreamReport) -> u8 {
 }
 
 fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
-    let flush = if args.no_flush { FlushMode::None } else { FlushMode::AfterWrite };
+    let flush = if args.no_flush {
+        FlushMode::None
+    } else {
+        FlushMode::AfterWrite
+    };
     let config = args.io.config(flush);
     // Check what can be checked before creating or opening anything; the block size
     // check follows once the target is probed.
@@ -313,7 +331,11 @@ fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
     let options = OpenOptions {
         access: Access::Write,
         create_len_bytes: args.range.end_bytes(config.chunk_size_bytes),
-        safety: if args.force { Safety::Force } else { Safety::Check },
+        safety: if args.force {
+            Safety::Force
+        } else {
+            Safety::Check
+        },
     };
     let target = device::open(&args.target, &options)
         .with_context(|| format!("opening {} for direct I/O", args.target.display()))?;
@@ -322,7 +344,14 @@ fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
     let mut source = open_source(&source_spec)?;
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "write".into(), !json);
-    let report = stream::write(&target, range, source.as_mut(), config, &signal::CONTROL, &progress)?;
+    let report = stream::write(
+        &target,
+        range,
+        source.as_mut(),
+        config,
+        &signal::CONTROL,
+        &progress,
+    )?;
     drop(display);
     output::print_stream_report(&report, Some(&source_spec), json);
     Ok(Finished(stream_exit_code(&report)))
@@ -330,27 +359,47 @@ fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
 
 fn read_command(args: ReadArgs, json: bool) -> Result<Finished> {
     let config = args.io.config(FlushMode::None);
-    let options = OpenOptions { access: Access::Read, create_len_bytes: None, safety: Safety::Check };
+    let options = OpenOptions {
+        access: Access::Read,
+        create_len_bytes: None,
+        safety: Safety::Check,
+    };
     let target = device::open(&args.target, &options)
         .with_context(|| format!("opening {} for direct I/O", args.target.display()))?;
     let range = stream::plan(&target, args.range.spec(), &config)?;
     let mut sink: Box<dyn Sink> = match (&args.check, &args.output) {
-        (Some(CheckArg::Pattern), _) => Box::new(CheckSink::new(nvrec::pattern::Pattern::new(args.seed))),
+        (Some(CheckArg::Pattern), _) => {
+            Box::new(CheckSink::new(nvrec::pattern::Pattern::new(args.seed)))
+        }
         (None, Some(path)) if path.as_os_str() == "-" => {
             if json {
-                return Err(UsageError("--output - and --json both want stdout; choose one".into()).into());
+                return Err(UsageError(
+                    "--output - and --json both want stdout; choose one".into(),
+                )
+                .into());
             }
-            Box::new(WriterSink(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock())))
+            Box::new(WriterSink(std::io::BufWriter::with_capacity(
+                1 << 20,
+                std::io::stdout().lock(),
+            )))
         }
         (None, Some(path)) => {
-            let file = std::fs::File::create(path).with_context(|| format!("creating output {}", path.display()))?;
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("creating output {}", path.display()))?;
             Box::new(WriterSink(std::io::BufWriter::with_capacity(1 << 20, file)))
         }
         (None, None) => Box::new(DiscardSink),
     };
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "read".into(), !json);
-    let report = stream::read(&target, range, sink.as_mut(), config, &signal::CONTROL, &progress)?;
+    let report = stream::read(
+        &target,
+        range,
+        sink.as_mut(),
+        config,
+        &signal::CONTROL,
+        &progress,
+    )?;
     drop(display);
     output::print_stream_report(&report, None, json);
     Ok(Finished(stream_exit_code(&report)))

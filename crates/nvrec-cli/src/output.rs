@@ -18,7 +18,10 @@ pub fn print_stream_report(report: &StreamReport, source: Option<&SourceSpec>, j
     if json {
         let mut value = serde_json::to_value(report).unwrap_or_default();
         if let (Some(object), Some(source)) = (value.as_object_mut(), source) {
-            object.insert("source".into(), serde_json::Value::String(source.describe()));
+            object.insert(
+                "source".into(),
+                serde_json::Value::String(source.describe()),
+            );
         }
         if let Some(object) = value.as_object_mut() {
             object.insert("cpu_s".into(), serde_json::json!(report.cpu_s()));
@@ -53,7 +56,10 @@ pub fn print_stream_report(report: &StreamReport, source: Option<&SourceSpec>, j
         Some(last) => println!("  last address  {last:#x}"),
         None => println!("  last address  none (nothing transferred)"),
     }
-    let flush = report.flush_s.map(|s| format!(", flush {s:.3} s")).unwrap_or_default();
+    let flush = report
+        .flush_s
+        .map(|s| format!(", flush {s:.3} s"))
+        .unwrap_or_default();
     println!("  time          {:.3} s{flush}", report.elapsed_s);
     println!("  rate          {:.1} MiB/s", report.rate_mib_per_s);
     println!(
@@ -67,7 +73,10 @@ pub fn print_stream_report(report: &StreamReport, source: Option<&SourceSpec>, j
     if let Some(reason) = &report.engine_fallback_reason {
         println!("  note          io_uring unavailable, used threads: {reason}");
     }
-    println!("  cpu           {:.3} s user, {:.3} s system", report.cpu_user_s, report.cpu_system_s);
+    println!(
+        "  cpu           {:.3} s user, {:.3} s system",
+        report.cpu_user_s, report.cpu_system_s
+    );
     if report.padded_bytes > 0 {
         println!(
             "  padded        the final chunk was short: {} zero bytes were added to fill it",
@@ -75,7 +84,10 @@ pub fn print_stream_report(report: &StreamReport, source: Option<&SourceSpec>, j
         );
     }
     if report.discarded_chunk_count > 0 {
-        println!("  discarded     {} chunks taken but not submitted (abort)", report.discarded_chunk_count);
+        println!(
+            "  discarded     {} chunks taken but not submitted (abort)",
+            report.discarded_chunk_count
+        );
     }
     if let Some(check) = &report.check {
         match &check.first_mismatch {

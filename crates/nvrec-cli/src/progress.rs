@@ -22,7 +22,10 @@ impl ProgressDisplay {
     pub fn start(progress: Arc<Progress>, label: String, enabled: bool) -> ProgressDisplay {
         let finished = Arc::new(AtomicBool::new(false));
         if !enabled || !std::io::stderr().is_terminal() {
-            return ProgressDisplay { finished, thread: None };
+            return ProgressDisplay {
+                finished,
+                thread: None,
+            };
         }
         let done = Arc::clone(&finished);
         let thread = std::thread::spawn(move || {
@@ -53,7 +56,10 @@ impl ProgressDisplay {
                 bar.finish_and_clear();
             }
         });
-        ProgressDisplay { finished, thread: Some(thread) }
+        ProgressDisplay {
+            finished,
+            thread: Some(thread),
+        }
     }
 }
 

@@ -46,24 +46,39 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
         Some(path) => (path.clone(), false),
         None => (PathBuf::from(SCRATCH_NAME), true),
     };
-    let create_len_bytes = if scratch { Some(args.size.unwrap_or(SCRATCH_BYTES_DEFAULT)) } else { args.size };
+    let create_len_bytes = if scratch {
+        Some(args.size.unwrap_or(SCRATCH_BYTES_DEFAULT))
+    } else {
+        args.size
+    };
     let options = OpenOptions {
         access: Access::Write,
         create_len_bytes,
-        safety: if args.force { Safety::Force } else { Safety::Check },
+        safety: if args.force {
+            Safety::Force
+        } else {
+            Safety::Check
+        },
     };
-    let mut target =
-        device::open(&path, &options).with_context(|| format!("opening {} for the self-test", path.display()))?;
+    let mut target = device::open(&path, &options)
+        .with_context(|| format!("opening {} for the self-test", path.display()))?;
     if let Some(size) = args.size {
         target.capacity_bytes = target.capacity_bytes.min(size);
     }
     let mut console = Console { quiet: json };
     console.line("INFO: Start ...");
-    console.line(&format!("INFO: nvrec {} self-test", env!("CARGO_PKG_VERSION")));
+    console.line(&format!(
+        "INFO: nvrec {} self-test",
+        env!("CARGO_PKG_VERSION")
+    ));
     console.line(&format!(
         "INFO: Target: {} ({}), {} used, chunk size {}",
         path.display(),
-        if scratch { "scratch file" } else { "given target" },
+        if scratch {
+            "scratch file"
+        } else {
+            "given target"
+        },
         format_bytes(target.capacity_bytes),
         format_bytes(config.chunk_size_bytes)
     ));
@@ -71,7 +86,10 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
     drop(target);
     if scratch && !args.keep {
         if let Err(error) = std::fs::remove_file(&path) {
-            eprintln!("nvrec: warning: could not remove the scratch file {}: {error}", path.display());
+            eprintln!(
+                "nvrec: warning: could not remove the scratch file {}: {error}",
+                path.display()
+            );
         }
     }
     if json {
@@ -81,15 +99,30 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
             println!("INFO: Engine: {engine}");
         }
         println!("{RULE}\n{RULE}\n");
-        println!("Overall Test Summary: {}", if report.passed() { "PASS" } else { "FAIL" });
-        println!("{} of {} tests failed", report.failed_count, report.test_count);
+        println!(
+            "Overall Test Summary: {}",
+            if report.passed() { "PASS" } else { "FAIL" }
+        );
+        println!(
+            "{} of {} tests failed",
+            report.failed_count, report.test_count
+        );
         for test in report.tests.iter().filter(|test| !test.passed) {
-            println!("  TEST #{:02} {}: {}", test.number, test.title, test.failure.as_deref().unwrap_or(""));
+            println!(
+                "  TEST #{:02} {}: {}",
+                test.number,
+                test.title,
+                test.failure.as_deref().unwrap_or("")
+            );
         }
         println!("\n{RULE}\n{RULE}\n");
         println!("INFO: ... End");
     }
-    Ok(Finished(if report.passed() { exit::OK } else { exit::FAILURE }))
+    Ok(Finished(if report.passed() {
+        exit::OK
+    } else {
+        exit::FAILURE
+    }))
 }
 
 struct Console {
@@ -106,7 +139,9 @@ impl Console {
 
 impl Reporter for Console {
     fn test_start(&mut self, number: u32, title: &str, description: &str) {
-        self.line(&format!("{RULE}\nTEST #{number:02}: {title}\n{RULE}\n{description}\n********"));
+        self.line(&format!(
+            "{RULE}\nTEST #{number:02}: {title}\n{RULE}\n{description}\n********"
+        ));
     }
 
     fn info(&mut self, line: &str) {
@@ -116,7 +151,9 @@ impl Reporter for Console {
     fn test_end(&mut self, number: u32, result: &Result<(), String>) {
         match result {
             Ok(()) => self.line(&format!("{RULE}\nTEST #{number:02}: PASS\n{RULE}")),
-            Err(why) => self.line(&format!("ERROR: {why}\n{RULE}\nTEST #{number:02}: FAIL\n{RULE}")),
+            Err(why) => self.line(&format!(
+                "ERROR: {why}\n{RULE}\nTEST #{number:02}: FAIL\n{RULE}"
+            )),
         }
     }
 

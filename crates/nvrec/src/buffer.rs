@@ -19,7 +19,11 @@ pub const POOL_BYTES_MAX: u64 = 64 << 30;
 #[derive(Debug, thiserror::Error)]
 pub enum BufferError {
     #[error("buffer pool of {slot_count} slots of {slot_bytes} bytes is invalid: {why}")]
-    Invalid { slot_count: usize, slot_bytes: usize, why: &'static str },
+    Invalid {
+        slot_count: usize,
+        slot_bytes: usize,
+        why: &'static str,
+    },
     #[error("could not allocate a buffer pool of {bytes} bytes")]
     OutOfMemory { bytes: u64 },
 }
@@ -49,22 +53,36 @@ impl BufferPool {
     /// Allocates `slot_count` slots of `slot_bytes` each, zeroed and touched so that no page
     /// fault happens later on the data path.
     pub fn new(slot_count: usize, slot_bytes: usize) -> Result<BufferPool, BufferError> {
-        let invalid = |why| BufferError::Invalid { slot_count, slot_bytes, why };
+        let invalid = |why| BufferError::Invalid {
+            slot_count,
+            slot_bytes,
+            why,
+        };
         if slot_count == 0 {
             return Err(invalid("no slots"));
         }
         if slot_bytes == 0 || slot_bytes % SLOT_ALIGN_BYTES != 0 {
             return Err(invalid("slot size must be a non-zero multiple of 4096"));
         }
-        let total_bytes = slot_count.checked_mul(slot_bytes).ok_or_else(|| invalid("size overflows"))?;
+        let total_bytes = slot_count
+            .checked_mul(slot_bytes)
+            .ok_or_else(|| invalid("size overflows"))?;
         if total_bytes as u64 > POOL_BYTES_MAX {
             return Err(invalid("larger than the 64 GiB bound"));
         }
-        let layout = Layout::from_size_align(total_bytes, SLOT_ALIGN_BYTES).map_err(|_| invalid("bad layout"))?;
+        let layout = Layout::from_size_align(total_bytes, SLOT_ALIGN_BYTES)
+            .map_err(|_| invalid("bad layout"))?;
         // SAFETY: layout has a non-zero size (slot_count and slot_bytes are non-zero).
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let base = NonNull::new(raw).ok_or(BufferError::OutOfMemory { bytes: total_bytes as u64 })?;
-        let pool = BufferPool { base, layout, slot_count, slot_bytes };
+        let base = NonNull::new(raw).ok_or(BufferError::OutOfMemory {
+            bytes: total_bytes as u64,
+        })?;
+        let pool = BufferPool {
+            base,
+            layout,
+            slot_count,
+            slot_bytes,
+        };
         // Touch every page once: zeroed allocations may be lazily mapped.
         for page in (0..total_bytes).step_by(SLOT_ALIGN_BYTES) {
             // SAFETY: page < total_bytes, inside the allocation we own.
@@ -87,7 +105,11 @@ impl BufferPool {
 
     /// Start address of slot `index`, for handing to the kernel.
     pub fn slot_ptr(&self, index: usize) -> *mut u8 {
-        assert!(index < self.slot_count, "slot {index} out of {}", self.slot_count);
+        assert!(
+            index < self.slot_count,
+            "slot {index} out of {}",
+            self.slot_count
+        );
         // SAFETY: index < slot_count, so the offset stays inside the allocation.
         unsafe { self.base.as_ptr().add(index * self.slot_bytes) }
     }

@@ -13,8 +13,8 @@ use crate::pattern::{MismatchKind, Pattern};
 use crate::sink::CheckSink;
 use crate::source::{PatternSource, Source, ZeroSource};
 use crate::stream::{
-    self, AddressError, ChunkRange, Control, ControlState, FlushMode, Outcome, Progress, RangeEnd, RangeSpec,
-    StopTrigger, StopWhen, StreamConfig, StreamError, StreamReport,
+    self, AddressError, ChunkRange, Control, ControlState, FlushMode, Outcome, Progress, RangeEnd,
+    RangeSpec, StopTrigger, StopWhen, StreamConfig, StreamError, StreamReport,
 };
 use crate::unit::rate_mib_per_s;
 use std::time::Duration;
@@ -115,7 +115,11 @@ impl Suite<'_> {
     }
 
     fn range(&self, first_offset_bytes: u64, chunk_count: u64) -> ChunkRange {
-        ChunkRange { first_offset_bytes, chunk_count, chunk_size_bytes: self.chunk() }
+        ChunkRange {
+            first_offset_bytes,
+            chunk_count,
+            chunk_size_bytes: self.chunk(),
+        }
     }
 
     fn run_write(
@@ -126,20 +130,45 @@ impl Suite<'_> {
         trigger: Option<StopTrigger>,
     ) -> Result<StreamReport, String> {
         let control = Control::new();
-        let config = StreamConfig { flush, trigger, ..self.config };
-        let report = stream::write(self.target, range, source, config, &control, &Progress::default())
-            .map_err(|error| format!("write could not start: {error}"))?;
-        self.engine.get_or_insert_with(|| format!("{} ({})", report.engine.name(), report.engine_features));
+        let config = StreamConfig {
+            flush,
+            trigger,
+            ..self.config
+        };
+        let report = stream::write(
+            self.target,
+            range,
+            source,
+            config,
+            &control,
+            &Progress::default(),
+        )
+        .map_err(|error| format!("write could not start: {error}"))?;
+        self.engine.get_or_insert_with(|| {
+            format!("{} ({})", report.engine.name(), report.engine_features)
+        });
         if let Some(error) = &report.error {
             return fail(format!("write failed: {error}"));
         }
         Ok(report)
     }
 
-    fn write_pattern(&mut self, first_offset_bytes: u64, chunk_count: u64, seed: u64) -> Result<StreamReport, String> {
-        self.info(format!("Writing {chunk_count} chunks @ {first_offset_bytes:#x} with seed {seed:#x}"));
+    fn write_pattern(
+        &mut self,
+        first_offset_bytes: u64,
+        chunk_count: u64,
+        seed: u64,
+    ) -> Result<StreamReport, String> {
+        self.info(format!(
+            "Writing {chunk_count} chunks @ {first_offset_bytes:#x} with seed {seed:#x}"
+        ));
         let range = self.range(first_offset_bytes, chunk_count);
-        let report = self.run_write(range, &mut PatternSource(Pattern::new(seed)), FlushMode::AfterWrite, None)?;
+        let report = self.run_write(
+            range,
+            &mut PatternSource(Pattern::new(seed)),
+            FlushMode::AfterWrite,
+            None,
+        )?;
         self.info(format!(
             "Writing {} bytes took {} ns => {:.0} MiB/s",
             report.bytes,
@@ -149,12 +178,24 @@ impl Suite<'_> {
         Ok(report)
     }
 
-    fn read_check(&mut self, first_offset_bytes: u64, chunk_count: u64, seed: u64) -> Result<StreamReport, String> {
+    fn read_check(
+        &mut self,
+        first_offset_bytes: u64,
+        chunk_count: u64,
+        seed: u64,
+    ) -> Result<StreamReport, String> {
         let range = self.range(first_offset_bytes, chunk_count);
         let mut sink = CheckSink::new(Pattern::new(seed));
         let control = Control::new();
-        let report = stream::read(self.target, range, &mut sink, self.config, &control, &Progress::default())
-            .map_err(|error| format!("read could not start: {error}"))?;
+        let report = stream::read(
+            self.target,
+            range,
+            &mut sink,
+            self.config,
+            &control,
+            &Progress::default(),
+        )
+        .map_err(|error| format!("read could not start: {error}"))?;
         if let Some(error) = &report.error {
             return fail(format!("read failed: {error}"));
         }
@@ -162,8 +203,15 @@ impl Suite<'_> {
     }
 
     /// Reads and expects every chunk to hold the pattern of `seed`.
-    fn expect_good(&mut self, first_offset_bytes: u64, chunk_count: u64, seed: u64) -> Result<StreamReport, String> {
-        self.info(format!("Reading {chunk_count} chunks @ {first_offset_bytes:#x}, expecting seed {seed:#x}"));
+    fn expect_good(
+        &mut self,
+        first_offset_bytes: u64,
+        chunk_count: u64,
+        seed: u64,
+    ) -> Result<StreamReport, String> {
+        self.info(format!(
+            "Reading {chunk_count} chunks @ {first_offset_bytes:#x}, expecting seed {seed:#x}"
+        ));
         let report = self.read_check(first_offset_bytes, chunk_count, seed)?;
         let check = report.check.unwrap_or_default();
         match check.first_mismatch {
@@ -176,7 +224,10 @@ impl Suite<'_> {
                 ));
                 Ok(report)
             }
-            Some(mismatch) => fail(format!("{} of {chunk_count} chunks bad; first: {mismatch}", check.bad_chunk_count)),
+            Some(mismatch) => fail(format!(
+                "{} of {chunk_count} chunks bad; first: {mismatch}",
+                check.bad_chunk_count
+            )),
         }
     }
 
@@ -189,11 +240,19 @@ impl Suite<'_> {
 }
 
 /// Runs the whole suite on `target` (which it overwrites).
-pub fn run(target: &Target, config: StreamConfig, interrupt: &Control, reporter: &mut dyn Reporter) -> SelftestReport {
+pub fn run(
+    target: &Target,
+    config: StreamConfig,
+    interrupt: &Control,
+    reporter: &mut dyn Reporter,
+) -> SelftestReport {
     let info = device::describe(target);
     let mut suite = Suite {
         target,
-        config: StreamConfig { trigger: None, ..config },
+        config: StreamConfig {
+            trigger: None,
+            ..config
+        },
         interrupt,
         reporter,
         log: Vec::new(),
@@ -221,7 +280,9 @@ pub fn run(target: &Target, config: StreamConfig, interrupt: &Control, reporter:
     for (number, title, description, test) in tests {
         suite.log.clear();
         suite.reporter.test_start(number, title, description);
-        let outcome = suite.check_interrupt().and_then(|()| test(&mut suite, &info));
+        let outcome = suite
+            .check_interrupt()
+            .and_then(|()| test(&mut suite, &info));
         suite.reporter.test_end(number, &outcome);
         results.push(TestResult {
             number,
@@ -269,7 +330,11 @@ fn test_link(suite: &mut Suite<'_>, info: &TargetInfo) -> TestOutcome {
         suite.info(format!(
             "Loop device backed by {} (direct I/O {})",
             backing.display(),
-            if info.loop_direct_io == Some(true) { "on" } else { "off" }
+            if info.loop_direct_io == Some(true) {
+                "on"
+            } else {
+                "off"
+            }
         ));
     }
     if let Some(device) = &info.backing_device {
@@ -299,17 +364,27 @@ fn test_extra_source_data(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome 
     // A source holding two chunks of seed 0xA; the range takes one.
     let mut two_chunks = vec![0u8; 2 * chunk as usize];
     Pattern::new(0xA).fill(0, &mut two_chunks);
-    let mut source = SliceSource { data: &two_chunks, position: 0 };
+    let mut source = SliceSource {
+        data: &two_chunks,
+        position: 0,
+    };
     suite.info("Writing 1 chunk from a source that offers 2".to_string());
     let report = suite.run_write(suite.range(0, 1), &mut source, FlushMode::AfterWrite, None)?;
     if report.flush_s.is_none() {
         return fail("the flush did not run");
     }
-    suite.info(format!("Flush finished in {} ns", (report.flush_s.unwrap_or(0.0) * 1e9) as u64));
+    suite.info(format!(
+        "Flush finished in {} ns",
+        (report.flush_s.unwrap_or(0.0) * 1e9) as u64
+    ));
     let left_bytes = two_chunks.len() - source.position;
-    suite.info(format!("{left_bytes} bytes left in the source, not written"));
+    suite.info(format!(
+        "{left_bytes} bytes left in the source, not written"
+    ));
     if left_bytes as u64 != chunk {
-        return fail(format!("expected one chunk ({chunk} bytes) left in the source, found {left_bytes}"));
+        return fail(format!(
+            "expected one chunk ({chunk} bytes) left in the source, found {left_bytes}"
+        ));
     }
     suite.expect_good(0, 1, 0xA)?;
     suite.expect_good(chunk, 1, 0xB)?;
@@ -334,26 +409,48 @@ impl Source for SliceSource<'_> {
 fn test_pattern_checker(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
     let chunk = suite.chunk();
     // Clear 11 chunks so that the 11th holds no pattern at all.
-    suite.run_write(suite.range(0, 11), &mut ZeroSource, FlushMode::AfterWrite, None)?;
+    suite.run_write(
+        suite.range(0, 11),
+        &mut ZeroSource,
+        FlushMode::AfterWrite,
+        None,
+    )?;
     suite.write_pattern(0, 10, 0x5EED)?;
 
     suite.info("Reading 11 chunks with a length error expected".to_string());
     let report = suite.read_check(0, 11, 0x5EED)?;
     match report.check.and_then(|check| check.first_mismatch) {
-        Some(mismatch) if mismatch.kind == MismatchKind::EndsEarly && mismatch.offset_bytes == 10 * chunk => {
+        Some(mismatch)
+            if mismatch.kind == MismatchKind::EndsEarly && mismatch.offset_bytes == 10 * chunk =>
+        {
             suite.info(format!("Expected length error: {mismatch}"));
         }
-        other => return fail(format!("expected a length error at {:#x}, got {other:?}", 10 * chunk)),
+        other => {
+            return fail(format!(
+                "expected a length error at {:#x}, got {other:?}",
+                10 * chunk
+            ))
+        }
     }
 
     suite.info("Reading 10 chunks with a seed error expected".to_string());
     let report = suite.read_check(0, 10, 0xBAD)?;
     match report.check.and_then(|check| check.first_mismatch) {
-        Some(mismatch) if mismatch.kind == (MismatchKind::WrongSeed { found_seed: 0x5EED }) && mismatch.offset_bytes == 0 => {
+        Some(mismatch)
+            if mismatch.kind == (MismatchKind::WrongSeed { found_seed: 0x5EED })
+                && mismatch.offset_bytes == 0 =>
+        {
             suite.info(format!("Expected seed error: {mismatch}"));
-            suite.info(format!("Captured error byte: {:#x} matches expected: {:#x}", mismatch.offset_bytes, 0));
+            suite.info(format!(
+                "Captured error byte: {:#x} matches expected: {:#x}",
+                mismatch.offset_bytes, 0
+            ));
         }
-        other => return fail(format!("expected a seed error at 0x0 naming seed 0x5eed, got {other:?}")),
+        other => {
+            return fail(format!(
+                "expected a seed error at 0x0 naming seed 0x5eed, got {other:?}"
+            ))
+        }
     }
 
     suite.info("Reading 10 chunks with no errors expected".to_string());
@@ -365,7 +462,10 @@ fn test_flush_after_write(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome 
     let count = 100.min(suite.capacity_chunks());
     let report = suite.write_pattern(0, count, 3)?;
     match report.flush_s {
-        Some(seconds) => suite.info(format!("Flush after write finished in {} ns", (seconds * 1e9) as u64)),
+        Some(seconds) => suite.info(format!(
+            "Flush after write finished in {} ns",
+            (seconds * 1e9) as u64
+        )),
         None => return fail("the flush after write did not run"),
     }
     suite.expect_good(0, count, 3)?;
@@ -376,14 +476,20 @@ fn test_short_chunk(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
     let chunk = suite.chunk();
     let mut data = vec![0u8; (chunk + chunk / 2) as usize];
     Pattern::new(4).fill(0, &mut data);
-    let mut source = SliceSource { data: &data, position: 0 };
+    let mut source = SliceSource {
+        data: &data,
+        position: 0,
+    };
     suite.info("Writing 1.5 chunks into a range of 4".to_string());
     let report = suite.run_write(suite.range(0, 4), &mut source, FlushMode::AfterWrite, None)?;
     suite.info(format!(
         "Write finished: {} chunks, {} bytes padded, outcome {:?}",
         report.chunk_count, report.padded_bytes, report.outcome
     ));
-    if report.outcome != Outcome::SourceEnded || report.chunk_count != 2 || report.padded_bytes != chunk / 2 {
+    if report.outcome != Outcome::SourceEnded
+        || report.chunk_count != 2
+        || report.padded_bytes != chunk / 2
+    {
         return fail(format!(
             "expected 2 chunks written with {} bytes padded and the source ended, got {} chunks, {} padded, {:?}",
             chunk / 2,
@@ -396,10 +502,16 @@ fn test_short_chunk(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
     let report = suite.read_check(0, 2, 4)?;
     match report.check.and_then(|check| check.first_mismatch) {
         Some(mismatch) if mismatch.offset_bytes == chunk + chunk / 2 => {
-            suite.info(format!("Padding starts at {:#x} as expected", mismatch.offset_bytes));
+            suite.info(format!(
+                "Padding starts at {:#x} as expected",
+                mismatch.offset_bytes
+            ));
             Ok(())
         }
-        other => fail(format!("expected the padding to start at {:#x}, got {other:?}", chunk + chunk / 2)),
+        other => fail(format!(
+            "expected the padding to start at {:#x}, got {other:?}",
+            chunk + chunk / 2
+        )),
     }
 }
 
@@ -421,26 +533,48 @@ fn stop_or_abort(suite: &mut Suite<'_>, action: ControlState) -> TestOutcome {
     suite.info(format!("Captured last address: {:#x}", (count - 1) * chunk));
     suite.expect_good(0, count, 0x1111)?;
     let after_chunk_count = count * 2 / 5 + 1;
-    let word = if action == ControlState::Abort { "abort" } else { "stop" };
-    suite.info(format!("Writing {count} chunks with seed 0x2222, {word} after {after_chunk_count} chunks"));
-    let trigger = StopTrigger { when: StopWhen::AfterChunks(after_chunk_count), action };
+    let word = if action == ControlState::Abort {
+        "abort"
+    } else {
+        "stop"
+    };
+    suite.info(format!(
+        "Writing {count} chunks with seed 0x2222, {word} after {after_chunk_count} chunks"
+    ));
+    let trigger = StopTrigger {
+        when: StopWhen::AfterChunks(after_chunk_count),
+        action,
+    };
     let report = suite.run_write(
         suite.range(0, count),
         &mut PatternSource(Pattern::new(0x2222)),
         FlushMode::AfterWrite,
         Some(trigger),
     )?;
-    let expected_outcome = if action == ControlState::Abort { Outcome::Aborted } else { Outcome::Stopped };
+    let expected_outcome = if action == ControlState::Abort {
+        Outcome::Aborted
+    } else {
+        Outcome::Stopped
+    };
     if report.outcome != expected_outcome {
-        return fail(format!("expected outcome {expected_outcome:?}, got {:?}", report.outcome));
+        return fail(format!(
+            "expected outcome {expected_outcome:?}, got {:?}",
+            report.outcome
+        ));
     }
     suite.info(format!(
         "Write {}: flush ran in {} ns, {} chunks discarded",
-        if action == ControlState::Abort { "aborted" } else { "stopped" },
+        if action == ControlState::Abort {
+            "aborted"
+        } else {
+            "stopped"
+        },
         (report.flush_s.unwrap_or(0.0) * 1e9) as u64,
         report.discarded_chunk_count
     ));
-    let Some(last) = report.last_offset_bytes else { return fail("no chunk was written before the stop") };
+    let Some(last) = report.last_offset_bytes else {
+        return fail("no chunk was written before the stop");
+    };
     suite.info(format!("Captured last address: {last:#x}"));
     if action == ControlState::Stop && last != (after_chunk_count - 1) * chunk {
         return fail(format!(
@@ -462,7 +596,9 @@ fn stop_or_abort(suite: &mut Suite<'_>, action: ControlState) -> TestOutcome {
             ));
             Ok(())
         }
-        other => fail(format!("expected the old seed 0x1111 from {expected_offset:#x} on, got {other:?}")),
+        other => fail(format!(
+            "expected the old seed 0x1111 from {expected_offset:#x} on, got {other:?}"
+        )),
     }
 }
 
@@ -492,12 +628,19 @@ fn test_sweep(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
     let chunk = suite.chunk();
     let mut chunk_count = 1u64;
     // Session n sits at n chunks from the start, as in the streamer's log.
-    while chunk_count <= SWEEP_CHUNK_COUNT_MAX && 2 * chunk_count * chunk <= suite.target.capacity_bytes {
+    while chunk_count <= SWEEP_CHUNK_COUNT_MAX
+        && 2 * chunk_count * chunk <= suite.target.capacity_bytes
+    {
         suite.check_interrupt()?;
         let offset_bytes = chunk_count * chunk;
         let range = suite.range(offset_bytes, chunk_count);
         let seed = 0x800 + chunk_count;
-        let write = suite.run_write(range, &mut PatternSource(Pattern::new(seed)), FlushMode::None, None)?;
+        let write = suite.run_write(
+            range,
+            &mut PatternSource(Pattern::new(seed)),
+            FlushMode::None,
+            None,
+        )?;
         let write_ns = (write.elapsed_s * 1e9) as u64;
         suite.info(format!(
             "Writing {chunk_count} chunks @ {offset_bytes:#x}: {} bytes took {write_ns} ns => {:.0} MiB/s",
@@ -505,7 +648,9 @@ fn test_sweep(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
         ));
         let read = suite.read_check(offset_bytes, chunk_count, seed)?;
         if let Some(mismatch) = read.check.and_then(|check| check.first_mismatch) {
-            return fail(format!("read-back of {chunk_count} chunks failed: {mismatch}"));
+            return fail(format!(
+                "read-back of {chunk_count} chunks failed: {mismatch}"
+            ));
         }
         let read_ns = (read.elapsed_s * 1e9) as u64;
         suite.info(format!(
@@ -536,22 +681,79 @@ fn test_address_errors(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
     let last_chunk = (capacity / chunk - 1) * chunk;
     // Marker data that an erroneous run would change.
     suite.write_pattern(0, 2, 0x99)?;
-    let cases: [(&str, IoOp, RangeSpec, fn(&AddressError) -> bool); 6] = [
-        ("last address beyond the target", IoOp::Write, RangeSpec { first_offset_bytes: 0, end: RangeEnd::LastOffset(last_chunk + chunk) }, |e| matches!(e, AddressError::BeyondTarget { .. })),
-        ("first address greater than last", IoOp::Write, RangeSpec { first_offset_bytes: chunk, end: RangeEnd::LastOffset(0) }, |e| matches!(e, AddressError::FirstAfterLast { .. })),
-        ("unaligned first address", IoOp::Write, RangeSpec { first_offset_bytes: 512, end: RangeEnd::ChunkCount(1) }, |e| matches!(e, AddressError::FirstUnaligned { .. })),
-        ("last address beyond the target", IoOp::Read, RangeSpec { first_offset_bytes: 0, end: RangeEnd::LastOffset(last_chunk + chunk) }, |e| matches!(e, AddressError::BeyondTarget { .. })),
-        ("first address greater than last", IoOp::Read, RangeSpec { first_offset_bytes: chunk, end: RangeEnd::LastOffset(0) }, |e| matches!(e, AddressError::FirstAfterLast { .. })),
-        ("unaligned last address", IoOp::Read, RangeSpec { first_offset_bytes: 0, end: RangeEnd::LastOffset(chunk + 512) }, |e| matches!(e, AddressError::LastUnaligned { .. })),
+    type Case = (&'static str, IoOp, RangeSpec, fn(&AddressError) -> bool);
+    let cases: [Case; 6] = [
+        (
+            "last address beyond the target",
+            IoOp::Write,
+            RangeSpec {
+                first_offset_bytes: 0,
+                end: RangeEnd::LastOffset(last_chunk + chunk),
+            },
+            |e| matches!(e, AddressError::BeyondTarget { .. }),
+        ),
+        (
+            "first address greater than last",
+            IoOp::Write,
+            RangeSpec {
+                first_offset_bytes: chunk,
+                end: RangeEnd::LastOffset(0),
+            },
+            |e| matches!(e, AddressError::FirstAfterLast { .. }),
+        ),
+        (
+            "unaligned first address",
+            IoOp::Write,
+            RangeSpec {
+                first_offset_bytes: 512,
+                end: RangeEnd::ChunkCount(1),
+            },
+            |e| matches!(e, AddressError::FirstUnaligned { .. }),
+        ),
+        (
+            "last address beyond the target",
+            IoOp::Read,
+            RangeSpec {
+                first_offset_bytes: 0,
+                end: RangeEnd::LastOffset(last_chunk + chunk),
+            },
+            |e| matches!(e, AddressError::BeyondTarget { .. }),
+        ),
+        (
+            "first address greater than last",
+            IoOp::Read,
+            RangeSpec {
+                first_offset_bytes: chunk,
+                end: RangeEnd::LastOffset(0),
+            },
+            |e| matches!(e, AddressError::FirstAfterLast { .. }),
+        ),
+        (
+            "unaligned last address",
+            IoOp::Read,
+            RangeSpec {
+                first_offset_bytes: 0,
+                end: RangeEnd::LastOffset(chunk + 512),
+            },
+            |e| matches!(e, AddressError::LastUnaligned { .. }),
+        ),
     ];
     for (what, op, spec, expected) in cases {
-        let verb = if op == IoOp::Write { "Writing" } else { "Reading" };
+        let verb = if op == IoOp::Write {
+            "Writing"
+        } else {
+            "Reading"
+        };
         suite.info(format!("{verb} with {what}"));
         match stream::plan(suite.target, spec, &suite.config) {
             Err(StreamError::Address(error)) if expected(&error) => {
                 suite.info(format!("{verb} refused as expected: {error}"));
             }
-            other => return fail(format!("{verb} with {what}: expected its own address error, got {other:?}")),
+            other => {
+                return fail(format!(
+                    "{verb} with {what}: expected its own address error, got {other:?}"
+                ))
+            }
         }
     }
     // Nothing was written by the refused runs.
@@ -566,7 +768,13 @@ fn test_whole_target(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
     suite.whole_write_mib_per_s = Some(write.rate_mib_per_s);
     let read = suite.expect_good(0, count, 0x10)?;
     suite.whole_read_mib_per_s = Some(read.rate_mib_per_s);
-    suite.info(format!("Captured write last address: {:#x}", write.last_offset_bytes.unwrap_or(0)));
-    suite.info(format!("Captured read last address: {:#x}", read.last_offset_bytes.unwrap_or(0)));
+    suite.info(format!(
+        "Captured write last address: {:#x}",
+        write.last_offset_bytes.unwrap_or(0)
+    ));
+    suite.info(format!(
+        "Captured read last address: {:#x}",
+        read.last_offset_bytes.unwrap_or(0)
+    ));
     Ok(())
 }

@@ -45,7 +45,13 @@ pub struct CheckSink {
 
 impl CheckSink {
     pub fn new(pattern: Pattern) -> CheckSink {
-        CheckSink { pattern, report: CheckReport { seed: pattern.seed(), ..CheckReport::default() } }
+        CheckSink {
+            pattern,
+            report: CheckReport {
+                seed: pattern.seed(),
+                ..CheckReport::default()
+            },
+        }
     }
 }
 

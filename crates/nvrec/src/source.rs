@@ -74,11 +74,17 @@ impl StreamSource {
     pub fn stdin() -> StreamSource {
         // SAFETY: descriptor 0 stays open for the life of the process; ManuallyDrop keeps us
         // from closing it.
-        StreamSource { file: ManuallyDrop::new(unsafe { File::from_raw_fd(0) }), owned: false }
+        StreamSource {
+            file: ManuallyDrop::new(unsafe { File::from_raw_fd(0) }),
+            owned: false,
+        }
     }
 
     pub fn file(file: File) -> StreamSource {
-        StreamSource { file: ManuallyDrop::new(file), owned: true }
+        StreamSource {
+            file: ManuallyDrop::new(file),
+            owned: true,
+        }
     }
 }
 
@@ -103,8 +109,13 @@ pub fn open_source(spec: &SourceSpec) -> io::Result<Box<dyn Source>> {
         SourceSpec::Pattern { seed } => Box::new(PatternSource(Pattern::new(*seed))),
         SourceSpec::Zero => Box::new(ZeroSource),
         SourceSpec::Stdin => Box::new(StreamSource::stdin()),
-        SourceSpec::Path(path) => Box::new(StreamSource::file(File::open(path).map_err(|error| {
-            io::Error::new(error.kind(), format!("opening source {}: {error}", path.display()))
-        })?)),
+        SourceSpec::Path(path) => {
+            Box::new(StreamSource::file(File::open(path).map_err(|error| {
+                io::Error::new(
+                    error.kind(),
+                    format!("opening source {}: {error}", path.display()),
+                )
+            })?))
+        }
     })
 }

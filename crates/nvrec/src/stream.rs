@@ -21,7 +21,8 @@
 use crate::buffer::{BufferError, BufferPool, SLOT_ALIGN_BYTES};
 use crate::device::{Target, TargetKind};
 use crate::engine::{
-    self, EngineChoice, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp, IoRequest,
+    self, EngineChoice, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError,
+    IoOp, IoRequest,
 };
 use crate::sink::{CheckReport, Sink};
 use crate::source::Source;
@@ -64,12 +65,16 @@ pub enum ControlState {
 
 impl Control {
     pub const fn new() -> Control {
-        Control { state: AtomicU8::new(STATE_RUN) }
+        Control {
+            state: AtomicU8::new(STATE_RUN),
+        }
     }
 
     /// Asks for a stop; an abort already asked for stays an abort. Async-signal-safe.
     pub fn request_stop(&self) {
-        let _ = self.state.compare_exchange(STATE_RUN, STATE_STOP, Ordering::SeqCst, Ordering::SeqCst);
+        let _ =
+            self.state
+                .compare_exchange(STATE_RUN, STATE_STOP, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// Asks for an abort. Async-signal-safe.
@@ -168,56 +173,105 @@ impl ChunkRange {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddressError {
     #[error("address range beyond the target: the last chunk ends at {end_offset_bytes:#x} but the target holds {capacity_bytes:#x} bytes")]
-    BeyondTarget { end_offset_bytes: u64, capacity_bytes: u64 },
-    #[error("first address {first_offset_bytes:#x} is greater than last address {last_offset_bytes:#x}")]
-    FirstAfterLast { first_offset_bytes: u64, last_offset_bytes: u64 },
+    BeyondTarget {
+        end_offset_bytes: u64,
+        capacity_bytes: u64,
+    },
+    #[error(
+        "first address {first_offset_bytes:#x} is greater than last address {last_offset_bytes:#x}"
+    )]
+    FirstAfterLast {
+        first_offset_bytes: u64,
+        last_offset_bytes: u64,
+    },
     #[error("first address {first_offset_bytes:#x} is not aligned to the chunk size {chunk_size_bytes:#x}")]
-    FirstUnaligned { first_offset_bytes: u64, chunk_size_bytes: u64 },
+    FirstUnaligned {
+        first_offset_bytes: u64,
+        chunk_size_bytes: u64,
+    },
     #[error("last address {last_offset_bytes:#x} is not aligned to the chunk size {chunk_size_bytes:#x}")]
-    LastUnaligned { last_offset_bytes: u64, chunk_size_bytes: u64 },
+    LastUnaligned {
+        last_offset_bytes: u64,
+        chunk_size_bytes: u64,
+    },
     #[error("size {size_bytes} is not a whole number of {chunk_size_bytes}-byte chunks")]
-    SizeNotWholeChunks { size_bytes: u64, chunk_size_bytes: u64 },
+    SizeNotWholeChunks {
+        size_bytes: u64,
+        chunk_size_bytes: u64,
+    },
     #[error("the range holds no chunk (first address {first_offset_bytes:#x}, target of {capacity_bytes:#x} bytes)")]
-    Empty { first_offset_bytes: u64, capacity_bytes: u64 },
+    Empty {
+        first_offset_bytes: u64,
+        capacity_bytes: u64,
+    },
 }
 
 /// Turns what the user said into a range of whole chunks inside the target, or says why not.
-pub fn resolve_range(spec: RangeSpec, chunk_size_bytes: u64, capacity_bytes: u64) -> Result<ChunkRange, AddressError> {
-    assert!(chunk_size_bytes.is_power_of_two(), "chunk size is validated first");
+pub fn resolve_range(
+    spec: RangeSpec,
+    chunk_size_bytes: u64,
+    capacity_bytes: u64,
+) -> Result<ChunkRange, AddressError> {
+    assert!(
+        chunk_size_bytes.is_power_of_two(),
+        "chunk size is validated first"
+    );
     let first = spec.first_offset_bytes;
     if first % chunk_size_bytes != 0 {
-        return Err(AddressError::FirstUnaligned { first_offset_bytes: first, chunk_size_bytes });
+        return Err(AddressError::FirstUnaligned {
+            first_offset_bytes: first,
+            chunk_size_bytes,
+        });
     }
     let chunk_count = match spec.end {
         RangeEnd::LastOffset(last) => {
             if last % chunk_size_bytes != 0 {
-                return Err(AddressError::LastUnaligned { last_offset_bytes: last, chunk_size_bytes });
+                return Err(AddressError::LastUnaligned {
+                    last_offset_bytes: last,
+                    chunk_size_bytes,
+                });
             }
             if first > last {
-                return Err(AddressError::FirstAfterLast { first_offset_bytes: first, last_offset_bytes: last });
+                return Err(AddressError::FirstAfterLast {
+                    first_offset_bytes: first,
+                    last_offset_bytes: last,
+                });
             }
             (last - first) / chunk_size_bytes + 1
         }
         RangeEnd::ChunkCount(count) => count,
         RangeEnd::SizeBytes(size_bytes) => {
             if size_bytes % chunk_size_bytes != 0 {
-                return Err(AddressError::SizeNotWholeChunks { size_bytes, chunk_size_bytes });
+                return Err(AddressError::SizeNotWholeChunks {
+                    size_bytes,
+                    chunk_size_bytes,
+                });
             }
             size_bytes / chunk_size_bytes
         }
         RangeEnd::TargetEnd => capacity_bytes.saturating_sub(first) / chunk_size_bytes,
     };
     if chunk_count == 0 {
-        return Err(AddressError::Empty { first_offset_bytes: first, capacity_bytes });
+        return Err(AddressError::Empty {
+            first_offset_bytes: first,
+            capacity_bytes,
+        });
     }
     let end_offset_bytes = chunk_count
         .checked_mul(chunk_size_bytes)
         .and_then(|len| len.checked_add(first))
         .unwrap_or(u64::MAX);
     if end_offset_bytes > capacity_bytes {
-        return Err(AddressError::BeyondTarget { end_offset_bytes, capacity_bytes });
+        return Err(AddressError::BeyondTarget {
+            end_offset_bytes,
+            capacity_bytes,
+        });
     }
-    Ok(ChunkRange { first_offset_bytes: first, chunk_count, chunk_size_bytes })
+    Ok(ChunkRange {
+        first_offset_bytes: first,
+        chunk_count,
+        chunk_size_bytes,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -262,11 +316,17 @@ pub enum ConfigError {
     #[error("chunk size {0} is not a power of two")]
     ChunkNotPowerOfTwo(u64),
     #[error("chunk size {chunk_size_bytes} is not a multiple of the target's logical block size {logical_block_bytes}")]
-    ChunkNotBlockMultiple { chunk_size_bytes: u64, logical_block_bytes: u32 },
+    ChunkNotBlockMultiple {
+        chunk_size_bytes: u64,
+        logical_block_bytes: u32,
+    },
     #[error("chunk size {0} is larger than the 64 MiB limit")]
     ChunkTooLarge(u64),
     #[error("I/O size {io_size_bytes} is not a multiple of the chunk size {chunk_size_bytes}")]
-    IoSizeNotChunkMultiple { io_size_bytes: u64, chunk_size_bytes: u64 },
+    IoSizeNotChunkMultiple {
+        io_size_bytes: u64,
+        chunk_size_bytes: u64,
+    },
     #[error("I/O size {0} is larger than the 256 MiB limit")]
     IoSizeTooLarge(u64),
     #[error("queue depth {0} is out of range 1..=4096")]
@@ -281,7 +341,10 @@ impl StreamConfig {
             return Err(ConfigError::ChunkNotPowerOfTwo(chunk));
         }
         if chunk % logical_block_bytes as u64 != 0 {
-            return Err(ConfigError::ChunkNotBlockMultiple { chunk_size_bytes: chunk, logical_block_bytes });
+            return Err(ConfigError::ChunkNotBlockMultiple {
+                chunk_size_bytes: chunk,
+                logical_block_bytes,
+            });
         }
         if chunk > CHUNK_SIZE_BYTES_MAX {
             return Err(ConfigError::ChunkTooLarge(chunk));
@@ -289,7 +352,10 @@ impl StreamConfig {
         // An I/O smaller than a chunk means one chunk per I/O.
         let io_size_bytes = self.io_size_bytes.max(chunk);
         if io_size_bytes % chunk != 0 {
-            return Err(ConfigError::IoSizeNotChunkMultiple { io_size_bytes, chunk_size_bytes: chunk });
+            return Err(ConfigError::IoSizeNotChunkMultiple {
+                io_size_bytes,
+                chunk_size_bytes: chunk,
+            });
         }
         if io_size_bytes > IO_SIZE_BYTES_MAX {
             return Err(ConfigError::IoSizeTooLarge(io_size_bytes));
@@ -443,15 +509,21 @@ impl<'a> Run<'a> {
         control: &'a Control,
         progress: &'a Progress,
     ) -> Result<Run<'a>, StreamError> {
-        let slot_bytes = (config.chunks_per_io() * config.chunk_size_bytes).next_multiple_of(SLOT_ALIGN_BYTES as u64);
+        let slot_bytes = (config.chunks_per_io() * config.chunk_size_bytes)
+            .next_multiple_of(SLOT_ALIGN_BYTES as u64);
         // No more slots than the range can use: a small range gets a small pool.
         let io_count = range.chunk_count.div_ceil(config.chunks_per_io());
         let slot_count = (config.queue_depth as u64).min(io_count).max(1) as u32;
         let pool = BufferPool::new(slot_count as usize, slot_bytes as usize)?;
-        let engine_config = EngineConfig { queue_depth: slot_count, sqpoll: config.sqpoll };
+        let engine_config = EngineConfig {
+            queue_depth: slot_count,
+            sqpoll: config.sqpoll,
+        };
         let opened = engine::open_engine(config.engine, &target.file, pool, engine_config)?;
         progress.done_bytes.store(0, Ordering::Relaxed);
-        progress.total_bytes.store(range.len_bytes(), Ordering::Relaxed);
+        progress
+            .total_bytes
+            .store(range.len_bytes(), Ordering::Relaxed);
         Ok(Run {
             op,
             range,
@@ -502,7 +574,13 @@ impl<'a> Run<'a> {
 
     fn submit(&mut self, slot: u32, first_chunk_index: u64, chunk_count: u32) {
         let sequence = self.front_sequence + self.flights.len() as u64;
-        self.flights.push_back(Flight { slot, first_chunk_index, chunk_count, done: false, failed: false });
+        self.flights.push_back(Flight {
+            slot,
+            first_chunk_index,
+            chunk_count,
+            done: false,
+            failed: false,
+        });
         self.engine.push(IoRequest {
             op: self.op,
             slot,
@@ -514,9 +592,15 @@ impl<'a> Run<'a> {
 
     /// Waits for completions (at least one if `wait`), marks them, and advances the frontier;
     /// `on_front` sees each I/O the frontier passes, in address order.
-    fn reap(&mut self, wait: bool, on_front: &mut dyn FnMut(&mut Run<'a>, Flight)) -> Result<(), EngineError> {
+    fn reap(
+        &mut self,
+        wait: bool,
+        on_front: &mut dyn FnMut(&mut Run<'a>, Flight),
+    ) -> Result<(), EngineError> {
         let mut completions = std::mem::take(&mut self.completions);
-        let result = self.engine.submit_and_reap(u32::from(wait), &mut completions);
+        let result = self
+            .engine
+            .submit_and_reap(u32::from(wait), &mut completions);
         for completion in completions.drain(..) {
             let position = (completion.user_data - self.front_sequence) as usize;
             let flight = &mut self.flights[position];
@@ -545,9 +629,10 @@ impl<'a> Run<'a> {
                 on_front(self, front);
                 if !self.frontier_blocked {
                     self.frontier_chunk_count += front.chunk_count as u64;
-                    self.progress
-                        .done_bytes
-                        .store(self.frontier_chunk_count * self.range.chunk_size_bytes, Ordering::Relaxed);
+                    self.progress.done_bytes.store(
+                        self.frontier_chunk_count * self.range.chunk_size_bytes,
+                        Ordering::Relaxed,
+                    );
                 }
             }
             self.free_slots.push(front.slot);
@@ -563,9 +648,17 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    fn finish(mut self, target: &Target, cpu_before: (f64, f64), check: Option<CheckReport>) -> StreamReport {
+    fn finish(
+        mut self,
+        target: &Target,
+        cpu_before: (f64, f64),
+        check: Option<CheckReport>,
+    ) -> StreamReport {
         let mut flush_s = None;
-        if self.op == IoOp::Write && self.config.flush == FlushMode::AfterWrite && self.next_chunk_index > 0 {
+        if self.op == IoOp::Write
+            && self.config.flush == FlushMode::AfterWrite
+            && self.next_chunk_index > 0
+        {
             let flush_started = Instant::now();
             if let Err(error) = self.engine.sync_data() {
                 if self.error.is_none() {
@@ -622,9 +715,17 @@ impl<'a> Run<'a> {
 }
 
 /// Checks the config and range against the target; no I/O.
-pub fn plan(target: &Target, spec: RangeSpec, config: &StreamConfig) -> Result<ChunkRange, StreamError> {
+pub fn plan(
+    target: &Target,
+    spec: RangeSpec,
+    config: &StreamConfig,
+) -> Result<ChunkRange, StreamError> {
     config.validate(target.logical_block_bytes)?;
-    Ok(resolve_range(spec, config.chunk_size_bytes, target.capacity_bytes)?)
+    Ok(resolve_range(
+        spec,
+        config.chunk_size_bytes,
+        target.capacity_bytes,
+    )?)
 }
 
 /// Writes the chunks of `range` from `source`. See the module docs for stop and abort.
@@ -645,7 +746,9 @@ pub fn write(
     loop {
         // Fill and submit while there are free slots and work.
         while run.may_submit_more() {
-            let Some(slot) = run.free_slots.pop() else { break };
+            let Some(slot) = run.free_slots.pop() else {
+                break;
+            };
             let first_chunk_index = run.next_chunk_index;
             let chunk_limit = chunks_per_io.min(range.chunk_count - first_chunk_index);
             let mut filled_chunk_count = 0u32;
@@ -653,9 +756,10 @@ pub fn write(
                 let chunk_index = first_chunk_index + filled_chunk_count as u64;
                 let offset_bytes = range.chunk_offset_bytes(chunk_index);
                 let start = filled_chunk_count as usize * chunk_bytes;
-                let buf = &mut run.engine.pool_mut().slot_mut(slot as usize)[start..start + chunk_bytes];
+                let buf =
+                    &mut run.engine.pool_mut().slot_mut(slot as usize)[start..start + chunk_bytes];
                 match fill_chunk(source, offset_bytes, buf, control) {
-                    Ok(filled_bytes) if filled_bytes == 0 => {
+                    Ok(0) => {
                         run.source_ended = true;
                         break;
                     }
@@ -671,7 +775,9 @@ pub fn write(
                         }
                     }
                     Err(error) => {
-                        run.error = Some(format!("reading the source at chunk {chunk_index}: {error}"));
+                        run.error = Some(format!(
+                            "reading the source at chunk {chunk_index}: {error}"
+                        ));
                         break;
                     }
                 }
@@ -705,7 +811,12 @@ pub fn write(
 
 /// Fills one chunk from the source: loops over short reads, returns fewer bytes only at the
 /// end of the source or when a stop or abort interrupts a blocking read.
-fn fill_chunk(source: &mut dyn Source, offset_bytes: u64, buf: &mut [u8], control: &Control) -> io::Result<usize> {
+fn fill_chunk(
+    source: &mut dyn Source,
+    offset_bytes: u64,
+    buf: &mut [u8],
+    control: &Control,
+) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match source.read_at(offset_bytes + filled as u64, &mut buf[filled..]) {
@@ -744,9 +855,16 @@ pub fn read(
         }
         let data = run.engine.pool().slot(flight.slot as usize);
         for index in 0..flight.chunk_count as usize {
-            let offset_bytes = run.range.chunk_offset_bytes(flight.first_chunk_index + index as u64);
-            if let Err(error) = sink.consume(offset_bytes, &data[index * chunk_bytes..(index + 1) * chunk_bytes]) {
-                run.error.get_or_insert_with(|| format!("writing what was read at {offset_bytes:#x}: {error}"));
+            let offset_bytes = run
+                .range
+                .chunk_offset_bytes(flight.first_chunk_index + index as u64);
+            if let Err(error) = sink.consume(
+                offset_bytes,
+                &data[index * chunk_bytes..(index + 1) * chunk_bytes],
+            ) {
+                run.error.get_or_insert_with(|| {
+                    format!("writing what was read at {offset_bytes:#x}: {error}")
+                });
                 sink_error = Some(error);
                 run.frontier_blocked = true;
                 return;
@@ -755,7 +873,9 @@ pub fn read(
     };
     loop {
         while run.may_submit_more() {
-            let Some(slot) = run.free_slots.pop() else { break };
+            let Some(slot) = run.free_slots.pop() else {
+                break;
+            };
             let first_chunk_index = run.next_chunk_index;
             let chunk_count = chunks_per_io.min(range.chunk_count - first_chunk_index) as u32;
             run.next_chunk_index += chunk_count as u64;
@@ -769,7 +889,8 @@ pub fn read(
     }
     run.drain(&mut consume)?;
     if let Err(error) = sink.finish() {
-        run.error.get_or_insert_with(|| format!("finishing the output: {error}"));
+        run.error
+            .get_or_insert_with(|| format!("finishing the output: {error}"));
     }
     let check = sink.check_report();
     Ok(run.finish(target, cpu_before, check))

@@ -27,7 +27,10 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, ParseError> {
     if trimmed.is_empty() {
         return Err(ParseError::Empty(text.to_string()));
     }
-    if let Some(hex) = trimmed.strip_prefix("0x").or_else(|| trimmed.strip_prefix("0X")) {
+    if let Some(hex) = trimmed
+        .strip_prefix("0x")
+        .or_else(|| trimmed.strip_prefix("0X"))
+    {
         return u64::from_str_radix(&hex.replace('_', ""), 16).map_err(|_| ParseError::BadSize {
             text: text.to_string(),
             why: "bad hexadecimal digits",
@@ -39,7 +42,10 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, ParseError> {
     let (number, suffix) = trimmed.split_at(split);
     let number = number.replace('_', "");
     if number.is_empty() {
-        return Err(ParseError::BadSize { text: text.to_string(), why: "no number" });
+        return Err(ParseError::BadSize {
+            text: text.to_string(),
+            why: "no number",
+        });
     }
     let multiplier: u64 = match suffix.trim() {
         "" | "B" | "b" | "c" => 1,
@@ -53,28 +59,49 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, ParseError> {
         "GB" => 1_000_000_000,
         "TB" => 1_000_000_000_000,
         "PB" => 1_000_000_000_000_000,
-        _ => return Err(ParseError::BadSize { text: text.to_string(), why: "unknown suffix" }),
+        _ => {
+            return Err(ParseError::BadSize {
+                text: text.to_string(),
+                why: "unknown suffix",
+            })
+        }
     };
     if let Some((whole, fraction)) = number.split_once('.') {
         // Fractions are allowed only where the result is a whole number of bytes.
         let whole: u64 = if whole.is_empty() {
             0
         } else {
-            whole.parse().map_err(|_| ParseError::BadSize { text: text.to_string(), why: "bad number" })?
+            whole.parse().map_err(|_| ParseError::BadSize {
+                text: text.to_string(),
+                why: "bad number",
+            })?
         };
-        if fraction.is_empty() || fraction.len() > 12 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(ParseError::BadSize { text: text.to_string(), why: "bad fraction" });
+        if fraction.is_empty()
+            || fraction.len() > 12
+            || !fraction.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(ParseError::BadSize {
+                text: text.to_string(),
+                why: "bad fraction",
+            });
         }
         let denominator = 10u128.pow(fraction.len() as u32);
         let numerator: u128 = fraction.parse::<u128>().unwrap_or(0) * multiplier as u128;
         if numerator % denominator != 0 {
-            return Err(ParseError::BadSize { text: text.to_string(), why: "not a whole number of bytes" });
+            return Err(ParseError::BadSize {
+                text: text.to_string(),
+                why: "not a whole number of bytes",
+            });
         }
         let total = whole as u128 * multiplier as u128 + numerator / denominator;
         return u64::try_from(total).map_err(|_| ParseError::Overflow(text.to_string()));
     }
-    let value: u64 = number.parse().map_err(|_| ParseError::Overflow(text.to_string()))?;
-    value.checked_mul(multiplier).ok_or_else(|| ParseError::Overflow(text.to_string()))
+    let value: u64 = number
+        .parse()
+        .map_err(|_| ParseError::Overflow(text.to_string()))?;
+    value
+        .checked_mul(multiplier)
+        .ok_or_else(|| ParseError::Overflow(text.to_string()))
 }
 
 /// Parses a duration such as `500ms`, `2s`, `1.5s`, `10m`, `1h` or `30` (seconds).
@@ -83,11 +110,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, ParseError> {
     if trimmed.is_empty() {
         return Err(ParseError::Empty(text.to_string()));
     }
-    let split = trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(trimmed.len());
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
     let (number, suffix) = trimmed.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| ParseError::BadDuration { text: text.to_string(), why: "bad number" })?;
+    let value: f64 = number.parse().map_err(|_| ParseError::BadDuration {
+        text: text.to_string(),
+        why: "bad number",
+    })?;
     let seconds_per_unit = match suffix.trim() {
         "ns" => 1e-9,
         "us" | "µs" => 1e-6,
@@ -95,11 +125,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, ParseError> {
         "" | "s" | "sec" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => return Err(ParseError::BadDuration { text: text.to_string(), why: "unknown unit" }),
+        _ => {
+            return Err(ParseError::BadDuration {
+                text: text.to_string(),
+                why: "unknown unit",
+            })
+        }
     };
     let seconds = value * seconds_per_unit;
-    if !seconds.is_finite() || seconds < 0.0 || seconds > 1e9 {
-        return Err(ParseError::BadDuration { text: text.to_string(), why: "out of range" });
+    if !seconds.is_finite() || !(0.0..=1e9).contains(&seconds) {
+        return Err(ParseError::BadDuration {
+            text: text.to_string(),
+            why: "out of range",
+        });
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -160,10 +198,23 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_refused() {
-        for text in ["", "K", "12Q", "0xzz", "1.0000001K", "99999999999999999999", "16E", "1.", "-1"] {
+        for text in [
+            "",
+            "K",
+            "12Q",
+            "0xzz",
+            "1.0000001K",
+            "99999999999999999999",
+            "16E",
+            "1.",
+            "-1",
+        ] {
             assert!(parse_size_bytes(text).is_err(), "{text} should not parse");
         }
-        assert!(matches!(parse_size_bytes("20000000P"), Err(ParseError::Overflow(_))));
+        assert!(matches!(
+            parse_size_bytes("20000000P"),
+            Err(ParseError::Overflow(_))
+        ));
     }
 
     #[test]

@@ -152,11 +152,28 @@ impl IoError {
             libc::EBADF | libc::EPERM | libc::EROFS | libc::EACCES => IoErrorKind::NotPermitted,
             _ => IoErrorKind::Os,
         };
-        IoError { op, offset_bytes, len_bytes, kind, errno }
+        IoError {
+            op,
+            offset_bytes,
+            len_bytes,
+            kind,
+            errno,
+        }
     }
 
-    pub fn without_errno(op: IoOp, offset_bytes: u64, len_bytes: u64, kind: IoErrorKind) -> IoError {
-        IoError { op, offset_bytes, len_bytes, kind, errno: 0 }
+    pub fn without_errno(
+        op: IoOp,
+        offset_bytes: u64,
+        len_bytes: u64,
+        kind: IoErrorKind,
+    ) -> IoError {
+        IoError {
+            op,
+            offset_bytes,
+            len_bytes,
+            kind,
+            errno: 0,
+        }
     }
 }
 
@@ -166,7 +183,10 @@ pub enum EngineError {
     #[error("io_uring is unavailable: {0} (kernel.io_uring_disabled, seccomp, or an old kernel; use --engine threads)")]
     UringUnavailable(std::io::Error),
     #[error("io_uring setup failed while {what}: {source}")]
-    UringSetup { what: &'static str, source: std::io::Error },
+    UringSetup {
+        what: &'static str,
+        source: std::io::Error,
+    },
     #[error("io_uring submission failed: {0}")]
     Submit(std::io::Error),
     #[error("could not start I/O worker threads: {0}")]
@@ -206,7 +226,11 @@ pub trait Engine {
     fn push(&mut self, request: IoRequest);
     /// Submits what was pushed, then appends completions to `completions` (cleared first),
     /// waiting for at least `wait_min` unless a signal interrupts the wait.
-    fn submit_and_reap(&mut self, wait_min: u32, completions: &mut Vec<IoCompletion>) -> Result<(), EngineError>;
+    fn submit_and_reap(
+        &mut self,
+        wait_min: u32,
+        completions: &mut Vec<IoCompletion>,
+    ) -> Result<(), EngineError>;
     /// Makes written data durable (fdatasync). Call with nothing in flight.
     fn sync_data(&mut self) -> Result<(), IoError>;
     fn stats(&self) -> EngineStats;
@@ -234,16 +258,26 @@ pub fn open_engine(
     match choice {
         EngineChoice::Only(EngineKind::IoUring) => {
             let engine = UringEngine::new(file, pool, config).map_err(|(error, _)| error)?;
-            Ok(OpenedEngine { engine: Box::new(engine), fallback_reason: None })
+            Ok(OpenedEngine {
+                engine: Box::new(engine),
+                fallback_reason: None,
+            })
         }
-        EngineChoice::Only(EngineKind::Threads) => {
-            Ok(OpenedEngine { engine: Box::new(ThreadsEngine::new(file, pool, config)?), fallback_reason: None })
-        }
+        EngineChoice::Only(EngineKind::Threads) => Ok(OpenedEngine {
+            engine: Box::new(ThreadsEngine::new(file, pool, config)?),
+            fallback_reason: None,
+        }),
         EngineChoice::Auto => match UringEngine::new(file, pool, config) {
-            Ok(engine) => Ok(OpenedEngine { engine: Box::new(engine), fallback_reason: None }),
+            Ok(engine) => Ok(OpenedEngine {
+                engine: Box::new(engine),
+                fallback_reason: None,
+            }),
             Err((error, pool)) => {
                 let engine = ThreadsEngine::new(file, pool, config)?;
-                Ok(OpenedEngine { engine: Box::new(engine), fallback_reason: Some(error.to_string()) })
+                Ok(OpenedEngine {
+                    engine: Box::new(engine),
+                    fallback_reason: Some(error.to_string()),
+                })
             }
         },
     }
@@ -266,7 +300,10 @@ mod tests {
             assert_eq!(IoError::from_errno(IoOp::Write, 0, 4096, errno).kind, kind);
         }
         let text = IoError::from_errno(IoOp::Write, 0x20000, 131072, libc::ENOSPC).to_string();
-        assert!(text.contains("write of 131072 bytes at offset 0x20000"), "{text}");
+        assert!(
+            text.contains("write of 131072 bytes at offset 0x20000"),
+            "{text}"
+        );
         assert!(text.contains("target full"), "{text}");
     }
 }
@@ -278,7 +315,9 @@ mod tests {
 pub(crate) enum Step {
     Complete,
     /// Submit the rest again: from `done_bytes` to the end of the request.
-    Resubmit { done_bytes: u32 },
+    Resubmit {
+        done_bytes: u32,
+    },
     Fail(IoError),
 }
 
@@ -289,22 +328,42 @@ pub(crate) fn step(request: &IoRequest, done_bytes: u32, result: i64, resubmit_c
         if resubmit_count < RESUBMIT_COUNT_MAX {
             Step::Resubmit { done_bytes }
         } else {
-            Step::Fail(IoError::without_errno(request.op, offset_bytes, rest_bytes, IoErrorKind::RetriesExhausted))
+            Step::Fail(IoError::without_errno(
+                request.op,
+                offset_bytes,
+                rest_bytes,
+                IoErrorKind::RetriesExhausted,
+            ))
         }
     };
     if result < 0 {
         let errno = (-result) as i32;
         return match errno {
             libc::EINTR | libc::EAGAIN => retry_or_fail(done_bytes),
-            _ => Step::Fail(IoError::from_errno(request.op, offset_bytes, rest_bytes, errno)),
+            _ => Step::Fail(IoError::from_errno(
+                request.op,
+                offset_bytes,
+                rest_bytes,
+                errno,
+            )),
         };
     }
     if result == 0 {
-        return Step::Fail(IoError::without_errno(request.op, offset_bytes, rest_bytes, IoErrorKind::ZeroTransfer));
+        return Step::Fail(IoError::without_errno(
+            request.op,
+            offset_bytes,
+            rest_bytes,
+            IoErrorKind::ZeroTransfer,
+        ));
     }
     let moved_bytes = result as u64;
     if moved_bytes > rest_bytes {
-        return Step::Fail(IoError::from_errno(request.op, offset_bytes, rest_bytes, libc::EOVERFLOW));
+        return Step::Fail(IoError::from_errno(
+            request.op,
+            offset_bytes,
+            rest_bytes,
+            libc::EOVERFLOW,
+        ));
     }
     if moved_bytes == rest_bytes {
         Step::Complete
@@ -317,27 +376,52 @@ pub(crate) fn step(request: &IoRequest, done_bytes: u32, result: i64, resubmit_c
 mod step_tests {
     use super::*;
 
-    const REQUEST: IoRequest =
-        IoRequest { op: IoOp::Write, slot: 0, offset_bytes: 0x10000, len_bytes: 8192, user_data: 0 };
+    const REQUEST: IoRequest = IoRequest {
+        op: IoOp::Write,
+        slot: 0,
+        offset_bytes: 0x10000,
+        len_bytes: 8192,
+        user_data: 0,
+    };
 
     #[test]
     fn short_transfers_resubmit_the_rest() {
         assert_eq!(step(&REQUEST, 0, 8192, 0), Step::Complete);
-        assert_eq!(step(&REQUEST, 0, 4096, 0), Step::Resubmit { done_bytes: 4096 });
+        assert_eq!(
+            step(&REQUEST, 0, 4096, 0),
+            Step::Resubmit { done_bytes: 4096 }
+        );
         assert_eq!(step(&REQUEST, 4096, 4096, 1), Step::Complete);
-        assert_eq!(step(&REQUEST, 0, -(libc::EINTR as i64), 0), Step::Resubmit { done_bytes: 0 });
-        assert_eq!(step(&REQUEST, 512, -(libc::EAGAIN as i64), 3), Step::Resubmit { done_bytes: 512 });
+        assert_eq!(
+            step(&REQUEST, 0, -(libc::EINTR as i64), 0),
+            Step::Resubmit { done_bytes: 0 }
+        );
+        assert_eq!(
+            step(&REQUEST, 512, -(libc::EAGAIN as i64), 3),
+            Step::Resubmit { done_bytes: 512 }
+        );
     }
 
     #[test]
     fn failures_name_the_rest_of_the_range() {
-        let Step::Fail(error) = step(&REQUEST, 4096, -(libc::ENOSPC as i64), 1) else { panic!() };
-        assert_eq!((error.kind, error.offset_bytes, error.len_bytes), (IoErrorKind::TargetFull, 0x11000, 4096));
-        let Step::Fail(error) = step(&REQUEST, 0, 0, 0) else { panic!() };
+        let Step::Fail(error) = step(&REQUEST, 4096, -(libc::ENOSPC as i64), 1) else {
+            panic!()
+        };
+        assert_eq!(
+            (error.kind, error.offset_bytes, error.len_bytes),
+            (IoErrorKind::TargetFull, 0x11000, 4096)
+        );
+        let Step::Fail(error) = step(&REQUEST, 0, 0, 0) else {
+            panic!()
+        };
         assert_eq!(error.kind, IoErrorKind::ZeroTransfer);
-        let Step::Fail(error) = step(&REQUEST, 0, 100, RESUBMIT_COUNT_MAX) else { panic!() };
+        let Step::Fail(error) = step(&REQUEST, 0, 100, RESUBMIT_COUNT_MAX) else {
+            panic!()
+        };
         assert_eq!(error.kind, IoErrorKind::RetriesExhausted);
-        let Step::Fail(error) = step(&REQUEST, 0, 9000, 0) else { panic!() };
+        let Step::Fail(error) = step(&REQUEST, 0, 9000, 0) else {
+            panic!()
+        };
         assert_eq!(error.kind, IoErrorKind::Os);
     }
 }

@@ -7,7 +7,8 @@
 //! Short transfers are continued inside the worker with the same rules as io_uring's.
 
 use super::{
-    step, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp, IoRequest, Step,
+    step, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp,
+    IoRequest, Step,
 };
 use crate::buffer::BufferPool;
 use std::fs::File;
@@ -46,7 +47,11 @@ pub struct ThreadsEngine {
 }
 
 impl ThreadsEngine {
-    pub fn new(file: &File, pool: BufferPool, config: EngineConfig) -> Result<ThreadsEngine, EngineError> {
+    pub fn new(
+        file: &File,
+        pool: BufferPool,
+        config: EngineConfig,
+    ) -> Result<ThreadsEngine, EngineError> {
         let file = Arc::new(file.try_clone().map_err(EngineError::Threads)?);
         let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(config.queue_depth as usize);
         let (done_tx, done_rx) = mpsc::sync_channel::<Done>(config.queue_depth as usize);
@@ -78,7 +83,10 @@ impl ThreadsEngine {
     fn account(&mut self, done: Done, completions: &mut Vec<IoCompletion>) {
         self.in_flight -= 1;
         self.stats.resubmit_count += done.resubmit_count as u64;
-        completions.push(IoCompletion { user_data: done.user_data, result: done.result });
+        completions.push(IoCompletion {
+            user_data: done.user_data,
+            result: done.result,
+        });
     }
 }
 
@@ -92,7 +100,14 @@ fn worker_loop(file: &File, jobs: &Mutex<Receiver<Job>>, done: &SyncSender<Done>
             }
         };
         let (result, resubmit_count) = transfer(file, &job);
-        if done.send(Done { user_data: job.request.user_data, result, resubmit_count }).is_err() {
+        if done
+            .send(Done {
+                user_data: job.request.user_data,
+                result,
+                resubmit_count,
+            })
+            .is_err()
+        {
             return;
         }
     }
@@ -111,19 +126,33 @@ fn transfer(file: &File, job: &Job) -> (Result<(), IoError>, u32) {
         // does not touch until this request's completion is reaped, and the pool outlives us.
         let result = unsafe {
             match request.op {
-                IoOp::Write => libc::pwrite(file.as_raw_fd(), address as *const libc::c_void, len_bytes, offset),
-                IoOp::Read => libc::pread(file.as_raw_fd(), address as *mut libc::c_void, len_bytes, offset),
+                IoOp::Write => libc::pwrite(
+                    file.as_raw_fd(),
+                    address as *const libc::c_void,
+                    len_bytes,
+                    offset,
+                ),
+                IoOp::Read => libc::pread(
+                    file.as_raw_fd(),
+                    address as *mut libc::c_void,
+                    len_bytes,
+                    offset,
+                ),
                 IoOp::Flush => unreachable!("flush goes through sync_data"),
             }
         };
         let result = if result < 0 {
-            -(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) as i64)
+            -(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO) as i64)
         } else {
             result as i64
         };
         match step(request, done_bytes, result, resubmit_count) {
             Step::Complete => return (Ok(()), resubmit_count),
-            Step::Resubmit { done_bytes: now_done } => {
+            Step::Resubmit {
+                done_bytes: now_done,
+            } => {
                 done_bytes = now_done;
                 resubmit_count += 1;
             }
@@ -155,7 +184,10 @@ impl Engine for ThreadsEngine {
 
     fn push(&mut self, request: IoRequest) {
         debug_assert!(request.len_bytes as usize <= self.pool.slot_bytes());
-        assert!(self.in_flight < self.queue_depth, "caller keeps at most queue_depth requests in flight");
+        assert!(
+            self.in_flight < self.queue_depth,
+            "caller keeps at most queue_depth requests in flight"
+        );
         let address = self.pool.slot_ptr(request.slot as usize) as usize;
         let jobs = self.jobs.as_ref().expect("engine is open");
         // The channel holds queue_depth jobs and at most queue_depth are in flight: no block.
@@ -164,7 +196,11 @@ impl Engine for ThreadsEngine {
         }
     }
 
-    fn submit_and_reap(&mut self, wait_min: u32, completions: &mut Vec<IoCompletion>) -> Result<(), EngineError> {
+    fn submit_and_reap(
+        &mut self,
+        wait_min: u32,
+        completions: &mut Vec<IoCompletion>,
+    ) -> Result<(), EngineError> {
         completions.clear();
         while (completions.len() as u32) < wait_min && self.in_flight > 0 {
             self.stats.syscall_count += 1;

@@ -8,7 +8,8 @@
 //! for an unprivileged user), plain Read/Write sqes with the same memory are used instead.
 
 use super::{
-    step, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp, IoRequest, Step,
+    step, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp,
+    IoRequest, Step,
 };
 use crate::buffer::BufferPool;
 use io_uring::{opcode, squeue, types, IoUring};
@@ -43,7 +44,11 @@ pub struct UringEngine {
 
 impl UringEngine {
     /// Sets up the ring. On failure the pool is handed back so the caller can fall back.
-    pub fn new(file: &File, pool: BufferPool, config: EngineConfig) -> Result<UringEngine, (EngineError, BufferPool)> {
+    pub fn new(
+        file: &File,
+        pool: BufferPool,
+        config: EngineConfig,
+    ) -> Result<UringEngine, (EngineError, BufferPool)> {
         let entries = config.queue_depth.next_power_of_two().max(8);
         let (ring, setup_flags) = match build_ring(entries, config.sqpoll) {
             Ok(pair) => pair,
@@ -51,13 +56,30 @@ impl UringEngine {
         };
         let file = match file.try_clone() {
             Ok(file) => file,
-            Err(source) => return Err((EngineError::UringSetup { what: "duplicating the target descriptor", source }, pool)),
+            Err(source) => {
+                return Err((
+                    EngineError::UringSetup {
+                        what: "duplicating the target descriptor",
+                        source,
+                    },
+                    pool,
+                ))
+            }
         };
         if let Err(source) = ring.submitter().register_files(&[file.as_raw_fd()]) {
-            return Err((EngineError::UringSetup { what: "registering the target file", source }, pool));
+            return Err((
+                EngineError::UringSetup {
+                    what: "registering the target file",
+                    source,
+                },
+                pool,
+            ));
         }
         let iovecs: Vec<libc::iovec> = (0..pool.slot_count())
-            .map(|index| libc::iovec { iov_base: pool.slot_ptr(index).cast(), iov_len: pool.slot_bytes() })
+            .map(|index| libc::iovec {
+                iov_base: pool.slot_ptr(index).cast(),
+                iov_len: pool.slot_bytes(),
+            })
             .collect();
         // SAFETY: the iovecs point into `pool`, which the engine owns and keeps alive (and
         // unmoved: the allocation is on the heap) until after the ring is dropped; see Drop.
@@ -83,19 +105,31 @@ impl UringEngine {
         let flight = self.table[tag as usize].expect("tag in use");
         let request = flight.request;
         // SAFETY: done_bytes < len_bytes <= slot_bytes, so the address stays inside the slot.
-        let address = unsafe { self.pool.slot_ptr(request.slot as usize).add(flight.done_bytes as usize) };
+        let address = unsafe {
+            self.pool
+                .slot_ptr(request.slot as usize)
+                .add(flight.done_bytes as usize)
+        };
         let len_bytes = request.len_bytes - flight.done_bytes;
         let offset_bytes = request.offset_bytes + flight.done_bytes as u64;
         let file = types::Fixed(0);
         let entry = match (request.op, self.fixed_buffers) {
             (IoOp::Write, true) => {
-                opcode::WriteFixed::new(file, address, len_bytes, request.slot as u16).offset(offset_bytes).build()
+                opcode::WriteFixed::new(file, address, len_bytes, request.slot as u16)
+                    .offset(offset_bytes)
+                    .build()
             }
             (IoOp::Read, true) => {
-                opcode::ReadFixed::new(file, address, len_bytes, request.slot as u16).offset(offset_bytes).build()
+                opcode::ReadFixed::new(file, address, len_bytes, request.slot as u16)
+                    .offset(offset_bytes)
+                    .build()
             }
-            (IoOp::Write, false) => opcode::Write::new(file, address, len_bytes).offset(offset_bytes).build(),
-            (IoOp::Read, false) => opcode::Read::new(file, address, len_bytes).offset(offset_bytes).build(),
+            (IoOp::Write, false) => opcode::Write::new(file, address, len_bytes)
+                .offset(offset_bytes)
+                .build(),
+            (IoOp::Read, false) => opcode::Read::new(file, address, len_bytes)
+                .offset(offset_bytes)
+                .build(),
             (IoOp::Flush, _) => unreachable!("flush goes through sync_data"),
         };
         entry.user_data(tag as u64)
@@ -119,15 +153,23 @@ impl UringEngine {
 
 fn build_ring(entries: u32, sqpoll: bool) -> std::io::Result<(IoUring, &'static str)> {
     if sqpoll {
-        return IoUring::builder().setup_sqpoll(1000).build(entries).map(|ring| (ring, "sqpoll"));
+        return IoUring::builder()
+            .setup_sqpoll(1000)
+            .build(entries)
+            .map(|ring| (ring, "sqpoll"));
     }
     // Single issuer + deferred task running (Linux 6.1+): completions are processed only when
     // this thread asks for them, with no interrupting task work. Fall back on older kernels.
-    match IoUring::builder().setup_single_issuer().setup_defer_taskrun().build(entries) {
+    match IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(entries)
+    {
         Ok(ring) => Ok((ring, "single issuer, deferred taskrun")),
-        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
-            IoUring::builder().setup_coop_taskrun().build(entries).map(|ring| (ring, "cooperative taskrun"))
-        }
+        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => IoUring::builder()
+            .setup_coop_taskrun()
+            .build(entries)
+            .map(|ring| (ring, "cooperative taskrun")),
         Err(error) => Err(error),
     }
 }
@@ -156,13 +198,24 @@ impl Engine for UringEngine {
     fn push(&mut self, request: IoRequest) {
         debug_assert!(request.len_bytes as usize <= self.pool.slot_bytes());
         debug_assert!(request.op != IoOp::Flush);
-        let tag = self.free_tags.pop().expect("caller keeps at most queue_depth requests in flight");
-        self.table[tag as usize] = Some(InFlight { request, done_bytes: 0, resubmit_count: 0 });
+        let tag = self
+            .free_tags
+            .pop()
+            .expect("caller keeps at most queue_depth requests in flight");
+        self.table[tag as usize] = Some(InFlight {
+            request,
+            done_bytes: 0,
+            resubmit_count: 0,
+        });
         self.pending.push(tag);
         self.in_flight += 1;
     }
 
-    fn submit_and_reap(&mut self, wait_min: u32, completions: &mut Vec<IoCompletion>) -> Result<(), EngineError> {
+    fn submit_and_reap(
+        &mut self,
+        wait_min: u32,
+        completions: &mut Vec<IoCompletion>,
+    ) -> Result<(), EngineError> {
         completions.clear();
         loop {
             self.fill_submission_queue();
@@ -179,7 +232,11 @@ impl Engine for UringEngine {
             // The completion queue has at most twice the ring's entries, and cqe_batch was
             // allocated with that capacity: this never allocates.
             self.cqe_batch.clear();
-            self.cqe_batch.extend(self.ring.completion().map(|cqe| (cqe.user_data(), cqe.result())));
+            self.cqe_batch.extend(
+                self.ring
+                    .completion()
+                    .map(|cqe| (cqe.user_data(), cqe.result())),
+            );
             for index in 0..self.cqe_batch.len() {
                 let (tag, result) = self.cqe_batch[index];
                 self.handle_cqe(tag as u32, result, completions);
@@ -211,7 +268,11 @@ impl Engine for UringEngine {
     }
 
     fn features(&self) -> String {
-        let buffers = if self.fixed_buffers { "fixed buffers" } else { "plain buffers (register failed)" };
+        let buffers = if self.fixed_buffers {
+            "fixed buffers"
+        } else {
+            "plain buffers (register failed)"
+        };
         format!("{buffers}, fixed file, {}", self.setup_flags)
     }
 }
@@ -219,7 +280,12 @@ impl Engine for UringEngine {
 impl UringEngine {
     fn handle_cqe(&mut self, tag: u32, result: i32, completions: &mut Vec<IoCompletion>) {
         let mut flight = self.table[tag as usize].expect("completion for a tag in use");
-        match step(&flight.request, flight.done_bytes, result as i64, flight.resubmit_count) {
+        match step(
+            &flight.request,
+            flight.done_bytes,
+            result as i64,
+            flight.resubmit_count,
+        ) {
             Step::Complete => self.finish(tag, Ok(()), completions),
             Step::Resubmit { done_bytes } => {
                 flight.done_bytes = done_bytes;
@@ -232,11 +298,19 @@ impl UringEngine {
         }
     }
 
-    fn finish(&mut self, tag: u32, result: Result<(), IoError>, completions: &mut Vec<IoCompletion>) {
+    fn finish(
+        &mut self,
+        tag: u32,
+        result: Result<(), IoError>,
+        completions: &mut Vec<IoCompletion>,
+    ) {
         let flight = self.table[tag as usize].take().expect("tag in use");
         self.free_tags.push(tag);
         self.in_flight -= 1;
-        completions.push(IoCompletion { user_data: flight.request.user_data, result });
+        completions.push(IoCompletion {
+            user_data: flight.request.user_data,
+            result,
+        });
     }
 }
 
