@@ -325,9 +325,10 @@ fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
         FlushMode::AfterWrite
     };
     let config = args.io.config(flush);
-    // Check what can be checked before creating or opening anything; the block size
-    // check follows once the target is probed.
+    // Check what can be checked before creating or opening anything: the settings and the
+    // range's own shape. The block size and the target's end are checked once it is probed.
     config.validate(1)?;
+    precheck_range(&args.range, config.chunk_size_bytes)?;
     let options = OpenOptions {
         access: Access::Write,
         create_len_bytes: args.range.end_bytes(config.chunk_size_bytes),
@@ -353,12 +354,23 @@ fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
         &progress,
     )?;
     drop(display);
-    output::print_stream_report(&report, Some(&source_spec), json);
+    output::print_stream_report(&report, Some(&source_spec), json, output::ReportTo::Stdout);
     Ok(Finished(stream_exit_code(&report)))
+}
+
+/// Finds the address errors that do not depend on the target (alignment, first after last)
+/// before anything is opened, so that a bad range never creates or touches a file.
+fn precheck_range(range: &RangeArgs, chunk_size_bytes: u64) -> Result<(), stream::AddressError> {
+    if !chunk_size_bytes.is_power_of_two() {
+        return Ok(()); // Reported by the config check.
+    }
+    stream::resolve_range(range.spec(), chunk_size_bytes, u64::MAX).map(|_| ())
 }
 
 fn read_command(args: ReadArgs, json: bool) -> Result<Finished> {
     let config = args.io.config(FlushMode::None);
+    config.validate(1)?;
+    precheck_range(&args.range, config.chunk_size_bytes)?;
     let options = OpenOptions {
         access: Access::Read,
         create_len_bytes: None,
@@ -401,6 +413,15 @@ fn read_command(args: ReadArgs, json: bool) -> Result<Finished> {
         &progress,
     )?;
     drop(display);
-    output::print_stream_report(&report, None, json);
+    let to_stdout = args
+        .output
+        .as_deref()
+        .is_some_and(|path| path.as_os_str() == "-");
+    let to = if to_stdout {
+        output::ReportTo::Stderr
+    } else {
+        output::ReportTo::Stdout
+    };
+    output::print_stream_report(&report, None, json, to);
     Ok(Finished(stream_exit_code(&report)))
 }

@@ -1,0 +1,467 @@
+//! End-to-end tests of the `nvrec` binary: files in a temp dir, loop devices the tests create
+//! and detach themselves, real signals.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+const CHUNK: usize = 128 << 10;
+
+fn nvrec() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nvrec"))
+}
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "nvrec-cli-{}-{}-{name}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A loop device over a file in /dev/shm, detached on drop.
+struct LoopDevice {
+    device: PathBuf,
+    backing: PathBuf,
+}
+
+impl LoopDevice {
+    /// None (with the reason printed) where loop devices cannot be made here.
+    fn new(size_bytes: u64) -> Option<LoopDevice> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipping: loop devices need root");
+            return None;
+        }
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let backing = PathBuf::from(format!(
+            "/dev/shm/nvrec-cli-test-{}-{}.img",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::File::create(&backing)
+            .unwrap()
+            .set_len(size_bytes)
+            .unwrap();
+        let output = Command::new("losetup")
+            .args(["--find", "--show", "--direct-io=on"])
+            .arg(&backing)
+            .output();
+        match output {
+            Ok(output) if output.status.success() => {
+                let device = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+                Some(LoopDevice { device, backing })
+            }
+            other => {
+                let _ = std::fs::remove_file(&backing);
+                eprintln!("skipping: losetup failed: {other:?}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        // udev may still be probing the device after a write; retry the detach briefly.
+        for _ in 0..20 {
+            let detached = Command::new("losetup").arg("-d").arg(&self.device).status();
+            if matches!(detached, Ok(status) if status.success()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = std::fs::remove_file(&self.backing);
+    }
+}
+
+fn run(command: &mut Command) -> Output {
+    command.output().expect("nvrec runs")
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "not JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Deterministic incompressible bytes (xorshift), unlike the pattern.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+fn file_digest(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_default()
+}
+
+#[test]
+fn write_then_read_round_trip_with_json() {
+    let scratch = Scratch::new("roundtrip");
+    let target = scratch.path("t.img");
+    let output = run(nvrec()
+        .args(["--json", "write", "--size", "8M", "--seed", "42"])
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["outcome"], "complete");
+    assert_eq!(report["bytes"], 8 << 20);
+    assert_eq!(report["last_offset_bytes"], (8 << 20) - CHUNK);
+    for field in [
+        "elapsed_s",
+        "rate_mib_per_s",
+        "cpu_user_s",
+        "cpu_system_s",
+        "engine",
+        "queue_depth",
+        "chunk_size_bytes",
+    ] {
+        assert!(!report[field].is_null(), "{field} missing from {report}");
+    }
+    let output = run(nvrec()
+        .args([
+            "--json", "read", "--size", "8M", "--check", "pattern", "--seed", "42",
+        ])
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["check"]["bad_chunk_count"], 0);
+    // The wrong seed fails, names the seed that is there, and exits 1.
+    let output = run(nvrec()
+        .args(["read", "--size", "8M", "--check", "pattern", "--seed", "43"])
+        .arg(&target));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output).contains("written with seed 0x2a"),
+        "{}",
+        text(&output)
+    );
+    // Human output names the engine and the last address.
+    let output = run(nvrec()
+        .args(["write", "--chunks", "4", "--engine", "threads"])
+        .arg(&target));
+    let shown = text(&output);
+    assert!(
+        shown.contains("engine        threads") && shown.contains("last address  0x60000"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn address_errors_exit_2_with_their_own_message_and_touch_nothing() {
+    let scratch = Scratch::new("address");
+    let target = scratch.path("t.img");
+    assert!(run(nvrec().args(["write", "--size", "1M"]).arg(&target))
+        .status
+        .success());
+    let before = file_digest(&target);
+    let missing = scratch.path("never-created.img");
+    let cases: [(&[&str], &Path, &str); 6] = [
+        (
+            &["read", "--last-offset", "0x100000"],
+            &target,
+            "beyond the target",
+        ),
+        (
+            &["write", "--offset", "0x40000", "--last-offset", "0x20000"],
+            &target,
+            "greater than last address",
+        ),
+        (
+            &["write", "--offset", "0x1000", "--chunks", "1"],
+            &missing,
+            "first address 0x1000 is not aligned",
+        ),
+        (
+            &["read", "--last-offset", "0x20200"],
+            &target,
+            "last address 0x20200 is not aligned",
+        ),
+        (
+            &["write", "--chunk-size", "100K", "--chunks", "1"],
+            &missing,
+            "not a power of two",
+        ),
+        (&["write", "--size", "100K"], &missing, "not a whole number"),
+    ];
+    for (args, path, message) in cases {
+        let output = run(nvrec().args(args).arg(path));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
+        assert!(
+            text(&output).contains(message),
+            "{args:?}: expected '{message}' in {}",
+            text(&output)
+        );
+    }
+    assert_eq!(
+        file_digest(&target),
+        before,
+        "a refused run touched the target"
+    );
+    assert!(!missing.exists(), "a refused run created its target");
+    let output = run(nvrec()
+        .args(["--json", "read", "--last-offset", "0x100000"])
+        .arg(&target));
+    assert_eq!(json(&output)["exit_code"], 2);
+}
+
+#[test]
+fn stdin_round_trip_pads_the_short_final_chunk() {
+    let scratch = Scratch::new("stdin");
+    let target = scratch.path("t.img");
+    let data = noise(2 * CHUNK + 1234, 7);
+    let mut child = nvrec()
+        .args(["--json", "write", "--source", "stdin", "--size", "1M"])
+        .arg(&target)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&data).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["outcome"], "source_ended");
+    assert_eq!(report["padded_bytes"], CHUNK - 1234);
+    assert_eq!(report["chunk_count"], 3);
+    let output = run(nvrec()
+        .args(["read", "--chunks", "3", "--output", "-"])
+        .arg(&target));
+    assert!(output.status.success());
+    assert_eq!(output.stdout.len(), 3 * CHUNK);
+    assert_eq!(
+        &output.stdout[..data.len()],
+        &data[..],
+        "the data comes back byte-exact"
+    );
+    assert!(
+        output.stdout[data.len()..].iter().all(|&b| b == 0),
+        "the padding is zeros"
+    );
+}
+
+/// Feeds 10 chunks on stdin, waits until nvrec blocks for more, sends the signals, and
+/// returns the report and exit status.
+fn interrupted_stdin_write(
+    target: &Path,
+    signals: &[i32],
+) -> (serde_json::Value, Option<i32>, Vec<u8>) {
+    let data = noise(10 * CHUNK, 11);
+    let mut child = nvrec()
+        .args(["--json", "write", "--source", "stdin", "--size", "4M"])
+        .arg(target)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&data).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    for &signal in signals {
+        // SAFETY: kill has no memory-safety preconditions; the pid is our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    (json(&output), output.status.code(), data)
+}
+
+#[test]
+fn sigint_stops_writes_what_was_taken_and_touches_nothing_beyond() {
+    let scratch = Scratch::new("sigint");
+    let target = scratch.path("t.img");
+    assert!(run(nvrec()
+        .args(["write", "--size", "4M", "--seed", "9"])
+        .arg(&target))
+    .status
+    .success());
+    let (report, code, data) = interrupted_stdin_write(&target, &[libc::SIGINT]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["outcome"], "stopped");
+    assert_eq!(
+        report["last_offset_bytes"],
+        9 * CHUNK,
+        "all 10 chunks taken were written"
+    );
+    assert!(report["flush_s"].is_number(), "the flush ran");
+    let output = run(nvrec()
+        .args(["read", "--chunks", "10", "--output", "-"])
+        .arg(&target));
+    assert_eq!(
+        output.stdout, data,
+        "data up to the last address reads back intact"
+    );
+    let output = run(nvrec()
+        .args([
+            "read", "--offset", "0x140000", "--check", "pattern", "--seed", "9",
+        ])
+        .arg(&target));
+    assert!(
+        output.status.success(),
+        "nothing beyond was touched: {}",
+        text(&output)
+    );
+}
+
+#[test]
+fn sigterm_aborts_drops_what_was_not_submitted() {
+    let scratch = Scratch::new("sigterm");
+    let target = scratch.path("t.img");
+    assert!(run(nvrec()
+        .args(["write", "--size", "4M", "--seed", "9"])
+        .arg(&target))
+    .status
+    .success());
+    let (report, code, data) = interrupted_stdin_write(&target, &[libc::SIGTERM]);
+    assert_eq!(code, Some(4), "{report}");
+    assert_eq!(report["outcome"], "aborted");
+    // 8 chunks make one 1 MiB I/O and went out; the 2 chunks of the next I/O were dropped.
+    assert_eq!(report["last_offset_bytes"], 7 * CHUNK);
+    assert_eq!(report["discarded_chunk_count"], 2);
+    assert!(report["flush_s"].is_number(), "the flush ran");
+    let output = run(nvrec()
+        .args(["read", "--chunks", "8", "--output", "-"])
+        .arg(&target));
+    assert_eq!(
+        output.stdout,
+        data[..8 * CHUNK],
+        "data up to the last address reads back intact"
+    );
+    let output = run(nvrec()
+        .args([
+            "read", "--offset", "0x100000", "--check", "pattern", "--seed", "9",
+        ])
+        .arg(&target));
+    assert!(
+        output.status.success(),
+        "nothing beyond was touched: {}",
+        text(&output)
+    );
+}
+
+#[test]
+fn selftest_passes_on_a_scratch_file_and_cleans_up() {
+    let scratch = Scratch::new("selftest");
+    let output = run(nvrec()
+        .args(["selftest", "--size", "64M"])
+        .current_dir(&scratch.0));
+    let shown = text(&output);
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("0 of 12 tests failed"), "{shown}");
+    assert!(
+        shown.contains("TEST #09: PASS") && shown.contains("| chunks | write | read |"),
+        "{shown}"
+    );
+    assert!(
+        !scratch.path("nvrec-selftest.scratch").exists(),
+        "the scratch file is removed"
+    );
+    let output = run(nvrec()
+        .args(["--json", "selftest", "--size", "16M", "--engine", "threads"])
+        .current_dir(&scratch.0));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["failed_count"], 0);
+    assert_eq!(report["tests"].as_array().map(Vec::len), Some(12));
+    assert!(report["engine"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("threads"));
+}
+
+#[test]
+fn selftest_passes_on_a_loop_device() {
+    let Some(device) = LoopDevice::new(256 << 20) else {
+        return;
+    };
+    let output = run(nvrec().arg("selftest").arg(&device.device));
+    let shown = text(&output);
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("0 of 12 tests failed"), "{shown}");
+    assert!(shown.contains("Loop device backed by"), "{shown}");
+}
+
+#[test]
+fn a_loop_device_holding_a_filesystem_is_refused_unless_forced() {
+    let Some(device) = LoopDevice::new(64 << 20) else {
+        return;
+    };
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(&device.device)
+        .status();
+    if !matches!(mkfs, Ok(status) if status.success()) {
+        eprintln!("skipping: mkfs.ext4 unavailable ({mkfs:?})");
+        return;
+    }
+    let output = run(nvrec().args(["write", "--size", "1M"]).arg(&device.device));
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert!(
+        text(&output).contains("ext4 filesystem"),
+        "{}",
+        text(&output)
+    );
+    assert!(text(&output).contains("--force"), "{}", text(&output));
+    let output = run(nvrec()
+        .args(["write", "--size", "1M", "--force"])
+        .arg(&device.device));
+    assert!(output.status.success(), "{}", text(&output));
+}
+
+#[test]
+fn a_range_beyond_a_device_is_an_address_error() {
+    let Some(device) = LoopDevice::new(8 << 20) else {
+        return;
+    };
+    let output = run(nvrec().args(["write", "--size", "16M"]).arg(&device.device));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("beyond the target"),
+        "{}",
+        text(&output)
+    );
+    let output = run(nvrec().args(["--json", "write"]).arg(&device.device));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        json(&output)["bytes"],
+        8 << 20,
+        "no range means the whole device"
+    );
+}
