@@ -4,7 +4,7 @@
 //! `crates/nvrec-cli` only parses arguments, draws progress and prints reports.
 //!
 //! The layers, bottom up (see ARCHITECTURE.md for the full map):
-//! - [`unit`]: byte sizes and durations as users write them (`128K`, `4G`, `500ms`).
+//! - [`mod@unit`]: byte sizes and durations as users write them (`128K`, `4G`, `500ms`).
 //! - [`pattern`]: the seekable, incompressible test pattern and its checker.
 //! - [`buffer`]: the aligned buffer pool allocated once at start.
 //! - [`engine`]: how bytes reach a target: io_uring, or a portable thread pool.

@@ -2,7 +2,7 @@
 //!
 //! A write takes chunks from a [`Source`] in address order, packs up to `io_size_bytes` of
 //! adjacent chunks into one slot of the buffer pool, and keeps `queue_depth` such I/Os in
-//! flight through an [`Engine`]. A read does the reverse and hands chunks to a [`Sink`] in
+//! flight through an [`Engine`](crate::engine::Engine). A read does the reverse and hands chunks to a [`Sink`] in
 //! address order, whatever order the completions arrive in. Both track the *frontier*: the
 //! end of the longest run of chunks, from the first address, that has completed. That is the
 //! "last address" reported after a stop, abort or failure; nothing beyond the chunks that were
