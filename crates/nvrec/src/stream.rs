@@ -519,7 +519,7 @@ impl<'a> Run<'a> {
             queue_depth: slot_count,
             sqpoll: config.sqpoll,
         };
-        let opened = engine::open_engine(config.engine, &target.file, pool, engine_config)?;
+        let opened = engine::open_engine(config.engine, &[&target.file], pool, engine_config)?;
         progress.done_bytes.store(0, Ordering::Relaxed);
         progress
             .total_bytes
@@ -583,6 +583,7 @@ impl<'a> Run<'a> {
         });
         self.engine.push(IoRequest {
             op: self.op,
+            file_index: 0,
             slot,
             offset_bytes: self.range.chunk_offset_bytes(first_chunk_index),
             len_bytes: (chunk_count as u64 * self.range.chunk_size_bytes) as u32,

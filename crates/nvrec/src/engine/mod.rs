@@ -1,7 +1,8 @@
 //! How bytes reach a target: io_uring, or a portable pool of worker threads.
 //!
 //! # The model
-//! An [`Engine`] owns the [`BufferPool`] and one open target. The caller (the stream) fills a
+//! An [`Engine`] owns the [`BufferPool`] and one or more open targets (the members of a
+//! striped recording share one engine, so one thread drives them all). The caller (the stream) fills a
 //! slot, then [`Engine::push`]es a request naming the slot, the target offset and the length;
 //! nothing reaches the kernel until [`Engine::submit_and_reap`], which submits everything
 //! pushed in one batch and collects completions, waiting for at least `wait_min` of them.
@@ -78,6 +79,8 @@ impl IoOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IoRequest {
     pub op: IoOp,
+    /// Which of the engine's files (index into the slice given to `open_engine`).
+    pub file_index: u16,
     pub slot: u32,
     pub offset_bytes: u64,
     pub len_bytes: u32,
@@ -195,6 +198,10 @@ pub enum EngineError {
     WorkerLost,
     #[error("queue depth {0} is out of range 1..={QUEUE_DEPTH_MAX}")]
     QueueDepth(u32),
+    #[error("an engine drives 1 to {FILE_COUNT_MAX} files, not {0}")]
+    FileCount(usize),
+    #[error("could not duplicate a target descriptor: {0}")]
+    Duplicate(std::io::Error),
 }
 
 /// Accounting of what the state of completions is, reported by each engine.
@@ -231,7 +238,7 @@ pub trait Engine {
         wait_min: u32,
         completions: &mut Vec<IoCompletion>,
     ) -> Result<(), EngineError>;
-    /// Makes written data durable (fdatasync). Call with nothing in flight.
+    /// Makes written data durable on every file (fdatasync). Call with nothing in flight.
     fn sync_data(&mut self) -> Result<(), IoError>;
     fn stats(&self) -> EngineStats;
     /// Human words on how the engine is set up ("fixed buffers, single issuer").
@@ -245,35 +252,41 @@ pub struct OpenedEngine {
     pub fallback_reason: Option<String>,
 }
 
-/// Builds the engine the user asked for over `file` and `pool`.
+/// Most files one engine drives.
+pub const FILE_COUNT_MAX: usize = 256;
+
+/// Builds the engine the user asked for over `files` and `pool`.
 pub fn open_engine(
     choice: EngineChoice,
-    file: &File,
+    files: &[&File],
     pool: BufferPool,
     config: EngineConfig,
 ) -> Result<OpenedEngine, EngineError> {
     if config.queue_depth == 0 || config.queue_depth > QUEUE_DEPTH_MAX {
         return Err(EngineError::QueueDepth(config.queue_depth));
     }
+    if files.is_empty() || files.len() > FILE_COUNT_MAX {
+        return Err(EngineError::FileCount(files.len()));
+    }
     match choice {
         EngineChoice::Only(EngineKind::IoUring) => {
-            let engine = UringEngine::new(file, pool, config).map_err(|(error, _)| error)?;
+            let engine = UringEngine::new(files, pool, config).map_err(|(error, _)| error)?;
             Ok(OpenedEngine {
                 engine: Box::new(engine),
                 fallback_reason: None,
             })
         }
         EngineChoice::Only(EngineKind::Threads) => Ok(OpenedEngine {
-            engine: Box::new(ThreadsEngine::new(file, pool, config)?),
+            engine: Box::new(ThreadsEngine::new(files, pool, config)?),
             fallback_reason: None,
         }),
-        EngineChoice::Auto => match UringEngine::new(file, pool, config) {
+        EngineChoice::Auto => match UringEngine::new(files, pool, config) {
             Ok(engine) => Ok(OpenedEngine {
                 engine: Box::new(engine),
                 fallback_reason: None,
             }),
             Err((error, pool)) => {
-                let engine = ThreadsEngine::new(file, pool, config)?;
+                let engine = ThreadsEngine::new(files, pool, config)?;
                 Ok(OpenedEngine {
                     engine: Box::new(engine),
                     fallback_reason: Some(error.to_string()),
@@ -306,6 +319,19 @@ mod tests {
         );
         assert!(text.contains("target full"), "{text}");
     }
+}
+
+/// fdatasync on every file; the first failure is reported.
+pub(crate) fn sync_files(files: &[File]) -> Result<(), IoError> {
+    use std::os::fd::AsRawFd;
+    for file in files {
+        // SAFETY: the descriptor belongs to `file`, open for the duration of the call.
+        if unsafe { libc::fdatasync(file.as_raw_fd()) } != 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            return Err(IoError::from_errno(IoOp::Flush, 0, 0, errno));
+        }
+    }
+    Ok(())
 }
 
 /// What to do after the kernel reported `result` (bytes moved, or -errno) for the part of a
@@ -378,6 +404,7 @@ mod step_tests {
 
     const REQUEST: IoRequest = IoRequest {
         op: IoOp::Write,
+        file_index: 0,
         slot: 0,
         offset_bytes: 0x10000,
         len_bytes: 8192,

@@ -37,7 +37,7 @@ struct Done {
 
 pub struct ThreadsEngine {
     pool: BufferPool,
-    file: Arc<File>,
+    files: Arc<Vec<File>>,
     jobs: Option<SyncSender<Job>>,
     done: Receiver<Done>,
     workers: Vec<JoinHandle<()>>,
@@ -48,11 +48,16 @@ pub struct ThreadsEngine {
 
 impl ThreadsEngine {
     pub fn new(
-        file: &File,
+        files: &[&File],
         pool: BufferPool,
         config: EngineConfig,
     ) -> Result<ThreadsEngine, EngineError> {
-        let file = Arc::new(file.try_clone().map_err(EngineError::Threads)?);
+        let files: Vec<File> = files
+            .iter()
+            .map(|file| file.try_clone())
+            .collect::<Result<_, _>>()
+            .map_err(EngineError::Duplicate)?;
+        let files = Arc::new(files);
         let (jobs_tx, jobs_rx) = mpsc::sync_channel::<Job>(config.queue_depth as usize);
         let (done_tx, done_rx) = mpsc::sync_channel::<Done>(config.queue_depth as usize);
         let jobs_rx = Arc::new(Mutex::new(jobs_rx));
@@ -61,16 +66,16 @@ impl ThreadsEngine {
         for index in 0..thread_count {
             let jobs_rx = Arc::clone(&jobs_rx);
             let done_tx = done_tx.clone();
-            let file = Arc::clone(&file);
+            let files = Arc::clone(&files);
             let worker = std::thread::Builder::new()
                 .name(format!("nvrec-io-{index}"))
-                .spawn(move || worker_loop(&file, &jobs_rx, &done_tx))
+                .spawn(move || worker_loop(&files, &jobs_rx, &done_tx))
                 .map_err(EngineError::Threads)?;
             workers.push(worker);
         }
         Ok(ThreadsEngine {
             pool,
-            file,
+            files,
             jobs: Some(jobs_tx),
             done: done_rx,
             workers,
@@ -90,7 +95,7 @@ impl ThreadsEngine {
     }
 }
 
-fn worker_loop(file: &File, jobs: &Mutex<Receiver<Job>>, done: &SyncSender<Done>) {
+fn worker_loop(files: &[File], jobs: &Mutex<Receiver<Job>>, done: &SyncSender<Done>) {
     loop {
         let job = {
             let Ok(receiver) = jobs.lock() else { return };
@@ -99,7 +104,7 @@ fn worker_loop(file: &File, jobs: &Mutex<Receiver<Job>>, done: &SyncSender<Done>
                 Err(_) => return, // The engine is gone.
             }
         };
-        let (result, resubmit_count) = transfer(file, &job);
+        let (result, resubmit_count) = transfer(&files[job.request.file_index as usize], &job);
         if done
             .send(Done {
                 user_data: job.request.user_data,
@@ -218,12 +223,7 @@ impl Engine for ThreadsEngine {
 
     fn sync_data(&mut self) -> Result<(), IoError> {
         debug_assert_eq!(self.in_flight, 0);
-        // SAFETY: the descriptor belongs to self.file, open for the life of the engine.
-        if unsafe { libc::fdatasync(self.file.as_raw_fd()) } != 0 {
-            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            return Err(IoError::from_errno(IoOp::Flush, 0, 0, errno));
-        }
-        Ok(())
+        super::sync_files(&self.files)
     }
 
     fn stats(&self) -> EngineStats {

@@ -26,9 +26,9 @@ struct InFlight {
 pub struct UringEngine {
     ring: IoUring,
     pool: BufferPool,
-    /// The engine's own handle on the target, registered as fixed file 0 and used for
-    /// fdatasync; a duplicate, so its life does not depend on the caller's.
-    file: File,
+    /// The engine's own handles on the targets, registered as fixed files 0.. and used for
+    /// fdatasync; duplicates, so their life does not depend on the caller's.
+    files: Vec<File>,
     fixed_buffers: bool,
     setup_flags: &'static str,
     table: Vec<Option<InFlight>>,
@@ -45,7 +45,7 @@ pub struct UringEngine {
 impl UringEngine {
     /// Sets up the ring. On failure the pool is handed back so the caller can fall back.
     pub fn new(
-        file: &File,
+        files: &[&File],
         pool: BufferPool,
         config: EngineConfig,
     ) -> Result<UringEngine, (EngineError, BufferPool)> {
@@ -54,19 +54,12 @@ impl UringEngine {
             Ok(pair) => pair,
             Err(error) => return Err((EngineError::UringUnavailable(error), pool)),
         };
-        let file = match file.try_clone() {
-            Ok(file) => file,
-            Err(source) => {
-                return Err((
-                    EngineError::UringSetup {
-                        what: "duplicating the target descriptor",
-                        source,
-                    },
-                    pool,
-                ))
-            }
+        let files: Vec<File> = match files.iter().map(|file| file.try_clone()).collect() {
+            Ok(files) => files,
+            Err(source) => return Err((EngineError::Duplicate(source), pool)),
         };
-        if let Err(source) = ring.submitter().register_files(&[file.as_raw_fd()]) {
+        let fds: Vec<i32> = files.iter().map(|file| file.as_raw_fd()).collect();
+        if let Err(source) = ring.submitter().register_files(&fds) {
             return Err((
                 EngineError::UringSetup {
                     what: "registering the target file",
@@ -88,7 +81,7 @@ impl UringEngine {
         Ok(UringEngine {
             ring,
             pool,
-            file,
+            files,
             fixed_buffers,
             setup_flags,
             table: vec![None; queue_depth as usize],
@@ -112,7 +105,7 @@ impl UringEngine {
         };
         let len_bytes = request.len_bytes - flight.done_bytes;
         let offset_bytes = request.offset_bytes + flight.done_bytes as u64;
-        let file = types::Fixed(0);
+        let file = types::Fixed(request.file_index as u32);
         let entry = match (request.op, self.fixed_buffers) {
             (IoOp::Write, true) => {
                 opcode::WriteFixed::new(file, address, len_bytes, request.slot as u16)
@@ -198,6 +191,7 @@ impl Engine for UringEngine {
     fn push(&mut self, request: IoRequest) {
         debug_assert!(request.len_bytes as usize <= self.pool.slot_bytes());
         debug_assert!(request.op != IoOp::Flush);
+        debug_assert!((request.file_index as usize) < self.files.len());
         let tag = self
             .free_tags
             .pop()
@@ -255,12 +249,7 @@ impl Engine for UringEngine {
 
     fn sync_data(&mut self) -> Result<(), IoError> {
         debug_assert_eq!(self.in_flight, 0);
-        // SAFETY: the descriptor belongs to self.file, open for the life of the engine.
-        if unsafe { libc::fdatasync(self.file.as_raw_fd()) } != 0 {
-            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            return Err(IoError::from_errno(IoOp::Flush, 0, 0, errno));
-        }
-        Ok(())
+        super::sync_files(&self.files)
     }
 
     fn stats(&self) -> EngineStats {
