@@ -465,3 +465,100 @@ fn a_range_beyond_a_device_is_an_address_error() {
         "no range means the whole device"
     );
 }
+
+/// Runs nvrec under a seccomp filter that makes io_uring_setup fail with EPERM, as container
+/// runtimes do: the real kernel path by which io_uring goes missing.
+fn nvrec_without_io_uring() -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut command = nvrec();
+    // SAFETY: the closure runs in the child between fork and exec and only makes two
+    // syscalls (prctl, seccomp) on data that lives in its own stack frame.
+    unsafe {
+        command.pre_exec(|| {
+            const LOAD_WORD_ABSOLUTE: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+            const JUMP_IF_EQUAL: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+            const RETURN: u16 = 0x06; // BPF_RET | BPF_K
+            const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+            const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+            let filter = [
+                // seccomp_data.nr is at offset 0.
+                libc::sock_filter {
+                    code: LOAD_WORD_ABSOLUTE,
+                    jt: 0,
+                    jf: 0,
+                    k: 0,
+                },
+                libc::sock_filter {
+                    code: JUMP_IF_EQUAL,
+                    jt: 0,
+                    jf: 1,
+                    k: libc::SYS_io_uring_setup as u32,
+                },
+                libc::sock_filter {
+                    code: RETURN,
+                    jt: 0,
+                    jf: 0,
+                    k: SECCOMP_RET_ERRNO | libc::EPERM as u32,
+                },
+                libc::sock_filter {
+                    code: RETURN,
+                    jt: 0,
+                    jf: 0,
+                    k: SECCOMP_RET_ALLOW,
+                },
+            ];
+            let program = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr() as *mut _,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::syscall(
+                libc::SYS_seccomp,
+                1, /* SECCOMP_SET_MODE_FILTER */
+                0,
+                &program as *const _,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
+#[test]
+fn without_io_uring_auto_falls_back_to_threads_and_says_why() {
+    let scratch = Scratch::new("seccomp");
+    let target = scratch.path("t.img");
+    let output = run(nvrec_without_io_uring()
+        .args(["--json", "write", "--size", "4M"])
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["engine"], "threads");
+    let reason = report["engine_fallback_reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.contains("io_uring is unavailable"), "{reason}");
+    let output = run(nvrec_without_io_uring()
+        .args(["write", "--size", "4M", "--engine", "io_uring"])
+        .arg(&target));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output).contains("io_uring is unavailable"),
+        "{}",
+        text(&output)
+    );
+    let output = run(nvrec_without_io_uring()
+        .args(["read", "--size", "4M", "--check", "pattern"])
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("io_uring unavailable, used threads"),
+        "{}",
+        text(&output)
+    );
+}
