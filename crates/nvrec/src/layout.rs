@@ -1,1 +1,0 @@
-//! On-disk format of recordings. Being written; see docs/FORMAT.md.

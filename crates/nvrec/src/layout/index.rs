@@ -1,0 +1,1039 @@
+//! The index area: checkpoints (crash safety) and the recording table (what is on the
+//! set). Both are written in turn to alternating slots, so a torn write only ever hits
+//! the slot being written and the previous version survives in the other.
+
+use super::codec::{
+    check_meta_crc, check_preamble, get_array, get_u16, get_u32, get_u64, put_bytes, put_preamble,
+    put_u16, put_u32, put_u64, seal_meta, take,
+};
+use super::error::{LayoutError, Structure};
+use super::flags::flag_set;
+use super::label::Label;
+use super::uuid::Uuid;
+use super::{
+    CHECKPOINT_MAGIC, CHECKPOINT_SIZE_BYTES, LABEL_MAX_BYTES, MAX_MEMBERS, RECORDING_ENTRY_MAGIC,
+    RECORDING_ENTRY_SIZE_BYTES,
+};
+
+const C: Structure = Structure::Checkpoint;
+const R: Structure = Structure::RecordingEntry;
+
+/// Byte offsets of the checkpoint fields (see `docs/FORMAT.md`, "Checkpoint").
+pub(crate) mod cp_off {
+    pub const MEMBER_COUNT: usize = 12;
+    // 14..16 reserved
+    pub const SET_UUID: usize = 16;
+    pub const GENERATION: usize = 32;
+    pub const WRITTEN_NS: usize = 40;
+    pub const RECORDING_ID: usize = 48;
+    pub const RECOVERY_WINDOW_SLOTS: usize = 52;
+    pub const RECORDING_FIRST_SEQUENCE: usize = 56;
+    pub const DURABLE_SEQUENCE_END: usize = 64;
+    pub const DURABLE_STREAM_BYTES: usize = 72;
+    pub const DURABLE_LOST_BYTES: usize = 80;
+    // 88..128 reserved
+    pub const MEMBERS: usize = 128;
+    pub const MEMBER_STRIDE: usize = 16;
+    pub const MEMBER_NEXT_SLOT: usize = 0;
+    pub const MEMBER_LAP: usize = 8;
+    // 128 + 128 × 16 = 2176 .. 4092 reserved, 4092..4096 CRC32C
+}
+
+/// Byte offsets of the recording entry fields (see `docs/FORMAT.md`, "Recording entry").
+pub(crate) mod re_off {
+    pub const RECORDING_ID: usize = 12;
+    pub const SET_UUID: usize = 16;
+    pub const REVISION: usize = 32;
+    pub const STATE: usize = 40;
+    pub const FLAGS: usize = 44;
+    pub const FIRST_SEQUENCE: usize = 48;
+    pub const END_SEQUENCE: usize = 56;
+    pub const START_NS: usize = 64;
+    pub const END_NS: usize = 72;
+    pub const STREAM_LEN_BYTES: usize = 80;
+    pub const LOST_BYTES: usize = 88;
+    pub const NAME: usize = 96;
+    pub const MEMBER_COUNT: usize = 160;
+    // 162..192 reserved
+    pub const MEMBERS: usize = 192;
+    pub const MEMBER_STRIDE: usize = 16;
+    pub const MEMBER_START_SLOT: usize = 0;
+    pub const MEMBER_END_SLOT: usize = 8;
+    // 192 + 128 × 16 = 2240 .. 4092 reserved, 4092..4096 CRC32C
+}
+
+/// Where the writer stood on one member when a checkpoint was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemberPosition {
+    /// The first data slot of this member that may hold a chunk with a sequence number at
+    /// or above the checkpoint's `durable_sequence_end`: the slot of the member's oldest
+    /// chunk still in flight, or, if none is, the slot its next chunk will go to.
+    pub next_slot_index: u64,
+    /// How many times writing on this member has wrapped from the last slot to slot 0
+    /// (ring mode; 0 otherwise).
+    pub lap: u64,
+}
+
+/// Where a recording lies on one member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemberSpan {
+    /// The data slot the recording's first chunk on this member went to (or would have).
+    pub start_slot_index: u64,
+    /// The data slot after the recording's last chunk on this member; equal to
+    /// `start_slot_index` while the recording is open. In ring mode the member's slots
+    /// hold the recording's newest chunks in slot order starting here (wrapping).
+    pub end_slot_index: u64,
+}
+
+/// A crash-safety record: "every chunk with a sequence number below
+/// `durable_sequence_end` is on stable storage, and this is where each member's writer
+/// stood". Written identically to every member, to checkpoint slot
+/// `generation % checkpoint_slot_count`.
+///
+/// Recovery starts from the newest valid checkpoint ([`newest_checkpoint`]) and searches
+/// forward on each member from `members[i].next_slot_index`, at most
+/// `recovery_window_slots` slots, instead of scanning the whole drive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The volume set; never nil. A reader ignores checkpoints of another set.
+    pub set_uuid: Uuid,
+    /// Counts checkpoints of the set from 1; the newest valid one wins.
+    pub generation: u64,
+    /// When the checkpoint was written: nanoseconds since the Unix epoch (UTC).
+    pub written_ns: u64,
+    /// The recording being written, 0 if none.
+    pub recording_id: u32,
+    /// The writer's promise: before the next checkpoint it writes at most this many slots
+    /// on any member past the positions below. Bounds the recovery search.
+    pub recovery_window_slots: u32,
+    /// Sequence number of the first chunk of the recording being written.
+    pub recording_first_sequence: u64,
+    /// Every chunk with a lower sequence number is durable on its member.
+    pub durable_sequence_end: u64,
+    /// Stream bytes (lost ones included) that the durable chunks of the recording cover.
+    pub durable_stream_bytes: u64,
+    /// Of those, bytes lost to gaps (the sum of `gap_bytes` of the durable chunks).
+    pub durable_lost_bytes: u64,
+    /// One position per member of the set, in member order; `1..=MAX_MEMBERS` entries.
+    pub members: Vec<MemberPosition>,
+}
+
+impl Checkpoint {
+    /// Checks the fields: a non-nil uuid, a generation from 1, 1..=128 members, no more
+    /// lost than durable bytes, and the recording's first sequence not after the durable
+    /// end.
+    pub fn validate(&self) -> Result<(), LayoutError> {
+        if self.set_uuid.is_nil() {
+            return Err(LayoutError::invalid(C, "set_uuid", "is nil"));
+        }
+        if self.generation == 0 {
+            return Err(LayoutError::invalid(
+                C,
+                "generation",
+                "is 0 (generations start at 1)",
+            ));
+        }
+        let n = self.members.len();
+        if n == 0 || n > usize::from(MAX_MEMBERS) {
+            return Err(LayoutError::invalid(
+                C,
+                "member_count",
+                format!("{n} is outside 1..={MAX_MEMBERS}"),
+            ));
+        }
+        if self.durable_lost_bytes > self.durable_stream_bytes {
+            return Err(LayoutError::invalid(
+                C,
+                "durable_lost_bytes",
+                format!(
+                    "{} exceeds the durable stream length {}",
+                    self.durable_lost_bytes, self.durable_stream_bytes
+                ),
+            ));
+        }
+        if self.recording_id != 0 && self.recording_first_sequence > self.durable_sequence_end {
+            return Err(LayoutError::invalid(
+                C,
+                "durable_sequence_end",
+                format!(
+                    "{} is before the recording's first sequence {}",
+                    self.durable_sequence_end, self.recording_first_sequence
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The 4096 bytes of the checkpoint. Fails only when [`Checkpoint::validate`] does.
+    pub fn encode(&self) -> Result<[u8; CHECKPOINT_SIZE_BYTES], LayoutError> {
+        self.validate()?;
+        let mut b = [0u8; CHECKPOINT_SIZE_BYTES];
+        put_preamble(&mut b, &CHECKPOINT_MAGIC);
+        // validate() bounds the length by MAX_MEMBERS, so it fits a u16.
+        let member_count = u16::try_from(self.members.len()).unwrap_or(MAX_MEMBERS);
+        put_u16(&mut b, cp_off::MEMBER_COUNT, member_count);
+        put_bytes(&mut b, cp_off::SET_UUID, self.set_uuid.as_bytes());
+        put_u64(&mut b, cp_off::GENERATION, self.generation);
+        put_u64(&mut b, cp_off::WRITTEN_NS, self.written_ns);
+        put_u32(&mut b, cp_off::RECORDING_ID, self.recording_id);
+        put_u32(
+            &mut b,
+            cp_off::RECOVERY_WINDOW_SLOTS,
+            self.recovery_window_slots,
+        );
+        put_u64(
+            &mut b,
+            cp_off::RECORDING_FIRST_SEQUENCE,
+            self.recording_first_sequence,
+        );
+        put_u64(
+            &mut b,
+            cp_off::DURABLE_SEQUENCE_END,
+            self.durable_sequence_end,
+        );
+        put_u64(
+            &mut b,
+            cp_off::DURABLE_STREAM_BYTES,
+            self.durable_stream_bytes,
+        );
+        put_u64(&mut b, cp_off::DURABLE_LOST_BYTES, self.durable_lost_bytes);
+        for (i, m) in self.members.iter().enumerate() {
+            let at = cp_off::MEMBERS + i * cp_off::MEMBER_STRIDE;
+            put_u64(&mut b, at + cp_off::MEMBER_NEXT_SLOT, m.next_slot_index);
+            put_u64(&mut b, at + cp_off::MEMBER_LAP, m.lap);
+        }
+        seal_meta(&mut b);
+        Ok(b)
+    }
+
+    /// Decodes and validates the first 4096 bytes of `bytes`: length, magic, major
+    /// version, CRC32C, fields. Entries past `member_count` and reserved bytes are ignored.
+    pub fn decode(bytes: &[u8]) -> Result<Self, LayoutError> {
+        let b = take::<CHECKPOINT_SIZE_BYTES>(C, bytes)?;
+        check_preamble(C, b, &CHECKPOINT_MAGIC)?;
+        check_meta_crc(C, b)?;
+        let member_count = get_u16(b, cp_off::MEMBER_COUNT);
+        if member_count == 0 || member_count > MAX_MEMBERS {
+            return Err(LayoutError::invalid(
+                C,
+                "member_count",
+                format!("{member_count} is outside 1..={MAX_MEMBERS}"),
+            ));
+        }
+        let members = (0..usize::from(member_count))
+            .map(|i| {
+                let at = cp_off::MEMBERS + i * cp_off::MEMBER_STRIDE;
+                MemberPosition {
+                    next_slot_index: get_u64(b, at + cp_off::MEMBER_NEXT_SLOT),
+                    lap: get_u64(b, at + cp_off::MEMBER_LAP),
+                }
+            })
+            .collect();
+        let cp = Checkpoint {
+            set_uuid: Uuid(get_array(b, cp_off::SET_UUID)),
+            generation: get_u64(b, cp_off::GENERATION),
+            written_ns: get_u64(b, cp_off::WRITTEN_NS),
+            recording_id: get_u32(b, cp_off::RECORDING_ID),
+            recovery_window_slots: get_u32(b, cp_off::RECOVERY_WINDOW_SLOTS),
+            recording_first_sequence: get_u64(b, cp_off::RECORDING_FIRST_SEQUENCE),
+            durable_sequence_end: get_u64(b, cp_off::DURABLE_SEQUENCE_END),
+            durable_stream_bytes: get_u64(b, cp_off::DURABLE_STREAM_BYTES),
+            durable_lost_bytes: get_u64(b, cp_off::DURABLE_LOST_BYTES),
+            members,
+        };
+        cp.validate()?;
+        Ok(cp)
+    }
+}
+
+/// The life of a recording, as its table entry tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordingState {
+    /// Being written, or the writer crashed before closing it (recovery tells which).
+    Open,
+    /// Closed cleanly: its last chunk carries [`ChunkFlags::END`](super::ChunkFlags::END).
+    Closed,
+    /// Ended early by an error or an abort request; its last chunk carries `END | ABORTED`.
+    Aborted,
+    /// The writer crashed; recovery closed the entry at the end of the durable chunks. No
+    /// end marker was written.
+    Interrupted,
+}
+
+impl RecordingState {
+    /// The on-disk code.
+    pub const fn code(self) -> u32 {
+        match self {
+            RecordingState::Open => 1,
+            RecordingState::Closed => 2,
+            RecordingState::Aborted => 3,
+            RecordingState::Interrupted => 4,
+        }
+    }
+
+    /// The state with this on-disk code.
+    pub const fn from_code(code: u32) -> Option<Self> {
+        match code {
+            1 => Some(RecordingState::Open),
+            2 => Some(RecordingState::Closed),
+            3 => Some(RecordingState::Aborted),
+            4 => Some(RecordingState::Interrupted),
+            _ => None,
+        }
+    }
+}
+
+flag_set! {
+    /// Flags of a recording. Bits 0..16 must be understood; bits 16..32 may be ignored.
+    pub struct RecordingFlags {
+        /// Ring mode: when the data area is full, writing wraps to slot 0 and overwrites
+        /// the oldest chunks; only the newest chunks survive.
+        const RING = 1 << 0;
+        /// The payload is the seekable test pattern. Ignorable.
+        const PATTERN = 1 << 16;
+    }
+}
+
+/// One recording in the recording table, written identically to every member.
+///
+/// Recording `id` lives in table slot `(id - 1) % recording_slot_count`; revision `r`
+/// of the entry is written to copy `r % 2` of that slot, so the previous revision
+/// survives a torn write. [`newest_recording_entry`] picks between the copies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordingEntry {
+    /// The volume set; never nil. A reader ignores entries of another set.
+    pub set_uuid: Uuid,
+    /// The recording, numbered from 1 within the set.
+    pub recording_id: u32,
+    /// Counts rewrites of this entry from 1; the newest valid copy wins.
+    pub revision: u64,
+    pub state: RecordingState,
+    pub flags: RecordingFlags,
+    /// Sequence number of the recording's first chunk.
+    pub first_sequence: u64,
+    /// One past the sequence number of the recording's last chunk; equal to
+    /// `first_sequence` while the recording is open (see the checkpoints then).
+    pub end_sequence: u64,
+    /// When the recording started: nanoseconds since the Unix epoch (UTC).
+    pub start_ns: u64,
+    /// When it ended (0 while open).
+    pub end_ns: u64,
+    /// Length of the recorded stream, lost bytes included.
+    pub stream_len_bytes: u64,
+    /// Stream bytes lost because the input outran the drives (the sum of the gaps).
+    pub lost_bytes: u64,
+    /// A name the user gave the recording.
+    pub name: Label,
+    /// One span per member of the set, in member order; `1..=MAX_MEMBERS` entries.
+    pub members: Vec<MemberSpan>,
+}
+
+impl RecordingEntry {
+    /// Checks the fields: non-nil uuid, id and revision from 1, known flags, sequences
+    /// in order, no more lost bytes than stream bytes.
+    pub fn validate(&self) -> Result<(), LayoutError> {
+        if self.set_uuid.is_nil() {
+            return Err(LayoutError::invalid(R, "set_uuid", "is nil"));
+        }
+        if self.recording_id == 0 {
+            return Err(LayoutError::invalid(
+                R,
+                "recording_id",
+                "is 0 (ids start at 1)",
+            ));
+        }
+        if self.revision == 0 {
+            return Err(LayoutError::invalid(
+                R,
+                "revision",
+                "is 0 (revisions start at 1)",
+            ));
+        }
+        let unknown = self.flags.unknown_incompat_bits();
+        if unknown != 0 {
+            return Err(LayoutError::UnsupportedFeature {
+                structure: R,
+                field: "flags",
+                bits: unknown,
+            });
+        }
+        if self.end_sequence < self.first_sequence {
+            return Err(LayoutError::invalid(
+                R,
+                "end_sequence",
+                format!(
+                    "{} is before the first sequence {}",
+                    self.end_sequence, self.first_sequence
+                ),
+            ));
+        }
+        let n = self.members.len();
+        if n == 0 || n > usize::from(MAX_MEMBERS) {
+            return Err(LayoutError::invalid(
+                R,
+                "member_count",
+                format!("{n} is outside 1..={MAX_MEMBERS}"),
+            ));
+        }
+        if self.lost_bytes > self.stream_len_bytes {
+            return Err(LayoutError::invalid(
+                R,
+                "lost_bytes",
+                format!(
+                    "{} exceeds the stream length {}",
+                    self.lost_bytes, self.stream_len_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The 4096 bytes of the entry. Fails only when [`RecordingEntry::validate`] does.
+    pub fn encode(&self) -> Result<[u8; RECORDING_ENTRY_SIZE_BYTES], LayoutError> {
+        self.validate()?;
+        let mut b = [0u8; RECORDING_ENTRY_SIZE_BYTES];
+        put_preamble(&mut b, &RECORDING_ENTRY_MAGIC);
+        put_u32(&mut b, re_off::RECORDING_ID, self.recording_id);
+        put_bytes(&mut b, re_off::SET_UUID, self.set_uuid.as_bytes());
+        put_u64(&mut b, re_off::REVISION, self.revision);
+        put_u32(&mut b, re_off::STATE, self.state.code());
+        put_u32(&mut b, re_off::FLAGS, self.flags.bits());
+        put_u64(&mut b, re_off::FIRST_SEQUENCE, self.first_sequence);
+        put_u64(&mut b, re_off::END_SEQUENCE, self.end_sequence);
+        put_u64(&mut b, re_off::START_NS, self.start_ns);
+        put_u64(&mut b, re_off::END_NS, self.end_ns);
+        put_u64(&mut b, re_off::STREAM_LEN_BYTES, self.stream_len_bytes);
+        put_u64(&mut b, re_off::LOST_BYTES, self.lost_bytes);
+        put_bytes(&mut b, re_off::NAME, &self.name.encode());
+        // validate() bounds the length by MAX_MEMBERS, so it fits a u16.
+        let member_count = u16::try_from(self.members.len()).unwrap_or(MAX_MEMBERS);
+        put_u16(&mut b, re_off::MEMBER_COUNT, member_count);
+        for (i, m) in self.members.iter().enumerate() {
+            let at = re_off::MEMBERS + i * re_off::MEMBER_STRIDE;
+            put_u64(&mut b, at + re_off::MEMBER_START_SLOT, m.start_slot_index);
+            put_u64(&mut b, at + re_off::MEMBER_END_SLOT, m.end_slot_index);
+        }
+        seal_meta(&mut b);
+        Ok(b)
+    }
+
+    /// Decodes and validates the first 4096 bytes of `bytes`: length, magic, major
+    /// version, CRC32C, fields. Reserved bytes are ignored.
+    pub fn decode(bytes: &[u8]) -> Result<Self, LayoutError> {
+        let b = take::<RECORDING_ENTRY_SIZE_BYTES>(R, bytes)?;
+        check_preamble(R, b, &RECORDING_ENTRY_MAGIC)?;
+        check_meta_crc(R, b)?;
+        let code = get_u32(b, re_off::STATE);
+        let state = RecordingState::from_code(code).ok_or_else(|| {
+            LayoutError::invalid(R, "state", format!("unknown state code {code}"))
+        })?;
+        let name: [u8; LABEL_MAX_BYTES] = get_array(b, re_off::NAME);
+        let member_count = get_u16(b, re_off::MEMBER_COUNT);
+        if member_count == 0 || member_count > MAX_MEMBERS {
+            return Err(LayoutError::invalid(
+                R,
+                "member_count",
+                format!("{member_count} is outside 1..={MAX_MEMBERS}"),
+            ));
+        }
+        let members = (0..usize::from(member_count))
+            .map(|i| {
+                let at = re_off::MEMBERS + i * re_off::MEMBER_STRIDE;
+                MemberSpan {
+                    start_slot_index: get_u64(b, at + re_off::MEMBER_START_SLOT),
+                    end_slot_index: get_u64(b, at + re_off::MEMBER_END_SLOT),
+                }
+            })
+            .collect();
+        let entry = RecordingEntry {
+            set_uuid: Uuid(get_array(b, re_off::SET_UUID)),
+            recording_id: get_u32(b, re_off::RECORDING_ID),
+            revision: get_u64(b, re_off::REVISION),
+            state,
+            flags: RecordingFlags::from_bits_retain(get_u32(b, re_off::FLAGS)),
+            first_sequence: get_u64(b, re_off::FIRST_SEQUENCE),
+            end_sequence: get_u64(b, re_off::END_SEQUENCE),
+            start_ns: get_u64(b, re_off::START_NS),
+            end_ns: get_u64(b, re_off::END_NS),
+            stream_len_bytes: get_u64(b, re_off::STREAM_LEN_BYTES),
+            lost_bytes: get_u64(b, re_off::LOST_BYTES),
+            name: Label::decode(R, "name", &name)?,
+            members,
+        };
+        entry.validate()?;
+        Ok(entry)
+    }
+}
+
+/// The checkpoint a reader goes by: among the checkpoint slots' bytes, the valid one of
+/// set `set_uuid` with the highest generation. Slots that do not decode (blank, torn,
+/// foreign) or belong to another set are skipped. `None` if no slot qualifies (a set
+/// that never checkpointed, or lost them all).
+pub fn newest_checkpoint<'a, I>(set_uuid: Uuid, slots: I) -> Option<Checkpoint>
+where
+    I: IntoIterator<Item = &'a [u8]>,
+{
+    slots
+        .into_iter()
+        .filter_map(|bytes| Checkpoint::decode(bytes).ok())
+        .filter(|cp| cp.set_uuid == set_uuid)
+        .fold(None, |best: Option<Checkpoint>, cp| match best {
+            Some(b) if b.generation >= cp.generation => Some(b),
+            _ => Some(cp),
+        })
+}
+
+/// The entry a recording table slot holds: among the bytes of its copies, the valid
+/// entry of set `set_uuid` with the highest `(recording_id, revision)`. A higher id wins
+/// first because the slot is reused by recording `id + recording_slot_count`, whose first
+/// revision leaves the older recording's entry in the other copy. `None` if no copy
+/// qualifies (an unused slot).
+pub fn newest_recording_entry<'a, I>(set_uuid: Uuid, copies: I) -> Option<RecordingEntry>
+where
+    I: IntoIterator<Item = &'a [u8]>,
+{
+    copies
+        .into_iter()
+        .filter_map(|bytes| RecordingEntry::decode(bytes).ok())
+        .filter(|e| e.set_uuid == set_uuid)
+        .fold(None, |best: Option<RecordingEntry>, e| match best {
+            Some(b) if (b.recording_id, b.revision) >= (e.recording_id, e.revision) => Some(b),
+            _ => Some(e),
+        })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::layout::codec::{META_CRC_OFFSET, VERSION_MAJOR_OFFSET, VERSION_MINOR_OFFSET};
+    use crate::layout::crc32c;
+
+    pub(crate) fn sample_checkpoint() -> Checkpoint {
+        Checkpoint {
+            set_uuid: Uuid::from_random_bytes([0x3c; 16]),
+            generation: 77,
+            written_ns: 1_767_225_600_500_000_000,
+            recording_id: 5,
+            recovery_window_slots: 64,
+            recording_first_sequence: 10_000,
+            durable_sequence_end: 12_345,
+            durable_stream_bytes: 300 * 131_072,
+            durable_lost_bytes: 8192,
+            members: vec![
+                MemberPosition {
+                    next_slot_index: 600,
+                    lap: 0,
+                },
+                MemberPosition {
+                    next_slot_index: 17,
+                    lap: 3,
+                },
+            ],
+        }
+    }
+
+    pub(crate) fn sample_entry() -> RecordingEntry {
+        RecordingEntry {
+            set_uuid: Uuid::from_random_bytes([0x3c; 16]),
+            recording_id: 5,
+            revision: 2,
+            state: RecordingState::Closed,
+            flags: RecordingFlags::RING | RecordingFlags::PATTERN,
+            first_sequence: 10_000,
+            end_sequence: 20_000,
+            start_ns: 1_767_225_600_000_000_000,
+            end_ns: 1_767_225_660_000_000_000,
+            stream_len_bytes: 10_000 * 131_000,
+            lost_bytes: 4096,
+            name: Label::new("flight 12, sensor A").expect("valid"),
+            members: vec![
+                MemberSpan {
+                    start_slot_index: 100,
+                    end_slot_index: 5100,
+                },
+                MemberSpan {
+                    start_slot_index: 7,
+                    end_slot_index: 5007,
+                },
+                MemberSpan {
+                    start_slot_index: 0,
+                    end_slot_index: 0,
+                },
+            ],
+        }
+    }
+
+    fn reseal(b: &mut [u8; 4096]) {
+        let crc = crc32c(&b[..META_CRC_OFFSET]);
+        b[META_CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    #[test]
+    fn checkpoint_round_trip() {
+        let max = Checkpoint {
+            members: (0..u64::from(MAX_MEMBERS))
+                .map(|i| MemberPosition {
+                    next_slot_index: u64::MAX - i,
+                    lap: i,
+                })
+                .collect(),
+            generation: u64::MAX,
+            ..sample_checkpoint()
+        };
+        let idle = Checkpoint {
+            recording_id: 0,
+            recording_first_sequence: 99,
+            durable_sequence_end: 0,
+            members: vec![MemberPosition::default()],
+            ..sample_checkpoint()
+        };
+        for cp in [sample_checkpoint(), max, idle] {
+            let b = cp.encode().expect("encodes");
+            assert_eq!(Checkpoint::decode(&b), Ok(cp));
+        }
+    }
+
+    #[test]
+    fn recording_entry_round_trip() {
+        let open = RecordingEntry {
+            state: RecordingState::Open,
+            end_sequence: 10_000,
+            end_ns: 0,
+            revision: 1,
+            flags: RecordingFlags::empty(),
+            name: Label::empty(),
+            members: (0..u64::from(MAX_MEMBERS))
+                .map(|i| MemberSpan {
+                    start_slot_index: i,
+                    end_slot_index: u64::MAX - i,
+                })
+                .collect(),
+            ..sample_entry()
+        };
+        let mut all = vec![sample_entry(), open];
+        for state in [RecordingState::Aborted, RecordingState::Interrupted] {
+            all.push(RecordingEntry {
+                state,
+                flags: RecordingFlags::from_bits_retain(0xffff_0000),
+                ..sample_entry()
+            });
+        }
+        for e in all {
+            let b = e.encode().expect("encodes");
+            assert_eq!(RecordingEntry::decode(&b), Ok(e));
+        }
+    }
+
+    #[test]
+    fn fields_sit_where_the_format_says() {
+        let cp = sample_checkpoint();
+        let b = cp.encode().expect("encodes");
+        assert_eq!(&b[0..8], b"NVRECCKP");
+        assert_eq!(b[12..14], [2, 0]);
+        assert_eq!(b[32..40], 77u64.to_le_bytes());
+        assert_eq!(b[128 + 16..128 + 24], 17u64.to_le_bytes());
+        assert_eq!(b[128 + 24..128 + 32], 3u64.to_le_bytes());
+        assert!(b[160..4092].iter().all(|&x| x == 0));
+        let e = sample_entry();
+        let b = e.encode().expect("encodes");
+        assert_eq!(&b[0..8], b"NVRECREC");
+        assert_eq!(b[12..16], 5u32.to_le_bytes());
+        assert_eq!(b[40..44], 2u32.to_le_bytes());
+        assert_eq!(b[44..48], 0x0001_0001u32.to_le_bytes());
+        assert_eq!(&b[96..115], b"flight 12, sensor A");
+        assert_eq!(b[160..162], [3, 0]);
+        assert_eq!(b[192 + 16..192 + 24], 7u64.to_le_bytes());
+        assert_eq!(b[192 + 24..192 + 32], 5007u64.to_le_bytes());
+        assert!(b[162..192].iter().all(|&x| x == 0));
+        assert!(b[192 + 48..4092].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn every_flipped_byte_is_rejected() {
+        let blocks = [
+            sample_checkpoint().encode().expect("encodes"),
+            sample_entry().encode().expect("encodes"),
+        ];
+        for (which, good) in blocks.iter().enumerate() {
+            for i in 0..4096 {
+                let mut b = *good;
+                b[i] ^= 0x04;
+                let err = if which == 0 {
+                    Checkpoint::decode(&b).map(|_| ())
+                } else {
+                    RecordingEntry::decode(&b).map(|_| ())
+                }
+                .expect_err("a flipped byte must be caught");
+                match i {
+                    0..=7 => assert!(matches!(err, LayoutError::BadMagic { .. }), "{i}: {err}"),
+                    8..=9 => assert!(
+                        matches!(err, LayoutError::UnsupportedVersion { .. }),
+                        "{i}: {err}"
+                    ),
+                    _ => assert!(matches!(err, LayoutError::BadCrc { .. }), "{i}: {err}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn checkpoint_rejections_table() {
+        let good = sample_checkpoint().encode().expect("encodes");
+        type Case = (&'static str, fn(&mut [u8; 4096]), fn(&LayoutError) -> bool);
+        let cases: Vec<Case> = vec![
+            (
+                "magic",
+                |b| b[0] ^= 0x20,
+                |e| matches!(e, LayoutError::BadMagic { .. }),
+            ),
+            (
+                "recording-entry magic",
+                |b| {
+                    b[..8].copy_from_slice(&RECORDING_ENTRY_MAGIC);
+                    reseal(b);
+                },
+                |e| matches!(e, LayoutError::BadMagic { .. }),
+            ),
+            (
+                "version",
+                |b| {
+                    b[VERSION_MAJOR_OFFSET + 1] = 1;
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::UnsupportedVersion {
+                            found_major: 257,
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "crc",
+                |b| b[4095] ^= 0x80,
+                |e| matches!(e, LayoutError::BadCrc { .. }),
+            ),
+            (
+                "no members",
+                |b| {
+                    b[cp_off::MEMBER_COUNT] = 0;
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "member_count",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "too many members",
+                |b| {
+                    b[cp_off::MEMBER_COUNT] = 129;
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "member_count",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "generation 0",
+                |b| {
+                    b[cp_off::GENERATION] = 0;
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "generation",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "lost more than durable",
+                |b| {
+                    put_u64(b, cp_off::DURABLE_LOST_BYTES, u64::MAX);
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "durable_lost_bytes",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "durable end before start",
+                |b| {
+                    put_u64(b, cp_off::DURABLE_SEQUENCE_END, 9_999);
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "durable_sequence_end",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "blank",
+                |b| b.fill(0),
+                |e| matches!(e, LayoutError::Blank { .. }),
+            ),
+        ];
+        for (name, mutate, expected) in cases {
+            let mut b = good;
+            mutate(&mut b);
+            let err = Checkpoint::decode(&b).expect_err(name);
+            assert!(expected(&err), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn recording_entry_rejections_table() {
+        let good = sample_entry().encode().expect("encodes");
+        type Case = (&'static str, fn(&mut [u8; 4096]), fn(&LayoutError) -> bool);
+        let cases: Vec<Case> = vec![
+            (
+                "magic",
+                |b| b[7] = 0,
+                |e| matches!(e, LayoutError::BadMagic { .. }),
+            ),
+            (
+                "version",
+                |b| {
+                    b[VERSION_MAJOR_OFFSET] = 0;
+                    reseal(b);
+                },
+                |e| matches!(e, LayoutError::UnsupportedVersion { .. }),
+            ),
+            (
+                "crc",
+                |b| b[100] ^= 1,
+                |e| matches!(e, LayoutError::BadCrc { .. }),
+            ),
+            (
+                "state 0",
+                |b| {
+                    put_u32(b, re_off::STATE, 0);
+                    reseal(b);
+                },
+                |e| matches!(e, LayoutError::InvalidField { field: "state", .. }),
+            ),
+            (
+                "state 5",
+                |b| {
+                    put_u32(b, re_off::STATE, 5);
+                    reseal(b);
+                },
+                |e| matches!(e, LayoutError::InvalidField { field: "state", .. }),
+            ),
+            (
+                "unknown must-understand flag",
+                |b| {
+                    put_u32(b, re_off::FLAGS, 1 << 4);
+                    reseal(b);
+                },
+                |e| matches!(e, LayoutError::UnsupportedFeature { bits: 0x10, .. }),
+            ),
+            (
+                "recording 0",
+                |b| {
+                    put_u32(b, re_off::RECORDING_ID, 0);
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "recording_id",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "end before first",
+                |b| {
+                    put_u64(b, re_off::END_SEQUENCE, 1);
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "end_sequence",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "lost more than recorded",
+                |b| {
+                    put_u64(b, re_off::LOST_BYTES, u64::MAX);
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "lost_bytes",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "no members",
+                |b| {
+                    put_u16(b, re_off::MEMBER_COUNT, 0);
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "member_count",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "too many members",
+                |b| {
+                    put_u16(b, re_off::MEMBER_COUNT, MAX_MEMBERS + 1);
+                    reseal(b);
+                },
+                |e| {
+                    matches!(
+                        e,
+                        LayoutError::InvalidField {
+                            field: "member_count",
+                            ..
+                        }
+                    )
+                },
+            ),
+            (
+                "name not NUL-padded",
+                |b| {
+                    b[re_off::NAME + 63] = b'x';
+                    reseal(b);
+                },
+                |e| matches!(e, LayoutError::InvalidField { field: "name", .. }),
+            ),
+        ];
+        for (name, mutate, expected) in cases {
+            let mut b = good;
+            mutate(&mut b);
+            let err = RecordingEntry::decode(&b).expect_err(name);
+            assert!(expected(&err), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn truncated_input_and_newer_minor() {
+        let cp = sample_checkpoint();
+        let good = cp.encode().expect("encodes");
+        for len in [0, 7, 4095] {
+            assert_eq!(
+                Checkpoint::decode(&good[..len]),
+                Err(LayoutError::Truncated {
+                    structure: C,
+                    needed_bytes: 4096,
+                    got_bytes: len
+                })
+            );
+            assert!(matches!(
+                RecordingEntry::decode(&good[..len]),
+                Err(LayoutError::Truncated { structure: R, .. })
+            ));
+        }
+        let mut b = good;
+        b[VERSION_MINOR_OFFSET] = 3;
+        b[100] = 0xff; // reserved in 1.0
+        b[2200] = 0xff; // past the member count: ignored
+        b[3000] = 0xff;
+        reseal(&mut b);
+        assert_eq!(Checkpoint::decode(&b), Ok(cp));
+    }
+
+    #[test]
+    fn the_newest_checkpoint_survives_a_torn_write() {
+        let set = sample_checkpoint().set_uuid;
+        let older = Checkpoint {
+            generation: 76,
+            ..sample_checkpoint()
+        }
+        .encode()
+        .expect("encodes");
+        let newer = sample_checkpoint().encode().expect("encodes");
+        let mut torn = newer;
+        torn[2048..].fill(0); // half of the write landed
+        let foreign = Checkpoint {
+            set_uuid: Uuid([9; 16]),
+            generation: 1000,
+            ..sample_checkpoint()
+        }
+        .encode()
+        .expect("encodes");
+        let blank = [0u8; 4096];
+
+        let pick =
+            |slots: &[&[u8]]| newest_checkpoint(set, slots.iter().copied()).map(|c| c.generation);
+        assert_eq!(pick(&[&older, &newer]), Some(77));
+        assert_eq!(pick(&[&newer, &older]), Some(77));
+        assert_eq!(pick(&[&older, &torn]), Some(76));
+        assert_eq!(pick(&[&foreign, &older]), Some(76));
+        assert_eq!(pick(&[&blank, &blank]), None);
+        assert_eq!(pick(&[]), None);
+    }
+
+    #[test]
+    fn the_newest_recording_entry_wins() {
+        let set = sample_entry().set_uuid;
+        let rev = |id: u32, revision: u64| {
+            RecordingEntry {
+                recording_id: id,
+                revision,
+                ..sample_entry()
+            }
+            .encode()
+            .expect("encodes")
+        };
+        let pick = |copies: &[&[u8]]| {
+            newest_recording_entry(set, copies.iter().copied())
+                .map(|e| (e.recording_id, e.revision))
+        };
+        assert_eq!(pick(&[&rev(5, 2), &rev(5, 1)]), Some((5, 2)));
+        assert_eq!(pick(&[&rev(5, 2), &rev(5, 3)]), Some((5, 3)));
+        // Slot reuse: recording 261 (= 5 + 256) has written its first revision to copy 1.
+        assert_eq!(pick(&[&rev(5, 4), &rev(261, 1)]), Some((261, 1)));
+        let mut torn = rev(5, 3);
+        torn[10] ^= 1;
+        assert_eq!(pick(&[&rev(5, 2), &torn]), Some((5, 2)));
+        assert_eq!(pick(&[&[0u8; 4096], &[0u8; 4096]]), None);
+    }
+}
