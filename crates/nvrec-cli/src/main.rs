@@ -5,6 +5,7 @@
 
 mod output;
 mod progress;
+mod recording_cmd;
 mod selftest_cmd;
 mod signal;
 
@@ -35,6 +36,8 @@ pub mod exit {
     pub const REFUSED: u8 = 3;
     /// Aborted by SIGTERM or a second SIGINT (data up to the reported address is intact).
     pub const ABORTED: u8 = 4;
+    /// A linear recording filled its targets and stopped cleanly (the data is intact).
+    pub const TARGET_FULL: u8 = 5;
 }
 
 const AFTER_HELP: &str = "\
@@ -43,8 +46,8 @@ SIZES: bytes, or with K, M, G, T, P (x1024; also KiB, MiB ...), KB, MB, GB, TB, 
 SIGNALS: Ctrl-C (SIGINT) stops: chunks already taken are written, the flush runs and the last
        address is reported. A second Ctrl-C or SIGTERM aborts: chunks not yet submitted are
        dropped, in-flight ones complete, the flush runs.
-EXIT STATUS: 0 done (or stopped), 1 failed (I/O error, mismatch), 2 bad arguments or
-       addresses, 3 refused for safety (use --force), 4 aborted.";
+EXIT STATUS: 0 done (or stopped), 1 failed (I/O error, mismatch, damaged recording), 2 bad
+       arguments or addresses, 3 refused for safety (use --force), 4 aborted, 5 target full.";
 
 #[derive(Parser, Debug)]
 #[command(name = "nvrec", version, about = "Record streams onto NVMe SSDs at full speed, read them back, verify every byte", after_help = AFTER_HELP)]
@@ -67,6 +70,15 @@ enum Command {
     /// Run the NVMe-Streamer-style test suite on a target (default: a scratch file here).
     #[command(after_help = AFTER_HELP)]
     Selftest(selftest_cmd::SelftestArgs),
+    /// Record a stream onto one or more targets: striped, framed, checkpointed.
+    #[command(after_help = AFTER_HELP)]
+    Record(recording_cmd::RecordArgs),
+    /// List the recordings on a volume set.
+    Ls(recording_cmd::LsArgs),
+    /// Reproduce a recorded stream byte-exactly, in order.
+    Replay(recording_cmd::ReplayArgs),
+    /// Check every chunk of the recordings: CRC, sequence, and the pattern.
+    Verify(recording_cmd::VerifyArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -228,7 +240,7 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|error| error.to_string())
 }
 
-fn parse_source(text: &str, seed: u64) -> SourceSpec {
+pub fn parse_source(text: &str, seed: u64) -> SourceSpec {
     match text {
         "pattern" => SourceSpec::Pattern { seed },
         "zero" | "zeros" => SourceSpec::Zero,
@@ -283,6 +295,18 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<UsageError>().is_some() {
             return exit::USAGE;
         }
+        if let Some(error) = cause.downcast_ref::<nvrec::recording::RecordingError>() {
+            if error.is_usage() {
+                return exit::USAGE;
+            }
+            if let nvrec::recording::RecordingError::Device(error) = error {
+                return if error.is_safety_refusal() {
+                    exit::REFUSED
+                } else {
+                    exit::FAILURE
+                };
+            }
+        }
     }
     exit::FAILURE
 }
@@ -304,6 +328,10 @@ fn run(cli: Cli) -> Result<Finished> {
         Command::Write(args) => write_command(args, cli.json),
         Command::Read(args) => read_command(args, cli.json),
         Command::Selftest(args) => selftest_cmd::run(args, cli.json),
+        Command::Record(args) => recording_cmd::record(args, cli.json),
+        Command::Ls(args) => recording_cmd::ls(args, cli.json),
+        Command::Replay(args) => recording_cmd::replay(args, cli.json),
+        Command::Verify(args) => recording_cmd::verify(args, cli.json),
     }
 }
 

@@ -19,6 +19,7 @@ pub mod device;
 pub mod engine;
 pub mod layout;
 pub mod pattern;
+pub mod recording;
 pub mod selftest;
 pub mod sink;
 pub mod source;

@@ -120,7 +120,10 @@ pub enum StopWhen {
 #[derive(Debug, Default)]
 pub struct Progress {
     pub done_bytes: AtomicU64,
+    /// 0 when the total is not known (a recording of a stream without --size).
     pub total_bytes: AtomicU64,
+    /// Bytes lost because the input outran the targets (recordings of paced sources).
+    pub lost_bytes: AtomicU64,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -142,6 +142,74 @@ pub fn parse_duration(text: &str) -> Result<Duration, ParseError> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// Parses a data rate: `500M` or `500MiB/s` (bytes, x1024), `500MB/s` (bytes, x1000),
+/// `100Gbit/s` or `100Gb/s` (bits, x1000, as network people write them). Returns bytes per second.
+pub fn parse_rate_bytes_per_s(text: &str) -> Result<f64, ParseError> {
+    let trimmed = text.trim();
+    let body = trimmed
+        .strip_suffix("/s")
+        .or_else(|| trimmed.strip_suffix("ps"))
+        .unwrap_or(trimmed);
+    let bits = ["bit", "b"].iter().find_map(|suffix| {
+        body.strip_suffix(suffix)
+            .filter(|rest| !rest.ends_with(['i', 'I']))
+    });
+    if let Some(number_and_prefix) = bits {
+        let split = number_and_prefix
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(number_and_prefix.len());
+        let (number, prefix) = number_and_prefix.split_at(split);
+        let value: f64 = number.parse().map_err(|_| ParseError::BadSize {
+            text: text.to_string(),
+            why: "bad number",
+        })?;
+        let multiplier = match prefix {
+            "" => 1.0,
+            "k" | "K" => 1e3,
+            "M" => 1e6,
+            "G" => 1e9,
+            "T" => 1e12,
+            _ => {
+                return Err(ParseError::BadSize {
+                    text: text.to_string(),
+                    why: "unknown bit-rate prefix",
+                })
+            }
+        };
+        return Ok(value * multiplier / 8.0);
+    }
+    parse_size_bytes(body).map(|bytes| bytes as f64)
+}
+
+/// Formats nanoseconds since the Unix epoch as UTC: `2026-11-22 09:17:10.123`.
+pub fn format_utc_ns(ns: u64) -> String {
+    let seconds = ns / 1_000_000_000;
+    let millis = (ns / 1_000_000) % 1000;
+    let days = (seconds / 86_400) as i64;
+    let second_of_day = seconds % 86_400;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{millis:03}",
+        second_of_day / 3600,
+        (second_of_day / 60) % 60,
+        second_of_day % 60
+    )
+}
+
 /// Formats a byte count with a binary unit: `131072` becomes `128 KiB`, `1536` `1.50 KiB`.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -227,6 +295,29 @@ mod tests {
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("3d").is_err());
+    }
+
+    #[test]
+    fn rates_parse_in_bytes_and_bits() {
+        assert_eq!(parse_rate_bytes_per_s("100Gbit/s"), Ok(12.5e9));
+        assert_eq!(parse_rate_bytes_per_s("100Gb/s"), Ok(12.5e9));
+        assert_eq!(parse_rate_bytes_per_s("1.6GB/s"), Ok(1.6e9));
+        assert_eq!(parse_rate_bytes_per_s("512M"), Ok(536_870_912.0));
+        assert_eq!(parse_rate_bytes_per_s("512MiB/s"), Ok(536_870_912.0));
+        assert!(parse_rate_bytes_per_s("fast").is_err());
+    }
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(format_utc_ns(0), "1970-01-01 00:00:00.000");
+        assert_eq!(
+            format_utc_ns(1_795_000_000_123_000_000),
+            "2026-11-18 11:06:40.123"
+        );
+        assert_eq!(
+            format_utc_ns(951_782_400_000_000_000),
+            "2000-02-29 00:00:00.000"
+        );
     }
 
     #[test]

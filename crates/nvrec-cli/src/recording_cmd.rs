@@ -1,0 +1,634 @@
+//! `nvrec record`, `ls`, `replay`, `verify`: recordings on volume sets.
+
+use crate::{exit, parse_source, progress, signal, EngineArg, Finished, UsageError};
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use nvrec::device::{Access, Safety};
+use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingFlags, RecordingState};
+use nvrec::pattern::Pattern;
+use nvrec::recording::reader::{self, Item};
+use nvrec::recording::writer::{self, RecordOptions, RecordOutcome};
+use nvrec::recording::{volume, Fill, Stripe};
+use nvrec::source::{open_source, SourceSpec};
+use nvrec::stream::Progress;
+use nvrec::unit::{
+    format_bytes, format_utc_ns, parse_duration, parse_rate_bytes_per_s, parse_size_bytes,
+};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn size_arg(text: &str) -> Result<u64, String> {
+    parse_size_bytes(text).map_err(|error| error.to_string())
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|error| error.to_string())
+}
+
+fn rate_arg(text: &str) -> Result<f64, String> {
+    parse_rate_bytes_per_s(text).map_err(|error| error.to_string())
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StripeArg {
+    /// Each I/O goes to the member with the most room in its queue.
+    Adaptive,
+    /// Members in turn (RAID0).
+    RoundRobin,
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// Targets (files or block devices), one volume each. Without --append they are
+    /// formatted as a new volume set.
+    #[arg(required = true)]
+    targets: Vec<PathBuf>,
+    /// What to record: pattern, zero, stdin, or a file path.
+    #[arg(long, default_value = "stdin")]
+    source: String,
+    /// Seed of the pattern source.
+    #[arg(long, default_value = "0", value_parser = size_arg)]
+    seed: u64,
+    /// Stop after this many stream bytes.
+    #[arg(long, value_parser = size_arg)]
+    size: Option<u64>,
+    /// Stop after this long (e.g. 10s, 5m, 2h).
+    #[arg(long, value_parser = duration_arg)]
+    duration: Option<Duration>,
+    /// Pace the source at this rate (e.g. 800M, 1.6GB/s, 10Gbit/s). Input that finds no
+    /// free buffer is lost, counted, and marked in the recording.
+    #[arg(long, value_parser = rate_arg)]
+    rate: Option<f64>,
+    /// Chunk size: the unit written to one member (header included).
+    #[arg(long, default_value = "128K", value_parser = size_arg)]
+    chunk_size: u64,
+    /// I/O size: adjacent chunks for one member are written together.
+    #[arg(long, default_value = "1M", value_parser = size_arg)]
+    io_size: u64,
+    /// I/Os in flight per member.
+    #[arg(long, default_value_t = 32)]
+    queue_depth: u32,
+    /// Buffer pool that absorbs stalls of the targets.
+    #[arg(long, default_value = "256M", value_parser = size_arg)]
+    buffer: u64,
+    /// How chunks are spread over the targets.
+    #[arg(long, value_enum, default_value = "adaptive")]
+    stripe: StripeArg,
+    /// Wrap when full, overwriting the oldest chunks.
+    #[arg(long)]
+    ring: bool,
+    /// With --ring: discard ahead of the write point (BLKDISCARD, or punched holes in files).
+    #[arg(long, requires = "ring")]
+    trim: bool,
+    /// Add a recording after the last one on the same volume set.
+    #[arg(long)]
+    append: bool,
+    /// Name of the recording (and label of a new set).
+    #[arg(long, default_value = "")]
+    label: String,
+    /// Checkpoint (flush and record how far the durable data reaches) this often.
+    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    sync_interval: Duration,
+    /// Create missing file targets at this size.
+    #[arg(long, value_parser = size_arg)]
+    create_size: Option<u64>,
+    #[arg(long, value_enum, default_value = "auto")]
+    engine: EngineArg,
+    /// Write even to devices that are in use or hold a filesystem or partition table.
+    #[arg(long)]
+    force: bool,
+}
+
+pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
+    let chunk = args.chunk_size;
+    if chunk == 0 || chunk > u32::MAX as u64 || args.io_size % chunk != 0 || args.io_size < chunk {
+        return Err(UsageError(format!(
+            "--io-size ({}) must be a whole number of chunks ({chunk})",
+            args.io_size
+        ))
+        .into());
+    }
+    let source_spec = parse_source(&args.source, args.seed);
+    let options = RecordOptions {
+        chunk_size_bytes: chunk as u32,
+        io_chunk_count: (args.io_size / chunk) as u32,
+        queue_depth: args.queue_depth,
+        buffer_bytes: args.buffer,
+        stripe: match args.stripe {
+            StripeArg::Adaptive => Stripe::Adaptive,
+            StripeArg::RoundRobin => Stripe::RoundRobin,
+        },
+        fill: if args.ring {
+            Fill::Ring { trim: args.trim }
+        } else {
+            Fill::Linear
+        },
+        append: args.append,
+        label: args.label.clone(),
+        sync_interval: args.sync_interval,
+        engine: args.engine.choice(),
+        limit_bytes: args.size,
+        duration: args.duration,
+        rate_bytes_per_s: args.rate,
+        pattern: matches!(source_spec, SourceSpec::Pattern { .. }),
+        safety: if args.force {
+            Safety::Force
+        } else {
+            Safety::Check
+        },
+        create_len_bytes: args.create_size,
+    };
+    let mut source = open_source(&source_spec)?;
+    let progress = Arc::new(Progress::default());
+    let display = progress::ProgressDisplay::start(Arc::clone(&progress), "record".into(), !json);
+    let report = writer::record(
+        &args.targets,
+        source.as_mut(),
+        &options,
+        &signal::CONTROL,
+        &progress,
+    )
+    .context("recording")?;
+    drop(display);
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        let outcome = match report.outcome {
+            RecordOutcome::Complete => "complete",
+            RecordOutcome::SourceEnded => "source ended",
+            RecordOutcome::Stopped => "stopped",
+            RecordOutcome::Aborted => "aborted",
+            RecordOutcome::TargetFull => "TARGET FULL (linear mode): stopped cleanly, data intact",
+            RecordOutcome::Failed => "FAILED",
+        };
+        println!(
+            "nvrec record: recording {} on set {}: {outcome}",
+            report.recording_id, report.set_uuid
+        );
+        println!("  source        {}", source_spec.describe());
+        println!(
+            "  recorded      {} bytes ({}) in {} chunks, sequence {}..{}",
+            report.stream_bytes,
+            format_bytes(report.stream_bytes),
+            report.chunk_count,
+            report.first_sequence,
+            report.end_sequence
+        );
+        println!(
+            "  time          {:.3} s, {:.1} MiB/s",
+            report.elapsed_s, report.rate_mib_per_s
+        );
+        if report.lost_bytes > 0 {
+            println!("  LOST          {} bytes in {} gaps (input outran the targets; marked in the recording)", report.lost_bytes, report.gap_count);
+        } else {
+            println!("  lost          0 bytes");
+        }
+        if report.unrecorded_bytes > 0 {
+            println!(
+                "  unrecorded    {} bytes taken from the source could not be written",
+                report.unrecorded_bytes
+            );
+        }
+        println!(
+            "  striping      {:?} over {} members, chunk {}, I/O {}, queue depth {} per member, buffers {}",
+            report.stripe,
+            report.members.len(),
+            format_bytes(report.chunk_size_bytes as u64),
+            format_bytes(report.io_size_bytes),
+            report.queue_depth,
+            format_bytes(report.buffer_bytes)
+        );
+        for member in &report.members {
+            println!(
+                "  member        {}: {} chunks, {:.1} MiB/s{}",
+                member.path.display(),
+                member.chunk_count,
+                member.rate_mib_per_s,
+                if member.laps > 0 {
+                    format!(", {} laps", member.laps)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        println!(
+            "  engine        {} ({})",
+            report.engine.name(),
+            report.engine_features
+        );
+        println!("  checkpoints   {}", report.checkpoint_count);
+        println!(
+            "  cpu           {:.3} s user, {:.3} s system",
+            report.cpu_user_s, report.cpu_system_s
+        );
+        if let Some(error) = &report.error {
+            println!("  error         {error}");
+        }
+    }
+    Ok(Finished(match report.outcome {
+        RecordOutcome::Failed => exit::FAILURE,
+        RecordOutcome::Aborted => exit::ABORTED,
+        RecordOutcome::TargetFull => exit::TARGET_FULL,
+        _ => exit::OK,
+    }))
+}
+
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    /// The members of a volume set.
+    #[arg(required = true)]
+    targets: Vec<PathBuf>,
+}
+
+fn state_text(entry: &RecordingEntry) -> &'static str {
+    let wrapped = entry.flags.contains(RecordingFlags::RING);
+    match (entry.state, wrapped) {
+        (RecordingState::Open, _) => "open",
+        (RecordingState::Closed, false) => "complete",
+        (RecordingState::Closed, true) => "complete (ring)",
+        (RecordingState::Aborted, _) => "aborted",
+        (RecordingState::Interrupted, _) => "interrupted",
+    }
+}
+
+fn entry_json(entry: &RecordingEntry) -> serde_json::Value {
+    let seconds = entry.end_ns.saturating_sub(entry.start_ns) as f64 / 1e9;
+    let recorded = entry.stream_len_bytes.saturating_sub(entry.lost_bytes);
+    serde_json::json!({
+        "recording_id": entry.recording_id,
+        "name": entry.name.as_str(),
+        "state": state_text(entry),
+        "ring": entry.flags.contains(RecordingFlags::RING),
+        "pattern": entry.flags.contains(RecordingFlags::PATTERN),
+        "start": format_utc_ns(entry.start_ns),
+        "end": format_utc_ns(entry.end_ns),
+        "start_ns": entry.start_ns,
+        "end_ns": entry.end_ns,
+        "duration_s": seconds,
+        "bytes": recorded,
+        "stream_len_bytes": entry.stream_len_bytes,
+        "lost_bytes": entry.lost_bytes,
+        "chunk_count": entry.end_sequence - entry.first_sequence,
+        "first_sequence": entry.first_sequence,
+        "end_sequence": entry.end_sequence,
+        "mean_rate_mib_per_s": if seconds > 0.0 { recorded as f64 / 1048576.0 / seconds } else { 0.0 },
+        "members": entry.members.iter().map(|m| serde_json::json!({"start_slot": m.start_slot_index, "end_slot": m.end_slot_index})).collect::<Vec<_>>(),
+    })
+}
+
+pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
+    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
+    let entries = reader::recordings(&set)?;
+    let members: Vec<serde_json::Value> = (0..set.member_count())
+        .map(|index| serde_json::json!({"index": index, "path": volume::describe_member(&set, index), "present": set.members[index].is_some()}))
+        .collect();
+    let complete = set.missing_indices().is_empty() && set.problems.is_empty();
+    if json {
+        let value = serde_json::json!({
+            "set_uuid": set.set_uuid.to_string(),
+            "label": set.label,
+            "chunk_size_bytes": set.chunk_size_bytes,
+            "members": members,
+            "problems": set.problems,
+            "complete": complete,
+            "recordings": entries.iter().map(entry_json).collect::<Vec<_>>(),
+        });
+        println!("{value}");
+    } else {
+        println!(
+            "volume set {} \"{}\", chunk size {}",
+            set.set_uuid,
+            set.label,
+            format_bytes(set.chunk_size_bytes as u64)
+        );
+        for index in 0..set.member_count() {
+            let status = if set.members[index].is_some() {
+                ""
+            } else {
+                "  MISSING"
+            };
+            println!(
+                "  member {index}: {}{status}",
+                volume::describe_member(&set, index)
+            );
+        }
+        for problem in &set.problems {
+            println!(
+                "  NOT A MEMBER: {}: {}",
+                problem.path.display(),
+                problem.problem
+            );
+        }
+        if entries.is_empty() {
+            println!("no recordings");
+        } else {
+            println!(
+                "{:>4}  {:<16} {:<23} {:<23} {:>12} {:>9} {:>10} {:>12}  {}",
+                "id",
+                "state",
+                "start (UTC)",
+                "end (UTC)",
+                "bytes",
+                "chunks",
+                "MiB/s",
+                "lost bytes",
+                "name"
+            );
+            for entry in &entries {
+                let value = entry_json(entry);
+                println!(
+                    "{:>4}  {:<16} {:<23} {:<23} {:>12} {:>9} {:>10.1} {:>12}  {}",
+                    entry.recording_id,
+                    state_text(entry),
+                    format_utc_ns(entry.start_ns),
+                    if entry.end_ns == 0 {
+                        "-".to_string()
+                    } else {
+                        format_utc_ns(entry.end_ns)
+                    },
+                    value["bytes"].as_u64().unwrap_or(0),
+                    value["chunk_count"].as_u64().unwrap_or(0),
+                    value["mean_rate_mib_per_s"].as_f64().unwrap_or(0.0),
+                    entry.lost_bytes,
+                    entry.name.as_str()
+                );
+            }
+        }
+    }
+    Ok(Finished(if complete { exit::OK } else { exit::FAILURE }))
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    #[arg(required = true)]
+    targets: Vec<PathBuf>,
+    /// Which recording (default: the last).
+    #[arg(long)]
+    recording: Option<u32>,
+    /// Where the stream goes: a file, or stdout with '-'.
+    #[arg(long, default_value = "-")]
+    output: PathBuf,
+    /// Start this long after the recording's start (chunk granularity).
+    #[arg(long, value_parser = duration_arg)]
+    from: Option<Duration>,
+    /// End this long after the recording's start.
+    #[arg(long, value_parser = duration_arg)]
+    to: Option<Duration>,
+    /// Reproduce the original timing from the chunk timestamps.
+    #[arg(long)]
+    pace: bool,
+    #[arg(long, value_enum, default_value = "auto")]
+    engine: EngineArg,
+}
+
+pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
+    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
+    let entries = reader::recordings(&set)?;
+    let entry = reader::select(&entries, args.recording)?;
+    let to_stdout = args.output.as_os_str() == "-";
+    if to_stdout && json {
+        return Err(UsageError(
+            "--json and --output - both want stdout; give --output a file".into(),
+        )
+        .into());
+    }
+    let mut out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::BufWriter::with_capacity(
+            4 << 20,
+            std::io::stdout().lock(),
+        ))
+    } else {
+        let file = std::fs::File::create(&args.output)
+            .with_context(|| format!("creating {}", args.output.display()))?;
+        Box::new(std::io::BufWriter::with_capacity(4 << 20, file))
+    };
+    let from_ns = args.from.map(|d| entry.start_ns + d.as_nanos() as u64);
+    let to_ns = args.to.map(|d| entry.start_ns + d.as_nanos() as u64);
+    let progress = Arc::new(Progress::default());
+    let display = progress::ProgressDisplay::start(Arc::clone(&progress), "replay".into(), !json);
+    let mut written = 0u64;
+    let mut problems: Vec<String> = Vec::new();
+    let mut write_error: Option<std::io::Error> = None;
+    let started = Instant::now();
+    let mut first_timestamp: Option<u64> = None;
+    let summary = reader::read_recording(
+        &set,
+        &entry,
+        args.engine.choice(),
+        &signal::CONTROL,
+        &progress,
+        &mut |item| {
+            match item {
+                Item::Chunk { header, payload } => {
+                    if from_ns.is_some_and(|from| header.timestamp_ns < from) {
+                        return true;
+                    }
+                    if to_ns.is_some_and(|to| header.timestamp_ns > to) {
+                        return false;
+                    }
+                    if args.pace {
+                        let first = *first_timestamp.get_or_insert(header.timestamp_ns);
+                        let due = Duration::from_nanos(header.timestamp_ns.saturating_sub(first));
+                        if let Some(wait) = due.checked_sub(started.elapsed()) {
+                            std::thread::sleep(wait);
+                        }
+                    }
+                    if let Err(error) = out.write_all(payload) {
+                        write_error = Some(error);
+                        return false;
+                    }
+                    written += payload.len() as u64;
+                    if header.flags.contains(ChunkFlags::GAP) {
+                        problems.push(format!(
+                            "gap: {} bytes lost before stream offset {}",
+                            header.gap_bytes, header.stream_offset_bytes
+                        ));
+                    }
+                }
+                Item::Missing {
+                    first_sequence,
+                    count,
+                } => {
+                    problems.push(format!(
+                        "{count} chunks missing from sequence {first_sequence}"
+                    ));
+                }
+                Item::Damage(damage) => {
+                    problems.push(format!(
+                        "damaged chunk on member {} slot {} (offset {:#x}): {}",
+                        damage.member_index, damage.slot_index, damage.offset_bytes, damage.what
+                    ));
+                }
+            }
+            true
+        },
+    )?;
+    drop(display);
+    if let Err(error) = out.flush() {
+        write_error.get_or_insert(error);
+    }
+    let damaged = summary.damage_count > 0 || summary.missing_chunk_count > 0;
+    if json {
+        let value = serde_json::json!({"recording_id": entry.recording_id, "written_bytes": written, "summary": summary, "problems": problems, "error": write_error.as_ref().map(|e| e.to_string())});
+        println!("{value}");
+    } else {
+        eprintln!(
+            "nvrec replay: recording {} ({}): {} bytes in {} chunks, {:.3} s, {:.1} MiB/s",
+            entry.recording_id,
+            state_text(&entry),
+            written,
+            summary.chunk_count,
+            summary.elapsed_s,
+            summary.rate_mib_per_s
+        );
+        for problem in problems.iter().take(20) {
+            eprintln!("  {problem}");
+        }
+    }
+    if let Some(error) = write_error {
+        if error.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(error).context("writing the replayed stream");
+        }
+    }
+    Ok(Finished(if damaged { exit::FAILURE } else { exit::OK }))
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    #[arg(required = true)]
+    targets: Vec<PathBuf>,
+    /// Which recording (default: every one).
+    #[arg(long)]
+    recording: Option<u32>,
+    /// Seed of the pattern, for recordings of the pattern source.
+    #[arg(long, default_value = "0", value_parser = size_arg)]
+    seed: u64,
+    #[arg(long, value_enum, default_value = "auto")]
+    engine: EngineArg,
+}
+
+pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
+    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
+    let entries = reader::recordings(&set)?;
+    let selected: Vec<RecordingEntry> = match args.recording {
+        Some(id) => vec![reader::select(&entries, Some(id))?],
+        None => entries.clone(),
+    };
+    if selected.is_empty() {
+        return Err(nvrec::recording::RecordingError::NoRecordings.into());
+    }
+    let pattern = Pattern::new(args.seed);
+    let mut results = Vec::new();
+    let mut all_good = set.missing_indices().is_empty() && set.problems.is_empty();
+    for entry in &selected {
+        let mut first_bad: Option<String> = None;
+        let mut pattern_errors = 0u64;
+        let progress = Arc::new(Progress::default());
+        let display = progress::ProgressDisplay::start(
+            Arc::clone(&progress),
+            format!("verify {}", entry.recording_id),
+            !json,
+        );
+        let summary = reader::read_recording(
+            &set,
+            entry,
+            args.engine.choice(),
+            &signal::CONTROL,
+            &progress,
+            &mut |item| {
+                match item {
+                    Item::Chunk { header, payload } => {
+                        if header.flags.contains(ChunkFlags::PATTERN) {
+                            if let Err(mismatch) =
+                                pattern.check(header.stream_offset_bytes, payload, 0)
+                            {
+                                pattern_errors += 1;
+                                first_bad.get_or_insert_with(|| {
+                                    format!(
+                                        "sequence {} on member {} slot {}: {mismatch}",
+                                        header.sequence, header.member_index, header.slot_index
+                                    )
+                                });
+                            }
+                        }
+                    }
+                    Item::Missing {
+                        first_sequence,
+                        count,
+                    } => {
+                        first_bad.get_or_insert_with(|| {
+                            format!("{count} chunks missing from sequence {first_sequence}")
+                        });
+                    }
+                    Item::Damage(damage) => {
+                        first_bad.get_or_insert_with(|| {
+                            format!(
+                                "member {} ({}) slot {} at offset {:#x}{}: {}",
+                                damage.member_index,
+                                volume::describe_member(&set, damage.member_index as usize),
+                                damage.slot_index,
+                                damage.offset_bytes,
+                                damage
+                                    .sequence
+                                    .map(|s| format!(", sequence {s}"))
+                                    .unwrap_or_default(),
+                                damage.what
+                            )
+                        });
+                    }
+                }
+                true
+            },
+        )?;
+        drop(display);
+        let good = first_bad.is_none();
+        all_good &= good;
+        results.push(serde_json::json!({
+            "recording_id": entry.recording_id,
+            "state": state_text(entry),
+            "good": good,
+            "chunk_count": summary.chunk_count,
+            "payload_bytes": summary.payload_bytes,
+            "missing_chunk_count": summary.missing_chunk_count,
+            "damage_count": summary.damage_count,
+            "pattern_error_count": pattern_errors,
+            "lost_bytes": summary.lost_bytes,
+            "first_bad": first_bad,
+            "rate_mib_per_s": summary.rate_mib_per_s,
+        }));
+        if !json {
+            match &first_bad {
+                None => println!(
+                    "recording {} ({}): OK, {} chunks, {} bytes, CRC and sequence checked{}, {:.1} MiB/s",
+                    entry.recording_id,
+                    state_text(entry),
+                    summary.chunk_count,
+                    summary.payload_bytes,
+                    if entry.flags.contains(RecordingFlags::PATTERN) { ", pattern checked" } else { "" },
+                    summary.rate_mib_per_s
+                ),
+                Some(bad) => println!("recording {} ({}): BAD: first bad chunk: {bad}", entry.recording_id, state_text(entry)),
+            }
+        }
+    }
+    if !set.problems.is_empty() || !set.missing_indices().is_empty() {
+        let missing = set.missing_indices();
+        if !json {
+            for index in &missing {
+                println!("member {index} is missing");
+            }
+            for problem in &set.problems {
+                println!("{}: {}", problem.path.display(), problem.problem);
+            }
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"set_uuid": set.set_uuid.to_string(), "good": all_good, "recordings": results, "missing_members": set.missing_indices(), "problems": set.problems})
+        );
+    }
+    Ok(Finished(if all_good { exit::OK } else { exit::FAILURE }))
+}

@@ -1,0 +1,92 @@
+//! Recordings: striped, self-describing, crash-safe streams on a volume set.
+//!
+//! A recording is a stream cut into chunks; each chunk is framed with a header
+//! ([`crate::layout::ChunkHeader`]: set, recording, global sequence number, timestamp,
+//! stream offset, CRC32C) and written to one member of the volume set. Members are written
+//! strictly sequentially; *which* member a chunk goes to is decided when it is submitted:
+//! the member with room in its queue ([`Stripe::Adaptive`]), or the next in turn
+//! ([`Stripe::RoundRobin`], classic RAID0). A checkpoint every sync interval makes
+//! everything before it durable and bounds the search after a crash.
+//!
+//! - [`volume`]: formatting and opening volume sets, metadata I/O.
+//! - [`writer`]: `record`.
+//! - [`reader`]: reading chunks back in sequence order: `replay`, `verify`, and recovery.
+//!
+//! The format is specified in `docs/FORMAT.md`; this module follows its writing and
+//! reading rules.
+
+pub mod reader;
+pub mod volume;
+pub mod writer;
+
+use crate::device::DeviceError;
+use crate::layout::LayoutError;
+
+/// Slots per member that recovery may search past the last checkpoint. The writer
+/// checkpoints before any member gets further than half of this from its last checkpoint.
+pub const RECOVERY_WINDOW_SLOTS: u32 = 1 << 16;
+
+/// How chunks are spread over the members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stripe {
+    /// Each I/O goes to the member with the most room in its queue: fast members take more.
+    Adaptive,
+    /// Members in turn, waiting for the next one if it is busy (RAID0).
+    RoundRobin,
+}
+
+/// What happens when the members are full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fill {
+    /// Stop cleanly when full.
+    Linear,
+    /// Wrap to the start and overwrite the oldest chunks; with `trim`, discard ahead of
+    /// the write point.
+    Ring { trim: bool },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error("on-disk format: {0}")]
+    Layout(#[from] LayoutError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    #[error(transparent)]
+    Buffer(#[from] crate::buffer::BufferError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("not an nvrec volume set: {0}")]
+    NotAVolumeSet(String),
+    #[error("volume set {set_uuid} is incomplete: {} of {member_count} members missing{}{}", missing.len(),
+        if missing.is_empty() { String::new() } else { format!(" (member {})", missing.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(", ")) },
+        if problems.is_empty() { String::new() } else { format!("; {}", problems.join("; ")) })]
+    IncompleteSet {
+        set_uuid: String,
+        missing: Vec<u16>,
+        member_count: usize,
+        problems: Vec<String>,
+    },
+    #[error("recording {0} is not on this volume set")]
+    NoSuchRecording(u32),
+    #[error("the volume set holds no recording")]
+    NoRecordings,
+}
+
+impl RecordingError {
+    /// Whether the error is the user's to fix in the arguments (exit status 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            RecordingError::Usage(_) | RecordingError::NoSuchRecording(_)
+        )
+    }
+}

@@ -1,0 +1,737 @@
+//! Reading recordings back: in sequence order across members, with every check.
+//!
+//! Each member is scanned sequentially over the slots its part of the recording occupies,
+//! with reads of several slots kept in flight through the engine; the scans are merged by
+//! sequence number, so the stream comes out in the order it went in whichever member each
+//! chunk went to. The reader never trusts a slot: a chunk counts only if it decodes (both
+//! CRC32Cs), belongs to this set and recording, names this member and slot, and continues
+//! the member's increasing sequence. Anything else inside the recording's span is damage
+//! and is reported with member, offset and sequence.
+//!
+//! Recovery after a crash ([`recovered_end`]) reads only from the last checkpoint forward,
+//! at most the recovery window per member: never the whole drive.
+
+use super::volume::{self, VolumeSet};
+use super::RecordingError;
+use crate::buffer::BufferPool;
+use crate::engine::{self, EngineChoice, EngineConfig, IoCompletion, IoOp, IoRequest};
+use crate::layout::{
+    decode_chunk, Checkpoint, ChunkFlags, ChunkHeader, MemberPosition, MemberSpan, RecordingEntry,
+    RecordingFlags, RecordingState, VolumeLayout,
+};
+use crate::stream::{process_cpu_s, Control, ControlState, Progress};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Slots per read when scanning a member.
+pub const SCAN_SLOTS_PER_READ: u64 = 8;
+/// Reads in flight per member while scanning.
+pub const SCAN_QUEUE_DEPTH: u32 = 16;
+
+/// Where a crashed recording really ends, found from the last checkpoint forward.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RecoveredEnd {
+    pub recording_id: u32,
+    pub state: String,
+    pub end_sequence: u64,
+    pub highest_sequence_seen: Option<u64>,
+    pub end_ns: u64,
+    pub stream_len_bytes: u64,
+    pub lost_bytes: u64,
+    pub end_slots: Vec<u64>,
+    pub laps: Vec<u64>,
+    /// Chunks found after the checkpoint and kept.
+    pub recovered_chunk_count: u64,
+    /// Slots read by the search (bounded by the recovery window).
+    pub searched_slot_count: u64,
+}
+
+/// The recordings of a set as they really are: entries of crashed recordings are closed
+/// (in memory) at their recovered end, marked interrupted.
+pub fn recordings(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError> {
+    let mut entries = set.recordings()?;
+    if let Some((checkpoint, recovered)) = recovered_end(set)? {
+        if let Some(entry) = entries
+            .iter_mut()
+            .find(|e| e.recording_id == checkpoint.recording_id)
+        {
+            apply_recovery(entry, &recovered);
+        }
+    }
+    Ok(entries)
+}
+
+fn apply_recovery(entry: &mut RecordingEntry, recovered: &RecoveredEnd) {
+    entry.state = match recovered.state.as_str() {
+        "closed" => RecordingState::Closed,
+        "aborted" => RecordingState::Aborted,
+        _ => RecordingState::Interrupted,
+    };
+    entry.end_sequence = recovered.end_sequence;
+    entry.end_ns = recovered.end_ns;
+    entry.stream_len_bytes = recovered.stream_len_bytes;
+    entry.lost_bytes = recovered.lost_bytes;
+    for (span, &end) in entry.members.iter_mut().zip(&recovered.end_slots) {
+        span.end_slot_index = end;
+    }
+}
+
+/// Finds the end of a recording that was open at the last checkpoint (a crash), reading
+/// only from the checkpoint forward. `None` when no recording was open.
+pub fn recovered_end(
+    set: &VolumeSet,
+) -> Result<Option<(Checkpoint, RecoveredEnd)>, RecordingError> {
+    let Some(checkpoint) = set.newest_checkpoint()? else {
+        return Ok(None);
+    };
+    if checkpoint.recording_id == 0 {
+        return Ok(None);
+    }
+    let entries = set.recordings()?;
+    let Some(entry) = entries
+        .iter()
+        .find(|e| e.recording_id == checkpoint.recording_id)
+    else {
+        return Ok(None);
+    };
+    if entry.state != RecordingState::Open {
+        return Ok(None);
+    }
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    let mut kept: Vec<ChunkHeader> = Vec::new();
+    let mut end_slots = Vec::new();
+    let mut laps = Vec::new();
+    let mut highest: Option<u64> = None;
+    let mut searched_slot_count = 0u64;
+    for (index, member) in set.members.iter().enumerate() {
+        let position = checkpoint
+            .members
+            .get(index)
+            .copied()
+            .unwrap_or(MemberPosition {
+                next_slot_index: 0,
+                lap: 0,
+            });
+        let Some(member) = member else {
+            end_slots.push(position.next_slot_index);
+            laps.push(position.lap);
+            continue;
+        };
+        let layout = member.layout();
+        let mut slot = position.next_slot_index;
+        let mut lap = position.lap;
+        let mut last_sequence: Option<u64> = None;
+        let mut end_slot = slot;
+        let mut end_lap = lap;
+        let mut remaining = checkpoint.recovery_window_slots as u64;
+        'search: while remaining > 0 {
+            if slot >= layout.data_slot_count {
+                if !ring {
+                    break;
+                }
+                slot = 0;
+                lap += 1;
+            }
+            let count = SCAN_SLOTS_PER_READ
+                .min(layout.data_slot_count - slot)
+                .min(remaining);
+            let offset = layout.data_slot_offset_bytes(slot).unwrap_or(0);
+            let bytes = volume::read_aligned(
+                &member.target,
+                offset,
+                (count * layout.chunk_size_bytes as u64) as usize,
+            )?;
+            for (within, slot_bytes) in bytes.chunks(layout.chunk_size_bytes as usize).enumerate() {
+                searched_slot_count += 1;
+                let this_slot = slot + within as u64;
+                let Ok(view) = decode_chunk(slot_bytes) else {
+                    break 'search;
+                };
+                let header = view.header;
+                let belongs = header.set_uuid == set.set_uuid
+                    && header.recording_id == checkpoint.recording_id
+                    && header.member_index as usize == index
+                    && header.slot_index == this_slot
+                    && header.sequence >= checkpoint.durable_sequence_end
+                    && last_sequence.is_none_or(|last| header.sequence > last);
+                if !belongs {
+                    break 'search;
+                }
+                last_sequence = Some(header.sequence);
+                highest = Some(highest.map_or(header.sequence, |h: u64| h.max(header.sequence)));
+                kept.push(header);
+                end_slot = this_slot + 1;
+                end_lap = lap;
+            }
+            slot += count;
+            remaining -= count;
+        }
+        end_slots.push(end_slot);
+        laps.push(end_lap);
+    }
+    kept.sort_by_key(|header| header.sequence);
+    let mut end_sequence = checkpoint.durable_sequence_end;
+    for header in &kept {
+        if header.sequence == end_sequence {
+            end_sequence += 1;
+        } else if header.sequence > end_sequence {
+            break;
+        }
+    }
+    // Chunks past the first hole are not part of a contiguous stream: their slots are free.
+    let contiguous: Vec<&ChunkHeader> = kept.iter().filter(|h| h.sequence < end_sequence).collect();
+    for (index, member) in set.members.iter().enumerate() {
+        if member.is_none() {
+            continue;
+        }
+        let position = checkpoint.members[index];
+        let last_kept = contiguous
+            .iter()
+            .filter(|h| h.member_index as usize == index)
+            .last();
+        end_slots[index] = last_kept.map_or(position.next_slot_index, |h| h.slot_index + 1);
+        if last_kept.is_none() {
+            laps[index] = position.lap;
+        }
+    }
+    let last = contiguous.last();
+    let state = match last {
+        Some(h) if h.flags.contains(ChunkFlags::END) && h.flags.contains(ChunkFlags::ABORTED) => {
+            "aborted"
+        }
+        Some(h) if h.flags.contains(ChunkFlags::END) => "closed",
+        _ => "interrupted",
+    };
+    let lost_after: u64 = contiguous.iter().map(|h| h.gap_bytes).sum();
+    let recovered = RecoveredEnd {
+        recording_id: checkpoint.recording_id,
+        state: state.to_string(),
+        end_sequence,
+        highest_sequence_seen: highest,
+        end_ns: last.map_or(checkpoint.written_ns, |h| h.timestamp_ns),
+        stream_len_bytes: last.map_or(checkpoint.durable_stream_bytes, |h| {
+            h.stream_offset_bytes + h.payload_len_bytes as u64
+        }),
+        lost_bytes: checkpoint.durable_lost_bytes + lost_after,
+        end_slots,
+        laps,
+        recovered_chunk_count: contiguous.len() as u64,
+        searched_slot_count,
+    };
+    Ok(Some((checkpoint, recovered)))
+}
+
+/// Recovers and closes a crashed recording on disk (entry and checkpoint), so that the set
+/// can take a new recording. Returns what was found, or `None` if nothing was open.
+pub fn recover(set: &VolumeSet) -> Result<Option<RecoveredEnd>, RecordingError> {
+    let Some((checkpoint, recovered)) = recovered_end(set)? else {
+        // A crash after the entry was closed leaves only the idle checkpoint missing.
+        if let Some(checkpoint) = set.newest_checkpoint()? {
+            if checkpoint.recording_id != 0 {
+                let entries = set.recordings()?;
+                if let Some(entry) = entries
+                    .iter()
+                    .find(|e| e.recording_id == checkpoint.recording_id)
+                {
+                    let positions = entry
+                        .members
+                        .iter()
+                        .zip(&checkpoint.members)
+                        .map(|(span, position)| MemberPosition {
+                            next_slot_index: span.end_slot_index,
+                            lap: position.lap,
+                        })
+                        .collect();
+                    set.write_checkpoint(&Checkpoint {
+                        generation: checkpoint.generation + 1,
+                        written_ns: volume::now_ns(),
+                        recording_id: 0,
+                        recording_first_sequence: 0,
+                        durable_sequence_end: entry
+                            .end_sequence
+                            .max(checkpoint.durable_sequence_end),
+                        members: positions,
+                        ..checkpoint
+                    })?;
+                }
+            }
+        }
+        return Ok(None);
+    };
+    let mut entries = set.recordings()?;
+    if let Some(entry) = entries
+        .iter_mut()
+        .find(|e| e.recording_id == checkpoint.recording_id)
+    {
+        apply_recovery(entry, &recovered);
+        entry.revision += 1;
+        set.write_entry(entry)?;
+    }
+    let next_sequence = recovered
+        .end_sequence
+        .max(recovered.highest_sequence_seen.map_or(0, |h| h + 1));
+    set.write_checkpoint(&Checkpoint {
+        generation: checkpoint.generation + 1,
+        written_ns: volume::now_ns(),
+        recording_id: 0,
+        recording_first_sequence: 0,
+        durable_sequence_end: next_sequence,
+        durable_stream_bytes: recovered.stream_len_bytes,
+        durable_lost_bytes: recovered.lost_bytes,
+        members: recovered
+            .end_slots
+            .iter()
+            .zip(&recovered.laps)
+            .map(|(&slot, &lap)| MemberPosition {
+                next_slot_index: slot,
+                lap,
+            })
+            .collect(),
+        ..checkpoint
+    })?;
+    Ok(Some(recovered))
+}
+
+/// Picks recording `id`, or the last one.
+pub fn select(
+    entries: &[RecordingEntry],
+    id: Option<u32>,
+) -> Result<RecordingEntry, RecordingError> {
+    match id {
+        Some(id) => entries
+            .iter()
+            .find(|e| e.recording_id == id)
+            .cloned()
+            .ok_or(RecordingError::NoSuchRecording(id)),
+        None => entries.last().cloned().ok_or(RecordingError::NoRecordings),
+    }
+}
+
+/// Something wrong found while reading a recording.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Damage {
+    pub member_index: u16,
+    pub slot_index: u64,
+    pub offset_bytes: u64,
+    pub sequence: Option<u64>,
+    pub what: String,
+}
+
+/// What the merge hands out, in sequence order.
+pub enum Item<'a> {
+    Chunk {
+        header: &'a ChunkHeader,
+        payload: &'a [u8],
+    },
+    /// Sequence numbers that are in the recording's range but were found on no member.
+    Missing {
+        first_sequence: u64,
+        count: u64,
+    },
+    Damage(&'a Damage),
+}
+
+/// What a read of a recording found.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReadSummary {
+    pub chunk_count: u64,
+    pub payload_bytes: u64,
+    pub read_bytes: u64,
+    pub first_sequence: Option<u64>,
+    pub last_sequence: Option<u64>,
+    pub missing_chunk_count: u64,
+    pub damage_count: u64,
+    pub gap_count: u64,
+    pub lost_bytes: u64,
+    pub elapsed_s: f64,
+    pub rate_mib_per_s: f64,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+}
+
+struct ReadFlight {
+    buffer: u32,
+    first_slot: u64,
+    slot_count: u64,
+    done: bool,
+    failed: Option<String>,
+}
+
+struct Scan {
+    member_index: u16,
+    /// Slots still to be read, in order: (first, count) runs (two when a ring wraps).
+    runs: VecDeque<(u64, u64)>,
+    flights: VecDeque<ReadFlight>,
+    /// Position in the head flight's slots.
+    cursor: u64,
+    last_sequence: Option<u64>,
+    /// The head chunk, decoded, waiting for the merge: (sequence, slot within head flight).
+    head: Option<(ChunkHeader, u64)>,
+    exhausted: bool,
+}
+
+/// Reads recording `entry` of `set` in sequence order, calling `each` for every chunk,
+/// hole and damage. Stops early when `each` returns false or `control` says so.
+pub fn read_recording(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    engine_choice: EngineChoice,
+    control: &Control,
+    progress: &Progress,
+    each: &mut dyn FnMut(Item<'_>) -> bool,
+) -> Result<ReadSummary, RecordingError> {
+    let cpu_before = process_cpu_s();
+    let started = Instant::now();
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    let chunk_bytes = set.chunk_size_bytes as u64;
+    let member_count = set.member_count();
+    let slots_per_read = SCAN_SLOTS_PER_READ;
+    let buffer_count = (SCAN_QUEUE_DEPTH as usize * member_count).max(2);
+    let pool = BufferPool::new(buffer_count, (slots_per_read * chunk_bytes) as usize)?;
+    let files: Vec<&std::fs::File> = set.present().map(|m| &m.target.file).collect();
+    // Engine file indices follow the present members; map member index to file index.
+    let mut file_of_member = vec![u16::MAX; member_count];
+    for (file_index, member) in set.present().enumerate() {
+        file_of_member[member.index() as usize] = file_index as u16;
+    }
+    let opened = engine::open_engine(
+        engine_choice,
+        &files,
+        pool,
+        EngineConfig {
+            queue_depth: buffer_count as u32,
+            sqpoll: false,
+        },
+    )?;
+    let mut engine = opened.engine;
+    let mut free: Vec<u32> = (0..buffer_count as u32).rev().collect();
+    let mut scans: Vec<Scan> = Vec::new();
+    for (index, member) in set.members.iter().enumerate() {
+        let span = entry
+            .members
+            .get(index)
+            .copied()
+            .unwrap_or(MemberSpan::default());
+        let runs = match member {
+            None => VecDeque::new(),
+            Some(member) => slot_runs(member.layout(), span, ring),
+        };
+        scans.push(Scan {
+            member_index: index as u16,
+            runs,
+            flights: VecDeque::new(),
+            cursor: 0,
+            last_sequence: None,
+            head: None,
+            exhausted: member.is_none(),
+        });
+    }
+    progress.total_bytes.store(
+        entry.stream_len_bytes.saturating_sub(entry.lost_bytes),
+        Ordering::Relaxed,
+    );
+    progress.done_bytes.store(0, Ordering::Relaxed);
+    let mut summary = ReadSummary::default();
+    let mut completions: Vec<IoCompletion> = Vec::with_capacity(buffer_count);
+    let mut expected: Option<u64> = if ring {
+        None
+    } else {
+        Some(entry.first_sequence)
+    };
+    let mut damages: Vec<Damage> = Vec::new();
+    let mut stop = false;
+    loop {
+        if control.state() != ControlState::Run {
+            break;
+        }
+        // Keep reads in flight on every member.
+        for scan in scans.iter_mut() {
+            while scan.flights.len() < SCAN_QUEUE_DEPTH as usize {
+                let Some(&(first, count)) = scan.runs.front() else {
+                    break;
+                };
+                let Some(buffer) = free.pop() else { break };
+                let take = count.min(slots_per_read);
+                let member = set.members[scan.member_index as usize]
+                    .as_ref()
+                    .expect("scans only present members");
+                let offset_bytes = member.layout().data_slot_offset_bytes(first).unwrap_or(0);
+                let user_data = ((scan.member_index as u64) << 48) | (first & ((1 << 48) - 1));
+                engine.push(IoRequest {
+                    op: IoOp::Read,
+                    file_index: file_of_member[scan.member_index as usize],
+                    slot: buffer,
+                    offset_bytes,
+                    len_bytes: (take * chunk_bytes) as u32,
+                    user_data,
+                });
+                summary.read_bytes += take * chunk_bytes;
+                scan.flights.push_back(ReadFlight {
+                    buffer,
+                    first_slot: first,
+                    slot_count: take,
+                    done: false,
+                    failed: None,
+                });
+                if take == count {
+                    scan.runs.pop_front();
+                } else {
+                    scan.runs[0] = (first + take, count - take);
+                }
+            }
+        }
+        // Decode heads where the data is there.
+        let mut waiting = false;
+        for scan in scans.iter_mut() {
+            if scan.head.is_some() || scan.exhausted {
+                continue;
+            }
+            advance(
+                scan,
+                set,
+                entry,
+                engine.pool(),
+                &mut free,
+                &mut damages,
+                chunk_bytes,
+            );
+            if scan.head.is_none() && !scan.exhausted {
+                waiting = true;
+            }
+        }
+        // Report damage found so far (it is ordered by member, not sequence).
+        for damage in damages.drain(..) {
+            summary.damage_count += 1;
+            if !each(Item::Damage(&damage)) {
+                stop = true;
+            }
+        }
+        if stop {
+            break;
+        }
+        if waiting {
+            engine.submit_and_reap(1, &mut completions)?;
+            for completion in completions.drain(..) {
+                let member_index = (completion.user_data >> 48) as usize;
+                let first_slot = completion.user_data & ((1 << 48) - 1);
+                if let Some(flight) = scans[member_index]
+                    .flights
+                    .iter_mut()
+                    .find(|f| f.first_slot == first_slot && !f.done)
+                {
+                    flight.done = true;
+                    if let Err(error) = completion.result {
+                        flight.failed = Some(error.to_string());
+                    }
+                }
+            }
+            continue;
+        }
+        // Every live member has a head: emit the lowest sequence.
+        let Some(best) = (0..scans.len())
+            .filter(|&i| scans[i].head.is_some())
+            .min_by_key(|&i| scans[i].head.map(|h| h.0.sequence))
+        else {
+            break; // All members exhausted.
+        };
+        let (header, within) = scans[best].head.take().expect("chosen for its head");
+        if expected.is_none() {
+            // Ring: what survives starts at the newest of the members' oldest chunks.
+            let start = scans
+                .iter()
+                .filter_map(|s| s.head.map(|h| h.0.sequence))
+                .chain(std::iter::once(header.sequence))
+                .max()
+                .unwrap_or(header.sequence);
+            expected = Some(start.max(entry.first_sequence));
+        }
+        let want = expected.unwrap_or(entry.first_sequence);
+        if header.sequence < want {
+            scans[best].cursor = within + 1;
+            continue; // Older than the surviving run (ring) or a duplicate.
+        }
+        if header.sequence > want {
+            summary.missing_chunk_count += header.sequence - want;
+            if !each(Item::Missing {
+                first_sequence: want,
+                count: header.sequence - want,
+            }) {
+                break;
+            }
+        }
+        expected = Some(header.sequence + 1);
+        let flight = &scans[best].flights[0];
+        let slot_bytes_start = (within * chunk_bytes) as usize;
+        let buffer = engine.pool().slot(flight.buffer as usize);
+        let slot_bytes = &buffer[slot_bytes_start..slot_bytes_start + chunk_bytes as usize];
+        let payload = &slot_bytes[header.payload_range()];
+        summary.chunk_count += 1;
+        summary.payload_bytes += payload.len() as u64;
+        summary.first_sequence.get_or_insert(header.sequence);
+        summary.last_sequence = Some(header.sequence);
+        if header.gap_bytes > 0 {
+            summary.gap_count += 1;
+            summary.lost_bytes += header.gap_bytes;
+        }
+        progress
+            .done_bytes
+            .store(summary.payload_bytes, Ordering::Relaxed);
+        let keep_going = each(Item::Chunk {
+            header: &header,
+            payload,
+        });
+        scans[best].cursor = within + 1;
+        if !keep_going {
+            break;
+        }
+    }
+    // The end: sequences after the last chunk found that the entry says exist.
+    if !stop && control.state() == ControlState::Run {
+        if let Some(want) = expected {
+            if want < entry.end_sequence {
+                summary.missing_chunk_count += entry.end_sequence - want;
+                each(Item::Missing {
+                    first_sequence: want,
+                    count: entry.end_sequence - want,
+                });
+            }
+        }
+    }
+    // Let in-flight reads finish before the pool goes away (the engine's drop waits too).
+    drop(engine);
+    let elapsed = started.elapsed();
+    let cpu_after = process_cpu_s();
+    summary.elapsed_s = elapsed.as_secs_f64();
+    summary.rate_mib_per_s = crate::unit::rate_mib_per_s(summary.payload_bytes, elapsed);
+    summary.cpu_user_s = cpu_after.0 - cpu_before.0;
+    summary.cpu_system_s = cpu_after.1 - cpu_before.1;
+    Ok(summary)
+}
+
+/// The slots of a member to read, in order.
+fn slot_runs(layout: &VolumeLayout, span: MemberSpan, ring: bool) -> VecDeque<(u64, u64)> {
+    let mut runs = VecDeque::new();
+    if ring {
+        // One whole lap, oldest first: from the end position round to it.
+        let slots = layout.data_slot_count;
+        let end = span.end_slot_index.min(slots);
+        if end < slots {
+            runs.push_back((end, slots - end));
+        }
+        if end > 0 {
+            runs.push_back((0, end));
+        }
+    } else if span.end_slot_index > span.start_slot_index {
+        runs.push_back((
+            span.start_slot_index,
+            span.end_slot_index - span.start_slot_index,
+        ));
+    }
+    runs
+}
+
+/// Moves a member's cursor to its next chunk of the recording, if its data has arrived.
+fn advance(
+    scan: &mut Scan,
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    pool: &BufferPool,
+    free: &mut Vec<u32>,
+    damages: &mut Vec<Damage>,
+    chunk_bytes: u64,
+) {
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    loop {
+        let Some(flight) = scan.flights.front() else {
+            if scan.runs.is_empty() {
+                scan.exhausted = true;
+            }
+            return;
+        };
+        if !flight.done {
+            return;
+        }
+        if scan.cursor >= flight.slot_count || flight.failed.is_some() {
+            if let Some(error) = &flight.failed {
+                let member = set.members[scan.member_index as usize].as_ref();
+                damages.push(Damage {
+                    member_index: scan.member_index,
+                    slot_index: flight.first_slot,
+                    offset_bytes: member
+                        .and_then(|m| m.layout().data_slot_offset_bytes(flight.first_slot))
+                        .unwrap_or(0),
+                    sequence: None,
+                    what: format!("read failed: {error}"),
+                });
+            }
+            free.push(flight.buffer);
+            scan.flights.pop_front();
+            scan.cursor = 0;
+            continue;
+        }
+        let slot_index = flight.first_slot + scan.cursor;
+        let start = (scan.cursor * chunk_bytes) as usize;
+        let bytes = &pool.slot(flight.buffer as usize)[start..start + chunk_bytes as usize];
+        let damage = |what: String, sequence: Option<u64>| Damage {
+            member_index: scan.member_index,
+            slot_index,
+            offset_bytes: set.members[scan.member_index as usize]
+                .as_ref()
+                .and_then(|m| m.layout().data_slot_offset_bytes(slot_index))
+                .unwrap_or(0),
+            sequence,
+            what,
+        };
+        match decode_chunk(bytes) {
+            Ok(view) => {
+                let header = view.header;
+                let ours =
+                    header.set_uuid == set.set_uuid && header.recording_id == entry.recording_id;
+                let in_range =
+                    header.sequence >= entry.first_sequence && header.sequence < entry.end_sequence;
+                if ours && in_range {
+                    if header.member_index != scan.member_index || header.slot_index != slot_index {
+                        damages.push(damage(
+                            format!(
+                                "misplaced chunk: says member {} slot {}",
+                                header.member_index, header.slot_index
+                            ),
+                            Some(header.sequence),
+                        ));
+                    } else if scan
+                        .last_sequence
+                        .is_some_and(|last| header.sequence <= last)
+                    {
+                        damages.push(damage(
+                            "sequence out of order on this member".into(),
+                            Some(header.sequence),
+                        ));
+                    } else {
+                        scan.last_sequence = Some(header.sequence);
+                        scan.head = Some((header, scan.cursor));
+                        return;
+                    }
+                } else if !ring {
+                    // In a linear span every slot belongs to the recording.
+                    damages.push(damage(
+                        format!(
+                            "slot holds another chunk (recording {}, sequence {})",
+                            header.recording_id, header.sequence
+                        ),
+                        Some(header.sequence),
+                    ));
+                }
+            }
+            Err(error) => {
+                if !ring {
+                    let sequence = crate::layout::decode_chunk_header(bytes)
+                        .ok()
+                        .map(|h| h.sequence);
+                    damages.push(damage(format!("chunk does not decode: {error}"), sequence));
+                }
+            }
+        }
+        scan.cursor += 1;
+    }
+}

@@ -1,0 +1,532 @@
+//! Volume sets on targets: formatting, opening, and the metadata I/O of `docs/FORMAT.md`.
+//!
+//! Metadata (superblocks, checkpoints, recording entries) is small and rare, so it is read
+//! and written synchronously with aligned buffers on the control path; chunks go through
+//! the engine. Every metadata write is followed by a flush before anything depends on it.
+
+use super::RecordingError;
+use crate::buffer::BufferPool;
+use crate::device::{self, Access, OpenOptions, Safety, Target};
+use crate::layout::{
+    newest_checkpoint, newest_recording_entry, select_superblock, Checkpoint, Label,
+    MemberPosition, RecordingEntry, Superblock, SuperblockCopies, Uuid, VolumeLayout,
+    CHECKPOINT_SIZE_BYTES, SUPERBLOCK_SIZE_BYTES,
+};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Nanoseconds since the Unix epoch, the format's clock.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// A fresh random (version 4) set uuid from the kernel's generator.
+pub fn random_uuid() -> Result<Uuid, RecordingError> {
+    let mut bytes = [0u8; 16];
+    // SAFETY: getrandom writes at most 16 bytes into our 16-byte buffer.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got != bytes.len() as isize {
+        return Err(RecordingError::Io {
+            what: "drawing a random set uuid".into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(Uuid::from_random_bytes(bytes))
+}
+
+/// One member of an open set.
+#[derive(Debug)]
+pub struct Member {
+    pub target: Target,
+    pub superblock: Superblock,
+    pub copies: SuperblockCopies,
+}
+
+impl Member {
+    pub fn layout(&self) -> &VolumeLayout {
+        &self.superblock.layout
+    }
+
+    pub fn index(&self) -> u16 {
+        self.superblock.member_index
+    }
+}
+
+/// What was found on a target that is not a usable member of the set.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MemberProblem {
+    pub path: PathBuf,
+    pub problem: String,
+}
+
+/// The members of one volume set, in member order. Members may be missing (`None`).
+#[derive(Debug)]
+pub struct VolumeSet {
+    pub set_uuid: Uuid,
+    pub label: String,
+    pub chunk_size_bytes: u32,
+    pub members: Vec<Option<Member>>,
+    /// Targets given that are not members: foreign sets, duplicates, unformatted.
+    pub problems: Vec<MemberProblem>,
+}
+
+impl VolumeSet {
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn missing_indices(&self) -> Vec<u16> {
+        self.members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.is_none())
+            .map(|(i, _)| i as u16)
+            .collect()
+    }
+
+    /// Fails with a message naming what is missing or foreign unless every member is here.
+    pub fn require_complete(&self) -> Result<(), RecordingError> {
+        let missing = self.missing_indices();
+        if !missing.is_empty() || !self.problems.is_empty() {
+            return Err(RecordingError::IncompleteSet {
+                set_uuid: self.set_uuid.to_string(),
+                missing,
+                member_count: self.members.len(),
+                problems: self
+                    .problems
+                    .iter()
+                    .map(|p| format!("{}: {}", p.path.display(), p.problem))
+                    .collect(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn present(&self) -> impl Iterator<Item = &Member> {
+        self.members.iter().flatten()
+    }
+
+    /// The newest checkpoint over every slot of every member.
+    pub fn newest_checkpoint(&self) -> Result<Option<Checkpoint>, RecordingError> {
+        let mut best: Option<Checkpoint> = None;
+        for member in self.present() {
+            let layout = member.layout();
+            let mut slots = Vec::new();
+            for slot in 0..layout.checkpoint_slot_count {
+                let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
+                slots.push(read_meta(&member.target, offset, layout.meta_block_bytes)?);
+            }
+            if let Some(found) =
+                newest_checkpoint(self.set_uuid, slots.iter().map(|s| s.as_slice()))
+            {
+                if best
+                    .as_ref()
+                    .is_none_or(|b| found.generation > b.generation)
+                {
+                    best = Some(found);
+                }
+            }
+        }
+        Ok(best)
+    }
+
+    /// Every recording the table knows, oldest first.
+    pub fn recordings(&self) -> Result<Vec<RecordingEntry>, RecordingError> {
+        let Some(first) = self.present().next() else {
+            return Ok(Vec::new());
+        };
+        let slot_count = first.layout().recording_slot_count;
+        let mut entries: Vec<RecordingEntry> = Vec::new();
+        for slot in 0..slot_count {
+            let mut copies = Vec::new();
+            for member in self.present() {
+                let layout = member.layout();
+                for copy in 0..2 {
+                    let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
+                    copies.push(read_meta(&member.target, offset, layout.meta_block_bytes)?);
+                }
+            }
+            if let Some(entry) =
+                newest_recording_entry(self.set_uuid, copies.iter().map(|c| c.as_slice()))
+            {
+                entries.push(entry);
+            }
+        }
+        entries.sort_by_key(|entry| entry.recording_id);
+        Ok(entries)
+    }
+
+    /// Writes a checkpoint to its slot on every member, then flushes.
+    pub fn write_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), RecordingError> {
+        let bytes = checkpoint.encode()?;
+        for member in self.present() {
+            let layout = member.layout();
+            let slot = layout
+                .checkpoint_slot_for_generation(checkpoint.generation)
+                .unwrap_or(0);
+            let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
+            write_meta(&member.target, offset, layout.meta_block_bytes, &bytes)?;
+        }
+        self.flush()
+    }
+
+    /// Writes a recording entry revision to its copy on every member, then flushes.
+    pub fn write_entry(&self, entry: &RecordingEntry) -> Result<(), RecordingError> {
+        let bytes = entry.encode()?;
+        for member in self.present() {
+            let layout = member.layout();
+            let slot = layout
+                .recording_slot_for_id(entry.recording_id)
+                .unwrap_or(0);
+            let copy = (entry.revision % 2) as u32;
+            let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
+            write_meta(&member.target, offset, layout.meta_block_bytes, &bytes)?;
+        }
+        self.flush()
+    }
+
+    pub fn flush(&self) -> Result<(), RecordingError> {
+        for member in self.present() {
+            member
+                .target
+                .file
+                .sync_data()
+                .map_err(|source| RecordingError::Io {
+                    what: format!("flushing {}", member.target.path.display()),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads one metadata block at `offset_bytes`.
+pub fn read_meta(
+    target: &Target,
+    offset_bytes: u64,
+    block_bytes: u32,
+) -> Result<Vec<u8>, RecordingError> {
+    read_aligned(target, offset_bytes, block_bytes as usize)
+}
+
+/// Reads `len_bytes` at `offset_bytes` through an aligned buffer (O_DIRECT).
+pub fn read_aligned(
+    target: &Target,
+    offset_bytes: u64,
+    len_bytes: usize,
+) -> Result<Vec<u8>, RecordingError> {
+    let mut buffer = BufferPool::new(1, len_bytes.next_multiple_of(4096))?;
+    let slot = buffer.slot_mut(0);
+    target
+        .file
+        .read_exact_at(&mut slot[..len_bytes], offset_bytes)
+        .map_err(|source| RecordingError::Io {
+            what: format!(
+                "reading {len_bytes} bytes at {offset_bytes:#x} of {}",
+                target.path.display()
+            ),
+            source,
+        })?;
+    Ok(slot[..len_bytes].to_vec())
+}
+
+/// Writes `bytes` (at most one block) as one whole metadata block, zero-padded.
+pub fn write_meta(
+    target: &Target,
+    offset_bytes: u64,
+    block_bytes: u32,
+    bytes: &[u8],
+) -> Result<(), RecordingError> {
+    let mut buffer = BufferPool::new(1, (block_bytes as usize).next_multiple_of(4096))?;
+    let slot = buffer.slot_mut(0);
+    slot[..bytes.len()].copy_from_slice(bytes);
+    target
+        .file
+        .write_all_at(&slot[..block_bytes as usize], offset_bytes)
+        .map_err(|source| RecordingError::Io {
+            what: format!(
+                "writing metadata at {offset_bytes:#x} of {}",
+                target.path.display()
+            ),
+            source,
+        })
+}
+
+/// Formats `paths` as a new volume set and returns it open for writing.
+pub fn format(
+    paths: &[PathBuf],
+    chunk_size_bytes: u32,
+    label: &str,
+    create_len_bytes: Option<u64>,
+    safety: Safety,
+) -> Result<VolumeSet, RecordingError> {
+    if paths.is_empty() || paths.len() > crate::layout::MAX_MEMBERS as usize {
+        return Err(RecordingError::Usage(format!(
+            "a recording needs 1 to {} targets, not {}",
+            crate::layout::MAX_MEMBERS,
+            paths.len()
+        )));
+    }
+    let set_uuid = random_uuid()?;
+    let created_ns = now_ns();
+    let label =
+        Label::new(label).map_err(|error| RecordingError::Usage(format!("label: {error}")))?;
+    let options = OpenOptions {
+        access: Access::Write,
+        create_len_bytes,
+        safety,
+    };
+    let mut members = Vec::new();
+    for (index, path) in paths.iter().enumerate() {
+        let target = device::open(path, &options)?;
+        let layout = VolumeLayout::compute(
+            target.capacity_bytes,
+            chunk_size_bytes,
+            target.logical_block_bytes,
+        )
+        .map_err(|error| RecordingError::Usage(format!("{}: {error}", path.display())))?;
+        let superblock = Superblock {
+            set_uuid,
+            member_index: index as u16,
+            member_count: paths.len() as u16,
+            created_ns,
+            label: label.clone(),
+            layout,
+        };
+        superblock.validate()?;
+        // Zero the index area so nothing of an earlier set survives there.
+        let zeros = BufferPool::new(
+            1,
+            (layout.index_len_bytes() as usize).next_multiple_of(4096),
+        )?;
+        target
+            .file
+            .write_all_at(
+                &zeros.slot(0)[..layout.index_len_bytes() as usize],
+                layout.index_offset_bytes,
+            )
+            .map_err(|source| RecordingError::Io {
+                what: format!("clearing the index of {}", path.display()),
+                source,
+            })?;
+        members.push(Some(Member {
+            target,
+            superblock,
+            copies: SuperblockCopies::Both,
+        }));
+    }
+    let set = VolumeSet {
+        set_uuid,
+        label: label.as_str().to_string(),
+        chunk_size_bytes,
+        members,
+        problems: Vec::new(),
+    };
+    let first = Checkpoint {
+        set_uuid,
+        generation: 1,
+        written_ns: created_ns,
+        recording_id: 0,
+        recovery_window_slots: super::RECOVERY_WINDOW_SLOTS,
+        recording_first_sequence: 0,
+        durable_sequence_end: 0,
+        durable_stream_bytes: 0,
+        durable_lost_bytes: 0,
+        members: vec![
+            MemberPosition {
+                next_slot_index: 0,
+                lap: 0
+            };
+            paths.len()
+        ],
+    };
+    set.write_checkpoint(&first)?;
+    // Copy B first, then A: a crash in between leaves no valid-looking half set.
+    for copy in [1usize, 0] {
+        for member in set.present() {
+            let bytes = member.superblock.encode()?;
+            let offset = member.layout().superblock_offsets_bytes()[copy];
+            write_meta(
+                &member.target,
+                offset,
+                member.layout().meta_block_bytes,
+                &bytes,
+            )?;
+        }
+        set.flush()?;
+    }
+    Ok(set)
+}
+
+/// Opens the volume set on `paths`. Targets that are not members of the set the first
+/// good one belongs to are listed in `problems`; missing members are `None`.
+pub fn open(
+    paths: &[PathBuf],
+    access: Access,
+    safety: Safety,
+) -> Result<VolumeSet, RecordingError> {
+    let options = OpenOptions {
+        access,
+        create_len_bytes: None,
+        safety,
+    };
+    let mut found: Vec<(Target, Superblock, SuperblockCopies)> = Vec::new();
+    let mut problems = Vec::new();
+    let mut first_error = None;
+    for path in paths {
+        let target = device::open(path, &options)?;
+        match read_superblock(&target) {
+            Ok((superblock, copies)) => found.push((target, superblock, copies)),
+            Err(why) => {
+                first_error.get_or_insert_with(|| format!("{}: {why}", path.display()));
+                problems.push(MemberProblem {
+                    path: path.clone(),
+                    problem: format!("not an nvrec volume ({why})"),
+                });
+            }
+        }
+    }
+    let Some((_, reference, _)) = found.first() else {
+        return Err(RecordingError::NotAVolumeSet(
+            first_error.unwrap_or_else(|| "no targets given".into()),
+        ));
+    };
+    let set_uuid = reference.set_uuid;
+    let member_count = reference.member_count as usize;
+    let label = reference.label.as_str().to_string();
+    let chunk_size_bytes = reference.layout.chunk_size_bytes;
+    let mut members: Vec<Option<Member>> = (0..member_count).map(|_| None).collect();
+    for (target, superblock, copies) in found {
+        if superblock.set_uuid != set_uuid {
+            problems.push(MemberProblem {
+                path: target.path.clone(),
+                problem: format!(
+                    "belongs to another volume set ({}), not {set_uuid}",
+                    superblock.set_uuid
+                ),
+            });
+            continue;
+        }
+        let index = superblock.member_index as usize;
+        if superblock.member_count as usize != member_count || index >= member_count {
+            problems.push(MemberProblem {
+                path: target.path.clone(),
+                problem: format!(
+                    "says member {index} of {}, the set has {member_count}",
+                    superblock.member_count
+                ),
+            });
+            continue;
+        }
+        if let Some(existing) = &members[index] {
+            problems.push(MemberProblem {
+                path: target.path.clone(),
+                problem: format!(
+                    "is member {index} again (already {})",
+                    existing.target.path.display()
+                ),
+            });
+            continue;
+        }
+        members[index] = Some(Member {
+            target,
+            superblock,
+            copies,
+        });
+    }
+    Ok(VolumeSet {
+        set_uuid,
+        label,
+        chunk_size_bytes,
+        members,
+        problems,
+    })
+}
+
+/// Reads and chooses between the two superblock copies of a target.
+fn read_superblock(target: &Target) -> Result<(Superblock, SuperblockCopies), String> {
+    let block = read_meta(target, 0, 4096).map_err(|e| e.to_string())?;
+    let a = Superblock::decode(&block[..SUPERBLOCK_SIZE_BYTES]);
+    // Copy B's offset from copy A, or from the target size when A is lost.
+    let b_offsets: Vec<u64> = match &a {
+        Ok(superblock) => vec![superblock.layout.superblock_b_offset_bytes],
+        Err(_) => (12..=16)
+            .map(|shift| 1u64 << shift)
+            .filter_map(|meta| (target.capacity_bytes / meta * meta).checked_sub(meta))
+            .collect(),
+    };
+    let mut b = Err(crate::layout::LayoutError::Blank {
+        structure: crate::layout::Structure::Superblock,
+    });
+    for offset in b_offsets {
+        if let Ok(bytes) = read_meta(target, offset, 4096) {
+            b = Superblock::decode(&bytes[..SUPERBLOCK_SIZE_BYTES]);
+            if b.is_ok() {
+                break;
+            }
+        }
+    }
+    let choice = select_superblock(a, b).map_err(|e| e.to_string())?;
+    Ok((choice.superblock, choice.copies))
+}
+
+/// For messages: the path of a target, or a placeholder for a missing member.
+pub fn describe_member(set: &VolumeSet, index: usize) -> String {
+    match &set.members[index] {
+        Some(member) => member.target.path.display().to_string(),
+        None => format!("(missing member {index})"),
+    }
+}
+
+pub fn checkpoint_len() -> usize {
+    CHECKPOINT_SIZE_BYTES
+}
+
+/// Whether a path looks like it holds a volume of some set (for `record` without
+/// `--append`, which starts a new set).
+pub fn is_volume(path: &Path) -> bool {
+    let options = OpenOptions {
+        access: Access::Read,
+        create_len_bytes: None,
+        safety: Safety::Check,
+    };
+    match device::open(path, &options) {
+        Ok(target) => read_superblock(&target).is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Tells the target that `len_bytes` at `offset_bytes` hold nothing worth keeping:
+/// BLKDISCARD on a block device, a punched hole in a file. Used ahead of the write point
+/// of a ring so that the drive does not have to preserve what is about to be overwritten.
+pub fn discard(target: &Target, offset_bytes: u64, len_bytes: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = target.file.as_raw_fd();
+    let result = match target.kind {
+        crate::device::TargetKind::BlockDevice => {
+            const BLKDISCARD: libc::c_ulong = 0x1277; // _IO(0x12, 119)
+            let range: [u64; 2] = [offset_bytes, len_bytes];
+            // SAFETY: BLKDISCARD reads two u64s (start, length) from the pointer we pass.
+            unsafe { libc::ioctl(fd, BLKDISCARD, range.as_ptr()) }
+        }
+        crate::device::TargetKind::File => {
+            // SAFETY: fallocate takes plain integers; the descriptor is open.
+            unsafe {
+                libc::fallocate(
+                    fd,
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    offset_bytes as libc::off_t,
+                    len_bytes as libc::off_t,
+                )
+            }
+        }
+    };
+    if result != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

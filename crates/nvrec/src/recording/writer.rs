@@ -1,0 +1,1145 @@
+//! `record`: a stream into a volume set, striped, framed, checkpointed.
+//!
+//! # The data path
+//! ```text
+//! source ──payloads──▶ buffer (k chunk slots) ──ready FIFO──▶ submit: pick member, assign
+//!                                                              sequence and slots, frame
+//!                                                              headers (CRC32C) ──▶ engine
+//! ```
+//! A buffer of the pool holds up to `io_chunk_count` chunks for one I/O. The source fills
+//! payloads in place (after the 128-byte header room of each chunk slot); a full buffer
+//! joins the ready FIFO. Submission takes the FIFO's head, chooses a member (the one with
+//! the most room in its queue, or the next in turn for round-robin), assigns the next
+//! sequence numbers and that member's next slots, frames the headers in place, and pushes
+//! one I/O. Members are therefore written strictly sequentially, and sequence numbers
+//! follow the input order, as `docs/FORMAT.md` requires.
+//!
+//! The pool absorbs stalls. When it is exhausted, a source that can wait (stdin, a file,
+//! an unpaced generator) simply is not read; a paced source (`rate_bytes_per_s`) loses
+//! data, counted exactly and written into the recording as a gap on the next chunk.
+//!
+//! Durability: every `sync_interval` the contiguous run of completed chunks is flushed and
+//! a checkpoint records where it ends and where each member's writer stands.
+
+use super::volume::{self, now_ns, VolumeSet};
+use super::{Fill, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
+use crate::buffer::BufferPool;
+use crate::device::{Access, Safety};
+use crate::engine::{self, EngineChoice, EngineConfig, EngineKind, IoCompletion, IoOp, IoRequest};
+use crate::layout::{
+    payload_capacity_bytes, Checkpoint, ChunkFlags, ChunkHeader, Label, MemberPosition, MemberSpan,
+    RecordingEntry, RecordingFlags, RecordingState, CHUNK_HEADER_SIZE_BYTES,
+};
+use crate::source::Source;
+use crate::stream::{process_cpu_s, Control, ControlState, Progress};
+use std::collections::VecDeque;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Default pool: room for stalls of a few hundred milliseconds at drive speed.
+pub const BUFFER_BYTES_DEFAULT: u64 = 256 << 20;
+/// I/Os of a ring kept discarded ahead of the write point.
+const TRIM_AHEAD_IO_COUNT: u64 = 64;
+
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    pub chunk_size_bytes: u32,
+    /// Chunks per I/O (adjacent slots of one member).
+    pub io_chunk_count: u32,
+    /// I/Os in flight per member.
+    pub queue_depth: u32,
+    pub buffer_bytes: u64,
+    pub stripe: Stripe,
+    pub fill: Fill,
+    /// Add a recording after the last one instead of formatting a new set.
+    pub append: bool,
+    /// The set's label (new sets) and the recording's name.
+    pub label: String,
+    pub sync_interval: Duration,
+    pub engine: EngineChoice,
+    /// Stop after this many stream bytes.
+    pub limit_bytes: Option<u64>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Pace the source at this rate; data that finds no buffer is lost (and counted).
+    pub rate_bytes_per_s: Option<f64>,
+    /// The source is the test pattern (marks chunks and the recording PATTERN).
+    pub pattern: bool,
+    pub safety: Safety,
+    /// For file targets of a new set: create them at this size.
+    pub create_len_bytes: Option<u64>,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            chunk_size_bytes: 128 << 10,
+            io_chunk_count: 8,
+            queue_depth: 32,
+            buffer_bytes: BUFFER_BYTES_DEFAULT,
+            stripe: Stripe::Adaptive,
+            fill: Fill::Linear,
+            append: false,
+            label: String::new(),
+            sync_interval: Duration::from_secs(1),
+            engine: EngineChoice::Auto,
+            limit_bytes: None,
+            duration: None,
+            rate_bytes_per_s: None,
+            pattern: false,
+            safety: Safety::Check,
+            create_len_bytes: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordOutcome {
+    /// The size or duration asked for was recorded.
+    Complete,
+    /// The source ended.
+    SourceEnded,
+    Stopped,
+    Aborted,
+    /// Linear mode: every member is full.
+    TargetFull,
+    Failed,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MemberReport {
+    pub path: PathBuf,
+    pub chunk_count: u64,
+    pub bytes: u64,
+    pub laps: u64,
+    pub rate_mib_per_s: f64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RecordReport {
+    pub set_uuid: String,
+    pub recording_id: u32,
+    pub name: String,
+    pub outcome: RecordOutcome,
+    pub stripe: Stripe,
+    pub fill: Fill,
+    pub engine: EngineKind,
+    pub engine_features: String,
+    pub engine_fallback_reason: Option<String>,
+    pub chunk_size_bytes: u32,
+    pub payload_capacity_bytes: u32,
+    pub io_size_bytes: u64,
+    pub queue_depth: u32,
+    pub buffer_bytes: u64,
+    pub first_sequence: u64,
+    pub end_sequence: u64,
+    pub chunk_count: u64,
+    /// Stream bytes recorded (payload), and stream bytes lost to gaps.
+    pub stream_bytes: u64,
+    pub lost_bytes: u64,
+    pub gap_count: u64,
+    /// Bytes written to the members (whole chunk slots, headers included).
+    pub written_bytes: u64,
+    /// Bytes taken from the source but not recorded (abort, full target), reported, never silent.
+    pub unrecorded_bytes: u64,
+    pub checkpoint_count: u64,
+    pub elapsed_s: f64,
+    pub rate_mib_per_s: f64,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    pub members: Vec<MemberReport>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct ChunkMeta {
+    timestamp_ns: u64,
+    stream_offset_bytes: u64,
+    gap_bytes: u64,
+    payload_len_bytes: u32,
+    end: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    buffer: u32,
+    member: u16,
+    first_sequence: u64,
+    chunk_count: u32,
+    stream_end_bytes: u64,
+    lost_bytes_through: u64,
+    done: bool,
+    failed: bool,
+}
+
+#[derive(Debug, Default)]
+struct MemberState {
+    next_slot: u64,
+    lap: u64,
+    usable_slots: u64,
+    data_slot_count: u64,
+    in_flight: u32,
+    chunk_count: u64,
+    /// Submitted I/Os not yet covered by a checkpoint: (first sequence, first slot, lap).
+    undurable: VecDeque<(u64, u64, u64)>,
+    /// Slots written since the last checkpoint position (bounds the recovery window).
+    since_checkpoint_slots: u64,
+    trimmed_to_slot: u64,
+    start_slot: u64,
+}
+
+struct Writer<'a> {
+    set: VolumeSet,
+    source: &'a mut dyn Source,
+    options: RecordOptions,
+    control: &'a Control,
+    progress: &'a Progress,
+    engine: Box<dyn engine::Engine>,
+    fallback_reason: Option<String>,
+    payload_capacity_bytes: u32,
+    k: u32,
+    metas: Vec<ChunkMeta>,
+    buffer_chunk_counts: Vec<u32>,
+    free: Vec<u32>,
+    ready: VecDeque<u32>,
+    filling: Option<u32>,
+    flights: VecDeque<Flight>,
+    front_flight: u64,
+    completions: Vec<IoCompletion>,
+    members: Vec<MemberState>,
+    rr_next: usize,
+    recording_id: u32,
+    first_sequence: u64,
+    next_sequence: u64,
+    stream_offset_bytes: u64,
+    lost_bytes: u64,
+    pending_gap_bytes: u64,
+    gap_count: u64,
+    recorded_stream_bytes: u64,
+    durable_sequence_end: u64,
+    durable_stream_bytes: u64,
+    durable_lost_bytes: u64,
+    checkpoint_generation: u64,
+    checkpoint_count: u64,
+    last_checkpoint: Instant,
+    source_done: bool,
+    full: bool,
+    unrecorded_bytes: u64,
+    error: Option<String>,
+    started: Instant,
+    start_ns: u64,
+}
+
+/// Records `source` onto the targets at `paths`. See the module docs.
+pub fn record(
+    paths: &[PathBuf],
+    source: &mut dyn Source,
+    options: &RecordOptions,
+    control: &Control,
+    progress: &Progress,
+) -> Result<RecordReport, RecordingError> {
+    validate(options)?;
+    let cpu_before = process_cpu_s();
+    let (set, checkpoint, recording_id) = if options.append {
+        let set = volume::open(paths, Access::Write, options.safety)?;
+        set.require_complete()?;
+        super::reader::recover(&set)?;
+        let checkpoint = set.newest_checkpoint()?.ok_or_else(|| {
+            RecordingError::NotAVolumeSet("no valid checkpoint on any member".into())
+        })?;
+        let last_id = set
+            .recordings()?
+            .iter()
+            .map(|entry| entry.recording_id)
+            .max()
+            .unwrap_or(0);
+        (set, checkpoint, last_id + 1)
+    } else {
+        let set = volume::format(
+            paths,
+            options.chunk_size_bytes,
+            &options.label,
+            options.create_len_bytes,
+            options.safety,
+        )?;
+        let checkpoint = set
+            .newest_checkpoint()?
+            .ok_or_else(|| RecordingError::NotAVolumeSet("format wrote no checkpoint".into()))?;
+        (set, checkpoint, 1)
+    };
+    let mut writer = Writer::new(
+        set,
+        source,
+        &checkpoint,
+        recording_id,
+        options,
+        control,
+        progress,
+    )?;
+    writer.begin()?;
+    writer.run();
+    writer.end()?;
+    Ok(writer.report(cpu_before))
+}
+
+fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
+    let usage = |text: String| Err(RecordingError::Usage(text));
+    if options.chunk_size_bytes < 8192 || options.chunk_size_bytes % 4096 != 0 {
+        return usage(format!(
+            "chunk size {} must be a multiple of 4096, at least 8192",
+            options.chunk_size_bytes
+        ));
+    }
+    if options.io_chunk_count == 0 || options.io_chunk_count > 1024 {
+        return usage(format!(
+            "{} chunks per I/O is out of range 1..=1024",
+            options.io_chunk_count
+        ));
+    }
+    if options.queue_depth == 0 || options.queue_depth > engine::QUEUE_DEPTH_MAX {
+        return usage(format!(
+            "queue depth {} is out of range",
+            options.queue_depth
+        ));
+    }
+    if matches!(options.rate_bytes_per_s, Some(rate) if !(rate > 0.0 && rate.is_finite())) {
+        return usage("the rate must be positive".into());
+    }
+    Ok(())
+}
+
+impl<'a> Writer<'a> {
+    fn new(
+        set: VolumeSet,
+        source: &'a mut dyn Source,
+        checkpoint: &Checkpoint,
+        recording_id: u32,
+        options: &RecordOptions,
+        control: &'a Control,
+        progress: &'a Progress,
+    ) -> Result<Writer<'a>, RecordingError> {
+        let chunk_size_bytes = set.chunk_size_bytes;
+        let k = options.io_chunk_count;
+        let io_bytes = chunk_size_bytes as u64 * k as u64;
+        let member_count = set.member_count();
+        let buffer_count = (options.buffer_bytes / io_bytes).max(2).min(1 << 16) as u32;
+        let pool = BufferPool::new(buffer_count as usize, io_bytes as usize)?;
+        // The engine never has more in flight than the buffers or the members' queues allow.
+        let queue_depth = buffer_count
+            .min(options.queue_depth.saturating_mul(member_count as u32))
+            .min(engine::QUEUE_DEPTH_MAX);
+        let files: Vec<&std::fs::File> = set.present().map(|member| &member.target.file).collect();
+        let opened = engine::open_engine(
+            options.engine,
+            &files,
+            pool,
+            EngineConfig {
+                queue_depth,
+                sqpoll: false,
+            },
+        )?;
+        let members = set
+            .present()
+            .zip(&checkpoint.members)
+            .map(|(member, position)| {
+                let data_slot_count = member.layout().data_slot_count;
+                // Whole I/Os only, and one slot kept for the end-of-recording chunk.
+                let usable_slots = data_slot_count.saturating_sub(1) / k as u64 * k as u64;
+                MemberState {
+                    next_slot: position.next_slot_index,
+                    lap: position.lap,
+                    usable_slots,
+                    data_slot_count,
+                    start_slot: position.next_slot_index,
+                    trimmed_to_slot: position.next_slot_index,
+                    ..MemberState::default()
+                }
+            })
+            .collect();
+        progress.done_bytes.store(0, Ordering::Relaxed);
+        progress.lost_bytes.store(0, Ordering::Relaxed);
+        progress
+            .total_bytes
+            .store(options.limit_bytes.unwrap_or(0), Ordering::Relaxed);
+        let next_sequence = checkpoint.durable_sequence_end;
+        Ok(Writer {
+            options: RecordOptions {
+                chunk_size_bytes,
+                ..options.clone()
+            },
+            control,
+            progress,
+            engine: opened.engine,
+            fallback_reason: opened.fallback_reason,
+            payload_capacity_bytes: payload_capacity_bytes(chunk_size_bytes),
+            k,
+            metas: vec![ChunkMeta::default(); buffer_count as usize * k as usize],
+            buffer_chunk_counts: vec![0; buffer_count as usize],
+            free: (0..buffer_count).rev().collect(),
+            ready: VecDeque::with_capacity(buffer_count as usize),
+            filling: None,
+            flights: VecDeque::with_capacity(buffer_count as usize),
+            front_flight: 0,
+            completions: Vec::with_capacity(buffer_count as usize),
+            members,
+            rr_next: 0,
+            recording_id,
+            first_sequence: next_sequence,
+            next_sequence,
+            stream_offset_bytes: 0,
+            lost_bytes: 0,
+            pending_gap_bytes: 0,
+            gap_count: 0,
+            recorded_stream_bytes: 0,
+            durable_sequence_end: next_sequence,
+            durable_stream_bytes: 0,
+            durable_lost_bytes: 0,
+            checkpoint_generation: checkpoint.generation,
+            checkpoint_count: 0,
+            last_checkpoint: Instant::now(),
+            source_done: false,
+            full: false,
+            unrecorded_bytes: 0,
+            error: None,
+            started: Instant::now(),
+            start_ns: now_ns(),
+            set,
+            source,
+        })
+    }
+
+    fn chunk_bytes(&self) -> usize {
+        self.set.chunk_size_bytes as usize
+    }
+
+    fn entry(
+        &self,
+        state: RecordingState,
+        revision: u64,
+    ) -> Result<RecordingEntry, RecordingError> {
+        let mut flags = RecordingFlags::empty();
+        if matches!(self.options.fill, Fill::Ring { .. }) {
+            flags.insert(RecordingFlags::RING);
+        }
+        if self.options.pattern {
+            flags.insert(RecordingFlags::PATTERN);
+        }
+        let open = state == RecordingState::Open;
+        Ok(RecordingEntry {
+            set_uuid: self.set.set_uuid,
+            recording_id: self.recording_id,
+            revision,
+            state,
+            flags,
+            first_sequence: self.first_sequence,
+            end_sequence: if open {
+                self.first_sequence
+            } else {
+                self.next_sequence
+            },
+            start_ns: self.start_ns,
+            end_ns: if open { 0 } else { now_ns() },
+            stream_len_bytes: if open { 0 } else { self.stream_offset_bytes },
+            lost_bytes: if open { 0 } else { self.lost_bytes },
+            name: Label::new(&self.options.label)
+                .map_err(|e| RecordingError::Usage(format!("label: {e}")))?,
+            members: self
+                .members
+                .iter()
+                .map(|m| MemberSpan {
+                    start_slot_index: m.start_slot,
+                    end_slot_index: if open { m.start_slot } else { m.next_slot },
+                })
+                .collect(),
+        })
+    }
+
+    fn begin(&mut self) -> Result<(), RecordingError> {
+        let entry = self.entry(RecordingState::Open, 1)?;
+        self.set.write_entry(&entry)?;
+        self.write_checkpoint(self.recording_id)?;
+        self.started = Instant::now();
+        Ok(())
+    }
+
+    fn state(&self) -> ControlState {
+        if let Some(duration) = self.options.duration {
+            if self.started.elapsed() >= duration {
+                self.control.request_stop();
+            }
+        }
+        self.control.state()
+    }
+
+    /// Whether the source may be read now: it has data left and we are running.
+    fn wants_input(&self) -> bool {
+        !self.source_done
+            && !self.full
+            && self.error.is_none()
+            && self.state() == ControlState::Run
+            && self
+                .options
+                .limit_bytes
+                .is_none_or(|limit| self.stream_offset_bytes < limit)
+    }
+
+    fn run(&mut self) {
+        loop {
+            let mut progressed = self.produce();
+            progressed |= self.submit();
+            if self.due_for_checkpoint() {
+                if let Err(error) = self.checkpoint() {
+                    self.error.get_or_insert(error.to_string());
+                }
+            }
+            let input_over = !self.wants_input();
+            if input_over && self.filling.is_none() && self.ready.is_empty() {
+                break;
+            }
+            if input_over && self.state() == ControlState::Abort {
+                break;
+            }
+            if self.full && self.flights.is_empty() {
+                break;
+            }
+            // Wait for a completion only when nothing else can move.
+            let blocked = !progressed;
+            if self.flights.is_empty() {
+                if blocked {
+                    self.sleep_until_due();
+                }
+                continue;
+            }
+            if let Err(error) = self.reap(blocked) {
+                self.error.get_or_insert(error.to_string());
+                break;
+            }
+        }
+    }
+
+    /// For a paced source with nothing in flight: wait until the next payload is due.
+    fn sleep_until_due(&self) {
+        if let Some(rate) = self.options.rate_bytes_per_s {
+            let due_at =
+                (self.stream_offset_bytes + self.payload_capacity_bytes as u64) as f64 / rate;
+            let wait = due_at - self.started.elapsed().as_secs_f64();
+            if wait > 0.0 {
+                std::thread::sleep(Duration::from_secs_f64(wait.min(0.05)));
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Payload bytes the paced source has produced by now (all bytes when unpaced).
+    fn due_bytes(&self) -> u64 {
+        match self.options.rate_bytes_per_s {
+            Some(rate) => (self.started.elapsed().as_secs_f64() * rate) as u64,
+            None => u64::MAX,
+        }
+    }
+
+    /// Takes data from the source into buffers. Returns whether anything moved.
+    fn produce(&mut self) -> bool {
+        let mut progressed = false;
+        let capacity = self.payload_capacity_bytes as u64;
+        while self.wants_input() {
+            let remaining = self.options.limit_bytes.map_or(capacity, |limit| {
+                (limit - self.stream_offset_bytes).min(capacity)
+            });
+            if self.due_bytes() < self.stream_offset_bytes + remaining {
+                // Paced: the next payload has not arrived yet; send what is filled.
+                self.seal_filling();
+                break;
+            }
+            let Some(buffer) = self.filling.or_else(|| self.free.pop()) else {
+                if self.options.rate_bytes_per_s.is_some() {
+                    // No room: this payload is lost, counted, and marked in the stream.
+                    self.stream_offset_bytes += remaining;
+                    self.lost_bytes += remaining;
+                    self.pending_gap_bytes += remaining;
+                    self.progress
+                        .lost_bytes
+                        .store(self.lost_bytes, Ordering::Relaxed);
+                    progressed = true;
+                    continue;
+                }
+                break; // Back-pressure: the source waits.
+            };
+            self.filling = Some(buffer);
+            let index = self.buffer_chunk_counts[buffer as usize];
+            let chunk_bytes = self.chunk_bytes();
+            let start = index as usize * chunk_bytes + CHUNK_HEADER_SIZE_BYTES;
+            let stream_offset_bytes = self.stream_offset_bytes;
+            let timestamp_ns = match self.options.rate_bytes_per_s {
+                Some(rate) => self.start_ns + (stream_offset_bytes as f64 / rate * 1e9) as u64,
+                None => now_ns(),
+            };
+            let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
+                [start..start + remaining as usize];
+            let filled = match fill_payload(
+                &mut *self.source,
+                stream_offset_bytes,
+                payload,
+                self.control,
+            ) {
+                Ok(filled) => filled,
+                Err(error) => {
+                    self.error
+                        .get_or_insert(format!("reading the source: {error}"));
+                    0
+                }
+            };
+            progressed = true;
+            if filled == 0 {
+                self.source_done = true;
+                self.seal_filling();
+                break;
+            }
+            self.metas[buffer as usize * self.k as usize + index as usize] = ChunkMeta {
+                timestamp_ns,
+                stream_offset_bytes,
+                gap_bytes: std::mem::take(&mut self.pending_gap_bytes),
+                payload_len_bytes: filled as u32,
+                end: false,
+            };
+            if self.metas[buffer as usize * self.k as usize + index as usize].gap_bytes > 0 {
+                self.gap_count += 1;
+            }
+            self.buffer_chunk_counts[buffer as usize] = index + 1;
+            self.stream_offset_bytes += filled as u64;
+            self.recorded_stream_bytes += filled as u64;
+            if (filled as u64) < remaining {
+                // A short read: the source ended (or was interrupted by a stop) mid-payload.
+                if self.state() == ControlState::Run {
+                    self.source_done = true;
+                }
+                self.seal_filling();
+                break;
+            }
+            if index + 1 == self.k {
+                self.seal_filling();
+                // Let submission run between buffers so that I/O starts early.
+                break;
+            }
+        }
+        progressed
+    }
+
+    /// Moves the buffer being filled, if it holds anything, to the ready FIFO.
+    fn seal_filling(&mut self) {
+        if let Some(buffer) = self.filling.take() {
+            if self.buffer_chunk_counts[buffer as usize] > 0 {
+                self.ready.push_back(buffer);
+            } else {
+                self.free.push(buffer);
+            }
+        }
+    }
+
+    /// The member the next I/O of `chunk_count` chunks goes to, if one has room now.
+    fn choose_member(&mut self, chunk_count: u32) -> Option<usize> {
+        let queue_depth = self.options.queue_depth;
+        let has_room = |member: &MemberState| match self.options.fill {
+            Fill::Linear => member.next_slot + chunk_count as u64 <= member.usable_slots,
+            Fill::Ring { .. } => member.usable_slots >= chunk_count as u64,
+        };
+        if self.members.iter().all(|member| !has_room(member)) {
+            self.full = true;
+            return None;
+        }
+        match self.options.stripe {
+            Stripe::RoundRobin => {
+                // Members in turn; a full one is skipped, a busy one is waited for.
+                let count = self.members.len();
+                for step in 0..count {
+                    let index = (self.rr_next + step) % count;
+                    if has_room(&self.members[index]) {
+                        if self.members[index].in_flight < queue_depth {
+                            self.rr_next = index + 1;
+                            return Some(index);
+                        }
+                        return None;
+                    }
+                }
+                None
+            }
+            Stripe::Adaptive => {
+                // The member with the most room in its queue; ties rotate.
+                let count = self.members.len();
+                let mut best: Option<usize> = None;
+                for step in 0..count {
+                    let index = (self.rr_next + step) % count;
+                    let member = &self.members[index];
+                    if member.in_flight >= queue_depth || !has_room(member) {
+                        continue;
+                    }
+                    if best.is_none_or(|b| member.in_flight < self.members[b].in_flight) {
+                        best = Some(index);
+                    }
+                }
+                if let Some(index) = best {
+                    self.rr_next = index + 1;
+                }
+                best
+            }
+        }
+    }
+
+    /// Sends ready buffers to members. Returns whether anything was submitted.
+    fn submit(&mut self) -> bool {
+        let mut progressed = false;
+        while let Some(&buffer) = self.ready.front() {
+            let chunk_count = self.buffer_chunk_counts[buffer as usize];
+            let Some(member_index) = self.choose_member(chunk_count) else {
+                break;
+            };
+            self.ready.pop_front();
+            if let Err(error) = self.submit_buffer(buffer, member_index, chunk_count) {
+                self.error.get_or_insert(error.to_string());
+                self.free.push(buffer);
+                break;
+            }
+            progressed = true;
+        }
+        if self.full {
+            // Nothing more fits: what is buffered cannot be recorded.
+            while let Some(buffer) = self.ready.pop_front() {
+                self.drop_buffer(buffer);
+            }
+        }
+        progressed
+    }
+
+    fn drop_buffer(&mut self, buffer: u32) {
+        let base = buffer as usize * self.k as usize;
+        for index in 0..self.buffer_chunk_counts[buffer as usize] as usize {
+            self.unrecorded_bytes += self.metas[base + index].payload_len_bytes as u64;
+        }
+        self.buffer_chunk_counts[buffer as usize] = 0;
+        self.free.push(buffer);
+    }
+
+    fn submit_buffer(
+        &mut self,
+        buffer: u32,
+        member_index: usize,
+        chunk_count: u32,
+    ) -> Result<(), RecordingError> {
+        // Ring: wrap when the next I/O would not fit before the end.
+        if let Fill::Ring { trim } = self.options.fill {
+            let member = &mut self.members[member_index];
+            if member.next_slot + chunk_count as u64 > member.usable_slots {
+                member.next_slot = 0;
+                member.lap += 1;
+                member.trimmed_to_slot = 0;
+            }
+            if trim && member.lap > 0 {
+                self.trim_ahead(member_index)?;
+            }
+        }
+        let chunk_bytes = self.chunk_bytes();
+        let member = &self.members[member_index];
+        let first_slot = member.next_slot;
+        let lap = member.lap;
+        let first_sequence = self.next_sequence;
+        let base = buffer as usize * self.k as usize;
+        let mut flags = ChunkFlags::empty();
+        if self.options.pattern {
+            flags.insert(ChunkFlags::PATTERN);
+        }
+        let mut stream_end_bytes = 0;
+        for index in 0..chunk_count as usize {
+            let meta = self.metas[base + index];
+            let sequence = first_sequence + index as u64;
+            let mut chunk_flags = flags;
+            if sequence == self.first_sequence {
+                chunk_flags.insert(ChunkFlags::FIRST);
+            }
+            if meta.gap_bytes > 0 {
+                chunk_flags.insert(ChunkFlags::GAP);
+            }
+            if meta.end {
+                chunk_flags.insert(ChunkFlags::END);
+                if self.state() == ControlState::Abort || self.error.is_some() {
+                    chunk_flags.insert(ChunkFlags::ABORTED);
+                }
+            }
+            let header = ChunkHeader {
+                set_uuid: self.set.set_uuid,
+                recording_id: self.recording_id,
+                member_index: member_index as u16,
+                stream_id: 0,
+                sequence,
+                slot_index: first_slot + index as u64,
+                timestamp_ns: meta.timestamp_ns,
+                stream_offset_bytes: meta.stream_offset_bytes,
+                gap_bytes: meta.gap_bytes,
+                payload_len_bytes: meta.payload_len_bytes,
+                flags: chunk_flags,
+            };
+            let slot = &mut self.engine.pool_mut().slot_mut(buffer as usize)
+                [index * chunk_bytes..(index + 1) * chunk_bytes];
+            header.encode_into(slot)?;
+            stream_end_bytes = meta.stream_offset_bytes + meta.payload_len_bytes as u64;
+        }
+        let offset_bytes = self.set.members[member_index]
+            .as_ref()
+            .and_then(|m| m.layout().data_slot_offset_bytes(first_slot))
+            .ok_or_else(|| {
+                RecordingError::Usage(format!(
+                    "slot {first_slot} is outside member {member_index}"
+                ))
+            })?;
+        let flight_sequence = self.front_flight + self.flights.len() as u64;
+        self.flights.push_back(Flight {
+            buffer,
+            member: member_index as u16,
+            first_sequence,
+            chunk_count,
+            stream_end_bytes,
+            lost_bytes_through: self.lost_bytes - self.pending_gap_bytes,
+            done: false,
+            failed: false,
+        });
+        self.engine.push(IoRequest {
+            op: IoOp::Write,
+            file_index: member_index as u16,
+            slot: buffer,
+            offset_bytes,
+            len_bytes: (chunk_count as u64 * chunk_bytes as u64) as u32,
+            user_data: flight_sequence,
+        });
+        let member = &mut self.members[member_index];
+        member
+            .undurable
+            .push_back((first_sequence, first_slot, lap));
+        member.next_slot += chunk_count as u64;
+        member.in_flight += 1;
+        member.chunk_count += chunk_count as u64;
+        member.since_checkpoint_slots += chunk_count as u64;
+        self.next_sequence += chunk_count as u64;
+        Ok(())
+    }
+
+    /// Ring with trim: keep the slots ahead of the write point discarded.
+    fn trim_ahead(&mut self, member_index: usize) -> Result<(), RecordingError> {
+        let io_slots = self.k as u64;
+        let member = &self.members[member_index];
+        let want_to = (member.next_slot + TRIM_AHEAD_IO_COUNT * io_slots).min(member.usable_slots);
+        if member.trimmed_to_slot >= want_to.min(member.next_slot + io_slots) {
+            return Ok(());
+        }
+        let from = member.trimmed_to_slot.max(member.next_slot);
+        let Some(target_member) = self.set.members[member_index].as_ref() else {
+            return Ok(());
+        };
+        let layout = target_member.layout();
+        let offset = layout.data_slot_offset_bytes(from).unwrap_or(0);
+        let len = (want_to - from) * layout.chunk_size_bytes as u64;
+        volume::discard(&target_member.target, offset, len).map_err(|source| {
+            RecordingError::Io {
+                what: format!(
+                    "discarding ahead of the write point on {}",
+                    target_member.target.path.display()
+                ),
+                source,
+            }
+        })?;
+        self.members[member_index].trimmed_to_slot = want_to;
+        Ok(())
+    }
+
+    fn reap(&mut self, wait: bool) -> Result<(), RecordingError> {
+        let mut completions = std::mem::take(&mut self.completions);
+        let result = self
+            .engine
+            .submit_and_reap(u32::from(wait), &mut completions);
+        for completion in completions.drain(..) {
+            let position = (completion.user_data - self.front_flight) as usize;
+            let flight = &mut self.flights[position];
+            flight.done = true;
+            self.members[flight.member as usize].in_flight -= 1;
+            if let Err(error) = completion.result {
+                flight.failed = true;
+                let path = volume::describe_member(&self.set, flight.member as usize);
+                self.error.get_or_insert(format!("{path}: {error}"));
+            }
+        }
+        self.completions = completions;
+        result?;
+        while let Some(front) = self.flights.front().copied() {
+            if !front.done || front.failed {
+                break;
+            }
+            self.flights.pop_front();
+            self.front_flight += 1;
+            self.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
+            self.durable_stream_bytes = front.stream_end_bytes;
+            self.durable_lost_bytes = front.lost_bytes_through;
+            self.buffer_chunk_counts[front.buffer as usize] = 0;
+            self.free.push(front.buffer);
+            self.progress
+                .done_bytes
+                .store(self.durable_stream_bytes, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn due_for_checkpoint(&self) -> bool {
+        let window_half = RECOVERY_WINDOW_SLOTS as u64 / 2;
+        self.last_checkpoint.elapsed() >= self.options.sync_interval
+            || self
+                .members
+                .iter()
+                .any(|member| member.since_checkpoint_slots >= window_half)
+    }
+
+    /// Flushes what has completed and records how far it reaches.
+    fn checkpoint(&mut self) -> Result<(), RecordingError> {
+        self.set.flush()?;
+        self.write_checkpoint(self.recording_id)
+    }
+
+    fn write_checkpoint(&mut self, recording_id: u32) -> Result<(), RecordingError> {
+        let durable_end = self.durable_sequence_end;
+        let positions = self
+            .members
+            .iter_mut()
+            .map(|member| {
+                while member
+                    .undurable
+                    .front()
+                    .is_some_and(|&(sequence, _, _)| sequence < durable_end)
+                {
+                    member.undurable.pop_front();
+                }
+                member.since_checkpoint_slots = member.undurable.len() as u64;
+                match member.undurable.front() {
+                    Some(&(_, slot, lap)) => MemberPosition {
+                        next_slot_index: slot,
+                        lap,
+                    },
+                    None => MemberPosition {
+                        next_slot_index: member.next_slot,
+                        lap: member.lap,
+                    },
+                }
+            })
+            .collect();
+        self.checkpoint_generation += 1;
+        let checkpoint = Checkpoint {
+            set_uuid: self.set.set_uuid,
+            generation: self.checkpoint_generation,
+            written_ns: now_ns(),
+            recording_id,
+            recovery_window_slots: RECOVERY_WINDOW_SLOTS,
+            recording_first_sequence: if recording_id == 0 {
+                0
+            } else {
+                self.first_sequence
+            },
+            durable_sequence_end: durable_end,
+            durable_stream_bytes: self.durable_stream_bytes,
+            durable_lost_bytes: self.durable_lost_bytes,
+            members: positions,
+        };
+        self.set.write_checkpoint(&checkpoint)?;
+        self.checkpoint_count += 1;
+        self.last_checkpoint = Instant::now();
+        Ok(())
+    }
+
+    /// Ends the recording: submits what is left (unless aborting), writes the end marker,
+    /// drains, flushes, and closes the entry.
+    fn end(&mut self) -> Result<(), RecordingError> {
+        if self.state() == ControlState::Abort {
+            self.seal_filling();
+            while let Some(buffer) = self.ready.pop_back() {
+                self.drop_buffer(buffer);
+            }
+        } else {
+            self.seal_filling();
+        }
+        // Submit the rest, waiting for room as needed.
+        while !self.ready.is_empty() && self.error.is_none() && !self.full {
+            if !self.submit() {
+                self.reap(true)?;
+            }
+        }
+        // The end-of-recording marker: an empty chunk, in the slot kept for it.
+        self.write_end_marker();
+        while !self.flights.is_empty() {
+            if let Err(error) = self.reap(true) {
+                self.error.get_or_insert(error.to_string());
+                break;
+            }
+        }
+        self.set.flush()?;
+        let state = if self.error.is_some() || self.state() == ControlState::Abort {
+            RecordingState::Aborted
+        } else {
+            RecordingState::Closed
+        };
+        let entry = self.entry(state, 2)?;
+        self.set.write_entry(&entry)?;
+        self.durable_sequence_end = self.next_sequence;
+        self.write_checkpoint(0)
+    }
+
+    fn write_end_marker(&mut self) {
+        let buffer = match self.free.pop() {
+            Some(buffer) => buffer,
+            None => {
+                while self.free.is_empty() && !self.flights.is_empty() {
+                    if self.reap(true).is_err() {
+                        return;
+                    }
+                }
+                match self.free.pop() {
+                    Some(buffer) => buffer,
+                    None => return,
+                }
+            }
+        };
+        self.metas[buffer as usize * self.k as usize] = ChunkMeta {
+            timestamp_ns: now_ns(),
+            stream_offset_bytes: self.stream_offset_bytes,
+            gap_bytes: std::mem::take(&mut self.pending_gap_bytes),
+            payload_len_bytes: 0,
+            end: true,
+        };
+        if self.metas[buffer as usize * self.k as usize].gap_bytes > 0 {
+            self.gap_count += 1;
+        }
+        self.buffer_chunk_counts[buffer as usize] = 1;
+        // Any member with a free slot takes it (the writers kept one slot each for this).
+        let member_index = (0..self.members.len()).find(|&index| {
+            let member = &self.members[index];
+            match self.options.fill {
+                Fill::Linear => member.next_slot < member.data_slot_count,
+                Fill::Ring { .. } => true,
+            }
+        });
+        match member_index {
+            Some(index) => {
+                if let Err(error) = self.submit_end(buffer, index) {
+                    self.error.get_or_insert(error.to_string());
+                }
+            }
+            None => self.free.push(buffer),
+        }
+    }
+
+    fn submit_end(&mut self, buffer: u32, member_index: usize) -> Result<(), RecordingError> {
+        if let Fill::Ring { .. } = self.options.fill {
+            let member = &mut self.members[member_index];
+            if member.next_slot >= member.usable_slots {
+                member.next_slot = 0;
+                member.lap += 1;
+            }
+        }
+        self.submit_buffer(buffer, member_index, 1)
+    }
+
+    fn report(&self, cpu_before: (f64, f64)) -> RecordReport {
+        let elapsed = self.started.elapsed();
+        let cpu_after = process_cpu_s();
+        let outcome = if self.error.is_some() {
+            RecordOutcome::Failed
+        } else if self.full {
+            RecordOutcome::TargetFull
+        } else {
+            match self.control.state() {
+                ControlState::Abort => RecordOutcome::Aborted,
+                ControlState::Stop if self.options.duration.is_some_and(|d| elapsed >= d) => {
+                    RecordOutcome::Complete
+                }
+                ControlState::Stop => RecordOutcome::Stopped,
+                ControlState::Run if self.source_done => RecordOutcome::SourceEnded,
+                ControlState::Run => RecordOutcome::Complete,
+            }
+        };
+        let chunk_bytes = self.chunk_bytes() as u64;
+        let written_bytes: u64 = self
+            .members
+            .iter()
+            .map(|m| m.chunk_count * chunk_bytes)
+            .sum();
+        RecordReport {
+            set_uuid: self.set.set_uuid.to_string(),
+            recording_id: self.recording_id,
+            name: self.options.label.clone(),
+            outcome,
+            stripe: self.options.stripe,
+            fill: self.options.fill,
+            engine: self.engine.kind(),
+            engine_features: self.engine.features(),
+            engine_fallback_reason: self.fallback_reason.clone(),
+            chunk_size_bytes: self.set.chunk_size_bytes,
+            payload_capacity_bytes: self.payload_capacity_bytes,
+            io_size_bytes: chunk_bytes * self.k as u64,
+            queue_depth: self.options.queue_depth,
+            buffer_bytes: self.engine.pool().total_bytes() as u64,
+            first_sequence: self.first_sequence,
+            end_sequence: self.next_sequence,
+            chunk_count: self.next_sequence - self.first_sequence,
+            stream_bytes: self.recorded_stream_bytes,
+            lost_bytes: self.lost_bytes,
+            gap_count: self.gap_count,
+            written_bytes,
+            unrecorded_bytes: self.unrecorded_bytes,
+            checkpoint_count: self.checkpoint_count,
+            elapsed_s: elapsed.as_secs_f64(),
+            rate_mib_per_s: crate::unit::rate_mib_per_s(self.recorded_stream_bytes, elapsed),
+            cpu_user_s: cpu_after.0 - cpu_before.0,
+            cpu_system_s: cpu_after.1 - cpu_before.1,
+            members: self
+                .members
+                .iter()
+                .enumerate()
+                .map(|(index, member)| MemberReport {
+                    path: self.set.members[index]
+                        .as_ref()
+                        .map(|m| m.target.path.clone())
+                        .unwrap_or_default(),
+                    chunk_count: member.chunk_count,
+                    bytes: member.chunk_count * chunk_bytes,
+                    laps: member.lap,
+                    rate_mib_per_s: crate::unit::rate_mib_per_s(
+                        member.chunk_count * chunk_bytes,
+                        elapsed,
+                    ),
+                })
+                .collect(),
+            error: self.error.clone(),
+        }
+    }
+}
+
+/// Fills a payload from the source: loops over short reads; returns fewer bytes only at
+/// the end of the source or when a stop or abort interrupts a blocking read.
+fn fill_payload(
+    source: &mut dyn Source,
+    offset_bytes: u64,
+    buf: &mut [u8],
+    control: &Control,
+) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read_at(offset_bytes + filled as u64, &mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(count) => filled += count,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {
+                if control.state() != ControlState::Run {
+                    break;
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
