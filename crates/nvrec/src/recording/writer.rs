@@ -182,6 +182,10 @@ struct MemberState {
     usable_slots: u64,
     data_slot_count: u64,
     in_flight: u32,
+    /// I/Os this member may have in flight. In a ring it is also bounded so that the
+    /// I/Os in flight never span more than one lap: two writes to one slot must never be
+    /// in flight together, or the older could land last.
+    queue_depth: u32,
     chunk_count: u64,
     /// Submitted I/Os not yet covered by a checkpoint: (first sequence, first slot, lap).
     undurable: VecDeque<(u64, u64, u64)>,
@@ -348,7 +352,14 @@ impl<'a> Writer<'a> {
                 let data_slot_count = member.layout().data_slot_count;
                 // Whole I/Os only, and one slot kept for the end-of-recording chunk.
                 let usable_slots = data_slot_count.saturating_sub(1) / k as u64 * k as u64;
+                let queue_depth = match options.fill {
+                    Fill::Linear => options.queue_depth,
+                    Fill::Ring { .. } => options
+                        .queue_depth
+                        .min((usable_slots / k as u64).saturating_sub(1).max(1) as u32),
+                };
                 MemberState {
+                    queue_depth,
                     next_slot: position.next_slot_index,
                     lap: position.lap,
                     usable_slots,
@@ -496,7 +507,10 @@ impl<'a> Writer<'a> {
                 }
             }
             let input_over = !self.wants_input();
-            if input_over && self.filling.is_none() && self.ready.is_empty() {
+            if input_over {
+                self.seal_filling();
+            }
+            if input_over && self.ready.is_empty() {
                 break;
             }
             if input_over && self.state() == ControlState::Abort {
@@ -642,7 +656,6 @@ impl<'a> Writer<'a> {
 
     /// The member the next I/O of `chunk_count` chunks goes to, if one has room now.
     fn choose_member(&mut self, chunk_count: u32) -> Option<usize> {
-        let queue_depth = self.options.queue_depth;
         let has_room = |member: &MemberState| match self.options.fill {
             Fill::Linear => member.next_slot + chunk_count as u64 <= member.usable_slots,
             Fill::Ring { .. } => member.usable_slots >= chunk_count as u64,
@@ -658,7 +671,7 @@ impl<'a> Writer<'a> {
                 for step in 0..count {
                     let index = (self.rr_next + step) % count;
                     if has_room(&self.members[index]) {
-                        if self.members[index].in_flight < queue_depth {
+                        if self.members[index].in_flight < self.members[index].queue_depth {
                             self.rr_next = index + 1;
                             return Some(index);
                         }
@@ -674,7 +687,7 @@ impl<'a> Writer<'a> {
                 for step in 0..count {
                     let index = (self.rr_next + step) % count;
                     let member = &self.members[index];
-                    if member.in_flight >= queue_depth || !has_room(member) {
+                    if member.in_flight >= member.queue_depth || !has_room(member) {
                         continue;
                     }
                     if best.is_none_or(|b| member.in_flight < self.members[b].in_flight) {
@@ -714,10 +727,16 @@ impl<'a> Writer<'a> {
         progressed
     }
 
+    /// Gives up a buffer that was filled but will not be written (abort, full target).
+    /// Buffers are dropped from the tail of the input, so the stream is rewound to the
+    /// start of the first dropped chunk: the recording stays one contiguous stream.
     fn drop_buffer(&mut self, buffer: u32) {
         let base = buffer as usize * self.k as usize;
         for index in 0..self.buffer_chunk_counts[buffer as usize] as usize {
-            self.unrecorded_bytes += self.metas[base + index].payload_len_bytes as u64;
+            let meta = self.metas[base + index];
+            self.unrecorded_bytes += meta.payload_len_bytes as u64;
+            self.recorded_stream_bytes -= meta.payload_len_bytes as u64;
+            self.stream_offset_bytes = self.stream_offset_bytes.min(meta.stream_offset_bytes);
         }
         self.buffer_chunk_counts[buffer as usize] = 0;
         self.free.push(buffer);
@@ -1035,6 +1054,9 @@ impl<'a> Writer<'a> {
     }
 
     fn submit_end(&mut self, buffer: u32, member_index: usize) -> Result<(), RecordingError> {
+        while self.members[member_index].in_flight >= self.members[member_index].queue_depth {
+            self.reap(true)?;
+        }
         if let Fill::Ring { .. } = self.options.fill {
             let member = &mut self.members[member_index];
             if member.next_slot >= member.usable_slots {
