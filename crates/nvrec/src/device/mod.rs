@@ -357,6 +357,9 @@ fn preallocate(
 
 /// Opens a block device, running the safety checks first when writing with
 /// `Safety::Check`.
+/// Times an exclusive open that found the device busy is retried, 50 ms apart.
+const EBUSY_RETRY_COUNT: u32 = 20;
+
 fn open_block_device(
     path: &Path,
     options: &OpenOptions,
@@ -377,11 +380,20 @@ fn open_block_device(
         // it, and keeps them out while we hold it.
         flags |= libc::O_EXCL;
     }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(write)
-        .custom_flags(flags)
-        .open(path)
+    // An exclusive claim can outlive its holder by a moment (a ring torn down by a kernel
+    // worker after its process exited): retry EBUSY briefly before calling it busy.
+    let open = || std::fs::OpenOptions::new().read(true).write(write).custom_flags(flags).open(path);
+    let mut attempt = open();
+    for _ in 0..EBUSY_RETRY_COUNT {
+        match &attempt {
+            Err(error) if check && error.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                attempt = open();
+            }
+            _ => break,
+        }
+    }
+    let file = attempt
         .map_err(|source| match source.raw_os_error() {
             Some(libc::EBUSY) if check => DeviceError::Busy {
                 path: path.to_path_buf(),

@@ -314,6 +314,10 @@ impl Drop for UringEngine {
             }
             rounds += 1;
         }
-        // Fields drop in declaration order: the ring (and its registrations) before the pool.
+        // Drop the registrations now: a ring's teardown is deferred to a kernel worker, and a
+        // block device opened exclusively would otherwise stay claimed for a while after
+        // we are gone. Fields then drop in declaration order: the ring before the pool.
+        let _ = self.ring.submitter().unregister_files();
+        let _ = self.ring.submitter().unregister_buffers();
     }
 }
