@@ -325,7 +325,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
             println!("no recordings");
         } else {
             println!(
-                "{:>4}  {:<16} {:<23} {:<23} {:>12} {:>9} {:>10} {:>12}  {}",
+                "{:>4}  {:<16} {:<23} {:<23} {:>12} {:>9} {:>10} {:>12}  name",
                 "id",
                 "state",
                 "start (UTC)",
@@ -334,7 +334,6 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                 "chunks",
                 "MiB/s",
                 "lost bytes",
-                "name"
             );
             for entry in &entries {
                 let value = entry_json(entry);

@@ -382,7 +382,13 @@ fn open_block_device(
     }
     // An exclusive claim can outlive its holder by a moment (a ring torn down by a kernel
     // worker after its process exited): retry EBUSY briefly before calling it busy.
-    let open = || std::fs::OpenOptions::new().read(true).write(write).custom_flags(flags).open(path);
+    let open = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(write)
+            .custom_flags(flags)
+            .open(path)
+    };
     let mut attempt = open();
     for _ in 0..EBUSY_RETRY_COUNT {
         match &attempt {
@@ -393,20 +399,19 @@ fn open_block_device(
             _ => break,
         }
     }
-    let file = attempt
-        .map_err(|source| match source.raw_os_error() {
-            Some(libc::EBUSY) if check => DeviceError::Busy {
-                path: path.to_path_buf(),
-            },
-            Some(libc::ENOENT) => DeviceError::NotFound {
-                path: path.to_path_buf(),
-                can_create: false,
-            },
-            _ => DeviceError::Open {
-                path: path.to_path_buf(),
-                source,
-            },
-        })?;
+    let file = attempt.map_err(|source| match source.raw_os_error() {
+        Some(libc::EBUSY) if check => DeviceError::Busy {
+            path: path.to_path_buf(),
+        },
+        Some(libc::ENOENT) => DeviceError::NotFound {
+            path: path.to_path_buf(),
+            can_create: false,
+        },
+        _ => DeviceError::Open {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
 
     let meta = file
         .metadata()

@@ -9,7 +9,7 @@
 //! everything before it durable and bounds the search after a crash.
 //!
 //! - [`volume`]: formatting and opening volume sets, metadata I/O.
-//! - [`writer`]: `record`.
+//! - [`writer`]: the `record` command's engine room.
 //! - [`reader`]: reading chunks back in sequence order: `replay`, `verify`, and recovery.
 //!
 //! The format is specified in `docs/FORMAT.md`; this module follows its writing and

@@ -188,8 +188,7 @@ pub fn recovered_end(
         let position = checkpoint.members[index];
         let last_kept = contiguous
             .iter()
-            .filter(|h| h.member_index as usize == index)
-            .last();
+            .rfind(|h| h.member_index as usize == index);
         end_slots[index] = last_kept.map_or(position.next_slot_index, |h| h.slot_index + 1);
         if last_kept.is_none() {
             laps[index] = position.lap;
@@ -583,6 +582,7 @@ pub fn read_recording(
         });
         scans[best].cursor = within + 1;
         if !keep_going {
+            stop = true;
             break;
         }
     }

@@ -329,7 +329,7 @@ impl<'a> Writer<'a> {
         let k = options.io_chunk_count;
         let io_bytes = chunk_size_bytes as u64 * k as u64;
         let member_count = set.member_count();
-        let buffer_count = (options.buffer_bytes / io_bytes).max(2).min(1 << 16) as u32;
+        let buffer_count = (options.buffer_bytes / io_bytes).clamp(2, 1 << 16) as u32;
         let pool = BufferPool::new(buffer_count as usize, io_bytes as usize)?;
         // The engine never has more in flight than the buffers or the members' queues allow.
         let queue_depth = buffer_count

@@ -1,0 +1,132 @@
+//! Helpers shared by the end-to-end tests: scratch dirs, loop devices, running nvrec.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+pub const CHUNK: usize = 128 << 10;
+
+pub fn nvrec() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nvrec"))
+}
+
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "nvrec-cli-{}-{}-{name}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A loop device over a file in /dev/shm, detached on drop.
+pub struct LoopDevice {
+    pub device: PathBuf,
+    pub backing: PathBuf,
+}
+
+impl LoopDevice {
+    /// None (with the reason printed) where loop devices cannot be made here.
+    pub fn new(size_bytes: u64) -> Option<LoopDevice> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipping: loop devices need root");
+            return None;
+        }
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let backing = PathBuf::from(format!(
+            "/dev/shm/nvrec-cli-test-{}-{}.img",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::File::create(&backing)
+            .unwrap()
+            .set_len(size_bytes)
+            .unwrap();
+        let output = Command::new("losetup")
+            .args(["--find", "--show", "--direct-io=on"])
+            .arg(&backing)
+            .output();
+        match output {
+            Ok(output) if output.status.success() => {
+                let device = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+                Some(LoopDevice { device, backing })
+            }
+            other => {
+                let _ = std::fs::remove_file(&backing);
+                eprintln!("skipping: losetup failed: {other:?}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        // udev may still be probing the device after a write; retry the detach briefly.
+        for _ in 0..20 {
+            let detached = Command::new("losetup").arg("-d").arg(&self.device).status();
+            if matches!(detached, Ok(status) if status.success()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = std::fs::remove_file(&self.backing);
+    }
+}
+
+pub fn run(command: &mut Command) -> Output {
+    command.output().expect("nvrec runs")
+}
+
+pub fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "not JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+pub fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Deterministic incompressible bytes (xorshift), unlike the pattern.
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+pub fn file_digest(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_default()
+}

@@ -1,0 +1,461 @@
+//! End-to-end tests of recordings: record, ls, replay, verify, on files and loop devices.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// Records `data` from stdin onto `targets` with extra arguments.
+fn record_stdin(targets: &[PathBuf], data: &[u8], extra: &[&str]) -> Output {
+    let mut child = nvrec()
+        .args(["--json", "record", "--source", "stdin"])
+        .args(extra)
+        .args(targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // A closed pipe (the recorder stopped early) is the test's to judge, not a panic here.
+    let _ = stdin.write_all(data);
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+fn replay(targets: &[PathBuf], extra: &[&str]) -> Output {
+    run(nvrec().arg("replay").args(extra).args(targets))
+}
+
+fn files(scratch: &Scratch, names: &[&str]) -> Vec<PathBuf> {
+    names.iter().map(|name| scratch.path(name)).collect()
+}
+
+#[test]
+fn a_stdin_stream_comes_back_byte_exact_on_one_and_three_members() {
+    for names in [&["a.img"][..], &["a.img", "b.img", "c.img"][..]] {
+        let scratch = Scratch::new("roundtrip");
+        let targets = files(&scratch, names);
+        // Not a whole number of payloads: the last chunk is short, never padded into the stream.
+        let data = noise(37 * 1_000_000 + 12_345, 3);
+        let output = record_stdin(
+            &targets,
+            &data,
+            &["--create-size", "64M", "--label", "trip"],
+        );
+        assert!(output.status.success(), "{}", text(&output));
+        let report = json(&output);
+        assert_eq!(report["outcome"], "source_ended");
+        assert_eq!(report["stream_bytes"], data.len());
+        assert_eq!(
+            report["members"].as_array().map(Vec::len),
+            Some(names.len())
+        );
+        let output = replay(&targets, &[]);
+        assert!(output.status.success(), "{}", text(&output));
+        assert!(
+            output.stdout == data,
+            "replay differs from what was recorded ({} members)",
+            names.len()
+        );
+        let output = run(nvrec().arg("verify").args(&targets));
+        assert!(output.status.success(), "{}", text(&output));
+        let output = run(nvrec().args(["--json", "ls"]).args(&targets));
+        assert!(output.status.success(), "{}", text(&output));
+        let listing = json(&output);
+        assert_eq!(listing["recordings"][0]["state"], "complete");
+        assert_eq!(listing["recordings"][0]["bytes"], data.len());
+        assert_eq!(listing["recordings"][0]["name"], "trip");
+        assert_eq!(
+            listing["members"].as_array().map(Vec::len),
+            Some(names.len())
+        );
+    }
+}
+
+#[test]
+fn a_stream_onto_three_loop_devices_comes_back_byte_exact() {
+    let (Some(a), Some(b), Some(c)) = (
+        LoopDevice::new(64 << 20),
+        LoopDevice::new(64 << 20),
+        LoopDevice::new(64 << 20),
+    ) else {
+        return;
+    };
+    let targets = vec![a.device.clone(), b.device.clone(), c.device.clone()];
+    let data = noise(100 << 20, 5);
+    let output = record_stdin(&targets, &data, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let output = replay(&targets, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stdout == data, "replay from loop devices differs");
+    assert!(run(nvrec().arg("verify").args(&targets)).status.success());
+}
+
+#[test]
+fn after_kill_9_everything_acknowledged_comes_back_and_the_recording_is_interrupted() {
+    let scratch = Scratch::new("kill9");
+    let targets = files(&scratch, &["a.img", "b.img"]);
+    let mut child = nvrec()
+        .args([
+            "record",
+            "--source",
+            "stdin",
+            "--sync-interval",
+            "100ms",
+            "--create-size",
+            "64M",
+        ])
+        .args(&targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = noise(24 << 20, 9);
+    // Feed in pieces; everything sent more than a few sync intervals ago is acknowledged.
+    for piece in data.chunks(1 << 20) {
+        stdin.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    drop(stdin);
+    let output = run(nvrec().args(["--json", "ls"]).args(&targets));
+    let listing = json(&output);
+    assert_eq!(
+        listing["recordings"][0]["state"], "interrupted",
+        "{listing}"
+    );
+    let output = replay(&targets, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let recovered = &output.stdout;
+    // Everything but the payload still being filled (less than one chunk) was acknowledged.
+    assert!(
+        recovered.len() + 131072 >= data.len(),
+        "recovered only {} of {} bytes",
+        recovered.len(),
+        data.len()
+    );
+    assert_eq!(
+        recovered[..],
+        data[..recovered.len()],
+        "the recovered prefix equals what was sent"
+    );
+    assert!(run(nvrec().arg("verify").args(&targets)).status.success());
+    // The set takes a new recording after recovery.
+    let output = record_stdin(&targets, &noise(1 << 20, 1), &["--append"]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["recording_id"], 2);
+    let output = replay(&targets, &["--recording", "1"]);
+    assert_eq!(output.stdout.len(), recovered.len());
+}
+
+#[test]
+fn a_ring_returns_exactly_the_newest_data_in_order() {
+    let scratch = Scratch::new("ring");
+    let targets = files(&scratch, &["a.img", "b.img"]);
+    let data = noise(60 << 20, 13);
+    let output = record_stdin(&targets, &data, &["--ring", "--create-size", "12M"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert!(
+        report["members"][0]["laps"].as_u64().unwrap_or(0) >= 2,
+        "{report}"
+    );
+    let output = replay(&targets, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let newest = &output.stdout;
+    assert!(
+        newest.len() > 4 << 20,
+        "a ring of 2 x 12 MiB keeps more than 4 MiB, got {}",
+        newest.len()
+    );
+    assert!(
+        newest[..] == data[data.len() - newest.len()..],
+        "the ring holds the newest data, in order"
+    );
+    let output = run(nvrec().args(["--json", "ls"]).args(&targets));
+    assert_eq!(json(&output)["recordings"][0]["ring"], true);
+    // With trim too, on a file: holes are punched ahead of the write point.
+    let trimmed = files(&scratch, &["t.img"]);
+    let output = record_stdin(
+        &trimmed,
+        &data,
+        &["--ring", "--trim", "--create-size", "12M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let output = replay(&trimmed, &[]);
+    assert!(output.stdout[..] == data[data.len() - output.stdout.len()..]);
+}
+
+#[test]
+fn a_full_target_in_linear_mode_stops_cleanly_with_its_own_status() {
+    let scratch = Scratch::new("full");
+    let targets = files(&scratch, &["a.img"]);
+    let output = run(nvrec()
+        .args([
+            "--json",
+            "record",
+            "--source",
+            "pattern",
+            "--create-size",
+            "16M",
+        ])
+        .args(&targets));
+    assert_eq!(output.status.code(), Some(5), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["outcome"], "target_full");
+    let recorded = report["stream_bytes"].as_u64().unwrap();
+    assert!(recorded > 8 << 20);
+    let output = run(nvrec().args(["--json", "verify"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["recordings"][0]["payload_bytes"], recorded);
+}
+
+#[test]
+fn input_that_outruns_the_target_is_lost_counted_and_marked() {
+    let scratch = Scratch::new("loss");
+    let targets = files(&scratch, &["a.img"]);
+    // 20 GB/s into a tiny pool and queue: most of it cannot be kept.
+    let output = run(nvrec()
+        .args([
+            "--json", "record", "--source", "pattern", "--rate", "20GB/s", "--size", "1G",
+        ])
+        .args([
+            "--buffer",
+            "4M",
+            "--queue-depth",
+            "1",
+            "--create-size",
+            "1200M",
+        ])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recorded = report["stream_bytes"].as_u64().unwrap();
+    let lost = report["lost_bytes"].as_u64().unwrap();
+    assert!(lost > 0, "{report}");
+    assert!(report["gap_count"].as_u64().unwrap() > 0);
+    assert_eq!(
+        recorded + lost,
+        1 << 30,
+        "every byte is either recorded or counted as lost"
+    );
+    let output = run(nvrec().args(["--json", "ls"]).args(&targets));
+    assert_eq!(
+        json(&output)["recordings"][0]["lost_bytes"],
+        lost,
+        "the loss is written into the recording"
+    );
+    let output = run(nvrec().args(["--json", "verify"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        json(&output)["recordings"][0]["lost_bytes"],
+        lost,
+        "the gaps are found in the chunks"
+    );
+}
+
+#[test]
+fn missing_and_foreign_members_are_named() {
+    let scratch = Scratch::new("members");
+    let set = files(&scratch, &["a.img", "b.img", "c.img"]);
+    assert!(
+        record_stdin(&set, &noise(4 << 20, 2), &["--create-size", "16M"])
+            .status
+            .success()
+    );
+    let other = files(&scratch, &["x.img"]);
+    assert!(
+        record_stdin(&other, &noise(1 << 20, 2), &["--create-size", "16M"])
+            .status
+            .success()
+    );
+    // One member left out.
+    let output = run(nvrec().arg("ls").args(&set[..2]));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output).contains("member 2: (missing member 2)  MISSING"),
+        "{}",
+        text(&output)
+    );
+    let output = run(nvrec().arg("verify").args(&set[..2]));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("member 2 is missing"),
+        "{}",
+        text(&output)
+    );
+    // A member of another set given instead.
+    let mixed = vec![set[0].clone(), set[1].clone(), other[0].clone()];
+    let output = run(nvrec().arg("ls").args(&mixed));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output).contains("belongs to another volume set"),
+        "{}",
+        text(&output)
+    );
+    assert!(text(&output).contains("x.img"), "{}", text(&output));
+    // The same member twice.
+    let doubled = vec![set[0].clone(), set[1].clone(), set[1].clone()];
+    assert!(text(&run(nvrec().arg("ls").args(&doubled))).contains("is member 1 again"));
+    // Appending to an incomplete set is refused.
+    let output = record_stdin(&set[..2], b"x", &["--append"]);
+    assert!(!output.status.success());
+    assert!(text(&output).contains("incomplete"), "{}", text(&output));
+}
+
+#[test]
+fn append_time_selection_and_recording_choice() {
+    let scratch = Scratch::new("append");
+    let targets = files(&scratch, &["a.img", "b.img"]);
+    let first = noise(3 << 20, 21);
+    let second = noise(2 << 20, 22);
+    assert!(record_stdin(&targets, &first, &["--create-size", "32M"])
+        .status
+        .success());
+    assert!(
+        record_stdin(&targets, &second, &["--append", "--label", "two"])
+            .status
+            .success()
+    );
+    assert!(replay(&targets, &["--recording", "1"]).stdout == first);
+    assert!(
+        replay(&targets, &[]).stdout == second,
+        "the default is the last recording"
+    );
+    assert_eq!(
+        replay(&targets, &["--recording", "3"]).status.code(),
+        Some(2)
+    );
+    // A paced recording of about one second: --from/--to pick by time.
+    let paced = files(&scratch, &["p.img"]);
+    let output = run(nvrec()
+        .args([
+            "record",
+            "--source",
+            "pattern",
+            "--rate",
+            "40M",
+            "--duration",
+            "1s",
+            "--create-size",
+            "64M",
+        ])
+        .args(&paced));
+    assert!(output.status.success(), "{}", text(&output));
+    let whole = replay(&paced, &[]).stdout.len();
+    let later = replay(&paced, &["--from", "500ms"]).stdout.len();
+    let earlier = replay(&paced, &["--to", "500ms"]).stdout.len();
+    assert!(
+        later > 0 && later < whole && earlier > 0 && earlier < whole,
+        "{whole} {later} {earlier}"
+    );
+    assert!(
+        later + earlier <= whole + 2 * 131072,
+        "{whole} {later} {earlier}"
+    );
+    // Pacing reproduces the timing: half a second of recording takes about that long.
+    let started = std::time::Instant::now();
+    assert!(replay(&paced, &["--pace", "--to", "500ms"])
+        .status
+        .success());
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Runs nvrec inside a blkio cgroup that throttles writes to `slow` (cgroup v1).
+fn throttled(slow: &LoopDevice, bytes_per_s: u64, args: &[String]) -> Option<Output> {
+    let cgroup = PathBuf::from(format!(
+        "/sys/fs/cgroup/blkio/nvrec-test-{}",
+        std::process::id()
+    ));
+    if std::fs::create_dir_all(&cgroup).is_err() {
+        eprintln!("skipping: no blkio cgroup to throttle a device with");
+        return None;
+    }
+    let dev = std::fs::read_to_string(format!(
+        "/sys/class/block/{}/dev",
+        slow.device.file_name().unwrap().to_string_lossy()
+    ))
+    .ok()?;
+    std::fs::write(
+        cgroup.join("blkio.throttle.write_bps_device"),
+        format!("{} {bytes_per_s}", dev.trim()),
+    )
+    .ok()?;
+    let script = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cgroup.display());
+    let output = Command::new("sh")
+        .args(["-c", &script, "sh", env!("CARGO_BIN_EXE_nvrec")])
+        .args(args)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir(&cgroup);
+    Some(output)
+}
+
+#[test]
+fn adaptive_striping_gives_the_fast_member_more_than_round_robin_does() {
+    let (Some(slow), Some(fast)) = (LoopDevice::new(256 << 20), LoopDevice::new(256 << 20)) else {
+        return;
+    };
+    let base = |stripe: &str| -> Vec<String> {
+        [
+            "--json",
+            "record",
+            "--source",
+            "pattern",
+            "--size",
+            "96M",
+            "--queue-depth",
+            "2",
+            "--stripe",
+            stripe,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            slow.device.display().to_string(),
+            fast.device.display().to_string(),
+        ])
+        .collect()
+    };
+    let Some(adaptive) = throttled(&slow, 40_000_000, &base("adaptive")) else {
+        return;
+    };
+    assert!(adaptive.status.success(), "{}", text(&adaptive));
+    let adaptive = json(&adaptive);
+    let Some(round_robin) = throttled(&slow, 40_000_000, &base("round-robin")) else {
+        return;
+    };
+    assert!(round_robin.status.success(), "{}", text(&round_robin));
+    let round_robin = json(&round_robin);
+    let chunks = |report: &serde_json::Value, member: usize| {
+        report["members"][member]["chunk_count"].as_u64().unwrap()
+    };
+    // Round-robin: equal shares, so the slow member sets the pace.
+    assert!(
+        chunks(&round_robin, 0).abs_diff(chunks(&round_robin, 1)) <= 8,
+        "{round_robin}"
+    );
+    // Adaptive: the fast member takes most of the stream.
+    assert!(
+        chunks(&adaptive, 1) > 3 * chunks(&adaptive, 0),
+        "{adaptive}"
+    );
+    let seconds = |report: &serde_json::Value| report["elapsed_s"].as_f64().unwrap();
+    assert!(
+        seconds(&adaptive) * 2.0 < seconds(&round_robin),
+        "adaptive {} s, round-robin {} s",
+        seconds(&adaptive),
+        seconds(&round_robin)
+    );
+}
