@@ -326,14 +326,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
         } else {
             println!(
                 "{:>4}  {:<16} {:<23} {:<23} {:>12} {:>9} {:>10} {:>12}  name",
-                "id",
-                "state",
-                "start (UTC)",
-                "end (UTC)",
-                "bytes",
-                "chunks",
-                "MiB/s",
-                "lost bytes",
+                "id", "state", "start (UTC)", "end (UTC)", "bytes", "chunks", "MiB/s", "lost bytes",
             );
             for entry in &entries {
                 let value = entry_json(entry);
