@@ -38,19 +38,32 @@ impl ProgressDisplay {
                 }
                 let total = progress.total_bytes.load(Ordering::Relaxed);
                 let bar = bar.get_or_insert_with(|| {
-                    let bar = ProgressBar::new(total);
-                    bar.set_style(
-                        ProgressStyle::with_template(
+                    // A known total gets a bar; an open-ended stream (a recording) a counter.
+                    let (bar, template) = if total > 0 {
+                        (
+                            ProgressBar::new(total),
                             "{msg} [{bar:40}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
                         )
-                        .unwrap_or_else(|_| ProgressStyle::default_bar())
-                        .progress_chars("=> "),
+                    } else {
+                        (ProgressBar::no_length(), "{msg} {spinner} {bytes} {binary_bytes_per_sec} {elapsed}")
+                    };
+                    bar.set_style(
+                        ProgressStyle::with_template(template)
+                            .unwrap_or_else(|_| ProgressStyle::default_bar())
+                            .progress_chars("=> "),
                     );
-                    bar.set_message(label.clone());
                     bar
                 });
-                bar.set_length(total);
+                if total > 0 {
+                    bar.set_length(total);
+                }
                 bar.set_position(progress.done_bytes.load(Ordering::Relaxed));
+                let lost = progress.lost_bytes.load(Ordering::Relaxed);
+                if lost > 0 {
+                    bar.set_message(format!("{label} LOST {}", nvrec::unit::format_bytes(lost)));
+                } else {
+                    bar.set_message(label.clone());
+                }
             }
             if let Some(bar) = bar {
                 bar.finish_and_clear();
