@@ -394,7 +394,7 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     } else {
         let file = std::fs::File::create(&args.output)
             .with_context(|| format!("creating {}", args.output.display()))?;
-        Box::new(std::io::BufWriter::with_capacity(4 << 20, file))
+        Box::new(std::io::BufWriter::with_capacity(64 << 10, file))
     };
     let from_ns = args.from.map(|d| entry.start_ns + d.as_nanos() as u64);
     let to_ns = args.to.map(|d| entry.start_ns + d.as_nanos() as u64);

@@ -3,8 +3,8 @@
 use std::ops::Range;
 
 use super::codec::{
-    check_crc, check_preamble, crc32c, crc32c_append, get_array, get_u16, get_u32, get_u64,
-    put_bytes, put_preamble, put_u16, put_u32, put_u64, take,
+    check_crc, check_preamble, crc32c, crc32c_append, crc32c_combine, get_array, get_u16, get_u32,
+    get_u64, put_bytes, put_preamble, put_u16, put_u32, put_u64, take,
 };
 use super::error::{LayoutError, Structure};
 use super::flags::flag_set;
@@ -209,6 +209,33 @@ impl ChunkHeader {
         Ok(())
     }
 
+    /// As [`ChunkHeader::encode_into`], for a payload whose CRC32C the caller already has
+    /// (computed when the payload was made, while it was still in the cache): the payload is
+    /// not read again. `payload_crc32c` must be `crc32c(payload)`; the reader checks the
+    /// chunk CRC over the bytes as they are, so a wrong value can only make the chunk fail.
+    pub fn encode_into_with_payload_crc(
+        &self,
+        slot: &mut [u8],
+        payload_crc32c: u32,
+    ) -> Result<(), LayoutError> {
+        self.validate()?;
+        let end = self.payload_range().end;
+        if slot.len() < end {
+            return Err(LayoutError::Truncated {
+                structure: Structure::Chunk,
+                needed_bytes: end,
+                got_bytes: slot.len(),
+            });
+        }
+        let mut h = self.header_bytes_without_crcs();
+        let chunk_crc = crc32c_combine(crc32c(&h), payload_crc32c, self.payload_len_bytes as usize);
+        put_u32(&mut h, off::CHUNK_CRC, chunk_crc);
+        let header_crc = crc32c(&h[..off::HEADER_CRC]);
+        put_u32(&mut h, off::HEADER_CRC, header_crc);
+        slot[..HEADER].copy_from_slice(&h);
+        Ok(())
+    }
+
     /// The header with both CRC fields zero: what the chunk CRC starts from.
     fn header_bytes_without_crcs(&self) -> [u8; HEADER] {
         let mut h = [0u8; HEADER];
@@ -316,6 +343,25 @@ pub(crate) mod tests {
         }
         header.encode_into(&mut slot).expect("frames");
         slot
+    }
+
+    #[test]
+    fn framing_with_a_precomputed_payload_crc_is_identical() {
+        for len in [0u32, 1, 4000, 8064] {
+            let header = ChunkHeader {
+                payload_len_bytes: len,
+                ..sample()
+            };
+            let expected = framed(&header);
+            let mut slot = expected.clone();
+            slot[..HEADER].fill(0);
+            let payload_crc = crc32c(&slot[HEADER..HEADER + len as usize]);
+            header
+                .encode_into_with_payload_crc(&mut slot, payload_crc)
+                .unwrap();
+            assert_eq!(slot, expected, "payload of {len} bytes");
+            assert!(decode_chunk(&slot).is_ok());
+        }
     }
 
     /// Recomputes both CRCs of a framed slot after a deliberate edit of the header.

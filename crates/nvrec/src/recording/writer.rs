@@ -160,6 +160,8 @@ struct ChunkMeta {
     stream_offset_bytes: u64,
     gap_bytes: u64,
     payload_len_bytes: u32,
+    /// CRC32C of the payload, computed right after it was filled, while it is in the cache.
+    payload_crc32c: u32,
     end: bool,
 }
 
@@ -613,11 +615,13 @@ impl<'a> Writer<'a> {
                 self.seal_filling();
                 break;
             }
+            let payload_crc32c = crate::layout::crc32c(&payload[..filled]);
             self.metas[buffer as usize * self.k as usize + index as usize] = ChunkMeta {
                 timestamp_ns,
                 stream_offset_bytes,
                 gap_bytes: std::mem::take(&mut self.pending_gap_bytes),
                 payload_len_bytes: filled as u32,
+                payload_crc32c,
                 end: false,
             };
             if self.metas[buffer as usize * self.k as usize + index as usize].gap_bytes > 0 {
@@ -802,7 +806,7 @@ impl<'a> Writer<'a> {
             };
             let slot = &mut self.engine.pool_mut().slot_mut(buffer as usize)
                 [index * chunk_bytes..(index + 1) * chunk_bytes];
-            header.encode_into(slot)?;
+            header.encode_into_with_payload_crc(slot, meta.payload_crc32c)?;
             stream_end_bytes = meta.stream_offset_bytes + meta.payload_len_bytes as u64;
         }
         let offset_bytes = self.set.members[member_index]
@@ -1029,6 +1033,7 @@ impl<'a> Writer<'a> {
             stream_offset_bytes: self.stream_offset_bytes,
             gap_bytes: std::mem::take(&mut self.pending_gap_bytes),
             payload_len_bytes: 0,
+            payload_crc32c: crate::layout::crc32c(&[]),
             end: true,
         };
         if self.metas[buffer as usize * self.k as usize].gap_bytes > 0 {
