@@ -40,6 +40,12 @@ use std::time::{Duration, Instant};
 
 /// Default pool: room for stalls of a few hundred milliseconds at drive speed.
 pub const BUFFER_BYTES_DEFAULT: u64 = 256 << 20;
+/// Flights (submitted I/Os the durable frontier has not passed) a writer keeps: completed
+/// writes behind one slow I/O wait here, so this bounds how far a slow member may lag.
+fn flight_count_max(buffer_count: u32) -> usize {
+    (buffer_count as usize * 8).max(4096)
+}
+
 /// I/Os of a ring kept discarded ahead of the write point.
 const TRIM_AHEAD_IO_COUNT: u64 = 64;
 
@@ -195,6 +201,47 @@ struct MemberState {
     since_checkpoint_slots: u64,
     trimmed_to_slot: u64,
     start_slot: u64,
+    /// For the rate estimate: bytes completed and time spent with I/O in flight (both
+    /// halved now and then, so that the estimate follows a drive that slows down).
+    rate_bytes: u64,
+    busy_ns: u64,
+    busy_since: Option<Instant>,
+}
+
+/// Busy time after which the rate estimate's history is halved.
+const RATE_WINDOW_NS: u64 = 200_000_000;
+
+impl MemberState {
+    fn completed(&mut self, bytes: u64) {
+        self.in_flight -= 1;
+        self.rate_bytes += bytes;
+        if self.in_flight == 0 {
+            if let Some(since) = self.busy_since.take() {
+                self.busy_ns += since.elapsed().as_nanos() as u64;
+            }
+        }
+        if self.busy_ns > RATE_WINDOW_NS {
+            self.busy_ns /= 2;
+            self.rate_bytes /= 2;
+            if let Some(since) = self.busy_since.as_mut() {
+                // Keep the open busy period's share consistent with the halving.
+                let open_ns = since.elapsed().as_nanos() as u64;
+                *since += Duration::from_nanos(open_ns / 2);
+            }
+        }
+    }
+
+    /// Bytes per second written while busy, once something has completed.
+    fn rate(&self, now: Instant) -> Option<f64> {
+        if self.rate_bytes == 0 {
+            return None;
+        }
+        let open_ns = self.busy_since.map_or(0, |since| {
+            now.saturating_duration_since(since).as_nanos() as u64
+        });
+        let busy_ns = self.busy_ns + open_ns;
+        (busy_ns > 0).then(|| self.rate_bytes as f64 / (busy_ns as f64 / 1e9))
+    }
 }
 
 struct Writer<'a> {
@@ -213,6 +260,7 @@ struct Writer<'a> {
     ready: VecDeque<u32>,
     filling: Option<u32>,
     flights: VecDeque<Flight>,
+    flight_limit: usize,
     front_flight: u64,
     completions: Vec<IoCompletion>,
     members: Vec<MemberState>,
@@ -394,7 +442,8 @@ impl<'a> Writer<'a> {
             free: (0..buffer_count).rev().collect(),
             ready: VecDeque::with_capacity(buffer_count as usize),
             filling: None,
-            flights: VecDeque::with_capacity(buffer_count as usize),
+            flights: VecDeque::with_capacity(flight_count_max(buffer_count)),
+            flight_limit: flight_count_max(buffer_count),
             front_flight: 0,
             completions: Vec::with_capacity(buffer_count as usize),
             members,
@@ -518,12 +567,12 @@ impl<'a> Writer<'a> {
             if input_over && self.state() == ControlState::Abort {
                 break;
             }
-            if self.full && self.flights.is_empty() {
+            if self.full && self.engine.in_flight() == 0 {
                 break;
             }
             // Wait for a completion only when nothing else can move.
             let blocked = !progressed;
-            if self.flights.is_empty() {
+            if self.engine.in_flight() == 0 {
                 if blocked {
                     self.sleep_until_due();
                 }
@@ -685,23 +734,40 @@ impl<'a> Writer<'a> {
                 None
             }
             Stripe::Adaptive => {
-                // The member with the most room in its queue; ties rotate.
+                // The member that would finish this I/O soonest: its queue (plus this I/O)
+                // over the rate it has been writing at. A member whose queue is full wins by
+                // being waited for, so that a slow member never fills up with work a fast
+                // one would finish first. Until rates are known, the shortest queue; ties
+                // rotate.
+                let now = Instant::now();
+                let known_max = self
+                    .members
+                    .iter()
+                    .filter_map(|m| m.rate(now))
+                    .fold(0.0f64, f64::max);
                 let count = self.members.len();
-                let mut best: Option<usize> = None;
+                let mut best: Option<(usize, f64)> = None;
                 for step in 0..count {
                     let index = (self.rr_next + step) % count;
                     let member = &self.members[index];
-                    if member.in_flight >= member.queue_depth || !has_room(member) {
+                    if !has_room(member) {
                         continue;
                     }
-                    if best.is_none_or(|b| member.in_flight < self.members[b].in_flight) {
-                        best = Some(index);
+                    let rate =
+                        member
+                            .rate(now)
+                            .unwrap_or(if known_max > 0.0 { known_max } else { 1.0 });
+                    let finish = (member.in_flight as f64 + 1.0) / rate;
+                    if best.is_none_or(|(_, b)| finish < b) {
+                        best = Some((index, finish));
                     }
                 }
-                if let Some(index) = best {
-                    self.rr_next = index + 1;
+                let (index, _) = best?;
+                if self.members[index].in_flight >= self.members[index].queue_depth {
+                    return None;
                 }
-                best
+                self.rr_next = index + 1;
+                Some(index)
             }
         }
     }
@@ -710,6 +776,9 @@ impl<'a> Writer<'a> {
     fn submit(&mut self) -> bool {
         let mut progressed = false;
         while let Some(&buffer) = self.ready.front() {
+            if self.flights.len() >= self.flight_limit {
+                break; // The frontier must move first: wait for the oldest write.
+            }
             let chunk_count = self.buffer_chunk_counts[buffer as usize];
             let Some(member_index) = self.choose_member(chunk_count) else {
                 break;
@@ -841,6 +910,9 @@ impl<'a> Writer<'a> {
             .undurable
             .push_back((first_sequence, first_slot, lap));
         member.next_slot += chunk_count as u64;
+        if member.in_flight == 0 {
+            member.busy_since = Some(Instant::now());
+        }
         member.in_flight += 1;
         member.chunk_count += chunk_count as u64;
         member.since_checkpoint_slots += chunk_count as u64;
@@ -885,7 +957,13 @@ impl<'a> Writer<'a> {
             let position = (completion.user_data - self.front_flight) as usize;
             let flight = &mut self.flights[position];
             flight.done = true;
-            self.members[flight.member as usize].in_flight -= 1;
+            let io_bytes = flight.chunk_count as u64 * self.set.chunk_size_bytes as u64;
+            self.members[flight.member as usize].completed(io_bytes);
+            // The buffer is free as soon as its write completes; the flight stays until the
+            // frontier passes it, for the durability accounting only. (Freeing at the
+            // frontier would let one slow member hold every buffer of the fast ones.)
+            self.buffer_chunk_counts[flight.buffer as usize] = 0;
+            self.free.push(flight.buffer);
             if let Err(error) = completion.result {
                 flight.failed = true;
                 let path = volume::describe_member(&self.set, flight.member as usize);
@@ -903,8 +981,6 @@ impl<'a> Writer<'a> {
             self.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
             self.durable_stream_bytes = front.stream_end_bytes;
             self.durable_lost_bytes = front.lost_bytes_through;
-            self.buffer_chunk_counts[front.buffer as usize] = 0;
-            self.free.push(front.buffer);
             self.progress
                 .done_bytes
                 .store(self.durable_stream_bytes, Ordering::Relaxed);
@@ -995,7 +1071,7 @@ impl<'a> Writer<'a> {
         }
         // The end-of-recording marker: an empty chunk, in the slot kept for it.
         self.write_end_marker();
-        while !self.flights.is_empty() {
+        while self.engine.in_flight() > 0 {
             if let Err(error) = self.reap(true) {
                 self.error.get_or_insert(error.to_string());
                 break;
@@ -1017,7 +1093,7 @@ impl<'a> Writer<'a> {
         let buffer = match self.free.pop() {
             Some(buffer) => buffer,
             None => {
-                while self.free.is_empty() && !self.flights.is_empty() {
+                while self.free.is_empty() && self.engine.in_flight() > 0 {
                     if self.reap(true).is_err() {
                         return;
                     }
