@@ -33,7 +33,7 @@ fn rate_arg(text: &str) -> Result<f64, String> {
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StripeArg {
-    /// Each I/O goes to the member with the most room in its queue.
+    /// Each I/O goes to the member expected to finish it soonest.
     Adaptive,
     /// Members in turn (RAID0).
     RoundRobin,

@@ -30,7 +30,8 @@ pub const RECOVERY_WINDOW_SLOTS: u32 = 1 << 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stripe {
-    /// Each I/O goes to the member with the most room in its queue: fast members take more.
+    /// Each I/O goes to the member expected to finish it soonest (its queue over the rate it
+    /// has been writing at): fast members take more, a slow one never holds work back.
     Adaptive,
     /// Members in turn, waiting for the next one if it is busy (RAID0).
     RoundRobin,

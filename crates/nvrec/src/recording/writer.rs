@@ -8,8 +8,8 @@
 //! ```
 //! A buffer of the pool holds up to `io_chunk_count` chunks for one I/O. The source fills
 //! payloads in place (after the 128-byte header room of each chunk slot); a full buffer
-//! joins the ready FIFO. Submission takes the FIFO's head, chooses a member (the one with
-//! the most room in its queue, or the next in turn for round-robin), assigns the next
+//! joins the ready FIFO. Submission takes the FIFO's head, chooses a member (the one that
+//! would finish it soonest, or the next in turn for round-robin), assigns the next
 //! sequence numbers and that member's next slots, frames the headers in place, and pushes
 //! one I/O. Members are therefore written strictly sequentially, and sequence numbers
 //! follow the input order, as `docs/FORMAT.md` requires.
