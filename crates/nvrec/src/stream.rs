@@ -762,7 +762,7 @@ pub fn write(
                 let start = filled_chunk_count as usize * chunk_bytes;
                 let buf =
                     &mut run.engine.pool_mut().slot_mut(slot as usize)[start..start + chunk_bytes];
-                match fill_chunk(source, offset_bytes, buf, control) {
+                match fill_from_source(source, offset_bytes, buf, control) {
                     Ok(0) => {
                         run.source_ended = true;
                         break;
@@ -815,7 +815,7 @@ pub fn write(
 
 /// Fills one chunk from the source: loops over short reads, returns fewer bytes only at the
 /// end of the source or when a stop or abort interrupts a blocking read.
-fn fill_chunk(
+pub(crate) fn fill_from_source(
     source: &mut dyn Source,
     offset_bytes: u64,
     buf: &mut [u8],

@@ -33,7 +33,6 @@ use crate::layout::{
 use crate::source::Source;
 use crate::stream::{process_cpu_s, Control, ControlState, Progress};
 use std::collections::VecDeque;
-use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -645,7 +644,7 @@ impl<'a> Writer<'a> {
             };
             let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
                 [start..start + remaining as usize];
-            let filled = match fill_payload(
+            let filled = match crate::stream::fill_from_source(
                 &mut *self.source,
                 stream_offset_bytes,
                 payload,
@@ -1221,28 +1220,4 @@ impl<'a> Writer<'a> {
             error: self.error.clone(),
         }
     }
-}
-
-/// Fills a payload from the source: loops over short reads; returns fewer bytes only at
-/// the end of the source or when a stop or abort interrupts a blocking read.
-fn fill_payload(
-    source: &mut dyn Source,
-    offset_bytes: u64,
-    buf: &mut [u8],
-    control: &Control,
-) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match source.read_at(offset_bytes + filled as u64, &mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(count) => filled += count,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {
-                if control.state() != ControlState::Run {
-                    break;
-                }
-            }
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(filled)
 }
