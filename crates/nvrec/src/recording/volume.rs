@@ -10,10 +10,10 @@ use crate::device::{self, Access, OpenOptions, Safety, Target};
 use crate::layout::{
     newest_checkpoint, newest_recording_entry, select_superblock, Checkpoint, Label,
     MemberPosition, RecordingEntry, Superblock, SuperblockCopies, Uuid, VolumeLayout,
-    CHECKPOINT_SIZE_BYTES, SUPERBLOCK_SIZE_BYTES,
+    SUPERBLOCK_SIZE_BYTES,
 };
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Nanoseconds since the Unix epoch, the format's clock.
@@ -479,24 +479,6 @@ pub fn describe_member(set: &VolumeSet, index: usize) -> String {
     match &set.members[index] {
         Some(member) => member.target.path.display().to_string(),
         None => format!("(missing member {index})"),
-    }
-}
-
-pub fn checkpoint_len() -> usize {
-    CHECKPOINT_SIZE_BYTES
-}
-
-/// Whether a path looks like it holds a volume of some set (for `record` without
-/// `--append`, which starts a new set).
-pub fn is_volume(path: &Path) -> bool {
-    let options = OpenOptions {
-        access: Access::Read,
-        create_len_bytes: None,
-        safety: Safety::Check,
-    };
-    match device::open(path, &options) {
-        Ok(target) => read_superblock(&target).is_ok(),
-        Err(_) => false,
     }
 }
 
