@@ -17,12 +17,14 @@
 //! Waiting may return early with no completion when a signal arrives, so that the caller can
 //! look at its stop and abort flags; callers loop.
 
+mod sim;
 mod threads;
 mod uring;
 
 use crate::buffer::BufferPool;
 use std::fs::File;
 
+pub use sim::{SimCounters, SimDrive, SimEngine, SimModel, SimSpecError, SIM_SPEC_KEYS};
 pub use threads::ThreadsEngine;
 pub use uring::UringEngine;
 
@@ -38,6 +40,8 @@ pub const QUEUE_DEPTH_MAX: u32 = 4096;
 pub enum EngineKind {
     IoUring,
     Threads,
+    /// The simulated drive (a test tool; see [`SimDrive`]).
+    Sim,
 }
 
 impl EngineKind {
@@ -45,6 +49,7 @@ impl EngineKind {
         match self {
             EngineKind::IoUring => "io_uring",
             EngineKind::Threads => "threads",
+            EngineKind::Sim => "sim",
         }
     }
 }
@@ -200,6 +205,8 @@ pub enum EngineError {
     QueueDepth(u32),
     #[error("an engine drives 1 to {FILE_COUNT_MAX} files, not {0}")]
     FileCount(usize),
+    #[error("the sim engine drives only a simulated drive (a target written sim:...)")]
+    SimNeedsSimTarget,
     #[error("could not duplicate a target descriptor: {0}")]
     Duplicate(std::io::Error),
 }
@@ -243,6 +250,66 @@ pub trait Engine {
     fn stats(&self) -> EngineStats;
     /// Human words on how the engine is set up ("fixed buffers, single issuer").
     fn features(&self) -> String;
+    /// The clock completions are timed by, in nanoseconds from an arbitrary origin: the
+    /// monotonic clock, or the simulated drive's virtual clock. Measurements use this, never
+    /// their own clock, so that they run unchanged on the simulated drive.
+    fn now_ns(&self) -> u64 {
+        monotonic_ns()
+    }
+    /// Tells the target that a range holds nothing worth keeping (TRIM): BLKDISCARD on a
+    /// block device, a punched hole in a file. Synchronous; does not touch requests in flight.
+    fn discard(
+        &mut self,
+        file_index: u16,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), IoError>;
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// BLKDISCARD on a block device, a punched hole (keeping the size) in a regular file.
+pub fn discard_file(file: &File, offset_bytes: u64, len_bytes: u64) -> Result<(), IoError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileTypeExt;
+    let fail = |errno: i32| IoError::from_errno(IoOp::Write, offset_bytes, len_bytes, errno);
+    let is_block_device = file
+        .metadata()
+        .map_err(|error| fail(error.raw_os_error().unwrap_or(0)))?
+        .file_type()
+        .is_block_device();
+    let fd = file.as_raw_fd();
+    let result = if is_block_device {
+        const BLKDISCARD: libc::c_ulong = 0x1277; // _IO(0x12, 119), linux/fs.h
+        let range: [u64; 2] = [offset_bytes, len_bytes];
+        // SAFETY: BLKDISCARD reads two u64s (start, length) from the pointer we pass.
+        unsafe { libc::ioctl(fd, BLKDISCARD, range.as_ptr()) }
+    } else {
+        // SAFETY: fallocate takes plain integers; the descriptor is open.
+        unsafe {
+            libc::fallocate(
+                fd,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                offset_bytes as libc::off_t,
+                len_bytes as libc::off_t,
+            )
+        }
+    };
+    if result != 0 {
+        return Err(fail(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        ));
+    }
+    Ok(())
 }
 
 /// What `open_engine` chose and why.
@@ -276,6 +343,7 @@ pub fn open_engine(
                 fallback_reason: None,
             })
         }
+        EngineChoice::Only(EngineKind::Sim) => Err(EngineError::SimNeedsSimTarget),
         EngineChoice::Only(EngineKind::Threads) => Ok(OpenedEngine {
             engine: Box::new(ThreadsEngine::new(files, pool, config)?),
             fallback_reason: None,

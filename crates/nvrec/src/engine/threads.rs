@@ -230,6 +230,15 @@ impl Engine for ThreadsEngine {
         self.stats
     }
 
+    fn discard(
+        &mut self,
+        file_index: u16,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), IoError> {
+        super::discard_file(&self.files[file_index as usize], offset_bytes, len_bytes)
+    }
+
     fn features(&self) -> String {
         format!("{} worker threads, pread/pwrite", self.workers.len())
     }

@@ -256,6 +256,15 @@ impl Engine for UringEngine {
         self.stats
     }
 
+    fn discard(
+        &mut self,
+        file_index: u16,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), IoError> {
+        super::discard_file(&self.files[file_index as usize], offset_bytes, len_bytes)
+    }
+
     fn features(&self) -> String {
         let buffers = if self.fixed_buffers {
             "fixed buffers"

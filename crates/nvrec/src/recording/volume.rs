@@ -486,29 +486,6 @@ pub fn describe_member(set: &VolumeSet, index: usize) -> String {
 /// BLKDISCARD on a block device, a punched hole in a file. Used ahead of the write point
 /// of a ring so that the drive does not have to preserve what is about to be overwritten.
 pub fn discard(target: &Target, offset_bytes: u64, len_bytes: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let fd = target.file.as_raw_fd();
-    let result = match target.kind {
-        crate::device::TargetKind::BlockDevice => {
-            const BLKDISCARD: libc::c_ulong = 0x1277; // _IO(0x12, 119)
-            let range: [u64; 2] = [offset_bytes, len_bytes];
-            // SAFETY: BLKDISCARD reads two u64s (start, length) from the pointer we pass.
-            unsafe { libc::ioctl(fd, BLKDISCARD, range.as_ptr()) }
-        }
-        crate::device::TargetKind::File => {
-            // SAFETY: fallocate takes plain integers; the descriptor is open.
-            unsafe {
-                libc::fallocate(
-                    fd,
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    offset_bytes as libc::off_t,
-                    len_bytes as libc::off_t,
-                )
-            }
-        }
-    };
-    if result != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::engine::discard_file(&target.file, offset_bytes, len_bytes)
+        .map_err(|error| std::io::Error::from_raw_os_error(error.errno))
 }
