@@ -14,6 +14,7 @@
 //! - [`selftest`]: the NVMe-Streamer-style test suite built on [`stream`].
 //! - [`layout`]: the on-disk format of recordings (superblock, chunk header, CRC32C).
 
+pub mod bench;
 pub mod buffer;
 pub mod device;
 pub mod engine;

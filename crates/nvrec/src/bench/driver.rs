@@ -1,0 +1,707 @@
+//! The one I/O loop every bench uses: keep `queue_depth` transfers in flight on one engine,
+//! sequentially or at random offsets in a region, for a number of bytes or a time, and log
+//! what completes per time window.
+//!
+//! Time is the engine's ([`Engine::now_ns`]), so the same loop measures a real drive and the
+//! simulated one. A transfer's latency is from the submission that carried it to the reap
+//! that saw it complete; bytes count in the window in which their completion was seen.
+//!
+//! What it deliberately does not do: choose settings (the benches do), print, or retry a
+//! failed transfer (the first failure ends the workload and is reported with its offset).
+
+use super::BenchError;
+use crate::engine::{Engine, IoCompletion, IoError, IoOp, IoRequest};
+use crate::pattern::{Mismatch, Pattern};
+use crate::stream::{Control, ControlState, Progress};
+use std::sync::atomic::Ordering;
+
+/// Where the offsets of a workload come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// From the start of the region upwards; at its end, wrap (a ring) or stop.
+    Sequential,
+    /// Uniform over the region, aligned to the I/O size, from a seeded generator.
+    Random { seed: u64 },
+}
+
+/// What written transfers carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Data {
+    /// The seekable pattern, generated per transfer for its offset: can be checked later.
+    Pattern { seed: u64 },
+    /// Incompressible bytes made once when the workload starts: as fast as it gets, but a
+    /// read cannot check them.
+    Incompressible,
+    /// A short repeating text, as ATTO writes by default: compressing drives look faster.
+    Compressible,
+}
+
+/// One workload: an operation over a region.
+#[derive(Debug, Clone, Copy)]
+pub struct Workload {
+    pub op: IoOp,
+    pub access: Access,
+    pub region_offset_bytes: u64,
+    pub region_len_bytes: u64,
+    pub io_size_bytes: u64,
+    /// Stop after this many bytes (sequential: may exceed the region when `wrap`).
+    /// Default: the region once.
+    pub limit_bytes: Option<u64>,
+    /// Stop after this long (by the engine's clock); whichever limit comes first.
+    pub limit_ns: Option<u64>,
+    /// Sequential only: go on from the start of the region at its end.
+    pub wrap: bool,
+    pub data: Data,
+    /// Reads: check what comes back against this pattern.
+    pub check: Option<Pattern>,
+    /// Writes: discard (TRIM) this many bytes ahead of the write point, in steps of this size.
+    pub discard_ahead_bytes: Option<u64>,
+    /// Length of one logging window; `None` logs nothing.
+    pub window_ns: Option<u64>,
+}
+
+impl Workload {
+    /// A sequential pass over a region, nothing logged.
+    pub fn sequential(
+        op: IoOp,
+        region_offset_bytes: u64,
+        region_len_bytes: u64,
+        io_size_bytes: u64,
+    ) -> Workload {
+        Workload {
+            op,
+            access: Access::Sequential,
+            region_offset_bytes,
+            region_len_bytes,
+            io_size_bytes,
+            limit_bytes: None,
+            limit_ns: None,
+            wrap: false,
+            data: Data::Incompressible,
+            check: None,
+            discard_ahead_bytes: None,
+            window_ns: None,
+        }
+    }
+}
+
+/// What completed in one logging window.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Window {
+    /// Start of the window, seconds since the workload started.
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub bytes: u64,
+    /// Bytes completed since the workload started, at the end of this window.
+    pub total_bytes: u64,
+    /// For sequential workloads: how far into the region the completed transfers reach (the
+    /// position on the drive, which differs from `total_bytes` once a ring wraps).
+    pub position_bytes: u64,
+    pub rate_bytes_per_s: f64,
+    /// The slowest transfer seen completing in the window; 0 when none completed.
+    pub latency_max_us: f64,
+}
+
+/// Latency percentiles from a log-linear histogram (about 3 % resolution).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Latency {
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+/// The outcome of one workload.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkloadResult {
+    pub op: IoOp,
+    pub access: Access,
+    pub io_size_bytes: u64,
+    pub queue_depth: u32,
+    pub bytes: u64,
+    pub io_count: u64,
+    pub elapsed_s: f64,
+    pub rate_bytes_per_s: f64,
+    pub iops: f64,
+    pub latency: Latency,
+    pub bytes_discarded: u64,
+    /// Reads with a pattern to check: transfers that did not match, and the first mismatch.
+    pub bad_io_count: u64,
+    pub first_mismatch: Option<Mismatch>,
+    /// Stopped early by the user (Ctrl-C).
+    pub stopped: bool,
+    pub error: Option<IoError>,
+    /// The time series (empty when the workload logged none).
+    pub windows: Vec<Window>,
+}
+
+impl WorkloadResult {
+    pub fn is_success(&self) -> bool {
+        self.error.is_none() && self.bad_io_count == 0
+    }
+}
+
+/// Runs `workload` on `engine`. Windows are also handed to `on_window` as they close (for
+/// live progress); `progress` counts bytes for a progress bar on another thread.
+pub fn run(
+    engine: &mut dyn Engine,
+    workload: &Workload,
+    control: &Control,
+    progress: &Progress,
+    on_window: &mut dyn FnMut(&Window),
+) -> Result<WorkloadResult, BenchError> {
+    let io = workload.io_size_bytes;
+    let slot_bytes = engine.pool().slot_bytes() as u64;
+    let queue_depth = engine.queue_depth();
+    if io == 0 || io > slot_bytes || io > u32::MAX as u64 {
+        return Err(BenchError::Settings(format!(
+            "I/O size {io} does not fit the engine's {slot_bytes}-byte slots"
+        )));
+    }
+    if workload.region_len_bytes < io {
+        return Err(BenchError::Settings(format!(
+            "the region ({} bytes) is smaller than one I/O ({io} bytes)",
+            workload.region_len_bytes
+        )));
+    }
+    if workload.op == IoOp::Flush {
+        return Err(BenchError::Settings(
+            "a workload reads or writes".to_string(),
+        ));
+    }
+    let region_start = workload.region_offset_bytes;
+    // Whole I/Os only: a region that is not a multiple of the I/O size loses its tail.
+    let region_end = region_start + workload.region_len_bytes / io * io;
+    let limit_bytes = workload
+        .limit_bytes
+        .unwrap_or(if workload.limit_ns.is_some() {
+            u64::MAX
+        } else {
+            region_end - region_start
+        });
+    prepare_slots(engine, workload);
+
+    let mut free_slots: Vec<u32> = (0..queue_depth).rev().collect();
+    let mut submitted_ns = vec![0u64; queue_depth as usize];
+    let mut slot_offset = vec![0u64; queue_depth as usize];
+    let mut completions: Vec<IoCompletion> = Vec::with_capacity(queue_depth as usize);
+    let mut histogram = Histogram::default();
+    let mut rng = match workload.access {
+        Access::Random { seed } => seed ^ 0x5851_f42d_4c95_7f2d,
+        Access::Sequential => 0,
+    };
+    let mut next_offset = region_start;
+    let mut issued_bytes = 0u64;
+    let mut done_bytes = 0u64;
+    let mut io_count = 0u64;
+    let mut bytes_discarded = 0u64;
+    let mut discarded_position = 0u64;
+    let mut position_bytes = 0u64;
+    let mut bad_io_count = 0u64;
+    let mut first_mismatch = None;
+    let mut error: Option<IoError> = None;
+    let mut stopped = false;
+    let start_ns = engine.now_ns();
+    let mut windows = Vec::new();
+    let mut window = WindowLog::new(start_ns, workload.window_ns);
+    progress.done_bytes.store(0, Ordering::Relaxed);
+    progress.total_bytes.store(
+        if limit_bytes == u64::MAX {
+            0
+        } else {
+            limit_bytes
+        },
+        Ordering::Relaxed,
+    );
+
+    loop {
+        let now_ns = engine.now_ns();
+        let time_up = workload
+            .limit_ns
+            .is_some_and(|limit| now_ns.saturating_sub(start_ns) >= limit);
+        if control.state() != ControlState::Run {
+            stopped = true;
+        }
+        let may_issue = error.is_none() && !stopped && !time_up && issued_bytes < limit_bytes;
+        let mut pushed = false;
+        while may_issue && issued_bytes < limit_bytes {
+            if next_offset >= region_end {
+                if !workload.wrap {
+                    break;
+                }
+                next_offset = region_start;
+            }
+            let Some(slot) = free_slots.pop() else { break };
+            let offset = match workload.access {
+                Access::Sequential => {
+                    let offset = next_offset;
+                    next_offset += io;
+                    offset
+                }
+                Access::Random { .. } => {
+                    let io_count_in_region = (region_end - region_start) / io;
+                    region_start + next_random(&mut rng) % io_count_in_region * io
+                }
+            };
+            if let (Some(ahead), IoOp::Write, Access::Sequential) =
+                (workload.discard_ahead_bytes, workload.op, workload.access)
+            {
+                // Positions count bytes along the ring, laps included. Keep `ahead` bytes past
+                // this write discarded, never reaching round to what is still in flight.
+                let ring_bytes = region_end - region_start;
+                let reach = issued_bytes + ring_bytes - queue_depth as u64 * io;
+                let wanted = (issued_bytes + io + ahead).min(reach);
+                while discarded_position < wanted {
+                    let ring_offset = discarded_position % ring_bytes;
+                    let step = ahead
+                        .min(ring_bytes - ring_offset)
+                        .min(reach - discarded_position);
+                    if let Err(source) = engine.discard(0, region_start + ring_offset, step) {
+                        return Err(BenchError::Io {
+                            what: "discarding ahead of the write point".to_string(),
+                            source,
+                        });
+                    }
+                    bytes_discarded += step;
+                    discarded_position += step;
+                }
+            }
+            if let (Data::Pattern { seed }, IoOp::Write) = (workload.data, workload.op) {
+                Pattern::new(seed).fill(
+                    offset,
+                    &mut engine.pool_mut().slot_mut(slot as usize)[..io as usize],
+                );
+            }
+            submitted_ns[slot as usize] = now_ns;
+            slot_offset[slot as usize] = offset;
+            engine.push(IoRequest {
+                op: workload.op,
+                file_index: 0,
+                slot,
+                offset_bytes: offset,
+                len_bytes: io as u32,
+                user_data: slot as u64,
+            });
+            issued_bytes += io;
+            pushed = true;
+        }
+        if engine.in_flight() == 0 {
+            break;
+        }
+        // Wait for one completion when the queue is full or nothing more will be issued.
+        let wait = !pushed || free_slots.is_empty();
+        engine.submit_and_reap(u32::from(wait), &mut completions)?;
+        let now_ns = engine.now_ns();
+        window.advance_to(now_ns, position_bytes, &mut windows, on_window);
+        for completion in completions.drain(..) {
+            let slot = completion.user_data as u32;
+            let offset = slot_offset[slot as usize];
+            match completion.result {
+                Ok(()) => {
+                    let latency_ns = now_ns.saturating_sub(submitted_ns[slot as usize]);
+                    histogram.record(latency_ns);
+                    done_bytes += io;
+                    io_count += 1;
+                    if workload.access == Access::Sequential {
+                        // Where the ring's write point is (exact when completions come in
+                        // order, as they do on one queue).
+                        let ring_bytes = region_end - region_start;
+                        position_bytes = (done_bytes - 1) % ring_bytes + 1;
+                    }
+                    window.add(io, latency_ns);
+                    if let (Some(pattern), IoOp::Read) = (workload.check, workload.op) {
+                        let data = &engine.pool().slot(slot as usize)[..io as usize];
+                        if let Err(mismatch) = pattern.check(offset, data, io) {
+                            bad_io_count += 1;
+                            first_mismatch.get_or_insert(mismatch);
+                        }
+                    }
+                }
+                Err(io_error) => {
+                    error.get_or_insert(io_error);
+                }
+            }
+            free_slots.push(slot);
+        }
+        progress.done_bytes.store(done_bytes, Ordering::Relaxed);
+    }
+    let end_ns = engine.now_ns();
+    window.finish(end_ns, position_bytes, &mut windows, on_window);
+    let elapsed_s = end_ns.saturating_sub(start_ns) as f64 / 1e9;
+    Ok(WorkloadResult {
+        op: workload.op,
+        access: workload.access,
+        io_size_bytes: io,
+        queue_depth,
+        bytes: done_bytes,
+        io_count,
+        elapsed_s,
+        rate_bytes_per_s: if elapsed_s > 0.0 {
+            done_bytes as f64 / elapsed_s
+        } else {
+            0.0
+        },
+        iops: if elapsed_s > 0.0 {
+            io_count as f64 / elapsed_s
+        } else {
+            0.0
+        },
+        latency: histogram.summary(),
+        bytes_discarded,
+        bad_io_count,
+        first_mismatch,
+        stopped,
+        error,
+        windows,
+    })
+}
+
+/// Fills every slot once for data that is not generated per transfer.
+fn prepare_slots(engine: &mut dyn Engine, workload: &Workload) {
+    if workload.op != IoOp::Write {
+        return;
+    }
+    let slot_count = engine.pool().slot_count();
+    match workload.data {
+        Data::Pattern { .. } => {}
+        Data::Incompressible => {
+            let pattern = Pattern::new(0x1bad_5eed);
+            for slot in 0..slot_count {
+                let buf = engine.pool_mut().slot_mut(slot);
+                let offset = (slot * buf.len()) as u64;
+                pattern.fill(offset, buf);
+            }
+        }
+        Data::Compressible => {
+            const TEXT: &[u8] = b"nvrec compressible test data. ";
+            for slot in 0..slot_count {
+                for (index, byte) in engine.pool_mut().slot_mut(slot).iter_mut().enumerate() {
+                    *byte = TEXT[index % TEXT.len()];
+                }
+            }
+        }
+    }
+}
+
+fn next_random(rng: &mut u64) -> u64 {
+    // splitmix64: seeded, uniform, cheap.
+    *rng = rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *rng;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The window being filled and the rules for closing it.
+struct WindowLog {
+    window_ns: Option<u64>,
+    origin_ns: u64,
+    start_ns: u64,
+    bytes: u64,
+    total_bytes: u64,
+    latency_max_ns: u64,
+}
+
+impl WindowLog {
+    fn new(origin_ns: u64, window_ns: Option<u64>) -> WindowLog {
+        WindowLog {
+            window_ns: window_ns.filter(|ns| *ns > 0),
+            origin_ns,
+            start_ns: origin_ns,
+            bytes: 0,
+            total_bytes: 0,
+            latency_max_ns: 0,
+        }
+    }
+
+    fn add(&mut self, bytes: u64, latency_ns: u64) {
+        self.bytes += bytes;
+        self.total_bytes += bytes;
+        self.latency_max_ns = self.latency_max_ns.max(latency_ns);
+    }
+
+    /// Closes every window that ended at or before `now_ns` (windows in which nothing
+    /// completed are logged with zero bytes: that is what a stall looks like).
+    fn advance_to(
+        &mut self,
+        now_ns: u64,
+        position_bytes: u64,
+        windows: &mut Vec<Window>,
+        on_window: &mut dyn FnMut(&Window),
+    ) {
+        let Some(window_ns) = self.window_ns else {
+            return;
+        };
+        while now_ns >= self.start_ns + window_ns {
+            self.close(window_ns, position_bytes, windows, on_window);
+        }
+    }
+
+    fn finish(
+        &mut self,
+        end_ns: u64,
+        position_bytes: u64,
+        windows: &mut Vec<Window>,
+        on_window: &mut dyn FnMut(&Window),
+    ) {
+        self.advance_to(end_ns, position_bytes, windows, on_window);
+        if self.window_ns.is_some() && end_ns > self.start_ns && self.bytes > 0 {
+            self.close(end_ns - self.start_ns, position_bytes, windows, on_window);
+        }
+    }
+
+    fn close(
+        &mut self,
+        duration_ns: u64,
+        position_bytes: u64,
+        windows: &mut Vec<Window>,
+        on_window: &mut dyn FnMut(&Window),
+    ) {
+        let duration_s = duration_ns as f64 / 1e9;
+        let window = Window {
+            start_s: (self.start_ns - self.origin_ns) as f64 / 1e9,
+            duration_s,
+            bytes: self.bytes,
+            total_bytes: self.total_bytes,
+            position_bytes,
+            rate_bytes_per_s: self.bytes as f64 / duration_s,
+            latency_max_us: self.latency_max_ns as f64 / 1e3,
+        };
+        on_window(&window);
+        windows.push(window);
+        self.start_ns += duration_ns;
+        self.bytes = 0;
+        self.latency_max_ns = 0;
+    }
+}
+
+/// A log-linear latency histogram: 32 sub-buckets per power of two, nanoseconds.
+struct Histogram {
+    counts: Vec<u64>,
+    count: u64,
+    sum_ns: u128,
+    max_ns: u64,
+}
+
+const SUB_BUCKET_BITS: u32 = 5;
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            counts: vec![0; (64 << SUB_BUCKET_BITS) as usize],
+            count: 0,
+            sum_ns: 0,
+            max_ns: 0,
+        }
+    }
+}
+
+impl Histogram {
+    fn bucket(value: u64) -> usize {
+        if value < (1 << SUB_BUCKET_BITS) {
+            return value as usize;
+        }
+        let magnitude = 63 - value.leading_zeros();
+        let shift = magnitude - SUB_BUCKET_BITS;
+        let sub = (value >> shift) & ((1 << SUB_BUCKET_BITS) - 1);
+        (((shift + 1) << SUB_BUCKET_BITS) as u64 + sub) as usize
+    }
+
+    /// The smallest value that falls in `bucket` (the inverse of `bucket`).
+    fn bucket_floor(bucket: usize) -> u64 {
+        let bucket = bucket as u64;
+        if bucket < (1 << SUB_BUCKET_BITS) {
+            return bucket;
+        }
+        let shift = (bucket >> SUB_BUCKET_BITS) - 1;
+        let sub = bucket & ((1 << SUB_BUCKET_BITS) - 1);
+        ((1 << SUB_BUCKET_BITS) | sub) << shift
+    }
+
+    fn record(&mut self, value_ns: u64) {
+        self.counts[Self::bucket(value_ns)] += 1;
+        self.count += 1;
+        self.sum_ns += value_ns as u128;
+        self.max_ns = self.max_ns.max(value_ns);
+    }
+
+    fn percentile_ns(&self, fraction: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = ((self.count as f64 * fraction).ceil() as u64).clamp(1, self.count);
+        let mut seen = 0;
+        for (bucket, count) in self.counts.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return Self::bucket_floor(bucket).min(self.max_ns);
+            }
+        }
+        self.max_ns
+    }
+
+    fn summary(&self) -> Latency {
+        if self.count == 0 {
+            return Latency::default();
+        }
+        Latency {
+            mean_us: self.sum_ns as f64 / self.count as f64 / 1e3,
+            p50_us: self.percentile_ns(0.50) as f64 / 1e3,
+            p99_us: self.percentile_ns(0.99) as f64 / 1e3,
+            p999_us: self.percentile_ns(0.999) as f64 / 1e3,
+            max_us: self.max_ns as f64 / 1e3,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::BufferPool;
+    use crate::engine::{EngineConfig, SimDrive, SimModel};
+
+    fn sim(spec: &str, queue_depth: u32, slot_bytes: usize) -> (SimDrive, Box<dyn Engine>) {
+        let drive = SimDrive::new(SimModel::parse(spec).unwrap()).unwrap();
+        let pool = BufferPool::new(queue_depth as usize, slot_bytes).unwrap();
+        let engine = drive
+            .engine(
+                pool,
+                EngineConfig {
+                    queue_depth,
+                    sqpoll: false,
+                },
+            )
+            .unwrap();
+        (drive, Box::new(engine))
+    }
+
+    #[test]
+    fn histogram_buckets_invert_and_percentiles_are_close() {
+        for value in [0u64, 1, 31, 32, 33, 1000, 123_456, 10_000_000_000] {
+            let floor = Histogram::bucket_floor(Histogram::bucket(value));
+            assert!(
+                floor <= value && value - floor <= value / 32 + 1,
+                "{value} {floor}"
+            );
+        }
+        let mut histogram = Histogram::default();
+        for value in 1..=1000u64 {
+            histogram.record(value * 1000);
+        }
+        let summary = histogram.summary();
+        assert!((summary.p50_us - 500.0).abs() < 20.0, "{summary:?}");
+        assert!((summary.p99_us - 990.0).abs() < 35.0, "{summary:?}");
+        assert_eq!(summary.max_us, 1000.0);
+        assert!((summary.mean_us - 500.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn sequential_write_then_checked_read_on_the_simulated_drive() {
+        let (_drive, mut engine) = sim("sim:capacity=64M,cache=0,slow=1GB/s,latency=0", 8, 1 << 20);
+        let control = Control::new();
+        let progress = Progress::default();
+        let mut workload = Workload::sequential(IoOp::Write, 0, 32 << 20, 1 << 20);
+        workload.data = Data::Pattern { seed: 9 };
+        workload.window_ns = Some(4_000_000);
+        let mut seen = 0;
+        let write = run(engine.as_mut(), &workload, &control, &progress, &mut |_| {
+            seen += 1
+        })
+        .unwrap();
+        assert_eq!(write.bytes, 32 << 20);
+        assert!(
+            (write.rate_bytes_per_s / 1e9 - 1.0).abs() < 1e-3,
+            "{}",
+            write.rate_bytes_per_s
+        );
+        // 33.5 ms in 4 ms windows: eight whole windows and the rest.
+        assert_eq!(write.windows.len(), 9);
+        assert_eq!(seen, 9);
+        assert_eq!(write.windows.iter().map(|w| w.bytes).sum::<u64>(), 32 << 20);
+        assert_eq!(write.windows.last().unwrap().position_bytes, 32 << 20);
+
+        let mut read = Workload::sequential(IoOp::Read, 0, 32 << 20, 1 << 20);
+        read.check = Some(Pattern::new(9));
+        let result = run(engine.as_mut(), &read, &control, &progress, &mut |_| {}).unwrap();
+        assert!(result.is_success());
+        read.check = Some(Pattern::new(10));
+        let result = run(engine.as_mut(), &read, &control, &progress, &mut |_| {}).unwrap();
+        assert_eq!(result.bad_io_count, 32);
+        assert!(result.first_mismatch.is_some());
+    }
+
+    #[test]
+    fn random_reads_are_time_limited_and_stay_in_the_region() {
+        let (_drive, mut engine) = sim("sim:capacity=64M,iops=100000,latency=100us", 32, 4096);
+        let mut workload = Workload::sequential(IoOp::Read, 8 << 20, 8 << 20, 4096);
+        workload.access = Access::Random { seed: 1 };
+        workload.limit_ns = Some(10_000_000);
+        let result = run(
+            engine.as_mut(),
+            &workload,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        // 100k IOPS for 10 ms, plus what was in flight at the end.
+        assert!(
+            (1000..=1040).contains(&result.io_count),
+            "{}",
+            result.io_count
+        );
+        assert!(result.latency.p50_us > 100.0);
+    }
+
+    #[test]
+    fn a_ring_with_discard_ahead_wraps_and_discards_each_lap() {
+        let (drive, mut engine) = sim(
+            "sim:capacity=16M,cache=0,overwrite=0.5,latency=0",
+            4,
+            1 << 20,
+        );
+        let mut workload = Workload::sequential(IoOp::Write, 0, 16 << 20, 1 << 20);
+        workload.wrap = true;
+        workload.limit_bytes = Some(48 << 20);
+        workload.discard_ahead_bytes = Some(4 << 20);
+        let result = run(
+            engine.as_mut(),
+            &workload,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(result.bytes, 48 << 20);
+        assert!(
+            result.bytes_discarded >= 48 << 20,
+            "{}",
+            result.bytes_discarded
+        );
+        // Every write found discarded space: no overwrite cost at all.
+        assert!(
+            (result.rate_bytes_per_s / 1.6e9 - 1.0).abs() < 1e-3,
+            "{}",
+            result.rate_bytes_per_s
+        );
+        assert!(drive.counters().bytes_discarded >= 48 << 20);
+    }
+
+    #[test]
+    fn refuses_an_io_larger_than_a_slot() {
+        let (_drive, mut engine) = sim("sim:capacity=16M", 4, 4096);
+        let workload = Workload::sequential(IoOp::Write, 0, 16 << 20, 1 << 20);
+        let error = run(
+            engine.as_mut(),
+            &workload,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("does not fit"), "{error}");
+    }
+}

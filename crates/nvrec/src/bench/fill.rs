@@ -1,0 +1,288 @@
+//! `bench fill`: the continuous test. One sequential write of the whole target (or a size),
+//! logged per window, then the same range read back and compared with the pattern; the write
+//! series is analysed for the cache cliff, the steady state, the slowest window and stalls.
+
+use super::analysis::{analyse, AnalysisSettings, SeriesAnalysis};
+use super::driver::{self, Data, Window, Workload, WorkloadResult};
+use super::{BenchError, BenchTarget, RunMeta};
+use crate::engine::{EngineChoice, IoOp};
+use crate::pattern::Pattern;
+use crate::stream::{Control, Progress};
+
+#[derive(Debug, Clone, Copy)]
+pub struct FillSettings {
+    /// Bytes to write from offset 0; `None`: the whole target.
+    pub size_bytes: Option<u64>,
+    pub io_size_bytes: u64,
+    pub queue_depth: u32,
+    pub window_s: f64,
+    pub seed: u64,
+    /// Read back and compare after the write.
+    pub verify: bool,
+    pub engine: EngineChoice,
+    pub analysis: AnalysisSettings,
+}
+
+impl Default for FillSettings {
+    fn default() -> Self {
+        FillSettings {
+            size_bytes: None,
+            io_size_bytes: 1 << 20,
+            queue_depth: 32,
+            window_s: super::WINDOW_S_DEFAULT,
+            seed: 0x5eed,
+            verify: true,
+            engine: EngineChoice::Auto,
+            analysis: AnalysisSettings::for_window_s(super::WINDOW_S_DEFAULT),
+        }
+    }
+}
+
+/// The numbers people and `nvrec plan` read first.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct FillSummary {
+    pub bytes_written: u64,
+    pub peak_write_bytes_per_s: f64,
+    pub mean_write_bytes_per_s: f64,
+    /// Steady state if found, else after the cliff, else the mean (see `analysis`).
+    pub sustained_write_bytes_per_s: f64,
+    pub cache_cliff_bytes: Option<u64>,
+    pub rate_after_cliff_bytes_per_s: Option<f64>,
+    pub steady_state_bytes_per_s: Option<f64>,
+    pub slowest_window_bytes_per_s: Option<f64>,
+    pub stall_count: usize,
+    pub read_bytes_per_s: Option<f64>,
+    /// Whether the read-back matched; `None` when not verified.
+    pub verified: Option<bool>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FillResult {
+    pub meta: RunMeta,
+    pub summary: FillSummary,
+    pub analysis: SeriesAnalysis,
+    pub write: WorkloadResult,
+    pub read: Option<WorkloadResult>,
+}
+
+/// Runs the fill. `on_window` sees every window of the write and then of the read as it
+/// closes (`IoOp` says which), for live progress.
+pub fn fill(
+    target: &BenchTarget,
+    settings: &FillSettings,
+    control: &Control,
+    progress: &Progress,
+    on_window: &mut dyn FnMut(IoOp, &Window),
+) -> Result<FillResult, BenchError> {
+    let size_bytes = settings.size_bytes.unwrap_or(target.capacity_bytes);
+    if size_bytes > target.capacity_bytes {
+        return Err(BenchError::Settings(format!(
+            "--size {size_bytes} is larger than the target ({} bytes)",
+            target.capacity_bytes
+        )));
+    }
+    let io = settings.io_size_bytes;
+    if io == 0 || io % target.logical_block_bytes as u64 != 0 || size_bytes < io {
+        return Err(BenchError::Settings(format!(
+            "the I/O size {io} must be a multiple of the logical block size {} and fit the size {size_bytes}",
+            target.logical_block_bytes
+        )));
+    }
+    let mut engine = target.open_engine(settings.engine, settings.queue_depth, io)?;
+    let mut meta = RunMeta::new("fill", target, engine.as_ref());
+    meta.settings = vec![
+        ("size".to_string(), size_bytes.to_string()),
+        ("io_size".to_string(), io.to_string()),
+        ("queue_depth".to_string(), settings.queue_depth.to_string()),
+        ("window_s".to_string(), settings.window_s.to_string()),
+        ("verify".to_string(), settings.verify.to_string()),
+    ];
+    let window_ns = Some((settings.window_s * 1e9) as u64);
+    let mut write_workload = Workload::sequential(IoOp::Write, 0, size_bytes, io);
+    write_workload.data = Data::Pattern {
+        seed: settings.seed,
+    };
+    write_workload.window_ns = window_ns;
+    let write = driver::run(
+        engine.as_mut(),
+        &write_workload,
+        control,
+        progress,
+        &mut |window| on_window(IoOp::Write, window),
+    )?;
+    if let Err(source) = engine.sync_data() {
+        return Err(BenchError::Io {
+            what: "flushing after the fill".to_string(),
+            source,
+        });
+    }
+    let read = if settings.verify && write.error.is_none() && !write.stopped {
+        let mut read_workload = Workload::sequential(IoOp::Read, 0, write.bytes, io);
+        read_workload.check = Some(Pattern::new(settings.seed));
+        read_workload.window_ns = window_ns;
+        Some(driver::run(
+            engine.as_mut(),
+            &read_workload,
+            control,
+            progress,
+            &mut |window| on_window(IoOp::Read, window),
+        )?)
+    } else {
+        None
+    };
+    let analysis = analyse(&write.windows, &settings.analysis);
+    let summary = FillSummary {
+        bytes_written: write.bytes,
+        peak_write_bytes_per_s: analysis.peak_rate_bytes_per_s,
+        mean_write_bytes_per_s: write.rate_bytes_per_s,
+        sustained_write_bytes_per_s: analysis.sustained_rate_bytes_per_s,
+        cache_cliff_bytes: analysis.cliff.map(|cliff| cliff.at_bytes),
+        rate_after_cliff_bytes_per_s: analysis.rate_after_cliff_bytes_per_s,
+        steady_state_bytes_per_s: analysis.steady_state.map(|steady| steady.rate_bytes_per_s),
+        slowest_window_bytes_per_s: analysis
+            .slowest_window
+            .map(|window| window.rate_bytes_per_s),
+        stall_count: analysis.stalls.len(),
+        read_bytes_per_s: read.as_ref().map(|read| read.rate_bytes_per_s),
+        verified: read
+            .as_ref()
+            .map(|read| read.is_success() && read.bytes == write.bytes),
+    };
+    Ok(FillResult {
+        meta,
+        summary,
+        analysis,
+        write,
+        read,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::TargetSpec;
+    use crate::device::{Access, Safety};
+
+    fn open(spec: &str) -> BenchTarget {
+        BenchTarget::open(
+            &TargetSpec::parse(spec).unwrap(),
+            Access::Write,
+            Safety::Check,
+            None,
+        )
+        .unwrap()
+    }
+
+    /// Short windows for a short simulated fill, with the drop and steady-state rules counted
+    /// in windows as on a real drive's 0.5 s windows.
+    fn settings(window_s: f64) -> FillSettings {
+        FillSettings {
+            window_s,
+            analysis: AnalysisSettings {
+                drop_window_count: 4,
+                steady_window_count: 10,
+                ..AnalysisSettings::for_window_s(window_s)
+            },
+            ..FillSettings::default()
+        }
+    }
+
+    fn within(found: f64, expected: f64, tolerance: f64) -> bool {
+        (found / expected - 1.0).abs() <= tolerance
+    }
+
+    #[test]
+    fn finds_the_simulated_cliff_and_both_rates_within_five_percent() {
+        // 512 MiB drive, 128 MiB cache at 2.8 GB/s then 1.6 GB/s: the cliff at 48 ms of a
+        // 0.3 s fill; 5 ms windows keep the proportions of a real drive's 0.5 s windows.
+        let target = open("sim:capacity=512M,cache=128M,fast=2.8GB/s,slow=1.6GB/s");
+        let result = fill(
+            &target,
+            &settings(0.005),
+            &Control::new(),
+            &Progress::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let summary = result.summary;
+        assert_eq!(summary.bytes_written, 512 << 20);
+        assert_eq!(summary.verified, Some(true));
+        let cliff = summary.cache_cliff_bytes.expect("cliff found") as f64;
+        assert!(
+            within(cliff, (128u64 << 20) as f64, 0.05),
+            "cliff at {cliff}"
+        );
+        assert!(
+            within(summary.peak_write_bytes_per_s, 2.8e9, 0.05),
+            "{summary:?}"
+        );
+        assert!(
+            within(summary.rate_after_cliff_bytes_per_s.unwrap(), 1.6e9, 0.05),
+            "{summary:?}"
+        );
+        assert!(
+            within(summary.sustained_write_bytes_per_s, 1.6e9, 0.05),
+            "{summary:?}"
+        );
+        assert!(
+            within(summary.read_bytes_per_s.unwrap(), 3.2e9, 0.05),
+            "{summary:?}"
+        );
+        assert_eq!(summary.stall_count, 0);
+    }
+
+    #[test]
+    fn reports_stalls_and_throttling_on_the_simulated_drive() {
+        let target = open(
+            "sim:capacity=2G,cache=128M,fast=3GB/s,slow=2GB/s,throttle-after=500ms,throttle-factor=0.5,stall-every=512M,stall=40ms",
+        );
+        // Queue depth 8: a transfer takes 4-8 ms, a stalled one over 40 ms.
+        let mut settings = settings(0.05);
+        settings.queue_depth = 8;
+        settings.analysis.stall_latency_us = Some(30_000.0);
+        let result = fill(
+            &target,
+            &settings,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let analysis = &result.analysis;
+        assert!(analysis.cliff.is_some());
+        assert_eq!(analysis.later_drops.len(), 1, "{analysis:#?}");
+        let throttle = analysis.later_drops[0];
+        // Halved, give or take the stalls that fall into the measured windows.
+        let ratio = throttle.rate_after_bytes_per_s / throttle.rate_before_bytes_per_s;
+        assert!((0.4..0.6).contains(&ratio), "{throttle:?}");
+        let stalls = target.sim_drive().unwrap().counters().stall_count as usize;
+        assert!(stalls >= 3, "{stalls}");
+        assert!(
+            analysis.stalls.len() >= stalls - 1,
+            "{} of {stalls}",
+            analysis.stalls.len()
+        );
+    }
+
+    #[test]
+    fn refuses_a_size_beyond_the_target() {
+        let target = open("sim:capacity=16M");
+        let settings = FillSettings {
+            size_bytes: Some(32 << 20),
+            ..FillSettings::default()
+        };
+        let error = fill(
+            &target,
+            &settings,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_, _| {},
+        )
+        .err()
+        .unwrap();
+        assert!(
+            error.to_string().contains("larger than the target"),
+            "{error}"
+        );
+    }
+}

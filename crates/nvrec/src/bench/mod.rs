@@ -1,0 +1,263 @@
+//! Characterizing drives the way a recorder uses them.
+//!
+//! Four benches, each a function that takes an open [`BenchTarget`] and its settings and
+//! returns a result that serializes to the versioned JSON schema (`nvrec.bench`, version
+//! [`SCHEMA_VERSION`]):
+//! - [`sweep`]: the streamer's "average peak" test: write then read 1, 2, 4 ... chunks from
+//!   the start of the target, averaged over runs (TEST #08 of the seed's test log).
+//! - [`fill`]: the "continuous" test: one sequential write of the whole target logged per time
+//!   window, read back and compared, then analysed ([`analysis`]) for the cache cliff, the
+//!   rate after it, the steady state, the slowest window and stalls.
+//! - [`overwrite`]: a ring's second lap, without and with TRIM ahead of the write point.
+//! - [`profile`]: CrystalDiskMark's and ATTO's presets, rebuilt on the same driver.
+//!
+//! Every bench runs its I/O through [`driver`], which keeps a queue full on one engine and
+//! times everything by the engine's clock ([`Engine::now_ns`]): the monotonic clock on real
+//! targets, the virtual clock on the simulated drive, so the analysis can be tested against a
+//! model with known answers.
+//!
+//! What it deliberately does not do: draw anything (the CLI turns results into text, CSV and
+//! HTML through [`crate::report`]), or run safety checks of its own (opening goes through
+//! [`crate::device::open`], which refuses a device holding data unless forced).
+
+pub mod analysis;
+pub mod driver;
+mod fill;
+
+pub use fill::{fill, FillResult, FillSettings, FillSummary};
+
+use crate::buffer::BufferPool;
+use crate::device::{self, Access, OpenOptions, Safety, Target, TargetInfo};
+use crate::engine::{self, Engine, EngineChoice, EngineConfig, SimDrive, SimModel};
+use std::path::PathBuf;
+
+/// Version of the JSON every bench writes; bumped when a field changes meaning or goes away.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Default length of one logging window of the time series.
+pub const WINDOW_S_DEFAULT: f64 = 0.5;
+
+/// What a bench runs on.
+#[derive(Debug, Clone)]
+pub enum TargetSpec {
+    Path(PathBuf),
+    Sim(SimModel),
+}
+
+impl TargetSpec {
+    /// A path, or `sim:...` for the simulated drive.
+    pub fn parse(text: &str) -> Result<TargetSpec, engine::SimSpecError> {
+        if SimModel::is_spec(text) {
+            Ok(TargetSpec::Sim(SimModel::parse(text)?))
+        } else {
+            Ok(TargetSpec::Path(PathBuf::from(text)))
+        }
+    }
+}
+
+enum Backend {
+    Real(Target),
+    Sim(SimDrive),
+}
+
+/// An open bench target: a file, a block device or a simulated drive.
+pub struct BenchTarget {
+    pub name: String,
+    pub capacity_bytes: u64,
+    pub logical_block_bytes: u32,
+    pub info: TargetFacts,
+    backend: Backend,
+}
+
+/// What reports say about the target.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TargetFacts {
+    pub name: String,
+    /// "file", "block" or "sim".
+    pub kind: String,
+    pub capacity_bytes: u64,
+    pub logical_block_bytes: u32,
+    pub transport: Option<String>,
+    pub model: Option<String>,
+    pub serial: Option<String>,
+    pub firmware: Option<String>,
+    /// The simulated drive's parameters, for `sim:` targets.
+    pub sim_model: Option<SimModel>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Device(#[from] device::DeviceError),
+    #[error("simulated drive: {0}")]
+    Sim(std::io::Error),
+    #[error(transparent)]
+    Buffer(#[from] crate::buffer::BufferError),
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
+    #[error("{0}")]
+    Settings(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: engine::IoError,
+    },
+}
+
+impl BenchTarget {
+    /// Opens `spec` for a bench that writes (`Access::Write`) or only reads. A regular file is
+    /// created and preallocated to `create_len_bytes` when given.
+    pub fn open(
+        spec: &TargetSpec,
+        access: Access,
+        safety: Safety,
+        create_len_bytes: Option<u64>,
+    ) -> Result<BenchTarget, BenchError> {
+        match spec {
+            TargetSpec::Sim(model) => {
+                let drive = SimDrive::new(model.clone()).map_err(BenchError::Sim)?;
+                Ok(BenchTarget {
+                    name: "sim".to_string(),
+                    capacity_bytes: drive.capacity_bytes(),
+                    logical_block_bytes: drive.logical_block_bytes(),
+                    info: TargetFacts {
+                        name: "sim".to_string(),
+                        kind: "sim".to_string(),
+                        capacity_bytes: drive.capacity_bytes(),
+                        logical_block_bytes: drive.logical_block_bytes(),
+                        transport: Some("simulated".to_string()),
+                        model: Some(model.describe()),
+                        serial: None,
+                        firmware: None,
+                        sim_model: Some(model.clone()),
+                    },
+                    backend: Backend::Sim(drive),
+                })
+            }
+            TargetSpec::Path(path) => {
+                let target = device::open(
+                    path,
+                    &OpenOptions {
+                        access,
+                        create_len_bytes,
+                        safety,
+                    },
+                )?;
+                let described: TargetInfo = device::describe(&target);
+                let name = path.display().to_string();
+                Ok(BenchTarget {
+                    name: name.clone(),
+                    capacity_bytes: target.capacity_bytes,
+                    logical_block_bytes: target.logical_block_bytes,
+                    info: TargetFacts {
+                        name,
+                        kind: match target.kind {
+                            device::TargetKind::File => "file",
+                            device::TargetKind::BlockDevice => "block",
+                        }
+                        .to_string(),
+                        capacity_bytes: target.capacity_bytes,
+                        logical_block_bytes: target.logical_block_bytes,
+                        transport: Some(described.transport),
+                        model: described.model,
+                        serial: described.serial,
+                        firmware: described.firmware,
+                        sim_model: None,
+                    },
+                    backend: Backend::Real(target),
+                })
+            }
+        }
+    }
+
+    /// The simulated drive behind this target, if it is one.
+    pub fn sim_drive(&self) -> Option<&SimDrive> {
+        match &self.backend {
+            Backend::Sim(drive) => Some(drive),
+            Backend::Real(_) => None,
+        }
+    }
+
+    /// An engine over this target with `queue_depth` slots of `slot_bytes`.
+    pub fn open_engine(
+        &self,
+        choice: EngineChoice,
+        queue_depth: u32,
+        slot_bytes: u64,
+    ) -> Result<Box<dyn Engine>, BenchError> {
+        let slot_bytes = slot_bytes.next_multiple_of(4096) as usize;
+        let pool = BufferPool::new(queue_depth as usize, slot_bytes)?;
+        let config = EngineConfig {
+            queue_depth,
+            sqpoll: false,
+        };
+        match &self.backend {
+            Backend::Sim(drive) => Ok(Box::new(drive.engine(pool, config)?)),
+            Backend::Real(target) => {
+                Ok(engine::open_engine(choice, &[&target.file], pool, config)?.engine)
+            }
+        }
+    }
+}
+
+/// Facts about the run for every JSON and report: who measured what, where, how.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunMeta {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    /// "sweep", "fill", "overwrite", "profile".
+    pub bench: String,
+    pub nvrec_version: &'static str,
+    pub kernel: String,
+    pub hostname: String,
+    /// UTC, `2026-11-22 09:17:10.123`.
+    pub started_utc: String,
+    pub target: TargetFacts,
+    pub engine: String,
+    pub engine_features: String,
+    /// The settings as given, name to value, for people.
+    pub settings: Vec<(String, String)>,
+}
+
+impl RunMeta {
+    pub fn new(bench: &str, target: &BenchTarget, engine: &dyn Engine) -> RunMeta {
+        let (kernel, hostname) = uname();
+        let started_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_nanos() as u64)
+            .unwrap_or(0);
+        RunMeta {
+            schema: "nvrec.bench",
+            schema_version: SCHEMA_VERSION,
+            bench: bench.to_string(),
+            nvrec_version: env!("CARGO_PKG_VERSION"),
+            kernel,
+            hostname,
+            started_utc: crate::unit::format_utc_ns(started_ns),
+            target: target.info.clone(),
+            engine: engine.kind().name().to_string(),
+            engine_features: engine.features(),
+            settings: Vec::new(),
+        }
+    }
+}
+
+/// The kernel release and host name from uname(2).
+fn uname() -> (String, String) {
+    // SAFETY: uname fills the zeroed struct we pass.
+    let name = unsafe {
+        let mut name: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut name) != 0 {
+            return (String::new(), String::new());
+        }
+        name
+    };
+    let text = |field: &[libc::c_char]| {
+        let bytes: Vec<u8> = field
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    (text(&name.release), text(&name.nodename))
+}
