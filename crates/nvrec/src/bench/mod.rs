@@ -23,8 +23,18 @@
 pub mod analysis;
 pub mod driver;
 mod fill;
+mod overwrite;
+mod profile;
+mod sweep;
 
 pub use fill::{fill, FillResult, FillSettings, FillSummary};
+pub use overwrite::{overwrite, OverwriteMode, OverwritePhase, OverwriteResult, OverwriteSettings};
+pub use profile::{
+    atto_sizes, profile, Profile, ProfileResult, ProfileSettings, ProfileTestResult, TestShape,
+};
+pub use sweep::{
+    sweep, sweep_counts, RateStats, SweepPoint, SweepResult, SweepSettings, SweepSummary,
+};
 
 use crate::buffer::BufferPool;
 use crate::device::{self, Access, OpenOptions, Safety, Target, TargetInfo};

@@ -1,1 +1,502 @@
-//! placeholder
+//! `bench profile`: the presets people compare drives by, rebuilt on nvrec's driver so the
+//! numbers sit beside the recorder's own.
+//! - `cdm`: CrystalDiskMark's default set: SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1.
+//! - `cdm-nvme`: its NVMe set: SEQ1M Q8T1, SEQ128K Q32T1, RND4K Q32T16, RND4K Q1T1.
+//! - `atto`: ATTO's sweep of transfer sizes from 512 B to 64 MiB at queue depth 4 over a
+//!   256 MiB region, written then read.
+//!
+//! CrystalDiskMark-style tests are time-based: each runs `runs` times for `duration` over the
+//! test region (1 GiB by default), reads first on a region written once beforehand, then
+//! writes; the best and the mean of the runs are reported in MB/s and MiB/s. `T16` means
+//! sixteen threads, each with its own engine and queue; on the simulated drive, which has one
+//! clock, they are one engine with sixteen times the queue depth.
+//!
+//! Data is incompressible unless `--compressible` asks for ATTO's best case.
+
+use super::driver::{self, Access, Data, Workload, WorkloadResult};
+use super::{BenchError, BenchTarget, RunMeta};
+use crate::engine::{EngineChoice, IoOp};
+use crate::stream::{Control, ControlState, Progress};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    Cdm,
+    CdmNvme,
+    Atto,
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Cdm => "cdm",
+            Profile::CdmNvme => "cdm-nvme",
+            Profile::Atto => "atto",
+        }
+    }
+
+    /// The region a profile tests by default.
+    pub fn region_bytes_default(self) -> u64 {
+        match self {
+            Profile::Cdm | Profile::CdmNvme => 1 << 30,
+            Profile::Atto => 256 << 20,
+        }
+    }
+}
+
+/// One test of a preset: `SEQ1M Q8T1` and the like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TestShape {
+    pub sequential: bool,
+    pub io_size_bytes: u64,
+    pub queue_depth: u32,
+    pub thread_count: u32,
+}
+
+impl TestShape {
+    const fn new(
+        sequential: bool,
+        io_size_bytes: u64,
+        queue_depth: u32,
+        thread_count: u32,
+    ) -> TestShape {
+        TestShape {
+            sequential,
+            io_size_bytes,
+            queue_depth,
+            thread_count,
+        }
+    }
+
+    /// `SEQ1M Q8T1`, `RND4K Q32T16`, as CrystalDiskMark labels them.
+    pub fn label(&self) -> String {
+        let size = if self.io_size_bytes >= 1 << 20 {
+            format!("{}M", self.io_size_bytes >> 20)
+        } else {
+            format!("{}K", self.io_size_bytes >> 10)
+        };
+        format!(
+            "{}{size} Q{}T{}",
+            if self.sequential { "SEQ" } else { "RND" },
+            self.queue_depth,
+            self.thread_count
+        )
+    }
+}
+
+const CDM: [TestShape; 4] = [
+    TestShape::new(true, 1 << 20, 8, 1),
+    TestShape::new(true, 1 << 20, 1, 1),
+    TestShape::new(false, 4 << 10, 32, 1),
+    TestShape::new(false, 4 << 10, 1, 1),
+];
+const CDM_NVME: [TestShape; 4] = [
+    TestShape::new(true, 1 << 20, 8, 1),
+    TestShape::new(true, 128 << 10, 32, 1),
+    TestShape::new(false, 4 << 10, 32, 16),
+    TestShape::new(false, 4 << 10, 1, 1),
+];
+/// ATTO's queue depth.
+const ATTO_QUEUE_DEPTH: u32 = 4;
+
+#[derive(Debug, Clone, Copy)]
+pub struct ProfileSettings {
+    pub profile: Profile,
+    pub region_bytes: Option<u64>,
+    /// Each run of a time-based test.
+    pub duration_s: f64,
+    pub runs: u32,
+    pub compressible: bool,
+    pub engine: EngineChoice,
+}
+
+impl Default for ProfileSettings {
+    fn default() -> Self {
+        ProfileSettings {
+            profile: Profile::Cdm,
+            region_bytes: None,
+            duration_s: 5.0,
+            runs: 3,
+            compressible: false,
+            engine: EngineChoice::Auto,
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProfileTestResult {
+    /// `SEQ1M Q8T1` or, for ATTO, the transfer size (`64K`).
+    pub name: String,
+    pub op: IoOp,
+    pub shape: TestShape,
+    /// Rate of each run.
+    pub run_rates_bytes_per_s: Vec<f64>,
+    pub best_bytes_per_s: f64,
+    pub mean_bytes_per_s: f64,
+    /// Best, in the units CrystalDiskMark shows (MB/s = 10^6 bytes/s) and in MiB/s.
+    pub best_mb_per_s: f64,
+    pub best_mib_per_s: f64,
+    pub best_iops: f64,
+    pub latency_mean_us: f64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProfileResult {
+    pub meta: RunMeta,
+    pub profile: Profile,
+    pub region_bytes: u64,
+    pub tests: Vec<ProfileTestResult>,
+    /// Tests that could not run here, with the reason (a transfer below the block size).
+    pub skipped: Vec<String>,
+    pub stopped: bool,
+}
+
+/// The transfer sizes of ATTO's sweep: 512 B to 64 MiB, doubling.
+pub fn atto_sizes() -> Vec<u64> {
+    std::iter::successors(Some(512u64), |size| Some(size * 2))
+        .take_while(|size| *size <= 64 << 20)
+        .collect()
+}
+
+fn test_result(
+    name: String,
+    op: IoOp,
+    shape: TestShape,
+    runs: &[WorkloadResult],
+) -> ProfileTestResult {
+    let rates: Vec<f64> = runs.iter().map(|run| run.rate_bytes_per_s).collect();
+    let best = runs
+        .iter()
+        .max_by(|a, b| a.rate_bytes_per_s.total_cmp(&b.rate_bytes_per_s))
+        .expect("at least one run");
+    ProfileTestResult {
+        name,
+        op,
+        shape,
+        best_bytes_per_s: best.rate_bytes_per_s,
+        mean_bytes_per_s: rates.iter().sum::<f64>() / rates.len() as f64,
+        best_mb_per_s: best.rate_bytes_per_s / 1e6,
+        best_mib_per_s: best.rate_bytes_per_s / 1048576.0,
+        best_iops: best.iops,
+        latency_mean_us: best.latency.mean_us,
+        run_rates_bytes_per_s: rates,
+    }
+}
+
+pub fn profile(
+    target: &BenchTarget,
+    settings: &ProfileSettings,
+    control: &Control,
+    progress: &Progress,
+    on_test: &mut dyn FnMut(&ProfileTestResult),
+) -> Result<ProfileResult, BenchError> {
+    let region = settings
+        .region_bytes
+        .unwrap_or(settings.profile.region_bytes_default())
+        .min(target.capacity_bytes)
+        / (1 << 20)
+        * (1 << 20);
+    if region < 1 << 20 {
+        return Err(BenchError::Settings(format!(
+            "the test region must be at least 1 MiB; the target has {} bytes",
+            target.capacity_bytes
+        )));
+    }
+    if settings.runs == 0 || settings.duration_s.is_nan() || settings.duration_s <= 0.0 {
+        return Err(BenchError::Settings(
+            "runs and duration must be positive".to_string(),
+        ));
+    }
+    let data = if settings.compressible {
+        Data::Compressible
+    } else {
+        Data::Incompressible
+    };
+    let meta_engine = target.open_engine(settings.engine, 1, 1 << 20)?;
+    let mut meta = RunMeta::new("profile", target, meta_engine.as_ref());
+    drop(meta_engine);
+    meta.settings = vec![
+        ("profile".to_string(), settings.profile.name().to_string()),
+        ("region".to_string(), region.to_string()),
+        ("duration_s".to_string(), settings.duration_s.to_string()),
+        ("runs".to_string(), settings.runs.to_string()),
+        (
+            "compressible".to_string(),
+            settings.compressible.to_string(),
+        ),
+    ];
+    let mut tests = Vec::new();
+    let mut skipped = Vec::new();
+    let lbs = target.logical_block_bytes as u64;
+    let stopped = |control: &Control| control.state() != ControlState::Run;
+
+    match settings.profile {
+        Profile::Cdm | Profile::CdmNvme => {
+            let shapes = if settings.profile == Profile::Cdm {
+                CDM
+            } else {
+                CDM_NVME
+            };
+            // Reads need written data: write the region once, sequentially.
+            let mut engine = target.open_engine(settings.engine, 8, 1 << 20)?;
+            let mut prepare = Workload::sequential(IoOp::Write, 0, region, 1 << 20);
+            prepare.data = data;
+            let prepared = driver::run(engine.as_mut(), &prepare, control, progress, &mut |_| {})?;
+            if let Some(source) = prepared.error {
+                return Err(BenchError::Io {
+                    what: "writing the test region before the read tests".to_string(),
+                    source,
+                });
+            }
+            drop(engine);
+            'ops: for op in [IoOp::Read, IoOp::Write] {
+                for shape in shapes {
+                    if shape.io_size_bytes % lbs != 0 {
+                        skipped.push(format!(
+                            "{} (below the {lbs}-byte block size)",
+                            shape.label()
+                        ));
+                        continue;
+                    }
+                    let mut runs = Vec::new();
+                    for run in 0..settings.runs {
+                        let mut workload = Workload::sequential(op, 0, region, shape.io_size_bytes);
+                        workload.wrap = true;
+                        workload.limit_ns = Some((settings.duration_s * 1e9) as u64);
+                        workload.data = data;
+                        if !shape.sequential {
+                            workload.access = Access::Random {
+                                seed: 0x5eed ^ run as u64,
+                            };
+                        }
+                        runs.push(run_threads(
+                            target,
+                            settings.engine,
+                            shape,
+                            &workload,
+                            control,
+                            progress,
+                        )?);
+                        if stopped(control) {
+                            break;
+                        }
+                    }
+                    let result = test_result(shape.label(), op, shape, &runs);
+                    on_test(&result);
+                    tests.push(result);
+                    if stopped(control) {
+                        break 'ops;
+                    }
+                }
+            }
+        }
+        Profile::Atto => {
+            'sizes: for size in atto_sizes() {
+                let label = crate::unit::format_bytes(size);
+                if size % lbs != 0 {
+                    skipped.push(format!("{label} (below the {lbs}-byte block size)"));
+                    continue;
+                }
+                if size > region {
+                    skipped.push(format!("{label} (larger than the region)"));
+                    continue;
+                }
+                let shape = TestShape::new(true, size, ATTO_QUEUE_DEPTH, 1);
+                let mut engine = target.open_engine(settings.engine, ATTO_QUEUE_DEPTH, size)?;
+                for op in [IoOp::Write, IoOp::Read] {
+                    let mut runs = Vec::new();
+                    for _ in 0..settings.runs {
+                        let mut workload = Workload::sequential(op, 0, region, size);
+                        workload.data = data;
+                        let result = driver::run(
+                            engine.as_mut(),
+                            &workload,
+                            control,
+                            progress,
+                            &mut |_| {},
+                        )?;
+                        if let Some(source) = result.error {
+                            return Err(BenchError::Io {
+                                what: format!("ATTO {label} {}", op.name()),
+                                source,
+                            });
+                        }
+                        runs.push(result);
+                        if stopped(control) {
+                            break;
+                        }
+                    }
+                    let result = test_result(label.clone(), op, shape, &runs);
+                    on_test(&result);
+                    tests.push(result);
+                    if stopped(control) {
+                        break 'sizes;
+                    }
+                }
+            }
+        }
+    }
+    Ok(ProfileResult {
+        meta,
+        profile: settings.profile,
+        region_bytes: region,
+        tests,
+        skipped,
+        stopped: stopped(control),
+    })
+}
+
+/// Runs one time-based test with `shape.thread_count` threads, each with its own engine and
+/// queue, and adds their results up. The simulated drive has one clock: there the threads
+/// become one engine with their queues combined.
+fn run_threads(
+    target: &BenchTarget,
+    engine_choice: EngineChoice,
+    shape: TestShape,
+    workload: &Workload,
+    control: &Control,
+    progress: &Progress,
+) -> Result<WorkloadResult, BenchError> {
+    let threads = if target.sim_drive().is_some() {
+        1
+    } else {
+        shape.thread_count.max(1)
+    };
+    let queue_depth = shape.queue_depth * (shape.thread_count.max(1) / threads);
+    let one = |index: u32| -> Result<WorkloadResult, BenchError> {
+        let mut engine = target.open_engine(engine_choice, queue_depth, shape.io_size_bytes)?;
+        let mut workload = *workload;
+        if let Access::Random { seed } = workload.access {
+            workload.access = Access::Random {
+                seed: seed ^ ((index as u64) << 32),
+            };
+        }
+        driver::run(engine.as_mut(), &workload, control, progress, &mut |_| {})
+    };
+    let results: Vec<Result<WorkloadResult, BenchError>> = if threads == 1 {
+        vec![one(0)]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|index| scope.spawn(move || one(index)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().expect("a bench thread panicked"))
+                .collect()
+        })
+    };
+    let mut results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    if let Some(source) = results.iter().find_map(|result| result.error) {
+        return Err(BenchError::Io {
+            what: format!("{} {}", shape.label(), workload.op.name()),
+            source,
+        });
+    }
+    let mut total = results.remove(0);
+    for other in results {
+        // The threads ran side by side: bytes add up, time is the longest.
+        total.latency.mean_us = (total.latency.mean_us * total.io_count as f64
+            + other.latency.mean_us * other.io_count as f64)
+            / (total.io_count + other.io_count).max(1) as f64;
+        total.latency.max_us = total.latency.max_us.max(other.latency.max_us);
+        total.bytes += other.bytes;
+        total.io_count += other.io_count;
+        total.elapsed_s = total.elapsed_s.max(other.elapsed_s);
+    }
+    total.queue_depth = shape.queue_depth * shape.thread_count;
+    if total.elapsed_s > 0.0 {
+        total.rate_bytes_per_s = total.bytes as f64 / total.elapsed_s;
+        total.iops = total.io_count as f64 / total.elapsed_s;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::TargetSpec;
+    use crate::device::{Access as OpenAccess, Safety};
+
+    fn sim(spec: &str) -> BenchTarget {
+        BenchTarget::open(
+            &TargetSpec::parse(spec).unwrap(),
+            OpenAccess::Write,
+            Safety::Check,
+            None,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn labels_read_like_crystaldiskmark() {
+        let labels: Vec<String> = CDM_NVME.iter().map(TestShape::label).collect();
+        assert_eq!(
+            labels,
+            ["SEQ1M Q8T1", "SEQ128K Q32T1", "RND4K Q32T16", "RND4K Q1T1"]
+        );
+        assert_eq!(atto_sizes().first(), Some(&512));
+        assert_eq!(atto_sizes().last(), Some(&(64 << 20)));
+        assert_eq!(atto_sizes().len(), 18);
+    }
+
+    #[test]
+    fn cdm_on_the_simulated_drive_shows_queue_depth_and_iops_limits() {
+        let target =
+            sim("sim:capacity=256M,cache=256M,fast=2GB/s,read=3GB/s,iops=100000,latency=100us");
+        let settings = ProfileSettings {
+            profile: Profile::Cdm,
+            region_bytes: Some(64 << 20),
+            duration_s: 0.02,
+            runs: 2,
+            ..ProfileSettings::default()
+        };
+        let mut seen = Vec::new();
+        let result = profile(
+            &target,
+            &settings,
+            &Control::new(),
+            &Progress::default(),
+            &mut |test| seen.push(test.name.clone()),
+        )
+        .unwrap();
+        assert_eq!(result.tests.len(), 8);
+        assert_eq!(seen[0], "SEQ1M Q8T1");
+        let read = |name: &str| {
+            result
+                .tests
+                .iter()
+                .find(|test| test.name == name && test.op == IoOp::Read)
+                .unwrap()
+        };
+        // Q8 reaches the channel's rate; Q1 pays the latency on every transfer.
+        assert!((read("SEQ1M Q8T1").best_bytes_per_s / 3e9 - 1.0).abs() < 0.03);
+        assert!(read("SEQ1M Q1T1").best_bytes_per_s < 0.8 * 3e9);
+        // Random 4K at Q32 is limited by the 100k IOPS; Q1 by the latency.
+        assert!((read("RND4K Q32T1").best_iops / 100_000.0 - 1.0).abs() < 0.03);
+        assert!(read("RND4K Q1T1").best_iops < 10_000.0);
+    }
+
+    #[test]
+    fn atto_skips_what_the_block_size_forbids() {
+        let target = sim("sim:capacity=64M,lbs=4096");
+        let settings = ProfileSettings {
+            profile: Profile::Atto,
+            region_bytes: Some(16 << 20),
+            runs: 1,
+            ..ProfileSettings::default()
+        };
+        let result = profile(
+            &target,
+            &settings,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        // 512 B, 1K, 2K below the block size; 32M and 64M beyond the region.
+        assert_eq!(result.skipped.len(), 5, "{:?}", result.skipped);
+        assert_eq!(result.tests.len(), 2 * 13);
+        assert!(result.tests.iter().all(|test| test.best_bytes_per_s > 0.0));
+    }
+}

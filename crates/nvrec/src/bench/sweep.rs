@@ -1,1 +1,270 @@
-//! placeholder
+//! `bench sweep`: the streamer's "average peak" test (TEST #08 of the seed's log). For 1, 2,
+//! 4 ... chunks, write that many chunks from the start of the target, then read them back
+//! checking the pattern, and average the rates over the runs. Small transfers show what the
+//! drive absorbs in its cache at once; large ones approach what it sustains.
+//!
+//! A transfer's time runs from submitting its first chunk to the completion of its last (the
+//! flush that follows every write is not timed, as the streamer times acknowledgements).
+
+use super::driver::{self, Data, Workload, WorkloadResult};
+use super::{BenchError, BenchTarget, RunMeta};
+use crate::engine::{EngineChoice, IoOp};
+use crate::pattern::Pattern;
+use crate::stream::{Control, ControlState, Progress};
+
+#[derive(Debug, Clone, Copy)]
+pub struct SweepSettings {
+    pub chunk_size_bytes: u64,
+    /// The largest count of the sweep (1, 2, 4 ... up to this, and no more than fits).
+    pub chunk_count_max: u64,
+    pub runs: u32,
+    pub queue_depth: u32,
+    pub seed: u64,
+    pub engine: EngineChoice,
+}
+
+impl Default for SweepSettings {
+    fn default() -> Self {
+        SweepSettings {
+            chunk_size_bytes: 128 << 10,
+            chunk_count_max: 32768,
+            runs: 3,
+            queue_depth: 32,
+            seed: 0x5eed,
+            engine: EngineChoice::Auto,
+        }
+    }
+}
+
+/// Rates of one chunk count over the runs.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct RateStats {
+    pub mean_bytes_per_s: f64,
+    pub min_bytes_per_s: f64,
+    pub max_bytes_per_s: f64,
+}
+
+impl RateStats {
+    fn of(rates: &[f64]) -> RateStats {
+        let mean = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
+        RateStats {
+            mean_bytes_per_s: mean,
+            min_bytes_per_s: rates.iter().copied().fold(f64::INFINITY, f64::min),
+            max_bytes_per_s: rates.iter().copied().fold(0.0, f64::max),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct SweepPoint {
+    pub chunk_count: u64,
+    pub bytes: u64,
+    pub write: RateStats,
+    pub read: RateStats,
+    /// The slowest write transfer of any run, microseconds.
+    pub write_latency_max_us: f64,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct SweepSummary {
+    pub peak_write_bytes_per_s: f64,
+    pub peak_write_chunk_count: u64,
+    pub peak_read_bytes_per_s: f64,
+    pub peak_read_chunk_count: u64,
+    /// The mean write rate of the largest transfer: the closest the sweep gets to sustained.
+    pub largest_write_bytes_per_s: f64,
+    pub verified: bool,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SweepResult {
+    pub meta: RunMeta,
+    pub summary: SweepSummary,
+    pub points: Vec<SweepPoint>,
+    pub stopped: bool,
+}
+
+/// The chunk counts the sweep visits on a target of `capacity_bytes`.
+pub fn sweep_counts(settings: &SweepSettings, capacity_bytes: u64) -> Vec<u64> {
+    let fits = capacity_bytes / settings.chunk_size_bytes.max(1);
+    let last = settings.chunk_count_max.min(fits);
+    std::iter::successors(Some(1u64), |count| count.checked_mul(2))
+        .take_while(|count| *count <= last)
+        .collect()
+}
+
+/// Runs the sweep; `on_point` sees each chunk count's result as it is done.
+pub fn sweep(
+    target: &BenchTarget,
+    settings: &SweepSettings,
+    control: &Control,
+    progress: &Progress,
+    on_point: &mut dyn FnMut(&SweepPoint),
+) -> Result<SweepResult, BenchError> {
+    let chunk = settings.chunk_size_bytes;
+    if chunk == 0 || chunk % target.logical_block_bytes as u64 != 0 || settings.runs == 0 {
+        return Err(BenchError::Settings(format!(
+            "the chunk size {chunk} must be a multiple of the logical block size {} and runs at least 1",
+            target.logical_block_bytes
+        )));
+    }
+    let counts = sweep_counts(settings, target.capacity_bytes);
+    if counts.is_empty() {
+        return Err(BenchError::Settings(format!(
+            "the target ({} bytes) is smaller than one chunk",
+            target.capacity_bytes
+        )));
+    }
+    let mut engine = target.open_engine(settings.engine, settings.queue_depth, chunk)?;
+    let mut meta = RunMeta::new("sweep", target, engine.as_ref());
+    meta.settings = vec![
+        ("chunk_size".to_string(), chunk.to_string()),
+        (
+            "chunk_count_max".to_string(),
+            counts.last().copied().unwrap_or(0).to_string(),
+        ),
+        ("runs".to_string(), settings.runs.to_string()),
+        ("queue_depth".to_string(), settings.queue_depth.to_string()),
+    ];
+    let mut points = Vec::new();
+    let mut verified = true;
+    let mut stopped = false;
+    'counts: for count in counts {
+        let mut write_rates = Vec::new();
+        let mut read_rates = Vec::new();
+        let mut write_latency_max_us: f64 = 0.0;
+        for run in 0..settings.runs {
+            // A different seed each run, so a read cannot pass on what an earlier run left.
+            let seed = settings.seed ^ (count << 8) ^ run as u64;
+            let mut write = Workload::sequential(IoOp::Write, 0, count * chunk, chunk);
+            write.data = Data::Pattern { seed };
+            let written = driver::run(engine.as_mut(), &write, control, progress, &mut |_| {})?;
+            fail_on_error(&written, "writing")?;
+            if written.stopped || control.state() != ControlState::Run {
+                stopped = true;
+                break 'counts;
+            }
+            if let Err(source) = engine.sync_data() {
+                return Err(BenchError::Io {
+                    what: "flushing after a sweep write".to_string(),
+                    source,
+                });
+            }
+            let mut read = Workload::sequential(IoOp::Read, 0, count * chunk, chunk);
+            read.check = Some(Pattern::new(seed));
+            let read_back = driver::run(engine.as_mut(), &read, control, progress, &mut |_| {})?;
+            fail_on_error(&read_back, "reading")?;
+            if read_back.stopped {
+                stopped = true;
+                break 'counts;
+            }
+            verified &= read_back.is_success();
+            write_rates.push(written.rate_bytes_per_s);
+            read_rates.push(read_back.rate_bytes_per_s);
+            write_latency_max_us = write_latency_max_us.max(written.latency.max_us);
+        }
+        let point = SweepPoint {
+            chunk_count: count,
+            bytes: count * chunk,
+            write: RateStats::of(&write_rates),
+            read: RateStats::of(&read_rates),
+            write_latency_max_us,
+        };
+        on_point(&point);
+        points.push(point);
+    }
+    let best = |rate: fn(&SweepPoint) -> f64| {
+        points
+            .iter()
+            .max_by(|a, b| rate(a).total_cmp(&rate(b)))
+            .map(|point| (rate(point), point.chunk_count))
+            .unwrap_or((0.0, 0))
+    };
+    let (peak_write, peak_write_count) = best(|point| point.write.mean_bytes_per_s);
+    let (peak_read, peak_read_count) = best(|point| point.read.mean_bytes_per_s);
+    Ok(SweepResult {
+        meta,
+        summary: SweepSummary {
+            peak_write_bytes_per_s: peak_write,
+            peak_write_chunk_count: peak_write_count,
+            peak_read_bytes_per_s: peak_read,
+            peak_read_chunk_count: peak_read_count,
+            largest_write_bytes_per_s: points
+                .last()
+                .map(|point| point.write.mean_bytes_per_s)
+                .unwrap_or(0.0),
+            verified,
+        },
+        points,
+        stopped,
+    })
+}
+
+fn fail_on_error(result: &WorkloadResult, what: &str) -> Result<(), BenchError> {
+    match result.error {
+        Some(source) => Err(BenchError::Io {
+            what: format!("{what} {} bytes", result.bytes),
+            source,
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::TargetSpec;
+    use crate::device::{Access, Safety};
+
+    #[test]
+    fn counts_double_up_to_what_fits() {
+        let settings = SweepSettings::default();
+        assert_eq!(sweep_counts(&settings, 1 << 20), vec![1, 2, 4, 8]);
+        assert_eq!(sweep_counts(&settings, 1 << 40).len(), 16);
+        assert_eq!(*sweep_counts(&settings, 1 << 40).last().unwrap(), 32768);
+        assert!(sweep_counts(&settings, 4096).is_empty());
+    }
+
+    #[test]
+    fn small_transfers_ride_the_cache_and_large_ones_fall_to_the_sustained_rate() {
+        // overwrite=1: the sweep writes the same first chunks again and again.
+        let spec = "sim:capacity=256M,cache=16M,fast=3GB/s,slow=1GB/s,recover=100GB/s,latency=0,overwrite=1";
+        let target = BenchTarget::open(
+            &TargetSpec::parse(spec).unwrap(),
+            Access::Write,
+            Safety::Check,
+            None,
+        )
+        .unwrap();
+        let settings = SweepSettings {
+            runs: 2,
+            ..SweepSettings::default()
+        };
+        let mut seen = 0;
+        let result = sweep(
+            &target,
+            &settings,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_| seen += 1,
+        )
+        .unwrap();
+        assert_eq!(seen, 12); // 1 .. 2048 chunks of 128 KiB
+        assert!(result.summary.verified);
+        let small = &result.points[6]; // 8 MiB: inside the cache
+        assert!(
+            (small.write.mean_bytes_per_s / 3e9 - 1.0).abs() < 0.01,
+            "{small:?}"
+        );
+        let large = result.points.last().unwrap(); // 256 MiB: 16 MiB fast, the rest slow
+        let expected = (256.0 * 1048576.0) / (16.0 * 1048576.0 / 3e9 + 240.0 * 1048576.0 / 1e9);
+        assert!(
+            (large.write.mean_bytes_per_s / expected - 1.0).abs() < 0.01,
+            "{large:?}"
+        );
+        assert!(
+            (large.read.mean_bytes_per_s / 3.2e9 - 1.0).abs() < 0.01,
+            "{large:?}"
+        );
+    }
+}

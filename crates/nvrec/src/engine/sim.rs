@@ -15,7 +15,8 @@
 //!   deep queue reaches the channel's rate and queue depth 1 does not (as on real drives).
 //! - Writes go at `write_fast` while the SLC cache has room and at `write_slow` once it is full;
 //!   a command that crosses the boundary is split. The cache gains room only while the drive
-//!   is idle, at `cache_recover`: a continuous write sees the cliff exactly `cache` bytes in.
+//!   is not writing (idle or reading), at `cache_recover`: a continuous write sees the cliff
+//!   exactly `cache` bytes in.
 //! - Writing over data that was written before and not discarded (a ring's second lap without
 //!   TRIM) costs garbage collection: the rate is multiplied by `overwrite_factor`.
 //! - Heat: write transfer time accumulates; after `throttle_after` seconds of it the drive
@@ -514,7 +515,13 @@ impl SimEngine {
                     let slot = &mut self.pool.slot_mut(request.slot as usize)[..len];
                     state.data.read(offset, slot);
                     state.counters.bytes_read += len as u64;
-                    len as f64 / (state.model.read_bytes_per_s * state.throttle_multiplier())
+                    let seconds =
+                        len as f64 / (state.model.read_bytes_per_s * state.throttle_multiplier());
+                    // Folding the cache goes on while the drive reads.
+                    state.cache_free_bytes = (state.cache_free_bytes
+                        + seconds * state.model.cache_recover_bytes_per_s)
+                        .min(state.model.cache_bytes as f64);
+                    seconds
                 }
                 IoOp::Flush => 0.0,
             };
