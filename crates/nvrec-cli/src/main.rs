@@ -3,6 +3,8 @@
 //! Everything that touches data lives in the `nvrec` library; this crate only translates
 //! between people (or scripts) and it. Exit statuses are decided in one place, [`exit_code`].
 
+mod bench_cmd;
+mod bench_report;
 mod output;
 mod progress;
 mod recording_cmd;
@@ -79,6 +81,8 @@ enum Command {
     Replay(recording_cmd::ReplayArgs),
     /// Check every chunk of the recordings: CRC, sequence, and the pattern.
     Verify(recording_cmd::VerifyArgs),
+    /// Characterize a drive as a recorder uses it: sweep, fill, overwrite, profile.
+    Bench(bench_cmd::BenchArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -295,6 +299,15 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<UsageError>().is_some() {
             return exit::USAGE;
         }
+        if let Some(error) = cause.downcast_ref::<nvrec::bench::BenchError>() {
+            match error {
+                nvrec::bench::BenchError::Settings(_) => return exit::USAGE,
+                nvrec::bench::BenchError::Device(error) if error.is_safety_refusal() => {
+                    return exit::REFUSED
+                }
+                _ => {}
+            }
+        }
         if let Some(error) = cause.downcast_ref::<nvrec::recording::RecordingError>() {
             if error.is_usage() {
                 return exit::USAGE;
@@ -328,6 +341,7 @@ fn run(cli: Cli) -> Result<Finished> {
         Command::Write(args) => write_command(args, cli.json),
         Command::Read(args) => read_command(args, cli.json),
         Command::Selftest(args) => selftest_cmd::run(args, cli.json),
+        Command::Bench(args) => bench_cmd::run(args, cli.json),
         Command::Record(args) => recording_cmd::record(args, cli.json),
         Command::Ls(args) => recording_cmd::ls(args, cli.json),
         Command::Replay(args) => recording_cmd::replay(args, cli.json),

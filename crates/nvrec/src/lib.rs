@@ -21,6 +21,7 @@ pub mod engine;
 pub mod layout;
 pub mod pattern;
 pub mod recording;
+pub mod report;
 pub mod selftest;
 pub mod sink;
 pub mod source;

@@ -27,6 +27,7 @@ mod overwrite;
 mod profile;
 mod sweep;
 
+pub use driver::Window;
 pub use fill::{fill, FillResult, FillSettings, FillSummary};
 pub use overwrite::{overwrite, OverwriteMode, OverwritePhase, OverwriteResult, OverwriteSettings};
 pub use profile::{

@@ -18,7 +18,8 @@
 //!   is not writing (idle or reading), at `cache_recover`: a continuous write sees the cliff
 //!   exactly `cache` bytes in.
 //! - Writing over data that was written before and not discarded (a ring's second lap without
-//!   TRIM) costs garbage collection: the rate is multiplied by `overwrite_factor`.
+//!   TRIM) costs garbage collection once less than 10 % of the drive is free (never written or
+//!   discarded): the rate of the overwritten blocks is multiplied by `overwrite_factor`.
 //! - Heat: write transfer time accumulates; after `throttle_after` seconds of it the drive
 //!   throttles (rates multiplied by `throttle_factor`) until idle time has cooled it below
 //!   80 % of that. Idle time cools at the rate it heats.
@@ -45,6 +46,8 @@ use std::time::Duration;
 
 /// Largest simulated capacity: the data lives in memory.
 pub const SIM_CAPACITY_BYTES_MAX: u64 = 64 << 30;
+/// Below this share of never-written or discarded space, overwriting costs garbage collection.
+const GC_FREE_FRACTION: f64 = 0.1;
 /// Granularity of the written-before map that decides overwrite costs.
 const DIRTY_BLOCK_BYTES: u64 = 4096;
 
@@ -260,6 +263,7 @@ struct SimState {
     bytes_to_next_stall: u64,
     /// One bit per `DIRTY_BLOCK_BYTES`: written and not discarded since.
     dirty: Vec<u64>,
+    dirty_count: u64,
     data: DataMap,
     counters: SimCounters,
 }
@@ -297,6 +301,7 @@ impl SimDrive {
             rng,
             bytes_to_next_stall,
             dirty: vec![0; (model.capacity_bytes / DIRTY_BLOCK_BYTES).div_ceil(64) as usize],
+            dirty_count: 0,
             data,
             counters: SimCounters::default(),
             model: model.clone(),
@@ -352,7 +357,9 @@ impl SimDrive {
         let first_whole = offset_bytes.div_ceil(DIRTY_BLOCK_BYTES);
         let end_whole = end / DIRTY_BLOCK_BYTES;
         for block in first_whole..end_whole {
-            state.dirty[(block / 64) as usize] &= !(1 << (block % 64));
+            let (word, bit) = ((block / 64) as usize, block % 64);
+            state.dirty_count -= (state.dirty[word] >> bit) & 1;
+            state.dirty[word] &= !(1 << bit);
         }
         state.counters.bytes_discarded += len_bytes;
         Ok(())
@@ -436,8 +443,17 @@ impl SimState {
             overwritten_count += (self.dirty[word] >> bit) & 1;
             self.dirty[word] |= 1 << bit;
         }
+        let block_count = last_block - first_block + 1;
+        self.dirty_count += block_count - overwritten_count;
+        // Garbage collection has to copy only once free space runs short; until then an
+        // overwrite just leaves a stale block behind.
+        let free_fraction = 1.0
+            - self.dirty_count as f64 * DIRTY_BLOCK_BYTES as f64 / self.model.capacity_bytes as f64;
+        if free_fraction >= GC_FREE_FRACTION {
+            overwritten_count = 0;
+        }
         // The overwritten share of the command goes at the garbage-collecting rate.
-        let overwritten_share = overwritten_count as f64 / (last_block - first_block + 1) as f64;
+        let overwritten_share = overwritten_count as f64 / block_count as f64;
         let slowdown = (1.0 - overwritten_share) + overwritten_share / self.model.overwrite_factor;
         let multiplier = self.throttle_multiplier() / slowdown;
         let len = len_bytes as f64;
@@ -881,7 +897,7 @@ mod tests {
 
     #[test]
     fn overwrite_costs_unless_discarded_and_idle_refills_the_cache() {
-        let spec = "sim:capacity=32M,cache=0,fast=1GB/s,slow=1GB/s,overwrite=0.5,latency=0";
+        let spec = "sim:capacity=8M,cache=0,fast=1GB/s,slow=1GB/s,overwrite=0.5,latency=0";
         let drive = SimDrive::new(model(spec)).unwrap();
         let mut engine = open(&drive, 1 << 20, 4);
         let first = write_seq(&mut engine, 0, 8 << 20, 1 << 20);

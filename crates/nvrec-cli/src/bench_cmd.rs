@@ -1,0 +1,688 @@
+//! `nvrec bench sweep|fill|overwrite|profile`: arguments, progress, tables, JSON, CSV and the
+//! HTML report. The measuring is `nvrec::bench`'s.
+
+use crate::{exit, progress, signal, size_arg, EngineArg, Finished, UsageError};
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use nvrec::bench::{
+    self, analysis::AnalysisSettings, BenchTarget, FillResult, OverwriteMode, OverwriteResult,
+    Profile, ProfileResult, SweepResult, TargetSpec,
+};
+use nvrec::device::{Access, Safety};
+use nvrec::stream::Progress;
+use nvrec::unit::format_bytes;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Peak rates: write then read 1, 2, 4 ... chunks from the start, averaged over runs.
+    Sweep(SweepArgs),
+    /// Continuous write of the whole target (or --size), read back and compared; finds the
+    /// cache cliff, the steady state, the slowest window and stalls.
+    Fill(FillArgs),
+    /// A ring's second lap: the rate before and after the wrap, without and with TRIM.
+    Overwrite(OverwriteArgs),
+    /// CrystalDiskMark (cdm, cdm-nvme) and ATTO (atto) presets.
+    Profile(ProfileArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "TARGET: a file (created with --size if missing), a block device, or a \
+simulated drive: sim:capacity=1G,cache=256M,fast=2.8GB/s,slow=1.6GB/s,read=3.2GB/s (keys: \
+capacity lbs cache fast slow read recover iops latency overwrite throttle-after \
+throttle-factor stall-every stall seed)."
+)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// File, block device, or sim:... (see below). Everything on it is overwritten.
+    target: String,
+    /// I/O engine.
+    #[arg(long, value_enum, default_value = "auto")]
+    engine: EngineArg,
+    /// Write even to a device that is in use or holds a filesystem or partition table.
+    #[arg(long)]
+    force: bool,
+    /// Also write the JSON result to this file.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Write the time series (or the table) as CSV to this file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Write a self-contained HTML report with charts to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[arg(long, default_value = "128K", value_parser = size_arg)]
+    chunk_size: u64,
+    /// Largest chunk count of the sweep.
+    #[arg(long, default_value_t = 32768)]
+    max_chunks: u64,
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    #[arg(long, default_value_t = 32)]
+    queue_depth: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct FillArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Bytes to write from the start (default: the whole target).
+    #[arg(long, value_parser = size_arg)]
+    size: Option<u64>,
+    #[arg(long, default_value = "1M", value_parser = size_arg)]
+    io_size: u64,
+    #[arg(long, default_value_t = 32)]
+    queue_depth: u32,
+    /// Length of one logging window, seconds.
+    #[arg(long, default_value_t = bench::WINDOW_S_DEFAULT)]
+    window: f64,
+    /// Skip the read-back comparison.
+    #[arg(long)]
+    no_verify: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct OverwriteArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Size of the ring from the start (default: the whole target).
+    #[arg(long, value_parser = size_arg)]
+    size: Option<u64>,
+    /// Laps in all, the first included.
+    #[arg(long, default_value_t = 2.0)]
+    laps: f64,
+    #[arg(long, default_value = "1M", value_parser = size_arg)]
+    io_size: u64,
+    #[arg(long, default_value_t = 32)]
+    queue_depth: u32,
+    #[arg(long, default_value_t = bench::WINDOW_S_DEFAULT)]
+    window: f64,
+    /// How far ahead of the write point TRIM runs (default: 1/16 of the ring).
+    #[arg(long, value_parser = size_arg)]
+    trim_ahead: Option<u64>,
+    /// Which phases to run.
+    #[arg(long, value_enum, default_value = "both")]
+    trim: TrimArg,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrimArg {
+    Both,
+    Off,
+    On,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileArg {
+    Cdm,
+    #[value(name = "cdm-nvme")]
+    CdmNvme,
+    Atto,
+}
+
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    #[arg(value_enum)]
+    profile: ProfileArg,
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Test region (default: 1 GiB for cdm, 256 MiB for atto).
+    #[arg(long, value_parser = size_arg)]
+    size: Option<u64>,
+    /// Seconds each run of a time-based test lasts.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// Write compressible data (ATTO's default; drives that compress look faster).
+    #[arg(long)]
+    compressible: bool,
+}
+
+fn open(common: &CommonArgs, create_len_bytes: Option<u64>) -> Result<BenchTarget> {
+    let spec = TargetSpec::parse(&common.target).map_err(|error| UsageError(error.to_string()))?;
+    let safety = if common.force {
+        Safety::Force
+    } else {
+        Safety::Check
+    };
+    BenchTarget::open(&spec, Access::Write, safety, create_len_bytes)
+        .with_context(|| format!("opening {} for the bench", common.target))
+}
+
+pub fn run(args: BenchArgs, json: bool) -> Result<Finished> {
+    match args.command {
+        BenchCommand::Sweep(args) => sweep(args, json),
+        BenchCommand::Fill(args) => fill(args, json),
+        BenchCommand::Overwrite(args) => overwrite(args, json),
+        BenchCommand::Profile(args) => profile(args, json),
+    }
+}
+
+/// Writes the JSON (stdout and/or file), the CSV and the report; prints the text when not JSON.
+fn emit(
+    common: &CommonArgs,
+    json: bool,
+    value: serde_json::Value,
+    text: String,
+    csv: Option<String>,
+    html: Option<String>,
+) -> Result<()> {
+    if let Some(path) = &common.save {
+        write_file(path, &format!("{value:#}\n"))?;
+    }
+    if let (Some(path), Some(csv)) = (&common.csv, csv) {
+        write_file(path, &csv)?;
+    }
+    if let (Some(path), Some(html)) = (&common.report, html) {
+        write_file(path, &html)?;
+    }
+    if json {
+        println!("{value}");
+    } else {
+        print!("{text}");
+        for (what, path) in [
+            ("JSON", &common.save),
+            ("CSV", &common.csv),
+            ("report", &common.report),
+        ] {
+            if let Some(path) = path {
+                println!("{what} written to {}", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn rate(bytes_per_s: f64) -> String {
+    format!(
+        "{:.0} MB/s ({:.0} MiB/s)",
+        bytes_per_s / 1e6,
+        bytes_per_s / 1048576.0
+    )
+}
+
+fn start_progress(label: &str, json: bool) -> (Arc<Progress>, progress::ProgressDisplay) {
+    let progress = Arc::new(Progress::default());
+    let display = progress::ProgressDisplay::start(Arc::clone(&progress), label.to_string(), !json);
+    (progress, display)
+}
+
+fn sweep(args: SweepArgs, json: bool) -> Result<Finished> {
+    let settings = bench::SweepSettings {
+        chunk_size_bytes: args.chunk_size,
+        chunk_count_max: args.max_chunks,
+        runs: args.runs,
+        queue_depth: args.queue_depth,
+        engine: args.common.engine.choice(),
+        ..bench::SweepSettings::default()
+    };
+    let target = open(&args.common, Some(args.chunk_size * args.max_chunks))?;
+    let (progress, display) = start_progress("sweep", json);
+    let result = bench::sweep(&target, &settings, &signal::CONTROL, &progress, &mut |_| {})?;
+    drop(display);
+    let text = sweep_text(&result);
+    let csv = sweep_csv(&result);
+    let html = crate::bench_report::sweep(&result);
+    emit(
+        &args.common,
+        json,
+        serde_json::to_value(&result)?,
+        text,
+        Some(csv),
+        Some(html),
+    )?;
+    Ok(Finished(if result.summary.verified {
+        exit::OK
+    } else {
+        exit::FAILURE
+    }))
+}
+
+fn sweep_text(result: &SweepResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "sweep on {} ({}), {} engine",
+        result.meta.target.name, result.meta.target.kind, result.meta.engine
+    );
+    let _ = writeln!(
+        out,
+        "{:>8} {:>10} {:>14} {:>14}",
+        "chunks", "bytes", "write MB/s", "read MB/s"
+    );
+    for point in &result.points {
+        let _ = writeln!(
+            out,
+            "{:>8} {:>10} {:>14.0} {:>14.0}",
+            point.chunk_count,
+            format_bytes(point.bytes),
+            point.write.mean_bytes_per_s / 1e6,
+            point.read.mean_bytes_per_s / 1e6
+        );
+    }
+    let summary = &result.summary;
+    let _ = writeln!(
+        out,
+        "peak write {} at {} chunks; peak read {} at {} chunks; {}",
+        rate(summary.peak_write_bytes_per_s),
+        summary.peak_write_chunk_count,
+        rate(summary.peak_read_bytes_per_s),
+        summary.peak_read_chunk_count,
+        if summary.verified {
+            "every read matched"
+        } else {
+            "READ-BACK MISMATCH"
+        }
+    );
+    out
+}
+
+fn sweep_csv(result: &SweepResult) -> String {
+    let mut out = String::from("chunk_count,bytes,write_mean_bytes_per_s,write_min_bytes_per_s,write_max_bytes_per_s,read_mean_bytes_per_s,read_min_bytes_per_s,read_max_bytes_per_s\n");
+    for point in &result.points {
+        let _ = writeln!(
+            out,
+            "{},{},{:.0},{:.0},{:.0},{:.0},{:.0},{:.0}",
+            point.chunk_count,
+            point.bytes,
+            point.write.mean_bytes_per_s,
+            point.write.min_bytes_per_s,
+            point.write.max_bytes_per_s,
+            point.read.mean_bytes_per_s,
+            point.read.min_bytes_per_s,
+            point.read.max_bytes_per_s
+        );
+    }
+    out
+}
+
+fn fill(args: FillArgs, json: bool) -> Result<Finished> {
+    if args.window.is_nan() || args.window <= 0.0 {
+        return Err(UsageError(format!("--window must be positive, not {}", args.window)).into());
+    }
+    let settings = bench::FillSettings {
+        size_bytes: args.size,
+        io_size_bytes: args.io_size,
+        queue_depth: args.queue_depth,
+        window_s: args.window,
+        verify: !args.no_verify,
+        engine: args.common.engine.choice(),
+        analysis: AnalysisSettings::for_window_s(args.window),
+        ..bench::FillSettings::default()
+    };
+    let target = open(&args.common, args.size)?;
+    let (progress, display) = start_progress("fill", json);
+    let result = bench::fill(
+        &target,
+        &settings,
+        &signal::CONTROL,
+        &progress,
+        &mut |_, _| {},
+    )?;
+    drop(display);
+    let text = fill_text(&result);
+    let csv = fill_csv(&result);
+    let html = crate::bench_report::fill(&result);
+    emit(
+        &args.common,
+        json,
+        serde_json::to_value(&result)?,
+        text,
+        Some(csv),
+        Some(html),
+    )?;
+    let failed = result.write.error.is_some() || result.summary.verified == Some(false);
+    Ok(Finished(if failed { exit::FAILURE } else { exit::OK }))
+}
+
+fn fill_text(result: &FillResult) -> String {
+    let mut out = String::new();
+    let summary = &result.summary;
+    let analysis = &result.analysis;
+    let _ = writeln!(
+        out,
+        "fill of {} on {} ({}), {} engine{}",
+        format_bytes(summary.bytes_written),
+        result.meta.target.name,
+        result.meta.target.kind,
+        result.meta.engine,
+        if result.write.stopped {
+            ", STOPPED early"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  peak write        {}",
+        rate(summary.peak_write_bytes_per_s)
+    );
+    let _ = writeln!(
+        out,
+        "  mean write        {}",
+        rate(summary.mean_write_bytes_per_s)
+    );
+    match analysis.cliff {
+        Some(cliff) => {
+            let _ = writeln!(
+                out,
+                "  cache cliff       after {} ({:.1} s): {} -> {}",
+                format_bytes(cliff.at_bytes),
+                cliff.at_s,
+                rate(cliff.rate_before_bytes_per_s),
+                rate(cliff.rate_after_bytes_per_s)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  cache cliff       none found");
+        }
+    }
+    if let Some(after) = analysis.rate_after_cliff_bytes_per_s {
+        let _ = writeln!(out, "  after the cliff   {}", rate(after));
+    }
+    for drop in &analysis.later_drops {
+        let _ = writeln!(
+            out,
+            "  later drop        after {} ({:.1} s): {} -> {} (throttling?)",
+            format_bytes(drop.at_bytes),
+            drop.at_s,
+            rate(drop.rate_before_bytes_per_s),
+            rate(drop.rate_after_bytes_per_s)
+        );
+    }
+    match analysis.steady_state {
+        Some(steady) => {
+            let _ = writeln!(
+                out,
+                "  steady state      {} from {:.1} s ({} in; range {:.0} %, slope {:.0} %)",
+                rate(steady.rate_bytes_per_s),
+                steady.start_s,
+                format_bytes(steady.start_bytes),
+                steady.range_fraction * 100.0,
+                steady.slope_fraction * 100.0
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  steady state      not reached");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  sustained write   {} ({})",
+        rate(summary.sustained_write_bytes_per_s),
+        match analysis.sustained_basis {
+            bench::analysis::SustainedBasis::SteadyState => "steady state",
+            bench::analysis::SustainedBasis::AfterCliff => "mean after the cliff",
+            bench::analysis::SustainedBasis::WholeRun => "mean of the whole run",
+        }
+    );
+    if let Some(slowest) = analysis.slowest_window {
+        let _ = writeln!(
+            out,
+            "  slowest window    {} at {:.1} s ({} in)",
+            rate(slowest.rate_bytes_per_s),
+            slowest.start_s,
+            format_bytes(slowest.position_bytes)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  stalls            {} (a window with no completion or a transfer over {:.0} ms)",
+        analysis.stalls.len(),
+        analysis.stall_latency_us / 1000.0
+    );
+    let _ = writeln!(
+        out,
+        "  write latency     mean {:.0} us, p99 {:.0} us, max {:.0} us",
+        result.write.latency.mean_us, result.write.latency.p99_us, result.write.latency.max_us
+    );
+    match (&result.read, summary.verified) {
+        (Some(read), Some(verified)) => {
+            let _ = writeln!(
+                out,
+                "  read back         {}, {}",
+                rate(read.rate_bytes_per_s),
+                if verified {
+                    "every byte matched".to_string()
+                } else {
+                    match read.first_mismatch {
+                        Some(mismatch) => format!("MISMATCH: {mismatch}"),
+                        None => "INCOMPLETE".to_string(),
+                    }
+                }
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "  read back         not done");
+        }
+    }
+    if let Some(error) = &result.write.error {
+        let _ = writeln!(out, "  FAILED: {error}");
+    }
+    out
+}
+
+fn fill_csv(result: &FillResult) -> String {
+    let mut out = String::from("phase,start_s,duration_s,bytes,total_bytes,position_bytes,rate_bytes_per_s,latency_max_us\n");
+    let phases = [
+        ("write", Some(&result.write)),
+        ("read", result.read.as_ref()),
+    ];
+    for (phase, workload) in phases {
+        for window in workload
+            .map(|workload| workload.windows.as_slice())
+            .unwrap_or(&[])
+        {
+            let _ = writeln!(
+                out,
+                "{phase},{:.6},{:.6},{},{},{},{:.0},{:.1}",
+                window.start_s,
+                window.duration_s,
+                window.bytes,
+                window.total_bytes,
+                window.position_bytes,
+                window.rate_bytes_per_s,
+                window.latency_max_us
+            );
+        }
+    }
+    out
+}
+
+fn overwrite(args: OverwriteArgs, json: bool) -> Result<Finished> {
+    if args.window.is_nan() || args.window <= 0.0 {
+        return Err(UsageError(format!("--window must be positive, not {}", args.window)).into());
+    }
+    let settings = bench::OverwriteSettings {
+        size_bytes: args.size,
+        laps: args.laps,
+        io_size_bytes: args.io_size,
+        queue_depth: args.queue_depth,
+        window_s: args.window,
+        trim_ahead_bytes: args.trim_ahead,
+        modes: match args.trim {
+            TrimArg::Both => vec![OverwriteMode::NoTrim, OverwriteMode::Trim],
+            TrimArg::Off => vec![OverwriteMode::NoTrim],
+            TrimArg::On => vec![OverwriteMode::Trim],
+        },
+        engine: args.common.engine.choice(),
+    };
+    let target = open(&args.common, args.size)?;
+    let (progress, display) = start_progress("overwrite", json);
+    let result = bench::overwrite(
+        &target,
+        &settings,
+        &signal::CONTROL,
+        &progress,
+        &mut |_, _| {},
+    )?;
+    drop(display);
+    let text = overwrite_text(&result);
+    let csv = overwrite_csv(&result);
+    let html = crate::bench_report::overwrite(&result);
+    emit(
+        &args.common,
+        json,
+        serde_json::to_value(&result)?,
+        text,
+        Some(csv),
+        Some(html),
+    )?;
+    Ok(Finished(exit::OK))
+}
+
+fn overwrite_text(result: &OverwriteResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "overwrite of a {} ring on {} ({}), {} engine",
+        format_bytes(result.ring_bytes),
+        result.meta.target.name,
+        result.meta.target.kind,
+        result.meta.engine
+    );
+    for phase in &result.phases {
+        let _ = writeln!(
+            out,
+            "  {:<16} before the wrap {}, after {} ({:.0} %)",
+            phase.mode.name(),
+            rate(phase.rate_before_wrap_bytes_per_s),
+            rate(phase.rate_after_wrap_bytes_per_s),
+            phase.after_over_before * 100.0
+        );
+        if let Some(note) = &phase.prepare_note {
+            let _ = writeln!(out, "    note: {note}");
+        }
+    }
+    out
+}
+
+fn overwrite_csv(result: &OverwriteResult) -> String {
+    let mut out = String::from("mode,start_s,duration_s,bytes,total_bytes,position_bytes,rate_bytes_per_s,latency_max_us\n");
+    for phase in &result.phases {
+        let mode = match phase.mode {
+            OverwriteMode::NoTrim => "no_trim",
+            OverwriteMode::Trim => "trim",
+        };
+        for window in &phase.write.windows {
+            let _ = writeln!(
+                out,
+                "{mode},{:.6},{:.6},{},{},{},{:.0},{:.1}",
+                window.start_s,
+                window.duration_s,
+                window.bytes,
+                window.total_bytes,
+                window.position_bytes,
+                window.rate_bytes_per_s,
+                window.latency_max_us
+            );
+        }
+    }
+    out
+}
+
+fn profile(args: ProfileArgs, json: bool) -> Result<Finished> {
+    let profile = match args.profile {
+        ProfileArg::Cdm => Profile::Cdm,
+        ProfileArg::CdmNvme => Profile::CdmNvme,
+        ProfileArg::Atto => Profile::Atto,
+    };
+    let settings = bench::ProfileSettings {
+        profile,
+        region_bytes: args.size,
+        duration_s: args.duration,
+        runs: args.runs,
+        compressible: args.compressible,
+        engine: args.common.engine.choice(),
+    };
+    let region = args.size.unwrap_or(profile.region_bytes_default());
+    let target = open(&args.common, Some(region))?;
+    let (progress, display) = start_progress(profile.name(), json);
+    let result = bench::profile(&target, &settings, &signal::CONTROL, &progress, &mut |_| {})?;
+    drop(display);
+    let text = profile_text(&result);
+    let csv = profile_csv(&result);
+    let html = crate::bench_report::profile(&result);
+    emit(
+        &args.common,
+        json,
+        serde_json::to_value(&result)?,
+        text,
+        Some(csv),
+        Some(html),
+    )?;
+    Ok(Finished(exit::OK))
+}
+
+fn profile_text(result: &ProfileResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} on {} ({}), {} region, {} engine",
+        result.profile.name(),
+        result.meta.target.name,
+        result.meta.target.kind,
+        format_bytes(result.region_bytes),
+        result.meta.engine
+    );
+    let _ = writeln!(
+        out,
+        "{:<14} {:>5} {:>12} {:>12} {:>12} {:>12}",
+        "test", "op", "best MB/s", "mean MB/s", "best MiB/s", "IOPS"
+    );
+    for test in &result.tests {
+        let _ = writeln!(
+            out,
+            "{:<14} {:>5} {:>12.1} {:>12.1} {:>12.1} {:>12.0}",
+            test.name,
+            test.op.name(),
+            test.best_mb_per_s,
+            test.mean_bytes_per_s / 1e6,
+            test.best_mib_per_s,
+            test.best_iops
+        );
+    }
+    for skipped in &result.skipped {
+        let _ = writeln!(out, "skipped: {skipped}");
+    }
+    out
+}
+
+fn profile_csv(result: &ProfileResult) -> String {
+    let mut out = String::from("test,op,io_size_bytes,queue_depth,threads,best_bytes_per_s,mean_bytes_per_s,best_iops,latency_mean_us\n");
+    for test in &result.tests {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{:.0},{:.0},{:.0},{:.1}",
+            test.name,
+            test.op.name(),
+            test.shape.io_size_bytes,
+            test.shape.queue_depth,
+            test.shape.thread_count,
+            test.best_bytes_per_s,
+            test.mean_bytes_per_s,
+            test.best_iops,
+            test.latency_mean_us
+        );
+    }
+    out
+}

@@ -1,0 +1,619 @@
+//! SVG for line and bar charts: scales, "nice" ticks, downsampling, and the drawing.
+//!
+//! Everything drawn from data carries `class="plot"` so the page's check script can find it.
+
+use super::{escape, AxisFormat, BarChart, Chart, LineChart};
+use std::fmt::Write;
+
+/// How values map onto an axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    Linear,
+    /// Powers of two are evenly spaced (transfer sizes).
+    Log2,
+    Log10,
+}
+
+const WIDTH: f64 = 960.0;
+const HEIGHT: f64 = 420.0;
+const LEFT: f64 = 80.0;
+const RIGHT: f64 = 30.0;
+const TOP: f64 = 56.0;
+const BOTTOM: f64 = 56.0;
+/// More points than this are reduced to the minimum and maximum of each pixel column.
+pub const POINT_COUNT_MAX: usize = 4000;
+const PALETTE: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f",
+];
+
+/// Maps values in `min..=max` onto `from..=to` pixels.
+#[derive(Debug, Clone, Copy)]
+struct Mapping {
+    scale: Scale,
+    min: f64,
+    max: f64,
+    from: f64,
+    to: f64,
+}
+
+impl Mapping {
+    fn transform(scale: Scale, value: f64) -> f64 {
+        match scale {
+            Scale::Linear => value,
+            Scale::Log2 => value.log2(),
+            Scale::Log10 => value.log10(),
+        }
+    }
+
+    fn map(&self, value: f64) -> f64 {
+        let (low, high) = (
+            Self::transform(self.scale, self.min),
+            Self::transform(self.scale, self.max),
+        );
+        let span = if high > low { high - low } else { 1.0 };
+        self.from + (Self::transform(self.scale, value) - low) / span * (self.to - self.from)
+    }
+}
+
+/// Whether a value can be drawn on a scale.
+fn drawable(scale: Scale, value: f64) -> bool {
+    value.is_finite() && (scale == Scale::Linear || value > 0.0)
+}
+
+/// About `target` tick values covering `min..=max`: 1-2-5 steps on linear scales, powers of
+/// the base on log scales (every second or fourth one when there are many).
+pub fn ticks(scale: Scale, min: f64, max: f64, target: usize) -> Vec<f64> {
+    if !(min.is_finite() && max.is_finite()) || max < min {
+        return Vec::new();
+    }
+    match scale {
+        Scale::Linear => {
+            let span = (max - min).max(f64::MIN_POSITIVE);
+            let rough = span / target.max(1) as f64;
+            let magnitude = 10f64.powf(rough.log10().floor());
+            let step = [1.0, 2.0, 5.0, 10.0]
+                .iter()
+                .map(|factor| factor * magnitude)
+                .find(|step| *step >= rough)
+                .unwrap_or(10.0 * magnitude);
+            let first = (min / step).ceil() as i64;
+            let last = (max / step).floor() as i64;
+            // Rounded to the step's precision: 0.6, not 0.6000000000000001.
+            (first..=last)
+                .map(|index| {
+                    let units = (index as f64 * step / magnitude * 1e6).round() / 1e6;
+                    if magnitude < 1.0 {
+                        units / (1.0 / magnitude).round()
+                    } else {
+                        units * magnitude
+                    }
+                })
+                .collect()
+        }
+        Scale::Log2 | Scale::Log10 => {
+            let base: f64 = if scale == Scale::Log2 { 2.0 } else { 10.0 };
+            if min <= 0.0 {
+                return Vec::new();
+            }
+            let first = (min.log(base) - 1e-9).ceil() as i32;
+            let last = (max.log(base) + 1e-9).floor() as i32;
+            let count = (last - first + 1).max(0) as usize;
+            let stride = count.div_ceil(target.max(1) * 2).max(1);
+            (first..=last)
+                .filter(|power| (power - first) as usize % stride == 0)
+                .map(|power| base.powi(power))
+                .collect()
+        }
+    }
+}
+
+/// A tick label in the axis's format.
+pub fn format_tick(format: AxisFormat, value: f64) -> String {
+    match format {
+        AxisFormat::Bytes => {
+            let units = ["", "K", "M", "G", "T", "P"];
+            let mut scaled = value;
+            let mut unit = 0;
+            while scaled.abs() >= 1024.0 && unit < units.len() - 1 {
+                scaled /= 1024.0;
+                unit += 1;
+            }
+            format!("{}{}", trim_number(scaled), units[unit])
+        }
+        AxisFormat::RateMbPerS => trim_number(value / 1e6),
+        AxisFormat::Seconds => format!("{} s", trim_number(value)),
+        AxisFormat::Plain => trim_number(value),
+    }
+}
+
+fn trim_number(value: f64) -> String {
+    if value == 0.0 {
+        return "0".to_string();
+    }
+    let magnitude = value.abs();
+    let text = if magnitude >= 100.0 {
+        format!("{value:.0}")
+    } else if magnitude >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    };
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// Reduces a long series to the first, minimum, maximum and last point of each of `columns`
+/// equal x ranges, keeping its shape on screen at a fraction of the size.
+pub fn downsample(points: &[(f64, f64)], columns: usize) -> Vec<(f64, f64)> {
+    if points.len() <= POINT_COUNT_MAX || columns == 0 {
+        return points.to_vec();
+    }
+    let (x_min, x_max) = points
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(low, high), (x, _)| {
+            (low.min(*x), high.max(*x))
+        });
+    let span = (x_max - x_min).max(f64::MIN_POSITIVE);
+    let mut out = Vec::with_capacity(columns * 4);
+    let mut column_points: Vec<(f64, f64)> = Vec::new();
+    let mut current = 0usize;
+    let flush = |column_points: &mut Vec<(f64, f64)>, out: &mut Vec<(f64, f64)>| {
+        if column_points.is_empty() {
+            return;
+        }
+        let first = column_points[0];
+        let last = *column_points.last().expect("not empty");
+        let low = *column_points
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("not empty");
+        let high = *column_points
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("not empty");
+        let mut keep = vec![first, low, high, last];
+        keep.sort_by(|a, b| a.0.total_cmp(&b.0));
+        keep.dedup();
+        out.extend(keep);
+        column_points.clear();
+    };
+    for point in points {
+        let column =
+            (((point.0 - x_min) / span) * columns as f64).min(columns as f64 - 1.0) as usize;
+        if column != current {
+            flush(&mut column_points, &mut out);
+            current = column;
+        }
+        column_points.push(*point);
+    }
+    flush(&mut column_points, &mut out);
+    out
+}
+
+/// One chart as an `<svg>` element; `index` names it in `data-chart`.
+pub fn render_chart(chart: &Chart, index: usize) -> String {
+    match chart {
+        Chart::Line(chart) => render_line(chart, index),
+        Chart::Bars(chart) => render_bars(chart, index),
+    }
+}
+
+fn open_svg(out: &mut String, title: &str, index: usize) {
+    let _ = write!(
+        out,
+        "<svg class=\"chart\" data-chart=\"{index}\" role=\"img\" aria-label=\"{}\" \
+         xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" width=\"{WIDTH}\" \
+         height=\"{HEIGHT}\" font-family=\"sans-serif\" font-size=\"12\">\
+         <text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"600\">{}</text>",
+        escape(title),
+        WIDTH / 2.0,
+        escape(title)
+    );
+}
+
+fn legend(out: &mut String, names: &[String]) {
+    let mut x = LEFT;
+    for (index, name) in names.iter().enumerate() {
+        let color = PALETTE[index % PALETTE.len()];
+        let _ = write!(
+            out,
+            "<rect x=\"{x:.1}\" y=\"32\" width=\"12\" height=\"12\" fill=\"{color}\"/>\
+             <text x=\"{:.1}\" y=\"42\">{}</text>",
+            x + 16.0,
+            escape(name)
+        );
+        x += 28.0 + 7.0 * name.chars().count() as f64;
+    }
+}
+
+fn y_axis(out: &mut String, mapping: &Mapping, axis: &super::Axis) {
+    for tick in ticks(axis.scale, mapping.min, mapping.max, 6) {
+        let y = mapping.map(tick);
+        let _ = write!(
+            out,
+            "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            WIDTH - RIGHT,
+            LEFT - 6.0,
+            y + 4.0,
+            escape(&format_tick(axis.format, tick))
+        );
+    }
+    let _ = write!(
+        out,
+        "<text transform=\"translate(18 {:.1}) rotate(-90)\" text-anchor=\"middle\">{}</text>",
+        (TOP + HEIGHT - BOTTOM) / 2.0,
+        escape(&axis.label)
+    );
+}
+
+fn render_line(chart: &LineChart, index: usize) -> String {
+    let mut out = String::new();
+    open_svg(&mut out, &chart.title, index);
+    let (x_scale, y_scale) = (chart.x.scale, chart.y.scale);
+    let points: Vec<Vec<(f64, f64)>> = chart
+        .series
+        .iter()
+        .map(|series| {
+            series
+                .points
+                .iter()
+                .copied()
+                .filter(|(x, y)| drawable(x_scale, *x) && drawable(y_scale, *y))
+                .collect()
+        })
+        .collect();
+    let all = points.iter().flatten();
+    let (mut x_min, mut x_max, mut y_min, mut y_max) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in all {
+        (x_min, x_max, y_min, y_max) = (x_min.min(*x), x_max.max(*x), y_min.min(*y), y_max.max(*y));
+    }
+    for reference in &chart.references {
+        if drawable(y_scale, reference.y) {
+            y_max = y_max.max(reference.y);
+        }
+    }
+    if x_min > x_max {
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text></svg>",
+            WIDTH / 2.0,
+            HEIGHT / 2.0
+        );
+        return out;
+    }
+    if y_scale == Scale::Linear {
+        y_min = y_min.min(0.0);
+        y_max = if y_max > y_min {
+            y_max * 1.08
+        } else {
+            y_min + 1.0
+        };
+    } else if y_max <= y_min {
+        y_max = y_min * 2.0;
+    }
+    if x_max <= x_min {
+        x_max = if x_scale == Scale::Linear {
+            x_min + 1.0
+        } else {
+            x_min * 2.0
+        };
+    }
+    let x_map = Mapping {
+        scale: x_scale,
+        min: x_min,
+        max: x_max,
+        from: LEFT,
+        to: WIDTH - RIGHT,
+    };
+    let y_map = Mapping {
+        scale: y_scale,
+        min: y_min,
+        max: y_max,
+        from: HEIGHT - BOTTOM,
+        to: TOP,
+    };
+    for band in &chart.bands {
+        if !(drawable(x_scale, band.from_x) && drawable(x_scale, band.to_x)) {
+            continue;
+        }
+        let (from, to) = (
+            x_map.map(band.from_x.max(x_min)),
+            x_map.map(band.to_x.min(x_max)),
+        );
+        if to > from {
+            let _ = write!(
+                out,
+                "<rect x=\"{from:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#2ca02c\" \
+                 fill-opacity=\"0.08\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#2a7a2a\">{}</text>",
+                to - from,
+                HEIGHT - BOTTOM - TOP,
+                from + 4.0,
+                TOP + 14.0,
+                escape(&band.label)
+            );
+        }
+    }
+    y_axis(&mut out, &y_map, &chart.y);
+    for tick in ticks(x_scale, x_min, x_max, 8) {
+        let x = x_map.map(tick);
+        let _ = write!(
+            out,
+            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{:.1}\" stroke=\"#f0f0f0\"/>\
+             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            HEIGHT - BOTTOM,
+            HEIGHT - BOTTOM + 18.0,
+            escape(&format_tick(chart.x.format, tick))
+        );
+    }
+    let _ = write!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\
+         <rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#999\"/>",
+        (LEFT + WIDTH - RIGHT) / 2.0,
+        HEIGHT - 12.0,
+        escape(&chart.x.label),
+        WIDTH - RIGHT - LEFT,
+        HEIGHT - BOTTOM - TOP
+    );
+    let columns = (WIDTH - LEFT - RIGHT) as usize;
+    for (series_index, series_points) in points.iter().enumerate() {
+        let color = PALETTE[series_index % PALETTE.len()];
+        let reduced = downsample(series_points, columns);
+        if reduced.len() == 1 {
+            let (x, y) = reduced[0];
+            let _ = write!(
+                out,
+                "<circle class=\"plot\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>",
+                x_map.map(x),
+                y_map.map(y)
+            );
+            continue;
+        }
+        if reduced.is_empty() {
+            continue;
+        }
+        out.push_str("<path class=\"plot\" fill=\"none\" stroke-width=\"1.6\" stroke=\"");
+        out.push_str(color);
+        out.push_str("\" d=\"");
+        for (point_index, (x, y)) in reduced.iter().enumerate() {
+            let _ = write!(
+                out,
+                "{}{:.1} {:.1}",
+                if point_index == 0 { "M" } else { " L" },
+                x_map.map(*x),
+                y_map.map(*y)
+            );
+        }
+        out.push_str("\"/>");
+        if reduced.len() <= 40 {
+            for (x, y) in &reduced {
+                let _ = write!(
+                    out,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{color}\"/>",
+                    x_map.map(*x),
+                    y_map.map(*y)
+                );
+            }
+        }
+    }
+    for reference in &chart.references {
+        if !drawable(y_scale, reference.y) {
+            continue;
+        }
+        let y = y_map.map(reference.y);
+        let _ = write!(
+            out,
+            "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#444\" \
+             stroke-dasharray=\"6 4\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"#333\">{}</text>",
+            WIDTH - RIGHT,
+            WIDTH - RIGHT - 4.0,
+            y - 5.0,
+            escape(&reference.label)
+        );
+    }
+    for marker in &chart.markers {
+        if !drawable(x_scale, marker.x) || marker.x < x_min || marker.x > x_max {
+            continue;
+        }
+        let x = x_map.map(marker.x);
+        let _ = write!(
+            out,
+            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{:.1}\" stroke=\"#d62728\" \
+             stroke-dasharray=\"4 3\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#b11\">{}</text>",
+            HEIGHT - BOTTOM,
+            x + 4.0,
+            TOP + 28.0,
+            escape(&marker.label)
+        );
+    }
+    let names: Vec<String> = chart
+        .series
+        .iter()
+        .map(|series| series.name.clone())
+        .collect();
+    legend(&mut out, &names);
+    out.push_str("</svg>");
+    out
+}
+
+fn render_bars(chart: &BarChart, index: usize) -> String {
+    let mut out = String::new();
+    open_svg(&mut out, &chart.title, index);
+    let y_max = chart
+        .values
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|value| value.is_finite())
+        .fold(0.0, f64::max);
+    if chart.categories.is_empty() || y_max <= 0.0 {
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text></svg>",
+            WIDTH / 2.0,
+            HEIGHT / 2.0
+        );
+        return out;
+    }
+    let y_map = Mapping {
+        scale: Scale::Linear,
+        min: 0.0,
+        max: y_max * 1.12,
+        from: HEIGHT - BOTTOM,
+        to: TOP,
+    };
+    y_axis(&mut out, &y_map, &chart.y);
+    let plot_width = WIDTH - LEFT - RIGHT;
+    let group_width = plot_width / chart.categories.len() as f64;
+    let series_count = chart.values.len().max(1);
+    let bar_width = group_width * 0.8 / series_count as f64;
+    for (category_index, category) in chart.categories.iter().enumerate() {
+        let group_x = LEFT + group_width * category_index as f64;
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            group_x + group_width / 2.0,
+            HEIGHT - BOTTOM + 18.0,
+            escape(category)
+        );
+        for (series_index, values) in chart.values.iter().enumerate() {
+            let Some(value) = values
+                .get(category_index)
+                .copied()
+                .filter(|v| v.is_finite())
+            else {
+                continue;
+            };
+            let x = group_x + group_width * 0.1 + bar_width * series_index as f64;
+            let top = y_map.map(value.max(0.0));
+            let color = PALETTE[series_index % PALETTE.len()];
+            let _ = write!(
+                out,
+                "<rect class=\"plot\" x=\"{x:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
+                 fill=\"{color}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{}</text>",
+                (bar_width - 2.0).max(1.0),
+                (HEIGHT - BOTTOM - top).max(0.5),
+                x + bar_width / 2.0,
+                top - 3.0,
+                escape(&format_tick(chart.y.format, value))
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        "<line x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#999\"/>",
+        WIDTH - RIGHT,
+        HEIGHT - BOTTOM,
+        HEIGHT - BOTTOM
+    );
+    legend(&mut out, &chart.series_names);
+    out.push_str("</svg>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Axis, Series};
+    use super::*;
+
+    #[test]
+    fn linear_ticks_step_by_one_two_or_five() {
+        assert_eq!(
+            ticks(Scale::Linear, 0.0, 10.0, 5),
+            vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+        );
+        assert_eq!(
+            ticks(Scale::Linear, 0.0, 3000.0, 6),
+            vec![0.0, 500.0, 1000.0, 1500.0, 2000.0, 2500.0, 3000.0]
+        );
+        assert_eq!(ticks(Scale::Linear, 0.0, 0.7, 6), vec![0.0, 0.2, 0.4, 0.6]);
+        assert!(ticks(Scale::Linear, f64::NAN, 1.0, 5).is_empty());
+    }
+
+    #[test]
+    fn log_ticks_are_powers_and_thin_out() {
+        let sizes = ticks(Scale::Log2, 131072.0, 4294967296.0, 8);
+        assert_eq!(sizes.first(), Some(&131072.0));
+        assert!(sizes.len() <= 16 && sizes.len() >= 8, "{sizes:?}");
+        assert!(sizes.iter().all(|value| value.log2().fract() == 0.0));
+        assert_eq!(
+            ticks(Scale::Log10, 1.0, 1000.0, 5),
+            vec![1.0, 10.0, 100.0, 1000.0]
+        );
+        assert!(ticks(Scale::Log2, 0.0, 10.0, 5).is_empty());
+    }
+
+    #[test]
+    fn tick_labels_read_like_sizes_and_rates() {
+        assert_eq!(format_tick(AxisFormat::Bytes, 131072.0), "128K");
+        assert_eq!(format_tick(AxisFormat::Bytes, 4294967296.0), "4G");
+        assert_eq!(format_tick(AxisFormat::Bytes, 1536.0), "1.5K");
+        assert_eq!(format_tick(AxisFormat::RateMbPerS, 2.8e9), "2800");
+        assert_eq!(format_tick(AxisFormat::Seconds, 0.5), "0.5 s");
+        assert_eq!(format_tick(AxisFormat::Plain, 0.0), "0");
+    }
+
+    #[test]
+    fn long_series_shrink_but_keep_their_extremes() {
+        let points: Vec<(f64, f64)> = (0..100_000)
+            .map(|index| {
+                (
+                    index as f64,
+                    if index == 54_321 {
+                        1e6
+                    } else {
+                        (index % 7) as f64
+                    },
+                )
+            })
+            .collect();
+        let reduced = downsample(&points, 800);
+        assert!(reduced.len() <= 800 * 4, "{}", reduced.len());
+        assert!(reduced.contains(&(54_321.0, 1e6)));
+        assert_eq!(reduced.first(), points.first());
+        assert_eq!(reduced.last(), points.last());
+        assert!(reduced.windows(2).all(|pair| pair[0].0 <= pair[1].0));
+        let short = vec![(0.0, 1.0), (1.0, 2.0)];
+        assert_eq!(downsample(&short, 800), short);
+    }
+
+    #[test]
+    fn odd_data_draws_without_panicking() {
+        let axis = || Axis::new("v", Scale::Log2, AxisFormat::Bytes);
+        let mut chart = LineChart::new(
+            "odd",
+            axis(),
+            Axis::new("r", Scale::Linear, AxisFormat::RateMbPerS),
+        );
+        chart.series.push(Series {
+            name: "nan".into(),
+            points: vec![
+                (f64::NAN, 1.0),
+                (0.0, 1.0),
+                (-1.0, 2.0),
+                (f64::INFINITY, 3.0),
+            ],
+        });
+        let empty = render_chart(&Chart::Line(chart.clone()), 0);
+        assert!(empty.contains("no data") && !empty.contains("class=\"plot\""));
+        chart.series.push(Series {
+            name: "one".into(),
+            points: vec![(4096.0, 1e9)],
+        });
+        let single = render_chart(&Chart::Line(chart), 1);
+        assert!(single.contains("<circle class=\"plot\""));
+        let bars = BarChart {
+            title: "bars".into(),
+            categories: vec!["SEQ1M Q8T1".into(), "RND4K Q1T1".into()],
+            series_names: vec!["read".into(), "write".into()],
+            values: vec![vec![3e9, 5e7], vec![2e9, f64::NAN]],
+            y: Axis::new("MB/s", Scale::Linear, AxisFormat::RateMbPerS),
+        };
+        let svg = render_chart(&Chart::Bars(bars), 2);
+        assert_eq!(svg.matches("<rect class=\"plot\"").count(), 3);
+    }
+}
