@@ -93,6 +93,16 @@ pub struct FillArgs {
     /// Skip the read-back comparison.
     #[arg(long)]
     no_verify: bool,
+    /// Windows a drop must last to count as the cache cliff (or a later drop).
+    #[arg(long, default_value_t = AnalysisSettings::default().drop_window_count)]
+    drop_windows: usize,
+    /// Windows a steady state must hold.
+    #[arg(long, default_value_t = AnalysisSettings::default().steady_window_count)]
+    steady_windows: usize,
+    /// A transfer slower than this is a stall (default: 10x the median of the windows'
+    /// slowest, at least 50 ms), e.g. 100ms.
+    #[arg(long, value_parser = crate::duration_arg)]
+    stall_latency: Option<std::time::Duration>,
 }
 
 #[derive(Args, Debug)]
@@ -326,7 +336,14 @@ fn fill(args: FillArgs, json: bool) -> Result<Finished> {
         window_s: args.window,
         verify: !args.no_verify,
         engine: args.common.engine.choice(),
-        analysis: AnalysisSettings::for_window_s(args.window),
+        analysis: AnalysisSettings {
+            drop_window_count: args.drop_windows.max(1),
+            steady_window_count: args.steady_windows.max(2),
+            stall_latency_us: args
+                .stall_latency
+                .map(|latency| latency.as_secs_f64() * 1e6),
+            ..AnalysisSettings::default()
+        },
         ..bench::FillSettings::default()
     };
     let target = open(&args.common, args.size)?;

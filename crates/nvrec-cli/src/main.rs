@@ -6,6 +6,7 @@
 mod bench_cmd;
 mod bench_report;
 mod output;
+mod plan_cmd;
 mod progress;
 mod recording_cmd;
 mod selftest_cmd;
@@ -83,6 +84,8 @@ enum Command {
     Verify(recording_cmd::VerifyArgs),
     /// Characterize a drive as a recorder uses it: sweep, fill, overwrite, profile.
     Bench(bench_cmd::BenchArgs),
+    /// Plan drives, RAM buffer, retention and endurance for a target rate.
+    Plan(plan_cmd::PlanArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -342,6 +345,7 @@ fn run(cli: Cli) -> Result<Finished> {
         Command::Read(args) => read_command(args, cli.json),
         Command::Selftest(args) => selftest_cmd::run(args, cli.json),
         Command::Bench(args) => bench_cmd::run(args, cli.json),
+        Command::Plan(args) => plan_cmd::run(args, cli.json),
         Command::Record(args) => recording_cmd::record(args, cli.json),
         Command::Ls(args) => recording_cmd::ls(args, cli.json),
         Command::Replay(args) => recording_cmd::replay(args, cli.json),

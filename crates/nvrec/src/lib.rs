@@ -20,6 +20,7 @@ pub mod device;
 pub mod engine;
 pub mod layout;
 pub mod pattern;
+pub mod plan;
 pub mod recording;
 pub mod report;
 pub mod selftest;

@@ -39,14 +39,14 @@ pub struct AnalysisSettings {
     pub stall_latency_us: Option<f64>,
 }
 
-impl AnalysisSettings {
-    /// Settings for windows of `window_s`: a drop must last 2 s, a steady state 10 s (at
-    /// least 4 and 5 windows).
-    pub fn for_window_s(window_s: f64) -> AnalysisSettings {
+impl Default for AnalysisSettings {
+    /// Counted in windows, so the rules scale with `--window`: at the default 0.5 s a drop
+    /// must last 2 s and a steady state 10 s.
+    fn default() -> AnalysisSettings {
         AnalysisSettings {
             drop_fraction: 0.2,
-            drop_window_count: ((2.0 / window_s).round() as usize).max(4),
-            steady_window_count: ((10.0 / window_s).round() as usize).max(5),
+            drop_window_count: 4,
+            steady_window_count: 20,
             steady_range_fraction: 0.2,
             steady_slope_fraction: 0.1,
             stall_latency_us: None,
@@ -393,7 +393,7 @@ mod tests {
         let gb = 1e9;
         // 30 GB of cache at 2.8 GB/s, then 170 GB at 1.6 GB/s; 0.5 s windows.
         let windows = series(&[(30.0 * gb, 2.8 * gb), (170.0 * gb, 1.6 * gb)], 0.5);
-        let analysis = analyse(&windows, &AnalysisSettings::for_window_s(0.5));
+        let analysis = analyse(&windows, &AnalysisSettings::default());
         let cliff = analysis.cliff.expect("a cliff");
         assert!(
             (cliff.at_bytes as f64 / (30.0 * gb) - 1.0).abs() < 0.001,
@@ -413,7 +413,7 @@ mod tests {
     #[test]
     fn a_flat_series_has_no_cliff_and_is_steady_from_the_start() {
         let windows = series(&[(20e9, 2e9)], 0.5);
-        let analysis = analyse(&windows, &AnalysisSettings::for_window_s(0.5));
+        let analysis = analyse(&windows, &AnalysisSettings::default());
         assert_eq!(analysis.cliff, None);
         assert_eq!(analysis.steady_state.unwrap().start_s, 0.0);
         assert!((analysis.sustained_rate_bytes_per_s / 2e9 - 1.0).abs() < 1e-9);
@@ -425,7 +425,7 @@ mod tests {
         windows[10].bytes = 0;
         windows[10].rate_bytes_per_s = 0.0;
         windows[11].latency_max_us = 400_000.0;
-        let analysis = analyse(&windows, &AnalysisSettings::for_window_s(0.5));
+        let analysis = analyse(&windows, &AnalysisSettings::default());
         assert_eq!(analysis.cliff, None);
         assert_eq!(analysis.stalls.len(), 2);
         assert_eq!(analysis.slowest_window.unwrap().start_s, 5.0);
@@ -442,7 +442,7 @@ mod tests {
             ],
             0.5,
         );
-        let analysis = analyse(&windows, &AnalysisSettings::for_window_s(0.5));
+        let analysis = analyse(&windows, &AnalysisSettings::default());
         assert!((analysis.cliff.unwrap().at_bytes as f64 / (10.0 * gb) - 1.0).abs() < 0.001);
         assert_eq!(analysis.later_drops.len(), 1);
         let throttle = analysis.later_drops[0];
@@ -470,14 +470,14 @@ mod tests {
                 }
             })
             .collect();
-        let analysis = analyse(&windows, &AnalysisSettings::for_window_s(0.5));
+        let analysis = analyse(&windows, &AnalysisSettings::default());
         assert_eq!(analysis.steady_state, None);
         assert_eq!(analysis.sustained_basis, SustainedBasis::WholeRun);
     }
 
     #[test]
     fn empty_and_tiny_series_do_not_panic() {
-        let settings = AnalysisSettings::for_window_s(0.5);
+        let settings = AnalysisSettings::default();
         let analysis = analyse(&[], &settings);
         assert_eq!(analysis.peak_rate_bytes_per_s, 0.0);
         let windows = series(&[(1e8, 1e9)], 0.5);

@@ -33,7 +33,7 @@ impl Default for FillSettings {
             seed: 0x5eed,
             verify: true,
             engine: EngineChoice::Auto,
-            analysis: AnalysisSettings::for_window_s(super::WINDOW_S_DEFAULT),
+            analysis: AnalysisSettings::default(),
         }
     }
 }
@@ -181,7 +181,7 @@ mod tests {
             analysis: AnalysisSettings {
                 drop_window_count: 4,
                 steady_window_count: 10,
-                ..AnalysisSettings::for_window_s(window_s)
+                ..AnalysisSettings::default()
             },
             ..FillSettings::default()
         }

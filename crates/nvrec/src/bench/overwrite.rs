@@ -121,11 +121,11 @@ pub fn overwrite(
             target.logical_block_bytes
         )));
     }
-    if ring_bytes > target.capacity_bytes || ring_bytes < 4 * settings.queue_depth as u64 * io {
+    if ring_bytes > target.capacity_bytes || ring_bytes < 2 * settings.queue_depth as u64 * io {
         return Err(BenchError::Settings(format!(
-            "the ring ({ring_bytes} bytes) must fit the target ({} bytes) and hold at least four queues of I/O ({} bytes)",
+            "the ring ({ring_bytes} bytes) must fit the target ({} bytes) and hold at least two queues of I/O ({} bytes)",
             target.capacity_bytes,
-            4 * settings.queue_depth as u64 * io
+            2 * settings.queue_depth as u64 * io
         )));
     }
     if settings.laps.is_nan() || settings.laps <= 1.0 {
