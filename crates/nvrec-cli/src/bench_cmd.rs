@@ -103,6 +103,8 @@ pub struct FillArgs {
     /// slowest, at least 50 ms), e.g. 100ms.
     #[arg(long, value_parser = crate::duration_arg)]
     stall_latency: Option<std::time::Duration>,
+    #[command(flatten)]
+    telemetry: crate::telemetry::TelemetryArgs,
 }
 
 #[derive(Args, Debug)]
@@ -347,6 +349,7 @@ fn fill(args: FillArgs, json: bool) -> Result<Finished> {
         ..bench::FillSettings::default()
     };
     let target = open(&args.common, args.size)?;
+    let monitor = crate::telemetry::start(&[PathBuf::from(&args.common.target)], &args.telemetry);
     let (progress, display) = start_progress("fill", json);
     let result = bench::fill(
         &target,
@@ -354,19 +357,19 @@ fn fill(args: FillArgs, json: bool) -> Result<Finished> {
         &signal::CONTROL,
         &progress,
         &mut |_, _| {},
-    )?;
+    );
     drop(display);
-    let text = fill_text(&result);
+    let telemetry = crate::telemetry::finish(monitor);
+    let result = result?;
+    let mut text = fill_text(&result);
+    if let Some(telemetry) = &telemetry {
+        text += &crate::telemetry::text(telemetry);
+    }
     let csv = fill_csv(&result);
-    let html = crate::bench_report::fill(&result);
-    emit(
-        &args.common,
-        json,
-        serde_json::to_value(&result)?,
-        text,
-        Some(csv),
-        Some(html),
-    )?;
+    let html = crate::bench_report::fill(&result, telemetry.as_ref());
+    let mut value = serde_json::to_value(&result)?;
+    value["telemetry"] = serde_json::to_value(&telemetry)?;
+    emit(&args.common, json, value, text, Some(csv), Some(html))?;
     let failed = result.write.error.is_some() || result.summary.verified == Some(false);
     Ok(Finished(if failed { exit::FAILURE } else { exit::OK }))
 }

@@ -7,6 +7,7 @@
 
 use nvrec::bench::{FillResult, OverwriteResult, Profile, ProfileResult, RunMeta, SweepResult};
 use nvrec::engine::IoOp;
+use nvrec::nvme::monitor::Telemetry;
 use nvrec::report::{
     render_html, Axis, AxisFormat, Band, BarChart, Chart, LineChart, Marker, Reference, Report,
     Scale, Section, Series, Table,
@@ -150,7 +151,7 @@ fn window_series(name: &str, windows: &[nvrec::bench::driver::Window]) -> Series
     }
 }
 
-pub fn fill(result: &FillResult) -> String {
+pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> String {
     let analysis = &result.analysis;
     let summary = &result.summary;
     let mut bandwidth = LineChart::new(
@@ -204,6 +205,30 @@ pub fn fill(result: &FillResult) -> String {
             .collect(),
     });
     let mut charts = vec![Chart::Line(bandwidth), Chart::Line(latency)];
+    if let Some(telemetry) = telemetry.filter(|telemetry| !telemetry.devices.is_empty()) {
+        let mut temperature = LineChart::new(
+            "Drive temperature during the fill",
+            Axis::new("time (s)", Scale::Linear, AxisFormat::Seconds),
+            Axis::new("°C", Scale::Linear, AxisFormat::Plain),
+        );
+        for device in &telemetry.devices {
+            temperature.series.push(Series {
+                name: device.device.clone(),
+                points: device
+                    .samples
+                    .iter()
+                    .map(|sample| (sample.t_s, sample.composite_temperature_celsius))
+                    .collect(),
+            });
+            if let Some(warning) = device.warning_temperature_celsius {
+                temperature.references.push(Reference {
+                    y: warning,
+                    label: format!("warning {warning:.0} °C"),
+                });
+            }
+        }
+        charts.push(Chart::Line(temperature));
+    }
     if let Some(read) = &result.read {
         let mut read_chart = LineChart::new(
             "Read-back bandwidth",

@@ -5,12 +5,14 @@
 
 mod bench_cmd;
 mod bench_report;
+mod nvme_cmd;
 mod output;
 mod plan_cmd;
 mod progress;
 mod recording_cmd;
 mod selftest_cmd;
 mod signal;
+mod telemetry;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -86,6 +88,11 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Plan drives, RAM buffer, retention and endurance for a target rate.
     Plan(plan_cmd::PlanArgs),
+    /// List NVMe controllers and namespaces (model, firmware, PCIe link, formats) and other
+    /// block devices, with what uses them.
+    Devices(nvme_cmd::DevicesArgs),
+    /// An NVMe drive's SMART / health log: temperatures, throttling, wear, data written.
+    Health(nvme_cmd::HealthArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -346,6 +353,8 @@ fn run(cli: Cli) -> Result<Finished> {
         Command::Selftest(args) => selftest_cmd::run(args, cli.json),
         Command::Bench(args) => bench_cmd::run(args, cli.json),
         Command::Plan(args) => plan_cmd::run(args, cli.json),
+        Command::Devices(args) => nvme_cmd::devices(args, cli.json),
+        Command::Health(args) => nvme_cmd::health(args, cli.json),
         Command::Record(args) => recording_cmd::record(args, cli.json),
         Command::Ls(args) => recording_cmd::ls(args, cli.json),
         Command::Replay(args) => recording_cmd::replay(args, cli.json),

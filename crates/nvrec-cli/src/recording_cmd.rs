@@ -99,6 +99,8 @@ pub struct RecordArgs {
     /// Write even to devices that are in use or hold a filesystem or partition table.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    telemetry: crate::telemetry::TelemetryArgs,
 }
 
 pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
@@ -143,18 +145,25 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
     let mut source = open_source(&source_spec)?;
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "record".into(), !json);
+    let monitor = crate::telemetry::start(&args.targets, &args.telemetry);
     let report = writer::record(
         &args.targets,
         source.as_mut(),
         &options,
         &signal::CONTROL,
         &progress,
-    )
-    .context("recording")?;
+    );
+    let telemetry = crate::telemetry::finish(monitor);
+    let report = report.context("recording")?;
     drop(display);
     if json {
-        println!("{}", serde_json::to_string(&report)?);
+        let mut value = serde_json::to_value(&report)?;
+        value["telemetry"] = serde_json::to_value(&telemetry)?;
+        println!("{value}");
     } else {
+        if let Some(telemetry) = &telemetry {
+            print!("{}", crate::telemetry::text(telemetry));
+        }
         let outcome = match report.outcome {
             RecordOutcome::Complete => "complete",
             RecordOutcome::SourceEnded => "source ended",

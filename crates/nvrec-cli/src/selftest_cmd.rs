@@ -30,6 +30,8 @@ pub struct SelftestArgs {
     force: bool,
     #[command(flatten)]
     io: IoArgs,
+    #[command(flatten)]
+    telemetry: crate::telemetry::TelemetryArgs,
 }
 
 fn size_arg(text: &str) -> Result<u64, String> {
@@ -82,7 +84,9 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
         format_bytes(target.capacity_bytes),
         format_bytes(config.chunk_size_bytes)
     ));
+    let monitor = crate::telemetry::start(std::slice::from_ref(&path), &args.telemetry);
     let report = selftest::run(&target, config, &signal::CONTROL, &mut console);
+    let telemetry = crate::telemetry::finish(monitor);
     drop(target);
     if scratch && !args.keep {
         if let Err(error) = std::fs::remove_file(&path) {
@@ -93,8 +97,13 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
         }
     }
     if json {
-        println!("{}", serde_json::to_string(&report)?);
+        let mut value = serde_json::to_value(&report)?;
+        value["telemetry"] = serde_json::to_value(&telemetry)?;
+        println!("{value}");
     } else {
+        if let Some(telemetry) = &telemetry {
+            print!("{}", crate::telemetry::text(telemetry));
+        }
         if let Some(engine) = &report.engine {
             println!("INFO: Engine: {engine}");
         }

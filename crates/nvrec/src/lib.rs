@@ -19,6 +19,7 @@ pub mod buffer;
 pub mod device;
 pub mod engine;
 pub mod layout;
+pub mod nvme;
 pub mod pattern;
 pub mod plan;
 pub mod recording;

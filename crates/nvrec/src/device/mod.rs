@@ -35,6 +35,7 @@ use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+pub use safety::{usage, Usage};
 pub use signature::{detect_signature, Signature, SignatureKind, SIGNATURE_PROBE_BYTES};
 
 use sysfs::{DevNum, Sysfs};

@@ -157,6 +157,89 @@ pub(crate) fn check_no_signature(
     }
 }
 
+/// What uses a block device, for listings (`nvrec devices`): the same facts the safety checks
+/// refuse on, gathered instead of stopping at the first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    /// `nvme0n1p2 on /data (ext4)`.
+    pub mounted: Vec<String>,
+    pub swap: Vec<String>,
+    pub holders: Vec<String>,
+    /// What the first blocks hold (`ext4 filesystem`, `GPT partition table`).
+    pub signature: Option<String>,
+    /// Why the first blocks could not be read, when they could not.
+    pub signature_unknown: Option<String>,
+}
+
+impl Usage {
+    /// Whether writing to the device would destroy something.
+    pub fn in_use(&self) -> bool {
+        !(self.mounted.is_empty() && self.swap.is_empty() && self.holders.is_empty())
+            || self.signature.is_some()
+    }
+}
+
+/// Gathers [`Usage`] for the block device at `path`; never fails (what cannot be read is
+/// left out, or said in `signature_unknown`).
+pub fn usage(path: &Path) -> Usage {
+    let mut usage = Usage::default();
+    let Some(dev) = block_dev_of(path) else {
+        usage.signature_unknown = Some("not a block device".to_string());
+        return usage;
+    };
+    let sysfs = Sysfs::system();
+    let members = sysfs.members(dev);
+    if let Ok(mounts) = procfs::read_mountinfo() {
+        for mount in &mounts {
+            let member = members.iter().find(|member| {
+                member.dev == mount.dev
+                    || (mount.source.starts_with("/dev")
+                        && block_dev_of(&mount.source) == Some(member.dev))
+            });
+            if let Some(member) = member {
+                usage.mounted.push(format!(
+                    "{} on {} ({})",
+                    member.name,
+                    mount.mount_point.display(),
+                    mount.fs_type
+                ));
+            }
+        }
+    }
+    if let Ok(swaps) = procfs::read_swaps() {
+        for swap in &swaps {
+            if let Some(swap_dev) = block_dev_of(swap) {
+                if let Some(member) = members.iter().find(|member| member.dev == swap_dev) {
+                    usage.swap.push(member.name.clone());
+                }
+            }
+        }
+    }
+    usage.holders = collect_holders(&members, |name| sysfs.holders(name));
+    let head = File::open(path).and_then(|file| {
+        let mut buf = vec![0u8; SIGNATURE_PROBE_BYTES];
+        let mut filled = 0;
+        while filled < buf.len() {
+            match file.read_at(&mut buf[filled..], filled as u64) {
+                Ok(0) => break,
+                Ok(count) => filled += count,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(filled);
+        Ok(buf)
+    });
+    match head {
+        Ok(head) => {
+            usage.signature =
+                detect_signature(&head).map(|found| found.kind.description().to_string())
+        }
+        Err(error) => usage.signature_unknown = Some(error.to_string()),
+    }
+    usage
+}
+
 /// Reads up to [`SIGNATURE_PROBE_BYTES`] from the start of the device into an aligned
 /// buffer, in whole logical blocks. Returns the buffer and how many bytes were read.
 fn read_head(

@@ -1,0 +1,372 @@
+//! What is attached: every NVMe controller with its namespaces, and every other block device,
+//! from sysfs (a root path, so tests can use a fake tree). Optional probes add what sysfs does
+//! not know: LBA formats through Identify Namespace, and whether a device is mounted or holds
+//! a filesystem or partition table.
+
+use super::admin::{Admin, CNS_NAMESPACE};
+use super::page::{decode_identify_namespace, LbaFormat};
+use crate::device::{self, PcieLink};
+use std::path::{Path, PathBuf};
+
+/// Which probes beyond sysfs to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probes {
+    /// Identify Namespace for LBA formats (needs root).
+    pub identify: bool,
+    /// Mounts, swap, holders and signatures of each device.
+    pub usage: bool,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Namespace {
+    pub name: String,
+    pub path: PathBuf,
+    pub capacity_bytes: u64,
+    pub logical_block_bytes: u32,
+    /// From Identify Namespace, when it could be read.
+    pub lba_formats: Vec<LbaFormat>,
+    pub usage: Option<device::Usage>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Controller {
+    pub name: String,
+    pub path: PathBuf,
+    pub model: Option<String>,
+    pub serial: Option<String>,
+    pub firmware: Option<String>,
+    /// "pcie", "tcp", "rdma", "fc", "loop".
+    pub transport: Option<String>,
+    /// The PCI address for PCIe controllers.
+    pub address: Option<String>,
+    pub numa_node: Option<i32>,
+    pub pcie_link: Option<PcieLink>,
+    /// Composite temperature from the kernel's hwmon sensor, when it has one.
+    pub temperature_celsius: Option<f64>,
+    pub namespaces: Vec<Namespace>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BlockDevice {
+    pub name: String,
+    pub path: PathBuf,
+    pub capacity_bytes: u64,
+    pub logical_block_bytes: u32,
+    pub model: Option<String>,
+    /// For loop devices.
+    pub backing_file: Option<String>,
+    pub rotational: Option<bool>,
+    pub removable: Option<bool>,
+    pub usage: Option<device::Usage>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Inventory {
+    pub controllers: Vec<Controller>,
+    pub block_devices: Vec<BlockDevice>,
+}
+
+fn read(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+fn sorted_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    // nvme2 before nvme10.
+    names.sort_by_key(|name| {
+        let digits: String = name.chars().filter(char::is_ascii_digit).collect();
+        (
+            name.trim_end_matches(|c: char| c.is_ascii_digit())
+                .to_string(),
+            digits.len(),
+            digits,
+            name.clone(),
+        )
+    });
+    names
+}
+
+/// The PCIe link of the function a controller's `device` link leads to.
+fn pcie_link(function_dir: &Path) -> Option<PcieLink> {
+    Some(PcieLink {
+        current_speed: read(&function_dir.join("current_link_speed"))?,
+        current_width: read(&function_dir.join("current_link_width"))?
+            .parse()
+            .ok()?,
+        max_speed: read(&function_dir.join("max_link_speed"))?,
+        max_width: read(&function_dir.join("max_link_width"))?.parse().ok()?,
+    })
+}
+
+/// The first hwmon temperature under a controller (millidegrees in sysfs).
+fn hwmon_temperature(controller_dir: &Path) -> Option<f64> {
+    let entries = std::fs::read_dir(controller_dir).ok()?;
+    let mut hwmons: Vec<PathBuf> = entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("hwmon"))
+        })
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(controller_dir.join("hwmon")) {
+        hwmons.extend(entries.flatten().map(|entry| entry.path()));
+    }
+    hwmons.sort();
+    hwmons.iter().find_map(|dir| {
+        read(&dir.join("temp1_input"))?
+            .parse::<f64>()
+            .ok()
+            .map(|milli| milli / 1000.0)
+    })
+}
+
+fn block_facts(sys_block: &Path, name: &str) -> (u64, u32) {
+    let dir = sys_block.join(name);
+    let sectors: u64 = read(&dir.join("size"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let logical_block_bytes = read(&dir.join("queue/logical_block_size"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(512);
+    // sysfs counts 512-byte sectors whatever the logical block size.
+    (sectors * 512, logical_block_bytes)
+}
+
+/// Everything attached, per sysfs under `sysfs_root` (normally `/sys`); device nodes are
+/// named under `/dev`.
+pub fn inventory(sysfs_root: &Path, probes: Probes) -> Inventory {
+    let sys_block = sysfs_root.join("block");
+    let class_nvme = sysfs_root.join("class/nvme");
+    let usage = |path: &Path| probes.usage.then(|| device::usage(path));
+    let mut controllers = Vec::new();
+    let mut namespace_names = Vec::new();
+    for name in sorted_names(&class_nvme) {
+        let dir = class_nvme.join(&name);
+        let function_dir = dir.join("device").canonicalize().ok();
+        let mut namespaces = Vec::new();
+        // Namespaces appear in the controller directory (nvme0n1) or, with native multipath,
+        // as nvme0c0n1 path devices whose block device is nvme0n1.
+        for entry in sorted_names(&dir) {
+            let Some(rest) = entry.strip_prefix(&name) else {
+                continue;
+            };
+            let block_name = if rest.starts_with('n') {
+                entry.clone()
+            } else if let Some(position) = rest.find('n').filter(|_| rest.starts_with('c')) {
+                format!("{name}{}", &rest[position..])
+            } else {
+                continue;
+            };
+            if !sys_block.join(&block_name).exists() || namespace_names.contains(&block_name) {
+                continue;
+            }
+            let (capacity_bytes, logical_block_bytes) = block_facts(&sys_block, &block_name);
+            let path = PathBuf::from("/dev").join(&block_name);
+            let lba_formats = if probes.identify {
+                let nsid: u32 = read(&sys_block.join(&block_name).join("nsid"))
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(1);
+                Admin::open(&path)
+                    .ok()
+                    .and_then(|admin| admin.identify(CNS_NAMESPACE, nsid).ok())
+                    .and_then(|bytes| decode_identify_namespace(&bytes).ok())
+                    .map(|ns| ns.formats)
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            namespace_names.push(block_name.clone());
+            namespaces.push(Namespace {
+                name: block_name,
+                usage: usage(&path),
+                path,
+                capacity_bytes,
+                logical_block_bytes,
+                lba_formats,
+            });
+        }
+        controllers.push(Controller {
+            path: PathBuf::from("/dev").join(&name),
+            model: read(&dir.join("model")),
+            serial: read(&dir.join("serial")),
+            firmware: read(&dir.join("firmware_rev")),
+            transport: read(&dir.join("transport")),
+            address: read(&dir.join("address")),
+            numa_node: read(&dir.join("numa_node"))
+                .or_else(|| {
+                    function_dir
+                        .as_ref()
+                        .and_then(|f| read(&f.join("numa_node")))
+                })
+                .and_then(|s| s.parse().ok()),
+            pcie_link: function_dir.as_deref().and_then(pcie_link),
+            temperature_celsius: hwmon_temperature(&dir),
+            namespaces,
+            name,
+        });
+    }
+    let mut block_devices = Vec::new();
+    for name in sorted_names(&sys_block) {
+        if namespace_names.contains(&name) || name.starts_with("nvme") || name.starts_with("ram") {
+            continue;
+        }
+        let dir = sys_block.join(&name);
+        let backing_file = read(&dir.join("loop/backing_file"));
+        if name.starts_with("loop") && backing_file.is_none() {
+            continue; // an unused loop device
+        }
+        let (capacity_bytes, logical_block_bytes) = block_facts(&sys_block, &name);
+        let path = PathBuf::from("/dev").join(&name);
+        block_devices.push(BlockDevice {
+            model: read(&dir.join("device/model")),
+            backing_file,
+            rotational: read(&dir.join("queue/rotational")).map(|s| s == "1"),
+            removable: read(&dir.join("removable")).map(|s| s == "1"),
+            usage: usage(&path),
+            path,
+            capacity_bytes,
+            logical_block_bytes,
+            name,
+        });
+    }
+    Inventory {
+        controllers,
+        block_devices,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    struct Tree(PathBuf);
+
+    impl Tree {
+        fn new() -> Tree {
+            static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let root = std::env::temp_dir().join(format!(
+                "nvrec-discover-{}-{}",
+                std::process::id(),
+                COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&root).unwrap();
+            Tree(root)
+        }
+
+        fn write(&self, rel: &str, text: &str) {
+            let path = self.0.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, format!("{text}\n")).unwrap();
+        }
+
+        fn link(&self, rel: &str, target: &str) {
+            let path = self.0.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            symlink(target, path).unwrap();
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn finds_controllers_namespaces_and_other_devices() {
+        let tree = Tree::new();
+        let pci = "devices/pci0000:00/0000:00:04.0";
+        tree.write(&format!("{pci}/current_link_speed"), "8.0 GT/s PCIe");
+        tree.write(&format!("{pci}/current_link_width"), "2");
+        tree.write(&format!("{pci}/max_link_speed"), "16.0 GT/s PCIe");
+        tree.write(&format!("{pci}/max_link_width"), "4");
+        tree.write(&format!("{pci}/numa_node"), "1");
+        let controller = format!("{pci}/nvme/nvme0");
+        for (file, text) in [
+            ("model", "QEMU NVMe Ctrl"),
+            ("serial", "NVREC0001"),
+            ("firmware_rev", "7.2.22"),
+            ("transport", "pcie"),
+            ("address", "0000:00:04.0"),
+            ("hwmon1/temp1_input", "49850"),
+        ] {
+            tree.write(&format!("{controller}/{file}"), text);
+        }
+        tree.link(&format!("{controller}/device"), "../../../0000:00:04.0");
+        tree.write(&format!("{controller}/nvme0n1/size"), "2097152");
+        tree.write(
+            &format!("{controller}/nvme0n1/queue/logical_block_size"),
+            "512",
+        );
+        tree.link("class/nvme/nvme0", &format!("../../{controller}"));
+        tree.link("block/nvme0n1", &format!("../{controller}/nvme0n1"));
+        tree.write("devices/virtual/block/vda/size", "41943040");
+        tree.write("devices/virtual/block/vda/queue/logical_block_size", "512");
+        tree.write("devices/virtual/block/vda/queue/rotational", "0");
+        tree.link("block/vda", "../devices/virtual/block/vda");
+        tree.write("devices/virtual/block/loop0/size", "0");
+        tree.link("block/loop0", "../devices/virtual/block/loop0");
+        tree.write("devices/virtual/block/loop1/size", "2048");
+        tree.write(
+            "devices/virtual/block/loop1/loop/backing_file",
+            "/dev/shm/x.img",
+        );
+        tree.link("block/loop1", "../devices/virtual/block/loop1");
+        tree.write("devices/virtual/block/ram0/size", "8192");
+        tree.link("block/ram0", "../devices/virtual/block/ram0");
+
+        let found = inventory(
+            &tree.0,
+            Probes {
+                identify: false,
+                usage: false,
+            },
+        );
+        assert_eq!(found.controllers.len(), 1);
+        let nvme = &found.controllers[0];
+        assert_eq!(nvme.name, "nvme0");
+        assert_eq!(nvme.model.as_deref(), Some("QEMU NVMe Ctrl"));
+        assert_eq!(nvme.numa_node, Some(1));
+        assert_eq!(nvme.temperature_celsius, Some(49.85));
+        let link = nvme.pcie_link.as_ref().unwrap();
+        assert_eq!((link.current_width, link.max_width), (2, 4));
+        assert_eq!(link.max_speed, "16.0 GT/s PCIe");
+        assert_eq!(nvme.namespaces.len(), 1);
+        assert_eq!(nvme.namespaces[0].capacity_bytes, 1 << 30);
+        let names: Vec<&str> = found
+            .block_devices
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect();
+        assert_eq!(names, ["loop1", "vda"]);
+        assert_eq!(found.block_devices[1].capacity_bytes, 20 << 30);
+        assert_eq!(
+            found.block_devices[0].backing_file.as_deref(),
+            Some("/dev/shm/x.img")
+        );
+    }
+
+    #[test]
+    fn an_empty_tree_finds_nothing() {
+        let tree = Tree::new();
+        let found = inventory(
+            &tree.0,
+            Probes {
+                identify: false,
+                usage: false,
+            },
+        );
+        assert!(found.controllers.is_empty() && found.block_devices.is_empty());
+    }
+}
