@@ -3,9 +3,7 @@
 //! compared with what nvme-cli made of the same bytes.
 
 use nvrec::nvme::discover::{inventory, Probes};
-use nvrec::nvme::page::{
-    decode_identify_controller, decode_identify_namespace, decode_smart_log,
-};
+use nvrec::nvme::page::{decode_identify_controller, decode_identify_namespace, decode_smart_log};
 use nvrec::nvme::SmartReport;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -58,10 +56,20 @@ fn smart_log_matches_nvme_cli() {
         ("critical_temperature_time_minutes", "critical_comp_time"),
     ];
     for (our_key, their_key) in pairs {
-        assert_eq!(number(&ours[our_key]), number(&theirs[their_key]), "{our_key} vs {their_key}");
+        assert_eq!(
+            number(&ours[our_key]),
+            number(&theirs[their_key]),
+            "{our_key} vs {their_key}"
+        );
     }
-    assert_eq!(number(&ours["thermal_transition_count"][0]), number(&theirs["thm_temp1_trans_count"]));
-    assert_eq!(number(&ours["thermal_time_seconds"][1]), number(&theirs["thm_temp2_total_time"]));
+    assert_eq!(
+        number(&ours["thermal_transition_count"][0]),
+        number(&theirs["thm_temp1_trans_count"])
+    );
+    assert_eq!(
+        number(&ours["thermal_time_seconds"][1]),
+        number(&theirs["thm_temp2_total_time"])
+    );
     // The capture wrote and read data before reading the log: the counters moved.
     assert!(log.data_units_written > 0 && log.host_write_commands > 0);
 }
@@ -75,11 +83,20 @@ fn identify_controller_matches_nvme_cli() {
     assert_eq!(ours.firmware, theirs["fr"].as_str().unwrap().trim());
     assert_eq!(ours.vendor_id as u64, number(&theirs["vid"]));
     assert_eq!(ours.controller_id as u64, number(&theirs["cntlid"]));
-    assert_eq!(ours.warning_temperature_kelvin as u64, number(&theirs["wctemp"]));
-    assert_eq!(ours.critical_temperature_kelvin as u64, number(&theirs["cctemp"]));
+    assert_eq!(
+        ours.warning_temperature_kelvin as u64,
+        number(&theirs["wctemp"])
+    );
+    assert_eq!(
+        ours.critical_temperature_kelvin as u64,
+        number(&theirs["cctemp"])
+    );
     assert_eq!(ours.namespace_count as u64, number(&theirs["nn"]));
     assert_eq!(ours.mdts as u64, number(&theirs["mdts"]));
-    assert_eq!(ours.subsystem_nqn, theirs["subnqn"].as_str().unwrap().trim());
+    assert_eq!(
+        ours.subsystem_nqn,
+        theirs["subnqn"].as_str().unwrap().trim()
+    );
 }
 
 #[test]
@@ -112,14 +129,26 @@ fn the_captured_sysfs_tree_is_found() {
         .status()
         .expect("tar runs");
     assert!(status.success());
-    let found = inventory(&root, Probes { identify: false, usage: false });
+    let found = inventory(
+        &root,
+        Probes {
+            identify: false,
+            usage: false,
+        },
+    );
     std::fs::remove_dir_all(&root).unwrap();
     let id = json("id-ctrl.json");
     assert_eq!(found.controllers.len(), 1);
     let controller = &found.controllers[0];
     assert_eq!(controller.name, "nvme0");
-    assert_eq!(controller.serial.as_deref(), Some(id["sn"].as_str().unwrap().trim()));
-    assert_eq!(controller.model.as_deref(), Some(id["mn"].as_str().unwrap().trim()));
+    assert_eq!(
+        controller.serial.as_deref(),
+        Some(id["sn"].as_str().unwrap().trim())
+    );
+    assert_eq!(
+        controller.model.as_deref(),
+        Some(id["mn"].as_str().unwrap().trim())
+    );
     assert_eq!(controller.transport.as_deref(), Some("pcie"));
     assert!(controller.temperature_celsius.is_some());
     assert_eq!(controller.namespaces.len(), 1);
