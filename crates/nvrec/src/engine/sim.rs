@@ -289,6 +289,22 @@ impl SimDrive {
         model
             .validate()
             .map_err(|why| std::io::Error::new(std::io::ErrorKind::InvalidInput, why))?;
+        // Everything written stays in memory: refuse what would push the machine into swap
+        // or the OOM killer.
+        // SAFETY: sysconf has no preconditions.
+        let memory_bytes = unsafe {
+            libc::sysconf(libc::_SC_PHYS_PAGES) as u64 * libc::sysconf(libc::_SC_PAGESIZE) as u64
+        };
+        if memory_bytes > 0 && model.capacity_bytes > memory_bytes / 2 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "capacity {} is more than half of this machine's memory ({}): the simulated drive keeps its data in memory",
+                    format_bytes(model.capacity_bytes),
+                    format_bytes(memory_bytes)
+                ),
+            ));
+        }
         let data = DataMap::new(model.capacity_bytes as usize)?;
         let mut rng = model.seed ^ 0x9e37_79b9_7f4a_7c15;
         let bytes_to_next_stall = next_stall_distance(&model, &mut rng);
