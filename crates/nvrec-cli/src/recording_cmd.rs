@@ -70,9 +70,10 @@ pub struct RecordArgs {
     /// I/Os in flight per member.
     #[arg(long, default_value_t = 32)]
     queue_depth: u32,
-    /// Buffer pool that absorbs stalls of the targets.
-    #[arg(long, default_value = "256M", value_parser = size_arg)]
-    buffer: u64,
+    /// Buffer pool that absorbs stalls of the targets. Default: 256M, or for the pattern and
+    /// zero sources when not paced (they can wait), two queue depths of I/O per member.
+    #[arg(long, value_parser = size_arg)]
+    buffer: Option<u64>,
     /// How chunks are spread over the targets.
     #[arg(long, value_enum, default_value = "adaptive")]
     stripe: StripeArg,
@@ -117,7 +118,15 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         chunk_size_bytes: chunk as u32,
         io_chunk_count: (args.io_size / chunk) as u32,
         queue_depth: args.queue_depth,
-        buffer_bytes: args.buffer,
+        buffer_bytes: args.buffer.unwrap_or_else(|| {
+            writer::default_buffer_bytes(
+                matches!(source_spec, SourceSpec::Pattern { .. } | SourceSpec::Zero)
+                    && args.rate.is_none(),
+                args.targets.len(),
+                args.queue_depth,
+                args.io_size,
+            )
+        }),
         stripe: match args.stripe {
             StripeArg::Adaptive => Stripe::Adaptive,
             StripeArg::RoundRobin => Stripe::RoundRobin,

@@ -39,6 +39,25 @@ use std::time::{Duration, Instant};
 
 /// Default pool: room for stalls of a few hundred milliseconds at drive speed.
 pub const BUFFER_BYTES_DEFAULT: u64 = 256 << 20;
+
+/// The pool a recording gets when the user does not size it. A source that must not wait (a
+/// paced generator now, a network capture later) or that someone else feeds (stdin, a file)
+/// gets [`BUFFER_BYTES_DEFAULT`] to ride out stalls of the targets. A generator that produces
+/// on demand (the pattern or zeros, unpaced) loses nothing by waiting, so it gets only what
+/// keeps every member's queue full twice over: a bigger pool would only cost start-up time
+/// (every page of it is touched and pinned before the first write).
+pub fn default_buffer_bytes(
+    on_demand_source: bool,
+    member_count: usize,
+    queue_depth: u32,
+    io_bytes: u64,
+) -> u64 {
+    if on_demand_source {
+        (2 * member_count as u64 * queue_depth as u64 * io_bytes).min(BUFFER_BYTES_DEFAULT)
+    } else {
+        BUFFER_BYTES_DEFAULT
+    }
+}
 /// Flights (submitted I/Os the durable frontier has not passed) a writer keeps: completed
 /// writes behind one slow I/O wait here, so this bounds how far a slow member may lag.
 fn flight_count_max(buffer_count: u32) -> usize {
