@@ -501,29 +501,31 @@ fn fill_text(result: &FillResult) -> String {
     out
 }
 
+/// One CSV row per window, behind a first column naming the phase or mode.
+fn window_rows(out: &mut String, label: &str, windows: &[bench::Window]) {
+    for window in windows {
+        let _ = writeln!(
+            out,
+            "{label},{:.6},{:.6},{},{},{},{:.0},{:.1}",
+            window.start_s,
+            window.duration_s,
+            window.bytes,
+            window.total_bytes,
+            window.position_bytes,
+            window.rate_bytes_per_s,
+            window.latency_max_us
+        );
+    }
+}
+
+const WINDOW_COLUMNS: &str =
+    "start_s,duration_s,bytes,total_bytes,position_bytes,rate_bytes_per_s,latency_max_us";
+
 fn fill_csv(result: &FillResult) -> String {
-    let mut out = String::from("phase,start_s,duration_s,bytes,total_bytes,position_bytes,rate_bytes_per_s,latency_max_us\n");
-    let phases = [
-        ("write", Some(&result.write)),
-        ("read", result.read.as_ref()),
-    ];
-    for (phase, workload) in phases {
-        for window in workload
-            .map(|workload| workload.windows.as_slice())
-            .unwrap_or(&[])
-        {
-            let _ = writeln!(
-                out,
-                "{phase},{:.6},{:.6},{},{},{},{:.0},{:.1}",
-                window.start_s,
-                window.duration_s,
-                window.bytes,
-                window.total_bytes,
-                window.position_bytes,
-                window.rate_bytes_per_s,
-                window.latency_max_us
-            );
-        }
+    let mut out = format!("phase,{WINDOW_COLUMNS}\n");
+    window_rows(&mut out, "write", &result.write.windows);
+    if let Some(read) = &result.read {
+        window_rows(&mut out, "read", &read.windows);
     }
     out
 }
@@ -597,25 +599,13 @@ fn overwrite_text(result: &OverwriteResult) -> String {
 }
 
 fn overwrite_csv(result: &OverwriteResult) -> String {
-    let mut out = String::from("mode,start_s,duration_s,bytes,total_bytes,position_bytes,rate_bytes_per_s,latency_max_us\n");
+    let mut out = format!("mode,{WINDOW_COLUMNS}\n");
     for phase in &result.phases {
         let mode = match phase.mode {
             OverwriteMode::NoTrim => "no_trim",
             OverwriteMode::Trim => "trim",
         };
-        for window in &phase.write.windows {
-            let _ = writeln!(
-                out,
-                "{mode},{:.6},{:.6},{},{},{},{:.0},{:.1}",
-                window.start_s,
-                window.duration_s,
-                window.bytes,
-                window.total_bytes,
-                window.position_bytes,
-                window.rate_bytes_per_s,
-                window.latency_max_us
-            );
-        }
+        window_rows(&mut out, mode, &phase.write.windows);
     }
     out
 }

@@ -160,17 +160,9 @@ pub fn fill(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::TargetSpec;
-    use crate::device::{Access, Safety};
 
     fn open(spec: &str) -> BenchTarget {
-        BenchTarget::open(
-            &TargetSpec::parse(spec).unwrap(),
-            Access::Write,
-            Safety::Check,
-            None,
-        )
-        .unwrap()
+        crate::bench::open_sim(spec)
     }
 
     /// Short windows for a short simulated fill, with the drop and steady-state rules counted

@@ -272,3 +272,15 @@ fn uname() -> (String, String) {
     };
     (text(&name.release), text(&name.nodename))
 }
+
+/// A simulated target for the benches' tests.
+#[cfg(test)]
+pub(crate) fn open_sim(spec: &str) -> BenchTarget {
+    BenchTarget::open(
+        &TargetSpec::parse(spec).expect("a valid sim: spec"),
+        Access::Write,
+        Safety::Check,
+        None,
+    )
+    .expect("the simulated drive opens")
+}

@@ -203,19 +203,11 @@ pub fn overwrite(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::TargetSpec;
-    use crate::device::{Access, Safety};
 
     #[test]
     fn trim_ahead_saves_the_simulated_overwrite_cost() {
         let spec = "sim:capacity=256M,cache=0,slow=1GB/s,overwrite=0.5,latency=0";
-        let target = BenchTarget::open(
-            &TargetSpec::parse(spec).unwrap(),
-            Access::Write,
-            Safety::Check,
-            None,
-        )
-        .unwrap();
+        let target = crate::bench::open_sim(spec);
         let settings = OverwriteSettings {
             window_s: 0.01,
             ..OverwriteSettings::default()

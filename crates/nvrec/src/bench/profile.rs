@@ -415,17 +415,9 @@ fn run_threads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::TargetSpec;
-    use crate::device::{Access as OpenAccess, Safety};
 
     fn sim(spec: &str) -> BenchTarget {
-        BenchTarget::open(
-            &TargetSpec::parse(spec).unwrap(),
-            OpenAccess::Write,
-            Safety::Check,
-            None,
-        )
-        .unwrap()
+        crate::bench::open_sim(spec)
     }
 
     #[test]

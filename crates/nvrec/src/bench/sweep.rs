@@ -213,8 +213,6 @@ fn fail_on_error(result: &WorkloadResult, what: &str) -> Result<(), BenchError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::TargetSpec;
-    use crate::device::{Access, Safety};
 
     #[test]
     fn counts_double_up_to_what_fits() {
@@ -229,13 +227,7 @@ mod tests {
     fn small_transfers_ride_the_cache_and_large_ones_fall_to_the_sustained_rate() {
         // overwrite=1: the sweep writes the same first chunks again and again.
         let spec = "sim:capacity=256M,cache=16M,fast=3GB/s,slow=1GB/s,recover=100GB/s,latency=0,overwrite=1";
-        let target = BenchTarget::open(
-            &TargetSpec::parse(spec).unwrap(),
-            Access::Write,
-            Safety::Check,
-            None,
-        )
-        .unwrap();
+        let target = crate::bench::open_sim(spec);
         let settings = SweepSettings {
             runs: 2,
             ..SweepSettings::default()
