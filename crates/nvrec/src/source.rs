@@ -41,6 +41,12 @@ impl SourceSpec {
 pub trait Source {
     /// Puts the bytes that belong at `offset_bytes` into `buf`; returns how many (0 = ended).
     fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize>;
+    /// Whether every read gives the same bytes whatever the offset, and never ends (zeros):
+    /// a buffer it filled once holds what it would fill again, so callers may skip the
+    /// refill, as fio reuses its buffers.
+    fn is_constant(&self) -> bool {
+        false
+    }
 }
 
 /// The seekable test pattern.
@@ -60,6 +66,10 @@ impl Source for ZeroSource {
     fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
         buf.fill(0);
         Ok(buf.len())
+    }
+
+    fn is_constant(&self) -> bool {
+        true
     }
 }
 

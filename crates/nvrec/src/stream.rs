@@ -747,6 +747,10 @@ pub fn write(
     let chunk_bytes = range.chunk_size_bytes as usize;
     let chunks_per_io = config.chunks_per_io();
     let mut no_op = |_: &mut Run<'_>, _: Flight| {};
+    // A constant source (zeros) fills each slot once: the leading chunks of each slot that
+    // already hold its bytes.
+    let constant = source.is_constant();
+    let mut constant_chunk_counts = vec![0u32; run.engine.pool().slot_count()];
     loop {
         // Fill and submit while there are free slots and work.
         while run.may_submit_more() {
@@ -762,7 +766,16 @@ pub fn write(
                 let start = filled_chunk_count as usize * chunk_bytes;
                 let buf =
                     &mut run.engine.pool_mut().slot_mut(slot as usize)[start..start + chunk_bytes];
-                match fill_from_source(source, offset_bytes, buf, control) {
+                let already = constant && filled_chunk_count < constant_chunk_counts[slot as usize];
+                let filled = if already {
+                    Ok(chunk_bytes)
+                } else {
+                    fill_from_source(source, offset_bytes, buf, control)
+                };
+                if constant && !already && matches!(filled, Ok(bytes) if bytes == chunk_bytes) {
+                    constant_chunk_counts[slot as usize] = filled_chunk_count + 1;
+                }
+                match filled {
                     Ok(0) => {
                         run.source_ended = true;
                         break;

@@ -274,6 +274,10 @@ struct Writer<'a> {
     k: u32,
     metas: Vec<ChunkMeta>,
     buffer_chunk_counts: Vec<u32>,
+    /// For a constant source: how many payload bytes each chunk slot already holds from an
+    /// earlier fill (0 = none), and the CRC32C of a payload of a given length.
+    constant_payload_bytes: Vec<u32>,
+    constant_crc32c: Option<(u32, u32)>,
     free: Vec<u32>,
     ready: VecDeque<u32>,
     filling: Option<u32>,
@@ -457,6 +461,8 @@ impl<'a> Writer<'a> {
             k,
             metas: vec![ChunkMeta::default(); buffer_count as usize * k as usize],
             buffer_chunk_counts: vec![0; buffer_count as usize],
+            constant_payload_bytes: vec![0; buffer_count as usize * k as usize],
+            constant_crc32c: None,
             free: (0..buffer_count).rev().collect(),
             ready: VecDeque::with_capacity(buffer_count as usize),
             filling: None,
@@ -661,20 +667,30 @@ impl<'a> Writer<'a> {
                 Some(rate) => self.start_ns + (stream_offset_bytes as f64 / rate * 1e9) as u64,
                 None => now_ns(),
             };
+            let chunk_slot = buffer as usize * self.k as usize + index as usize;
+            let constant = self.source.is_constant();
             let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
                 [start..start + remaining as usize];
-            let filled = match crate::stream::fill_from_source(
-                &mut *self.source,
-                stream_offset_bytes,
-                payload,
-                self.control,
-            ) {
-                Ok(filled) => filled,
-                Err(error) => {
-                    self.error
-                        .get_or_insert(format!("reading the source: {error}"));
-                    0
-                }
+            let filled = if constant && self.constant_payload_bytes[chunk_slot] as u64 == remaining
+            {
+                // A constant source filled this slot before: the bytes are already there.
+                remaining as usize
+            } else {
+                let filled = match crate::stream::fill_from_source(
+                    &mut *self.source,
+                    stream_offset_bytes,
+                    payload,
+                    self.control,
+                ) {
+                    Ok(filled) => filled,
+                    Err(error) => {
+                        self.error
+                            .get_or_insert(format!("reading the source: {error}"));
+                        0
+                    }
+                };
+                self.constant_payload_bytes[chunk_slot] = if constant { filled as u32 } else { 0 };
+                filled
             };
             progressed = true;
             if filled == 0 {
@@ -682,7 +698,16 @@ impl<'a> Writer<'a> {
                 self.seal_filling();
                 break;
             }
-            let payload_crc32c = crate::layout::crc32c(&payload[..filled]);
+            let payload_crc32c = match self.constant_crc32c {
+                Some((len, crc)) if constant && len == filled as u32 => crc,
+                _ => {
+                    let crc = crate::layout::crc32c(&payload[..filled]);
+                    if constant {
+                        self.constant_crc32c = Some((filled as u32, crc));
+                    }
+                    crc
+                }
+            };
             self.metas[buffer as usize * self.k as usize + index as usize] = ChunkMeta {
                 timestamp_ns,
                 stream_offset_bytes,
