@@ -21,7 +21,8 @@ pub struct DevicesArgs {
 /// a critical warning, or a device that is not NVMe (its sysfs facts are still printed, but
 /// there is no health to judge, so a script does not mistake it for a healthy drive); 2 for a
 /// path that does not exist or is not a device node.
-const HEALTH_EXIT_HELP: &str = "Exit status: 0 an NVMe drive with no critical warning; 1 a critical warning \
+const HEALTH_EXIT_HELP: &str =
+    "Exit status: 0 an NVMe drive with no critical warning; 1 a critical warning \
 is set, or the device is not NVMe (what sysfs knows is still shown); 2 the path does not exist \
 or is not a device.";
 

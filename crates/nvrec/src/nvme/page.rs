@@ -471,12 +471,15 @@ mod tests {
         assert_eq!(ns.format_in_use, 0x23);
     }
 
+    /// A field: its name, offset and width in bytes, and how to read it from the decoded value.
+    type Field<T> = (&'static str, usize, usize, fn(&T) -> u128);
+
     /// Every field with its offset and width: set alone to a distinct value, it must come out
     /// of its own field and no other (catches wrong and overlapping offsets).
     fn field_by_field<T>(
         page_bytes: usize,
         decode: fn(&[u8]) -> Result<T, DecodeError>,
-        fields: &[(&str, usize, usize, fn(&T) -> u128)],
+        fields: &[Field<T>],
     ) {
         for (name, offset, width, _) in fields {
             let mut page = vec![0u8; page_bytes];
@@ -497,8 +500,7 @@ mod tests {
     #[test]
     fn smart_log_offsets_field_by_field() {
         // NVM Express Base Specification 2.0, figure 207.
-        type Get = fn(&SmartLog) -> u128;
-        let fields: &[(&str, usize, usize, Get)] = &[
+        let fields: &[Field<SmartLog>] = &[
             ("critical_warning", 0, 1, |l| l.critical_warning.into()),
             ("composite_temperature", 1, 2, |l| {
                 l.composite_temperature_kelvin.into()
@@ -570,8 +572,7 @@ mod tests {
     #[test]
     fn identify_controller_offsets_field_by_field() {
         // NVM Express Base Specification 2.0, figure 275.
-        type Get = fn(&IdentifyController) -> u128;
-        let fields: &[(&str, usize, usize, Get)] = &[
+        let fields: &[Field<IdentifyController>] = &[
             ("vid", 0, 2, |c| c.vendor_id.into()),
             ("ssvid", 2, 2, |c| c.subsystem_vendor_id.into()),
             ("ieee", 73, 3, |c| c.ieee_oui.into()),
@@ -597,8 +598,7 @@ mod tests {
     #[test]
     fn identify_namespace_offsets_field_by_field() {
         // NVM Command Set Specification 1.0, figure 97.
-        type Get = fn(&IdentifyNamespace) -> u128;
-        let fields: &[(&str, usize, usize, Get)] = &[
+        let fields: &[Field<IdentifyNamespace>] = &[
             ("nsze", 0, 8, |n| n.size_blocks.into()),
             ("ncap", 8, 8, |n| n.capacity_blocks.into()),
             ("nuse", 16, 8, |n| n.used_blocks.into()),
