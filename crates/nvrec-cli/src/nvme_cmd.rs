@@ -17,7 +17,17 @@ pub struct DevicesArgs {
     quick: bool,
 }
 
+/// Exit status of `nvrec health`: 0 for an NVMe drive with no critical warning bit set; 1 for
+/// a critical warning, or a device that is not NVMe (its sysfs facts are still printed, but
+/// there is no health to judge, so a script does not mistake it for a healthy drive); 2 for a
+/// path that does not exist or is not a device node.
+const HEALTH_EXIT_HELP: &str =
+    "Exit status: 0 an NVMe drive with no critical warning; 1 a critical warning \
+is set, or the device is not NVMe (what sysfs knows is still shown); 2 the path does not exist \
+or is not a device.";
+
 #[derive(Args, Debug)]
+#[command(after_help = HEALTH_EXIT_HELP)]
 pub struct HealthArgs {
     /// An NVMe namespace (/dev/nvme0n1) or controller (/dev/nvme0).
     device: PathBuf,
@@ -290,6 +300,10 @@ fn other_device_facts(path: &Path) -> OtherFacts {
         let name = name.as_str();
         if name.starts_with("vd") {
             "virtio".to_string()
+        } else if name.starts_with("zram") {
+            "zram".to_string()
+        } else if name.starts_with("mmcblk") {
+            "MMC/SD".to_string()
         } else if name.starts_with("loop") {
             "loop".to_string()
         } else if name.starts_with("sd") {

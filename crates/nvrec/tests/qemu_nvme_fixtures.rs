@@ -93,6 +93,42 @@ fn identify_controller_matches_nvme_cli() {
     );
     assert_eq!(ours.namespace_count as u64, number(&theirs["nn"]));
     assert_eq!(ours.mdts as u64, number(&theirs["mdts"]));
+    assert_eq!(ours.subsystem_vendor_id as u64, number(&theirs["ssvid"]));
+    assert_eq!(ours.ieee_oui as u64, number(&theirs["ieee"]));
+    let version = number(&theirs["ver"]);
+    assert_eq!(
+        ours.version,
+        format!(
+            "{}.{}.{}",
+            version >> 16,
+            (version >> 8) & 0xff,
+            version & 0xff
+        )
+    );
+    assert_eq!(
+        ours.host_memory_buffer_preferred_bytes,
+        number(&theirs["hmpre"]) * 4096
+    );
+    assert_eq!(
+        ours.host_memory_buffer_min_bytes,
+        number(&theirs["hmmin"]) * 4096
+    );
+    assert_eq!(
+        ours.thermal_management_min_kelvin as u64,
+        number(&theirs["mntmt"])
+    );
+    assert_eq!(
+        ours.thermal_management_max_kelvin as u64,
+        number(&theirs["mxtmt"])
+    );
+    assert_eq!(
+        ours.total_capacity_bytes,
+        number(&theirs["tnvmcap"]) as u128
+    );
+    assert_eq!(
+        ours.unallocated_capacity_bytes,
+        number(&theirs["unvmcap"]) as u128
+    );
     assert_eq!(
         ours.subsystem_nqn,
         theirs["subnqn"].as_str().unwrap().trim()
@@ -151,6 +187,10 @@ fn the_captured_sysfs_tree_is_found() {
     );
     assert_eq!(controller.transport.as_deref(), Some("pcie"));
     assert!(controller.temperature_celsius.is_some());
+    // QEMU's function reports its link as "Unknown", width 0 of 255: read as it is.
+    let link = controller.pcie_link.as_ref().expect("the PCIe link files");
+    assert_eq!(link.current_speed, "Unknown");
+    assert_eq!((link.current_width, link.max_width), (0, 255));
     assert_eq!(controller.namespaces.len(), 1);
     let namespace = &controller.namespaces[0];
     let ns = json("id-ns.json");

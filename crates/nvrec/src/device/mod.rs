@@ -38,7 +38,9 @@ use std::path::{Path, PathBuf};
 pub use safety::{usage, Usage};
 pub use signature::{detect_signature, Signature, SignatureKind, SIGNATURE_PROBE_BYTES};
 
-use sysfs::{DevNum, Sysfs};
+use sysfs::DevNum;
+/// The sysfs reader, shared with `nvme::discover`.
+pub(crate) use sysfs::{read_trimmed, Sysfs};
 
 /// What kind of object a target is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -203,8 +203,9 @@ impl Sysfs {
     /// The PCIe link of the function an NVMe namespace's `device` link leads to: the
     /// nearest ancestor directory that has `current_link_speed`. A namespace of a
     /// multipath subsystem links to the subsystem, which is not on the PCI bus; then the
-    /// first controller listed in it (`nvme0`, ...) is followed instead.
-    fn pcie_link(&self, device_link: &Path) -> Option<PcieLink> {
+    /// first controller listed in it (`nvme0`, ...) is followed instead. The `device` link
+    /// of an NVMe controller (`/sys/class/nvme/nvme0/device`) works the same way.
+    pub(crate) fn pcie_link(&self, device_link: &Path) -> Option<PcieLink> {
         let start = device_link.canonicalize().ok()?;
         if let Some(link) = self.pcie_link_above(&start) {
             return Some(link);

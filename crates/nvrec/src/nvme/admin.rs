@@ -1,6 +1,10 @@
 //! The NVMe admin passthrough ioctl (`NVME_IOCTL_ADMIN_CMD`, linux/nvme_ioctl.h): Identify and
 //! Get Log Page, issued on a controller (`/dev/nvme0`) or a namespace (`/dev/nvme0n1`) opened
 //! read-only. The kernel needs CAP_SYS_ADMIN for it.
+//!
+//! What it deliberately does not do: decode what comes back (that is [`super::page`], pure and
+//! fuzzed), open anything for writing, or send any command but these two reads. I/O commands
+//! (`NVME_IOCTL_IO_CMD`) and the io_uring passthrough are not used: the data path is `engine`'s.
 
 use std::fs::File;
 use std::io;

@@ -5,7 +5,7 @@
 
 use super::admin::{Admin, CNS_NAMESPACE};
 use super::page::{decode_identify_namespace, LbaFormat};
-use crate::device::{self, PcieLink};
+use crate::device::{self, read_trimmed, PcieLink, Sysfs};
 use std::path::{Path, PathBuf};
 
 /// Which probes beyond sysfs to run.
@@ -66,12 +66,6 @@ pub struct Inventory {
     pub block_devices: Vec<BlockDevice>,
 }
 
-fn read(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.to_string())
-}
-
 fn sorted_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|entries| {
@@ -95,18 +89,6 @@ fn sorted_names(dir: &Path) -> Vec<String> {
     names
 }
 
-/// The PCIe link of the function a controller's `device` link leads to.
-fn pcie_link(function_dir: &Path) -> Option<PcieLink> {
-    Some(PcieLink {
-        current_speed: read(&function_dir.join("current_link_speed"))?,
-        current_width: read(&function_dir.join("current_link_width"))?
-            .parse()
-            .ok()?,
-        max_speed: read(&function_dir.join("max_link_speed"))?,
-        max_width: read(&function_dir.join("max_link_width"))?.parse().ok()?,
-    })
-}
-
 /// The first hwmon temperature under a controller (millidegrees in sysfs).
 fn hwmon_temperature(controller_dir: &Path) -> Option<f64> {
     let entries = std::fs::read_dir(controller_dir).ok()?;
@@ -123,7 +105,7 @@ fn hwmon_temperature(controller_dir: &Path) -> Option<f64> {
     }
     hwmons.sort();
     hwmons.iter().find_map(|dir| {
-        read(&dir.join("temp1_input"))?
+        read_trimmed(&dir.join("temp1_input"))?
             .parse::<f64>()
             .ok()
             .map(|milli| milli / 1000.0)
@@ -132,10 +114,10 @@ fn hwmon_temperature(controller_dir: &Path) -> Option<f64> {
 
 fn block_facts(sys_block: &Path, name: &str) -> (u64, u32) {
     let dir = sys_block.join(name);
-    let sectors: u64 = read(&dir.join("size"))
+    let sectors: u64 = read_trimmed(&dir.join("size"))
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let logical_block_bytes = read(&dir.join("queue/logical_block_size"))
+    let logical_block_bytes = read_trimmed(&dir.join("queue/logical_block_size"))
         .and_then(|s| s.parse().ok())
         .unwrap_or(512);
     // sysfs counts 512-byte sectors whatever the logical block size.
@@ -147,6 +129,7 @@ fn block_facts(sys_block: &Path, name: &str) -> (u64, u32) {
 pub fn inventory(sysfs_root: &Path, probes: Probes) -> Inventory {
     let sys_block = sysfs_root.join("block");
     let class_nvme = sysfs_root.join("class/nvme");
+    let sysfs = Sysfs::at(sysfs_root);
     let usage = |path: &Path| probes.usage.then(|| device::usage(path));
     let mut controllers = Vec::new();
     let mut namespace_names = Vec::new();
@@ -173,7 +156,7 @@ pub fn inventory(sysfs_root: &Path, probes: Probes) -> Inventory {
             let (capacity_bytes, logical_block_bytes) = block_facts(&sys_block, &block_name);
             let path = PathBuf::from("/dev").join(&block_name);
             let lba_formats = if probes.identify {
-                let nsid: u32 = read(&sys_block.join(&block_name).join("nsid"))
+                let nsid: u32 = read_trimmed(&sys_block.join(&block_name).join("nsid"))
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(1);
                 Admin::open(&path)
@@ -197,19 +180,20 @@ pub fn inventory(sysfs_root: &Path, probes: Probes) -> Inventory {
         }
         controllers.push(Controller {
             path: PathBuf::from("/dev").join(&name),
-            model: read(&dir.join("model")),
-            serial: read(&dir.join("serial")),
-            firmware: read(&dir.join("firmware_rev")),
-            transport: read(&dir.join("transport")),
-            address: read(&dir.join("address")),
-            numa_node: read(&dir.join("numa_node"))
+            model: read_trimmed(&dir.join("model")),
+            serial: read_trimmed(&dir.join("serial")),
+            firmware: read_trimmed(&dir.join("firmware_rev")),
+            transport: read_trimmed(&dir.join("transport")),
+            address: read_trimmed(&dir.join("address")),
+            numa_node: read_trimmed(&dir.join("numa_node"))
                 .or_else(|| {
                     function_dir
                         .as_ref()
-                        .and_then(|f| read(&f.join("numa_node")))
+                        .and_then(|f| read_trimmed(&f.join("numa_node")))
                 })
                 .and_then(|s| s.parse().ok()),
-            pcie_link: function_dir.as_deref().and_then(pcie_link),
+            // The nearest ancestor of the PCI function with link files, as for namespaces.
+            pcie_link: sysfs.pcie_link(&dir.join("device")),
             temperature_celsius: hwmon_temperature(&dir),
             namespaces,
             name,
@@ -221,17 +205,17 @@ pub fn inventory(sysfs_root: &Path, probes: Probes) -> Inventory {
             continue;
         }
         let dir = sys_block.join(&name);
-        let backing_file = read(&dir.join("loop/backing_file"));
+        let backing_file = read_trimmed(&dir.join("loop/backing_file"));
         if name.starts_with("loop") && backing_file.is_none() {
             continue; // an unused loop device
         }
         let (capacity_bytes, logical_block_bytes) = block_facts(&sys_block, &name);
         let path = PathBuf::from("/dev").join(&name);
         block_devices.push(BlockDevice {
-            model: read(&dir.join("device/model")),
+            model: read_trimmed(&dir.join("device/model")),
             backing_file,
-            rotational: read(&dir.join("queue/rotational")).map(|s| s == "1"),
-            removable: read(&dir.join("removable")).map(|s| s == "1"),
+            rotational: read_trimmed(&dir.join("queue/rotational")).map(|s| s == "1"),
+            removable: read_trimmed(&dir.join("removable")).map(|s| s == "1"),
             usage: usage(&path),
             path,
             capacity_bytes,
@@ -292,6 +276,11 @@ mod tests {
         tree.write(&format!("{pci}/max_link_speed"), "16.0 GT/s PCIe");
         tree.write(&format!("{pci}/max_link_width"), "4");
         tree.write(&format!("{pci}/numa_node"), "1");
+        // The root port above the function has link files too: the function's own must win.
+        tree.write("devices/pci0000:00/current_link_speed", "2.5 GT/s PCIe");
+        tree.write("devices/pci0000:00/current_link_width", "1");
+        tree.write("devices/pci0000:00/max_link_speed", "2.5 GT/s PCIe");
+        tree.write("devices/pci0000:00/max_link_width", "1");
         let controller = format!("{pci}/nvme/nvme0");
         for (file, text) in [
             ("model", "QEMU NVMe Ctrl"),
@@ -323,6 +312,12 @@ mod tests {
             "/dev/shm/x.img",
         );
         tree.link("block/loop1", "../devices/virtual/block/loop1");
+        tree.write("devices/virtual/block/zram0/size", "16384");
+        tree.write(
+            "devices/virtual/block/zram0/queue/logical_block_size",
+            "4096",
+        );
+        tree.link("block/zram0", "../devices/virtual/block/zram0");
         tree.write("devices/virtual/block/ram0/size", "8192");
         tree.link("block/ram0", "../devices/virtual/block/ram0");
 
@@ -341,6 +336,7 @@ mod tests {
         assert_eq!(nvme.temperature_celsius, Some(49.85));
         let link = nvme.pcie_link.as_ref().unwrap();
         assert_eq!((link.current_width, link.max_width), (2, 4));
+        assert_eq!(link.current_speed, "8.0 GT/s PCIe");
         assert_eq!(link.max_speed, "16.0 GT/s PCIe");
         assert_eq!(nvme.namespaces.len(), 1);
         assert_eq!(nvme.namespaces[0].capacity_bytes, 1 << 30);
@@ -349,7 +345,8 @@ mod tests {
             .iter()
             .map(|d| d.name.as_str())
             .collect();
-        assert_eq!(names, ["loop1", "vda"]);
+        assert_eq!(names, ["loop1", "vda", "zram0"]);
+        assert_eq!(found.block_devices[2].logical_block_bytes, 4096);
         assert_eq!(found.block_devices[1].capacity_bytes, 20 << 30);
         assert_eq!(
             found.block_devices[0].backing_file.as_deref(),

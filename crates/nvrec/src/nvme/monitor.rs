@@ -145,7 +145,7 @@ struct Sampled {
     first: Option<SmartLog>,
     last: Option<SmartLog>,
     media_first: Option<u64>,
-    over_warning: bool,
+    state: EventState,
 }
 
 /// What the sampling thread hands back: each drive's telemetry, the events kept, the count of
@@ -241,7 +241,7 @@ fn open_sampled(path: &Path) -> Result<Sampled, String> {
         first: None,
         last: None,
         media_first,
-        over_warning: false,
+        state: EventState::default(),
     })
 }
 
@@ -269,7 +269,12 @@ fn sample_loop(
                     }
                 }
             }
+            // After a slow sample, the next one comes an interval later, not in a burst.
             next += interval;
+            let now = Instant::now();
+            if next < now {
+                next = now + interval;
+            }
         }
         if stopping {
             break;
@@ -278,6 +283,70 @@ fn sample_loop(
     }
     let devices = sampled.into_iter().map(summarize).collect();
     (devices, events, dropped)
+}
+
+/// Whether a drive was over its warning temperature, and throttling, at the last sample: what
+/// [`detect_events`] needs to report the start of a condition once rather than every sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct EventState {
+    over_warning: bool,
+    throttling: bool,
+}
+
+/// The events `current` shows after `previous` (`None` for the first sample) on a drive whose
+/// warning composite temperature is `warning_kelvin` (0 = not reported), updating `state`.
+///
+/// - Started throttling: a thermal-management transition count grew (a new entry into
+///   throttling, reported every time), or a thermal-management time grew after a sample
+///   interval in which it did not (a throttling episode that began without a counted
+///   transition, reported once per episode rather than every interval it lasts).
+/// - Crossed warning temperature: composite >= WCTEMP now, and not at the last sample.
+/// - Critical warning: bits set that were not set at the last sample (any set bit on the first
+///   sample); the event names every bit set now.
+fn detect_events(
+    device: &str,
+    t_s: f64,
+    previous: Option<&SmartLog>,
+    current: &SmartLog,
+    warning_kelvin: u16,
+    state: &mut EventState,
+) -> Vec<HealthEvent> {
+    let temperature = kelvin_to_celsius(current.composite_temperature_kelvin);
+    let mut events = Vec::new();
+    let (new_transitions, time_grew, new_warnings) = match previous {
+        Some(last) => (
+            current.throttle_transitions() > last.throttle_transitions(),
+            current.throttled_seconds() > last.throttled_seconds(),
+            current.critical_warning & !last.critical_warning,
+        ),
+        None => (false, false, current.critical_warning),
+    };
+    if new_transitions || (time_grew && !state.throttling) {
+        events.push(HealthEvent::StartedThrottling {
+            device: device.to_string(),
+            t_s,
+            temperature_celsius: temperature,
+        });
+    }
+    state.throttling = new_transitions || time_grew;
+    if new_warnings != 0 {
+        events.push(HealthEvent::CriticalWarning {
+            device: device.to_string(),
+            t_s,
+            warnings: current.critical_warning_names(),
+        });
+    }
+    let over = warning_kelvin != 0 && current.composite_temperature_kelvin >= warning_kelvin;
+    if over && !state.over_warning {
+        events.push(HealthEvent::CrossedWarningTemperature {
+            device: device.to_string(),
+            t_s,
+            temperature_celsius: temperature,
+            warning_celsius: kelvin_to_celsius(warning_kelvin),
+        });
+    }
+    state.over_warning = over;
+    events
 }
 
 /// Takes one sample and returns the events it shows.
@@ -289,45 +358,14 @@ fn sample_once(device: &mut Sampled, t_s: f64) -> Vec<HealthEvent> {
             return Vec::new();
         }
     };
-    let name = device.telemetry.device.clone();
-    let temperature = kelvin_to_celsius(log.composite_temperature_kelvin);
-    let mut events = Vec::new();
-    if let Some(last) = &device.last {
-        if log.throttle_transitions() > last.throttle_transitions()
-            || log.throttled_seconds() > last.throttled_seconds()
-        {
-            events.push(HealthEvent::StartedThrottling {
-                device: name.clone(),
-                t_s,
-                temperature_celsius: temperature,
-            });
-        }
-        let new_warnings = log.critical_warning & !last.critical_warning;
-        if new_warnings != 0 {
-            events.push(HealthEvent::CriticalWarning {
-                device: name.clone(),
-                t_s,
-                warnings: log.critical_warning_names(),
-            });
-        }
-    } else if log.critical_warning != 0 {
-        events.push(HealthEvent::CriticalWarning {
-            device: name.clone(),
-            t_s,
-            warnings: log.critical_warning_names(),
-        });
-    }
-    let over =
-        device.warning_kelvin != 0 && log.composite_temperature_kelvin >= device.warning_kelvin;
-    if over && !device.over_warning {
-        events.push(HealthEvent::CrossedWarningTemperature {
-            device: name,
-            t_s,
-            temperature_celsius: temperature,
-            warning_celsius: kelvin_to_celsius(device.warning_kelvin),
-        });
-    }
-    device.over_warning = over;
+    let events = detect_events(
+        &device.telemetry.device,
+        t_s,
+        device.last.as_ref(),
+        &log,
+        device.warning_kelvin,
+        &mut device.state,
+    );
     device.telemetry.samples.push(HealthSample::new(t_s, &log));
     if device.first.is_none() {
         device.first = Some(log.clone());
@@ -336,43 +374,67 @@ fn sample_once(device: &mut Sampled, t_s: f64) -> Vec<HealthEvent> {
     events
 }
 
-fn summarize(mut device: Sampled) -> DeviceTelemetry {
-    let telemetry = &mut device.telemetry;
+/// Note for a run whose drive does not expose media writes.
+const MEDIA_WRITES_NOT_EXPOSED: &str =
+    "not exposed: the drive has no OCP extended SMART log (media writes)";
+
+/// Fills the summary fields of `telemetry` from its samples, the first and last SMART logs,
+/// and the media bytes written (OCP log) at the start and the end.
+fn summarize_into(
+    telemetry: &mut DeviceTelemetry,
+    first: Option<&SmartLog>,
+    last: Option<&SmartLog>,
+    media_first: Option<u64>,
+    media_last: Option<u64>,
+) {
     let temperatures = telemetry
         .samples
         .iter()
         .map(|sample| sample.composite_temperature_celsius);
     telemetry.temperature_min_celsius = temperatures.clone().reduce(f64::min);
     telemetry.temperature_max_celsius = temperatures.reduce(f64::max);
-    if let (Some(first), Some(last)) = (&device.first, &device.last) {
-        telemetry.throttled_seconds = last
-            .throttled_seconds()
-            .saturating_sub(first.throttled_seconds());
-        telemetry.throttle_transitions = last
-            .throttle_transitions()
-            .saturating_sub(first.throttle_transitions());
-        let host = last
-            .data_written_bytes()
-            .saturating_sub(first.data_written_bytes());
-        telemetry.host_written_bytes = u64::try_from(host).unwrap_or(u64::MAX);
-        let media_last = physical_media_written(&device.admin);
-        match (device.media_first, media_last) {
-            (Some(media_first), Some(media_last)) if host > 0 => {
-                telemetry.write_amplification =
-                    Some(media_last.saturating_sub(media_first) as f64 / host as f64);
-            }
-            (Some(_), Some(_)) => {
-                telemetry.write_amplification_note =
-                    Some("the host wrote less than one data unit".to_string());
-            }
-            _ => {
-                telemetry.write_amplification_note = Some(
-                    "the drive does not expose media writes (no OCP extended SMART log)"
-                        .to_string(),
-                );
-            }
+    let (Some(first), Some(last)) = (first, last) else {
+        telemetry.write_amplification_note = Some("no sample was taken".to_string());
+        return;
+    };
+    telemetry.throttled_seconds = last
+        .throttled_seconds()
+        .saturating_sub(first.throttled_seconds());
+    telemetry.throttle_transitions = last
+        .throttle_transitions()
+        .saturating_sub(first.throttle_transitions());
+    let host = last
+        .data_written_bytes()
+        .saturating_sub(first.data_written_bytes());
+    telemetry.host_written_bytes = u64::try_from(host).unwrap_or(u64::MAX);
+    match (media_first, media_last) {
+        (Some(media_first), Some(media_last)) if host > 0 => {
+            telemetry.write_amplification =
+                Some(media_last.saturating_sub(media_first) as f64 / host as f64);
+        }
+        (Some(_), Some(_)) => {
+            telemetry.write_amplification_note =
+                Some("the host wrote less than one data unit".to_string());
+        }
+        _ => {
+            telemetry.write_amplification_note = Some(MEDIA_WRITES_NOT_EXPOSED.to_string());
         }
     }
+}
+
+fn summarize(mut device: Sampled) -> DeviceTelemetry {
+    let media_last = if device.last.is_some() {
+        physical_media_written(&device.admin)
+    } else {
+        None
+    };
+    summarize_into(
+        &mut device.telemetry,
+        device.first.as_ref(),
+        device.last.as_ref(),
+        device.media_first,
+        media_last,
+    );
     device.telemetry
 }
 
@@ -392,6 +454,151 @@ mod tests {
         assert!(telemetry.devices.is_empty());
         assert_eq!(telemetry.not_sampled.len(), 2);
         assert!(telemetry.not_sampled[0].1.contains("not an NVMe device"));
+    }
+
+    /// A SMART log with the fields the monitor watches.
+    fn log(kelvin: u16, transitions: [u32; 2], throttle_s: [u32; 2], warning: u8) -> SmartLog {
+        let zeros = [0u8; crate::nvme::page::SMART_LOG_BYTES];
+        let log = crate::nvme::page::decode_smart_log(&zeros).unwrap();
+        SmartLog {
+            critical_warning: warning,
+            composite_temperature_kelvin: kelvin,
+            thermal_transition_count: transitions,
+            thermal_time_seconds: throttle_s,
+            ..log
+        }
+    }
+
+    fn names(events: &[HealthEvent]) -> Vec<&'static str> {
+        events
+            .iter()
+            .map(|event| match event {
+                HealthEvent::StartedThrottling { .. } => "throttling",
+                HealthEvent::CrossedWarningTemperature { .. } => "warning",
+                HealthEvent::CriticalWarning { .. } => "critical",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn events_mark_the_start_of_each_condition() {
+        // (composite K, transitions, throttle seconds, critical warning, events expected)
+        type Step = (u16, [u32; 2], [u32; 2], u8, &'static [&'static str]);
+        let steps: [Step; 9] = [
+            (330, [0, 0], [0, 0], 0, &[]),
+            (340, [0, 0], [0, 0], 0, &[]),
+            (343, [0, 0], [0, 0], 0, &["warning"]), // reaches WCTEMP 343 K
+            (345, [1, 0], [3, 0], 0, &["throttling"]), // a new transition
+            (346, [1, 0], [8, 0], 0, &[]),          // the same episode goes on
+            (342, [1, 0], [8, 0], 0, &[]),          // cools below WCTEMP, stops
+            (344, [1, 0], [9, 0], 0, &["throttling", "warning"]), // time grows again
+            (344, [1, 1], [9, 4], 0b10, &["throttling", "critical"]), // heavier throttling
+            (344, [1, 1], [9, 4], 0b110, &["critical"]), // one more bit
+        ];
+        let mut state = EventState::default();
+        let mut previous: Option<SmartLog> = None;
+        for (index, (kelvin, transitions, seconds, warning, expected)) in steps.iter().enumerate() {
+            let current = log(*kelvin, *transitions, *seconds, *warning);
+            let events = detect_events(
+                "/dev/nvme0n1",
+                index as f64,
+                previous.as_ref(),
+                &current,
+                343,
+                &mut state,
+            );
+            assert_eq!(names(&events), *expected, "step {index}");
+            previous = Some(current);
+        }
+    }
+
+    #[test]
+    fn a_warning_already_set_is_reported_on_the_first_sample() {
+        let mut state = EventState::default();
+        let events = detect_events("d", 0.0, None, &log(300, [5, 0], [60, 0], 1), 0, &mut state);
+        match &events[..] {
+            [HealthEvent::CriticalWarning { warnings, .. }] => {
+                assert_eq!(warnings, &["available_spare"])
+            }
+            other => panic!("{other:?}"),
+        }
+        // No threshold reported (0): never "crossed".
+        let events = detect_events("d", 1.0, None, &log(400, [0, 0], [0, 0], 0), 0, &mut state);
+        assert!(events.is_empty(), "{events:?}");
+    }
+
+    fn telemetry_with(temperatures_kelvin: &[u16]) -> DeviceTelemetry {
+        DeviceTelemetry {
+            device: "/dev/nvme0n1".to_string(),
+            model: String::new(),
+            serial: String::new(),
+            warning_temperature_celsius: None,
+            samples: temperatures_kelvin
+                .iter()
+                .enumerate()
+                .map(|(index, kelvin)| {
+                    HealthSample::new(index as f64, &log(*kelvin, [0, 0], [0, 0], 0))
+                })
+                .collect(),
+            failed_sample_count: 0,
+            temperature_min_celsius: None,
+            temperature_max_celsius: None,
+            throttled_seconds: 0,
+            throttle_transitions: 0,
+            host_written_bytes: 0,
+            write_amplification: None,
+            write_amplification_note: None,
+        }
+    }
+
+    #[test]
+    fn the_summary_takes_deltas_over_the_run() {
+        let mut first = log(320, [2, 0], [100, 5], 0);
+        first.data_units_written = 1_000;
+        let mut last = log(350, [4, 1], [130, 7], 0);
+        last.data_units_written = 3_000;
+        let mut telemetry = telemetry_with(&[320, 350, 335]);
+        summarize_into(
+            &mut telemetry,
+            Some(&first),
+            Some(&last),
+            Some(1 << 30),
+            Some((1 << 30) + 2_048_000_000),
+        );
+        assert!((telemetry.temperature_min_celsius.unwrap() - 46.85).abs() < 1e-9);
+        assert!((telemetry.temperature_max_celsius.unwrap() - 76.85).abs() < 1e-9);
+        assert_eq!(telemetry.throttled_seconds, 32);
+        assert_eq!(telemetry.throttle_transitions, 3);
+        assert_eq!(telemetry.host_written_bytes, 2_000 * 512_000);
+        assert_eq!(telemetry.write_amplification, Some(2.0));
+        assert_eq!(telemetry.write_amplification_note, None);
+
+        let mut telemetry = telemetry_with(&[320]);
+        summarize_into(&mut telemetry, Some(&first), Some(&last), None, None);
+        assert_eq!(telemetry.write_amplification, None);
+        assert!(telemetry
+            .write_amplification_note
+            .as_deref()
+            .unwrap()
+            .starts_with("not exposed"));
+
+        let mut telemetry = telemetry_with(&[]);
+        summarize_into(&mut telemetry, None, None, None, None);
+        assert_eq!(telemetry.temperature_min_celsius, None);
+        assert_eq!(telemetry.host_written_bytes, 0);
+    }
+
+    #[test]
+    fn counters_that_go_backwards_do_not_underflow() {
+        // A drive reset between samples (or a counter wrap) must not panic the summary.
+        let first = log(320, [9, 9], [900, 900], 0);
+        let last = log(320, [0, 0], [0, 0], 0);
+        let mut telemetry = telemetry_with(&[320]);
+        summarize_into(&mut telemetry, Some(&first), Some(&last), Some(10), Some(5));
+        assert_eq!(
+            (telemetry.throttled_seconds, telemetry.throttle_transitions),
+            (0, 0)
+        );
     }
 
     #[test]

@@ -76,6 +76,10 @@ pub struct IdentifyController {
     /// Host-controlled thermal management limits (Kelvin; 0 = not supported).
     pub thermal_management_min_kelvin: u16,
     pub thermal_management_max_kelvin: u16,
+    /// Host Memory Buffer the controller would like and the least it can use (HMPRE, HMMIN,
+    /// 4 KiB units on the wire; 0 = no host memory buffer wanted).
+    pub host_memory_buffer_preferred_bytes: u64,
+    pub host_memory_buffer_min_bytes: u64,
     pub total_capacity_bytes: u128,
     pub unallocated_capacity_bytes: u128,
     pub namespace_count: u32,
@@ -106,6 +110,8 @@ pub fn decode_identify_controller(bytes: &[u8]) -> Result<IdentifyController, De
         },
         warning_temperature_kelvin: u16_at(bytes, 266),
         critical_temperature_kelvin: u16_at(bytes, 268),
+        host_memory_buffer_preferred_bytes: u64::from(u32_at(bytes, 272)) * 4096,
+        host_memory_buffer_min_bytes: u64::from(u32_at(bytes, 276)) * 4096,
         total_capacity_bytes: u128_at(bytes, 280),
         unallocated_capacity_bytes: u128_at(bytes, 296),
         thermal_management_min_kelvin: u16_at(bytes, 324),
@@ -463,6 +469,168 @@ mod tests {
         let ns = decode_identify_namespace(&page).unwrap();
         assert_eq!(ns.formats.len(), 64);
         assert_eq!(ns.format_in_use, 0x23);
+    }
+
+    /// A field: its name, offset and width in bytes, and how to read it from the decoded value.
+    type Field<T> = (&'static str, usize, usize, fn(&T) -> u128);
+
+    /// Every field with its offset and width: set alone to a distinct value, it must come out
+    /// of its own field and no other (catches wrong and overlapping offsets).
+    fn field_by_field<T>(
+        page_bytes: usize,
+        decode: fn(&[u8]) -> Result<T, DecodeError>,
+        fields: &[Field<T>],
+    ) {
+        for (name, offset, width, _) in fields {
+            let mut page = vec![0u8; page_bytes];
+            // Bytes 0x11, 0x12, ... so byte order and width both show.
+            let value: Vec<u8> = (0..*width).map(|i| 0x11 + i as u8).collect();
+            put(&mut page, *offset, &value);
+            let mut expected = [0u8; 16];
+            expected[..*width].copy_from_slice(&value);
+            let expected = u128::from_le_bytes(expected);
+            let decoded = decode(&page).unwrap();
+            for (other, _, _, get) in fields {
+                let want = if other == name { expected } else { 0 };
+                assert_eq!(get(&decoded), want, "{other} with only {name} set");
+            }
+        }
+    }
+
+    #[test]
+    fn smart_log_offsets_field_by_field() {
+        // NVM Express Base Specification 2.0, figure 207.
+        let fields: &[Field<SmartLog>] = &[
+            ("critical_warning", 0, 1, |l| l.critical_warning.into()),
+            ("composite_temperature", 1, 2, |l| {
+                l.composite_temperature_kelvin.into()
+            }),
+            ("available_spare", 3, 1, |l| {
+                l.available_spare_percent.into()
+            }),
+            ("available_spare_threshold", 4, 1, |l| {
+                l.available_spare_threshold_percent.into()
+            }),
+            ("percentage_used", 5, 1, |l| l.percentage_used.into()),
+            ("endurance_group_warning", 6, 1, |l| {
+                l.endurance_group_warning_summary.into()
+            }),
+            ("data_units_read", 32, 16, |l| l.data_units_read),
+            ("data_units_written", 48, 16, |l| l.data_units_written),
+            ("host_read_commands", 64, 16, |l| l.host_read_commands),
+            ("host_write_commands", 80, 16, |l| l.host_write_commands),
+            ("controller_busy_time", 96, 16, |l| {
+                l.controller_busy_time_minutes
+            }),
+            ("power_cycles", 112, 16, |l| l.power_cycles),
+            ("power_on_hours", 128, 16, |l| l.power_on_hours),
+            ("unsafe_shutdowns", 144, 16, |l| l.unsafe_shutdowns),
+            ("media_errors", 160, 16, |l| l.media_errors),
+            ("error_log_entries", 176, 16, |l| l.error_log_entries),
+            ("warning_temperature_time", 192, 4, |l| {
+                l.warning_temperature_time_minutes.into()
+            }),
+            ("critical_temperature_time", 196, 4, |l| {
+                l.critical_temperature_time_minutes.into()
+            }),
+            ("sensor_1", 200, 2, |l| {
+                l.temperature_sensors_kelvin[0].into()
+            }),
+            ("sensor_2", 202, 2, |l| {
+                l.temperature_sensors_kelvin[1].into()
+            }),
+            ("sensor_3", 204, 2, |l| {
+                l.temperature_sensors_kelvin[2].into()
+            }),
+            ("sensor_4", 206, 2, |l| {
+                l.temperature_sensors_kelvin[3].into()
+            }),
+            ("sensor_5", 208, 2, |l| {
+                l.temperature_sensors_kelvin[4].into()
+            }),
+            ("sensor_6", 210, 2, |l| {
+                l.temperature_sensors_kelvin[5].into()
+            }),
+            ("sensor_7", 212, 2, |l| {
+                l.temperature_sensors_kelvin[6].into()
+            }),
+            ("sensor_8", 214, 2, |l| {
+                l.temperature_sensors_kelvin[7].into()
+            }),
+            ("tmt1_transitions", 216, 4, |l| {
+                l.thermal_transition_count[0].into()
+            }),
+            ("tmt2_transitions", 220, 4, |l| {
+                l.thermal_transition_count[1].into()
+            }),
+            ("tmt1_time", 224, 4, |l| l.thermal_time_seconds[0].into()),
+            ("tmt2_time", 228, 4, |l| l.thermal_time_seconds[1].into()),
+        ];
+        field_by_field(SMART_LOG_BYTES, decode_smart_log, fields);
+    }
+
+    #[test]
+    fn identify_controller_offsets_field_by_field() {
+        // NVM Express Base Specification 2.0, figure 275.
+        let fields: &[Field<IdentifyController>] = &[
+            ("vid", 0, 2, |c| c.vendor_id.into()),
+            ("ssvid", 2, 2, |c| c.subsystem_vendor_id.into()),
+            ("ieee", 73, 3, |c| c.ieee_oui.into()),
+            ("mdts", 77, 1, |c| c.mdts.into()),
+            ("cntlid", 78, 2, |c| c.controller_id.into()),
+            ("wctemp", 266, 2, |c| c.warning_temperature_kelvin.into()),
+            ("cctemp", 268, 2, |c| c.critical_temperature_kelvin.into()),
+            ("hmpre", 272, 4, |c| {
+                (c.host_memory_buffer_preferred_bytes / 4096).into()
+            }),
+            ("hmmin", 276, 4, |c| {
+                (c.host_memory_buffer_min_bytes / 4096).into()
+            }),
+            ("tnvmcap", 280, 16, |c| c.total_capacity_bytes),
+            ("unvmcap", 296, 16, |c| c.unallocated_capacity_bytes),
+            ("mntmt", 324, 2, |c| c.thermal_management_min_kelvin.into()),
+            ("mxtmt", 326, 2, |c| c.thermal_management_max_kelvin.into()),
+            ("nn", 516, 4, |c| c.namespace_count.into()),
+        ];
+        field_by_field(IDENTIFY_BYTES, decode_identify_controller, fields);
+    }
+
+    #[test]
+    fn identify_namespace_offsets_field_by_field() {
+        // NVM Command Set Specification 1.0, figure 97.
+        let fields: &[Field<IdentifyNamespace>] = &[
+            ("nsze", 0, 8, |n| n.size_blocks.into()),
+            ("ncap", 8, 8, |n| n.capacity_blocks.into()),
+            ("nuse", 16, 8, |n| n.used_blocks.into()),
+        ];
+        field_by_field(IDENTIFY_BYTES, decode_identify_namespace, fields);
+    }
+
+    #[test]
+    fn lba_format_descriptors_decode_each_part() {
+        // (descriptor: RP bits 25:24, LBADS bits 23:16, MS bits 15:0) -> (data, metadata, rp)
+        let cases: [(u32, (u32, u16, u8)); 5] = [
+            (9 << 16, (512, 0, 0)),
+            ((12 << 16) | 8, (4096, 8, 0)),
+            ((3 << 24) | (12 << 16) | 64, (4096, 64, 3)),
+            (0xfc00_0000 | (9 << 16), (512, 0, 0)), // reserved bits 31:26 ignored
+            (8 << 16, (0, 0, 0)),                   // below 512 bytes: not a valid format
+        ];
+        for (descriptor, (data, metadata, performance)) in cases {
+            let mut page = vec![0u8; IDENTIFY_BYTES];
+            put(&mut page, 128, &descriptor.to_le_bytes());
+            let format = decode_identify_namespace(&page).unwrap().formats[0];
+            assert_eq!(
+                (
+                    format.data_bytes,
+                    format.metadata_bytes,
+                    format.relative_performance
+                ),
+                (data, metadata, performance),
+                "descriptor {descriptor:#x}"
+            );
+            assert!(format.in_use);
+        }
     }
 
     #[test]
