@@ -15,7 +15,7 @@ mod svg;
 
 pub use svg::{render_chart, Scale};
 
-/// One page.
+/// One page: a title, a table of facts about the run, then sections in order.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     pub title: String,
@@ -25,6 +25,7 @@ pub struct Report {
     pub sections: Vec<Section>,
 }
 
+/// A heading followed by its paragraphs, then its charts, then its tables.
 #[derive(Debug, Clone, Default)]
 pub struct Section {
     pub heading: String,
@@ -33,6 +34,7 @@ pub struct Section {
     pub tables: Vec<Table>,
 }
 
+/// A plain table; rows may be shorter than the header.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
     pub caption: String,
@@ -40,6 +42,7 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
+/// One `<svg>` on the page.
 #[derive(Debug, Clone)]
 pub enum Chart {
     Line(LineChart),
@@ -57,6 +60,7 @@ pub enum AxisFormat {
     Seconds,
 }
 
+/// An axis: its label (with the unit, e.g. "MB/s"), scale and tick format.
 #[derive(Debug, Clone)]
 pub struct Axis {
     pub label: String,
@@ -74,6 +78,8 @@ impl Axis {
     }
 }
 
+/// A named line of `(x, y)` points in x order; points that cannot be drawn on the chart's
+/// scales (NaN, infinities, zero or less on a log scale) are skipped.
 #[derive(Debug, Clone, Default)]
 pub struct Series {
     pub name: String,
@@ -102,6 +108,7 @@ pub struct Band {
     pub label: String,
 }
 
+/// Lines over x, with markers, reference lines and bands drawn over them.
 #[derive(Debug, Clone)]
 pub struct LineChart {
     pub title: String,
