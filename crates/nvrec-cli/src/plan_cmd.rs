@@ -1,7 +1,12 @@
 //! `nvrec plan`: drives, buffer, retention and wear for a target rate.
+//!
+//! Parses the options (rates, sizes, percentages, a `bench fill` result), calls
+//! [`nvrec::plan::plan`] and prints its answer: one row a number, with the number in decimal
+//! and binary units and the formula that produced it, or the `Plan` as JSON. Every input the
+//! arithmetic cannot use is a usage error (exit status 2). It does no arithmetic of its own.
 
 use crate::{exit, Finished, UsageError};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use nvrec::plan::{self, Endurance, Plan, PlanInput};
 use nvrec::unit::{format_bytes, parse_duration, parse_rate_bytes_per_s, parse_size_bytes};
@@ -16,20 +21,21 @@ up: 100 Gbit/s at 1.6 GB/s per drive needs 8 drives."
 )]
 pub struct PlanArgs {
     /// The rate to record, e.g. 100Gbit/s or 12.5GB/s.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     rate: String,
     /// What one drive sustains, e.g. 1.6GB/s (its rate after the cache cliff).
     #[arg(
         long,
         required_unless_present = "from_bench",
-        conflicts_with = "from_bench"
+        conflicts_with = "from_bench",
+        allow_hyphen_values = true
     )]
     drive_rate: Option<String>,
     /// Take the drive rate from a `nvrec bench fill --save` JSON (its sustained write rate).
     #[arg(long)]
     from_bench: Option<PathBuf>,
     /// Extra drive throughput to plan for, percent.
-    #[arg(long, default_value = "20")]
+    #[arg(long, default_value = "20", allow_hyphen_values = true)]
     margin: String,
     /// Evaluate this many drives instead of the number needed.
     #[arg(long)]
@@ -41,16 +47,16 @@ pub struct PlanArgs {
     #[arg(long)]
     capacity: Option<String>,
     /// Rated drive writes per day (with --warranty).
-    #[arg(long, conflicts_with = "tbw")]
-    dwpd: Option<f64>,
-    /// Warranty length in years, for --dwpd.
-    #[arg(long, default_value_t = 5.0)]
-    warranty: f64,
+    #[arg(long, conflicts_with = "tbw", allow_hyphen_values = true)]
+    dwpd: Option<String>,
+    /// Warranty length for --dwpd, e.g. 5y or 5 (years).
+    #[arg(long, default_value = "5y", allow_hyphen_values = true)]
+    warranty: String,
     /// Rated total bytes written, e.g. 54750TB.
     #[arg(long)]
     tbw: Option<String>,
     /// Share of the time spent recording, percent.
-    #[arg(long, default_value = "100")]
+    #[arg(long, default_value = "100", allow_hyphen_values = true)]
     duty: String,
 }
 
@@ -63,7 +69,31 @@ fn percent(text: &str, what: &str) -> Result<f64> {
 }
 
 fn rate(text: &str, what: &str) -> Result<f64> {
+    if text.trim_start().starts_with('-') {
+        return Err(UsageError(format!("{what} must be a positive rate, not {text}")).into());
+    }
     parse_rate_bytes_per_s(text).map_err(|error| UsageError(format!("{what}: {error}")).into())
+}
+
+fn number(text: &str, what: &str) -> Result<f64> {
+    text.trim()
+        .parse()
+        .map_err(|_| UsageError(format!("{what} '{text}' is not a number")).into())
+}
+
+/// A warranty in years: `5y`, `5 years` or `5`.
+fn years(text: &str, what: &str) -> Result<f64> {
+    let trimmed = text.trim();
+    let number_text = ["years", "year", "yr", "y"]
+        .iter()
+        .find_map(|suffix| trimmed.strip_suffix(suffix))
+        .unwrap_or(trimmed);
+    number(number_text, what).map_err(|_| {
+        UsageError(format!(
+            "{what} '{text}' is not a number of years (5y or 5)"
+        ))
+        .into()
+    })
 }
 
 fn size(text: &str, what: &str) -> Result<f64> {
@@ -74,8 +104,12 @@ fn size(text: &str, what: &str) -> Result<f64> {
 
 /// The sustained write rate recorded by `bench fill`.
 fn drive_rate_from_bench(path: &PathBuf) -> Result<f64> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the bench result {}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        UsageError(format!(
+            "--from-bench: cannot read {}: {error}",
+            path.display()
+        ))
+    })?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|error| UsageError(format!("{} is not JSON: {error}", path.display())))?;
     let bench = value
@@ -95,7 +129,8 @@ fn drive_rate_from_bench(path: &PathBuf) -> Result<f64> {
         .filter(|rate| *rate > 0.0)
         .ok_or_else(|| {
             UsageError(format!(
-                "{} has no positive summary.sustained_write_bytes_per_s",
+                "{} has no positive summary.sustained_write_bytes_per_s (the fill found no \
+                 steady state?); give the rate with --drive-rate",
                 path.display()
             ))
             .into()
@@ -103,9 +138,12 @@ fn drive_rate_from_bench(path: &PathBuf) -> Result<f64> {
 }
 
 pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
-    let drive_rate = match (&args.drive_rate, &args.from_bench) {
-        (Some(text), _) => rate(text, "--drive-rate")?,
-        (None, Some(path)) => drive_rate_from_bench(path)?,
+    let (drive_rate, drive_rate_source) = match (&args.drive_rate, &args.from_bench) {
+        (Some(text), _) => (rate(text, "--drive-rate")?, "--drive-rate".to_string()),
+        (None, Some(path)) => (
+            drive_rate_from_bench(path)?,
+            format!("sustained write in {}", path.display()),
+        ),
         (None, None) => return Err(UsageError("give --drive-rate or --from-bench".into()).into()),
     };
     let capacity = args
@@ -115,8 +153,8 @@ pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
         .transpose()?;
     let endurance = match (args.dwpd, &args.tbw) {
         (Some(dwpd), _) => Some(Endurance::Dwpd {
-            dwpd,
-            warranty_years: args.warranty,
+            dwpd: number(dwpd.as_str(), "--dwpd")?,
+            warranty_years: years(&args.warranty, "--warranty")?,
         }),
         (None, Some(tbw)) => Some(Endurance::Tbw {
             bytes: size(tbw, "--tbw")?,
@@ -145,26 +183,35 @@ pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
     if json {
         println!("{}", serde_json::to_value(plan)?);
     } else {
-        print!("{}", text(&plan));
+        print!("{}", text(&plan, &drive_rate_source));
     }
     Ok(Finished(exit::OK))
 }
 
+/// `12.50 GB/s (100.0 Gbit/s, 11921 MiB/s)`; negative rates get a sign.
 fn rate_text(bytes_per_s: f64) -> String {
+    let sign = if bytes_per_s < 0.0 { "-" } else { "" };
+    let magnitude = bytes_per_s.abs();
     format!(
-        "{:.2} GB/s ({:.1} Gbit/s, {:.0} MiB/s)",
-        bytes_per_s / 1e9,
-        bytes_per_s * 8.0 / 1e9,
-        bytes_per_s / 1048576.0
+        "{sign}{:.2} GB/s ({sign}{:.1} Gbit/s, {sign}{:.0} MiB/s)",
+        magnitude / 1e9,
+        magnitude * 8.0 / 1e9,
+        magnitude / 1048576.0
     )
 }
 
+/// Decimal first, as drive makers count, then binary: `6.25 GB (5.82 GiB)`.
 fn bytes_text(bytes: f64) -> String {
-    if bytes >= 1e12 {
-        format!("{:.2} TB ({})", bytes / 1e12, format_bytes(bytes as u64))
+    let (scaled, unit) = if bytes >= 1e15 {
+        (bytes / 1e15, "PB")
+    } else if bytes >= 1e12 {
+        (bytes / 1e12, "TB")
+    } else if bytes >= 1e9 {
+        (bytes / 1e9, "GB")
     } else {
-        format!("{:.2} GB ({})", bytes / 1e9, format_bytes(bytes as u64))
-    }
+        (bytes / 1e6, "MB")
+    };
+    format!("{scaled:.2} {unit} ({})", format_bytes(bytes as u64))
 }
 
 fn duration_text(seconds: f64) -> String {
@@ -173,85 +220,151 @@ fn duration_text(seconds: f64) -> String {
     } else if seconds >= 3600.0 {
         format!("{:.1} h", seconds / 3600.0)
     } else {
-        format!("{:.0} min", seconds / 60.0)
+        format!("{:.1} min", seconds / 60.0)
     }
 }
 
-fn text(plan: &Plan) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "target rate        {}",
-        rate_text(plan.rate_bytes_per_s)
-    );
-    let _ = writeln!(
-        out,
-        "per-drive rate     {}",
-        rate_text(plan.drive_rate_bytes_per_s)
-    );
-    let _ = writeln!(
-        out,
-        "drives needed      {}   = ceil(rate x (1 + {:.0} % margin) / drive rate)",
-        plan.drives_needed,
-        plan.margin_fraction * 100.0
-    );
-    let _ = writeln!(
-        out,
-        "with {} drives     each writes {} = {:.0} % of what it sustains; headroom {}{}",
-        plan.drive_count,
+/// The human answer: one row a number, `name  value  formula`, and a closing verdict.
+fn text(plan: &Plan, drive_rate_source: &str) -> String {
+    let mut rows: Vec<(&str, String, String)> = Vec::new();
+    let drives = plan.drive_count;
+    rows.push((
+        "target rate",
+        rate_text(plan.rate_bytes_per_s),
+        "--rate".to_string(),
+    ));
+    rows.push((
+        "drive rate",
+        rate_text(plan.drive_rate_bytes_per_s),
+        drive_rate_source.to_string(),
+    ));
+    rows.push((
+        "drives needed",
+        plan.drives_needed.to_string(),
+        format!(
+            "ceil(rate x (1 + {:.0} % margin) / drive rate) = ceil({:.2})",
+            plan.margin_fraction * 100.0,
+            plan.drives_needed_exact
+        ),
+    ));
+    if drives != plan.drives_needed {
+        rows.push((
+            "drives evaluated",
+            drives.to_string(),
+            "--drives".to_string(),
+        ));
+    }
+    rows.push((
+        "per-drive share",
         rate_text(plan.per_drive_rate_bytes_per_s),
-        plan.drive_utilization * 100.0,
-        rate_text(plan.headroom_bytes_per_s.abs()),
-        if plan.keeps_up {
-            String::new()
-        } else {
-            " SHORT: these drives cannot keep up".to_string()
-        }
-    );
-    if let (Some(stall), Some(all), Some(one)) = (
+        format!("rate / {drives} drives"),
+    ));
+    rows.push((
+        "drive utilization",
+        format!("{:.0} %", plan.drive_utilization * 100.0),
+        "per-drive share / drive rate".to_string(),
+    ));
+    rows.push((
+        "headroom",
+        rate_text(plan.headroom_bytes_per_s),
+        format!("{drives} x drive rate - rate"),
+    ));
+    rows.push((
+        "one drive lost",
+        rate_text(plan.headroom_one_lost_bytes_per_s),
+        format!(
+            "{} x drive rate - rate: the others take its share",
+            drives.saturating_sub(1)
+        ),
+    ));
+    if let (Some(stall_s), Some(all), Some(one)) = (
         plan.stall_s,
         plan.buffer_all_stall_bytes,
         plan.buffer_one_stall_bytes,
     ) {
-        let _ = writeln!(
-            out,
-            "RAM buffer         {} rides out a {stall} s stall of every drive (rate x stall); {} one drive's (its share x stall)",
+        rows.push((
+            "RAM, all stall",
             bytes_text(all),
-            bytes_text(one)
-        );
+            format!("rate x {stall_s} s: every drive stalls at once"),
+        ));
+        rows.push((
+            "RAM, one stalls",
+            bytes_text(one),
+            format!("per-drive share x {stall_s} s: one drive stalls"),
+        ));
     }
-    if let (Some(total), Some(retention)) = (plan.total_capacity_bytes, plan.retention_s) {
-        let _ = writeln!(
-            out,
-            "retention          {} on {} drives = {} of recording (capacity / rate)",
+    if let (Some(capacity), Some(total), Some(retention)) = (
+        plan.drive_capacity_bytes,
+        plan.total_capacity_bytes,
+        plan.retention_s,
+    ) {
+        rows.push((
+            "total capacity",
+            bytes_text(total),
+            format!("{drives} x {}", bytes_text(capacity)),
+        ));
+        rows.push((
+            "retention",
             duration_text(retention),
-            plan.drive_count,
-            bytes_text(total)
-        );
+            "total capacity / rate".to_string(),
+        ));
     }
-    let _ = writeln!(
-        out,
-        "written per drive  {} a day at {:.0} % duty",
-        bytes_text(plan.written_per_drive_per_day_bytes),
-        plan.duty_fraction * 100.0
-    );
-    if let (Some(rated), Some(years)) = (plan.rated_bytes_per_drive, plan.wear_out_years) {
-        let warranty = match plan.endurance {
+    rows.push((
+        "written per drive",
+        format!("{} a day", bytes_text(plan.written_per_drive_per_day_bytes)),
+        format!(
+            "rate x {:.0} % duty x 86400 s / {drives} drives",
+            plan.duty_fraction * 100.0
+        ),
+    ));
+    if let (Some(rated), Some(wear_out_years)) = (plan.rated_bytes_per_drive, plan.wear_out_years) {
+        let rated_formula = match plan.endurance {
             Some(Endurance::Dwpd {
                 dwpd,
                 warranty_years,
-            }) => format!(" ({dwpd} DWPD over {warranty_years} years)"),
-            _ => String::new(),
+            }) => format!("{dwpd} DWPD x capacity x 365 x {warranty_years} years"),
+            _ => "--tbw".to_string(),
         };
+        rows.push(("rated writes", bytes_text(rated), rated_formula));
+        rows.push((
+            "wear-out",
+            format!("{wear_out_years:.2} years"),
+            "rated writes / written per drive a day / 365".to_string(),
+        ));
+    }
+    let name_width = rows.iter().map(|row| row.0.len()).max().unwrap_or(0);
+    let value_width = rows
+        .iter()
+        .map(|row| row.1.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (name, value, formula) in &rows {
+        let _ = writeln!(out, "{name:<name_width$}  {value:<value_width$}  {formula}");
+    }
+    if plan.keeps_up {
         let _ = writeln!(
             out,
-            "endurance          rated {} per drive{warranty}: worn out after {:.2} years{}",
-            bytes_text(rated),
-            years,
-            match plan.wears_out_before_warranty {
-                Some(true) => ", before the warranty ends",
-                _ => "",
+            "\n{drives} drives keep up, each at {:.0} % of what it sustains{}.",
+            plan.drive_utilization * 100.0,
+            if plan.survives_one_drive_loss {
+                ", and still keep up after losing one"
+            } else {
+                "; losing one would lose data"
             }
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\nSHORT: {drives} drives sustain {} less than the target rate; use {} or more.",
+            rate_text(-plan.headroom_bytes_per_s),
+            plan.drives_needed
+        );
+    }
+    if plan.wears_out_before_warranty == Some(true) {
+        let _ = writeln!(
+            out,
+            "The drives reach their rated writes before their warranty ends."
         );
     }
     out

@@ -13,6 +13,8 @@
 //! - [`stream`]: chunked write and read over an address range, with stop and abort.
 //! - [`selftest`]: the NVMe-Streamer-style test suite built on [`stream`].
 //! - [`layout`]: the on-disk format of recordings (superblock, chunk header, CRC32C).
+//! - [`report`]: self-contained HTML pages with SVG charts, for the bench results.
+//! - [`plan`]: drives, RAM buffer, retention and wear for a target rate; pure arithmetic.
 
 pub mod bench;
 pub mod buffer;

@@ -5,6 +5,13 @@
 //! the CLI can print it beside the number. Rates are bytes per second, sizes bytes, times
 //! seconds; a year is 365 days, as warranties count them.
 //!
+//! Two buffers answer two questions: `rate × stall` is the RAM that rides out every drive
+//! stalling at once (nothing reaches the drives for `stall` seconds); `rate / drives × stall`
+//! is the RAM for one drive stalling while the others keep writing their share. A drive that
+//! drops out for good is not a buffer question: the other `drives - 1` must carry the whole
+//! rate or the backlog grows without bound, so the plan reports the headroom left after one
+//! loss instead.
+//!
 //! What it deliberately does not do: measure anything (the per-drive rate comes from the
 //! user or from `bench fill`'s sustained rate), or model write amplification beyond what the
 //! drive's own rating (DWPD or TBW) already assumes.
@@ -67,6 +74,8 @@ pub struct Plan {
     pub rate_bytes_per_s: f64,
     pub drive_rate_bytes_per_s: f64,
     pub margin_fraction: f64,
+    /// `rate × (1 + margin) / drive_rate`, before rounding up.
+    pub drives_needed_exact: f64,
     /// `ceil(rate × (1 + margin) / drive_rate)`.
     pub drives_needed: u32,
     /// The drives evaluated below: the count given, or the count needed.
@@ -78,6 +87,11 @@ pub struct Plan {
     /// `drive_count × drive_rate - rate`: spare throughput.
     pub headroom_bytes_per_s: f64,
     pub keeps_up: bool,
+    /// `(drive_count - 1) × drive_rate - rate`: spare throughput once one drive has dropped
+    /// out and the others take its share (negative: the loss of a drive loses data, however
+    /// large the RAM buffer, because the backlog only grows).
+    pub headroom_one_lost_bytes_per_s: f64,
+    pub survives_one_drive_loss: bool,
     pub stall_s: Option<f64>,
     /// `rate × stall`: RAM that absorbs a stall of every drive at once.
     pub buffer_all_stall_bytes: Option<f64>,
@@ -166,12 +180,16 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         rate_bytes_per_s: rate,
         drive_rate_bytes_per_s: input.drive_rate_bytes_per_s,
         margin_fraction: input.margin_fraction,
+        drives_needed_exact: needed_exact,
         drives_needed,
         drive_count,
         per_drive_rate_bytes_per_s: per_drive,
         drive_utilization: utilization,
         headroom_bytes_per_s: drives * input.drive_rate_bytes_per_s - rate,
         keeps_up: utilization <= 1.0 + 1e-12,
+        headroom_one_lost_bytes_per_s: (drives - 1.0) * input.drive_rate_bytes_per_s - rate,
+        survives_one_drive_loss: (drives - 1.0) * input.drive_rate_bytes_per_s
+            >= rate * (1.0 - 1e-12),
         stall_s: input.stall_s,
         buffer_all_stall_bytes: input.stall_s.map(|stall| rate * stall),
         buffer_one_stall_bytes: input.stall_s.map(|stall| per_drive * stall),
@@ -209,10 +227,17 @@ mod tests {
 
     #[test]
     fn reproduces_the_seed_drive_counts() {
-        for (drive_rate, drives) in [(1.6e9, 8), (2.2e9, 6), (1.3e9, 10)] {
-            assert_eq!(
-                plan(&input(drive_rate)).unwrap().drives_needed,
-                drives,
+        // (drive rate, exact quotient, drives): the seed's 100 GbE recorder at 12.5 GB/s.
+        for (drive_rate, exact, drives) in [
+            (1.6e9, 7.8125, 8),
+            (2.2e9, 5.681818, 6),
+            (1.3e9, 9.615385, 10),
+            (3.2e9, 3.90625, 4),
+        ] {
+            let plan = plan(&input(drive_rate)).unwrap();
+            assert_eq!(plan.drives_needed, drives, "{drive_rate}");
+            assert!(
+                (plan.drives_needed_exact - exact).abs() < 1e-6,
                 "{drive_rate}"
             );
         }
@@ -228,6 +253,13 @@ mod tests {
             ..input(1.6e9)
         };
         assert_eq!(plan(&margin).unwrap().drives_needed, 10);
+        // The seed recommends 5 of its Gen4 drive at 3.2 GB/s: 4 fit exactly, a 20 %
+        // margin makes it 5 (12.5 x 1.2 / 3.2 = 4.7).
+        let gen4 = PlanInput {
+            margin_fraction: 0.2,
+            ..input(3.2e9)
+        };
+        assert_eq!(plan(&gen4).unwrap().drives_needed, 5);
     }
 
     #[test]
@@ -274,6 +306,34 @@ mod tests {
         assert!((plan.buffer_one_stall_bytes.unwrap() - 1.25e9).abs() < 1.0);
         assert!(!plan.keeps_up, "5 x 2.2 GB/s < 12.5 GB/s");
         assert!(plan.headroom_bytes_per_s < 0.0);
+    }
+
+    #[test]
+    fn losing_one_drive() {
+        // (drives, drive rate, headroom with one lost in GB/s, survives)
+        let cases = [
+            (8, 1.6e9, -1.3, false),
+            (9, 1.6e9, 0.3, true),
+            (12, 1.6e9, 5.1, true),
+            (6, 2.2e9, -1.5, false),
+            (1, 20e9, -12.5, false),
+        ];
+        for (drives, drive_rate, headroom_gb_per_s, survives) in cases {
+            let plan = plan(&PlanInput {
+                drive_count: Some(drives),
+                ..input(drive_rate)
+            })
+            .unwrap();
+            assert!(
+                (plan.headroom_one_lost_bytes_per_s / 1e9 - headroom_gb_per_s).abs() < 1e-9,
+                "{drives} x {drive_rate}: {}",
+                plan.headroom_one_lost_bytes_per_s
+            );
+            assert_eq!(
+                plan.survives_one_drive_loss, survives,
+                "{drives} x {drive_rate}"
+            );
+        }
     }
 
     #[test]

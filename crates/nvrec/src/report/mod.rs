@@ -15,7 +15,7 @@ mod svg;
 
 pub use svg::{render_chart, Scale};
 
-/// One page.
+/// One page: a title, a table of facts about the run, then sections in order.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     pub title: String,
@@ -25,6 +25,7 @@ pub struct Report {
     pub sections: Vec<Section>,
 }
 
+/// A heading followed by its paragraphs, then its charts, then its tables.
 #[derive(Debug, Clone, Default)]
 pub struct Section {
     pub heading: String,
@@ -33,6 +34,7 @@ pub struct Section {
     pub tables: Vec<Table>,
 }
 
+/// A plain table; rows may be shorter than the header.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
     pub caption: String,
@@ -40,6 +42,7 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
+/// One `<svg>` on the page.
 #[derive(Debug, Clone)]
 pub enum Chart {
     Line(LineChart),
@@ -57,6 +60,7 @@ pub enum AxisFormat {
     Seconds,
 }
 
+/// An axis: its label (with the unit, e.g. "MB/s"), scale and tick format.
 #[derive(Debug, Clone)]
 pub struct Axis {
     pub label: String,
@@ -74,6 +78,8 @@ impl Axis {
     }
 }
 
+/// A named line of `(x, y)` points in x order; points that cannot be drawn on the chart's
+/// scales (NaN, infinities, zero or less on a log scale) are skipped.
 #[derive(Debug, Clone, Default)]
 pub struct Series {
     pub name: String,
@@ -102,6 +108,7 @@ pub struct Band {
     pub label: String,
 }
 
+/// Lines over x, with markers, reference lines and bands drawn over them.
 #[derive(Debug, Clone)]
 pub struct LineChart {
     pub title: String,
@@ -160,7 +167,9 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 text-align:left;font-variant-numeric:tabular-nums}th{background:#f3f3f3}caption{text-align:left;\
 font-weight:600;padding:.3em 0}svg.chart{display:block;margin:1em 0;max-width:100%;height:auto;\
 background:#fff;border:1px solid #e3e3e3}.meta td:first-child{color:#555}\
-footer{color:#777;font-size:.85em;margin-top:3em}";
+footer{color:#777;font-size:.85em;margin-top:3em}\
+@media print{body{margin:0;max-width:none;print-color-adjust:exact;-webkit-print-color-adjust:exact}\
+svg.chart{border:none}svg.chart,table{break-inside:avoid}h2{break-after:avoid}}";
 
 const CHECK_SCRIPT: &str = "addEventListener('load',function(){var ok=0,bad=0;\
 document.querySelectorAll('svg.chart').forEach(function(svg){var drawn=svg.querySelectorAll('.plot');\
@@ -299,5 +308,37 @@ mod tests {
         }
         // Exactly the one script of our own.
         assert_eq!(html.matches("<script>").count(), 1);
+    }
+
+    #[test]
+    fn page_needs_nothing_from_elsewhere() {
+        let mut chart = LineChart::new(
+            "t",
+            Axis::new("x", Scale::Linear, AxisFormat::Seconds),
+            Axis::new("y", Scale::Linear, AxisFormat::RateMbPerS),
+        );
+        chart.series.push(Series {
+            name: "s".into(),
+            points: vec![(0.0, 1e9), (1.0, 2e9)],
+        });
+        let html = render_html(&Report {
+            title: "t".into(),
+            sections: vec![Section {
+                heading: "h".into(),
+                charts: vec![Chart::Line(chart)],
+                ..Section::default()
+            }],
+            ..Report::default()
+        });
+        // The SVG namespace is a name, not a fetch; nothing else may point outside the page.
+        let without_namespace = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+        for reference in ["http:", "https:", "//", "src=", "href=", "@import", "url("] {
+            assert!(
+                !without_namespace.contains(reference),
+                "{reference} in the page"
+            );
+        }
+        assert!(html.starts_with("<!DOCTYPE html>") && html.ends_with("</html>\n"));
+        assert!(html.contains("dataset.chartsRendered"));
     }
 }

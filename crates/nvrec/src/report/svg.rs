@@ -22,9 +22,12 @@ const TOP: f64 = 56.0;
 const BOTTOM: f64 = 56.0;
 /// More points than this are reduced to the minimum and maximum of each pixel column.
 pub const POINT_COUNT_MAX: usize = 4000;
+/// Series colours: saturated and far apart in hue, readable on screen and on colour paper.
 const PALETTE: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f",
 ];
+/// Line dash patterns by series, so that lines stay apart when printed in grey.
+const DASHES: [&str; 4] = ["", "8 3", "2 3", "10 3 2 3"];
 
 /// Maps values in `min..=max` onto `from..=to` pixels.
 #[derive(Debug, Clone, Copy)]
@@ -201,32 +204,74 @@ pub fn render_chart(chart: &Chart, index: usize) -> String {
     }
 }
 
-fn open_svg(out: &mut String, title: &str, index: usize) {
+fn open_svg(out: &mut String, title: &str, description: &str, index: usize) {
     let _ = write!(
         out,
         "<svg class=\"chart\" data-chart=\"{index}\" role=\"img\" aria-label=\"{}\" \
          xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" width=\"{WIDTH}\" \
          height=\"{HEIGHT}\" font-family=\"sans-serif\" font-size=\"12\">\
          <text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"600\">{}</text>",
-        escape(title),
+        escape(description),
         WIDTH / 2.0,
         escape(title)
     );
 }
 
-fn legend(out: &mut String, names: &[String]) {
+/// The ` stroke-dasharray="..."` attribute of a series, empty for the first.
+fn dash_attribute(series_index: usize) -> String {
+    match DASHES[series_index % DASHES.len()] {
+        "" => String::new(),
+        dashes => format!(" stroke-dasharray=\"{dashes}\""),
+    }
+}
+
+/// How the legend shows a series: a line sample (with its dashes) or a filled square.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Swatch {
+    Line,
+    Square,
+}
+
+fn legend(out: &mut String, names: &[String], swatch: Swatch) {
     let mut x = LEFT;
     for (index, name) in names.iter().enumerate() {
         let color = PALETTE[index % PALETTE.len()];
+        match swatch {
+            Swatch::Square => {
+                let _ = write!(
+                    out,
+                    "<rect x=\"{x:.1}\" y=\"32\" width=\"12\" height=\"12\" fill=\"{color}\"/>"
+                );
+            }
+            Swatch::Line => {
+                let _ = write!(
+                    out,
+                    "<line x1=\"{x:.1}\" x2=\"{:.1}\" y1=\"38\" y2=\"38\" stroke=\"{color}\" \
+                     stroke-width=\"2.5\"{}/>",
+                    x + 22.0,
+                    dash_attribute(index)
+                );
+            }
+        }
+        let swatch_width = if swatch == Swatch::Line { 26.0 } else { 16.0 };
         let _ = write!(
             out,
-            "<rect x=\"{x:.1}\" y=\"32\" width=\"12\" height=\"12\" fill=\"{color}\"/>\
-             <text x=\"{:.1}\" y=\"42\">{}</text>",
-            x + 16.0,
+            "<text x=\"{:.1}\" y=\"42\">{}</text>",
+            x + swatch_width,
             escape(name)
         );
-        x += 28.0 + 7.0 * name.chars().count() as f64;
+        x += swatch_width + 12.0 + 7.0 * name.chars().count() as f64;
     }
+}
+
+/// What a screen reader says for a chart: its title, kind, axes and series.
+fn description(title: &str, kind: &str, what: &str, names: &[String]) -> String {
+    let mut text = format!("{title}. {kind} of {what}");
+    if !names.is_empty() {
+        text.push_str(": ");
+        text.push_str(&names.join(", "));
+    }
+    text
 }
 
 fn y_axis(out: &mut String, mapping: &Mapping, axis: &super::Axis) {
@@ -252,7 +297,18 @@ fn y_axis(out: &mut String, mapping: &Mapping, axis: &super::Axis) {
 
 fn render_line(chart: &LineChart, index: usize) -> String {
     let mut out = String::new();
-    open_svg(&mut out, &chart.title, index);
+    let names: Vec<String> = chart
+        .series
+        .iter()
+        .map(|series| series.name.clone())
+        .collect();
+    let what = format!("{} against {}", chart.y.label, chart.x.label);
+    open_svg(
+        &mut out,
+        &chart.title,
+        &description(&chart.title, "Line chart", &what, &names),
+        index,
+    );
     let (x_scale, y_scale) = (chart.x.scale, chart.y.scale);
     let points: Vec<Vec<(f64, f64)>> = chart
         .series
@@ -293,13 +349,19 @@ fn render_line(chart: &LineChart, index: usize) -> String {
             y_min + 1.0
         };
     } else if y_max <= y_min {
-        y_max = y_min * 2.0;
+        (y_min, y_max) = (y_min / 2.0, y_max * 2.0);
     }
     if x_max <= x_min {
-        x_max = if x_scale == Scale::Linear {
-            x_min + 1.0
+        // One x value: widen the axis around it so that it sits in the middle.
+        (x_min, x_max) = if x_scale == Scale::Linear {
+            let half_span = if x_min == 0.0 {
+                1.0
+            } else {
+                x_min.abs() / 10.0
+            };
+            (x_min - half_span, x_max + half_span)
         } else {
-            x_min * 2.0
+            (x_min / 2.0, x_max * 2.0)
         };
     }
     let x_map = Mapping {
@@ -376,9 +438,11 @@ fn render_line(chart: &LineChart, index: usize) -> String {
         if reduced.is_empty() {
             continue;
         }
-        out.push_str("<path class=\"plot\" fill=\"none\" stroke-width=\"1.6\" stroke=\"");
-        out.push_str(color);
-        out.push_str("\" d=\"");
+        let _ = write!(
+            out,
+            "<path class=\"plot\" fill=\"none\" stroke-width=\"1.6\" stroke=\"{color}\"{} d=\"",
+            dash_attribute(series_index)
+        );
         for (point_index, (x, y)) in reduced.iter().enumerate() {
             let _ = write!(
                 out,
@@ -430,19 +494,20 @@ fn render_line(chart: &LineChart, index: usize) -> String {
             escape(&marker.label)
         );
     }
-    let names: Vec<String> = chart
-        .series
-        .iter()
-        .map(|series| series.name.clone())
-        .collect();
-    legend(&mut out, &names);
+    legend(&mut out, &names, Swatch::Line);
     out.push_str("</svg>");
     out
 }
 
 fn render_bars(chart: &BarChart, index: usize) -> String {
     let mut out = String::new();
-    open_svg(&mut out, &chart.title, index);
+    let what = format!("{} for {}", chart.y.label, chart.categories.join(", "));
+    open_svg(
+        &mut out,
+        &chart.title,
+        &description(&chart.title, "Bar chart", &what, &chart.series_names),
+        index,
+    );
     let y_max = chart
         .values
         .iter()
@@ -510,7 +575,7 @@ fn render_bars(chart: &BarChart, index: usize) -> String {
         HEIGHT - BOTTOM,
         HEIGHT - BOTTOM
     );
-    legend(&mut out, &chart.series_names);
+    legend(&mut out, &chart.series_names, Swatch::Square);
     out.push_str("</svg>");
     out
 }
@@ -519,6 +584,84 @@ fn render_bars(chart: &BarChart, index: usize) -> String {
 mod tests {
     use super::super::{Axis, Series};
     use super::*;
+
+    #[test]
+    fn scales_map_values_onto_pixels() {
+        // (scale, min, max, value, where it lands as a fraction of 0..=1000 pixels)
+        let cases = [
+            (Scale::Linear, 0.0, 10.0, 0.0, 0.0),
+            (Scale::Linear, 0.0, 10.0, 2.5, 0.25),
+            (Scale::Linear, -5.0, 5.0, 0.0, 0.5),
+            (Scale::Linear, 0.0, 10.0, 10.0, 1.0),
+            // 128 KiB to 4 GiB spans 15 doublings; 1 MiB is 3 of them.
+            (Scale::Log2, 131072.0, 4294967296.0, 1048576.0, 3.0 / 15.0),
+            (Scale::Log2, 131072.0, 4294967296.0, 4294967296.0, 1.0),
+            (Scale::Log10, 1.0, 1000.0, 10.0, 1.0 / 3.0),
+            (Scale::Log10, 1.0, 1000.0, 100.0, 2.0 / 3.0),
+            // A degenerate range does not divide by zero.
+            (Scale::Linear, 3.0, 3.0, 3.0, 0.0),
+        ];
+        for (scale, min, max, value, fraction) in cases {
+            let mapping = Mapping {
+                scale,
+                min,
+                max,
+                from: 0.0,
+                to: 1000.0,
+            };
+            let pixel = mapping.map(value);
+            assert!(
+                (pixel - fraction * 1000.0).abs() < 1e-6,
+                "{scale:?} {min}..{max}: {value} -> {pixel}"
+            );
+        }
+        // Pixels may run downwards (y axes): the minimum lands at `from`.
+        let down = Mapping {
+            scale: Scale::Linear,
+            min: 0.0,
+            max: 100.0,
+            from: 400.0,
+            to: 50.0,
+        };
+        assert_eq!((down.map(0.0), down.map(100.0)), (400.0, 50.0));
+        // Only positive finite values go on log scales.
+        for (scale, value, ok) in [
+            (Scale::Linear, -1.0, true),
+            (Scale::Linear, f64::NAN, false),
+            (Scale::Linear, f64::INFINITY, false),
+            (Scale::Log2, 0.0, false),
+            (Scale::Log10, -1.0, false),
+            (Scale::Log10, 1e-3, true),
+        ] {
+            assert_eq!(drawable(scale, value), ok, "{scale:?} {value}");
+        }
+    }
+
+    #[test]
+    fn charts_describe_themselves_and_tell_series_apart() {
+        let mut chart = LineChart::new(
+            "Peak",
+            Axis::new("transfer size", Scale::Log2, AxisFormat::Bytes),
+            Axis::new("MB/s", Scale::Linear, AxisFormat::RateMbPerS),
+        );
+        for name in ["write", "read"] {
+            chart.series.push(Series {
+                name: name.into(),
+                points: vec![(131072.0, 1e9), (1048576.0, 2e9)],
+            });
+        }
+        let svg = render_chart(&Chart::Line(chart), 7);
+        assert!(svg.starts_with("<svg class=\"chart\" data-chart=\"7\" role=\"img\""));
+        assert!(
+            svg.contains(
+                "aria-label=\"Peak. Line chart of MB/s against transfer size: write, read\""
+            ),
+            "{svg}"
+        );
+        // The second series is dashed, in the plot and in the legend.
+        assert_eq!(svg.matches("stroke-dasharray=\"8 3\"").count(), 2, "{svg}");
+        assert!(svg.contains(">128K<") && svg.contains(">1M<"), "{svg}");
+    }
 
     #[test]
     fn linear_ticks_step_by_one_two_or_five() {
@@ -577,6 +720,19 @@ mod tests {
         assert_eq!(reduced.first(), points.first());
         assert_eq!(reduced.last(), points.last());
         assert!(reduced.windows(2).all(|pair| pair[0].0 <= pair[1].0));
+        // An hour of 0.5 s windows is over the limit and comes down to a few per column.
+        let hour: Vec<(f64, f64)> = (0..7200)
+            .map(|index| (index as f64 * 0.5, 1.6e9 + (index % 13) as f64 * 1e7))
+            .collect();
+        let reduced = downsample(&hour, 850);
+        assert!(reduced.len() <= 850 * 4 && reduced.len() < hour.len() / 2);
+        let (low, high) = reduced.iter().fold((f64::MAX, f64::MIN), |(low, high), p| {
+            (low.min(p.1), high.max(p.1))
+        });
+        assert_eq!((low, high), (1.6e9, 1.6e9 + 12.0 * 1e7));
+        // At or below the limit a series is drawn as it is.
+        let limit: Vec<(f64, f64)> = (0..POINT_COUNT_MAX).map(|i| (i as f64, 0.0)).collect();
+        assert_eq!(downsample(&limit, 10).len(), POINT_COUNT_MAX);
         let short = vec![(0.0, 1.0), (1.0, 2.0)];
         assert_eq!(downsample(&short, 800), short);
     }
@@ -605,7 +761,27 @@ mod tests {
             points: vec![(4096.0, 1e9)],
         });
         let single = render_chart(&Chart::Line(chart), 1);
-        assert!(single.contains("<circle class=\"plot\""));
+        // One point sits in the middle of the plot, on either kind of axis.
+        let middle_x = format!("cx=\"{:.1}\"", (LEFT + WIDTH - RIGHT) / 2.0);
+        assert!(
+            single.contains(&format!("<circle class=\"plot\" {middle_x}")),
+            "{single}"
+        );
+        let mut linear = LineChart::new(
+            "one",
+            Axis::new("x", Scale::Linear, AxisFormat::Plain),
+            Axis::new("y", Scale::Log10, AxisFormat::Plain),
+        );
+        linear.series.push(Series {
+            name: "one".into(),
+            points: vec![(5e9, 100.0)],
+        });
+        let single = render_chart(&Chart::Line(linear), 2);
+        let middle_y = format!("cy=\"{:.1}\"", (TOP + HEIGHT - BOTTOM) / 2.0);
+        assert!(
+            single.contains(&format!("<circle class=\"plot\" {middle_x} {middle_y}")),
+            "{single}"
+        );
         let bars = BarChart {
             title: "bars".into(),
             categories: vec!["SEQ1M Q8T1".into(), "RND4K Q1T1".into()],

@@ -1,0 +1,319 @@
+//! `nvrec plan` end to end: the seed's numbers in JSON and in the table, the drive rate taken
+//! from a `bench fill` result (one the test writes, one a real fill writes), and bad input
+//! refused with exit status 2 and a message naming the option.
+
+mod common;
+
+use common::{json, nvrec, run, text, Scratch};
+
+/// `nvrec --json plan ARGS`, which must succeed.
+fn plan_json(args: &[&str]) -> serde_json::Value {
+    let output = run(nvrec().arg("--json").arg("plan").args(args));
+    assert!(output.status.success(), "{args:?}: {}", text(&output));
+    json(&output)
+}
+
+/// The seed's array: 100 GbE onto twelve 30 TB drives rated 1 DWPD over 5 years.
+const TWELVE_30TB: [&str; 12] = [
+    "--rate",
+    "100Gbit/s",
+    "--drive-rate",
+    "1.6GB/s",
+    "--drives",
+    "12",
+    "--capacity",
+    "30TB",
+    "--dwpd",
+    "1",
+    "--warranty",
+    "5y",
+];
+
+#[test]
+fn json_reproduces_the_seed_numbers() {
+    for (drive_rate, drives) in [
+        ("1.6GB/s", 8),
+        ("2.2GB/s", 6),
+        ("1.3GB/s", 10),
+        ("1600MB/s", 8),
+    ] {
+        let value = plan_json(&[
+            "--rate",
+            "100Gbit/s",
+            "--drive-rate",
+            drive_rate,
+            "--margin",
+            "0",
+        ]);
+        assert_eq!(value["drives_needed"], drives, "{drive_rate}");
+        assert_eq!(value["rate_bytes_per_s"], 12.5e9);
+    }
+    // The default margin is 20 %: 12.5 x 1.2 / 1.6 = 9.4.
+    let value = plan_json(&["--rate", "12.5GB/s", "--drive-rate", "1.6GB/s"]);
+    assert_eq!(value["margin_fraction"], 0.2);
+    assert_eq!(value["drives_needed"], 10);
+
+    let value = plan_json(&TWELVE_30TB);
+    let hours = value["retention_s"].as_f64().unwrap() / 3600.0;
+    assert!((hours - 8.0).abs() < 0.05, "{hours}");
+    let years = value["wear_out_years"].as_f64().unwrap();
+    assert!((1.6..=1.7).contains(&years), "{years}");
+    assert_eq!(value["wears_out_before_warranty"], true);
+    assert_eq!(value["survives_one_drive_loss"], true);
+
+    // The same drives rated by TBW (1 x 30 TB x 365 x 5 = 54750 TB), recording half the time.
+    let mut tbw: Vec<&str> = TWELVE_30TB[..8].to_vec();
+    tbw.extend(["--tbw", "54750TB", "--duty", "50%"]);
+    let value = plan_json(&tbw);
+    let half_duty_years = value["wear_out_years"].as_f64().unwrap();
+    assert!(
+        (half_duty_years / years - 2.0).abs() < 1e-9,
+        "{half_duty_years}"
+    );
+
+    // A RAM buffer for a 500 ms stall of every drive at 12.5 GB/s: 6.25 GB.
+    let value = plan_json(&[
+        "--rate",
+        "100Gbit/s",
+        "--drive-rate",
+        "1.6GB/s",
+        "--stall",
+        "500ms",
+    ]);
+    assert_eq!(value["buffer_all_stall_bytes"], 6.25e9);
+}
+
+#[test]
+fn table_shows_each_number_with_its_formula() {
+    let output = run(nvrec()
+        .arg("plan")
+        .args(TWELVE_30TB)
+        .args(["--stall", "500ms"]));
+    assert!(output.status.success(), "{}", text(&output));
+    let table = String::from_utf8_lossy(&output.stdout).to_string();
+    let row = |name: &str| -> String {
+        table
+            .lines()
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("no row {name}:\n{table}"))
+            .to_string()
+    };
+    for (name, value, formula) in [
+        ("target rate", "12.50 GB/s (100.0 Gbit/s", "--rate"),
+        ("drive rate", "1.60 GB/s", "--drive-rate"),
+        (
+            "drives needed",
+            "10",
+            "ceil(rate x (1 + 20 % margin) / drive rate) = ceil(9.38)",
+        ),
+        ("drives evaluated", "12", "--drives"),
+        ("per-drive share", "1.04 GB/s", "rate / 12 drives"),
+        ("headroom", "6.70 GB/s", "12 x drive rate - rate"),
+        ("one drive lost", "5.10 GB/s", "11 x drive rate - rate"),
+        ("RAM, all stall", "6.25 GB (5.82 GiB)", "rate x 0.5 s"),
+        ("total capacity", "360.00 TB (327.42 TiB)", "12 x 30.00 TB"),
+        ("retention", "8.0 h", "total capacity / rate"),
+        (
+            "rated writes",
+            "54.75 PB",
+            "1 DWPD x capacity x 365 x 5 years",
+        ),
+        (
+            "wear-out",
+            "1.67 years",
+            "rated writes / written per drive a day / 365",
+        ),
+    ] {
+        let line = row(name);
+        assert!(
+            line.contains(value) && line.contains(formula),
+            "{name}: {line}"
+        );
+    }
+    // The value column lines up.
+    let value_column = |line: &str| line.find("12.50 GB/s").or_else(|| line.find("10 "));
+    assert_eq!(
+        value_column(&row("target rate")),
+        value_column(&row("drives needed"))
+    );
+    assert!(table.contains("still keep up after losing one"), "{table}");
+    assert!(table.contains("before their warranty ends"), "{table}");
+
+    // Too few drives: said plainly, still a plan (exit 0).
+    let output = run(nvrec().args([
+        "plan",
+        "--rate",
+        "100Gbit/s",
+        "--drive-rate",
+        "2.2GB/s",
+        "--drives",
+        "5",
+    ]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("SHORT: 5 drives sustain 1.50 GB/s"),
+        "{}",
+        text(&output)
+    );
+}
+
+#[test]
+fn from_bench_reads_the_sustained_write_rate() {
+    let scratch = Scratch::new("plan-from-bench");
+    let write = |name: &str, body: &str| {
+        let path = scratch.path(name);
+        std::fs::write(&path, body).unwrap();
+        path
+    };
+    let fill = write(
+        "fill.json",
+        r#"{"meta":{"schema":"nvrec.bench","schema_version":1,"bench":"fill"},
+            "summary":{"sustained_write_bytes_per_s":1.3e9,"peak_write_bytes_per_s":2.8e9}}"#,
+    );
+    let output = run(nvrec()
+        .args(["--json", "plan", "--rate", "100Gbit/s", "--margin", "0"])
+        .arg("--from-bench")
+        .arg(&fill));
+    assert!(output.status.success(), "{}", text(&output));
+    let value = json(&output);
+    assert_eq!(value["drive_rate_bytes_per_s"], 1.3e9);
+    assert_eq!(value["drives_needed"], 10);
+    // The table names where the drive rate came from.
+    let output = run(nvrec()
+        .args(["plan", "--rate", "100Gbit/s", "--from-bench"])
+        .arg(&fill));
+    assert!(
+        text(&output).contains("sustained write in") && text(&output).contains("fill.json"),
+        "{}",
+        text(&output)
+    );
+
+    // What is not a fill result, or has no sustained rate, is refused with the reason.
+    for (name, body, reason) in [
+        (
+            "sweep.json",
+            r#"{"meta":{"bench":"sweep"},"summary":{}}"#,
+            "not a `nvrec bench fill` result",
+        ),
+        (
+            "none.json",
+            r#"{"summary":{"sustained_write_bytes_per_s":1.3e9}}"#,
+            "not a `nvrec bench fill` result",
+        ),
+        (
+            "missing.json",
+            r#"{"meta":{"bench":"fill"},"summary":{}}"#,
+            "no positive summary.sustained_write_bytes_per_s",
+        ),
+        (
+            "zero.json",
+            r#"{"meta":{"bench":"fill"},"summary":{"sustained_write_bytes_per_s":0}}"#,
+            "no positive summary.sustained_write_bytes_per_s",
+        ),
+        ("broken.json", "{\"meta\":", "is not JSON"),
+    ] {
+        let path = write(name, body);
+        let output = run(nvrec()
+            .args(["plan", "--rate", "1G", "--from-bench"])
+            .arg(&path));
+        assert_eq!(output.status.code(), Some(2), "{name}: {}", text(&output));
+        assert!(text(&output).contains(reason), "{name}: {}", text(&output));
+    }
+    let output = run(nvrec()
+        .args(["plan", "--rate", "1G", "--from-bench"])
+        .arg(scratch.path("absent.json")));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("cannot read"), "{}", text(&output));
+}
+
+#[test]
+fn from_bench_takes_a_real_fill() {
+    let scratch = Scratch::new("plan-real-fill");
+    let saved = scratch.path("fill.json");
+    let output = run(nvrec()
+        .args([
+            "bench",
+            "fill",
+            "sim:capacity=256M,cache=0,slow=1.3GB/s",
+            "--window",
+            "0.01",
+            "--save",
+        ])
+        .arg(&saved));
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(nvrec()
+        .args(["--json", "plan", "--rate", "100Gbit/s", "--margin", "0"])
+        .arg("--from-bench")
+        .arg(&saved));
+    assert!(output.status.success(), "{}", text(&output));
+    let value = json(&output);
+    assert!((value["drive_rate_bytes_per_s"].as_f64().unwrap() / 1.3e9 - 1.0).abs() < 0.01);
+    assert_eq!(value["drives_needed"], 10);
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    // (arguments after `plan`, what the message must name)
+    let cases: [(&[&str], &str); 12] = [
+        (&["--rate", "0", "--drive-rate", "1G"], "target rate"),
+        (&["--rate", "-5G", "--drive-rate", "1G"], "--rate"),
+        (&["--rate", "1G", "--drive-rate", "fast"], "--drive-rate"),
+        (&["--rate", "1G", "--drive-rate", "1Q/s"], "--drive-rate"),
+        (
+            &["--rate", "1G", "--drive-rate", "1G", "--margin", "-5"],
+            "margin",
+        ),
+        (
+            &["--rate", "1G", "--drive-rate", "1G", "--margin", "lots"],
+            "--margin",
+        ),
+        (
+            &["--rate", "1G", "--drive-rate", "1G", "--duty", "0"],
+            "duty",
+        ),
+        (
+            &["--rate", "1G", "--drive-rate", "1G", "--duty", "150%"],
+            "duty",
+        ),
+        (
+            &["--rate", "1G", "--drive-rate", "1G", "--dwpd", "1"],
+            "capacity",
+        ),
+        (
+            &[
+                "--rate",
+                "1G",
+                "--drive-rate",
+                "1G",
+                "--capacity",
+                "1T",
+                "--dwpd",
+                "1",
+                "--warranty",
+                "five",
+            ],
+            "--warranty",
+        ),
+        (
+            &[
+                "--rate",
+                "1G",
+                "--drive-rate",
+                "1G",
+                "--stall",
+                "5 fortnights",
+            ],
+            "--stall",
+        ),
+        (&["--rate", "1G"], "--drive-rate"),
+    ];
+    for (args, named) in cases {
+        let output = run(nvrec().arg("plan").args(args));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
+        assert!(
+            text(&output).contains(named),
+            "{args:?} should name {named}: {}",
+            text(&output)
+        );
+    }
+}
