@@ -1,5 +1,5 @@
 //! The raw pages and sysfs tree captured from QEMU's emulated NVMe controller by
-//! `tests/qemu/check-health --fixtures` (see the README beside them), decoded by nvrec and
+//! `tests/qemu/capture-fixtures` (see the README beside them), decoded by nvrec and
 //! compared with what nvme-cli made of the same bytes.
 
 use nvrec::nvme::discover::{inventory, Probes};
@@ -159,7 +159,7 @@ fn the_captured_sysfs_tree_is_found() {
     std::fs::create_dir_all(&root).unwrap();
     let status = std::process::Command::new("tar")
         .arg("-xf")
-        .arg(fixture("sysfs.tar"))
+        .arg(fixture("sysfs.tar.gz"))
         .arg("-C")
         .arg(&root)
         .status()
@@ -196,4 +196,35 @@ fn the_captured_sysfs_tree_is_found() {
     let ns = json("id-ns.json");
     assert_eq!(namespace.capacity_bytes, number(&ns["nsze"]) * 512);
     assert_eq!(namespace.logical_block_bytes, 512);
+}
+
+#[test]
+fn nvme_list_agrees_with_the_decoded_pages() {
+    let controller = decode_identify_controller(&bytes("id-ctrl.bin")).unwrap();
+    let namespace = decode_identify_namespace(&bytes("id-ns.bin")).unwrap();
+    let list = json("list.json");
+    let devices = list["Devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1);
+    let device = &devices[0];
+    assert_eq!(device["DevicePath"].as_str(), Some("/dev/nvme0n1"));
+    assert_eq!(
+        device["ModelNumber"].as_str().unwrap().trim(),
+        controller.model
+    );
+    assert_eq!(
+        device["SerialNumber"].as_str().unwrap().trim(),
+        controller.serial
+    );
+    assert_eq!(
+        device["Firmware"].as_str().unwrap().trim(),
+        controller.firmware
+    );
+    assert_eq!(
+        Some(number(&device["SectorSize"]) as u32),
+        namespace.block_bytes()
+    );
+    assert_eq!(
+        number(&device["PhysicalSize"]),
+        number(&json("id-ns.json")["nsze"]) * number(&device["SectorSize"])
+    );
 }
