@@ -191,16 +191,16 @@ fn emit(
     json: bool,
     value: serde_json::Value,
     text: String,
-    csv: Option<String>,
-    html: Option<String>,
+    csv: String,
+    html: String,
 ) -> Result<()> {
     if let Some(path) = &common.save {
         write_file(path, &format!("{value:#}\n"))?;
     }
-    if let (Some(path), Some(csv)) = (&common.csv, csv) {
+    if let Some(path) = &common.csv {
         write_file(path, &csv)?;
     }
-    if let (Some(path), Some(html)) = (&common.report, html) {
+    if let Some(path) = &common.report {
         write_file(path, &html)?;
     }
     if json {
@@ -259,8 +259,8 @@ fn sweep(args: SweepArgs, json: bool) -> Result<Finished> {
         json,
         serde_json::to_value(&result)?,
         text,
-        Some(csv),
-        Some(html),
+        csv,
+        html,
     )?;
     Ok(Finished(if result.summary.verified {
         exit::OK
@@ -369,7 +369,7 @@ fn fill(args: FillArgs, json: bool) -> Result<Finished> {
     let html = crate::bench_report::fill(&result, telemetry.as_ref());
     let mut value = serde_json::to_value(&result)?;
     value["telemetry"] = serde_json::to_value(&telemetry)?;
-    emit(&args.common, json, value, text, Some(csv), Some(html))?;
+    emit(&args.common, json, value, text, csv, html)?;
     let failed = result.write.error.is_some() || result.summary.verified == Some(false);
     Ok(Finished(if failed { exit::FAILURE } else { exit::OK }))
 }
@@ -566,8 +566,8 @@ fn overwrite(args: OverwriteArgs, json: bool) -> Result<Finished> {
         json,
         serde_json::to_value(&result)?,
         text,
-        Some(csv),
-        Some(html),
+        csv,
+        html,
     )?;
     Ok(Finished(exit::OK))
 }
@@ -637,8 +637,8 @@ fn profile(args: ProfileArgs, json: bool) -> Result<Finished> {
         json,
         serde_json::to_value(&result)?,
         text,
-        Some(csv),
-        Some(html),
+        csv,
+        html,
     )?;
     Ok(Finished(exit::OK))
 }

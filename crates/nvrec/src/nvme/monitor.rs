@@ -127,6 +127,28 @@ pub struct DeviceTelemetry {
     pub write_amplification_note: Option<String>,
 }
 
+impl DeviceTelemetry {
+    /// A drive's telemetry before the first sample.
+    fn new(device: String, model: String, serial: String, warning_kelvin: u16) -> DeviceTelemetry {
+        DeviceTelemetry {
+            device,
+            model,
+            serial,
+            warning_temperature_celsius: (warning_kelvin != 0)
+                .then(|| kelvin_to_celsius(warning_kelvin)),
+            samples: Vec::new(),
+            failed_sample_count: 0,
+            temperature_min_celsius: None,
+            temperature_max_celsius: None,
+            throttled_seconds: 0,
+            throttle_transitions: 0,
+            host_written_bytes: 0,
+            write_amplification: None,
+            write_amplification_note: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Telemetry {
     pub interval_s: f64,
@@ -222,22 +244,12 @@ fn open_sampled(path: &Path) -> Result<Sampled, String> {
     Ok(Sampled {
         admin,
         warning_kelvin: report.warning_temperature_kelvin,
-        telemetry: DeviceTelemetry {
-            device: path.display().to_string(),
-            model: report.model,
-            serial: report.serial,
-            warning_temperature_celsius: (report.warning_temperature_kelvin != 0)
-                .then(|| kelvin_to_celsius(report.warning_temperature_kelvin)),
-            samples: Vec::new(),
-            failed_sample_count: 0,
-            temperature_min_celsius: None,
-            temperature_max_celsius: None,
-            throttled_seconds: 0,
-            throttle_transitions: 0,
-            host_written_bytes: 0,
-            write_amplification: None,
-            write_amplification_note: None,
-        },
+        telemetry: DeviceTelemetry::new(
+            path.display().to_string(),
+            report.model,
+            report.serial,
+            report.warning_temperature_kelvin,
+        ),
         first: None,
         last: None,
         media_first,
@@ -528,27 +540,16 @@ mod tests {
     }
 
     fn telemetry_with(temperatures_kelvin: &[u16]) -> DeviceTelemetry {
-        DeviceTelemetry {
-            device: "/dev/nvme0n1".to_string(),
-            model: String::new(),
-            serial: String::new(),
-            warning_temperature_celsius: None,
-            samples: temperatures_kelvin
-                .iter()
-                .enumerate()
-                .map(|(index, kelvin)| {
-                    HealthSample::new(index as f64, &log(*kelvin, [0, 0], [0, 0], 0))
-                })
-                .collect(),
-            failed_sample_count: 0,
-            temperature_min_celsius: None,
-            temperature_max_celsius: None,
-            throttled_seconds: 0,
-            throttle_transitions: 0,
-            host_written_bytes: 0,
-            write_amplification: None,
-            write_amplification_note: None,
-        }
+        let mut telemetry =
+            DeviceTelemetry::new("/dev/nvme0n1".to_string(), String::new(), String::new(), 0);
+        telemetry.samples = temperatures_kelvin
+            .iter()
+            .enumerate()
+            .map(|(index, kelvin)| {
+                HealthSample::new(index as f64, &log(*kelvin, [0, 0], [0, 0], 0))
+            })
+            .collect();
+        telemetry
     }
 
     #[test]

@@ -276,6 +276,7 @@ struct Writer<'a> {
     buffer_chunk_counts: Vec<u32>,
     /// For a constant source: how many payload bytes each chunk slot already holds from an
     /// earlier fill (0 = none), and the CRC32C of a payload of a given length.
+    constant_source: bool,
     constant_payload_bytes: Vec<u32>,
     constant_crc32c: Option<(u32, u32)>,
     free: Vec<u32>,
@@ -461,6 +462,7 @@ impl<'a> Writer<'a> {
             k,
             metas: vec![ChunkMeta::default(); buffer_count as usize * k as usize],
             buffer_chunk_counts: vec![0; buffer_count as usize],
+            constant_source: source.is_constant(),
             constant_payload_bytes: vec![0; buffer_count as usize * k as usize],
             constant_crc32c: None,
             free: (0..buffer_count).rev().collect(),
@@ -668,7 +670,7 @@ impl<'a> Writer<'a> {
                 None => now_ns(),
             };
             let chunk_slot = buffer as usize * self.k as usize + index as usize;
-            let constant = self.source.is_constant();
+            let constant = self.constant_source;
             let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
                 [start..start + remaining as usize];
             let filled = if constant && self.constant_payload_bytes[chunk_slot] as u64 == remaining
