@@ -220,9 +220,10 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         );
         for member in &report.members {
             println!(
-                "  member        {}: {} chunks, {:.1} MiB/s{}",
+                "  member        {}: {} chunks in {} writes, {:.1} MiB/s{}",
                 member.path.display(),
                 member.chunk_count,
+                member.io_count,
                 member.rate_mib_per_s,
                 if member.laps > 0 {
                     format!(", {} laps", member.laps)

@@ -54,6 +54,16 @@ fn a_stdin_stream_comes_back_byte_exact_on_one_and_three_members() {
             report["members"].as_array().map(Vec::len),
             Some(names.len())
         );
+        // Input that can wait is written in whole I/Os of 8 chunks: only the last data
+        // I/O is short, and the end marker is one chunk of its own.
+        let chunk_count = report["chunk_count"].as_u64().unwrap();
+        let io_count: u64 = report["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|member| member["io_count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(io_count, (chunk_count - 1).div_ceil(8) + 1, "{report}");
         let output = replay(&targets, &[]);
         assert!(output.status.success(), "{}", text(&output));
         assert!(

@@ -137,6 +137,8 @@ pub enum RecordOutcome {
 pub struct MemberReport {
     pub path: PathBuf,
     pub chunk_count: u64,
+    /// Writes issued (their mean size shows how well chunks were coalesced).
+    pub io_count: u64,
     pub bytes: u64,
     pub laps: u64,
     pub rate_mib_per_s: f64,
@@ -213,6 +215,7 @@ struct MemberState {
     /// in flight together, or the older could land last.
     queue_depth: u32,
     chunk_count: u64,
+    io_count: u64,
     /// Submitted I/Os not yet covered by a checkpoint: (first sequence, first slot, lap).
     undurable: VecDeque<(u64, u64, u64)>,
     /// Slots written since the last checkpoint position (bounds the recovery window).
@@ -642,8 +645,12 @@ impl<'a> Writer<'a> {
                 (limit - self.stream_offset_bytes).min(capacity)
             });
             if self.due_bytes() < self.stream_offset_bytes + remaining {
-                // Paced: the next payload has not arrived yet; send what is filled.
-                self.seal_filling();
+                // Paced: the next payload has not arrived yet. Send what is filled only when
+                // the targets are about to idle; while writes are in flight, the buffer keeps
+                // filling, so that I/Os stay whole instead of one chunk each.
+                if self.engine.in_flight() < self.members.len() as u32 {
+                    self.seal_filling();
+                }
                 break;
             }
             let Some(buffer) = self.filling.or_else(|| self.free.pop()) else {
@@ -960,6 +967,7 @@ impl<'a> Writer<'a> {
         }
         member.in_flight += 1;
         member.chunk_count += chunk_count as u64;
+        member.io_count += 1;
         member.since_checkpoint_slots += chunk_count as u64;
         self.next_sequence += chunk_count as u64;
         Ok(())
@@ -1255,6 +1263,7 @@ impl<'a> Writer<'a> {
                         .map(|m| m.target.path.clone())
                         .unwrap_or_default(),
                     chunk_count: member.chunk_count,
+                    io_count: member.io_count,
                     bytes: member.chunk_count * chunk_bytes,
                     laps: member.lap,
                     rate_mib_per_s: crate::unit::rate_mib_per_s(
