@@ -7,7 +7,7 @@ use nvrec::device::{Access, Safety};
 use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::pattern::Pattern;
 use nvrec::recording::reader::{self, Item};
-use nvrec::recording::writer::{self, RecordOptions, RecordOutcome};
+use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome};
 use nvrec::recording::{volume, Fill, Stripe};
 use nvrec::source::{open_source, SourceSpec};
 use nvrec::stream::Progress;
@@ -70,8 +70,9 @@ pub struct RecordArgs {
     /// I/Os in flight per member.
     #[arg(long, default_value_t = 32)]
     queue_depth: u32,
-    /// Buffer pool that absorbs stalls of the targets. Default: 256M, or for the pattern and
-    /// zero sources when not paced (they can wait), two queue depths of I/O per member.
+    /// Buffer pool that absorbs stalls of the targets. Default: with --rate, half a second
+    /// of input (256M..8G, at most a quarter of the memory); for the pattern and zero
+    /// sources when not paced (they can wait), two queue depths of I/O per member; else 256M.
     #[arg(long, value_parser = size_arg)]
     buffer: Option<u64>,
     /// How chunks are spread over the targets.
@@ -119,12 +120,17 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         io_chunk_count: (args.io_size / chunk) as u32,
         queue_depth: args.queue_depth,
         buffer_bytes: args.buffer.unwrap_or_else(|| {
+            let input = match (args.rate, &source_spec) {
+                (Some(rate_bytes_per_s), _) => InputKind::Paced { rate_bytes_per_s },
+                (None, SourceSpec::Pattern { .. } | SourceSpec::Zero) => InputKind::OnDemand,
+                (None, _) => InputKind::Fed,
+            };
             writer::default_buffer_bytes(
-                matches!(source_spec, SourceSpec::Pattern { .. } | SourceSpec::Zero)
-                    && args.rate.is_none(),
+                input,
                 args.targets.len(),
                 args.queue_depth,
                 args.io_size,
+                writer::memory_bytes(),
             )
         }),
         stripe: match args.stripe {

@@ -573,6 +573,42 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_avx2_kernels_agree_with_the_portable_ones() {
+        let keys = BlockKeys::new(Pattern::new(0x5EED).key, 3);
+        let steps = 3 * CHECK_GROUP_STEPS + 5;
+        let first_low = 0xFFFF_FF00u32; // The in-block index wraps within the buffer.
+        let mut scalar = vec![0u8; steps * STEP_BYTES];
+        fill_steps(&keys, first_low, &mut scalar);
+        let mut kernels: Vec<(&str, Vec<u8>)> = Vec::new();
+        if std::arch::is_x86_feature_detected!("avx2") {
+            let mut out = vec![0u8; scalar.len()];
+            // SAFETY: AVX2 support was just detected.
+            unsafe { avx2::fill_steps(&keys, first_low, &mut out) };
+            kernels.push(("avx2", out));
+        }
+        for (name, out) in &kernels {
+            assert!(
+                out == &scalar,
+                "{name} fills other bytes than the scalar kernel"
+            );
+        }
+        let mut damaged = scalar.clone();
+        let flipped_step = 2 * CHECK_GROUP_STEPS + 3;
+        damaged[flipped_step * STEP_BYTES + 17] ^= 0x40;
+        let group_start = Some(2 * CHECK_GROUP_STEPS);
+        assert_eq!(check_steps(&keys, first_low, &scalar), None);
+        assert_eq!(check_steps(&keys, first_low, &damaged), group_start);
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 support was just detected.
+            unsafe {
+                assert_eq!(avx2::check_steps(&keys, first_low, &scalar), None);
+                assert_eq!(avx2::check_steps(&keys, first_low, &damaged), group_start);
+            }
+        }
+    }
+
+    #[test]
     fn the_fast_path_agrees_with_the_word_function() {
         let pattern = Pattern::new(0xABCD);
         // Around the first 16 GiB block boundary too.
