@@ -68,7 +68,7 @@ pub struct RecordArgs {
     #[arg(long, default_value = "1M", value_parser = size_arg)]
     io_size: u64,
     /// I/Os in flight per member.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = nvrec::stream::QUEUE_DEPTH_DEFAULT)]
     queue_depth: u32,
     /// Buffer pool that absorbs stalls of the targets. Default: with --rate, half a second
     /// of input (256M..8G, at most a quarter of the memory); for the pattern and zero

@@ -47,6 +47,11 @@ pub trait Source {
     fn is_constant(&self) -> bool {
         false
     }
+    /// Whether a read may wait for someone else (a pipe, a file being written): a caller
+    /// must hand over what it has queued before reading. Generators never wait.
+    fn may_block(&self) -> bool {
+        true
+    }
 }
 
 /// The seekable test pattern.
@@ -57,6 +62,10 @@ impl Source for PatternSource {
         self.0.fill(offset_bytes, buf);
         Ok(buf.len())
     }
+
+    fn may_block(&self) -> bool {
+        false
+    }
 }
 
 /// Zeros, for clearing a range.
@@ -66,6 +75,10 @@ impl Source for ZeroSource {
     fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
         buf.fill(0);
         Ok(buf.len())
+    }
+
+    fn may_block(&self) -> bool {
+        false
     }
 
     fn is_constant(&self) -> bool {

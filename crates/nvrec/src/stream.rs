@@ -40,7 +40,7 @@ pub const CHUNK_SIZE_BYTES_MAX: u64 = 64 << 20;
 pub const IO_SIZE_BYTES_DEFAULT: u64 = 1 << 20;
 /// Largest I/O accepted (also bounded by the pool's 64 GiB).
 pub const IO_SIZE_BYTES_MAX: u64 = 256 << 20;
-/// Default number of I/Os in flight.
+/// Default number of I/Os in flight (per target).
 pub const QUEUE_DEPTH_DEFAULT: u32 = 32;
 
 // ---------------------------------------------------------------------------------------------
@@ -509,6 +509,7 @@ impl<'a> Run<'a> {
         target: &Target,
         range: ChunkRange,
         config: StreamConfig,
+        caller_may_block: bool,
         control: &'a Control,
         progress: &'a Progress,
     ) -> Result<Run<'a>, StreamError> {
@@ -521,6 +522,7 @@ impl<'a> Run<'a> {
         let engine_config = EngineConfig {
             queue_depth: slot_count,
             sqpoll: config.sqpoll,
+            caller_may_block,
         };
         let opened = engine::open_engine(config.engine, &[&target.file], pool, engine_config)?;
         progress.done_bytes.store(0, Ordering::Relaxed);
@@ -743,7 +745,15 @@ pub fn write(
 ) -> Result<StreamReport, StreamError> {
     config.validate(target.logical_block_bytes)?;
     let cpu_before = process_cpu_s();
-    let mut run = Run::new(IoOp::Write, target, range, config, control, progress)?;
+    let mut run = Run::new(
+        IoOp::Write,
+        target,
+        range,
+        config,
+        source.may_block(),
+        control,
+        progress,
+    )?;
     let chunk_bytes = range.chunk_size_bytes as usize;
     let chunks_per_io = config.chunks_per_io();
     let mut no_op = |_: &mut Run<'_>, _: Flight| {};
@@ -861,7 +871,8 @@ pub fn read(
 ) -> Result<StreamReport, StreamError> {
     config.validate(target.logical_block_bytes)?;
     let cpu_before = process_cpu_s();
-    let mut run = Run::new(IoOp::Read, target, range, config, control, progress)?;
+    // Reads never wait on a source; a sink that blocks only delays the next reap.
+    let mut run = Run::new(IoOp::Read, target, range, config, false, control, progress)?;
     let chunks_per_io = config.chunks_per_io();
     let chunk_bytes = range.chunk_size_bytes as usize;
     let mut sink_error: Option<io::Error> = None;

@@ -572,6 +572,7 @@ mod tests {
                 EngineConfig {
                     queue_depth,
                     sqpoll: false,
+                    caller_may_block: false,
                 },
             )
             .unwrap();

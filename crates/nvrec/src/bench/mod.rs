@@ -200,6 +200,7 @@ impl BenchTarget {
         let config = EngineConfig {
             queue_depth,
             sqpoll: false,
+            caller_may_block: false,
         };
         match &self.backend {
             Backend::Sim(drive) => Ok(Box::new(drive.engine(pool, config)?)),

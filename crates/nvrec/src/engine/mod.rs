@@ -226,6 +226,11 @@ pub struct EngineConfig {
     pub queue_depth: u32,
     /// Ask for a kernel thread that polls the submission queue (io_uring only).
     pub sqpoll: bool,
+    /// The caller may block elsewhere (reading a pipe) with I/O in flight. io_uring then
+    /// lets the kernel run the ring's deferred work (completions, reissues) by interrupting
+    /// that wait, instead of only when the caller next enters the ring: otherwise writes
+    /// queued before a read that never returns would never reach the target.
+    pub caller_may_block: bool,
 }
 
 /// See the module documentation for the model.

@@ -779,6 +779,7 @@ mod tests {
                 EngineConfig {
                     queue_depth,
                     sqpoll: false,
+                    caller_may_block: false,
                 },
             )
             .expect("engine")

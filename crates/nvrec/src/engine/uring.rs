@@ -50,7 +50,8 @@ impl UringEngine {
         config: EngineConfig,
     ) -> Result<UringEngine, (EngineError, BufferPool)> {
         let entries = config.queue_depth.next_power_of_two().max(8);
-        let (ring, setup_flags) = match build_ring(entries, config.sqpoll) {
+        let (ring, setup_flags) = match build_ring(entries, config.sqpoll, config.caller_may_block)
+        {
             Ok(pair) => pair,
             Err(error) => return Err((EngineError::UringUnavailable(error), pool)),
         };
@@ -144,12 +145,22 @@ impl UringEngine {
     }
 }
 
-fn build_ring(entries: u32, sqpoll: bool) -> std::io::Result<(IoUring, &'static str)> {
+fn build_ring(
+    entries: u32,
+    sqpoll: bool,
+    caller_may_block: bool,
+) -> std::io::Result<(IoUring, &'static str)> {
     if sqpoll {
         return IoUring::builder()
             .setup_sqpoll(1000)
             .build(entries)
             .map(|ring| (ring, "sqpoll"));
+    }
+    if caller_may_block {
+        // Task work may interrupt the caller's other waits (they restart transparently).
+        return IoUring::builder()
+            .build(entries)
+            .map(|ring| (ring, "interrupting taskrun"));
     }
     // Single issuer + deferred task running (Linux 6.1+): completions are processed only when
     // this thread asks for them, with no interrupting task work. Fall back on older kernels.

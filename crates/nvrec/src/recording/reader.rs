@@ -405,6 +405,7 @@ pub fn read_recording(
         EngineConfig {
             queue_depth: buffer_count as u32,
             sqpoll: false,
+            caller_may_block: false,
         },
     )?;
     let mut engine = opened.engine;

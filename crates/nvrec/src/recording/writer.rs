@@ -107,6 +107,9 @@ fn flight_count_max(buffer_count: u32) -> usize {
     (buffer_count as usize * 8).max(4096)
 }
 
+/// Buffers filled and queued, at most, before they are handed to the kernel together.
+const SUBMIT_BATCH_IO_COUNT: usize = 8;
+
 /// I/Os of a ring kept discarded ahead of the write point.
 const TRIM_AHEAD_IO_COUNT: u64 = 64;
 
@@ -144,7 +147,7 @@ impl Default for RecordOptions {
         RecordOptions {
             chunk_size_bytes: 128 << 10,
             io_chunk_count: 8,
-            queue_depth: 32,
+            queue_depth: crate::stream::QUEUE_DEPTH_DEFAULT,
             buffer_bytes: BUFFER_BYTES_DEFAULT,
             stripe: Stripe::Adaptive,
             fill: Fill::Linear,
@@ -320,6 +323,8 @@ struct Writer<'a> {
     k: u32,
     metas: Vec<ChunkMeta>,
     buffer_chunk_counts: Vec<u32>,
+    /// The source may wait for input: queued writes go to the kernel before every read.
+    source_may_block: bool,
     /// For a constant source: how many payload bytes each chunk slot already holds from an
     /// earlier fill (0 = none), and the CRC32C of a payload of a given length.
     constant_source: bool,
@@ -462,6 +467,7 @@ impl<'a> Writer<'a> {
             EngineConfig {
                 queue_depth,
                 sqpoll: false,
+                caller_may_block: source.may_block(),
             },
         )?;
         let members = set
@@ -509,6 +515,7 @@ impl<'a> Writer<'a> {
             metas: vec![ChunkMeta::default(); buffer_count as usize * k as usize],
             buffer_chunk_counts: vec![0; buffer_count as usize],
             constant_source: source.is_constant(),
+            source_may_block: source.may_block(),
             constant_payload_bytes: vec![0; buffer_count as usize * k as usize],
             constant_crc32c: None,
             free: (0..buffer_count).rev().collect(),
@@ -622,8 +629,25 @@ impl<'a> Writer<'a> {
 
     fn run(&mut self) {
         loop {
-            let mut progressed = self.produce();
-            progressed |= self.submit();
+            // Fill and queue buffers until nothing more can move (or a batch is queued); the
+            // queued writes go to the kernel with the next reap, in one system call.
+            let mut progressed = false;
+            let mut stuck = false;
+            // A source that may block gets its queued writes handed over before each read.
+            let batch = if self.source_may_block {
+                1
+            } else {
+                SUBMIT_BATCH_IO_COUNT
+            };
+            for _ in 0..batch {
+                let produced = self.produce();
+                let submitted = self.submit();
+                progressed |= produced || submitted;
+                if !produced && !submitted {
+                    stuck = true;
+                    break;
+                }
+            }
             if self.due_for_checkpoint() {
                 if let Err(error) = self.checkpoint() {
                     self.error.get_or_insert(error.to_string());
@@ -642,15 +666,15 @@ impl<'a> Writer<'a> {
             if self.full && self.engine.in_flight() == 0 {
                 break;
             }
-            // Wait for a completion only when nothing else can move.
-            let blocked = !progressed;
             if self.engine.in_flight() == 0 {
-                if blocked {
+                if !progressed {
                     self.sleep_until_due();
                 }
                 continue;
             }
-            if let Err(error) = self.reap(blocked) {
+            // Wait for a completion only when nothing else can move; queued writes are
+            // submitted by the same call.
+            if let Err(error) = self.reap(stuck) {
                 self.error.get_or_insert(error.to_string());
                 break;
             }
