@@ -273,7 +273,14 @@ struct MemberState {
     rate_bytes: u64,
     busy_ns: u64,
     busy_since: Option<Instant>,
+    /// Since when nothing has been in flight (None before the first write).
+    idle_since: Option<Instant>,
 }
+
+/// A member idle this long while adaptive striping sends elsewhere gets the next I/O: its
+/// rate estimate is refreshed only by the writes it gets, and a member whose first writes
+/// were slow would otherwise be left out for good.
+const ADAPTIVE_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Busy time after which the rate estimate's history is halved.
 const RATE_WINDOW_NS: u64 = 200_000_000;
@@ -286,6 +293,7 @@ impl MemberState {
             if let Some(since) = self.busy_since.take() {
                 self.busy_ns += since.elapsed().as_nanos() as u64;
             }
+            self.idle_since = Some(Instant::now());
         }
         if self.busy_ns > RATE_WINDOW_NS {
             self.busy_ns /= 2;
@@ -859,12 +867,26 @@ impl<'a> Writer<'a> {
                 // one would finish first. Until rates are known, the shortest queue; ties
                 // rotate.
                 let now = Instant::now();
+                let count = self.members.len();
+                let probe = (0..count)
+                    .map(|step| (self.rr_next + step) % count)
+                    .find(|&index| {
+                        let member = &self.members[index];
+                        has_room(member)
+                            && member.in_flight == 0
+                            && member.idle_since.is_some_and(|since| {
+                                now.saturating_duration_since(since) >= ADAPTIVE_PROBE_INTERVAL
+                            })
+                    });
+                if let Some(index) = probe {
+                    self.rr_next = index + 1;
+                    return Some(index);
+                }
                 let known_max = self
                     .members
                     .iter()
                     .filter_map(|m| m.rate(now))
                     .fold(0.0f64, f64::max);
-                let count = self.members.len();
                 let mut best: Option<(usize, f64)> = None;
                 for step in 0..count {
                     let index = (self.rr_next + step) % count;
@@ -1031,6 +1053,7 @@ impl<'a> Writer<'a> {
         member.next_slot += chunk_count as u64;
         if member.in_flight == 0 {
             member.busy_since = Some(Instant::now());
+            member.idle_since = None;
         }
         member.in_flight += 1;
         member.chunk_count += chunk_count as u64;
