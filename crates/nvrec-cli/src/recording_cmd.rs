@@ -107,7 +107,11 @@ pub struct RecordArgs {
 
 pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
     let chunk = args.chunk_size;
-    if chunk == 0 || chunk > u32::MAX as u64 || args.io_size % chunk != 0 || args.io_size < chunk {
+    if chunk == 0
+        || chunk > u32::MAX as u64
+        || !args.io_size.is_multiple_of(chunk)
+        || args.io_size < chunk
+    {
         return Err(UsageError(format!(
             "--io-size ({}) must be a whole number of chunks ({chunk})",
             args.io_size

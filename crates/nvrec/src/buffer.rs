@@ -60,7 +60,7 @@ impl BufferPool {
         if slot_count == 0 {
             return Err(invalid("no slots"));
         }
-        if slot_bytes == 0 || slot_bytes % SLOT_ALIGN_BYTES != 0 {
+        if slot_bytes == 0 || !slot_bytes.is_multiple_of(SLOT_ALIGN_BYTES) {
             return Err(invalid("slot size must be a non-zero multiple of 4096"));
         }
         let total_bytes = slot_count

@@ -310,7 +310,7 @@ impl Pattern {
     /// Which seed, if any, would have put `even_word` at the even index `word_index` and
     /// `odd_word` right after it.
     pub fn seed_of_words(even_word: u32, odd_word: u32, word_index: u64) -> u64 {
-        debug_assert!(word_index % 2 == 0);
+        debug_assert!(word_index.is_multiple_of(2));
         let block_key = mix((word_index >> 32) as u32 ^ BLOCK_SALT);
         let low = (word_index as u32).wrapping_add(1).wrapping_mul(GOLDEN);
         let high = (word_index as u32).wrapping_add(2).wrapping_mul(GOLDEN);
@@ -340,7 +340,10 @@ impl Pattern {
 
     /// Fills `buf` with the pattern bytes that belong at absolute `offset_bytes`.
     pub fn fill(&self, offset_bytes: u64, buf: &mut [u8]) {
-        assert!(offset_bytes % 8 == 0, "pattern offsets are multiples of 8");
+        assert!(
+            offset_bytes.is_multiple_of(8),
+            "pattern offsets are multiples of 8"
+        );
         let len = buf.len();
         Self::for_each_block(offset_bytes, len, |block, low, range| {
             let keys = BlockKeys::new(self.key, block);
@@ -364,7 +367,10 @@ impl Pattern {
         buf: &[u8],
         chunk_size_bytes: u64,
     ) -> Result<(), Mismatch> {
-        assert!(offset_bytes % 8 == 0, "pattern offsets are multiples of 8");
+        assert!(
+            offset_bytes.is_multiple_of(8),
+            "pattern offsets are multiples of 8"
+        );
         let mut first_bad_byte: Option<usize> = None;
         Self::for_each_block(offset_bytes, buf.len(), |block, low, range| {
             if first_bad_byte.is_some() {
@@ -456,7 +462,7 @@ impl Pattern {
         }
         // A pattern that stops at a chunk boundary, with nothing of it in the rest of that chunk.
         let mismatch_offset_bytes = offset_bytes + position as u64;
-        if chunk_size_bytes > 0 && mismatch_offset_bytes % chunk_size_bytes == 0 {
+        if chunk_size_bytes > 0 && mismatch_offset_bytes.is_multiple_of(chunk_size_bytes) {
             let end = (position + chunk_size_bytes as usize).min(buf.len()) / 4 * 4;
             let any_match = (position..end)
                 .step_by(4)

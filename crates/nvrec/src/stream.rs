@@ -223,7 +223,7 @@ pub fn resolve_range(
         "chunk size is validated first"
     );
     let first = spec.first_offset_bytes;
-    if first % chunk_size_bytes != 0 {
+    if !first.is_multiple_of(chunk_size_bytes) {
         return Err(AddressError::FirstUnaligned {
             first_offset_bytes: first,
             chunk_size_bytes,
@@ -346,7 +346,7 @@ impl StreamConfig {
         if !chunk.is_power_of_two() {
             return Err(ConfigError::ChunkNotPowerOfTwo(chunk));
         }
-        if chunk % logical_block_bytes as u64 != 0 {
+        if !chunk.is_multiple_of(logical_block_bytes as u64) {
             return Err(ConfigError::ChunkNotBlockMultiple {
                 chunk_size_bytes: chunk,
                 logical_block_bytes,
@@ -357,7 +357,7 @@ impl StreamConfig {
         }
         // An I/O smaller than a chunk means one chunk per I/O.
         let io_size_bytes = self.io_size_bytes.max(chunk);
-        if io_size_bytes % chunk != 0 {
+        if !io_size_bytes.is_multiple_of(chunk) {
             return Err(ConfigError::IoSizeNotChunkMultiple {
                 io_size_bytes,
                 chunk_size_bytes: chunk,

@@ -87,7 +87,7 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, ParseError> {
         }
         let denominator = 10u128.pow(fraction.len() as u32);
         let numerator: u128 = fraction.parse::<u128>().unwrap_or(0) * multiplier as u128;
-        if numerator % denominator != 0 {
+        if !numerator.is_multiple_of(denominator) {
             return Err(ParseError::BadSize {
                 text: text.to_string(),
                 why: "not a whole number of bytes",

@@ -82,7 +82,7 @@ pub fn fill(
         )));
     }
     let io = settings.io_size_bytes;
-    if io == 0 || io % target.logical_block_bytes as u64 != 0 || size_bytes < io {
+    if io == 0 || !io.is_multiple_of(target.logical_block_bytes as u64) || size_bytes < io {
         return Err(BenchError::Settings(format!(
             "the I/O size {io} must be a multiple of the logical block size {} and fit the size {size_bytes}",
             target.logical_block_bytes

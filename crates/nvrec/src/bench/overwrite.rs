@@ -115,7 +115,7 @@ pub fn overwrite(
 ) -> Result<OverwriteResult, BenchError> {
     let io = settings.io_size_bytes;
     let ring_bytes = settings.size_bytes.unwrap_or(target.capacity_bytes) / io * io;
-    if io == 0 || io % target.logical_block_bytes as u64 != 0 {
+    if io == 0 || !io.is_multiple_of(target.logical_block_bytes as u64) {
         return Err(BenchError::Settings(format!(
             "the I/O size {io} is not a multiple of the logical block size {}",
             target.logical_block_bytes

@@ -102,7 +102,8 @@ pub fn sweep(
     on_point: &mut dyn FnMut(&SweepPoint),
 ) -> Result<SweepResult, BenchError> {
     let chunk = settings.chunk_size_bytes;
-    if chunk == 0 || chunk % target.logical_block_bytes as u64 != 0 || settings.runs == 0 {
+    if chunk == 0 || !chunk.is_multiple_of(target.logical_block_bytes as u64) || settings.runs == 0
+    {
         return Err(BenchError::Settings(format!(
             "the chunk size {chunk} must be a multiple of the logical block size {} and runs at least 1",
             target.logical_block_bytes

@@ -93,7 +93,7 @@ pub struct Target {
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
     #[error("{} does not exist{}", .path.display(), if *.can_create {
-        "; to record into a new file, give its size with --size and it will be created"
+        "; to create it, say how large it must be (write: --size, record: --create-size)"
     } else { "" })]
     NotFound {
         path: PathBuf,

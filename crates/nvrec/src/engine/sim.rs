@@ -189,7 +189,7 @@ impl SimModel {
                 self.logical_block_bytes
             ));
         }
-        if self.capacity_bytes == 0 || self.capacity_bytes % DIRTY_BLOCK_BYTES != 0 {
+        if self.capacity_bytes == 0 || !self.capacity_bytes.is_multiple_of(DIRTY_BLOCK_BYTES) {
             return Err(format!(
                 "capacity {} is not a positive multiple of 1 MiB",
                 self.capacity_bytes
@@ -516,8 +516,8 @@ impl SimEngine {
         let slot_bytes = self.pool.slot_bytes() as u64;
         let result = if request.op == IoOp::Flush {
             Ok(0.0)
-        } else if request.offset_bytes % lbs != 0
-            || request.len_bytes as u64 % lbs != 0
+        } else if !request.offset_bytes.is_multiple_of(lbs)
+            || !(request.len_bytes as u64).is_multiple_of(lbs)
             || request.len_bytes as u64 > slot_bytes
         {
             Err(IoError::from_errno(

@@ -14,10 +14,11 @@ pub(crate) const VERSION_MINOR_OFFSET: usize = 10;
 pub(crate) const META_CRC_OFFSET: usize = META_STRUCT_SIZE_BYTES - 4;
 
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, initial value and final XOR
-/// 0xFFFFFFFF), the checksum of every structure in the format. Uses the SSE4.2 `crc32`
+/// 0xFFFFFFFF), the checksum of every structure in the format. Folds long buffers with
+/// VPCLMULQDQ where the CPU has it (see `crc_fold`), else uses the SSE4.2 `crc32`
 /// instruction when the CPU has it. `crc32c(b"123456789") == 0xE306_9283`.
 pub fn crc32c(bytes: &[u8]) -> u32 {
-    ::crc32c::crc32c(bytes)
+    super::crc_fold::crc32c_append(0, bytes)
 }
 
 /// The `(major, minor)` format version stored in bytes 8..12 of any structure, read
@@ -35,7 +36,7 @@ pub fn format_version_of(bytes: &[u8]) -> Option<(u16, u16)> {
 
 /// Continues a CRC-32C: `crc32c_append(crc32c(a), b) == crc32c(a ++ b)`.
 pub(crate) fn crc32c_append(crc: u32, bytes: &[u8]) -> u32 {
-    ::crc32c::crc32c_append(crc, bytes)
+    super::crc_fold::crc32c_append(crc, bytes)
 }
 
 /// Joins two CRC-32Cs: `crc32c_combine(crc32c(a), crc32c(b), b.len()) == crc32c(a ++ b)`.

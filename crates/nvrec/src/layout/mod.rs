@@ -36,6 +36,7 @@
 
 mod chunk;
 mod codec;
+mod crc_fold;
 mod error;
 mod flags;
 #[doc(hidden)]

@@ -212,7 +212,7 @@ impl VolumeLayout {
         let overflow = |field| LayoutError::invalid(S, field, "offset arithmetic overflows");
 
         if self.index_offset_bytes < SUPERBLOCK_A_OFFSET_BYTES + meta
-            || self.index_offset_bytes % meta != 0
+            || !self.index_offset_bytes.is_multiple_of(meta)
         {
             return Err(LayoutError::invalid(
                 S,
@@ -229,7 +229,7 @@ impl VolumeLayout {
             .checked_mul(meta)
             .and_then(|len| len.checked_add(self.index_offset_bytes))
             .ok_or_else(|| overflow("index_offset_bytes"))?;
-        if self.data_offset_bytes < index_end || self.data_offset_bytes % chunk != 0 {
+        if self.data_offset_bytes < index_end || !self.data_offset_bytes.is_multiple_of(chunk) {
             return Err(LayoutError::invalid(
                 S,
                 "data_offset_bytes",
@@ -373,7 +373,7 @@ fn check_logical_block(logical_block_bytes: u32) -> Result<(), LayoutError> {
 fn check_chunk_size(chunk_size_bytes: u32, meta_block_bytes: u32) -> Result<(), LayoutError> {
     if !(MIN_CHUNK_SIZE_BYTES..=MAX_CHUNK_SIZE_BYTES).contains(&chunk_size_bytes)
         || meta_block_bytes == 0
-        || chunk_size_bytes % meta_block_bytes != 0
+        || !chunk_size_bytes.is_multiple_of(meta_block_bytes)
     {
         return Err(LayoutError::invalid(
             S,

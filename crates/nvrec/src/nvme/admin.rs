@@ -147,7 +147,10 @@ impl Admin {
 
     /// Get Log Page `log_id` for `nsid`, `len` bytes (a multiple of 4).
     pub fn log_page(&self, log_id: u8, nsid: u32, len: usize) -> Result<Vec<u8>, AdminError> {
-        assert!(len % 4 == 0 && len > 0, "log pages are read in dwords");
+        assert!(
+            len.is_multiple_of(4) && len > 0,
+            "log pages are read in dwords"
+        );
         let mut buf = vec![0u8; len];
         let dwords = (len / 4 - 1) as u32; // NUMD is zero-based
         let cmd = PassthruCmd {

@@ -423,7 +423,7 @@ pub fn record(
 
 fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
     let usage = |text: String| Err(RecordingError::Usage(text));
-    if options.chunk_size_bytes < 8192 || options.chunk_size_bytes % 4096 != 0 {
+    if options.chunk_size_bytes < 8192 || !options.chunk_size_bytes.is_multiple_of(4096) {
         return usage(format!(
             "chunk size {} must be a multiple of 4096, at least 8192",
             options.chunk_size_bytes

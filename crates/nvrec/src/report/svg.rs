@@ -103,7 +103,7 @@ pub fn ticks(scale: Scale, min: f64, max: f64, target: usize) -> Vec<f64> {
             let count = (last - first + 1).max(0) as usize;
             let stride = count.div_ceil(target.max(1) * 2).max(1);
             (first..=last)
-                .filter(|power| (power - first) as usize % stride == 0)
+                .filter(|power| ((power - first) as usize).is_multiple_of(stride))
                 .map(|power| base.powi(power))
                 .collect()
         }
