@@ -26,6 +26,28 @@ fn record_stdin(targets: &[PathBuf], data: &[u8], extra: &[&str]) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Records `data` from stdin in 1 MiB pieces with a pause after each, waits 600 ms (for
+/// the last writes and a checkpoint), then kills the recorder with SIGKILL.
+fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause: Duration) {
+    let mut child = nvrec()
+        .args(["record", "--source", "stdin"])
+        .args(extra)
+        .args(targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for piece in data.chunks(1 << 20) {
+        stdin.write_all(piece).unwrap();
+        std::thread::sleep(pause);
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    drop(stdin);
+}
+
 fn replay(targets: &[PathBuf], extra: &[&str]) -> Output {
     run(nvrec().arg("replay").args(extra).args(targets))
 }
@@ -109,32 +131,14 @@ fn a_stream_onto_three_loop_devices_comes_back_byte_exact() {
 fn after_kill_9_everything_acknowledged_comes_back_and_the_recording_is_interrupted() {
     let scratch = Scratch::new("kill9");
     let targets = files(&scratch, &["a.img", "b.img"]);
-    let mut child = nvrec()
-        .args([
-            "record",
-            "--source",
-            "stdin",
-            "--sync-interval",
-            "100ms",
-            "--create-size",
-            "64M",
-        ])
-        .args(&targets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
     let data = noise(24 << 20, 9);
-    // Feed in pieces; everything sent more than a few sync intervals ago is acknowledged.
-    for piece in data.chunks(1 << 20) {
-        stdin.write_all(piece).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(600));
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    drop(stdin);
+    // Everything sent more than a few sync intervals ago is acknowledged.
+    record_then_kill(
+        &targets,
+        &["--sync-interval", "100ms", "--create-size", "64M"],
+        &data,
+        Duration::from_millis(20),
+    );
     let output = run(nvrec().args(["--json", "ls"]).args(&targets));
     let listing = json(&output);
     assert_eq!(
@@ -207,6 +211,84 @@ fn a_ring_returns_exactly_the_newest_data_in_order() {
     assert!(output.status.success(), "{}", text(&output));
     let output = replay(&trimmed, &[]);
     assert!(output.stdout[..] == data[data.len() - output.stdout.len()..]);
+}
+
+#[test]
+fn after_kill_9_a_ring_comes_back_up_to_what_was_acknowledged() {
+    // A small ring laps many times between timed checkpoints (the interval is long here):
+    // the writer checkpoints every half lap, and recovery's forward search goes on at slot
+    // 0 where a lap ends, so that the newest data comes back however the crash falls.
+    let scratch = Scratch::new("kill9-ring");
+    for (round, mib) in [29usize, 35].into_iter().enumerate() {
+        let targets = files(
+            &scratch,
+            &[&format!("a{round}.img"), &format!("b{round}.img")],
+        );
+        let data = noise(mib << 20, 21 + round as u64);
+        record_then_kill(
+            &targets,
+            &[
+                "--ring",
+                "--stripe",
+                "round-robin",
+                "--sync-interval",
+                "60s",
+                "--create-size",
+                "12M",
+            ],
+            &data,
+            Duration::from_millis(10),
+        );
+        let output = replay(&targets, &[]);
+        assert!(output.status.success(), "{}", text(&output));
+        let recovered = &output.stdout;
+        assert!(recovered.len() > 4 << 20, "{}", recovered.len());
+        // The newest data, ending where the input ended but for the chunk being filled.
+        let end = (0..=131072usize)
+            .map(|short| data.len() - short)
+            .find(|&end| data[end - recovered.len()..end] == recovered[..]);
+        assert!(
+            end.is_some(),
+            "round {round}: {} bytes recovered are not the newest of {}",
+            recovered.len(),
+            data.len()
+        );
+    }
+}
+
+#[test]
+fn a_paced_ring_with_writes_of_every_size_keeps_every_lap_whole() {
+    // A paced source sends what it has when the targets are about to idle, so writes of
+    // one to eight chunks alternate and laps end in the middle of a write. Each lap must
+    // still fill every slot in order: what is left behind at the end of a lap would be an
+    // older lap's data among the newest (the merge reports it out of order).
+    let scratch = Scratch::new("ring-paced");
+    for (round, rate) in ["800MB/s", "1500MB/s"].iter().enumerate() {
+        let targets = files(
+            &scratch,
+            &[&format!("a{round}.img"), &format!("b{round}.img")],
+        );
+        let output = run(nvrec()
+            .args(["--json", "record", "--source", "pattern", "--rate", rate])
+            .args(["--duration", "1s", "--ring", "--stripe", "round-robin"])
+            .args(["--create-size", "12M"])
+            .args(&targets));
+        assert!(output.status.success(), "{}", text(&output));
+        // What a slow build loses to the pace is counted and marked; it does not matter here.
+        let report = json(&output);
+        let members = report["members"].as_array().unwrap();
+        assert!(
+            members
+                .iter()
+                .all(|m| m["laps"].as_u64().unwrap() >= 2 && m["io_count"] != m["chunk_count"]),
+            "every member laps, with writes of more than one chunk: {report}"
+        );
+        let output = run(nvrec().args(["--json", "verify"]).args(&targets));
+        assert!(output.status.success(), "{}", text(&output));
+        let output = replay(&targets, &[]);
+        assert!(output.status.success(), "{}", text(&output));
+        assert!(output.stdout.len() > 4 << 20, "{}", output.stdout.len());
+    }
 }
 
 #[test]

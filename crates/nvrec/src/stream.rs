@@ -593,6 +593,7 @@ impl<'a> Run<'a> {
             op: self.op,
             file_index: 0,
             slot,
+            slot_offset_bytes: 0,
             offset_bytes: self.range.chunk_offset_bytes(first_chunk_index),
             len_bytes: (chunk_count as u64 * self.range.chunk_size_bytes) as u32,
             user_data: sequence,

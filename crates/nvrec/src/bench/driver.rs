@@ -281,6 +281,7 @@ pub fn run(
                 op: workload.op,
                 file_index: 0,
                 slot,
+                slot_offset_bytes: 0,
                 offset_bytes: offset,
                 len_bytes: io as u32,
                 user_data: slot as u64,

@@ -87,6 +87,8 @@ pub struct IoRequest {
     /// Which of the engine's files (index into the slice given to `open_engine`).
     pub file_index: u16,
     pub slot: u32,
+    /// Where in the slot the transfer starts (a buffer may go out in two parts).
+    pub slot_offset_bytes: u32,
     pub offset_bytes: u64,
     pub len_bytes: u32,
     /// Returned untouched in the completion.
@@ -479,6 +481,7 @@ mod step_tests {
         op: IoOp::Write,
         file_index: 0,
         slot: 0,
+        slot_offset_bytes: 0,
         offset_bytes: 0x10000,
         len_bytes: 8192,
         user_data: 0,

@@ -518,7 +518,7 @@ impl SimEngine {
             Ok(0.0)
         } else if !request.offset_bytes.is_multiple_of(lbs)
             || !(request.len_bytes as u64).is_multiple_of(lbs)
-            || request.len_bytes as u64 > slot_bytes
+            || request.slot_offset_bytes as u64 + request.len_bytes as u64 > slot_bytes
         {
             Err(IoError::from_errno(
                 request.op,
@@ -538,13 +538,15 @@ impl SimEngine {
             let len = request.len_bytes as usize;
             let transfer_s = match request.op {
                 IoOp::Write => {
-                    let slot = &self.pool.slot(request.slot as usize)[..len];
+                    let from = request.slot_offset_bytes as usize;
+                    let slot = &self.pool.slot(request.slot as usize)[from..from + len];
                     state.data.write(offset, slot);
                     state.counters.bytes_written += len as u64;
                     state.write_time_s(request.offset_bytes, len as u64)
                 }
                 IoOp::Read => {
-                    let slot = &mut self.pool.slot_mut(request.slot as usize)[..len];
+                    let from = request.slot_offset_bytes as usize;
+                    let slot = &mut self.pool.slot_mut(request.slot as usize)[from..from + len];
                     state.data.read(offset, slot);
                     state.counters.bytes_read += len as u64;
                     let seconds =
@@ -799,6 +801,7 @@ mod tests {
                     op: IoOp::Write,
                     file_index: 0,
                     slot,
+                    slot_offset_bytes: 0,
                     offset_bytes: next,
                     len_bytes: io as u32,
                     user_data: slot as u64,
@@ -861,6 +864,7 @@ mod tests {
             op: IoOp::Write,
             file_index: 0,
             slot: 0,
+            slot_offset_bytes: 0,
             offset_bytes: 65536,
             len_bytes: 65536,
             user_data: 1,
@@ -872,6 +876,7 @@ mod tests {
                 op: IoOp::Read,
                 file_index: 0,
                 slot: 1,
+                slot_offset_bytes: 0,
                 offset_bytes: 65536,
                 len_bytes: 65536,
                 user_data: 2,
@@ -903,6 +908,7 @@ mod tests {
                 op: IoOp::Write,
                 file_index: 0,
                 slot: 0,
+                slot_offset_bytes: 0,
                 offset_bytes: offset,
                 len_bytes: len,
                 user_data: 0,

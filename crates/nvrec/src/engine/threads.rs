@@ -188,12 +188,17 @@ impl Engine for ThreadsEngine {
     }
 
     fn push(&mut self, request: IoRequest) {
-        debug_assert!(request.len_bytes as usize <= self.pool.slot_bytes());
+        assert!(
+            request.slot_offset_bytes as usize + request.len_bytes as usize
+                <= self.pool.slot_bytes(),
+            "the transfer lies inside its slot"
+        );
         assert!(
             self.in_flight < self.queue_depth,
             "caller keeps at most queue_depth requests in flight"
         );
-        let address = self.pool.slot_ptr(request.slot as usize) as usize;
+        let address =
+            self.pool.slot_ptr(request.slot as usize) as usize + request.slot_offset_bytes as usize;
         let jobs = self.jobs.as_ref().expect("engine is open");
         // The channel holds queue_depth jobs and at most queue_depth are in flight: no block.
         if jobs.send(Job { request, address }).is_ok() {

@@ -98,11 +98,12 @@ impl UringEngine {
     fn sqe_for(&self, tag: u32) -> squeue::Entry {
         let flight = self.table[tag as usize].expect("tag in use");
         let request = flight.request;
-        // SAFETY: done_bytes < len_bytes <= slot_bytes, so the address stays inside the slot.
+        // SAFETY: slot_offset_bytes + done_bytes < slot_offset_bytes + len_bytes <= slot_bytes
+        // (checked in push), so the address stays inside the slot.
         let address = unsafe {
             self.pool
                 .slot_ptr(request.slot as usize)
-                .add(flight.done_bytes as usize)
+                .add(request.slot_offset_bytes as usize + flight.done_bytes as usize)
         };
         let len_bytes = request.len_bytes - flight.done_bytes;
         let offset_bytes = request.offset_bytes + flight.done_bytes as u64;
@@ -200,7 +201,11 @@ impl Engine for UringEngine {
     }
 
     fn push(&mut self, request: IoRequest) {
-        debug_assert!(request.len_bytes as usize <= self.pool.slot_bytes());
+        assert!(
+            request.slot_offset_bytes as usize + request.len_bytes as usize
+                <= self.pool.slot_bytes(),
+            "the transfer lies inside its slot"
+        );
         debug_assert!(request.op != IoOp::Flush);
         debug_assert!((request.file_index as usize) < self.files.len());
         let tag = self

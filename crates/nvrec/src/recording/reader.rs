@@ -129,13 +129,17 @@ pub fn recovered_end(
         let mut end_slot = slot;
         let mut end_lap = lap;
         let mut remaining = checkpoint.recovery_window_slots as u64;
+        // A ring's lap may end before the member's last slot (the writer uses whole I/Os):
+        // where the run stops, it may go on at slot 0 of the next lap, once.
+        let mut wrapped = false;
         'search: while remaining > 0 {
             if slot >= layout.data_slot_count {
-                if !ring {
+                if !ring || wrapped {
                     break;
                 }
                 slot = 0;
                 lap += 1;
+                wrapped = true;
             }
             let count = SCAN_SLOTS_PER_READ
                 .min(layout.data_slot_count - slot)
@@ -146,27 +150,40 @@ pub fn recovered_end(
                 offset,
                 (count * layout.chunk_size_bytes as u64) as usize,
             )?;
+            let mut run_ended = false;
             for (within, slot_bytes) in bytes.chunks(layout.chunk_size_bytes as usize).enumerate() {
                 searched_slot_count += 1;
                 let this_slot = slot + within as u64;
-                let Ok(view) = decode_chunk(slot_bytes) else {
-                    break 'search;
+                let belongs = |header: &ChunkHeader| {
+                    header.set_uuid == set.set_uuid
+                        && header.recording_id == checkpoint.recording_id
+                        && header.member_index as usize == index
+                        && header.slot_index == this_slot
+                        && header.sequence >= checkpoint.durable_sequence_end
+                        && last_sequence.is_none_or(|last| header.sequence > last)
                 };
-                let header = view.header;
-                let belongs = header.set_uuid == set.set_uuid
-                    && header.recording_id == checkpoint.recording_id
-                    && header.member_index as usize == index
-                    && header.slot_index == this_slot
-                    && header.sequence >= checkpoint.durable_sequence_end
-                    && last_sequence.is_none_or(|last| header.sequence > last);
-                if !belongs {
-                    break 'search;
-                }
+                let header = match decode_chunk(slot_bytes) {
+                    Ok(view) if belongs(&view.header) => view.header,
+                    _ => {
+                        run_ended = true;
+                        break;
+                    }
+                };
                 last_sequence = Some(header.sequence);
                 highest = Some(highest.map_or(header.sequence, |h: u64| h.max(header.sequence)));
                 kept.push(header);
                 end_slot = this_slot + 1;
                 end_lap = lap;
+            }
+            if run_ended {
+                if !ring || wrapped || slot == 0 && last_sequence.is_none() {
+                    break 'search;
+                }
+                slot = 0;
+                lap += 1;
+                wrapped = true;
+                remaining = remaining.saturating_sub(count);
+                continue 'search;
             }
             slot += count;
             remaining -= count;
@@ -466,6 +483,7 @@ pub fn read_recording(
                     op: IoOp::Read,
                     file_index: file_of_member[scan.member_index as usize],
                     slot: buffer,
+                    slot_offset_bytes: 0,
                     offset_bytes,
                     len_bytes: (take * chunk_bytes) as u32,
                     user_data,
@@ -708,10 +726,14 @@ fn advance(
                         .last_sequence
                         .is_some_and(|last| header.sequence <= last)
                     {
-                        damages.push(damage(
-                            "sequence out of order on this member".into(),
-                            Some(header.sequence),
-                        ));
+                        // In a ring, an older chunk after newer ones is a lap's leftover (the
+                        // sequences it stood for are reported missing if nothing newer came).
+                        if !ring {
+                            damages.push(damage(
+                                "sequence out of order on this member".into(),
+                                Some(header.sequence),
+                            ));
+                        }
                     } else {
                         scan.last_sequence = Some(header.sequence);
                         scan.head = Some((header, scan.cursor));

@@ -245,6 +245,8 @@ struct Flight {
     chunk_count: u32,
     stream_end_bytes: u64,
     lost_bytes_through: u64,
+    /// I/Os of this write not yet completed: two when a ring write goes on at slot 0.
+    parts_left: u8,
     done: bool,
     failed: bool,
 }
@@ -255,11 +257,15 @@ struct MemberState {
     lap: u64,
     usable_slots: u64,
     data_slot_count: u64,
+    /// Writes (buffers) in flight on this member.
     in_flight: u32,
-    /// I/Os this member may have in flight. In a ring it is also bounded so that the
-    /// I/Os in flight never span more than one lap: two writes to one slot must never be
-    /// in flight together, or the older could land last.
+    /// Writes this member may have in flight.
     queue_depth: u32,
+    /// Writes in flight, in the order they were submitted: (flight number, ring position of
+    /// the first slot, slot count). Completions arrive in any order, and in a ring a write
+    /// waits until it cannot touch a slot of any of these (see `ring_clear`): two writes to
+    /// one slot in flight together could land in either order.
+    pending: VecDeque<(u64, u64, u64)>,
     chunk_count: u64,
     io_count: u64,
     /// Submitted I/Os not yet covered by a checkpoint: (first sequence, first slot, lap).
@@ -306,6 +312,27 @@ impl MemberState {
         }
     }
 
+    /// Where the next ring write starts, counted in slots from the start of lap 0
+    /// (lap x usable slots + slot), and the lap and slot that is.
+    fn ring_next(&self) -> (u64, u64, u64) {
+        let (lap, slot) = if self.next_slot >= self.usable_slots {
+            (self.lap + 1, 0)
+        } else {
+            (self.lap, self.next_slot)
+        };
+        (lap * self.usable_slots + slot, lap, slot)
+    }
+
+    /// Whether a ring write of `slot_count` slots at the write point touches no slot of a
+    /// write still in flight: everything in flight and the new write must lie within one
+    /// lap's worth of ring positions.
+    fn ring_clear(&self, slot_count: u64) -> bool {
+        let (position, _, _) = self.ring_next();
+        self.pending
+            .front()
+            .is_none_or(|&(_, oldest, _)| position + slot_count <= oldest + self.usable_slots)
+    }
+
     /// Bytes per second written while busy, once something has completed.
     fn rate(&self, now: Instant) -> Option<f64> {
         if self.rate_bytes == 0 {
@@ -343,6 +370,8 @@ struct Writer<'a> {
     filling: Option<u32>,
     flights: VecDeque<Flight>,
     flight_limit: usize,
+    /// I/Os the engine takes at once: a ring write split at the end of a lap is two.
+    engine_queue_depth: u32,
     front_flight: u64,
     completions: Vec<IoCompletion>,
     members: Vec<MemberState>,
@@ -353,6 +382,8 @@ struct Writer<'a> {
     stream_offset_bytes: u64,
     lost_bytes: u64,
     pending_gap_bytes: u64,
+    /// Gap bytes carried by the chunks submitted so far (chunks go out in stream order).
+    submitted_gap_bytes: u64,
     gap_count: u64,
     recorded_stream_bytes: u64,
     durable_sequence_end: u64,
@@ -463,9 +494,16 @@ impl<'a> Writer<'a> {
         let member_count = set.member_count();
         let buffer_count = (options.buffer_bytes / io_bytes).clamp(2, 1 << 16) as u32;
         let pool = BufferPool::new(buffer_count as usize, io_bytes as usize)?;
-        // The engine never has more in flight than the buffers or the members' queues allow.
-        let queue_depth = buffer_count
+        // The engine never has more in flight than the buffers or the members' queues allow,
+        // plus, in a ring, one more per member for the second part of a write that goes on
+        // at slot 0 (a member has at most one such write in flight: see `ring_clear`).
+        let split_room = match options.fill {
+            Fill::Linear => 0,
+            Fill::Ring { .. } => member_count as u32,
+        };
+        let queue_depth = (buffer_count
             .min(options.queue_depth.saturating_mul(member_count as u32))
+            + split_room)
             .min(engine::QUEUE_DEPTH_MAX);
         let files: Vec<&std::fs::File> = set.present().map(|member| &member.target.file).collect();
         let opened = engine::open_engine(
@@ -531,6 +569,7 @@ impl<'a> Writer<'a> {
             filling: None,
             flights: VecDeque::with_capacity(flight_count_max(buffer_count)),
             flight_limit: flight_count_max(buffer_count),
+            engine_queue_depth: queue_depth,
             front_flight: 0,
             completions: Vec::with_capacity(buffer_count as usize),
             members,
@@ -541,6 +580,7 @@ impl<'a> Writer<'a> {
             stream_offset_bytes: 0,
             lost_bytes: 0,
             pending_gap_bytes: 0,
+            submitted_gap_bytes: 0,
             gap_count: 0,
             recorded_stream_bytes: 0,
             durable_sequence_end: next_sequence,
@@ -840,6 +880,13 @@ impl<'a> Writer<'a> {
             Fill::Linear => member.next_slot + chunk_count as u64 <= member.usable_slots,
             Fill::Ring { .. } => member.usable_slots >= chunk_count as u64,
         };
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
+        // A member takes the write now if its queue has room and, in a ring, the write
+        // touches no slot still being written.
+        let can_take = |member: &MemberState| {
+            member.in_flight < member.queue_depth
+                && (!ring || member.ring_clear(chunk_count as u64))
+        };
         if self.members.iter().all(|member| !has_room(member)) {
             self.full = true;
             return None;
@@ -851,7 +898,7 @@ impl<'a> Writer<'a> {
                 for step in 0..count {
                     let index = (self.rr_next + step) % count;
                     if has_room(&self.members[index]) {
-                        if self.members[index].in_flight < self.members[index].queue_depth {
+                        if can_take(&self.members[index]) {
                             self.rr_next = index + 1;
                             return Some(index);
                         }
@@ -874,6 +921,7 @@ impl<'a> Writer<'a> {
                         let member = &self.members[index];
                         has_room(member)
                             && member.in_flight == 0
+                            && can_take(member)
                             && member.idle_since.is_some_and(|since| {
                                 now.saturating_duration_since(since) >= ADAPTIVE_PROBE_INTERVAL
                             })
@@ -904,7 +952,7 @@ impl<'a> Writer<'a> {
                     }
                 }
                 let (index, _) = best?;
-                if self.members[index].in_flight >= self.members[index].queue_depth {
+                if !can_take(&self.members[index]) {
                     return None;
                 }
                 self.rr_next = index + 1;
@@ -919,6 +967,9 @@ impl<'a> Writer<'a> {
         while let Some(&buffer) = self.ready.front() {
             if self.flights.len() >= self.flight_limit {
                 break; // The frontier must move first: wait for the oldest write.
+            }
+            if self.engine.in_flight() + self.max_parts() > self.engine_queue_depth {
+                break;
             }
             let chunk_count = self.buffer_chunk_counts[buffer as usize];
             let Some(member_index) = self.choose_member(chunk_count) else {
@@ -939,6 +990,14 @@ impl<'a> Writer<'a> {
             }
         }
         progressed
+    }
+
+    /// I/Os one write may need: two in a ring (the end of a lap, then slot 0).
+    fn max_parts(&self) -> u32 {
+        match self.options.fill {
+            Fill::Linear => 1,
+            Fill::Ring { .. } => 2,
+        }
     }
 
     /// Gives up a buffer that was filled but will not be written (abort, full target).
@@ -962,14 +1021,16 @@ impl<'a> Writer<'a> {
         member_index: usize,
         chunk_count: u32,
     ) -> Result<(), RecordingError> {
-        // Ring: wrap when the next I/O would not fit before the end.
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
         if let Fill::Ring { trim } = self.options.fill {
+            // A position at the end of the lap (as a checkpoint may hold) is slot 0 of the next.
             let member = &mut self.members[member_index];
-            if member.next_slot + chunk_count as u64 > member.usable_slots {
-                member.next_slot = 0;
-                member.lap += 1;
+            let (_, lap, slot) = member.ring_next();
+            if lap != member.lap {
                 member.trimmed_to_slot = 0;
             }
+            member.lap = lap;
+            member.next_slot = slot;
             if trim && member.lap > 0 {
                 self.trim_ahead(member_index)?;
             }
@@ -978,6 +1039,35 @@ impl<'a> Writer<'a> {
         let member = &self.members[member_index];
         let first_slot = member.next_slot;
         let lap = member.lap;
+        let usable_slots = member.usable_slots;
+        let ring_position = lap * usable_slots + first_slot;
+        // A ring write that reaches the end of the lap goes on at slot 0, so that every lap
+        // fills every usable slot in order (what is left at the end of a lap would otherwise
+        // hold an older lap's data).
+        let first_part_count = if ring {
+            (usable_slots - first_slot).min(chunk_count as u64) as u32
+        } else {
+            chunk_count
+        };
+        if ring {
+            debug_assert!(
+                member.pending.iter().all(|&(_, start, count)| {
+                    !ring_ranges_overlap(
+                        (start, count),
+                        (ring_position, chunk_count as u64),
+                        usable_slots,
+                    )
+                }),
+                "a ring write overlaps a write in flight"
+            );
+        }
+        let slot_of = |index: u32| {
+            if index < first_part_count {
+                first_slot + index as u64
+            } else {
+                (index - first_part_count) as u64
+            }
+        };
         let first_sequence = self.next_sequence;
         let base = buffer as usize * self.k as usize;
         let mut flags = ChunkFlags::empty();
@@ -1007,7 +1097,7 @@ impl<'a> Writer<'a> {
                 member_index: member_index as u16,
                 stream_id: 0,
                 sequence,
-                slot_index: first_slot + index as u64,
+                slot_index: slot_of(index as u32),
                 timestamp_ns: meta.timestamp_ns,
                 stream_offset_bytes: meta.stream_offset_bytes,
                 gap_bytes: meta.gap_bytes,
@@ -1018,15 +1108,23 @@ impl<'a> Writer<'a> {
                 [index * chunk_bytes..(index + 1) * chunk_bytes];
             header.encode_into_with_payload_crc(slot, meta.payload_crc32c)?;
             stream_end_bytes = meta.stream_offset_bytes + meta.payload_len_bytes as u64;
+            self.submitted_gap_bytes += meta.gap_bytes;
         }
-        let offset_bytes = self.set.members[member_index]
-            .as_ref()
-            .and_then(|m| m.layout().data_slot_offset_bytes(first_slot))
-            .ok_or_else(|| {
-                RecordingError::Usage(format!(
-                    "slot {first_slot} is outside member {member_index}"
-                ))
-            })?;
+        // The I/Os: (first slot, first chunk of the buffer, chunk count).
+        let all_parts = [
+            (first_slot, 0u32, first_part_count),
+            (0, first_part_count, chunk_count - first_part_count),
+        ];
+        let parts = &all_parts[..if first_part_count < chunk_count { 2 } else { 1 }];
+        let mut offsets_bytes = [0u64; 2];
+        for (part, &(slot, _, _)) in parts.iter().enumerate() {
+            offsets_bytes[part] = self.set.members[member_index]
+                .as_ref()
+                .and_then(|m| m.layout().data_slot_offset_bytes(slot))
+                .ok_or_else(|| {
+                    RecordingError::Usage(format!("slot {slot} is outside member {member_index}"))
+                })?;
+        }
         let flight_sequence = self.front_flight + self.flights.len() as u64;
         self.flights.push_back(Flight {
             buffer,
@@ -1034,30 +1132,48 @@ impl<'a> Writer<'a> {
             first_sequence,
             chunk_count,
             stream_end_bytes,
-            lost_bytes_through: self.lost_bytes - self.pending_gap_bytes,
+            // Not the loss counted so far: input lost after this write's chunks were cut
+            // belongs to later chunks (it would exceed the stream this write ends).
+            lost_bytes_through: self.submitted_gap_bytes,
+            parts_left: parts.len() as u8,
             done: false,
             failed: false,
         });
-        self.engine.push(IoRequest {
-            op: IoOp::Write,
-            file_index: member_index as u16,
-            slot: buffer,
-            offset_bytes,
-            len_bytes: (chunk_count as u64 * chunk_bytes as u64) as u32,
-            user_data: flight_sequence,
-        });
+        for (part, &(_, first_chunk, count)) in parts.iter().enumerate() {
+            self.engine.push(IoRequest {
+                op: IoOp::Write,
+                file_index: member_index as u16,
+                slot: buffer,
+                slot_offset_bytes: first_chunk * chunk_bytes as u32,
+                offset_bytes: offsets_bytes[part],
+                len_bytes: count * chunk_bytes as u32,
+                user_data: flight_sequence,
+            });
+        }
         let member = &mut self.members[member_index];
+        for (part, &(slot, first_chunk, _)) in parts.iter().enumerate() {
+            member.undurable.push_back((
+                first_sequence + first_chunk as u64,
+                slot,
+                lap + part as u64,
+            ));
+        }
         member
-            .undurable
-            .push_back((first_sequence, first_slot, lap));
-        member.next_slot += chunk_count as u64;
+            .pending
+            .push_back((flight_sequence, ring_position, chunk_count as u64));
+        member.next_slot = first_slot + chunk_count as u64;
+        if ring && member.next_slot >= usable_slots {
+            member.next_slot -= usable_slots;
+            member.lap += 1;
+            member.trimmed_to_slot = 0;
+        }
         if member.in_flight == 0 {
             member.busy_since = Some(Instant::now());
             member.idle_since = None;
         }
         member.in_flight += 1;
         member.chunk_count += chunk_count as u64;
-        member.io_count += 1;
+        member.io_count += parts.len() as u64;
         member.since_checkpoint_slots += chunk_count as u64;
         self.next_sequence += chunk_count as u64;
         Ok(())
@@ -1067,11 +1183,20 @@ impl<'a> Writer<'a> {
     fn trim_ahead(&mut self, member_index: usize) -> Result<(), RecordingError> {
         let io_slots = self.k as u64;
         let member = &self.members[member_index];
-        let want_to = (member.next_slot + TRIM_AHEAD_IO_COUNT * io_slots).min(member.usable_slots);
+        let mut want_to =
+            (member.next_slot + TRIM_AHEAD_IO_COUNT * io_slots).min(member.usable_slots);
+        // Never discard slots that a write in flight (of the lap before) still goes to.
+        if let Some(&(_, oldest, _)) = member.pending.front() {
+            let lap_start = member.lap * member.usable_slots;
+            want_to = want_to.min((oldest + member.usable_slots).saturating_sub(lap_start));
+        }
         if member.trimmed_to_slot >= want_to.min(member.next_slot + io_slots) {
             return Ok(());
         }
         let from = member.trimmed_to_slot.max(member.next_slot);
+        if want_to <= from {
+            return Ok(());
+        }
         let Some(target_member) = self.set.members[member_index].as_ref() else {
             return Ok(());
         };
@@ -1099,19 +1224,31 @@ impl<'a> Writer<'a> {
         for completion in completions.drain(..) {
             let position = (completion.user_data - self.front_flight) as usize;
             let flight = &mut self.flights[position];
-            flight.done = true;
-            let io_bytes = flight.chunk_count as u64 * self.set.chunk_size_bytes as u64;
-            self.members[flight.member as usize].completed(io_bytes);
-            // The buffer is free as soon as its write completes; the flight stays until the
-            // frontier passes it, for the durability accounting only. (Freeing at the
-            // frontier would let one slow member hold every buffer of the fast ones.)
-            self.buffer_chunk_counts[flight.buffer as usize] = 0;
-            self.free.push(flight.buffer);
             if let Err(error) = completion.result {
                 flight.failed = true;
                 let path = volume::describe_member(&self.set, flight.member as usize);
                 self.error.get_or_insert(format!("{path}: {error}"));
             }
+            flight.parts_left -= 1;
+            if flight.parts_left > 0 {
+                continue;
+            }
+            flight.done = true;
+            let io_bytes = flight.chunk_count as u64 * self.set.chunk_size_bytes as u64;
+            let member = &mut self.members[flight.member as usize];
+            member.completed(io_bytes);
+            if let Some(at) = member
+                .pending
+                .iter()
+                .position(|&(number, _, _)| number == completion.user_data)
+            {
+                member.pending.remove(at);
+            }
+            // The buffer is free as soon as its write completes; the flight stays until the
+            // frontier passes it, for the durability accounting only. (Freeing at the
+            // frontier would let one slow member hold every buffer of the fast ones.)
+            self.buffer_chunk_counts[flight.buffer as usize] = 0;
+            self.free.push(flight.buffer);
         }
         self.completions = completions;
         result?;
@@ -1133,11 +1270,18 @@ impl<'a> Writer<'a> {
 
     fn due_for_checkpoint(&self) -> bool {
         let window_half = RECOVERY_WINDOW_SLOTS as u64 / 2;
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
         self.last_checkpoint.elapsed() >= self.options.sync_interval
-            || self
-                .members
-                .iter()
-                .any(|member| member.since_checkpoint_slots >= window_half)
+            || self.members.iter().any(|member| {
+                // In a ring, also every half lap: recovery searches forward from the
+                // checkpoint, which a whole lap written since would have overwritten.
+                let half = if ring {
+                    window_half.min(member.usable_slots / 2).max(1)
+                } else {
+                    window_half
+                };
+                member.since_checkpoint_slots >= half
+            })
     }
 
     /// Flushes what has completed and records how far it reaches.
@@ -1278,15 +1422,16 @@ impl<'a> Writer<'a> {
     }
 
     fn submit_end(&mut self, buffer: u32, member_index: usize) -> Result<(), RecordingError> {
-        while self.members[member_index].in_flight >= self.members[member_index].queue_depth {
-            self.reap(true)?;
-        }
-        if let Fill::Ring { .. } = self.options.fill {
-            let member = &mut self.members[member_index];
-            if member.next_slot >= member.usable_slots {
-                member.next_slot = 0;
-                member.lap += 1;
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
+        loop {
+            let member = &self.members[member_index];
+            let member_ready =
+                member.in_flight < member.queue_depth && (!ring || member.ring_clear(1));
+            if member_ready && self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth
+            {
+                break;
             }
+            self.reap(true)?;
         }
         self.submit_buffer(buffer, member_index, 1)
     }
@@ -1367,12 +1512,62 @@ impl<'a> Writer<'a> {
     }
 }
 
+/// Whether two runs of ring positions, (first, count) each with count at most `lap_slots`,
+/// share a physical slot of a ring of `lap_slots` slots.
+fn ring_ranges_overlap(a: (u64, u64), b: (u64, u64), lap_slots: u64) -> bool {
+    let (a_first, a_count) = (a.0 % lap_slots, a.1);
+    let (b_first, b_count) = (b.0 % lap_slots, b.1);
+    let b_after_a = (b_first + lap_slots - a_first) % lap_slots;
+    let a_after_b = (a_first + lap_slots - b_first) % lap_slots;
+    (a_count > 0 && b_count > 0) && (b_after_a < a_count || a_after_b < b_count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn ring_runs_overlap_only_where_they_share_a_slot() {
+        // A ring of 10 slots.
+        assert!(!ring_ranges_overlap((0, 4), (4, 4), 10));
+        assert!(ring_ranges_overlap((0, 4), (3, 4), 10));
+        // Across the end of a lap: 8, 9, 0, 1 against 2..5, then against 1.
+        assert!(!ring_ranges_overlap((8, 4), (12, 4), 10));
+        assert!(ring_ranges_overlap((8, 4), (11, 1), 10));
+        // One lap later, the same slots.
+        assert!(ring_ranges_overlap((3, 2), (13, 1), 10));
+        assert!(ring_ranges_overlap((13, 1), (3, 2), 10));
+        assert!(!ring_ranges_overlap((3, 2), (15, 8), 10));
+        assert!(!ring_ranges_overlap((3, 0), (3, 2), 10));
+    }
+
+    #[test]
+    fn a_ring_write_waits_for_the_oldest_write_in_flight_not_the_count() {
+        let mut member = MemberState {
+            usable_slots: 16,
+            queue_depth: 8,
+            ..MemberState::default()
+        };
+        // Lap 0: writes of 4 slots at 0, 4, 8, 12 went out; all but the first completed.
+        member.pending.push_back((0, 0, 4));
+        member.lap = 1;
+        member.next_slot = 0;
+        // Lap 1 may write slots 0..3 only once slot 0..3 of lap 0 have landed.
+        assert!(!member.ring_clear(4));
+        assert!(!member.ring_clear(1));
+        member.pending.clear();
+        member.pending.push_back((1, 4, 4));
+        assert!(member.ring_clear(4));
+        assert!(!member.ring_clear(5));
+        // A position at the end of a lap is slot 0 of the next.
+        member.pending.clear();
+        member.lap = 0;
+        member.next_slot = 16;
+        assert_eq!(member.ring_next(), (16, 1, 0));
+    }
 
     #[test]
     fn input_that_can_wait_gets_two_queue_depths_per_member() {
