@@ -214,6 +214,53 @@ fn a_ring_returns_exactly_the_newest_data_in_order() {
 }
 
 #[test]
+fn what_a_quiet_pipe_sent_is_written_without_waiting_for_more() {
+    // Input that pauses mid-chunk and mid-I/O: after a sync interval without a byte, what
+    // came goes out (a short chunk), so that a crash during the pause loses none of it.
+    let scratch = Scratch::new("quiet");
+    let targets = files(&scratch, &["a.img"]);
+    let data = noise((3 << 20) + 1000, 31);
+    record_then_kill(
+        &targets,
+        &["--sync-interval", "200ms", "--create-size", "64M"],
+        &data,
+        Duration::from_millis(0),
+    );
+    let output = replay(&targets, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        output.stdout.len(),
+        data.len(),
+        "every byte sent comes back"
+    );
+    assert!(output.stdout == data);
+    // A recording that goes on after the pause continues the stream where it left off.
+    let mut child = nvrec()
+        .args(["--json", "record", "--source", "stdin", "--append"])
+        .args(["--sync-interval", "100ms"])
+        .args(&targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let more = noise(1 << 20, 32);
+    stdin.write_all(&more[..5000]).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    stdin.write_all(&more[5000..]).unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let output = replay(&targets, &["--recording", "2"]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        output.stdout == more,
+        "the short chunk and the rest, in order"
+    );
+    assert!(run(nvrec().arg("verify").args(&targets)).status.success());
+}
+
+#[test]
 fn after_kill_9_a_ring_comes_back_up_to_what_was_acknowledged() {
     // A small ring laps many times between timed checkpoints (the interval is long here):
     // the writer checkpoints every half lap, and recovery's forward search goes on at slot

@@ -10,7 +10,8 @@ use crate::pattern::Pattern;
 use std::fs::File;
 use std::io::{self, Read};
 use std::mem::ManuallyDrop;
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::time::Duration;
 
 /// What the user chose with `--source`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -52,6 +53,11 @@ pub trait Source {
     fn may_block(&self) -> bool {
         true
     }
+    /// Waits until a read would return something (data or the end), at most `timeout`;
+    /// false if the time ran out. Sources that never wait are always readable.
+    fn wait_readable(&mut self, _timeout: Duration) -> io::Result<bool> {
+        Ok(true)
+    }
 }
 
 /// The seekable test pattern.
@@ -86,6 +92,9 @@ impl Source for ZeroSource {
     }
 }
 
+/// The pipe buffer a stream source asks for.
+const PIPE_BYTES_WANTED: libc::c_int = 1 << 20;
+
 /// A byte stream: standard input or a file, read in order (the offset is not used).
 pub struct StreamSource {
     file: ManuallyDrop<File>,
@@ -97,17 +106,30 @@ impl StreamSource {
     pub fn stdin() -> StreamSource {
         // SAFETY: descriptor 0 stays open for the life of the process; ManuallyDrop keeps us
         // from closing it.
-        StreamSource {
+        let source = StreamSource {
             file: ManuallyDrop::new(unsafe { File::from_raw_fd(0) }),
             owned: false,
-        }
+        };
+        source.widen_pipe();
+        source
+    }
+
+    /// A pipe's buffer is 64 KiB by default: a chunk's payload then takes two or more reads
+    /// (and as many wake-ups of the writer). Ask for 1 MiB, the unprivileged limit; on
+    /// anything but a pipe, or if refused, nothing changes.
+    fn widen_pipe(&self) {
+        // SAFETY: F_SETPIPE_SZ on a descriptor this source holds; it fails harmlessly with
+        // EBADF/EINVAL where it does not apply.
+        unsafe { libc::fcntl(self.file.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES_WANTED) };
     }
 
     pub fn file(file: File) -> StreamSource {
-        StreamSource {
+        let source = StreamSource {
             file: ManuallyDrop::new(file),
             owned: true,
-        }
+        };
+        source.widen_pipe();
+        source
     }
 }
 
@@ -123,6 +145,23 @@ impl Drop for StreamSource {
 impl Source for StreamSource {
     fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
         self.file.read(buf)
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
+        // A regular file is always readable; a pipe, socket or terminal may be quiet.
+        let mut poll_fd = libc::pollfd {
+            fd: self.file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd, for a descriptor this source holds open.
+        let ready = unsafe { libc::poll(&mut poll_fd, 1, timeout_ms) };
+        if ready < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // POLLHUP or POLLERR count as readable: the read that follows reports them.
+        Ok(ready > 0)
     }
 }
 
@@ -141,4 +180,65 @@ pub fn open_source(spec: &SourceSpec) -> io::Result<Box<dyn Source>> {
             })?))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::{fill_until_quiet, Control, Filled};
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+
+    #[test]
+    fn a_quiet_pipe_gives_what_came_and_its_end_is_told_apart() {
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let mut source = StreamSource::file(File::from(OwnedFd::from(reader)));
+        let control = Control::new();
+        let quiet = Some(Duration::from_millis(50));
+        let mut buf = vec![0u8; 4096];
+        writer.write_all(&[7u8; 1000]).unwrap();
+        let filled = fill_until_quiet(&mut source, 0, &mut buf, &control, quiet).unwrap();
+        assert_eq!(
+            filled,
+            Filled {
+                bytes: 1000,
+                quiet: true
+            }
+        );
+        assert!(buf[..1000].iter().all(|&b| b == 7));
+        // Nothing at all: quiet, with nothing.
+        let filled = fill_until_quiet(&mut source, 1000, &mut buf, &control, quiet).unwrap();
+        assert_eq!(
+            filled,
+            Filled {
+                bytes: 0,
+                quiet: true
+            }
+        );
+        // The writer goes away: the end, not a pause.
+        writer.write_all(&[9u8; 10]).unwrap();
+        drop(writer);
+        let filled = fill_until_quiet(&mut source, 1000, &mut buf, &control, quiet).unwrap();
+        assert_eq!(
+            filled,
+            Filled {
+                bytes: 10,
+                quiet: false
+            }
+        );
+        // Without a quiet limit a full buffer is waited for (here the end comes first).
+        let filled = fill_until_quiet(&mut source, 1010, &mut buf, &control, None).unwrap();
+        assert_eq!(
+            filled,
+            Filled {
+                bytes: 0,
+                quiet: false
+            }
+        );
+    }
+
+    #[test]
+    fn generators_are_always_readable() {
+        assert!(ZeroSource.wait_readable(Duration::ZERO).unwrap());
+    }
 }

@@ -848,8 +848,47 @@ pub(crate) fn fill_from_source(
     buf: &mut [u8],
     control: &Control,
 ) -> io::Result<usize> {
+    fill_until_quiet(source, offset_bytes, buf, control, None).map(|filled| filled.bytes)
+}
+
+/// What `fill_until_quiet` put into a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Filled {
+    pub bytes: usize,
+    /// The source had nothing for `quiet_after` (and has not ended): `bytes` is what came.
+    pub quiet: bool,
+}
+
+/// Fills `buf` from the source until it is full or the source ends; with `quiet_after`, also
+/// stops when the source has had nothing to give for that long, so that what arrived before
+/// a pause does not wait in memory for the next byte.
+pub(crate) fn fill_until_quiet(
+    source: &mut dyn Source,
+    offset_bytes: u64,
+    buf: &mut [u8],
+    control: &Control,
+    quiet_after: Option<Duration>,
+) -> io::Result<Filled> {
     let mut filled = 0;
     while filled < buf.len() {
+        if let Some(quiet_after) = quiet_after {
+            match source.wait_readable(quiet_after) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Ok(Filled {
+                        bytes: filled,
+                        quiet: true,
+                    })
+                }
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {
+                    if control.state() != ControlState::Run {
+                        break;
+                    }
+                    continue;
+                }
+                Err(error) => return Err(error),
+            }
+        }
         match source.read_at(offset_bytes + filled as u64, &mut buf[filled..]) {
             Ok(0) => break,
             Ok(count) => filled += count,
@@ -861,7 +900,10 @@ pub(crate) fn fill_from_source(
             Err(error) => return Err(error),
         }
     }
-    Ok(filled)
+    Ok(Filled {
+        bytes: filled,
+        quiet: false,
+    })
 }
 
 /// Reads the chunks of `range` into `sink`, in address order.

@@ -795,18 +795,26 @@ impl<'a> Writer<'a> {
             let constant = self.constant_source;
             let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
                 [start..start + remaining as usize];
+            // Input that can go quiet (a pipe) is not held in memory much longer than a
+            // sync interval: after that long without a byte, what came goes out.
+            let quiet_after = self.source_may_block.then_some(self.options.sync_interval);
+            let mut quiet = false;
             let filled = if constant && self.constant_payload_bytes[chunk_slot] as u64 == remaining
             {
                 // A constant source filled this slot before: the bytes are already there.
                 remaining as usize
             } else {
-                let filled = match crate::stream::fill_from_source(
+                let filled = match crate::stream::fill_until_quiet(
                     &mut *self.source,
                     stream_offset_bytes,
                     payload,
                     self.control,
+                    quiet_after,
                 ) {
-                    Ok(filled) => filled,
+                    Ok(filled) => {
+                        quiet = filled.quiet;
+                        filled.bytes
+                    }
                     Err(error) => {
                         self.error
                             .get_or_insert(format!("reading the source: {error}"));
@@ -818,7 +826,9 @@ impl<'a> Writer<'a> {
             };
             progressed = true;
             if filled == 0 {
-                self.source_done = true;
+                if !quiet {
+                    self.source_done = true;
+                }
                 self.seal_filling();
                 break;
             }
@@ -847,8 +857,9 @@ impl<'a> Writer<'a> {
             self.stream_offset_bytes += filled as u64;
             self.recorded_stream_bytes += filled as u64;
             if (filled as u64) < remaining {
-                // A short read: the source ended (or was interrupted by a stop) mid-payload.
-                if self.state() == ControlState::Run {
+                // A short chunk: the source went quiet (the chunk goes out as it is), or it
+                // ended (or was interrupted by a stop) mid-payload.
+                if !quiet && self.state() == ControlState::Run {
                     self.source_done = true;
                 }
                 self.seal_filling();
