@@ -339,6 +339,38 @@ fn a_paced_ring_with_writes_of_every_size_keeps_every_lap_whole() {
 }
 
 #[test]
+fn adaptive_striping_under_light_load_keeps_a_rings_members_lapping_together() {
+    // Paced well below what the targets take, every member is idle when a write comes: the
+    // least advanced takes it, so that the ring keeps both members' worth of data (a member
+    // left behind would hold only chunks older than the other's oldest).
+    let scratch = Scratch::new("ring-adaptive");
+    let targets = files(&scratch, &["a.img", "b.img"]);
+    let output = run(nvrec()
+        .args([
+            "--json", "record", "--source", "pattern", "--rate", "200MB/s",
+        ])
+        .args(["--duration", "1s", "--ring", "--stripe", "adaptive"])
+        .args(["--create-size", "12M"])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let counts: Vec<u64> = report["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["chunk_count"].as_u64().unwrap())
+        .collect();
+    let (low, high) = (counts[0].min(counts[1]), counts[0].max(counts[1]));
+    assert!(low * 10 >= high * 9, "members within 10 %: {counts:?}");
+    let output = run(nvrec().args(["--json", "verify"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    // Both members' laps survive: more than one member's worth (12 MiB less metadata).
+    let output = replay(&targets, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stdout.len() > 14 << 20, "{}", output.stdout.len());
+}
+
+#[test]
 fn a_full_target_in_linear_mode_stops_cleanly_with_its_own_status() {
     let scratch = Scratch::new("full");
     let targets = files(&scratch, &["a.img"]);

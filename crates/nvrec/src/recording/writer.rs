@@ -926,6 +926,34 @@ impl<'a> Writer<'a> {
                 // rotate.
                 let now = Instant::now();
                 let count = self.members.len();
+                // Light load: when every member that has room is idle, any of them finishes
+                // the write at once (and rates measured on a trickle of writes say little).
+                // The one least far along takes it, so that members fill evenly and, in a
+                // ring, lap together: a ring keeps only what is newer than the oldest chunk
+                // of the member that laps fastest.
+                let all_idle = self
+                    .members
+                    .iter()
+                    .filter(|member| has_room(member))
+                    .all(|member| member.in_flight == 0);
+                if all_idle {
+                    let along = |member: &MemberState| {
+                        (member.lap as f64 * member.usable_slots as f64 + member.next_slot as f64)
+                            / member.usable_slots.max(1) as f64
+                    };
+                    let least = (0..count)
+                        .map(|step| (self.rr_next + step) % count)
+                        .filter(|&index| has_room(&self.members[index]))
+                        .min_by(|&a, &b| {
+                            along(&self.members[a]).total_cmp(&along(&self.members[b]))
+                        });
+                    if let Some(index) = least {
+                        if can_take(&self.members[index]) {
+                            self.rr_next = index + 1;
+                            return Some(index);
+                        }
+                    }
+                }
                 let probe = (0..count)
                     .map(|step| (self.rr_next + step) % count)
                     .find(|&index| {
