@@ -39,6 +39,20 @@ pub enum StripeArg {
     RoundRobin,
 }
 
+/// What replay writes where the stream has a hole (input lost while recording, chunks
+/// missing or damaged).
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GapsArg {
+    /// Nothing: the stream as it was kept, the holes reported.
+    Skip,
+    /// Zeros of the hole's length, so that every byte sits at its original stream offset
+    /// (sample-aligned data stays aligned); the holes are still reported.
+    Zero,
+}
+
+/// Zeros written at once when a hole is filled.
+const ZERO_FILL_BYTES: usize = 1 << 20;
+
 #[derive(Args, Debug)]
 pub struct RecordArgs {
     /// Targets (files or block devices), one volume each. Without --append they are
@@ -400,6 +414,11 @@ pub struct ReplayArgs {
     /// Reproduce the original timing from the chunk timestamps.
     #[arg(long)]
     pace: bool,
+    /// What to write in place of a hole in the stream: nothing, or zeros of its length, found
+    /// from the stream offset of the chunk after it (a hole at the very end has no chunk
+    /// after it and is not filled).
+    #[arg(long, value_enum, default_value = "skip")]
+    gaps: GapsArg,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
 }
@@ -434,6 +453,13 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     let mut write_error: Option<std::io::Error> = None;
     let started = Instant::now();
     let mut first_timestamp: Option<u64> = None;
+    // With --gaps zero: the stream offset the next byte written stands for, and the zeros.
+    let mut next_offset_bytes: Option<u64> = None;
+    let mut filled_bytes = 0u64;
+    let zeros = match args.gaps {
+        GapsArg::Zero => vec![0u8; ZERO_FILL_BYTES],
+        GapsArg::Skip => Vec::new(),
+    };
     let summary = reader::read_recording(
         &set,
         &entry,
@@ -455,6 +481,17 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                         if let Some(wait) = due.checked_sub(started.elapsed()) {
                             std::thread::sleep(wait);
                         }
+                    }
+                    if args.gaps == GapsArg::Zero {
+                        let hole_bytes = next_offset_bytes
+                            .map_or(0, |next| header.stream_offset_bytes.saturating_sub(next));
+                        if let Err(error) = write_zeros(&mut out, &zeros, hole_bytes) {
+                            write_error = Some(error);
+                            return false;
+                        }
+                        filled_bytes += hole_bytes;
+                        written += hole_bytes;
+                        next_offset_bytes = Some(header.stream_offset_bytes + payload.len() as u64);
                     }
                     if let Err(error) = out.write_all(payload) {
                         write_error = Some(error);
@@ -492,7 +529,7 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     }
     let damaged = summary.damage_count > 0 || summary.missing_chunk_count > 0;
     if json {
-        let value = serde_json::json!({"recording_id": entry.recording_id, "written_bytes": written, "summary": summary, "problems": problems, "error": write_error.as_ref().map(|e| e.to_string())});
+        let value = serde_json::json!({"recording_id": entry.recording_id, "written_bytes": written, "zero_filled_bytes": filled_bytes, "summary": summary, "problems": problems, "error": write_error.as_ref().map(|e| e.to_string())});
         println!("{value}");
     } else {
         eprintln!(
@@ -504,6 +541,11 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
             summary.elapsed_s,
             summary.rate_mib_per_s
         );
+        if filled_bytes > 0 {
+            eprintln!(
+                "  {filled_bytes} bytes of zeros written in place of the holes (--gaps zero)"
+            );
+        }
         for problem in problems.iter().take(20) {
             eprintln!("  {problem}");
         }
@@ -514,6 +556,16 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
         }
     }
     Ok(Finished(if damaged { exit::FAILURE } else { exit::OK }))
+}
+
+/// Writes `len_bytes` zeros, at most `zeros.len()` at a time.
+fn write_zeros(out: &mut dyn Write, zeros: &[u8], mut len_bytes: u64) -> std::io::Result<()> {
+    while len_bytes > 0 {
+        let now = len_bytes.min(zeros.len() as u64) as usize;
+        out.write_all(&zeros[..now])?;
+        len_bytes -= now as u64;
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug)]

@@ -436,6 +436,63 @@ fn input_that_outruns_the_target_is_lost_counted_and_marked() {
         lost,
         "the gaps are found in the chunks"
     );
+
+    // As kept: the recorded bytes alone, each gap named with its length and where it ends.
+    let kept = scratch.path("kept.bin");
+    let output = replay(&targets, &["--json", "--output", kept.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["zero_filled_bytes"], 0);
+    assert_eq!(std::fs::metadata(&kept).unwrap().len(), recorded);
+    let gaps: Vec<(u64, u64)> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|problem| {
+            let words: Vec<&str> = problem.as_str()?.split_whitespace().collect();
+            match words[..] {
+                ["gap:", len, "bytes", "lost", "before", "stream", "offset", end] => {
+                    Some((len.parse().unwrap(), end.parse().unwrap()))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    assert_eq!(
+        gaps.len() as u64,
+        report["summary"]["gap_count"].as_u64().unwrap()
+    );
+    assert_eq!(gaps.iter().map(|(len, _)| len).sum::<u64>(), lost);
+
+    // Zero-filled: every byte at its stream offset, so the recorded bytes are the pattern at
+    // their own offsets and each gap is zeros, up to the last chunk recorded.
+    let aligned = scratch.path("aligned.bin");
+    let output = replay(
+        &targets,
+        &[
+            "--json",
+            "--gaps",
+            "zero",
+            "--output",
+            aligned.to_str().unwrap(),
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let data = std::fs::read(&aligned).unwrap();
+    let mut expected = vec![0u8; data.len()];
+    nvrec::pattern::Pattern::new(0).fill(0, &mut expected);
+    let mut zero_filled = 0;
+    for &(len, end) in gaps.iter().filter(|&&(_, end)| end <= data.len() as u64) {
+        expected[(end - len) as usize..end as usize].fill(0);
+        zero_filled += len;
+    }
+    assert_eq!(report["zero_filled_bytes"], zero_filled);
+    assert_eq!(data.len() as u64, recorded + zero_filled);
+    assert!(
+        data == expected,
+        "the zero-filled replay differs from the pattern with zeros in the gaps"
+    );
 }
 
 #[test]
