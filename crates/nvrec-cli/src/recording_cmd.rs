@@ -115,8 +115,71 @@ pub struct RecordArgs {
     /// Write even to devices that are in use or hold a filesystem or partition table.
     #[arg(long)]
     force: bool,
+    /// Run the recording thread under SCHED_FIFO at this priority (1-99; 10 when given
+    /// without one), ahead of every ordinary program, so that a busy machine does not make
+    /// a paced or live input outrun the pool. Needs root (CAP_SYS_NICE) or an RLIMIT_RTPRIO
+    /// at least this high (ulimit -r).
+    #[arg(
+        long,
+        value_name = "PRIORITY",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "10",
+        value_parser = clap::value_parser!(u8).range(1..=99)
+    )]
+    realtime: Option<u8>,
     #[command(flatten)]
     telemetry: crate::telemetry::TelemetryArgs,
+}
+
+/// The scheduling policy and priority of the calling thread, as the kernel reports them.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Scheduling {
+    policy: &'static str,
+    priority: i32,
+}
+
+fn scheduling() -> Scheduling {
+    // SAFETY: pid 0 is the calling thread; sched_getscheduler has no other input.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param the call writes; pid 0 is the calling thread.
+    let priority = match unsafe { libc::sched_getparam(0, &mut param) } {
+        0 => param.sched_priority,
+        _ => 0,
+    };
+    let policy = match policy {
+        libc::SCHED_OTHER => "SCHED_OTHER",
+        libc::SCHED_FIFO => "SCHED_FIFO",
+        libc::SCHED_RR => "SCHED_RR",
+        libc::SCHED_BATCH => "SCHED_BATCH",
+        libc::SCHED_IDLE => "SCHED_IDLE",
+        _ => "unknown",
+    };
+    Scheduling { policy, priority }
+}
+
+/// Puts the calling thread, which runs the recording, under SCHED_FIFO at `priority`
+/// (sched(7)): it then runs whenever it is ready, ahead of every thread of the ordinary
+/// policy. It never spins: it blocks in the kernel whenever no input is due and no write can
+/// be sent. Threads started before it (progress, health sampling) keep their policy.
+fn enter_realtime(priority: u8) -> Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority as i32,
+    };
+    // SAFETY: `param` lives across the call, which only reads it; pid 0 is the calling thread
+    // (Linux applies the policy to that thread alone).
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        let error = std::io::Error::last_os_error();
+        return Err(error).with_context(|| {
+            format!(
+                "--realtime {priority}: SCHED_FIFO needs root (CAP_SYS_NICE) or an \
+                 RLIMIT_RTPRIO of at least {priority} (ulimit -r), and a cgroup with \
+                 real-time time to give"
+            )
+        });
+    }
+    Ok(())
 }
 
 pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
@@ -179,19 +242,24 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "record".into(), !json);
     let monitor = crate::telemetry::start(&args.targets, &args.telemetry);
-    let report = writer::record(
-        &args.targets,
-        source.as_mut(),
-        &options,
-        &signal::CONTROL,
-        &progress,
-    );
+    let report = args.realtime.map_or(Ok(()), enter_realtime).and_then(|()| {
+        writer::record(
+            &args.targets,
+            source.as_mut(),
+            &options,
+            &signal::CONTROL,
+            &progress,
+        )
+        .context("recording")
+    });
+    let scheduling = scheduling();
     let telemetry = crate::telemetry::finish(monitor);
-    let report = report.context("recording")?;
+    let report = report?;
     drop(display);
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["telemetry"] = serde_json::to_value(&telemetry)?;
+        value["scheduling"] = serde_json::to_value(&scheduling)?;
         println!("{value}");
     } else {
         if let Some(telemetry) = &telemetry {
@@ -266,6 +334,12 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             "  cpu           {:.3} s user, {:.3} s system",
             report.cpu_user_s, report.cpu_system_s
         );
+        if args.realtime.is_some() {
+            println!(
+                "  scheduling    {} priority {}",
+                scheduling.policy, scheduling.priority
+            );
+        }
         if let Some(error) = &report.error {
             println!("  error         {error}");
         }

@@ -721,3 +721,45 @@ fn zeros_reuse_their_buffers_and_still_verify() {
     assert_eq!(output.stdout.len(), 48 << 20);
     assert!(output.stdout.iter().all(|byte| *byte == 0));
 }
+
+#[test]
+fn realtime_runs_the_recording_under_sched_fifo_or_says_why_not() {
+    let scratch = Scratch::new("realtime");
+    let targets = files(&scratch, &["a.img"]);
+    let record = |extra: &[&str]| {
+        run(nvrec()
+            .args(["--json", "record", "--source", "zero", "--size", "8M"])
+            .args(["--create-size", "16M"])
+            .args(extra)
+            .args(&targets))
+    };
+    // Out of range: a usage error before anything is created.
+    let output = record(&["--realtime=0"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(!targets[0].exists());
+    // Without the option the recording keeps the ordinary policy.
+    let output = record(&[]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["scheduling"]["policy"], "SCHED_OTHER");
+    let output = record(&["--realtime=7"]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        // Without the privilege it fails before formatting, saying what it needs.
+        assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+        assert!(text(&output).contains("CAP_SYS_NICE"), "{}", text(&output));
+        return;
+    }
+    if !output.status.success() && text(&output).contains("Operation not permitted") {
+        eprintln!("skipped: root, but this cgroup gives no real-time time to SCHED_FIFO");
+        return;
+    }
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["scheduling"]["policy"], "SCHED_FIFO", "{report}");
+    assert_eq!(report["scheduling"]["priority"], 7, "{report}");
+    assert_eq!(report["stream_bytes"], 8 << 20);
+    // The bare option takes priority 10.
+    let output = record(&["--realtime"]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["scheduling"]["priority"], 10);
+}
