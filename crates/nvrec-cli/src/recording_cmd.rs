@@ -115,19 +115,19 @@ pub struct RecordArgs {
     /// Write even to devices that are in use or hold a filesystem or partition table.
     #[arg(long)]
     force: bool,
-    /// Run the recording thread under SCHED_FIFO at this priority (1-99; 10 when given
-    /// without one), ahead of every ordinary program, so that a busy machine does not make
-    /// a paced or live input outrun the pool. Needs root (CAP_SYS_NICE) or an RLIMIT_RTPRIO
-    /// at least this high (ulimit -r).
+    /// Run the recording thread under SCHED_FIFO, ahead of every ordinary program, so that
+    /// a busy machine does not make a paced or live input outrun the pool. Needs root
+    /// (CAP_SYS_NICE) or an RLIMIT_RTPRIO at least as high as the priority (ulimit -r).
+    #[arg(long)]
+    realtime: bool,
+    /// The SCHED_FIFO priority for --realtime (1-99).
     #[arg(
         long,
-        value_name = "PRIORITY",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "10",
+        default_value_t = 10,
+        requires = "realtime",
         value_parser = clap::value_parser!(u8).range(1..=99)
     )]
-    realtime: Option<u8>,
+    realtime_priority: u8,
     #[command(flatten)]
     telemetry: crate::telemetry::TelemetryArgs,
 }
@@ -173,7 +173,7 @@ fn enter_realtime(priority: u8) -> Result<()> {
         let error = std::io::Error::last_os_error();
         return Err(error).with_context(|| {
             format!(
-                "--realtime {priority}: SCHED_FIFO needs root (CAP_SYS_NICE) or an \
+                "--realtime at priority {priority}: SCHED_FIFO needs root (CAP_SYS_NICE) or an \
                  RLIMIT_RTPRIO of at least {priority} (ulimit -r), and a cgroup with \
                  real-time time to give"
             )
@@ -242,7 +242,11 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "record".into(), !json);
     let monitor = crate::telemetry::start(&args.targets, &args.telemetry);
-    let report = args.realtime.map_or(Ok(()), enter_realtime).and_then(|()| {
+    let realtime = match args.realtime {
+        true => enter_realtime(args.realtime_priority),
+        false => Ok(()),
+    };
+    let report = realtime.and_then(|()| {
         writer::record(
             &args.targets,
             source.as_mut(),
@@ -334,7 +338,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             "  cpu           {:.3} s user, {:.3} s system",
             report.cpu_user_s, report.cpu_system_s
         );
-        if args.realtime.is_some() {
+        if args.realtime {
             println!(
                 "  scheduling    {} priority {}",
                 scheduling.policy, scheduling.priority

@@ -733,15 +733,18 @@ fn realtime_runs_the_recording_under_sched_fifo_or_says_why_not() {
             .args(extra)
             .args(&targets))
     };
-    // Out of range: a usage error before anything is created.
-    let output = record(&["--realtime=0"]);
+    // Out of range, or a priority without the option: usage errors before anything is
+    // created.
+    let output = record(&["--realtime", "--realtime-priority", "0"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let output = record(&["--realtime-priority", "5"]);
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     assert!(!targets[0].exists());
     // Without the option the recording keeps the ordinary policy.
     let output = record(&[]);
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(json(&output)["scheduling"]["policy"], "SCHED_OTHER");
-    let output = record(&["--realtime=7"]);
+    let output = record(&["--realtime", "--realtime-priority", "7"]);
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         // Without the privilege it fails before formatting, saying what it needs.
@@ -758,7 +761,7 @@ fn realtime_runs_the_recording_under_sched_fifo_or_says_why_not() {
     assert_eq!(report["scheduling"]["policy"], "SCHED_FIFO", "{report}");
     assert_eq!(report["scheduling"]["priority"], 7, "{report}");
     assert_eq!(report["stream_bytes"], 8 << 20);
-    // The bare option takes priority 10.
+    // The option alone takes priority 10.
     let output = record(&["--realtime"]);
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(json(&output)["scheduling"]["priority"], 10);
