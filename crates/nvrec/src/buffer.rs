@@ -14,6 +14,12 @@ use std::ptr::NonNull;
 pub const SLOT_ALIGN_BYTES: usize = 4096;
 /// Largest pool nvrec agrees to allocate (a bound, not a target): 64 GiB.
 pub const POOL_BYTES_MAX: u64 = 64 << 30;
+/// Pools at least this large are faulted in by several threads at once.
+const POPULATE_PARALLEL_MIN_BYTES: usize = 256 << 20;
+/// Each populating thread gets at least this much of the pool.
+const POPULATE_THREAD_MIN_BYTES: usize = 128 << 20;
+/// Threads that fault a pool in, at most.
+const POPULATE_THREAD_COUNT_MAX: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BufferError {
@@ -25,6 +31,57 @@ pub enum BufferError {
     },
     #[error("could not allocate a buffer pool of {bytes} bytes")]
     OutOfMemory { bytes: u64 },
+}
+
+/// How many threads fault a pool of `total_bytes` in: one below
+/// [`POPULATE_PARALLEL_MIN_BYTES`], else one per [`POPULATE_THREAD_MIN_BYTES`], at most one per
+/// core and [`POPULATE_THREAD_COUNT_MAX`].
+fn populate_thread_count(total_bytes: usize) -> usize {
+    if total_bytes < POPULATE_PARALLEL_MIN_BYTES {
+        return 1;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |count| count.get());
+    // At least one core is counted, so the upper bound is never below the lower.
+    (total_bytes / POPULATE_THREAD_MIN_BYTES).clamp(1, cores.min(POPULATE_THREAD_COUNT_MAX))
+}
+
+/// Faults every page of the mapping at `base` in, `threads` page-aligned parts at once, each
+/// with MADV_POPULATE_WRITE (Linux 5.14), or by writing a zero into each of its pages where
+/// the kernel lacks it. Returns false when the memory cannot be had.
+fn populate_in_parallel(base: NonNull<u8>, total_bytes: usize, threads: usize) -> bool {
+    let page_bytes = SLOT_ALIGN_BYTES;
+    let part_bytes = total_bytes.div_ceil(threads).div_ceil(page_bytes) * page_bytes;
+    // Raw pointers are not Send; each thread gets its part's address as a number.
+    let base_address = base.as_ptr() as usize;
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = (0..threads)
+            .map(|part| part * part_bytes)
+            .filter(|&start| start < total_bytes)
+            .map(|start| {
+                let len = part_bytes.min(total_bytes - start);
+                scope.spawn(move || {
+                    let at = (base_address + start) as *mut u8;
+                    // SAFETY: [at, at + len) lies within the mapping, which outlives the scope;
+                    // the advice only faults pages in (zeroed) and moves no data.
+                    let advised =
+                        unsafe { libc::madvise(at.cast(), len, libc::MADV_POPULATE_WRITE) };
+                    if advised == 0 {
+                        return true;
+                    }
+                    if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+                        return false; // ENOMEM, EFAULT: the memory cannot be had.
+                    }
+                    for page in (0..len).step_by(page_bytes) {
+                        // SAFETY: within this thread's part of the mapping, which no other
+                        // thread touches; writing the zero a fresh page holds changes nothing.
+                        unsafe { at.add(page).write_volatile(0) };
+                    }
+                    true
+                })
+            })
+            .collect();
+        parts.into_iter().all(|part| part.join().unwrap_or(false))
+    })
 }
 
 /// A fixed set of aligned, equally sized slots.
@@ -69,16 +126,20 @@ impl BufferPool {
         if total_bytes as u64 > POOL_BYTES_MAX {
             return Err(invalid("larger than the 64 GiB bound"));
         }
+        let threads = populate_thread_count(total_bytes);
         // An anonymous mapping is page-aligned and zeroed, and MAP_POPULATE has the kernel
         // fault every page in at once, far cheaper than touching them one by one: no page
-        // fault happens later on the data path.
+        // fault happens later on the data path. A large pool is faulted in by several
+        // threads instead (below): one thread takes seconds per GiB where memory is slow to
+        // come by (a virtual machine whose host backs memory on first touch).
+        let populate = if threads > 1 { 0 } else { libc::MAP_POPULATE };
         // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
         let raw = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 total_bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | populate,
                 -1,
                 0,
             )
@@ -91,12 +152,19 @@ impl BufferPool {
         let base = NonNull::new(raw.cast::<u8>()).ok_or(BufferError::OutOfMemory {
             bytes: total_bytes as u64,
         })?;
-        Ok(BufferPool {
+        let pool = BufferPool {
             base,
             total_bytes,
             slot_count,
             slot_bytes,
-        })
+        };
+        if threads > 1 && !populate_in_parallel(base, total_bytes, threads) {
+            // Dropping the pool unmaps what was faulted in.
+            return Err(BufferError::OutOfMemory {
+                bytes: total_bytes as u64,
+            });
+        }
+        Ok(pool)
     }
 
     pub fn slot_count(&self) -> usize {
@@ -156,6 +224,49 @@ mod tests {
             assert!(pool.slot(index).iter().all(|&b| b == index as u8 + 1));
         }
         assert_eq!(pool.total_bytes(), 32768);
+    }
+
+    /// Minor page faults of this thread so far.
+    fn minor_faults() -> i64 {
+        // SAFETY: an all-zero rusage is valid; getrusage fills it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `usage` is a valid rusage for the call to write.
+        assert_eq!(
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) },
+            0
+        );
+        usage.ru_minflt
+    }
+
+    #[test]
+    fn every_page_is_faulted_in_before_use_small_and_large() {
+        let page_count = |pool: &BufferPool| (pool.total_bytes() / SLOT_ALIGN_BYTES) as i64;
+        // One thread (MAP_POPULATE) below the threshold, several above it where there are
+        // cores for them.
+        for (slot_count, slot_bytes) in [(16, 1 << 20), (288, 1 << 20)] {
+            let mut pool = BufferPool::new(slot_count, slot_bytes).unwrap();
+            assert!(pool.slot(slot_count - 1).iter().all(|&byte| byte == 0));
+            let before = minor_faults();
+            for index in 0..slot_count {
+                for page in pool.slot_mut(index).chunks_mut(SLOT_ALIGN_BYTES) {
+                    page[0] = 1;
+                }
+            }
+            let faults = minor_faults() - before;
+            // Touching every page of an unpopulated pool would fault once per page.
+            assert!(
+                faults < page_count(&pool) / 100,
+                "{faults} faults writing {} pages of a {slot_count}-slot pool",
+                page_count(&pool)
+            );
+        }
+        assert_eq!(populate_thread_count(16 << 20), 1);
+        assert_eq!(populate_thread_count(POPULATE_PARALLEL_MIN_BYTES - 1), 1);
+        let cores = std::thread::available_parallelism().map_or(1, |count| count.get());
+        assert_eq!(
+            populate_thread_count(8 << 30),
+            cores.min(POPULATE_THREAD_COUNT_MAX)
+        );
     }
 
     #[test]
