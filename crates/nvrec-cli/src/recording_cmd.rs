@@ -242,9 +242,10 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "record".into(), !json);
     let monitor = crate::telemetry::start(&args.targets, &args.telemetry);
-    let realtime = match args.realtime {
-        true => enter_realtime(args.realtime_priority),
-        false => Ok(()),
+    let realtime = if args.realtime {
+        enter_realtime(args.realtime_priority)
+    } else {
+        Ok(())
     };
     let report = realtime.and_then(|()| {
         writer::record(

@@ -205,13 +205,20 @@ mod x86 {
         _mm_xor_si128(_mm_xor_si128(low, high), next)
     }
 
-    /// The CRC-32C of everything folded into the 16-byte `block`, then of `tail`: the
-    /// `crc32` instruction over the block, from zero, then over the tail.
+    /// The CRC-32C of everything folded into the 16-byte `block`, then of `rest`: the rest's
+    /// whole 16-byte blocks folded in, then the `crc32` instruction over the block, from
+    /// zero, and over the last bytes.
     #[inline(always)]
-    unsafe fn finish(block: __m128i, tail: &[u8]) -> u32 {
+    unsafe fn finish(mut block: __m128i, mut rest: &[u8]) -> u32 {
+        while rest.len() >= 16 {
+            // SAFETY: `rest` holds at least the 16 bytes read.
+            let next = unsafe { _mm_loadu_si128(rest.as_ptr().cast()) };
+            block = fold128(block, keys128(KEYS_16), next);
+            rest = &rest[16..];
+        }
         let mut register = _mm_crc32_u64(0, _mm_cvtsi128_si64(block) as u64);
         register = _mm_crc32_u64(register, _mm_extract_epi64::<1>(block) as u64);
-        ::crc32c::crc32c_append(!(register as u32), tail)
+        ::crc32c::crc32c_append(!(register as u32), rest)
     }
 
     /// # Safety
@@ -258,11 +265,6 @@ mod x86 {
         let mut block = fold128(lanes[0], keys128(KEYS_48), lanes[3]);
         block = fold128(lanes[1], keys128(KEYS_32), block);
         block = fold128(lanes[2], keys128(KEYS_16), block);
-        while rest.len() >= 16 {
-            let next = _mm_loadu_si128(rest.as_ptr().cast());
-            block = fold128(block, keys128(KEYS_16), next);
-            rest = &rest[16..];
-        }
         finish(block, rest)
     }
 
@@ -384,12 +386,7 @@ mod x86 {
             _mm256_extracti128_si256::<0>(one),
             _mm256_extracti128_si256::<1>(one),
         ];
-        let mut block = fold128(lanes[0], keys128(KEYS_16), lanes[1]);
-        while rest.len() >= 16 {
-            let next = _mm_loadu_si128(rest.as_ptr().cast());
-            block = fold128(block, keys128(KEYS_16), next);
-            rest = &rest[16..];
-        }
+        let block = fold128(lanes[0], keys128(KEYS_16), lanes[1]);
         finish(block, rest)
     }
 }
