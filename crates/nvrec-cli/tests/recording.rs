@@ -766,3 +766,82 @@ fn realtime_runs_the_recording_under_sched_fifo_or_says_why_not() {
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(json(&output)["scheduling"]["priority"], 10);
 }
+
+/// How a ring test recording ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RingEnd {
+    /// The input ends and the recorder closes the recording.
+    Clean,
+    /// The recorder is killed with SIGKILL after the input stops.
+    Kill9,
+}
+
+/// Records `data` as a ring (adaptive striping, the default) onto `targets`, ending as asked,
+/// and returns what replay gives back (after checking that replay and verify succeed).
+fn ring_round_trip(targets: &[PathBuf], data: &[u8], end: RingEnd) -> Vec<u8> {
+    let args = ["--ring", "--sync-interval", "100ms", "--create-size", "12M"];
+    match end {
+        RingEnd::Clean => {
+            let output = record_stdin(targets, data, &args);
+            assert!(output.status.success(), "{}", text(&output));
+        }
+        RingEnd::Kill9 => record_then_kill(targets, &args, data, Duration::from_millis(5)),
+    }
+    let output = replay(targets, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let verified = run(nvrec().arg("verify").args(targets));
+    assert!(verified.status.success(), "{}", text(&verified));
+    output.stdout
+}
+
+#[test]
+fn ring_replays_are_byte_exact_on_one_to_four_members_wrapped_or_not_stopped_or_killed() {
+    // A ring that never wrapped must come back whole, whichever member got the first chunks
+    // (the reader once started at the newest of the members' first chunks and dropped the
+    // first megabytes while verify said OK); one that wrapped, as its newest data in order.
+    let scratch = Scratch::new("ring-exact");
+    for members in 1..=4usize {
+        for wrapped in [false, true] {
+            for end in [RingEnd::Clean, RingEnd::Kill9] {
+                let case = format!("{members} members, wrapped {wrapped}, {end:?}");
+                let names: Vec<String> = (0..members)
+                    .map(|m| format!("{members}-{wrapped}-{end:?}-{m}.img"))
+                    .collect();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                let targets = files(&scratch, &names);
+                // Each member's lap holds about 9 MiB: 8 MiB cannot wrap even if one member
+                // takes it all (adaptive striping may), 30 MiB a member wraps every member.
+                let mib = if wrapped { 30 * members } else { 8 };
+                let data = noise(mib << 20, 40 + members as u64);
+                let back = ring_round_trip(&targets, &data, end);
+                match (wrapped, end) {
+                    (false, RingEnd::Clean) => {
+                        assert!(
+                            back == data,
+                            "{case}: {} of {} bytes",
+                            back.len(),
+                            data.len()
+                        )
+                    }
+                    (false, RingEnd::Kill9) => {
+                        assert!(back.len() + 131072 >= data.len(), "{case}: {}", back.len());
+                        assert!(back[..] == data[..back.len()], "{case}: not the prefix");
+                    }
+                    (true, _) => {
+                        assert!(back.len() >= 6 << 20, "{case}: only {} bytes", back.len());
+                        assert!(back.len() < data.len(), "{case}: nothing overwritten?");
+                        // The newest data, ending where the input ended (but for the chunk
+                        // being filled at a kill).
+                        let newest = (0..=131072usize)
+                            .map(|short| data.len() - short)
+                            .any(|at| data[at - back.len()..at] == back[..]);
+                        assert!(newest, "{case}: {} bytes are not the newest", back.len());
+                    }
+                }
+                for target in &targets {
+                    std::fs::remove_file(target).unwrap();
+                }
+            }
+        }
+    }
+}

@@ -389,6 +389,29 @@ struct Scan {
     /// The head chunk, decoded, waiting for the merge: (sequence, slot within head flight).
     head: Option<(ChunkHeader, u64)>,
     exhausted: bool,
+    /// Ring: where the recording started on this member and where the scan starts (the
+    /// write point), and the member's slot count: see [`Scan::overwrote`].
+    ring_start_slot: u64,
+    ring_origin_slot: u64,
+    slot_count: u64,
+    /// The first chunk of the recording found on this member: its sequence, and whether
+    /// the member overwrote its own older chunks of this recording (ring).
+    first: Option<(u64, bool)>,
+}
+
+impl Scan {
+    /// Whether the oldest surviving chunk of a ring member, found at `slot`, shows that the
+    /// member wrapped over its own start: a ring scan goes round from the write point, and
+    /// a member that never wrapped holds the recording only from its start slot on. A chunk
+    /// of the recording before the start slot in scan order was written on a later lap.
+    /// (A member that wrote a whole number of laps, or whose earlier slots are all damaged,
+    /// reads as not wrapped: the reader then reports the overwritten chunks as missing,
+    /// never skips a surviving one.)
+    fn overwrote(&self, slot: u64) -> bool {
+        let n = self.slot_count.max(1);
+        let position = |slot: u64| (slot % n + n - self.ring_origin_slot % n) % n;
+        position(slot) < position(self.ring_start_slot)
+    }
 }
 
 /// Reads recording `entry` of `set` in sequence order, calling `each` for every chunk,
@@ -446,6 +469,10 @@ pub fn read_recording(
             last_sequence: None,
             head: None,
             exhausted: member.is_none(),
+            ring_start_slot: span.start_slot_index,
+            ring_origin_slot: span.end_slot_index,
+            slot_count: member.as_ref().map_or(0, |m| m.layout().data_slot_count),
+            first: None,
         });
     }
     progress.total_bytes.store(
@@ -559,13 +586,15 @@ pub fn read_recording(
         };
         let (header, within) = scans[best].head.take().expect("chosen for its head");
         if expected.is_none() {
-            // Ring: what survives starts at the newest of the members' oldest chunks.
+            // Ring: what survives without a hole starts at the newest of the oldest chunks
+            // of the members that overwrote their own (every member has found its first
+            // chunk by now); with none, at the recording's first chunk.
             let start = scans
                 .iter()
-                .filter_map(|s| s.head.map(|h| h.0.sequence))
-                .chain(std::iter::once(header.sequence))
+                .filter_map(|scan| scan.first.filter(|&(_, overwrote)| overwrote))
+                .map(|(sequence, _)| sequence)
                 .max()
-                .unwrap_or(header.sequence);
+                .unwrap_or(entry.first_sequence);
             expected = Some(start.max(entry.first_sequence));
         }
         let want = expected.unwrap_or(entry.first_sequence);
@@ -735,6 +764,10 @@ fn advance(
                             ));
                         }
                     } else {
+                        if scan.first.is_none() {
+                            scan.first =
+                                Some((header.sequence, ring && scan.overwrote(slot_index)));
+                        }
                         scan.last_sequence = Some(header.sequence);
                         scan.head = Some((header, scan.cursor));
                         return;
