@@ -15,6 +15,7 @@
 //! The format is specified in `docs/FORMAT.md`; this module follows its writing and
 //! reading rules.
 
+mod durability;
 pub mod reader;
 pub mod volume;
 pub mod writer;

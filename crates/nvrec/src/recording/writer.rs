@@ -21,6 +21,7 @@
 //! Durability: every `sync_interval` the contiguous run of completed chunks is flushed and
 //! a checkpoint records where it ends and where each member's writer stands.
 
+use super::durability::Durability;
 use super::volume::{self, now_ns, VolumeSet};
 use super::{Fill, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
 use crate::buffer::BufferPool;
@@ -270,8 +271,12 @@ struct MemberState {
     io_count: u64,
     /// Submitted I/Os not yet covered by a checkpoint: (first sequence, first slot, lap).
     undurable: VecDeque<(u64, u64, u64)>,
-    /// Slots written since the last checkpoint position (bounds the recovery window).
+    /// Slots written past the positions of the last checkpoint built, and of the last one
+    /// made durable: recovery searches forward from the latter, so it must stay below
+    /// `recovery_limit_slots` (the recovery window, or in a ring a lap, less one write).
     since_checkpoint_slots: u64,
+    since_durable_slots: u64,
+    recovery_limit_slots: u64,
     trimmed_to_slot: u64,
     start_slot: u64,
     /// For the rate estimate: bytes completed and time spent with I/O in flight (both
@@ -347,7 +352,8 @@ impl MemberState {
 }
 
 struct Writer<'a> {
-    set: VolumeSet,
+    set: &'a VolumeSet,
+    durability: Durability,
     source: &'a mut dyn Source,
     options: RecordOptions,
     control: &'a Control,
@@ -390,6 +396,8 @@ struct Writer<'a> {
     durable_stream_bytes: u64,
     durable_lost_bytes: u64,
     checkpoint_generation: u64,
+    /// The durable frontier the last checkpoint built claimed.
+    checkpointed_sequence_end: u64,
     checkpoint_count: u64,
     last_checkpoint: Instant,
     source_done: bool,
@@ -437,19 +445,23 @@ pub fn record(
             .ok_or_else(|| RecordingError::NotAVolumeSet("format wrote no checkpoint".into()))?;
         (set, checkpoint, 1)
     };
-    let mut writer = Writer::new(
-        set,
-        source,
-        &checkpoint,
-        recording_id,
-        options,
-        control,
-        progress,
-    )?;
-    writer.begin()?;
-    writer.run();
-    writer.end()?;
-    Ok(writer.report(cpu_before))
+    std::thread::scope(|scope| {
+        let durability = Durability::start(scope, &set);
+        let mut writer = Writer::new(
+            &set,
+            durability,
+            source,
+            &checkpoint,
+            recording_id,
+            options,
+            control,
+            progress,
+        )?;
+        writer.begin()?;
+        writer.run();
+        writer.end()?;
+        Ok(writer.report(cpu_before))
+    })
 }
 
 fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
@@ -479,8 +491,10 @@ fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
 }
 
 impl<'a> Writer<'a> {
+    #[allow(clippy::too_many_arguments)]
     fn new(
-        set: VolumeSet,
+        set: &'a VolumeSet,
+        durability: Durability,
         source: &'a mut dyn Source,
         checkpoint: &Checkpoint,
         recording_id: u32,
@@ -529,8 +543,15 @@ impl<'a> Writer<'a> {
                         .queue_depth
                         .min((usable_slots / k as u64).saturating_sub(1).max(1) as u32),
                 };
+                let recovery_limit_slots = match options.fill {
+                    Fill::Linear => RECOVERY_WINDOW_SLOTS as u64,
+                    Fill::Ring { .. } => usable_slots.min(RECOVERY_WINDOW_SLOTS as u64),
+                }
+                .saturating_sub(k as u64)
+                .max(k as u64);
                 MemberState {
                     queue_depth,
+                    recovery_limit_slots,
                     next_slot: position.next_slot_index,
                     lap: position.lap,
                     usable_slots,
@@ -587,6 +608,7 @@ impl<'a> Writer<'a> {
             durable_stream_bytes: 0,
             durable_lost_bytes: 0,
             checkpoint_generation: checkpoint.generation,
+            checkpointed_sequence_end: next_sequence,
             checkpoint_count: 0,
             last_checkpoint: Instant::now(),
             source_done: false,
@@ -596,6 +618,7 @@ impl<'a> Writer<'a> {
             started: Instant::now(),
             start_ns: now_ns(),
             set,
+            durability,
             source,
         })
     }
@@ -696,8 +719,9 @@ impl<'a> Writer<'a> {
                     break;
                 }
             }
-            if self.due_for_checkpoint() {
-                if let Err(error) = self.checkpoint() {
+            self.poll_durability();
+            if !self.durability.busy() && self.due_for_checkpoint() {
+                if let Err(error) = self.offer_checkpoint() {
                     self.error.get_or_insert(error.to_string());
                 }
             }
@@ -897,6 +921,7 @@ impl<'a> Writer<'a> {
         let can_take = |member: &MemberState| {
             member.in_flight < member.queue_depth
                 && (!ring || member.ring_clear(chunk_count as u64))
+                && member.since_durable_slots + chunk_count as u64 <= member.recovery_limit_slots
         };
         if self.members.iter().all(|member| !has_room(member)) {
             self.full = true;
@@ -1214,6 +1239,7 @@ impl<'a> Writer<'a> {
         member.chunk_count += chunk_count as u64;
         member.io_count += parts.len() as u64;
         member.since_checkpoint_slots += chunk_count as u64;
+        member.since_durable_slots += chunk_count as u64;
         self.next_sequence += chunk_count as u64;
         Ok(())
     }
@@ -1310,26 +1336,63 @@ impl<'a> Writer<'a> {
     fn due_for_checkpoint(&self) -> bool {
         let window_half = RECOVERY_WINDOW_SLOTS as u64 / 2;
         let ring = matches!(self.options.fill, Fill::Ring { .. });
+        // Slots alone call for a new checkpoint only once the frontier has moved: while a
+        // member lags, another checkpoint would claim nothing more.
+        let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
         self.last_checkpoint.elapsed() >= self.options.sync_interval
-            || self.members.iter().any(|member| {
-                // In a ring, also every half lap: recovery searches forward from the
-                // checkpoint, which a whole lap written since would have overwritten.
-                let half = if ring {
-                    window_half.min(member.usable_slots / 2).max(1)
-                } else {
-                    window_half
-                };
-                member.since_checkpoint_slots >= half
-            })
+            || moved
+                && self.members.iter().any(|member| {
+                    // In a ring, also every half lap: recovery searches forward from the
+                    // checkpoint, which a whole lap written since would have overwritten.
+                    let half = if ring {
+                        window_half.min(member.usable_slots / 2).max(1)
+                    } else {
+                        window_half
+                    };
+                    member.since_checkpoint_slots >= half
+                })
     }
 
-    /// Flushes what has completed and records how far it reaches.
-    fn checkpoint(&mut self) -> Result<(), RecordingError> {
-        self.set.flush()?;
-        self.write_checkpoint(self.recording_id)
+    /// Hands a checkpoint of what has completed to the durability coordinator, which
+    /// flushes the members and writes it while the data path goes on.
+    fn offer_checkpoint(&mut self) -> Result<(), RecordingError> {
+        let checkpoint = self.build_checkpoint(self.recording_id);
+        self.durability.offer(checkpoint)
     }
 
+    /// Takes the outcome of a checkpoint the coordinator finished: recovery now starts
+    /// from its positions.
+    fn poll_durability(&mut self) {
+        if let Some(outcome) = self.durability.poll() {
+            self.checkpoint_made(outcome);
+        }
+    }
+
+    fn checkpoint_made(&mut self, outcome: Result<Checkpoint, RecordingError>) {
+        match outcome {
+            Ok(_) => {
+                self.checkpoint_count += 1;
+                for member in &mut self.members {
+                    member.since_durable_slots = member.since_checkpoint_slots;
+                }
+            }
+            Err(error) => {
+                self.error.get_or_insert(error.to_string());
+            }
+        }
+    }
+
+    /// Writes a checkpoint here and now (at the start and the end of a recording).
     fn write_checkpoint(&mut self, recording_id: u32) -> Result<(), RecordingError> {
+        let checkpoint = self.build_checkpoint(recording_id);
+        self.set.write_checkpoint(&checkpoint)?;
+        self.checkpoint_made(Ok(checkpoint));
+        Ok(())
+    }
+
+    /// A checkpoint of everything up to the durable frontier (writes whose completions
+    /// have been seen), with each member's position at its oldest write not covered.
+    fn build_checkpoint(&mut self, recording_id: u32) -> Checkpoint {
         let durable_end = self.durable_sequence_end;
         let positions = self
             .members
@@ -1342,8 +1405,7 @@ impl<'a> Writer<'a> {
                 {
                     member.undurable.pop_front();
                 }
-                member.since_checkpoint_slots = member.undurable.len() as u64;
-                match member.undurable.front() {
+                let position = match member.undurable.front() {
                     Some(&(_, slot, lap)) => MemberPosition {
                         next_slot_index: slot,
                         lap,
@@ -1352,11 +1414,18 @@ impl<'a> Writer<'a> {
                         next_slot_index: member.next_slot,
                         lap: member.lap,
                     },
-                }
+                };
+                // Slots from that position to the write point (ring positions count laps).
+                let lap_slots = member.usable_slots.max(1);
+                member.since_checkpoint_slots = (member.lap * lap_slots + member.next_slot)
+                    .saturating_sub(position.lap * lap_slots + position.next_slot_index);
+                position
             })
             .collect();
         self.checkpoint_generation += 1;
-        let checkpoint = Checkpoint {
+        self.checkpointed_sequence_end = durable_end;
+        self.last_checkpoint = Instant::now();
+        Checkpoint {
             set_uuid: self.set.set_uuid,
             generation: self.checkpoint_generation,
             written_ns: now_ns(),
@@ -1371,16 +1440,15 @@ impl<'a> Writer<'a> {
             durable_stream_bytes: self.durable_stream_bytes,
             durable_lost_bytes: self.durable_lost_bytes,
             members: positions,
-        };
-        self.set.write_checkpoint(&checkpoint)?;
-        self.checkpoint_count += 1;
-        self.last_checkpoint = Instant::now();
-        Ok(())
+        }
     }
 
     /// Ends the recording: submits what is left (unless aborting), writes the end marker,
     /// drains, flushes, and closes the entry.
     fn end(&mut self) -> Result<(), RecordingError> {
+        if let Some(outcome) = self.durability.finish() {
+            self.checkpoint_made(outcome);
+        }
         if self.state() == ControlState::Abort {
             self.seal_filling();
             while let Some(buffer) = self.ready.pop_back() {
