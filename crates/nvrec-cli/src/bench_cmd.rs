@@ -204,16 +204,16 @@ fn emit(
         write_file(path, &html)?;
     }
     if json {
-        println!("{value}");
+        outln!("{value}");
     } else {
-        print!("{text}");
+        out!("{text}");
         for (what, path) in [
             ("JSON", &common.save),
             ("CSV", &common.csv),
             ("report", &common.report),
         ] {
             if let Some(path) = path {
-                println!("{what} written to {}", path.display());
+                outln!("{what} written to {}", path.display());
             }
         }
     }

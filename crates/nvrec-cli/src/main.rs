@@ -3,10 +3,12 @@
 //! Everything that touches data lives in the `nvrec` library; this crate only translates
 //! between people (or scripts) and it. Exit statuses are decided in one place, [`exit_code`].
 
+// First, so that its printing macros (`outln!`, `out!`, `errln!`) are seen by every module.
+#[macro_use]
+mod output;
 mod bench_cmd;
 mod bench_report;
 mod nvme_cmd;
-mod output;
 mod plan_cmd;
 mod progress;
 mod recording_cmd;
@@ -43,6 +45,9 @@ pub mod exit {
     pub const ABORTED: u8 = 4;
     /// A linear recording filled its targets and stopped cleanly (the data is intact).
     pub const TARGET_FULL: u8 = 5;
+    /// Stdout was closed (`nvrec ls SET | head -1`): the run was aborted and nothing more
+    /// printed; 128 + SIGPIPE, what a shell shows for a program that SIGPIPE ended.
+    pub const STDOUT_CLOSED: u8 = 128 + libc::SIGPIPE as u8;
 }
 
 const AFTER_HELP: &str = "\
@@ -52,7 +57,8 @@ SIGNALS: Ctrl-C (SIGINT) stops: chunks already taken are written, the flush runs
        address is reported. A second Ctrl-C or SIGTERM aborts: chunks not yet submitted are
        dropped, in-flight ones complete, the flush runs.
 EXIT STATUS: 0 done (or stopped), 1 failed (I/O error, mismatch, damaged recording), 2 bad
-       arguments or addresses, 3 refused for safety (use --force), 4 aborted, 5 target full.";
+       arguments or addresses, 3 refused for safety (use --force), 4 aborted, 5 target full,
+       141 stdout closed (a reader such as head went away: the run is aborted, quietly).";
 
 #[derive(Parser, Debug)]
 #[command(name = "nvrec", version, about = "Record streams onto NVMe SSDs at full speed, read them back, verify every byte", after_help = AFTER_HELP)]
@@ -270,15 +276,23 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     signal::install();
     let json = cli.json;
-    match run(cli) {
+    let result = run(cli);
+    // A closed stdout ends the command whatever the run made of it (see `output`).
+    let result = match output::take_stdout_error() {
+        Some(error) => Err(anyhow::Error::new(error).context("writing to stdout")),
+        None => result,
+    };
+    match result {
         Ok(Finished(code)) => ExitCode::from(code),
         Err(error) => {
             let code = exit_code(&error);
-            if json {
+            if code == exit::STDOUT_CLOSED {
+                // Quiet, as a program that SIGPIPE ended: the reader is gone.
+            } else if json {
                 let value = serde_json::json!({ "error": format!("{error:#}"), "exit_code": code });
-                println!("{value}");
+                outln!("{value}");
             } else {
-                eprintln!("nvrec: error: {error:#}");
+                errln!("nvrec: error: {error:#}");
             }
             ExitCode::from(code)
         }
@@ -288,6 +302,12 @@ fn main() -> ExitCode {
 /// The one place that maps errors to exit statuses.
 fn exit_code(error: &anyhow::Error) -> u8 {
     for cause in error.chain() {
+        if cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|error| error.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return exit::STDOUT_CLOSED;
+        }
         if let Some(error) = cause.downcast_ref::<stream::StreamError>() {
             return match error {
                 stream::StreamError::Config(_) | stream::StreamError::Address(_) => exit::USAGE,
@@ -447,7 +467,7 @@ fn read_command(args: ReadArgs, json: bool) -> Result<Finished> {
             }
             Box::new(WriterSink(std::io::BufWriter::with_capacity(
                 1 << 20,
-                std::io::stdout().lock(),
+                output::StdoutData,
             )))
         }
         (None, Some(path)) => {

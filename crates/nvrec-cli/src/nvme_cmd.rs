@@ -40,9 +40,9 @@ pub fn devices(args: DevicesArgs, json: bool) -> Result<Finished> {
     };
     let found = inventory(Path::new("/sys"), probes);
     if json {
-        println!("{}", serde_json::to_value(&found)?);
+        outln!("{}", serde_json::to_value(&found)?);
     } else {
-        print!("{}", devices_text(&found));
+        out!("{}", devices_text(&found));
     }
     Ok(Finished(exit::OK))
 }
@@ -201,9 +201,9 @@ pub fn health(args: HealthArgs, json: bool) -> Result<Finished> {
     match result {
         Ok(report) => {
             if json {
-                println!("{}", serde_json::to_value(&report)?);
+                outln!("{}", serde_json::to_value(&report)?);
             } else {
-                print!("{}", health_text(&report));
+                out!("{}", health_text(&report));
             }
             Ok(Finished(if report.smart.critical_warning != 0 {
                 exit::FAILURE
@@ -228,10 +228,10 @@ pub fn health(args: HealthArgs, json: bool) -> Result<Finished> {
                     "message": message,
                     "sysfs": facts,
                 });
-                println!("{value}");
+                outln!("{value}");
             } else {
-                println!("{message}");
-                print!("{}", facts.text());
+                outln!("{message}");
+                out!("{}", facts.text());
             }
             Ok(Finished(exit::FAILURE))
         }

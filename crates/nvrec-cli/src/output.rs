@@ -1,8 +1,118 @@
-//! Human and JSON renderings of reports.
+//! Human and JSON renderings of reports, and the writes that put them on stdout and stderr.
+//!
+//! Rust ignores SIGPIPE, so a write to a closed pipe (`nvrec ls SET | head -1`) fails with
+//! EPIPE, which `println!` turns into a panic. Every line nvrec prints goes through [`outln!`],
+//! [`out!`] and [`errln!`] instead, and stream data through [`StdoutData`]: the first failed
+//! write to stdout is kept, nothing more is written there, and the run in progress is asked
+//! to abort, as SIGTERM would (a self-test stops, a replay stops reading). `main` then ends
+//! the command through `exit_code` with status 141 (128 + SIGPIPE, what a shell shows for a
+//! program that SIGPIPE killed) and prints nothing more, as `cat` or `grep` would. A failed
+//! write to stderr is ignored: there is nowhere left to say anything.
 
 use nvrec::source::SourceSpec;
 use nvrec::stream::{Outcome, StreamReport};
 use nvrec::unit::format_bytes;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// `println!` onto stdout that a closed stdout cannot make panic (see the module docs).
+macro_rules! outln {
+    () => {
+        $crate::output::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` onto stdout that a closed stdout cannot make panic (see the module docs).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that a closed stderr cannot make panic: the line is dropped.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Set by the first failed write to stdout; nothing is written there afterwards.
+static STDOUT_FAILED: AtomicBool = AtomicBool::new(false);
+/// That write's error, for `main` to end the command with.
+static STDOUT_ERROR: Mutex<Option<io::Error>> = Mutex::new(None);
+
+/// Writes to stdout, flushed at once so that a closed pipe is found at the line that met it.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    if stdout_closed() {
+        return;
+    }
+    let mut stdout = io::stdout().lock();
+    if let Err(error) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        stdout_failed(&error);
+    }
+}
+
+/// Writes to stderr; a failure is ignored.
+pub fn write_stderr(args: std::fmt::Arguments<'_>) {
+    let _ = io::stderr().lock().write_fmt(args);
+}
+
+/// Whether a write to stdout has failed (a closed pipe, a full disk): from then on nothing
+/// more is printed, and a report meant for stderr beside data on stdout is left out too.
+pub fn stdout_closed() -> bool {
+    STDOUT_FAILED.load(Ordering::SeqCst)
+}
+
+/// Keeps the first stdout error and asks the run in progress to abort.
+fn stdout_failed(error: &io::Error) {
+    if STDOUT_FAILED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let kept = io::Error::new(error.kind(), error.to_string());
+    *STDOUT_ERROR
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner()) = Some(kept);
+    crate::signal::CONTROL.request_abort();
+}
+
+/// The error of the failed write to stdout, once, if one failed.
+pub fn take_stdout_error() -> Option<io::Error> {
+    STDOUT_ERROR
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .take()
+}
+
+/// Stream data onto stdout (`read --output -`, `replay`): its failure is a closed stdout
+/// like any other, and still returned to the caller, which stops writing.
+pub struct StdoutData;
+
+impl Write for StdoutData {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if stdout_closed() {
+            return Err(io::Error::other("stdout is closed"));
+        }
+        io::stdout().lock().write(buf).inspect_err(stdout_failed)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        if stdout_closed() {
+            return Err(io::Error::other("stdout is closed"));
+        }
+        io::stdout()
+            .lock()
+            .write_all(buf)
+            .inspect_err(stdout_failed)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stdout().lock().flush().inspect_err(stdout_failed)
+    }
+}
 
 pub fn outcome_text(outcome: Outcome) -> &'static str {
     match outcome {
@@ -30,8 +140,9 @@ pub fn print_stream_report(
     let mut text = String::new();
     render_stream_report(report, source, json, &mut text);
     match to {
-        ReportTo::Stdout => print!("{text}"),
-        ReportTo::Stderr => eprint!("{text}"),
+        ReportTo::Stdout => out!("{text}"),
+        ReportTo::Stderr if !stdout_closed() => write_stderr(format_args!("{text}")),
+        ReportTo::Stderr => {}
     }
 }
 

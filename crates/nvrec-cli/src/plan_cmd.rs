@@ -181,9 +181,9 @@ pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
     };
     let plan = plan::plan(&input).map_err(|error| UsageError(error.to_string()))?;
     if json {
-        println!("{}", serde_json::to_value(plan)?);
+        outln!("{}", serde_json::to_value(plan)?);
     } else {
-        print!("{}", text(&plan, &drive_rate_source));
+        out!("{}", text(&plan, &drive_rate_source));
     }
     Ok(Finished(exit::OK))
 }

@@ -10,11 +10,11 @@ use nvrec::recording::reader::{self, Item};
 use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome};
 use nvrec::recording::{volume, Fill, Stripe};
 use nvrec::source::{open_source, SourceSpec};
-use nvrec::stream::Progress;
+use nvrec::stream::{ControlState, Progress};
 use nvrec::unit::{
     format_bytes, format_utc_ns, parse_duration, parse_rate_bytes_per_s, parse_size_bytes,
 };
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -265,10 +265,10 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         let mut value = serde_json::to_value(&report)?;
         value["telemetry"] = serde_json::to_value(&telemetry)?;
         value["scheduling"] = serde_json::to_value(&scheduling)?;
-        println!("{value}");
+        outln!("{value}");
     } else {
         if let Some(telemetry) = &telemetry {
-            print!("{}", crate::telemetry::text(telemetry));
+            out!("{}", crate::telemetry::text(telemetry));
         }
         let outcome = match report.outcome {
             RecordOutcome::Complete => "complete",
@@ -278,12 +278,13 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             RecordOutcome::TargetFull => "TARGET FULL (linear mode): stopped cleanly, data intact",
             RecordOutcome::Failed => "FAILED",
         };
-        println!(
+        outln!(
             "nvrec record: recording {} on set {}: {outcome}",
-            report.recording_id, report.set_uuid
+            report.recording_id,
+            report.set_uuid
         );
-        println!("  source        {}", source_spec.describe());
-        println!(
+        outln!("  source        {}", source_spec.describe());
+        outln!(
             "  recorded      {} bytes ({}) in {} chunks, sequence {}..{}",
             report.stream_bytes,
             format_bytes(report.stream_bytes),
@@ -291,22 +292,23 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             report.first_sequence,
             report.end_sequence
         );
-        println!(
+        outln!(
             "  time          {:.3} s, {:.1} MiB/s",
-            report.elapsed_s, report.rate_mib_per_s
+            report.elapsed_s,
+            report.rate_mib_per_s
         );
         if report.lost_bytes > 0 {
-            println!("  LOST          {} bytes in {} gaps (input outran the targets; marked in the recording)", report.lost_bytes, report.gap_count);
+            outln!("  LOST          {} bytes in {} gaps (input outran the targets; marked in the recording)", report.lost_bytes, report.gap_count);
         } else {
-            println!("  lost          0 bytes");
+            outln!("  lost          0 bytes");
         }
         if report.unrecorded_bytes > 0 {
-            println!(
+            outln!(
                 "  unrecorded    {} bytes taken from the source could not be written",
                 report.unrecorded_bytes
             );
         }
-        println!(
+        outln!(
             "  striping      {:?} over {} members, chunk {}, I/O {}, queue depth {} per member, buffers {}",
             report.stripe,
             report.members.len(),
@@ -316,7 +318,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             format_bytes(report.buffer_bytes)
         );
         for member in &report.members {
-            println!(
+            outln!(
                 "  member        {}: {} chunks in {} writes, {:.1} MiB/s{}",
                 member.path.display(),
                 member.chunk_count,
@@ -329,24 +331,26 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
                 }
             );
         }
-        println!(
+        outln!(
             "  engine        {} ({})",
             report.engine.name(),
             report.engine_features
         );
-        println!("  checkpoints   {}", report.checkpoint_count);
-        println!(
+        outln!("  checkpoints   {}", report.checkpoint_count);
+        outln!(
             "  cpu           {:.3} s user, {:.3} s system",
-            report.cpu_user_s, report.cpu_system_s
+            report.cpu_user_s,
+            report.cpu_system_s
         );
         if args.realtime {
-            println!(
+            outln!(
                 "  scheduling    {} priority {}",
-                scheduling.policy, scheduling.priority
+                scheduling.policy,
+                scheduling.priority
             );
         }
         if let Some(error) = &report.error {
-            println!("  error         {error}");
+            outln!("  error         {error}");
         }
     }
     Ok(Finished(match report.outcome {
@@ -417,9 +421,9 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
             "complete": complete,
             "recordings": entries.iter().map(entry_json).collect::<Vec<_>>(),
         });
-        println!("{value}");
+        outln!("{value}");
     } else {
-        println!(
+        outln!(
             "volume set {} \"{}\", chunk size {}",
             set.set_uuid,
             set.label,
@@ -431,28 +435,35 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
             } else {
                 "  MISSING"
             };
-            println!(
+            outln!(
                 "  member {index}: {}{status}",
                 volume::describe_member(&set, index)
             );
         }
         for problem in &set.problems {
-            println!(
+            outln!(
                 "  NOT A MEMBER: {}: {}",
                 problem.path.display(),
                 problem.problem
             );
         }
         if entries.is_empty() {
-            println!("no recordings");
+            outln!("no recordings");
         } else {
-            println!(
+            outln!(
                 "{:>4}  {:<16} {:<23} {:<23} {:>12} {:>9} {:>10} {:>12}  name",
-                "id", "state", "start (UTC)", "end (UTC)", "bytes", "chunks", "MiB/s", "lost bytes",
+                "id",
+                "state",
+                "start (UTC)",
+                "end (UTC)",
+                "bytes",
+                "chunks",
+                "MiB/s",
+                "lost bytes",
             );
             for entry in &entries {
                 let value = entry_json(entry);
-                println!(
+                outln!(
                     "{:>4}  {:<16} {:<23} {:<23} {:>12} {:>9} {:>10.1} {:>12}  {}",
                     entry.recording_id,
                     state_text(entry),
@@ -481,13 +492,15 @@ pub struct ReplayArgs {
     /// Which recording (default: the last).
     #[arg(long)]
     recording: Option<u32>,
-    /// Where the stream goes: a file, or stdout with '-'.
-    #[arg(long, default_value = "-")]
-    output: PathBuf,
+    /// Where the stream goes: a file, or stdout with '-'. Default: stdout, unless stdout is a
+    /// terminal (the stream is binary data): then redirect it, give a file, or ask for the
+    /// terminal with '--output -'.
+    #[arg(long)]
+    output: Option<PathBuf>,
     /// Start this long after the recording's start (chunk granularity).
     #[arg(long, value_parser = duration_arg)]
     from: Option<Duration>,
-    /// End this long after the recording's start.
+    /// End this long after the recording's start (after --from).
     #[arg(long, value_parser = duration_arg)]
     to: Option<Duration>,
     /// Reproduce the original timing from the chunk timestamps.
@@ -502,26 +515,83 @@ pub struct ReplayArgs {
     engine: EngineArg,
 }
 
+/// How a replay ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+enum ReplayOutcome {
+    /// Every chunk of the recording (or of the --from/--to window) was read.
+    Complete,
+    /// SIGINT: the replay ended early; what was written is the stream up to there.
+    Stopped,
+    /// SIGTERM or a second SIGINT.
+    Aborted,
+    /// Writing the stream failed.
+    Failed,
+}
+
+impl ReplayOutcome {
+    fn text(self) -> &'static str {
+        match self {
+            ReplayOutcome::Complete => "replay complete",
+            ReplayOutcome::Stopped => "replay stopped",
+            ReplayOutcome::Aborted => "replay ABORTED",
+            ReplayOutcome::Failed => "replay FAILED",
+        }
+    }
+}
+
+/// The --from/--to window, refused when it holds no time at all.
+fn replay_window(args: &ReplayArgs) -> Result<(), UsageError> {
+    match (args.from, args.to) {
+        (Some(from), Some(to)) if from >= to => Err(UsageError(format!(
+            "--from {} is not before --to {}: the window holds nothing to replay; give a \
+             --from earlier than --to",
+            format_duration(from),
+            format_duration(to)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn format_duration(duration: Duration) -> String {
+    format!("{}s", duration.as_secs_f64())
+}
+
 pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = reader::recordings(&set)?;
-    let entry = reader::select(&entries, args.recording)?;
-    let to_stdout = args.output.as_os_str() == "-";
+    // Everything about the arguments is checked before any read.
+    replay_window(&args)?;
+    let to_stdout = args
+        .output
+        .as_deref()
+        .is_none_or(|path| path.as_os_str() == "-");
     if to_stdout && json {
         return Err(UsageError(
             "--json and --output - both want stdout; give --output a file".into(),
         )
         .into());
     }
-    let mut out: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::BufWriter::with_capacity(
+    if args.output.is_none() && std::io::stdout().is_terminal() {
+        return Err(UsageError(
+            "stdout is a terminal and replay writes the recorded stream there, binary data; \
+             redirect it (> FILE, | PROGRAM), give --output FILE, or --output - to write to \
+             the terminal anyway"
+                .into(),
+        )
+        .into());
+    }
+    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
+    let entries = reader::recordings(&set)?;
+    let entry = reader::select(&entries, args.recording)?;
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(path) if !to_stdout => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            Box::new(std::io::BufWriter::with_capacity(64 << 10, file))
+        }
+        _ => Box::new(std::io::BufWriter::with_capacity(
             4 << 20,
-            std::io::stdout().lock(),
-        ))
-    } else {
-        let file = std::fs::File::create(&args.output)
-            .with_context(|| format!("creating {}", args.output.display()))?;
-        Box::new(std::io::BufWriter::with_capacity(64 << 10, file))
+            crate::output::StdoutData,
+        )),
     };
     let from_ns = args.from.map(|d| entry.start_ns + d.as_nanos() as u64);
     let to_ns = args.to.map(|d| entry.start_ns + d.as_nanos() as u64);
@@ -558,18 +628,27 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                         let first = *first_timestamp.get_or_insert(header.timestamp_ns);
                         let due = Duration::from_nanos(header.timestamp_ns.saturating_sub(first));
                         if let Some(wait) = due.checked_sub(started.elapsed()) {
-                            std::thread::sleep(wait);
+                            if !sleep_unless_interrupted(wait) {
+                                return false;
+                            }
                         }
                     }
                     if args.gaps == GapsArg::Zero {
                         let hole_bytes = next_offset_bytes
                             .map_or(0, |next| header.stream_offset_bytes.saturating_sub(next));
-                        if let Err(error) = write_zeros(&mut out, &zeros, hole_bytes) {
-                            write_error = Some(error);
-                            return false;
+                        match write_zeros(&mut out, &zeros, hole_bytes) {
+                            Ok(done_bytes) => {
+                                filled_bytes += done_bytes;
+                                written += done_bytes;
+                                if done_bytes < hole_bytes {
+                                    return false; // Interrupted.
+                                }
+                            }
+                            Err(error) => {
+                                write_error = Some(error);
+                                return false;
+                            }
                         }
-                        filled_bytes += hole_bytes;
-                        written += hole_bytes;
                         next_offset_bytes = Some(header.stream_offset_bytes + payload.len() as u64);
                     }
                     if let Err(error) = out.write_all(payload) {
@@ -606,45 +685,87 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     if let Err(error) = out.flush() {
         write_error.get_or_insert(error);
     }
+    if crate::output::stdout_closed() {
+        // The reader went away (`replay | head -c 100`): main ends the command quietly.
+        return Ok(Finished(exit::FAILURE));
+    }
+    let outcome = if write_error.is_some() {
+        ReplayOutcome::Failed
+    } else {
+        match signal::CONTROL.state() {
+            ControlState::Run => ReplayOutcome::Complete,
+            ControlState::Stop => ReplayOutcome::Stopped,
+            ControlState::Abort => ReplayOutcome::Aborted,
+        }
+    };
     let damaged = summary.damage_count > 0 || summary.missing_chunk_count > 0;
     if json {
-        let value = serde_json::json!({"recording_id": entry.recording_id, "written_bytes": written, "zero_filled_bytes": filled_bytes, "summary": summary, "problems": problems, "error": write_error.as_ref().map(|e| e.to_string())});
-        println!("{value}");
+        let value = serde_json::json!({
+            "recording_id": entry.recording_id,
+            "recording_state": state_text(&entry),
+            "outcome": outcome,
+            "written_bytes": written,
+            "zero_filled_bytes": filled_bytes,
+            "summary": summary,
+            "problems": problems,
+            "error": write_error.as_ref().map(|e| e.to_string()),
+        });
+        outln!("{value}");
     } else {
-        eprintln!(
-            "nvrec replay: recording {} ({}): {} bytes in {} chunks, {:.3} s, {:.1} MiB/s",
+        errln!(
+            "nvrec replay: recording {} ({}): {}: {} bytes in {} chunks, {:.3} s, {:.1} MiB/s",
             entry.recording_id,
             state_text(&entry),
+            outcome.text(),
             written,
             summary.chunk_count,
             summary.elapsed_s,
             summary.rate_mib_per_s
         );
         if filled_bytes > 0 {
-            eprintln!(
-                "  {filled_bytes} bytes of zeros written in place of the holes (--gaps zero)"
-            );
+            errln!("  {filled_bytes} bytes of zeros written in place of the holes (--gaps zero)");
         }
         for problem in problems.iter().take(20) {
-            eprintln!("  {problem}");
+            errln!("  {problem}");
         }
     }
     if let Some(error) = write_error {
-        if error.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(error).context("writing the replayed stream");
-        }
+        return Err(error).context("writing the replayed stream");
     }
-    Ok(Finished(if damaged { exit::FAILURE } else { exit::OK }))
+    Ok(Finished(match outcome {
+        ReplayOutcome::Aborted => exit::ABORTED,
+        _ if damaged => exit::FAILURE,
+        _ => exit::OK,
+    }))
 }
 
-/// Writes `len_bytes` zeros, at most `zeros.len()` at a time.
-fn write_zeros(out: &mut dyn Write, zeros: &[u8], mut len_bytes: u64) -> std::io::Result<()> {
-    while len_bytes > 0 {
-        let now = len_bytes.min(zeros.len() as u64) as usize;
-        out.write_all(&zeros[..now])?;
-        len_bytes -= now as u64;
+/// Sleeps for `duration`, waking early when SIGINT or SIGTERM asks the run to end (a long
+/// pause in a paced replay must not hold them off). Returns whether it slept the whole time.
+fn sleep_unless_interrupted(duration: Duration) -> bool {
+    const STEP: Duration = Duration::from_millis(20);
+    let until = Instant::now() + duration;
+    loop {
+        if signal::CONTROL.state() != ControlState::Run {
+            return false;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(STEP));
     }
-    Ok(())
+}
+
+/// Writes `len_bytes` zeros, at most `zeros.len()` at a time, until SIGINT or SIGTERM asks
+/// the run to end. Returns how many it wrote.
+fn write_zeros(out: &mut dyn Write, zeros: &[u8], len_bytes: u64) -> std::io::Result<u64> {
+    let mut done_bytes = 0;
+    while done_bytes < len_bytes && signal::CONTROL.state() == ControlState::Run {
+        let now = (len_bytes - done_bytes).min(zeros.len() as u64) as usize;
+        out.write_all(&zeros[..now])?;
+        done_bytes += now as u64;
+    }
+    Ok(done_bytes)
 }
 
 #[derive(Args, Debug)]
@@ -752,7 +873,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         }));
         if !json {
             match &first_bad {
-                None => println!(
+                None => outln!(
                     "recording {} ({}): OK, {} chunks, {} bytes, CRC and sequence checked{}, {:.1} MiB/s",
                     entry.recording_id,
                     state_text(entry),
@@ -761,7 +882,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                     if entry.flags.contains(RecordingFlags::PATTERN) { ", pattern checked" } else { "" },
                     summary.rate_mib_per_s
                 ),
-                Some(bad) => println!("recording {} ({}): BAD: first bad chunk: {bad}", entry.recording_id, state_text(entry)),
+                Some(bad) => outln!("recording {} ({}): BAD: first bad chunk: {bad}", entry.recording_id, state_text(entry)),
             }
         }
     }
@@ -769,15 +890,15 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         let missing = set.missing_indices();
         if !json {
             for index in &missing {
-                println!("member {index} is missing");
+                outln!("member {index} is missing");
             }
             for problem in &set.problems {
-                println!("{}: {}", problem.path.display(), problem.problem);
+                outln!("{}: {}", problem.path.display(), problem.problem);
             }
         }
     }
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"set_uuid": set.set_uuid.to_string(), "good": all_good, "recordings": results, "missing_members": set.missing_indices(), "problems": set.problems})
         );

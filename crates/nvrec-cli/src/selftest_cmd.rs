@@ -90,7 +90,7 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
     drop(target);
     if scratch && !args.keep {
         if let Err(error) = std::fs::remove_file(&path) {
-            eprintln!(
+            errln!(
                 "nvrec: warning: could not remove the scratch file {}: {error}",
                 path.display()
             );
@@ -99,33 +99,34 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["telemetry"] = serde_json::to_value(&telemetry)?;
-        println!("{value}");
+        outln!("{value}");
     } else {
         if let Some(telemetry) = &telemetry {
-            print!("{}", crate::telemetry::text(telemetry));
+            out!("{}", crate::telemetry::text(telemetry));
         }
         if let Some(engine) = &report.engine {
-            println!("INFO: Engine: {engine}");
+            outln!("INFO: Engine: {engine}");
         }
-        println!("{RULE}\n{RULE}\n");
-        println!(
+        outln!("{RULE}\n{RULE}\n");
+        outln!(
             "Overall Test Summary: {}",
             if report.passed() { "PASS" } else { "FAIL" }
         );
-        println!(
+        outln!(
             "{} of {} tests failed",
-            report.failed_count, report.test_count
+            report.failed_count,
+            report.test_count
         );
         for test in report.tests.iter().filter(|test| !test.passed) {
-            println!(
+            outln!(
                 "  TEST #{:02} {}: {}",
                 test.number,
                 test.title,
                 test.failure.as_deref().unwrap_or("")
             );
         }
-        println!("\n{RULE}\n{RULE}\n");
-        println!("INFO: ... End");
+        outln!("\n{RULE}\n{RULE}\n");
+        outln!("INFO: ... End");
     }
     Ok(Finished(if report.passed() {
         exit::OK
@@ -141,7 +142,7 @@ struct Console {
 impl Console {
     fn line(&mut self, text: &str) {
         if !self.quiet {
-            println!("{text}");
+            outln!("{text}");
         }
     }
 }

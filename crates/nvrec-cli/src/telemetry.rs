@@ -36,7 +36,7 @@ pub fn start(paths: &[PathBuf], args: &TelemetryArgs) -> Option<HealthMonitor> {
     Some(HealthMonitor::start(
         paths,
         interval,
-        Box::new(|event| eprintln!("nvrec: warning: {event}")),
+        Box::new(|event| errln!("nvrec: warning: {event}")),
     ))
 }
 

@@ -439,3 +439,256 @@ fn without_io_uring_auto_falls_back_to_threads_and_says_why() {
         text(&output)
     );
 }
+
+/// Runs `command` with its stdout a pipe whose reader is already gone, so that its first
+/// write there fails with EPIPE, as `nvrec ... | head -1` does once head has exited.
+fn run_with_stdout_closed(command: &mut Command) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    child.wait_with_output().unwrap()
+}
+
+/// Runs `command`, reads `keep` bytes of its stdout, then closes it (`| head -c KEEP`).
+fn run_with_stdout_cut(command: &mut Command, keep: usize) -> (std::process::Output, Vec<u8>) {
+    use std::io::Read;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut kept = vec![0u8; keep];
+    child.stdout.take().unwrap().read_exact(&mut kept).unwrap();
+    (child.wait_with_output().unwrap(), kept)
+}
+
+fn assert_quiet_sigpipe_status(output: &std::process::Output, what: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(141), "{what}: {stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("error"),
+        "{what}: not quiet: {stderr}"
+    );
+}
+
+#[test]
+fn a_closed_stdout_ends_every_command_quietly_with_status_141() {
+    let scratch = Scratch::new("epipe");
+    let target = scratch.path("t.img");
+    let output = run_with_stdout_closed(nvrec().args(["write", "--size", "4M"]).arg(&target));
+    assert_quiet_sigpipe_status(&output, "write");
+    // The self-test stops at its first line; the scratch file it made is removed.
+    let output = run_with_stdout_closed(
+        nvrec()
+            .args(["selftest", "--size", "16M"])
+            .current_dir(&scratch.0),
+    );
+    assert_quiet_sigpipe_status(&output, "selftest");
+    assert!(!scratch.path("nvrec-selftest.scratch").exists());
+    let output = run_with_stdout_closed(nvrec().args(["selftest", "--size", "16M"]).arg(&target));
+    assert_quiet_sigpipe_status(&output, "selftest FILE");
+    // A recording prints only when it is over: it is kept, and closed properly.
+    let set = scratch.path("set.img");
+    let output = run_with_stdout_closed(
+        nvrec()
+            .args(["record", "--source", "pattern", "--size", "16M"])
+            .args(["--create-size", "64M"])
+            .arg(&set),
+    );
+    assert_quiet_sigpipe_status(&output, "record");
+    let output = run_with_stdout_closed(nvrec().arg("ls").arg(&set));
+    assert_quiet_sigpipe_status(&output, "ls");
+    let output = run(nvrec().args(["--json", "ls"]).arg(&set));
+    assert!(output.status.success(), "{}", text(&output));
+    let listed = json(&output);
+    assert_eq!(listed["recordings"][0]["state"], "complete", "{listed}");
+    assert_eq!(listed["recordings"][0]["bytes"], 16 << 20, "{listed}");
+    // Stream data: the reader takes 100 bytes and goes away.
+    let (output, kept) = run_with_stdout_cut(nvrec().arg("replay").arg(&set), 100);
+    assert_quiet_sigpipe_status(&output, "replay | head -c 100");
+    let mut expected = vec![0u8; 100];
+    nvrec::pattern::Pattern::new(0).fill(0, &mut expected);
+    assert_eq!(kept, expected, "replay's first bytes");
+    let (output, _) = run_with_stdout_cut(
+        nvrec()
+            .args(["read", "--size", "4M", "--output", "-"])
+            .arg(&target),
+        100,
+    );
+    assert_quiet_sigpipe_status(&output, "read --output - | head -c 100");
+}
+
+/// A paced recording of about `seconds` of the pattern at 8 MiB/s, on a file in `scratch`.
+fn paced_recording(scratch: &Scratch, seconds: u32) -> std::path::PathBuf {
+    let set = scratch.path("paced.img");
+    let output = run(nvrec()
+        .args(["record", "--source", "pattern", "--rate", "8M"])
+        .args(["--duration", &format!("{seconds}s"), "--create-size", "64M"])
+        .arg(&set));
+    assert!(output.status.success(), "{}", text(&output));
+    set
+}
+
+/// Starts `command`, sends `signal` after `after`, and returns what it printed.
+fn signalled(command: &mut Command, signal: i32, after: Duration) -> std::process::Output {
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    // SAFETY: kill has no memory-safety preconditions; the pid is our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_interrupted_replay_says_stopped_or_aborted_with_records_exit_statuses() {
+    let scratch = Scratch::new("replay-signal");
+    let set = paced_recording(&scratch, 3);
+    let out = scratch.path("out.bin");
+    let replay = || {
+        let mut command = nvrec();
+        command
+            .args(["--json", "replay", "--pace", "--output"])
+            .arg(&out)
+            .arg(&set);
+        command
+    };
+    let output = run(&mut replay());
+    assert!(output.status.success(), "{}", text(&output));
+    let whole = json(&output);
+    assert_eq!(whole["outcome"], "complete", "{whole}");
+    assert_eq!(whole["recording_state"], "complete", "{whole}");
+    let whole_bytes = whole["written_bytes"].as_u64().unwrap();
+    for (signal, code, outcome) in [(libc::SIGINT, 0, "stopped"), (libc::SIGTERM, 4, "aborted")] {
+        let output = signalled(&mut replay(), signal, Duration::from_millis(800));
+        assert_eq!(output.status.code(), Some(code), "{}", text(&output));
+        let report = json(&output);
+        assert_eq!(report["outcome"], outcome, "{report}");
+        let written = report["written_bytes"].as_u64().unwrap();
+        assert!(
+            written > 0 && written < whole_bytes,
+            "{written} of {whole_bytes}"
+        );
+        assert_eq!(std::fs::metadata(&out).unwrap().len(), written);
+    }
+    // The text report says it too, and never "complete" for the replay.
+    let output = signalled(
+        nvrec()
+            .args(["replay", "--pace", "--output"])
+            .arg(&out)
+            .arg(&set),
+        libc::SIGINT,
+        Duration::from_millis(800),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let shown = text(&output);
+    assert!(
+        shown.contains("replay stopped") && !shown.contains("replay complete"),
+        "{shown}"
+    );
+}
+
+/// A pseudo-terminal: the master and the path of its slave.
+fn pseudo_terminal() -> (std::fs::File, std::path::PathBuf) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt, grantpt, unlockpt and ptsname_r act on the descriptor opened
+    // here, which the File then owns; ptsname_r writes at most `name.len()` bytes.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(
+            master >= 0,
+            "posix_openpt: {}",
+            std::io::Error::last_os_error()
+        );
+        let master_file = std::fs::File::from_raw_fd(master);
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr())
+            .to_string_lossy()
+            .into_owned();
+        (master_file, std::path::PathBuf::from(path))
+    }
+}
+
+#[test]
+fn replay_refuses_a_terminal_as_output_unless_asked_with_output_dash() {
+    let scratch = Scratch::new("replay-tty");
+    let set = scratch.path("set.img");
+    let data = noise(1000, 3);
+    let mut child = nvrec()
+        .args(["record", "--create-size", "16M"])
+        .arg(&set)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&data).unwrap();
+    assert!(child.wait().unwrap().success());
+    let (_master, slave) = pseudo_terminal();
+    let terminal = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&slave)
+            .unwrap()
+    };
+    let output = nvrec()
+        .arg("replay")
+        .arg(&set)
+        .stdout(terminal())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let shown = text(&output);
+    assert!(
+        shown.contains("stdout is a terminal") && shown.contains("--output -"),
+        "{shown}"
+    );
+    // Asked for: the 1000 bytes go to the terminal (its buffer holds them).
+    let output = nvrec()
+        .args(["replay", "--output", "-"])
+        .arg(&set)
+        .stdout(terminal())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("1000 bytes"), "{}", text(&output));
+}
+
+#[test]
+fn an_empty_or_reversed_replay_window_is_refused_before_any_read() {
+    let scratch = Scratch::new("replay-window");
+    let set = paced_recording(&scratch, 1);
+    let never = scratch.path("never-created.bin");
+    let missing = scratch.path("no-such-member.img");
+    for (from, to) in [("5s", "1s"), ("1s", "1s"), ("500ms", "0s")] {
+        // A target that does not exist shows that nothing was opened or read first.
+        for target in [&set, &missing] {
+            let output = run(nvrec()
+                .args(["replay", "--from", from, "--to", to, "--output"])
+                .arg(&never)
+                .arg(target));
+            assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+            assert!(
+                text(&output).contains("is not before --to"),
+                "{}",
+                text(&output)
+            );
+            assert!(!never.exists(), "a refused replay created its output");
+        }
+    }
+    let output = run(nvrec()
+        .args(["replay", "--from", "100ms", "--to", "600ms"])
+        .arg(&set));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(!output.stdout.is_empty());
+}
