@@ -170,9 +170,10 @@ pub struct IoArgs {
     /// target's logical block size).
     #[arg(long, default_value = "128K", value_parser = size_arg)]
     chunk_size: u64,
-    /// Largest I/O: adjacent chunks are coalesced up to this size (a multiple of the chunk size).
-    #[arg(long, default_value = "1M", value_parser = size_arg)]
-    io_size: u64,
+    /// Largest I/O: adjacent chunks are coalesced up to this size (a whole number of
+    /// chunks; any other size is refused). Default: 1M, or one chunk where chunks are larger.
+    #[arg(long, value_parser = size_arg)]
+    io_size: Option<u64>,
     /// I/Os kept in flight.
     #[arg(long, default_value_t = stream::QUEUE_DEPTH_DEFAULT)]
     queue_depth: u32,
@@ -191,7 +192,9 @@ impl IoArgs {
     pub fn config(&self, flush: FlushMode) -> StreamConfig {
         StreamConfig {
             chunk_size_bytes: self.chunk_size,
-            io_size_bytes: self.io_size,
+            io_size_bytes: self
+                .io_size
+                .unwrap_or_else(|| stream::io_size_bytes_default(self.chunk_size)),
             queue_depth: self.queue_depth,
             engine: self.engine.choice(),
             sqpoll: self.sqpoll,

@@ -78,9 +78,10 @@ pub struct RecordArgs {
     /// Chunk size: the unit written to one member (header included).
     #[arg(long, default_value = "128K", value_parser = size_arg)]
     chunk_size: u64,
-    /// I/O size: adjacent chunks for one member are written together.
-    #[arg(long, default_value = "1M", value_parser = size_arg)]
-    io_size: u64,
+    /// I/O size: adjacent chunks for one member are written together (a whole number of
+    /// chunks; any other size is refused). Default: 1M, or one chunk where chunks are larger.
+    #[arg(long, value_parser = size_arg)]
+    io_size: Option<u64>,
     /// I/Os in flight per member.
     #[arg(long, default_value_t = nvrec::stream::QUEUE_DEPTH_DEFAULT)]
     queue_depth: u32,
@@ -184,21 +185,27 @@ fn enter_realtime(priority: u8) -> Result<()> {
 
 pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
     let chunk = args.chunk_size;
-    if chunk == 0
-        || chunk > u32::MAX as u64
-        || !args.io_size.is_multiple_of(chunk)
-        || args.io_size < chunk
-    {
+    if chunk == 0 || chunk > u32::MAX as u64 {
         return Err(UsageError(format!(
-            "--io-size ({}) must be a whole number of chunks ({chunk})",
-            args.io_size
+            "--chunk-size {chunk} is out of range: give a power of two such as 128K"
         ))
+        .into());
+    }
+    let io_size = args
+        .io_size
+        .unwrap_or_else(|| nvrec::stream::io_size_bytes_default(chunk));
+    nvrec::stream::check_io_size(chunk, io_size)?;
+    if args.size == Some(0) {
+        return Err(UsageError(
+            "--size 0 records nothing: give at least one byte, or leave --size out to record until the source ends"
+                .into(),
+        )
         .into());
     }
     let source_spec = parse_source(&args.source, args.seed);
     let options = RecordOptions {
         chunk_size_bytes: chunk as u32,
-        io_chunk_count: (args.io_size / chunk) as u32,
+        io_chunk_count: (io_size / chunk) as u32,
         queue_depth: args.queue_depth,
         buffer_bytes: args.buffer.unwrap_or_else(|| {
             let input = match (args.rate, &source_spec) {
@@ -210,7 +217,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
                 input,
                 args.targets.len(),
                 args.queue_depth,
-                args.io_size,
+                io_size,
                 writer::memory_bytes(),
             )
         }),

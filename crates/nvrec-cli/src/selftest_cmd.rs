@@ -1,7 +1,7 @@
 //! `nvrec selftest`: the suite on a scratch file (default) or on a given target, printed as
 //! a console log in the style of the NVMe Streamer's.
 
-use crate::{exit, signal, Finished, IoArgs};
+use crate::{exit, signal, Finished, IoArgs, UsageError};
 use anyhow::{Context, Result};
 use clap::Args;
 use nvrec::device::{self, Access, OpenOptions, Safety};
@@ -44,6 +44,13 @@ const SCRATCH_BYTES_DEFAULT: u64 = 1 << 30;
 pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
     let config = args.io.config(FlushMode::AfterWrite);
     config.validate(1)?;
+    if args.size == Some(0) {
+        return Err(UsageError(
+            "--size 0 leaves the self-test nothing to test: give the bytes it may use (at least a few MiB), or leave --size out"
+                .into(),
+        )
+        .into());
+    }
     let (path, scratch) = match &args.target {
         Some(path) => (path.clone(), false),
         None => (PathBuf::from(SCRATCH_NAME), true),

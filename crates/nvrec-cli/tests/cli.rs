@@ -692,3 +692,101 @@ fn an_empty_or_reversed_replay_window_is_refused_before_any_read() {
     assert!(output.status.success(), "{}", text(&output));
     assert!(!output.stdout.is_empty());
 }
+
+#[test]
+fn zero_sizes_and_io_sizes_that_are_not_whole_chunks_are_refused_not_replaced() {
+    let scratch = Scratch::new("sizes");
+    let target = scratch.path("t.img");
+    assert!(run(nvrec().args(["write", "--size", "4M"]).arg(&target))
+        .status
+        .success());
+    let missing = scratch.path("never-created.img");
+    let below = "is smaller than the chunk size 131072";
+    let cases: &[(&[&str], &Path, &str)] = &[
+        (
+            &["write", "--size", "0"],
+            &missing,
+            "a size or chunk count of 0",
+        ),
+        (
+            &["write", "--chunks", "0"],
+            &missing,
+            "a size or chunk count of 0",
+        ),
+        (
+            &["read", "--size", "0"],
+            &target,
+            "a size or chunk count of 0",
+        ),
+        (
+            &["read", "--chunks", "0"],
+            &target,
+            "a size or chunk count of 0",
+        ),
+        (
+            &["write", "--size", "1M", "--io-size", "0"],
+            &missing,
+            below,
+        ),
+        (
+            &["write", "--size", "1M", "--io-size", "3K"],
+            &missing,
+            below,
+        ),
+        (
+            &["write", "--size", "1M", "--io-size", "64K"],
+            &missing,
+            below,
+        ),
+        (
+            &["write", "--size", "1M", "--io-size", "192K"],
+            &missing,
+            "is not a multiple of the chunk size",
+        ),
+        (&["read", "--io-size", "64K"], &target, below),
+        (&["selftest", "--io-size", "3K"], &missing, below),
+        (&["selftest", "--size", "0"], &missing, "--size 0"),
+        (
+            &["record", "--io-size", "0", "--create-size", "16M"],
+            &missing,
+            below,
+        ),
+        (
+            &["record", "--io-size", "64K", "--create-size", "16M"],
+            &missing,
+            below,
+        ),
+        (
+            &["record", "--size", "0", "--create-size", "16M"],
+            &missing,
+            "--size 0 records nothing",
+        ),
+    ];
+    for (args, path, message) in cases {
+        for json in [false, true] {
+            let output = run(nvrec()
+                .args(json.then_some("--json"))
+                .args(*args)
+                .arg(path)
+                .stdin(Stdio::null()));
+            assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
+            assert!(
+                text(&output).contains(message),
+                "{args:?}: expected '{message}' in {}",
+                text(&output)
+            );
+            assert!(
+                !text(&output).contains("0xffffffffffffffff"),
+                "{args:?}: {}",
+                text(&output)
+            );
+        }
+    }
+    assert!(!missing.exists(), "a refused run created its target");
+    // Without --io-size, chunks larger than 1 MiB take I/Os of one chunk.
+    let output = run(nvrec()
+        .args(["--json", "write", "--chunk-size", "2M", "--size", "4M"])
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["io_size_bytes"], 2 << 20);
+}

@@ -210,6 +210,8 @@ pub enum AddressError {
         first_offset_bytes: u64,
         capacity_bytes: u64,
     },
+    #[error("a size or chunk count of 0 asks for nothing to transfer: ask for at least one chunk ({chunk_size_bytes} bytes)")]
+    ZeroLength { chunk_size_bytes: u64 },
 }
 
 /// Turns what the user said into a range of whole chunks inside the target, or says why not.
@@ -244,6 +246,9 @@ pub fn resolve_range(
                 });
             }
             (last - first) / chunk_size_bytes + 1
+        }
+        RangeEnd::ChunkCount(0) | RangeEnd::SizeBytes(0) => {
+            return Err(AddressError::ZeroLength { chunk_size_bytes });
         }
         RangeEnd::ChunkCount(count) => count,
         RangeEnd::SizeBytes(size_bytes) => {
@@ -328,7 +333,12 @@ pub enum ConfigError {
     },
     #[error("chunk size {0} is larger than the 64 MiB limit")]
     ChunkTooLarge(u64),
-    #[error("I/O size {io_size_bytes} is not a multiple of the chunk size {chunk_size_bytes}")]
+    #[error("I/O size {io_size_bytes} is smaller than the chunk size {chunk_size_bytes}: an I/O carries whole chunks, so give a multiple of the chunk size")]
+    IoSizeBelowChunk {
+        io_size_bytes: u64,
+        chunk_size_bytes: u64,
+    },
+    #[error("I/O size {io_size_bytes} is not a multiple of the chunk size {chunk_size_bytes}: an I/O carries whole chunks")]
     IoSizeNotChunkMultiple {
         io_size_bytes: u64,
         chunk_size_bytes: u64,
@@ -355,17 +365,7 @@ impl StreamConfig {
         if chunk > CHUNK_SIZE_BYTES_MAX {
             return Err(ConfigError::ChunkTooLarge(chunk));
         }
-        // An I/O smaller than a chunk means one chunk per I/O.
-        let io_size_bytes = self.io_size_bytes.max(chunk);
-        if !io_size_bytes.is_multiple_of(chunk) {
-            return Err(ConfigError::IoSizeNotChunkMultiple {
-                io_size_bytes,
-                chunk_size_bytes: chunk,
-            });
-        }
-        if io_size_bytes > IO_SIZE_BYTES_MAX {
-            return Err(ConfigError::IoSizeTooLarge(io_size_bytes));
-        }
+        check_io_size(chunk, self.io_size_bytes)?;
         if self.queue_depth == 0 || self.queue_depth > engine::QUEUE_DEPTH_MAX {
             return Err(ConfigError::QueueDepth(self.queue_depth));
         }
@@ -373,8 +373,37 @@ impl StreamConfig {
     }
 
     fn chunks_per_io(&self) -> u64 {
-        self.io_size_bytes.max(self.chunk_size_bytes) / self.chunk_size_bytes
+        self.io_size_bytes / self.chunk_size_bytes
     }
+}
+
+/// Checks that an I/O of `io_size_bytes` carries a whole number of chunks, at least one,
+/// within `IO_SIZE_BYTES_MAX`. A size that does not is refused, never rounded: the user
+/// asked for something else. `chunk_size_bytes` must not be 0.
+pub fn check_io_size(chunk_size_bytes: u64, io_size_bytes: u64) -> Result<(), ConfigError> {
+    assert!(chunk_size_bytes > 0, "the chunk size is checked first");
+    if io_size_bytes < chunk_size_bytes {
+        return Err(ConfigError::IoSizeBelowChunk {
+            io_size_bytes,
+            chunk_size_bytes,
+        });
+    }
+    if !io_size_bytes.is_multiple_of(chunk_size_bytes) {
+        return Err(ConfigError::IoSizeNotChunkMultiple {
+            io_size_bytes,
+            chunk_size_bytes,
+        });
+    }
+    if io_size_bytes > IO_SIZE_BYTES_MAX {
+        return Err(ConfigError::IoSizeTooLarge(io_size_bytes));
+    }
+    Ok(())
+}
+
+/// The I/O size when none is given: `IO_SIZE_BYTES_DEFAULT`, or one chunk where a chunk is
+/// larger.
+pub fn io_size_bytes_default(chunk_size_bytes: u64) -> u64 {
+    IO_SIZE_BYTES_DEFAULT.max(chunk_size_bytes)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -968,4 +997,88 @@ pub fn read(
     }
     let check = sink.check_report();
     Ok(run.finish(target, cpu_before, check))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_sizes_that_do_not_carry_whole_chunks_are_refused_not_rounded() {
+        const K: u64 = 1024;
+        let cases: [(u64, u64, Option<ConfigError>); 7] = [
+            (128 * K, 1024 * K, None),
+            (128 * K, 128 * K, None),
+            (
+                128 * K,
+                0,
+                Some(ConfigError::IoSizeBelowChunk {
+                    io_size_bytes: 0,
+                    chunk_size_bytes: 128 * K,
+                }),
+            ),
+            (
+                128 * K,
+                3 * K,
+                Some(ConfigError::IoSizeBelowChunk {
+                    io_size_bytes: 3 * K,
+                    chunk_size_bytes: 128 * K,
+                }),
+            ),
+            (
+                128 * K,
+                64 * K,
+                Some(ConfigError::IoSizeBelowChunk {
+                    io_size_bytes: 64 * K,
+                    chunk_size_bytes: 128 * K,
+                }),
+            ),
+            (
+                128 * K,
+                192 * K,
+                Some(ConfigError::IoSizeNotChunkMultiple {
+                    io_size_bytes: 192 * K,
+                    chunk_size_bytes: 128 * K,
+                }),
+            ),
+            (
+                128 * K,
+                IO_SIZE_BYTES_MAX + 128 * K,
+                Some(ConfigError::IoSizeTooLarge(IO_SIZE_BYTES_MAX + 128 * K)),
+            ),
+        ];
+        for (chunk, io, expected) in cases {
+            let config = StreamConfig {
+                chunk_size_bytes: chunk,
+                io_size_bytes: io,
+                ..StreamConfig::default()
+            };
+            assert_eq!(
+                config.validate(512).err(),
+                expected,
+                "chunk {chunk}, I/O {io}"
+            );
+        }
+        assert_eq!(io_size_bytes_default(128 * K), IO_SIZE_BYTES_DEFAULT);
+        assert_eq!(io_size_bytes_default(4 << 20), 4 << 20);
+    }
+
+    #[test]
+    fn a_zero_size_or_chunk_count_is_its_own_error_whatever_the_capacity() {
+        for end in [RangeEnd::SizeBytes(0), RangeEnd::ChunkCount(0)] {
+            for capacity_bytes in [0, 1 << 20, u64::MAX] {
+                let spec = RangeSpec {
+                    first_offset_bytes: 0,
+                    end,
+                };
+                assert_eq!(
+                    resolve_range(spec, 4096, capacity_bytes),
+                    Err(AddressError::ZeroLength {
+                        chunk_size_bytes: 4096
+                    }),
+                    "{end:?} on {capacity_bytes}"
+                );
+            }
+        }
+    }
 }
