@@ -1,0 +1,49 @@
+//! A faulty disk for tests: one fixed-size file, `disk`, served by a FUSE file system whose
+//! faults change at run time, and a loop device over it that makes it a block device.
+//!
+//! nvrec's real code paths (O_DIRECT, io_uring, flushes) run on the loop device unchanged,
+//! while a test or a script makes the disk fail byte ranges with EIO or ENOSPC, stall every
+//! request, crawl at a set rate, or lose (or tear) the writes not yet flushed in a power cut.
+//!
+//! ```no_run
+//! use nvrec_faultydisk::{Errno, FaultyDisk, Op, Options};
+//!
+//! # fn main() -> nvrec_faultydisk::Result<()> {
+//! let disk = FaultyDisk::start("/dev/shm/disk.img".as_ref(), 64 << 20, Options::default())?;
+//! let device = disk.attach_loop()?; // /dev/loopN, detached on drop
+//! disk.fail(Op::Write, 1 << 20..2 << 20, Errno::Eio);
+//! // ... writes to device.path() touching the second MiB fail with EIO ...
+//! disk.clear();
+//! println!("{}", disk.stats().to_json());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The same commands reach a disk from a shell through its control file (`MOUNT/ctl`; see
+//! [`Command`] and the README), and the `nvrec-faultydisk` binary serves one in the
+//! foreground.
+//!
+//! Architecture invariant: the data path never changes what it is given; a fault only holds,
+//! delays, fails or (power cut) forgets a request. The crate does not touch any device but
+//! the loop devices it attaches itself.
+
+mod control;
+mod disk;
+mod error;
+mod fault;
+mod fs;
+mod loopdev;
+mod overlay;
+mod pool;
+mod server;
+mod stats;
+mod store;
+
+pub use disk::{FaultyDisk, Options, Unmount, FUSE_THREADS_DEFAULT};
+pub use error::{Error, Result};
+pub use fault::{parse_commands, parse_duration, parse_size, Command, Errno, Fault, Op};
+pub use fs::{CTL_NAME, DISK_NAME, MAX_WRITE_BYTES};
+pub use loopdev::{skip_reason, LoopDevice};
+pub use overlay::{torn_keep, PowerCut, SECTOR_BYTES};
+pub use stats::Stats;
+pub use store::{Durability, UNFLUSHED_MAX_BYTES_DEFAULT};
