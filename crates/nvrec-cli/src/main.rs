@@ -292,14 +292,34 @@ fn main() -> ExitCode {
             if code == exit::STDOUT_CLOSED {
                 // Quiet, as a program that SIGPIPE ended: the reader is gone.
             } else if json {
-                let value = serde_json::json!({ "error": format!("{error:#}"), "exit_code": code });
+                let value = serde_json::json!({ "error": error_text(&error), "exit_code": code });
                 outln!("{value}");
             } else {
-                errln!("nvrec: error: {error:#}");
+                errln!("nvrec: error: {}", error_text(&error));
             }
             ExitCode::from(code)
         }
     }
+}
+
+/// The error and its causes, joined by ": " as anyhow's `{:#}` does, but leaving out a
+/// cause whose text the message before it already quotes: many errors name their OS error
+/// in their own message and also give it as their source, which printed it twice ("could not
+/// open X: No such file or directory (os error 2); check ...: No such file or directory (os
+/// error 2)").
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
 }
 
 /// The one place that maps errors to exit statuses.
@@ -416,11 +436,13 @@ fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
             Safety::Check
         },
     };
+    // The source first: a source that cannot be read must not leave a target created.
+    let source_spec = parse_source(&args.source, args.seed);
+    let mut source = open_source(&source_spec)?;
+    let created = NewFiles::note(std::slice::from_ref(&args.target));
     let target = device::open(&args.target, &options)
         .with_context(|| format!("opening {} for direct I/O", args.target.display()))?;
     let range = stream::plan(&target, args.range.spec(), &config)?;
-    let source_spec = parse_source(&args.source, args.seed);
-    let mut source = open_source(&source_spec)?;
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "write".into(), !json);
     let report = stream::write(
@@ -431,9 +453,46 @@ fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
         &signal::CONTROL,
         &progress,
     )?;
+    created.keep();
     drop(display);
     output::print_stream_report(&report, Some(&source_spec), json, output::ReportTo::Stdout);
     Ok(Finished(stream_exit_code(&report)))
+}
+
+/// Target files a command is about to create, removed again unless [`NewFiles::keep`] says
+/// they were written: a command refused after creating them (a target too small, another
+/// target refused, a block size the chunk size does not fit) leaves nothing behind.
+pub struct NewFiles {
+    paths: Vec<PathBuf>,
+}
+
+impl NewFiles {
+    /// Notes which of `paths` do not exist yet (nvrec creates only those).
+    pub fn note(paths: &[PathBuf]) -> NewFiles {
+        NewFiles {
+            paths: paths
+                .iter()
+                .filter(|path| std::fs::symlink_metadata(path).is_err())
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The files hold data: they stay.
+    pub fn keep(mut self) {
+        self.paths.clear();
+    }
+}
+
+impl Drop for NewFiles {
+    fn drop(&mut self) {
+        for path in &self.paths {
+            // Only a regular file this command made; anything else is left alone.
+            if std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.is_file()) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
 }
 
 /// Finds the address errors that do not depend on the target (alignment, first after last)

@@ -183,7 +183,58 @@ fn enter_realtime(priority: u8) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a target given twice to `record`, under the same name or another (a link, `./a`
+/// and `a`, two nodes of one block device): a volume set needs each member once, and nothing
+/// else would say so before formatting (a block device opened twice reads as "held by another
+/// program"; a file given twice was formatted as two members). `ls`, `verify` and `replay`
+/// only read: they name a member given twice as a problem of the set.
+fn distinct_targets(targets: &[PathBuf]) -> Result<(), UsageError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    #[derive(PartialEq, Eq)]
+    enum Identity {
+        Device(u64),
+        File(u64, u64),
+        Missing(PathBuf),
+    }
+    let identity = |path: &PathBuf| match std::fs::metadata(path) {
+        Ok(metadata) if metadata.file_type().is_block_device() => Identity::Device(metadata.rdev()),
+        Ok(metadata) => Identity::File(metadata.dev(), metadata.ino()),
+        // Not there yet (to be created): the same name in the same directory is the same file.
+        Err(_) => {
+            let parent = match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent,
+                _ => std::path::Path::new("."),
+            };
+            let parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
+            Identity::Missing(parent.join(path.file_name().unwrap_or_default()))
+        }
+    };
+    let identities: Vec<Identity> = targets.iter().map(identity).collect();
+    for (later, later_identity) in identities.iter().enumerate() {
+        if let Some(earlier) = identities[..later]
+            .iter()
+            .position(|identity| identity == later_identity)
+        {
+            let (first, second) = (&targets[earlier], &targets[later]);
+            let what = if first == second {
+                format!("{} is given twice as a target", first.display())
+            } else {
+                format!(
+                    "{} and {} are the same target, given twice",
+                    first.display(),
+                    second.display()
+                )
+            };
+            return Err(UsageError(format!(
+                "{what}: each member of a volume set is given once"
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
+    distinct_targets(&args.targets)?;
     let chunk = args.chunk_size;
     if chunk == 0 || chunk > u32::MAX as u64 {
         return Err(UsageError(format!(
@@ -246,6 +297,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         create_len_bytes: args.create_size,
     };
     let mut source = open_source(&source_spec)?;
+    let created = crate::NewFiles::note(&args.targets);
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "record".into(), !json);
     let monitor = crate::telemetry::start(&args.targets, &args.telemetry);
@@ -266,8 +318,18 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
     });
     let scheduling = scheduling();
     let telemetry = crate::telemetry::finish(monitor);
-    let report = report?;
     drop(display);
+    // A recording that failed before it took a byte leaves no file it created behind; one
+    // that took data keeps it, whatever happened later.
+    if report.is_ok()
+        || progress
+            .done_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    {
+        created.keep();
+    }
+    let report = report?;
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["telemetry"] = serde_json::to_value(&telemetry)?;

@@ -790,3 +790,137 @@ fn zero_sizes_and_io_sizes_that_are_not_whole_chunks_are_refused_not_replaced() 
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(json(&output)["io_size_bytes"], 2 << 20);
 }
+
+#[test]
+fn a_target_given_twice_is_refused_by_name_before_anything_is_written() {
+    let scratch = Scratch::new("twice");
+    let set = scratch.path("a.img");
+    let record = ["record", "--source", "pattern", "--size", "1M"];
+    let same_names: [&[std::path::PathBuf]; 3] = [
+        &[set.clone(), set.clone()],
+        &[set.clone(), scratch.0.join(".").join("a.img")],
+        &[scratch.path("b.img"), set.clone(), set.clone()],
+    ];
+    for targets in same_names {
+        let output = run(nvrec()
+            .args(record)
+            .args(["--create-size", "16M"])
+            .args(targets));
+        assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+        assert!(text(&output).contains("given twice"), "{}", text(&output));
+        assert!(!set.exists() && !scratch.path("b.img").exists());
+    }
+    assert!(run(nvrec()
+        .args(record)
+        .args(["--create-size", "16M"])
+        .arg(&set))
+    .status
+    .success());
+    let before = file_digest(&set);
+    let link = scratch.path("link.img");
+    std::os::unix::fs::symlink(&set, &link).unwrap();
+    let output = run(nvrec().args(record).arg(&set).arg(&link));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("are the same target, given twice"),
+        "{}",
+        text(&output)
+    );
+    assert_eq!(
+        file_digest(&set),
+        before,
+        "a refused record touched the set"
+    );
+    // A block device twice is named as such, not as held by another program.
+    let Some(device) = LoopDevice::new(64 << 20) else {
+        return;
+    };
+    let output = run(nvrec().args(record).arg(&device.device).arg(&device.device));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("given twice") && !text(&output).contains("another program"),
+        "{}",
+        text(&output)
+    );
+}
+
+#[test]
+fn refused_runs_create_nothing_and_a_directory_is_no_source() {
+    let scratch = Scratch::new("refused");
+    let directory = scratch.path("dir");
+    std::fs::create_dir(&directory).unwrap();
+    let created = scratch.path("created.img");
+    // A directory as the source: refused before any target is created or formatted.
+    let output = run(nvrec()
+        .args(["record", "--create-size", "16M", "--source"])
+        .arg(&directory)
+        .arg(&created));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("is a directory"),
+        "{}",
+        text(&output)
+    );
+    let set = scratch.path("set.img");
+    assert!(run(nvrec()
+        .args(["record", "--source", "pattern", "--size", "1M"])
+        .args(["--create-size", "16M"])
+        .arg(&set))
+    .status
+    .success());
+    let before = file_digest(&set);
+    let output = run(nvrec()
+        .arg("record")
+        .arg("--source")
+        .arg(&directory)
+        .arg(&set));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(file_digest(&set), before, "the set was formatted");
+    let output = run(nvrec()
+        .args(["write", "--size", "1M", "--source"])
+        .arg(&directory)
+        .arg(&created));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    // Refusals after a target file was made leave no file behind.
+    let cases: [(&[&str], Vec<std::path::PathBuf>); 3] = [
+        // The second target is a directory: the first had been created.
+        (
+            &["record", "--source", "pattern", "--create-size", "16M"],
+            vec![created.clone(), directory.clone()],
+        ),
+        // Too small to hold a volume.
+        (
+            &["record", "--source", "pattern", "--create-size", "100K"],
+            vec![created.clone()],
+        ),
+        // A source that does not exist.
+        (
+            &["write", "--size", "1M", "--source", "no-such-source"],
+            vec![created.clone()],
+        ),
+    ];
+    for (args, targets) in cases {
+        let output = run(nvrec().args(args).args(&targets).current_dir(&scratch.0));
+        assert!(!output.status.success(), "{args:?}: {}", text(&output));
+        assert!(!created.exists(), "{args:?} left {}", created.display());
+    }
+}
+
+#[test]
+fn an_os_error_is_printed_once() {
+    for json in [false, true] {
+        let output = run(nvrec().args(json.then_some("--json")).args([
+            "write",
+            "--size",
+            "1M",
+            "/proc/no-such-dir/t.img",
+        ]));
+        assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+        let shown = text(&output);
+        assert_eq!(shown.matches("os error 2").count(), 1, "{shown}");
+        assert!(
+            shown.contains("could not open /proc/no-such-dir/t.img"),
+            "{shown}"
+        );
+    }
+}

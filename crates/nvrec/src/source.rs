@@ -172,12 +172,24 @@ pub fn open_source(spec: &SourceSpec) -> io::Result<Box<dyn Source>> {
         SourceSpec::Zero => Box::new(ZeroSource),
         SourceSpec::Stdin => Box::new(StreamSource::stdin()),
         SourceSpec::Path(path) => {
-            Box::new(StreamSource::file(File::open(path).map_err(|error| {
+            let file = File::open(path).map_err(|error| {
                 io::Error::new(
                     error.kind(),
                     format!("opening source {}: {error}", path.display()),
                 )
-            })?))
+            })?;
+            // A directory opens, and fails only at the first read: too late, once a
+            // recorder has formatted its targets.
+            if file.metadata().is_ok_and(|metadata| metadata.is_dir()) {
+                return Err(io::Error::new(
+                    io::ErrorKind::IsADirectory,
+                    format!(
+                        "source {} is a directory; give a file, a FIFO, or stdin",
+                        path.display()
+                    ),
+                ));
+            }
+            Box::new(StreamSource::file(file))
         }
     })
 }
