@@ -1,8 +1,8 @@
 //! Human and JSON renderings of reports, and the writes that put them on stdout and stderr.
 //!
 //! Rust ignores SIGPIPE, so a write to a closed pipe (`nvrec ls SET | head -1`) fails with
-//! EPIPE, which `println!` turns into a panic. Every line nvrec prints goes through [`outln!`],
-//! [`out!`] and [`errln!`] instead, and stream data through [`StdoutData`]: the first failed
+//! EPIPE, which `println!` turns into a panic. Every line nvrec prints goes through `outln!`,
+//! `out!` and `errln!` instead, and stream data through [`StdoutData`]: the first failed
 //! write to stdout is kept, nothing more is written there, and the run in progress is asked
 //! to abort, as SIGTERM would (a self-test stops, a replay stops reading). `main` then ends
 //! the command through `exit_code` with status 141 (128 + SIGPIPE, what a shell shows for a

@@ -924,3 +924,42 @@ fn an_os_error_is_printed_once() {
         );
     }
 }
+
+#[test]
+fn without_a_terminal_a_long_run_prints_a_progress_line_every_few_seconds() {
+    let scratch = Scratch::new("progress");
+    let set = scratch.path("set.img");
+    let output = run(nvrec()
+        .args([
+            "record",
+            "--source",
+            "pattern",
+            "--rate",
+            "4M",
+            "--duration",
+            "6s",
+        ])
+        .args(["--create-size", "64M"])
+        .arg(&set));
+    assert!(output.status.success(), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("nvrec record: ") && line.contains("elapsed"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line after 5 s: {stderr}");
+    // The rate is the paced rate, measured over the last seconds.
+    let rate: f64 = lines[0]
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" MiB/s"))
+        .and_then(|rate| rate.parse().ok())
+        .unwrap_or_else(|| panic!("no rate in {}", lines[0]));
+    assert!((3.0..=5.0).contains(&rate), "{}", lines[0]);
+    // With --json, stderr stays quiet.
+    let output = run(nvrec()
+        .args(["--json", "record", "--source", "pattern", "--rate", "4M"])
+        .args(["--duration", "6s", "--create-size", "64M"])
+        .arg(scratch.path("quiet.img")));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stderr.is_empty(), "{}", text(&output));
+}
