@@ -45,6 +45,9 @@ pub mod exit {
     pub const ABORTED: u8 = 4;
     /// A linear recording filled its targets and stopped cleanly (the data is intact).
     pub const TARGET_FULL: u8 = 5;
+    /// A recording ended as asked but a member failed on the way and was retired: every
+    /// byte is recorded on the others (`ls` says which member, when and why).
+    pub const DEGRADED: u8 = 6;
     /// Stdout was closed (`nvrec ls SET | head -1`): the run was aborted and nothing more
     /// printed; 128 + SIGPIPE, what a shell shows for a program that SIGPIPE ended.
     pub const STDOUT_CLOSED: u8 = 128 + libc::SIGPIPE as u8;
@@ -58,6 +61,7 @@ SIGNALS: Ctrl-C (SIGINT) stops: chunks already taken are written, the flush runs
        dropped, in-flight ones complete, the flush runs.
 EXIT STATUS: 0 done (or stopped), 1 failed (I/O error, mismatch, damaged recording), 2 bad
        arguments or addresses, 3 refused for safety (use --force), 4 aborted, 5 target full,
+       6 degraded (a member failed and was retired; the recording is whole on the others),
        141 stdout closed (a reader such as head went away: the run is aborted, quietly).";
 
 #[derive(Parser, Debug)]

@@ -8,7 +8,7 @@ use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::pattern::Pattern;
 use nvrec::recording::reader::{self, Item};
 use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome};
-use nvrec::recording::{volume, Fill, Stripe};
+use nvrec::recording::{volume, Fill, MemberFailure, Stripe};
 use nvrec::source::{open_source, SourceSpec};
 use nvrec::stream::{ControlState, Progress};
 use nvrec::unit::{
@@ -113,6 +113,14 @@ pub struct RecordArgs {
     create_size: Option<u64>,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
+    /// What a failing member (write error, full target, no completion within
+    /// --member-timeout) does: `retire` sends its unfinished writes to another member and
+    /// records on without it (exit 6, degraded); `stop` ends the recording with an error.
+    #[arg(long, value_enum, default_value = "retire")]
+    on_member_failure: MemberFailureArg,
+    /// A member whose oldest write has not completed after this long has failed.
+    #[arg(long, default_value = "5s", value_parser = duration_arg)]
+    member_timeout: Duration,
     /// Write even to devices that are in use or hold a filesystem or partition table.
     #[arg(long)]
     force: bool,
@@ -131,6 +139,12 @@ pub struct RecordArgs {
     realtime_priority: u8,
     #[command(flatten)]
     telemetry: crate::telemetry::TelemetryArgs,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum MemberFailureArg {
+    Retire,
+    Stop,
 }
 
 /// The scheduling policy and priority of the calling thread, as the kernel reports them.
@@ -284,6 +298,11 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         append: args.append,
         label: args.label.clone(),
         sync_interval: args.sync_interval,
+        on_member_failure: match args.on_member_failure {
+            MemberFailureArg::Retire => MemberFailure::Retire,
+            MemberFailureArg::Stop => MemberFailure::Stop,
+        },
+        member_timeout: args.member_timeout,
         engine: args.engine.choice(),
         limit_bytes: args.size,
         duration: args.duration,
@@ -418,6 +437,19 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
                 scheduling.priority
             );
         }
+        for retirement in &report.retirements {
+            outln!(
+                "  RETIRED       member {} ({}) at {}: {}; {} unfinished chunks from sequence {} (stream offset {}) written to member {} instead",
+                retirement.member_index,
+                retirement.path.display(),
+                format_utc_ns(retirement.retired_ns),
+                retirement_cause_text(retirement.cause, retirement.errno),
+                retirement.redirect_chunk_count,
+                retirement.first_sequence,
+                retirement.stream_offset_bytes,
+                retirement.redirect_member
+            );
+        }
         if let Some(error) = &report.error {
             outln!("  error         {error}");
         }
@@ -426,8 +458,22 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         RecordOutcome::Failed => exit::FAILURE,
         RecordOutcome::Aborted => exit::ABORTED,
         RecordOutcome::TargetFull => exit::TARGET_FULL,
+        _ if report.degraded => exit::DEGRADED,
         _ => exit::OK,
     }))
+}
+
+/// Why a member was retired, in words.
+fn retirement_cause_text(cause: nvrec::layout::RetirementCause, errno: i32) -> String {
+    if errno == 0 {
+        cause.text().to_string()
+    } else {
+        format!(
+            "{} ({})",
+            cause.text(),
+            std::io::Error::from_raw_os_error(errno)
+        )
+    }
 }
 
 #[derive(Args, Debug)]
@@ -470,7 +516,38 @@ fn entry_json(entry: &RecordingEntry) -> serde_json::Value {
         "end_sequence": entry.end_sequence,
         "mean_rate_mib_per_s": if seconds > 0.0 { recorded as f64 / 1048576.0 / seconds } else { 0.0 },
         "members": entry.members.iter().map(|m| serde_json::json!({"start_slot": m.start_slot_index, "end_slot": m.end_slot_index})).collect::<Vec<_>>(),
+        "degraded": !entry.retirements.is_empty(),
+        "retirements": entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
     })
+}
+
+fn retirement_json(retirement: &nvrec::layout::Retirement) -> serde_json::Value {
+    serde_json::json!({
+        "member_index": retirement.member_index,
+        "cause": retirement.cause,
+        "errno": retirement.errno,
+        "why": retirement_cause_text(retirement.cause, retirement.errno),
+        "retired": format_utc_ns(retirement.retired_ns),
+        "retired_ns": retirement.retired_ns,
+        "stream_offset_bytes": retirement.stream_offset_bytes,
+        "first_sequence": retirement.first_sequence,
+        "redirect_member": retirement.redirect_member,
+        "redirect_chunk_count": retirement.redirect_slot_count,
+    })
+}
+
+/// A line on a retired member, for `ls` and `verify`.
+fn retirement_line(set: &volume::VolumeSet, retirement: &nvrec::layout::Retirement) -> String {
+    format!(
+        "member {} ({}) retired at {}, stream offset {}: {}; its {} unfinished chunks are on member {}",
+        retirement.member_index,
+        volume::describe_member(set, retirement.member_index as usize),
+        format_utc_ns(retirement.retired_ns),
+        retirement.stream_offset_bytes,
+        retirement_cause_text(retirement.cause, retirement.errno),
+        retirement.redirect_slot_count,
+        retirement.redirect_member
+    )
 }
 
 pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
@@ -548,6 +625,9 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                     entry.lost_bytes,
                     entry.name.as_str()
                 );
+                for retirement in &entry.retirements {
+                    outln!("      DEGRADED: {}", retirement_line(&set, retirement));
+                }
             }
         }
     }
@@ -778,6 +858,8 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
             "summary": summary,
             "problems": problems,
             "error": write_error.as_ref().map(|e| e.to_string()),
+            "degraded": !entry.retirements.is_empty(),
+            "retirements": entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
         });
         outln!("{value}");
     } else {
@@ -793,6 +875,9 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
         );
         if filled_bytes > 0 {
             errln!("  {filled_bytes} bytes of zeros written in place of the holes (--gaps zero)");
+        }
+        for retirement in &entry.retirements {
+            errln!("  degraded: {}", retirement_line(&set, retirement));
         }
         for problem in problems.iter().take(20) {
             errln!("  {problem}");
@@ -939,6 +1024,9 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             "lost_bytes": summary.lost_bytes,
             "first_bad": first_bad,
             "rate_mib_per_s": summary.rate_mib_per_s,
+            "degraded": !entry.retirements.is_empty(),
+            "redirected_chunk_count": summary.redirected_chunk_count,
+            "retirements": entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
         }));
         if !json {
             match &first_bad {
@@ -952,6 +1040,9 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                     summary.rate_mib_per_s
                 ),
                 Some(bad) => outln!("recording {} ({}): BAD: first bad chunk: {bad}", entry.recording_id, state_text(entry)),
+            }
+            for retirement in &entry.retirements {
+                outln!("  DEGRADED: {}", retirement_line(&set, retirement));
             }
         }
     }

@@ -263,6 +263,11 @@ pub trait Engine {
     fn now_ns(&self) -> u64 {
         monotonic_ns()
     }
+    /// Bounds every wait of `submit_and_reap` by `limit`: a wait that reaches it returns
+    /// with what completed so far (possibly nothing), as a signal would, so that a caller
+    /// can notice a request that never completes. Engines that cannot bound a wait keep
+    /// waiting as before (the threads engine already wakes every few milliseconds).
+    fn bound_waits(&mut self, _limit: std::time::Duration) {}
     /// Tells the target that a range holds nothing worth keeping (TRIM): BLKDISCARD on a
     /// block device, a punched hole in a file. Synchronous; does not touch requests in flight.
     fn discard(

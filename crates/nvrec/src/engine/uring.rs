@@ -40,6 +40,8 @@ pub struct UringEngine {
     queue_depth: u32,
     in_flight: u32,
     stats: EngineStats,
+    /// The longest a wait may last (`bound_waits`), where the kernel takes a timeout.
+    wait_limit: Option<types::Timespec>,
 }
 
 impl UringEngine {
@@ -92,6 +94,7 @@ impl UringEngine {
             queue_depth,
             in_flight: 0,
             stats: EngineStats::default(),
+            wait_limit: None,
         })
     }
 
@@ -231,10 +234,21 @@ impl Engine for UringEngine {
             self.fill_submission_queue();
             let must_wait = (completions.len() as u32) < wait_min && self.in_flight > 0;
             self.stats.syscall_count += 1;
-            match self.ring.submit_and_wait(usize::from(must_wait)) {
+            let entered = match (&self.wait_limit, must_wait) {
+                (Some(limit), true) => self
+                    .ring
+                    .submitter()
+                    .submit_with_args(1, &types::SubmitArgs::new().timespec(limit)),
+                _ => self.ring.submit_and_wait(usize::from(must_wait)),
+            };
+            match entered {
                 Ok(_) => {}
-                // A signal: let the caller look at its stop and abort flags.
-                Err(error) if error.raw_os_error() == Some(libc::EINTR) => return Ok(()),
+                // A signal, or the wait limit: let the caller look at its flags and clocks.
+                Err(error)
+                    if matches!(error.raw_os_error(), Some(libc::EINTR) | Some(libc::ETIME)) =>
+                {
+                    return Ok(())
+                }
                 // The completion queue is full: reap below, then submit again.
                 Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {}
                 Err(error) => return Err(EngineError::Submit(error)),
@@ -260,6 +274,18 @@ impl Engine for UringEngine {
                 }
                 return Ok(());
             }
+        }
+    }
+
+    fn bound_waits(&mut self, limit: std::time::Duration) {
+        // A timed wait needs the extended enter arguments (Linux 5.11); without them the
+        // wait stays unbounded.
+        if self.ring.params().is_feature_ext_arg() {
+            self.wait_limit = Some(
+                types::Timespec::new()
+                    .sec(limit.as_secs())
+                    .nsec(limit.subsec_nanos()),
+            );
         }
     }
 

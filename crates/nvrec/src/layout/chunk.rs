@@ -51,6 +51,10 @@ flag_set! {
         /// The payload came from the seekable test pattern (checkable without a copy of
         /// the input). Ignorable.
         const PATTERN = 1 << 16;
+        /// Written again on this member after the member it first went to was retired
+        /// (format 1.1): its sequence number is lower than those of the chunks before it
+        /// here. The recording's retirement table says where such chunks lie. Ignorable.
+        const REDIRECTED = 1 << 17;
     }
 }
 
@@ -407,7 +411,7 @@ pub(crate) mod tests {
         let h = sample();
         let slot = framed(&h);
         assert_eq!(&slot[0..8], b"NVRECCHK");
-        assert_eq!(slot[8..12], [1, 0, 0, 0]);
+        assert_eq!(slot[8..12], [1, 0, 1, 0]);
         assert_eq!(slot[12..14], [1, 0]);
         assert_eq!(&slot[16..32], h.set_uuid.as_bytes());
         assert_eq!(slot[32..36], [3, 0, 0, 0]);

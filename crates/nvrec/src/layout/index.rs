@@ -9,6 +9,7 @@ use super::codec::{
 use super::error::{LayoutError, Structure};
 use super::flags::flag_set;
 use super::label::Label;
+use super::retirement::{decode_table, encode_table, validate_table, Retirement};
 use super::uuid::Uuid;
 use super::{
     CHECKPOINT_MAGIC, CHECKPOINT_SIZE_BYTES, LABEL_MAX_BYTES, MAX_MEMBERS, RECORDING_ENTRY_MAGIC,
@@ -21,7 +22,7 @@ const R: Structure = Structure::RecordingEntry;
 /// Byte offsets of the checkpoint fields (see `docs/FORMAT.md`, "Checkpoint").
 pub(crate) mod cp_off {
     pub const MEMBER_COUNT: usize = 12;
-    // 14..16 reserved
+    pub const RETIREMENT_COUNT: usize = 14;
     pub const SET_UUID: usize = 16;
     pub const GENERATION: usize = 32;
     pub const WRITTEN_NS: usize = 40;
@@ -36,7 +37,9 @@ pub(crate) mod cp_off {
     pub const MEMBER_STRIDE: usize = 16;
     pub const MEMBER_NEXT_SLOT: usize = 0;
     pub const MEMBER_LAP: usize = 8;
-    // 128 + 128 × 16 = 2176 .. 4092 reserved, 4092..4096 CRC32C
+    // 128 + 128 × 16 = 2176 .. 2240 reserved
+    pub const RETIREMENTS: usize = 2240;
+    // 2240 + 16 × 64 = 3264 .. 4092 reserved, 4092..4096 CRC32C
 }
 
 /// Byte offsets of the recording entry fields (see `docs/FORMAT.md`, "Recording entry").
@@ -54,12 +57,15 @@ pub(crate) mod re_off {
     pub const LOST_BYTES: usize = 88;
     pub const NAME: usize = 96;
     pub const MEMBER_COUNT: usize = 160;
-    // 162..192 reserved
+    pub const RETIREMENT_COUNT: usize = 162;
+    // 164..192 reserved
     pub const MEMBERS: usize = 192;
     pub const MEMBER_STRIDE: usize = 16;
     pub const MEMBER_START_SLOT: usize = 0;
     pub const MEMBER_END_SLOT: usize = 8;
-    // 192 + 128 × 16 = 2240 .. 4092 reserved, 4092..4096 CRC32C
+    // 192 + 128 × 16 = 2240 .. 2304 reserved
+    pub const RETIREMENTS: usize = 2304;
+    // 2304 + 16 × 64 = 3328 .. 4092 reserved, 4092..4096 CRC32C
 }
 
 /// Where the writer stood on one member when a checkpoint was taken.
@@ -116,6 +122,8 @@ pub struct Checkpoint {
     pub durable_lost_bytes: u64,
     /// One position per member of the set, in member order; `1..=MAX_MEMBERS` entries.
     pub members: Vec<MemberPosition>,
+    /// Members retired so far during the recording being written (format 1.1).
+    pub retirements: Vec<Retirement>,
 }
 
 impl Checkpoint {
@@ -151,6 +159,7 @@ impl Checkpoint {
                 ),
             ));
         }
+        validate_table(C, &self.retirements, n)?;
         if self.recording_id != 0 && self.recording_first_sequence > self.durable_sequence_end {
             return Err(LayoutError::invalid(
                 C,
@@ -202,6 +211,12 @@ impl Checkpoint {
             put_u64(&mut b, at + cp_off::MEMBER_NEXT_SLOT, m.next_slot_index);
             put_u64(&mut b, at + cp_off::MEMBER_LAP, m.lap);
         }
+        encode_table(
+            &mut b,
+            cp_off::RETIREMENT_COUNT,
+            cp_off::RETIREMENTS,
+            &self.retirements,
+        );
         seal_meta(&mut b);
         Ok(b)
     }
@@ -240,6 +255,7 @@ impl Checkpoint {
             durable_stream_bytes: get_u64(b, cp_off::DURABLE_STREAM_BYTES),
             durable_lost_bytes: get_u64(b, cp_off::DURABLE_LOST_BYTES),
             members,
+            retirements: decode_table(C, b, cp_off::RETIREMENT_COUNT, cp_off::RETIREMENTS)?,
         };
         cp.validate()?;
         Ok(cp)
@@ -326,6 +342,8 @@ pub struct RecordingEntry {
     pub name: Label,
     /// One span per member of the set, in member order; `1..=MAX_MEMBERS` entries.
     pub members: Vec<MemberSpan>,
+    /// Members retired during the recording (format 1.1).
+    pub retirements: Vec<Retirement>,
 }
 
 impl RecordingEntry {
@@ -375,6 +393,7 @@ impl RecordingEntry {
                 format!("{n} is outside 1..={MAX_MEMBERS}"),
             ));
         }
+        validate_table(R, &self.retirements, n)?;
         if self.lost_bytes > self.stream_len_bytes {
             return Err(LayoutError::invalid(
                 R,
@@ -413,6 +432,12 @@ impl RecordingEntry {
             put_u64(&mut b, at + re_off::MEMBER_START_SLOT, m.start_slot_index);
             put_u64(&mut b, at + re_off::MEMBER_END_SLOT, m.end_slot_index);
         }
+        encode_table(
+            &mut b,
+            re_off::RETIREMENT_COUNT,
+            re_off::RETIREMENTS,
+            &self.retirements,
+        );
         seal_meta(&mut b);
         Ok(b)
     }
@@ -459,6 +484,7 @@ impl RecordingEntry {
             lost_bytes: get_u64(b, re_off::LOST_BYTES),
             name: Label::decode(R, "name", &name)?,
             members,
+            retirements: decode_table(R, b, re_off::RETIREMENT_COUNT, re_off::RETIREMENTS)?,
         };
         entry.validate()?;
         Ok(entry)
@@ -529,6 +555,7 @@ pub(crate) mod tests {
                     lap: 3,
                 },
             ],
+            retirements: Vec::new(),
         }
     }
 
@@ -560,6 +587,22 @@ pub(crate) mod tests {
                     end_slot_index: 0,
                 },
             ],
+            retirements: vec![sample_retirement()],
+        }
+    }
+
+    pub(crate) fn sample_retirement() -> Retirement {
+        Retirement {
+            member_index: 1,
+            cause: crate::layout::RetirementCause::Timeout,
+            errno: 0,
+            retired_ns: 1_767_225_630_000_000_000,
+            stream_offset_bytes: 7_000 * 131_000,
+            first_sequence: 17_000,
+            redirect_member: 0,
+            redirect_slot_count: 64,
+            redirect_first_slot: 5_090,
+            redirect_lap_slots: 5_100,
         }
     }
 
@@ -644,8 +687,17 @@ pub(crate) mod tests {
         assert_eq!(b[160..162], [3, 0]);
         assert_eq!(b[192 + 16..192 + 24], 7u64.to_le_bytes());
         assert_eq!(b[192 + 24..192 + 32], 5007u64.to_le_bytes());
-        assert!(b[162..192].iter().all(|&x| x == 0));
-        assert!(b[192 + 48..4092].iter().all(|&x| x == 0));
+        assert_eq!(b[162..164], [1, 0], "one retirement");
+        assert!(b[164..192].iter().all(|&x| x == 0));
+        assert!(b[192 + 48..2304].iter().all(|&x| x == 0));
+        let r = sample_retirement();
+        assert_eq!(b[2304..2306], [1, 0], "retired member");
+        assert_eq!(b[2306..2308], [3, 0], "cause: timeout");
+        assert_eq!(b[2304 + 24..2304 + 32], r.first_sequence.to_le_bytes());
+        assert_eq!(b[2304 + 36..2304 + 40], 64u32.to_le_bytes());
+        assert_eq!(b[2304 + 40..2304 + 48], 5090u64.to_le_bytes());
+        assert_eq!(b[2304 + 48..2304 + 56], 5100u64.to_le_bytes());
+        assert!(b[2304 + 56..4092].iter().all(|&x| x == 0));
     }
 
     #[test]

@@ -43,6 +43,7 @@ mod flags;
 pub mod fuzzing;
 mod index;
 mod label;
+mod retirement;
 mod superblock;
 mod uuid;
 mod volume;
@@ -60,6 +61,7 @@ pub use index::{
     RecordingEntry, RecordingFlags, RecordingState,
 };
 pub use label::Label;
+pub use retirement::{Retirement, RetirementCause, RETIREMENTS_MAX, RETIREMENT_SIZE_BYTES};
 pub use superblock::{select_superblock, Superblock, SuperblockChoice, SuperblockCopies};
 pub use uuid::Uuid;
 pub use volume::{meta_block_bytes_for, superblock_b_offset_bytes, IndexGeometry, VolumeLayout};
@@ -71,7 +73,7 @@ pub const FORMAT_VERSION_MAJOR: u16 = 1;
 /// Minor format version written by this implementation. A reader accepts any minor
 /// version of its major version: minor versions only give meaning to bytes that earlier
 /// minors write as zero and read as "reserved, ignore" (see `docs/FORMAT.md`).
-pub const FORMAT_VERSION_MINOR: u16 = 0;
+pub const FORMAT_VERSION_MINOR: u16 = 1;
 
 /// Magic number of a [`Superblock`], the first 8 bytes of the structure.
 pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"NVRECSUP";

@@ -265,7 +265,7 @@ pub(crate) mod tests {
         let sb = sample();
         let b = sb.encode().expect("encodes");
         assert_eq!(&b[0..8], b"NVRECSUP");
-        assert_eq!(b[8..12], [1, 0, 0, 0]);
+        assert_eq!(b[8..12], [1, 0, 1, 0]);
         assert_eq!(b[12..16], [2, 0, 4, 0]);
         assert_eq!(&b[16..32], sb.set_uuid.as_bytes());
         assert_eq!(b[56..60], (1024u32 * 1024).to_le_bytes());

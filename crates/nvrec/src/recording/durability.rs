@@ -23,10 +23,20 @@ use crate::layout::Checkpoint;
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::thread::Scope;
 
+/// A checkpoint that could not be made durable, and the member that failed, when it was
+/// one member's flush or write.
+#[derive(Debug)]
+pub(super) struct DurabilityError {
+    pub(super) member: Option<usize>,
+    pub(super) error: RecordingError,
+}
+
+type Outcome = Result<Checkpoint, DurabilityError>;
+
 /// The writer's end of the coordinator.
 pub(super) struct Durability {
-    offers: SyncSender<Checkpoint>,
-    outcomes: Receiver<Result<Checkpoint, RecordingError>>,
+    offers: SyncSender<(Checkpoint, Vec<bool>)>,
+    outcomes: Receiver<Outcome>,
     busy: bool,
 }
 
@@ -36,11 +46,11 @@ impl Durability {
         scope: &'scope Scope<'scope, 'env>,
         set: &'env VolumeSet,
     ) -> Durability {
-        let (offers, offered) = mpsc::sync_channel::<Checkpoint>(1);
+        let (offers, offered) = mpsc::sync_channel::<(Checkpoint, Vec<bool>)>(1);
         let (done, outcomes) = mpsc::sync_channel(1);
         scope.spawn(move || {
-            for checkpoint in offered {
-                let outcome = make_durable(set, &checkpoint).map(|()| checkpoint);
+            for (checkpoint, live) in offered {
+                let outcome = make_durable(set, &checkpoint, &live).map(|()| checkpoint);
                 if done.send(outcome).is_err() {
                     break;
                 }
@@ -58,18 +68,24 @@ impl Durability {
         self.busy
     }
 
-    /// Hands `checkpoint` to the coordinator. The caller checks [`Durability::busy`] first.
-    pub(super) fn offer(&mut self, checkpoint: Checkpoint) -> Result<(), RecordingError> {
+    /// Hands `checkpoint` to the coordinator, to be made durable on the members `live`
+    /// marks (retired members take no metadata). The caller checks [`Durability::busy`]
+    /// first.
+    pub(super) fn offer(
+        &mut self,
+        checkpoint: Checkpoint,
+        live: Vec<bool>,
+    ) -> Result<(), RecordingError> {
         debug_assert!(!self.busy, "one checkpoint at a time");
         self.offers
-            .send(checkpoint)
+            .send((checkpoint, live))
             .map_err(|_| coordinator_gone())?;
         self.busy = true;
         Ok(())
     }
 
     /// The outcome of the checkpoint being made, once it is durable (or failed).
-    pub(super) fn poll(&mut self) -> Option<Result<Checkpoint, RecordingError>> {
+    pub(super) fn poll(&mut self) -> Option<Outcome> {
         if !self.busy {
             return None;
         }
@@ -81,22 +97,26 @@ impl Durability {
             Err(TryRecvError::Empty) => None,
             Err(TryRecvError::Disconnected) => {
                 self.busy = false;
-                Some(Err(coordinator_gone()))
+                Some(Err(DurabilityError {
+                    member: None,
+                    error: coordinator_gone(),
+                }))
             }
         }
     }
 
     /// Waits for the checkpoint being made, if any, and returns its outcome.
-    pub(super) fn finish(&mut self) -> Option<Result<Checkpoint, RecordingError>> {
+    pub(super) fn finish(&mut self) -> Option<Outcome> {
         if !self.busy {
             return None;
         }
         self.busy = false;
-        Some(
-            self.outcomes
-                .recv()
-                .unwrap_or_else(|_| Err(coordinator_gone())),
-        )
+        Some(self.outcomes.recv().unwrap_or_else(|_| {
+            Err(DurabilityError {
+                member: None,
+                error: coordinator_gone(),
+            })
+        }))
     }
 }
 
@@ -107,11 +127,18 @@ fn coordinator_gone() -> RecordingError {
     }
 }
 
-/// Flushes every member, then writes `checkpoint` to every member (each write flushed).
-fn make_durable(set: &VolumeSet, checkpoint: &Checkpoint) -> Result<(), RecordingError> {
-    let bytes = checkpoint.encode()?;
-    on_every_member(set, flush)?;
-    on_every_member(set, |member| {
+/// Flushes every live member, then writes `checkpoint` to each (each write flushed).
+fn make_durable(
+    set: &VolumeSet,
+    checkpoint: &Checkpoint,
+    live: &[bool],
+) -> Result<(), DurabilityError> {
+    let bytes = checkpoint.encode().map_err(|error| DurabilityError {
+        member: None,
+        error: error.into(),
+    })?;
+    on_every_member(set, live, flush)?;
+    on_every_member(set, live, |member| {
         let layout = member.layout();
         let slot = layout
             .checkpoint_slot_for_generation(checkpoint.generation)
@@ -122,22 +149,31 @@ fn make_durable(set: &VolumeSet, checkpoint: &Checkpoint) -> Result<(), Recordin
     })
 }
 
-/// Runs `work` on every present member at once, one thread each; the first error wins.
+/// Runs `work` on every live member at once, one thread each; the first error wins,
+/// naming its member.
 fn on_every_member(
     set: &VolumeSet,
+    live: &[bool],
     work: impl Fn(&Member) -> Result<(), RecordingError> + Sync,
-) -> Result<(), RecordingError> {
+) -> Result<(), DurabilityError> {
     let work = &work;
     std::thread::scope(|scope| {
         let running: Vec<_> = set
             .present()
-            .map(|member| scope.spawn(move || work(member)))
+            .filter(|member| live.get(member.index() as usize).copied().unwrap_or(true))
+            .map(|member| (member.index(), scope.spawn(move || work(member))))
             .collect();
-        running
-            .into_iter()
-            .map(|thread| thread.join().expect("a member's flush thread panicked"))
-            .collect::<Result<Vec<()>, RecordingError>>()
-            .map(|_| ())
+        let mut first_error = None;
+        for (index, thread) in running {
+            let outcome = thread.join().expect("a member's flush thread panicked");
+            if let (Err(error), None) = (outcome, &first_error) {
+                first_error = Some(DurabilityError {
+                    member: Some(index as usize),
+                    error,
+                });
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     })
 }
 

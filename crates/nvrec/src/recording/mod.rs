@@ -49,6 +49,20 @@ pub enum Fill {
     Ring { trim: bool },
 }
 
+/// What a member failure (a write error, a full target, no completion within the member
+/// timeout) does to a recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberFailure {
+    /// Retire the member, send its unfinished writes to another, and go on (degraded).
+    Retire,
+    /// Stop the recording with an error.
+    Stop,
+}
+
+/// How long a member's oldest write may stay in flight before the member counts as failed.
+pub const MEMBER_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
     #[error(transparent)]

@@ -17,7 +17,7 @@ use crate::buffer::BufferPool;
 use crate::engine::{self, EngineChoice, EngineConfig, IoCompletion, IoOp, IoRequest};
 use crate::layout::{
     decode_chunk, Checkpoint, ChunkFlags, ChunkHeader, MemberPosition, MemberSpan, RecordingEntry,
-    RecordingFlags, RecordingState, VolumeLayout,
+    RecordingFlags, RecordingState, Retirement, VolumeLayout,
 };
 use crate::stream::{process_cpu_s, Control, ControlState, Progress};
 use std::collections::VecDeque;
@@ -49,6 +49,9 @@ pub struct RecoveredEnd {
     pub recovered_chunk_count: u64,
     /// Slots read by the search (bounded by the recovery window).
     pub searched_slot_count: u64,
+    /// Members retired before the crash, from the checkpoint.
+    #[serde(skip)]
+    pub retirements: Vec<Retirement>,
 }
 
 /// The recordings of a set as they really are: entries of crashed recordings are closed
@@ -76,6 +79,9 @@ fn apply_recovery(entry: &mut RecordingEntry, recovered: &RecoveredEnd) {
     entry.end_ns = recovered.end_ns;
     entry.stream_len_bytes = recovered.stream_len_bytes;
     entry.lost_bytes = recovered.lost_bytes;
+    if entry.retirements.is_empty() {
+        entry.retirements = recovered.retirements.clone();
+    }
     for (span, &end) in entry.members.iter_mut().zip(&recovered.end_slots) {
         span.end_slot_index = end;
     }
@@ -154,13 +160,16 @@ pub fn recovered_end(
             for (within, slot_bytes) in bytes.chunks(layout.chunk_size_bytes as usize).enumerate() {
                 searched_slot_count += 1;
                 let this_slot = slot + within as u64;
+                // A redirected chunk (a retired member's write sent again here) has a lower
+                // sequence than the chunks before it and does not end the run.
                 let belongs = |header: &ChunkHeader| {
                     header.set_uuid == set.set_uuid
                         && header.recording_id == checkpoint.recording_id
                         && header.member_index as usize == index
                         && header.slot_index == this_slot
                         && header.sequence >= checkpoint.durable_sequence_end
-                        && last_sequence.is_none_or(|last| header.sequence > last)
+                        && (last_sequence.is_none_or(|last| header.sequence > last)
+                            || header.flags.contains(ChunkFlags::REDIRECTED))
                 };
                 let header = match decode_chunk(slot_bytes) {
                     Ok(view) if belongs(&view.header) => view.header,
@@ -169,7 +178,9 @@ pub fn recovered_end(
                         break;
                     }
                 };
-                last_sequence = Some(header.sequence);
+                if !header.flags.contains(ChunkFlags::REDIRECTED) {
+                    last_sequence = Some(header.sequence);
+                }
                 highest = Some(highest.map_or(header.sequence, |h: u64| h.max(header.sequence)));
                 kept.push(header);
                 end_slot = this_slot + 1;
@@ -238,6 +249,7 @@ pub fn recovered_end(
         laps,
         recovered_chunk_count: contiguous.len() as u64,
         searched_slot_count,
+        retirements: checkpoint.retirements.clone(),
     };
     Ok(Some((checkpoint, recovered)))
 }
@@ -308,6 +320,7 @@ pub fn recover(set: &VolumeSet) -> Result<Option<RecoveredEnd>, RecordingError> 
                 lap,
             })
             .collect(),
+        retirements: Vec::new(),
         ..checkpoint
     })?;
     Ok(Some(recovered))
@@ -368,6 +381,8 @@ pub struct ReadSummary {
     pub rate_mib_per_s: f64,
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
+    /// Chunks read from where a retired member's unfinished writes were sent instead.
+    pub redirected_chunk_count: u64,
 }
 
 struct ReadFlight {
@@ -397,6 +412,90 @@ struct Scan {
     /// The first chunk of the recording found on this member: its sequence, and whether
     /// the member overwrote its own older chunks of this recording (ring).
     first: Option<(u64, bool)>,
+    /// A retired member: its chunks from this sequence on were not completed there (any
+    /// found are leftovers; the redirect member holds them).
+    retired_from: Option<u64>,
+    /// Slots of this member that hold redirected chunks, read separately (`Redirected`).
+    redirect_slots: Vec<u64>,
+}
+
+/// The chunks a retired member's unfinished writes became on other members, read ahead
+/// (a retirement redirects at most a queue of writes) and merged in by sequence.
+struct Redirected {
+    chunks: VecDeque<(ChunkHeader, Vec<u8>)>,
+}
+
+impl Redirected {
+    /// Reads the redirected runs of every retirement of `entry`. Slots that do not hold the
+    /// chunk they should are reported as damage.
+    fn read(
+        set: &VolumeSet,
+        entry: &RecordingEntry,
+        damages: &mut Vec<Damage>,
+    ) -> Result<Redirected, RecordingError> {
+        let ring = entry.flags.contains(RecordingFlags::RING);
+        let mut chunks = Vec::new();
+        for retirement in &entry.retirements {
+            let Some(member) = set
+                .members
+                .get(retirement.redirect_member as usize)
+                .and_then(|m| m.as_ref())
+            else {
+                continue;
+            };
+            let layout = member.layout();
+            for slot in retirement.redirect_slots() {
+                let Some(offset) = layout.data_slot_offset_bytes(slot) else {
+                    continue;
+                };
+                let damage = |what: String| Damage {
+                    member_index: retirement.redirect_member,
+                    slot_index: slot,
+                    offset_bytes: offset,
+                    sequence: None,
+                    what,
+                };
+                let bytes = match volume::read_aligned(
+                    &member.target,
+                    offset,
+                    layout.chunk_size_bytes as usize,
+                ) {
+                    Ok(bytes) => bytes,
+                    Err(error) => {
+                        damages.push(damage(format!("read failed: {error}")));
+                        continue;
+                    }
+                };
+                match decode_chunk(&bytes) {
+                    Ok(view)
+                        if view.header.set_uuid == set.set_uuid
+                            && view.header.recording_id == entry.recording_id
+                            && view.header.member_index == retirement.redirect_member
+                            && view.header.slot_index == slot
+                            && view.header.flags.contains(ChunkFlags::REDIRECTED) =>
+                    {
+                        let payload = bytes[view.header.payload_range()].to_vec();
+                        chunks.push((view.header, payload));
+                    }
+                    // In a ring, a later lap may have overwritten it.
+                    Ok(view)
+                        if ring
+                            && view.header.set_uuid == set.set_uuid
+                            && view.header.recording_id == entry.recording_id => {}
+                    Ok(_) => damages.push(damage("redirected chunk missing".into())),
+                    Err(error) => damages.push(damage(format!("chunk does not decode: {error}"))),
+                }
+            }
+        }
+        chunks.sort_by_key(|(header, _)| header.sequence);
+        Ok(Redirected {
+            chunks: chunks.into(),
+        })
+    }
+
+    fn next_sequence(&self) -> Option<u64> {
+        self.chunks.front().map(|(header, _)| header.sequence)
+    }
 }
 
 impl Scan {
@@ -473,6 +572,18 @@ pub fn read_recording(
             ring_origin_slot: span.end_slot_index,
             slot_count: member.as_ref().map_or(0, |m| m.layout().data_slot_count),
             first: None,
+            retired_from: entry
+                .retirements
+                .iter()
+                .filter(|r| r.member_index as usize == index)
+                .map(|r| r.first_sequence)
+                .min(),
+            redirect_slots: entry
+                .retirements
+                .iter()
+                .filter(|r| r.redirect_member as usize == index)
+                .flat_map(|r| r.redirect_slots())
+                .collect(),
         });
     }
     progress.total_bytes.store(
@@ -488,6 +599,7 @@ pub fn read_recording(
         Some(entry.first_sequence)
     };
     let mut damages: Vec<Damage> = Vec::new();
+    let mut redirected = Redirected::read(set, entry, &mut damages)?;
     let mut stop = false;
     loop {
         if control.state() != ControlState::Run {
@@ -577,14 +689,12 @@ pub fn read_recording(
             }
             continue;
         }
-        // Every live member has a head: emit the lowest sequence.
-        let Some(best) = (0..scans.len())
+        // Every live member has a head: emit the lowest sequence (redirected chunks, read
+        // ahead, take part as one more member).
+        let best = (0..scans.len())
             .filter(|&i| scans[i].head.is_some())
-            .min_by_key(|&i| scans[i].head.map(|h| h.0.sequence))
-        else {
-            break; // All members exhausted.
-        };
-        let (header, within) = scans[best].head.take().expect("chosen for its head");
+            .min_by_key(|&i| scans[i].head.map(|h| h.0.sequence));
+        let best_sequence = best.and_then(|i| scans[i].head.map(|h| h.0.sequence));
         if expected.is_none() {
             // Ring: what survives without a hole starts at the newest of the oldest chunks
             // of the members that overwrote their own (every member has found its first
@@ -597,6 +707,35 @@ pub fn read_recording(
                 .unwrap_or(entry.first_sequence);
             expected = Some(start.max(entry.first_sequence));
         }
+        if let Some(sequence) = redirected.next_sequence() {
+            if best_sequence.is_none_or(|best| sequence < best) {
+                let (header, payload) = redirected.chunks.pop_front().expect("has a front");
+                let want = expected.unwrap_or(entry.first_sequence);
+                if header.sequence < want {
+                    continue;
+                }
+                if header.sequence > want {
+                    summary.missing_chunk_count += header.sequence - want;
+                    if !each(Item::Missing {
+                        first_sequence: want,
+                        count: header.sequence - want,
+                    }) {
+                        break;
+                    }
+                }
+                expected = Some(header.sequence + 1);
+                summary.redirected_chunk_count += 1;
+                if !emit(&mut summary, progress, each, &header, &payload) {
+                    stop = true;
+                    break;
+                }
+                continue;
+            }
+        }
+        let Some(best) = best else {
+            break; // All members exhausted.
+        };
+        let (header, within) = scans[best].head.take().expect("chosen for its head");
         let want = expected.unwrap_or(entry.first_sequence);
         if header.sequence < want {
             scans[best].cursor = within + 1;
@@ -617,21 +756,7 @@ pub fn read_recording(
         let buffer = engine.pool().slot(flight.buffer as usize);
         let slot_bytes = &buffer[slot_bytes_start..slot_bytes_start + chunk_bytes as usize];
         let payload = &slot_bytes[header.payload_range()];
-        summary.chunk_count += 1;
-        summary.payload_bytes += payload.len() as u64;
-        summary.first_sequence.get_or_insert(header.sequence);
-        summary.last_sequence = Some(header.sequence);
-        if header.gap_bytes > 0 {
-            summary.gap_count += 1;
-            summary.lost_bytes += header.gap_bytes;
-        }
-        progress
-            .done_bytes
-            .store(summary.payload_bytes, Ordering::Relaxed);
-        let keep_going = each(Item::Chunk {
-            header: &header,
-            payload,
-        });
+        let keep_going = emit(&mut summary, progress, each, &header, payload);
         scans[best].cursor = within + 1;
         if !keep_going {
             stop = true;
@@ -659,6 +784,28 @@ pub fn read_recording(
     summary.cpu_user_s = cpu_after.0 - cpu_before.0;
     summary.cpu_system_s = cpu_after.1 - cpu_before.1;
     Ok(summary)
+}
+
+/// Counts a chunk into `summary` and hands it to `each`. Returns what `each` said.
+fn emit(
+    summary: &mut ReadSummary,
+    progress: &Progress,
+    each: &mut dyn FnMut(Item<'_>) -> bool,
+    header: &ChunkHeader,
+    payload: &[u8],
+) -> bool {
+    summary.chunk_count += 1;
+    summary.payload_bytes += payload.len() as u64;
+    summary.first_sequence.get_or_insert(header.sequence);
+    summary.last_sequence = Some(header.sequence);
+    if header.gap_bytes > 0 {
+        summary.gap_count += 1;
+        summary.lost_bytes += header.gap_bytes;
+    }
+    progress
+        .done_bytes
+        .store(summary.payload_bytes, Ordering::Relaxed);
+    each(Item::Chunk { header, payload })
 }
 
 /// The slots of a member to read, in order.
@@ -742,7 +889,15 @@ fn advance(
                     header.set_uuid == set.set_uuid && header.recording_id == entry.recording_id;
                 let in_range =
                     header.sequence >= entry.first_sequence && header.sequence < entry.end_sequence;
-                if ours && in_range {
+                let read_elsewhere = header.flags.contains(ChunkFlags::REDIRECTED)
+                    && scan.redirect_slots.contains(&slot_index);
+                let leftover = scan
+                    .retired_from
+                    .is_some_and(|from| header.sequence >= from);
+                if ours && in_range && (read_elsewhere || leftover) {
+                    // Read with the redirected chunks, or a retired member's write that
+                    // was sent again elsewhere.
+                } else if ours && in_range {
                     if header.member_index != scan.member_index || header.slot_index != slot_index {
                         damages.push(damage(
                             format!(

@@ -162,8 +162,24 @@ impl VolumeSet {
 
     /// Writes a checkpoint to its slot on every member, then flushes.
     pub fn write_checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), RecordingError> {
+        self.write_checkpoint_on(checkpoint, &[])
+    }
+
+    /// The members `live` marks (all where it is shorter): a retired member takes no
+    /// metadata.
+    fn live_members<'a>(&'a self, live: &'a [bool]) -> impl Iterator<Item = &'a Member> {
+        self.present()
+            .filter(move |member| live.get(member.index() as usize).copied().unwrap_or(true))
+    }
+
+    /// Writes a checkpoint to its slot on the members `live` marks, then flushes them.
+    pub fn write_checkpoint_on(
+        &self,
+        checkpoint: &Checkpoint,
+        live: &[bool],
+    ) -> Result<(), RecordingError> {
         let bytes = checkpoint.encode()?;
-        for member in self.present() {
+        for member in self.live_members(live) {
             let layout = member.layout();
             let slot = layout
                 .checkpoint_slot_for_generation(checkpoint.generation)
@@ -171,13 +187,22 @@ impl VolumeSet {
             let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
             write_meta(&member.target, offset, layout.meta_block_bytes, &bytes)?;
         }
-        self.flush()
+        self.flush_members(live)
     }
 
     /// Writes a recording entry revision to its copy on every member, then flushes.
     pub fn write_entry(&self, entry: &RecordingEntry) -> Result<(), RecordingError> {
+        self.write_entry_on(entry, &[])
+    }
+
+    /// Writes a recording entry revision to the members `live` marks, then flushes them.
+    pub fn write_entry_on(
+        &self,
+        entry: &RecordingEntry,
+        live: &[bool],
+    ) -> Result<(), RecordingError> {
         let bytes = entry.encode()?;
-        for member in self.present() {
+        for member in self.live_members(live) {
             let layout = member.layout();
             let slot = layout
                 .recording_slot_for_id(entry.recording_id)
@@ -186,11 +211,16 @@ impl VolumeSet {
             let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
             write_meta(&member.target, offset, layout.meta_block_bytes, &bytes)?;
         }
-        self.flush()
+        self.flush_members(live)
     }
 
     pub fn flush(&self) -> Result<(), RecordingError> {
-        for member in self.present() {
+        self.flush_members(&[])
+    }
+
+    /// Flushes the members `live` marks (all where it is shorter).
+    pub fn flush_members(&self, live: &[bool]) -> Result<(), RecordingError> {
+        for member in self.live_members(live) {
             member
                 .target
                 .file
@@ -343,6 +373,7 @@ pub fn format(
             };
             paths.len()
         ],
+        retirements: Vec::new(),
     };
     set.write_checkpoint(&first)?;
     // Copy B first, then A: a crash in between leaves no valid-looking half set.

@@ -21,16 +21,21 @@
 //! Durability: every `sync_interval` the contiguous run of completed chunks is flushed and
 //! a checkpoint records where it ends and where each member's writer stands.
 
-use super::durability::Durability;
+use super::durability::{Durability, DurabilityError};
 use super::volume::{self, now_ns, VolumeSet};
-use super::{Fill, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
+use super::{Fill, MemberFailure, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
 use crate::buffer::BufferPool;
 use crate::device::{Access, Safety};
-use crate::engine::{self, EngineChoice, EngineConfig, EngineKind, IoCompletion, IoOp, IoRequest};
+use crate::engine::{
+    self, EngineChoice, EngineConfig, EngineKind, IoCompletion, IoError, IoOp, IoRequest,
+};
 use crate::layout::{
     payload_capacity_bytes, Checkpoint, ChunkFlags, ChunkHeader, Label, MemberPosition, MemberSpan,
-    RecordingEntry, RecordingFlags, RecordingState, CHUNK_HEADER_SIZE_BYTES,
+    RecordingEntry, RecordingFlags, RecordingState, Retirement, CHUNK_HEADER_SIZE_BYTES,
 };
+use retire::{tag, untag, Stale};
+
+mod retire;
 use crate::source::Source;
 use crate::stream::{process_cpu_s, Control, ControlState, Progress};
 use std::collections::VecDeque;
@@ -141,6 +146,10 @@ pub struct RecordOptions {
     pub safety: Safety,
     /// For file targets of a new set: create them at this size.
     pub create_len_bytes: Option<u64>,
+    /// What a failing member does to the recording.
+    pub on_member_failure: MemberFailure,
+    /// A member whose oldest write has been in flight this long has failed.
+    pub member_timeout: Duration,
 }
 
 impl Default for RecordOptions {
@@ -162,6 +171,8 @@ impl Default for RecordOptions {
             pattern: false,
             safety: Safety::Check,
             create_len_bytes: None,
+            on_member_failure: MemberFailure::Retire,
+            member_timeout: super::MEMBER_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -224,7 +235,49 @@ pub struct RecordReport {
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
     pub members: Vec<MemberReport>,
+    /// Members retired after a failure; the recording went on without them.
+    pub retirements: Vec<RetirementReport>,
+    /// Some member was retired: the recording is whole but its redundancy of drives is not.
+    pub degraded: bool,
     pub error: Option<String>,
+}
+
+/// A retired member, as reports show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RetirementReport {
+    pub member_index: u16,
+    pub path: PathBuf,
+    pub cause: crate::layout::RetirementCause,
+    pub errno: i32,
+    pub retired_ns: u64,
+    /// Where the stream stood at its first chunk not completed.
+    pub stream_offset_bytes: u64,
+    pub first_sequence: u64,
+    /// Where its unfinished chunks were written instead.
+    pub redirect_member: u16,
+    pub redirect_chunk_count: u32,
+}
+
+impl RetirementReport {
+    /// `retirement` of `set`, with the member's path.
+    pub fn new(set: &VolumeSet, retirement: &Retirement) -> RetirementReport {
+        RetirementReport {
+            member_index: retirement.member_index,
+            path: set
+                .members
+                .get(retirement.member_index as usize)
+                .and_then(|m| m.as_ref())
+                .map(|m| m.target.path.clone())
+                .unwrap_or_default(),
+            cause: retirement.cause,
+            errno: retirement.errno,
+            retired_ns: retirement.retired_ns,
+            stream_offset_bytes: retirement.stream_offset_bytes,
+            first_sequence: retirement.first_sequence,
+            redirect_member: retirement.redirect_member,
+            redirect_chunk_count: retirement.redirect_slot_count,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -250,10 +303,31 @@ struct Flight {
     parts_left: u8,
     done: bool,
     failed: bool,
+    /// The member's slot and lap the write starts at.
+    slot: u64,
+    lap: u64,
+    /// Times the write was sent again to another member (its completions carry it, so that
+    /// a late completion of an earlier attempt is told apart).
+    attempt: u8,
+    submitted: Instant,
+    error: Option<IoError>,
+    /// The write still owns `buffer` in the kernel (an attempt that never completed):
+    /// the next attempt copies it into a buffer of its own.
+    needs_copy: bool,
+}
+
+/// What [`Writer::place`] put where.
+struct Placed {
+    parts: u8,
+    slot: u64,
+    lap: u64,
+    stream_end_bytes: u64,
 }
 
 #[derive(Debug, Default)]
 struct MemberState {
+    /// Retired after a failure: takes no more writes, and no metadata.
+    retired: bool,
     next_slot: u64,
     lap: u64,
     usable_slots: u64,
@@ -338,6 +412,15 @@ impl MemberState {
             .is_none_or(|&(_, oldest, _)| position + slot_count <= oldest + self.usable_slots)
     }
 
+    /// Whether a write of `chunk_count` chunks may go to this member now: its queue has
+    /// room, in a ring the write touches no slot still being written, and recovery could
+    /// still find it from the last durable checkpoint.
+    fn can_take(&self, chunk_count: u64, ring: bool) -> bool {
+        self.in_flight < self.queue_depth
+            && (!ring || self.ring_clear(chunk_count))
+            && self.since_durable_slots + chunk_count <= self.recovery_limit_slots
+    }
+
     /// Bytes per second written while busy, once something has completed.
     fn rate(&self, now: Instant) -> Option<f64> {
         if self.rate_bytes == 0 {
@@ -406,6 +489,13 @@ struct Writer<'a> {
     error: Option<String>,
     started: Instant,
     start_ns: u64,
+    /// Members retired so far, and the writes of the newest one still to be sent again
+    /// (flight numbers, in sequence order) to `redirect_to`.
+    retirements: Vec<Retirement>,
+    redirects: VecDeque<u64>,
+    redirect_to: Option<usize>,
+    /// Earlier attempts still in the kernel: their buffers come back when they complete.
+    stale: Vec<Stale>,
 }
 
 /// Records `source` onto the targets at `paths`. See the module docs.
@@ -568,6 +658,12 @@ impl<'a> Writer<'a> {
             .total_bytes
             .store(options.limit_bytes.unwrap_or(0), Ordering::Relaxed);
         let next_sequence = checkpoint.durable_sequence_end;
+        let mut engine = opened.engine;
+        // Waits end often enough to notice a member whose write never completes.
+        engine.bound_waits(
+            (options.member_timeout / 4)
+                .clamp(Duration::from_millis(1), Duration::from_millis(100)),
+        );
         Ok(Writer {
             options: RecordOptions {
                 chunk_size_bytes,
@@ -575,7 +671,7 @@ impl<'a> Writer<'a> {
             },
             control,
             progress,
-            engine: opened.engine,
+            engine,
             fallback_reason: opened.fallback_reason,
             payload_capacity_bytes: payload_capacity_bytes(chunk_size_bytes),
             k,
@@ -617,6 +713,10 @@ impl<'a> Writer<'a> {
             error: None,
             started: Instant::now(),
             start_ns: now_ns(),
+            retirements: Vec::new(),
+            redirects: VecDeque::new(),
+            redirect_to: None,
+            stale: Vec::new(),
             set,
             durability,
             source,
@@ -666,6 +766,7 @@ impl<'a> Writer<'a> {
                     end_slot_index: if open { m.start_slot } else { m.next_slot },
                 })
                 .collect(),
+            retirements: self.retirements.clone(),
         })
     }
 
@@ -719,6 +820,7 @@ impl<'a> Writer<'a> {
                     break;
                 }
             }
+            self.check_timeouts();
             self.poll_durability();
             if !self.durability.busy() && self.due_for_checkpoint() {
                 if let Err(error) = self.offer_checkpoint() {
@@ -729,7 +831,7 @@ impl<'a> Writer<'a> {
             if input_over {
                 self.seal_filling();
             }
-            if input_over && self.ready.is_empty() {
+            if input_over && self.ready.is_empty() && self.redirects.is_empty() {
                 break;
             }
             if input_over && self.state() == ControlState::Abort {
@@ -911,18 +1013,17 @@ impl<'a> Writer<'a> {
 
     /// The member the next I/O of `chunk_count` chunks goes to, if one has room now.
     fn choose_member(&mut self, chunk_count: u32) -> Option<usize> {
-        let has_room = |member: &MemberState| match self.options.fill {
-            Fill::Linear => member.next_slot + chunk_count as u64 <= member.usable_slots,
-            Fill::Ring { .. } => member.usable_slots >= chunk_count as u64,
+        let has_room = |member: &MemberState| {
+            !member.retired
+                && match self.options.fill {
+                    Fill::Linear => member.next_slot + chunk_count as u64 <= member.usable_slots,
+                    Fill::Ring { .. } => member.usable_slots >= chunk_count as u64,
+                }
         };
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         // A member takes the write now if its queue has room and, in a ring, the write
         // touches no slot still being written.
-        let can_take = |member: &MemberState| {
-            member.in_flight < member.queue_depth
-                && (!ring || member.ring_clear(chunk_count as u64))
-                && member.since_durable_slots + chunk_count as u64 <= member.recovery_limit_slots
-        };
+        let can_take = |member: &MemberState| member.can_take(chunk_count as u64, ring);
         if self.members.iter().all(|member| !has_room(member)) {
             self.full = true;
             return None;
@@ -1027,7 +1128,11 @@ impl<'a> Writer<'a> {
 
     /// Sends ready buffers to members. Returns whether anything was submitted.
     fn submit(&mut self) -> bool {
-        let mut progressed = false;
+        // A retired member's writes go out again first, one after another on one member.
+        let mut progressed = self.submit_redirects();
+        if !self.redirects.is_empty() {
+            return progressed;
+        }
         while let Some(&buffer) = self.ready.front() {
             if self.flights.len() >= self.flight_limit {
                 break; // The frontier must move first: wait for the oldest write.
@@ -1079,12 +1184,57 @@ impl<'a> Writer<'a> {
         self.free.push(buffer);
     }
 
+    /// Sends a filled buffer to `member_index` as the next chunks of the stream.
     fn submit_buffer(
         &mut self,
         buffer: u32,
         member_index: usize,
         chunk_count: u32,
     ) -> Result<(), RecordingError> {
+        let number = self.front_flight + self.flights.len() as u64;
+        let first_sequence = self.next_sequence;
+        let placed = self.place(
+            buffer,
+            member_index,
+            chunk_count,
+            first_sequence,
+            tag(number, 0),
+        )?;
+        self.flights.push_back(Flight {
+            buffer,
+            member: member_index as u16,
+            first_sequence,
+            chunk_count,
+            stream_end_bytes: placed.stream_end_bytes,
+            // Not the loss counted so far: input lost after this write's chunks were cut
+            // belongs to later chunks (it would exceed the stream this write ends).
+            lost_bytes_through: self.submitted_gap_bytes,
+            parts_left: placed.parts,
+            done: false,
+            failed: false,
+            slot: placed.slot,
+            lap: placed.lap,
+            attempt: 0,
+            submitted: Instant::now(),
+            error: None,
+            needs_copy: false,
+        });
+        self.next_sequence += chunk_count as u64;
+        Ok(())
+    }
+
+    /// Frames the chunks of `buffer` (sequence numbers from `first_sequence`) for the next
+    /// slots of `member_index` and pushes the write (two I/Os where a ring lap ends),
+    /// tagged `user_data`. A write sent again after a retirement carries `REDIRECTED`.
+    fn place(
+        &mut self,
+        buffer: u32,
+        member_index: usize,
+        chunk_count: u32,
+        first_sequence: u64,
+        user_data: u64,
+    ) -> Result<Placed, RecordingError> {
+        let redirected = untag(user_data).1 > 0;
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         if let Fill::Ring { trim } = self.options.fill {
             // A position at the end of the lap (as a checkpoint may hold) is slot 0 of the next.
@@ -1132,11 +1282,13 @@ impl<'a> Writer<'a> {
                 (index - first_part_count) as u64
             }
         };
-        let first_sequence = self.next_sequence;
         let base = buffer as usize * self.k as usize;
         let mut flags = ChunkFlags::empty();
         if self.options.pattern {
             flags.insert(ChunkFlags::PATTERN);
+        }
+        if redirected {
+            flags.insert(ChunkFlags::REDIRECTED);
         }
         let mut stream_end_bytes = 0;
         for index in 0..chunk_count as usize {
@@ -1172,7 +1324,9 @@ impl<'a> Writer<'a> {
                 [index * chunk_bytes..(index + 1) * chunk_bytes];
             header.encode_into_with_payload_crc(slot, meta.payload_crc32c)?;
             stream_end_bytes = meta.stream_offset_bytes + meta.payload_len_bytes as u64;
-            self.submitted_gap_bytes += meta.gap_bytes;
+            if !redirected {
+                self.submitted_gap_bytes += meta.gap_bytes;
+            }
         }
         // The I/Os: (first slot, first chunk of the buffer, chunk count).
         let all_parts = [
@@ -1189,20 +1343,6 @@ impl<'a> Writer<'a> {
                     RecordingError::Usage(format!("slot {slot} is outside member {member_index}"))
                 })?;
         }
-        let flight_sequence = self.front_flight + self.flights.len() as u64;
-        self.flights.push_back(Flight {
-            buffer,
-            member: member_index as u16,
-            first_sequence,
-            chunk_count,
-            stream_end_bytes,
-            // Not the loss counted so far: input lost after this write's chunks were cut
-            // belongs to later chunks (it would exceed the stream this write ends).
-            lost_bytes_through: self.submitted_gap_bytes,
-            parts_left: parts.len() as u8,
-            done: false,
-            failed: false,
-        });
         for (part, &(_, first_chunk, count)) in parts.iter().enumerate() {
             self.engine.push(IoRequest {
                 op: IoOp::Write,
@@ -1211,7 +1351,7 @@ impl<'a> Writer<'a> {
                 slot_offset_bytes: first_chunk * chunk_bytes as u32,
                 offset_bytes: offsets_bytes[part],
                 len_bytes: count * chunk_bytes as u32,
-                user_data: flight_sequence,
+                user_data,
             });
         }
         let member = &mut self.members[member_index];
@@ -1224,7 +1364,7 @@ impl<'a> Writer<'a> {
         }
         member
             .pending
-            .push_back((flight_sequence, ring_position, chunk_count as u64));
+            .push_back((untag(user_data).0, ring_position, chunk_count as u64));
         member.next_slot = first_slot + chunk_count as u64;
         if ring && member.next_slot >= usable_slots {
             member.next_slot -= usable_slots;
@@ -1240,8 +1380,12 @@ impl<'a> Writer<'a> {
         member.io_count += parts.len() as u64;
         member.since_checkpoint_slots += chunk_count as u64;
         member.since_durable_slots += chunk_count as u64;
-        self.next_sequence += chunk_count as u64;
-        Ok(())
+        Ok(Placed {
+            parts: parts.len() as u8,
+            slot: first_slot,
+            lap,
+            stream_end_bytes,
+        })
     }
 
     /// Ring with trim: keep the slots ahead of the write point discarded.
@@ -1286,29 +1430,39 @@ impl<'a> Writer<'a> {
         let result = self
             .engine
             .submit_and_reap(u32::from(wait), &mut completions);
+        let mut failed: Option<usize> = None;
         for completion in completions.drain(..) {
-            let position = (completion.user_data - self.front_flight) as usize;
+            if self.stale_completed(completion.user_data) {
+                continue;
+            }
+            let (number, _) = untag(completion.user_data);
+            let position = (number - self.front_flight) as usize;
             let flight = &mut self.flights[position];
             if let Err(error) = completion.result {
                 flight.failed = true;
-                let path = volume::describe_member(&self.set, flight.member as usize);
-                self.error.get_or_insert(format!("{path}: {error}"));
+                flight.error.get_or_insert(error);
             }
             flight.parts_left -= 1;
             if flight.parts_left > 0 {
                 continue;
             }
-            flight.done = true;
+            let flight = *flight;
             let io_bytes = flight.chunk_count as u64 * self.set.chunk_size_bytes as u64;
             let member = &mut self.members[flight.member as usize];
             member.completed(io_bytes);
             if let Some(at) = member
                 .pending
                 .iter()
-                .position(|&(number, _, _)| number == completion.user_data)
+                .position(|&(pending, _, _)| pending == number)
             {
                 member.pending.remove(at);
             }
+            if flight.failed {
+                // The buffer stays: the write may go to another member.
+                failed.get_or_insert(flight.member as usize);
+                continue;
+            }
+            self.flights[position].done = true;
             // The buffer is free as soon as its write completes; the flight stays until the
             // frontier passes it, for the durability accounting only. (Freeing at the
             // frontier would let one slow member hold every buffer of the fast ones.)
@@ -1316,6 +1470,9 @@ impl<'a> Writer<'a> {
             self.free.push(flight.buffer);
         }
         self.completions = completions;
+        if let Some(member) = failed {
+            self.write_failed(member);
+        }
         result?;
         while let Some(front) = self.flights.front().copied() {
             if !front.done || front.failed {
@@ -1357,7 +1514,13 @@ impl<'a> Writer<'a> {
     /// flushes the members and writes it while the data path goes on.
     fn offer_checkpoint(&mut self) -> Result<(), RecordingError> {
         let checkpoint = self.build_checkpoint(self.recording_id);
-        self.durability.offer(checkpoint)
+        let live = self.live();
+        self.durability.offer(checkpoint, live)
+    }
+
+    /// Which members still take writes and metadata.
+    fn live(&self) -> Vec<bool> {
+        self.members.iter().map(|member| !member.retired).collect()
     }
 
     /// Takes the outcome of a checkpoint the coordinator finished: recovery now starts
@@ -1368,7 +1531,7 @@ impl<'a> Writer<'a> {
         }
     }
 
-    fn checkpoint_made(&mut self, outcome: Result<Checkpoint, RecordingError>) {
+    fn checkpoint_made(&mut self, outcome: Result<Checkpoint, DurabilityError>) {
         match outcome {
             Ok(_) => {
                 self.checkpoint_count += 1;
@@ -1376,7 +1539,16 @@ impl<'a> Writer<'a> {
                     member.since_durable_slots = member.since_checkpoint_slots;
                 }
             }
-            Err(error) => {
+            // A member whose flush or metadata write failed is retired where it may be;
+            // the next checkpoint goes to the others.
+            Err(DurabilityError {
+                member: Some(member),
+                error,
+            }) => self.member_failed(member, retire::cause_of_io(&error), error.to_string()),
+            Err(DurabilityError {
+                member: None,
+                error,
+            }) => {
                 self.error.get_or_insert(error.to_string());
             }
         }
@@ -1385,7 +1557,7 @@ impl<'a> Writer<'a> {
     /// Writes a checkpoint here and now (at the start and the end of a recording).
     fn write_checkpoint(&mut self, recording_id: u32) -> Result<(), RecordingError> {
         let checkpoint = self.build_checkpoint(recording_id);
-        self.set.write_checkpoint(&checkpoint)?;
+        self.set.write_checkpoint_on(&checkpoint, &self.live())?;
         self.checkpoint_made(Ok(checkpoint));
         Ok(())
     }
@@ -1440,6 +1612,7 @@ impl<'a> Writer<'a> {
             durable_stream_bytes: self.durable_stream_bytes,
             durable_lost_bytes: self.durable_lost_bytes,
             members: positions,
+            retirements: self.retirements.clone(),
         }
     }
 
@@ -1458,7 +1631,10 @@ impl<'a> Writer<'a> {
             self.seal_filling();
         }
         // Submit the rest, waiting for room as needed.
-        while !self.ready.is_empty() && self.error.is_none() && !self.full {
+        while (!self.ready.is_empty() || !self.redirects.is_empty())
+            && self.error.is_none()
+            && !self.full
+        {
             if !self.submit() {
                 self.reap(true)?;
             }
@@ -1471,14 +1647,15 @@ impl<'a> Writer<'a> {
                 break;
             }
         }
-        self.set.flush()?;
+        let live = self.live();
+        self.set.flush_members(&live)?;
         let state = if self.error.is_some() || self.state() == ControlState::Abort {
             RecordingState::Aborted
         } else {
             RecordingState::Closed
         };
         let entry = self.entry(state, 2)?;
-        self.set.write_entry(&entry)?;
+        self.set.write_entry_on(&entry, &live)?;
         self.durable_sequence_end = self.next_sequence;
         self.write_checkpoint(0)
     }
@@ -1513,10 +1690,11 @@ impl<'a> Writer<'a> {
         // Any member with a free slot takes it (the writers kept one slot each for this).
         let member_index = (0..self.members.len()).find(|&index| {
             let member = &self.members[index];
-            match self.options.fill {
-                Fill::Linear => member.next_slot < member.data_slot_count,
-                Fill::Ring { .. } => true,
-            }
+            !member.retired
+                && match self.options.fill {
+                    Fill::Linear => member.next_slot < member.data_slot_count,
+                    Fill::Ring { .. } => true,
+                }
         });
         match member_index {
             Some(index) => {
@@ -1614,6 +1792,12 @@ impl<'a> Writer<'a> {
                     ),
                 })
                 .collect(),
+            retirements: self
+                .retirements
+                .iter()
+                .map(|retirement| RetirementReport::new(self.set, retirement))
+                .collect(),
+            degraded: !self.retirements.is_empty(),
             error: self.error.clone(),
         }
     }

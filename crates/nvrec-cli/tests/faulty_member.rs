@@ -1,0 +1,282 @@
+//! Recordings over a member that fails, stalls or slows down: a faulty block device (a FUSE
+//! file under a loop device, `nvrec-faultydisk`) beside a healthy file. Every case checks
+//! that nothing acknowledged is lost and that the failure is reported, never silent.
+//! Needs root and /dev/fuse; skips, saying why, elsewhere.
+
+mod common;
+
+use common::*;
+use nvrec_faultydisk::{Errno, FaultyDisk, LoopDevice, Op, Options};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+/// A healthy file member and a faulty loop-device member, each `size` bytes.
+struct Pair {
+    _scratch: Scratch,
+    healthy: PathBuf,
+    disk: FaultyDisk,
+    device: LoopDevice,
+}
+
+impl Pair {
+    fn new(name: &str, size: u64) -> Option<Pair> {
+        if let Some(why) = nvrec_faultydisk::skip_reason() {
+            eprintln!("skipping: {why}");
+            return None;
+        }
+        let scratch = Scratch::new(name);
+        let healthy = scratch.path("healthy.img");
+        std::fs::File::create(&healthy)
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+        let backing = PathBuf::from(format!(
+            "/dev/shm/nvrec-faulty-{}-{name}.img",
+            std::process::id()
+        ));
+        let disk = FaultyDisk::start(&backing, size, Options::default()).unwrap();
+        let device = disk.attach_loop().unwrap();
+        Some(Pair {
+            _scratch: scratch,
+            healthy,
+            disk,
+            device,
+        })
+    }
+
+    fn targets(&self) -> Vec<PathBuf> {
+        vec![self.healthy.clone(), self.device.path().to_path_buf()]
+    }
+}
+
+/// Records `data` from stdin onto `targets` (JSON report).
+fn record_stdin(targets: &[PathBuf], data: &[u8], extra: &[&str]) -> Output {
+    let mut child = nvrec()
+        .args(["--json", "record", "--source", "stdin"])
+        .args(extra)
+        .args(targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(data);
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+fn replay(targets: &[PathBuf]) -> Output {
+    run(nvrec().args(["replay", "--output", "-"]).args(targets))
+}
+
+fn verify(targets: &[PathBuf]) -> serde_json::Value {
+    let output = run(nvrec().args(["--json", "verify"]).args(targets));
+    assert!(output.status.success(), "{}", text(&output));
+    json(&output)
+}
+
+/// Where the data area of a member of this size surely has begun (the index area of a
+/// small member takes well under 4 MiB).
+const DATA_AREA: u64 = 8 << 20;
+
+#[test]
+fn a_member_whose_writes_fail_is_retired_and_the_recording_stays_whole() {
+    let Some(pair) = Pair::new("eio", 256 << 20) else {
+        return;
+    };
+    pair.disk
+        .fail(Op::Write, DATA_AREA..DATA_AREA + (1 << 20), Errno::Eio);
+    let targets = pair.targets();
+    let data = noise(80 << 20, 61);
+    let output = record_stdin(&targets, &data, &[]);
+    assert_eq!(output.status.code(), Some(6), "degraded: {}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["degraded"], true, "{report}");
+    let retirement = &report["retirements"][0];
+    assert_eq!(retirement["member_index"], 1, "{report}");
+    assert_eq!(retirement["cause"], "write_failed");
+    assert_eq!(retirement["errno"], libc::EIO);
+    assert!(retirement["redirect_chunk_count"].as_u64().unwrap() > 0);
+    // The members' counts add up to the chunks written, once each.
+    let written: u64 = report["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["chunk_count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(written, report["chunk_count"].as_u64().unwrap(), "{report}");
+    let back = replay(&targets);
+    assert!(back.status.success(), "{}", text(&back));
+    assert!(back.stdout == data, "replay is byte-exact");
+    let verified = verify(&targets);
+    assert_eq!(verified["recordings"][0]["degraded"], true);
+    assert!(verified["recordings"][0]["redirected_chunk_count"].as_u64() > Some(0));
+    let listing = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
+    let retirement = &listing["recordings"][0]["retirements"][0];
+    assert_eq!(retirement["member_index"], 1, "{listing}");
+    assert!(retirement["why"].as_str().unwrap().contains("write failed"));
+    // ENOSPC reads as a full target.
+    pair.disk.clear();
+    pair.disk
+        .fail(Op::Write, DATA_AREA..DATA_AREA + (1 << 20), Errno::Enospc);
+    let output = record_stdin(&targets, &data, &[]);
+    assert_eq!(output.status.code(), Some(6), "{}", text(&output));
+    assert_eq!(json(&output)["retirements"][0]["cause"], "target_full");
+    assert!(replay(&targets).stdout == data);
+}
+
+#[test]
+fn on_member_failure_stop_ends_the_recording_with_an_error_and_keeps_what_came_before() {
+    let Some(pair) = Pair::new("stop", 256 << 20) else {
+        return;
+    };
+    pair.disk
+        .fail(Op::Write, DATA_AREA..DATA_AREA + (1 << 20), Errno::Eio);
+    let targets = pair.targets();
+    let data = noise(80 << 20, 62);
+    let output = record_stdin(&targets, &data, &["--on-member-failure", "stop"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["outcome"], "failed", "{report}");
+    assert!(report["error"]
+        .as_str()
+        .unwrap()
+        .contains("Input/output error"));
+    let listing = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
+    assert_eq!(listing["recordings"][0]["state"], "aborted", "{listing}");
+    // The failed write's chunks are a hole that replay and verify name, loudly.
+    let back = replay(&targets);
+    assert_eq!(back.status.code(), Some(1), "{}", text(&back));
+    let said = String::from_utf8_lossy(&back.stderr);
+    assert!(said.contains("member 1"), "{said}");
+    assert!(back.stdout[..CHUNK] == data[..CHUNK], "the start is there");
+    let verified = run(nvrec().arg("verify").args(&targets));
+    assert_eq!(verified.status.code(), Some(1), "{}", text(&verified));
+}
+
+/// A paced pattern recording of `seconds` at `rate` onto `pair`, with `fault` applied to
+/// the faulty member after one second.
+fn paced_with(
+    pair: &Pair,
+    rate: &str,
+    seconds: u32,
+    extra: &[&str],
+    fault: impl FnOnce(&FaultyDisk),
+) -> Output {
+    let child = nvrec()
+        .args(["--json", "record", "--source", "pattern", "--rate", rate])
+        .args(["--duration", &format!("{seconds}s")])
+        .args(extra)
+        .args(pair.targets())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    fault(&pair.disk);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_member_that_stalls_for_3_s_costs_nothing_when_the_other_can_take_the_rate() {
+    let Some(pair) = Pair::new("stall", 1 << 30) else {
+        return;
+    };
+    let output = paced_with(&pair, "150MB/s", 5, &[], |disk| {
+        disk.stall_for(Duration::from_secs(3))
+    });
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["lost_bytes"], 0, "{report}");
+    assert_eq!(
+        report["degraded"], false,
+        "a 3 s stall is under the timeout"
+    );
+    assert!(
+        pair.disk.stats().stalled > Duration::ZERO,
+        "the member did stall"
+    );
+    let verified = verify(&pair.targets());
+    assert_eq!(verified["recordings"][0]["pattern_error_count"], 0);
+}
+
+#[test]
+fn a_member_stalled_past_the_timeout_is_retired_and_nothing_is_lost() {
+    let Some(pair) = Pair::new("timeout", 1 << 30) else {
+        return;
+    };
+    let output = paced_with(&pair, "150MB/s", 4, &["--member-timeout", "1s"], |disk| {
+        disk.stall_for(Duration::from_secs(4))
+    });
+    assert_eq!(output.status.code(), Some(6), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["lost_bytes"], 0, "{report}");
+    assert_eq!(report["retirements"][0]["cause"], "timeout", "{report}");
+    let verified = verify(&pair.targets());
+    assert_eq!(verified["recordings"][0]["good"], true, "{verified}");
+    assert_eq!(verified["recordings"][0]["degraded"], true);
+}
+
+#[test]
+fn a_member_slowed_to_a_tenth_of_the_rate_costs_nothing() {
+    let Some(pair) = Pair::new("slow", 1 << 30) else {
+        return;
+    };
+    let output = paced_with(&pair, "100MB/s", 4, &[], |disk| disk.slow(10_000_000));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["lost_bytes"], 0, "{report}");
+    let members = report["members"].as_array().unwrap();
+    let (fast, slow) = (
+        members[0]["bytes"].as_u64().unwrap(),
+        members[1]["bytes"].as_u64().unwrap(),
+    );
+    assert!(
+        slow < fast,
+        "the slow member took less: {slow} against {fast}"
+    );
+    assert_eq!(verify(&pair.targets())["recordings"][0]["good"], true);
+}
+
+#[test]
+fn after_kill_9_a_degraded_recording_comes_back_with_its_retirement() {
+    let Some(pair) = Pair::new("kill9", 256 << 20) else {
+        return;
+    };
+    pair.disk
+        .fail(Op::Write, DATA_AREA..DATA_AREA + (1 << 20), Errno::Eio);
+    let targets = pair.targets();
+    let data = noise(40 << 20, 63);
+    let mut child = nvrec()
+        .args(["record", "--source", "stdin", "--sync-interval", "100ms"])
+        .args(&targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for piece in data.chunks(1 << 20) {
+        stdin.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(stdin);
+    let listing = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
+    let recording = &listing["recordings"][0];
+    assert_eq!(recording["state"], "interrupted", "{listing}");
+    assert_eq!(recording["degraded"], true, "{listing}");
+    let back = replay(&targets);
+    assert!(back.status.success(), "{}", text(&back));
+    assert!(
+        back.stdout.len() + CHUNK >= data.len(),
+        "{} of {}",
+        back.stdout.len(),
+        data.len()
+    );
+    assert!(back.stdout[..] == data[..back.stdout.len()]);
+}
