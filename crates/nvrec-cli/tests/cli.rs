@@ -440,16 +440,18 @@ fn without_io_uring_auto_falls_back_to_threads_and_says_why() {
     );
 }
 
-/// Runs `command` with its stdout a pipe whose reader is already gone, so that its first
-/// write there fails with EPIPE, as `nvrec ... | head -1` does once head has exited.
+/// Runs `command` with its stdout a pipe whose reader is gone before it starts, so that its
+/// first write there fails with EPIPE, as `nvrec ... | head -1` does once head has exited.
 fn run_with_stdout_closed(command: &mut Command) -> std::process::Output {
-    let mut child = command
-        .stdout(Stdio::piped())
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = command
+        .stdout(writer)
         .stderr(Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    drop(child.stdout.take());
-    child.wait_with_output().unwrap()
+    assert!(output.stdout.is_empty());
+    output
 }
 
 /// Runs `command`, reads `keep` bytes of its stdout, then closes it (`| head -c KEEP`).
@@ -501,6 +503,9 @@ fn a_closed_stdout_ends_every_command_quietly_with_status_141() {
     assert_quiet_sigpipe_status(&output, "record");
     let output = run_with_stdout_closed(nvrec().arg("ls").arg(&set));
     assert_quiet_sigpipe_status(&output, "ls");
+    let output =
+        run_with_stdout_closed(nvrec().args(["plan", "--rate", "1G", "--drive-rate", "500M"]));
+    assert_quiet_sigpipe_status(&output, "plan");
     let output = run(nvrec().args(["--json", "ls"]).arg(&set));
     assert!(output.status.success(), "{}", text(&output));
     let listed = json(&output);
