@@ -603,6 +603,7 @@ pub(crate) mod tests {
             redirect_slot_count: 64,
             redirect_first_slot: 5_090,
             redirect_lap_slots: 5_100,
+            retired_first_slot: 4_321,
         }
     }
 
@@ -697,7 +698,8 @@ pub(crate) mod tests {
         assert_eq!(b[2304 + 36..2304 + 40], 64u32.to_le_bytes());
         assert_eq!(b[2304 + 40..2304 + 48], 5090u64.to_le_bytes());
         assert_eq!(b[2304 + 48..2304 + 56], 5100u64.to_le_bytes());
-        assert!(b[2304 + 56..4092].iter().all(|&x| x == 0));
+        assert_eq!(b[2304 + 56..2304 + 64], 4321u64.to_le_bytes());
+        assert!(b[2304 + 64..4092].iter().all(|&x| x == 0));
     }
 
     #[test]

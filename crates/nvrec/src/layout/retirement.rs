@@ -78,6 +78,10 @@ pub struct Retirement {
     pub redirect_slot_count: u32,
     pub redirect_first_slot: u64,
     pub redirect_lap_slots: u64,
+    /// The retired member's slot of its first chunk not completed. From there to the end
+    /// of its span, only chunks that completed there and were not redirected belong to the
+    /// recording; the other slots hold failed writes or leftovers, which are not damage.
+    pub retired_first_slot: u64,
 }
 
 mod off {
@@ -92,7 +96,7 @@ mod off {
     pub const REDIRECT_SLOT_COUNT: usize = 36;
     pub const REDIRECT_FIRST_SLOT: usize = 40;
     pub const REDIRECT_LAP_SLOTS: usize = 48;
-    // 56..64 reserved
+    pub const RETIRED_FIRST_SLOT: usize = 56;
 }
 
 impl Retirement {
@@ -131,6 +135,7 @@ impl Retirement {
         put_u32(b, at + off::REDIRECT_SLOT_COUNT, self.redirect_slot_count);
         put_u64(b, at + off::REDIRECT_FIRST_SLOT, self.redirect_first_slot);
         put_u64(b, at + off::REDIRECT_LAP_SLOTS, self.redirect_lap_slots);
+        put_u64(b, at + off::RETIRED_FIRST_SLOT, self.retired_first_slot);
     }
 
     fn decode_from(structure: Structure, b: &[u8], at: usize) -> Result<Self, LayoutError> {
@@ -153,6 +158,7 @@ impl Retirement {
             redirect_slot_count: get_u32(b, at + off::REDIRECT_SLOT_COUNT),
             redirect_first_slot: get_u64(b, at + off::REDIRECT_FIRST_SLOT),
             redirect_lap_slots: get_u64(b, at + off::REDIRECT_LAP_SLOTS),
+            retired_first_slot: get_u64(b, at + off::RETIRED_FIRST_SLOT),
         })
     }
 }

@@ -412,9 +412,12 @@ struct Scan {
     /// The first chunk of the recording found on this member: its sequence, and whether
     /// the member overwrote its own older chunks of this recording (ring).
     first: Option<(u64, bool)>,
-    /// A retired member: its chunks from this sequence on were not completed there (any
-    /// found are leftovers; the redirect member holds them).
-    retired_from: Option<u64>,
+    /// A retired member: from this slot to the end of its span, only chunks that completed
+    /// here and were not redirected belong; other slots hold failed writes or leftovers.
+    void_from_slot: Option<u64>,
+    /// For a retired member: the sequences that were redirected (sorted), whose copies here
+    /// are leftovers.
+    redirected_sequences: Vec<u64>,
     /// Slots of this member that hold redirected chunks, read separately (`Redirected`).
     redirect_slots: Vec<u64>,
 }
@@ -511,6 +514,22 @@ impl Scan {
         let position = |slot: u64| (slot % n + n - self.ring_origin_slot % n) % n;
         position(slot) < position(self.ring_start_slot)
     }
+
+    /// Whether `slot` lies where a retired member's writes may have failed: from its first
+    /// unfinished write on (in a ring, onwards to the write point in lap order).
+    fn in_void(&self, slot: u64, ring: bool) -> bool {
+        let Some(from) = self.void_from_slot else {
+            return false;
+        };
+        if !ring {
+            return slot >= from;
+        }
+        // Positions count from the write point, where the void ends: a void that starts
+        // there is empty (the member had nothing outstanding).
+        let n = self.slot_count.max(1);
+        let position = |slot: u64| (slot % n + n - self.ring_origin_slot % n) % n;
+        position(from) != 0 && position(slot) >= position(from)
+    }
 }
 
 /// Reads recording `entry` of `set` in sequence order, calling `each` for every chunk,
@@ -549,6 +568,13 @@ pub fn read_recording(
     )?;
     let mut engine = opened.engine;
     let mut free: Vec<u32> = (0..buffer_count as u32).rev().collect();
+    let mut damages: Vec<Damage> = Vec::new();
+    let mut redirected = Redirected::read(set, entry, &mut damages)?;
+    let redirected_sequences: Vec<u64> = redirected
+        .chunks
+        .iter()
+        .map(|(header, _)| header.sequence)
+        .collect();
     let mut scans: Vec<Scan> = Vec::new();
     for (index, member) in set.members.iter().enumerate() {
         let span = entry
@@ -572,12 +598,21 @@ pub fn read_recording(
             ring_origin_slot: span.end_slot_index,
             slot_count: member.as_ref().map_or(0, |m| m.layout().data_slot_count),
             first: None,
-            retired_from: entry
+            void_from_slot: entry
                 .retirements
                 .iter()
                 .filter(|r| r.member_index as usize == index)
-                .map(|r| r.first_sequence)
+                .map(|r| r.retired_first_slot)
                 .min(),
+            redirected_sequences: if entry
+                .retirements
+                .iter()
+                .any(|r| r.member_index as usize == index)
+            {
+                redirected_sequences.clone()
+            } else {
+                Vec::new()
+            },
             redirect_slots: entry
                 .retirements
                 .iter()
@@ -598,8 +633,6 @@ pub fn read_recording(
     } else {
         Some(entry.first_sequence)
     };
-    let mut damages: Vec<Damage> = Vec::new();
-    let mut redirected = Redirected::read(set, entry, &mut damages)?;
     let mut stop = false;
     loop {
         if control.state() != ControlState::Run {
@@ -882,6 +915,9 @@ fn advance(
             sequence,
             what,
         };
+        // A retired member's failed writes are not damage: what they should have held was
+        // written elsewhere, and anything missing is reported by sequence.
+        let in_void = scan.in_void(slot_index, ring);
         match decode_chunk(bytes) {
             Ok(view) => {
                 let header = view.header;
@@ -891,9 +927,11 @@ fn advance(
                     header.sequence >= entry.first_sequence && header.sequence < entry.end_sequence;
                 let read_elsewhere = header.flags.contains(ChunkFlags::REDIRECTED)
                     && scan.redirect_slots.contains(&slot_index);
-                let leftover = scan
-                    .retired_from
-                    .is_some_and(|from| header.sequence >= from);
+                let leftover = in_void
+                    && scan
+                        .redirected_sequences
+                        .binary_search(&header.sequence)
+                        .is_ok();
                 if ours && in_range && (read_elsewhere || leftover) {
                     // Read with the redirected chunks, or a retired member's write that
                     // was sent again elsewhere.
@@ -927,7 +965,7 @@ fn advance(
                         scan.head = Some((header, scan.cursor));
                         return;
                     }
-                } else if !ring {
+                } else if !ring && !in_void {
                     // In a linear span every slot belongs to the recording.
                     damages.push(damage(
                         format!(
@@ -939,7 +977,7 @@ fn advance(
                 }
             }
             Err(error) => {
-                if !ring {
+                if !ring && !in_void {
                     let sequence = crate::layout::decode_chunk_header(bytes)
                         .ok()
                         .map(|h| h.sequence);

@@ -303,9 +303,8 @@ struct Flight {
     parts_left: u8,
     done: bool,
     failed: bool,
-    /// The member's slot and lap the write starts at.
+    /// The member's slot the write starts at.
     slot: u64,
-    lap: u64,
     /// Times the write was sent again to another member (its completions carry it, so that
     /// a late completion of an earlier attempt is told apart).
     attempt: u8,
@@ -320,7 +319,6 @@ struct Flight {
 struct Placed {
     parts: u8,
     slot: u64,
-    lap: u64,
     stream_end_bytes: u64,
 }
 
@@ -1213,7 +1211,6 @@ impl<'a> Writer<'a> {
             done: false,
             failed: false,
             slot: placed.slot,
-            lap: placed.lap,
             attempt: 0,
             submitted: Instant::now(),
             error: None,
@@ -1383,7 +1380,6 @@ impl<'a> Writer<'a> {
         Ok(Placed {
             parts: parts.len() as u8,
             slot: first_slot,
-            lap,
             stream_end_bytes,
         })
     }

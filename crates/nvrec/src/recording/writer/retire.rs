@@ -70,10 +70,23 @@ impl Writer<'_> {
             return false;
         };
         self.stale[at].parts_left -= 1;
-        if self.stale[at].parts_left == 0 {
-            let stale = self.stale.swap_remove(at);
-            self.buffer_chunk_counts[stale.buffer as usize] = 0;
-            self.free.push(stale.buffer);
+        if self.stale[at].parts_left > 0 {
+            return true;
+        }
+        let stale = self.stale.swap_remove(at);
+        // If the write has not gone out again yet, its next attempt takes the buffer back
+        // as it is (its contents are intact); otherwise the buffer is free.
+        let (number, _) = untag(user_data);
+        let waiting = number
+            .checked_sub(self.front_flight)
+            .and_then(|index| self.flights.get_mut(index as usize))
+            .filter(|flight| flight.needs_copy && flight.buffer == stale.buffer);
+        match waiting {
+            Some(flight) => flight.needs_copy = false,
+            None => {
+                self.buffer_chunk_counts[stale.buffer as usize] = 0;
+                self.free.push(stale.buffer);
+            }
         }
         true
     }
@@ -127,7 +140,14 @@ impl Writer<'_> {
         (cause, errno): (RetirementCause, i32),
         what: String,
     ) {
-        if self.members[member].retired {
+        // A retired member's writes all went elsewhere, but one that failed after it was
+        // retired (its completion came later than the failure that retired it) still has
+        // to: it gets a retirement record of its own.
+        let failed_after = self
+            .flights
+            .iter()
+            .any(|f| f.member as usize == member && f.failed && f.parts_left == 0 && !f.done);
+        if self.members[member].retired && !failed_after {
             return;
         }
         let target = match self.options.on_member_failure {
@@ -184,11 +204,12 @@ impl Writer<'_> {
 
     /// Retires `member`: its outstanding writes go to `target` next, in order.
     fn retire(&mut self, member: usize, target: usize, cause: RetirementCause, errno: i32) {
+        let again = self.members[member].retired;
         let mut first: Option<Flight> = None;
         for index in 0..self.flights.len() {
             let number = self.front_flight + index as u64;
             let flight = &mut self.flights[index];
-            if flight.member as usize != member || flight.done {
+            if flight.member as usize != member || flight.done || again && !flight.failed {
                 continue;
             }
             if flight.parts_left > 0 {
@@ -211,18 +232,21 @@ impl Writer<'_> {
         let retired = &mut self.members[member];
         retired.retired = true;
         retired.pending.clear();
-        let (first_sequence, stream_offset_bytes) = match first {
+        // Its span keeps its write point: writes after the first unfinished one may have
+        // completed there (completions come in any order), and they are not sent again.
+        let (first_sequence, stream_offset_bytes, retired_first_slot) = match first {
             Some(flight) => {
-                // The member's part of the recording ends where its first lost write began.
-                retired.next_slot = flight.slot;
-                retired.lap = flight.lap;
                 retired
                     .undurable
                     .retain(|&(sequence, _, _)| sequence < flight.first_sequence);
                 let meta = self.metas[flight.buffer as usize * self.k as usize];
-                (flight.first_sequence, meta.stream_offset_bytes)
+                (flight.first_sequence, meta.stream_offset_bytes, flight.slot)
             }
-            None => (self.next_sequence, self.stream_offset_bytes),
+            None => (
+                self.next_sequence,
+                self.stream_offset_bytes,
+                retired.next_slot,
+            ),
         };
         let lap_slots = match self.options.fill {
             Fill::Ring { .. } => self.members[target].usable_slots,
@@ -240,6 +264,7 @@ impl Writer<'_> {
             redirect_slot_count: 0,
             redirect_first_slot: 0,
             redirect_lap_slots: lap_slots,
+            retired_first_slot,
         });
     }
 
@@ -286,7 +311,6 @@ impl Writer<'_> {
                 member: target as u16,
                 parts_left: placed.parts,
                 slot: placed.slot,
-                lap: placed.lap,
                 submitted: Instant::now(),
                 needs_copy: false,
                 ..flight
