@@ -60,23 +60,6 @@ impl Pair {
     }
 }
 
-/// Records `data` from stdin onto `targets` (JSON report).
-fn record_stdin(targets: &[PathBuf], data: &[u8], extra: &[&str]) -> Output {
-    let mut child = nvrec()
-        .args(["--json", "record", "--source", "stdin"])
-        .args(extra)
-        .args(targets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let _ = stdin.write_all(data);
-    drop(stdin);
-    child.wait_with_output().unwrap()
-}
-
 fn replay(targets: &[PathBuf]) -> Output {
     run(nvrec().args(["replay", "--output", "-"]).args(targets))
 }

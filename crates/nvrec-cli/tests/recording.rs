@@ -8,24 +8,6 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-/// Records `data` from stdin onto `targets` with extra arguments.
-fn record_stdin(targets: &[PathBuf], data: &[u8], extra: &[&str]) -> Output {
-    let mut child = nvrec()
-        .args(["--json", "record", "--source", "stdin"])
-        .args(extra)
-        .args(targets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    // A closed pipe (the recorder stopped early) is the test's to judge, not a panic here.
-    let _ = stdin.write_all(data);
-    drop(stdin);
-    child.wait_with_output().unwrap()
-}
-
 /// Records `data` from stdin in 1 MiB pieces with a pause after each, waits 600 ms (for
 /// the last writes and a checkpoint), then kills the recorder with SIGKILL.
 fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause: Duration) {

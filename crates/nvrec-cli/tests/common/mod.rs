@@ -1,8 +1,9 @@
 //! Helpers shared by the end-to-end tests: scratch dirs, loop devices, running nvrec.
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -129,4 +130,22 @@ pub fn noise(len: usize, seed: u64) -> Vec<u8> {
 
 pub fn file_digest(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_default()
+}
+
+/// Records `data` from stdin onto `targets` with extra arguments (`--json` report).
+pub fn record_stdin(targets: &[PathBuf], data: &[u8], extra: &[&str]) -> Output {
+    let mut child = nvrec()
+        .args(["--json", "record", "--source", "stdin"])
+        .args(extra)
+        .args(targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // A closed pipe (the recorder stopped early) is the test's to judge, not a panic here.
+    let _ = stdin.write_all(data);
+    drop(stdin);
+    child.wait_with_output().unwrap()
 }

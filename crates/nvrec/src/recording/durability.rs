@@ -17,7 +17,7 @@
 //! finished, and [`Durability::finish`] waits for it. A member that stalls delays only the
 //! checkpoint, never the writes of the other members.
 
-use super::volume::{write_meta, Member, VolumeSet};
+use super::volume::{Member, VolumeSet};
 use super::RecordingError;
 use crate::layout::Checkpoint;
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
@@ -137,15 +137,10 @@ fn make_durable(
         member: None,
         error: error.into(),
     })?;
-    on_every_member(set, live, flush)?;
+    on_every_member(set, live, Member::flush)?;
     on_every_member(set, live, |member| {
-        let layout = member.layout();
-        let slot = layout
-            .checkpoint_slot_for_generation(checkpoint.generation)
-            .unwrap_or(0);
-        let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
-        write_meta(&member.target, offset, layout.meta_block_bytes, &bytes)?;
-        flush(member)
+        member.write_checkpoint(&bytes, checkpoint.generation)?;
+        member.flush()
     })
 }
 
@@ -175,15 +170,4 @@ fn on_every_member(
         }
         first_error.map_or(Ok(()), Err)
     })
-}
-
-fn flush(member: &Member) -> Result<(), RecordingError> {
-    member
-        .target
-        .file
-        .sync_data()
-        .map_err(|source| RecordingError::Io {
-            what: format!("flushing {}", member.target.path.display()),
-            source,
-        })
 }

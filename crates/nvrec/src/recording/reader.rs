@@ -747,14 +747,8 @@ pub fn read_recording(
                 if header.sequence < want {
                     continue;
                 }
-                if header.sequence > want {
-                    summary.missing_chunk_count += header.sequence - want;
-                    if !each(Item::Missing {
-                        first_sequence: want,
-                        count: header.sequence - want,
-                    }) {
-                        break;
-                    }
+                if !report_missing(&mut summary, each, want, header.sequence) {
+                    break;
                 }
                 expected = Some(header.sequence + 1);
                 summary.redirected_chunk_count += 1;
@@ -774,14 +768,8 @@ pub fn read_recording(
             scans[best].cursor = within + 1;
             continue; // Older than the surviving run (ring) or a duplicate.
         }
-        if header.sequence > want {
-            summary.missing_chunk_count += header.sequence - want;
-            if !each(Item::Missing {
-                first_sequence: want,
-                count: header.sequence - want,
-            }) {
-                break;
-            }
+        if !report_missing(&mut summary, each, want, header.sequence) {
+            break;
         }
         expected = Some(header.sequence + 1);
         let flight = &scans[best].flights[0];
@@ -817,6 +805,24 @@ pub fn read_recording(
     summary.cpu_user_s = cpu_after.0 - cpu_before.0;
     summary.cpu_system_s = cpu_after.1 - cpu_before.1;
     Ok(summary)
+}
+
+/// Reports the sequences from `want` up to `found` as missing, if any. Returns whether to
+/// go on (what `each` said).
+fn report_missing(
+    summary: &mut ReadSummary,
+    each: &mut dyn FnMut(Item<'_>) -> bool,
+    want: u64,
+    found: u64,
+) -> bool {
+    if found <= want {
+        return true;
+    }
+    summary.missing_chunk_count += found - want;
+    each(Item::Missing {
+        first_sequence: want,
+        count: found - want,
+    })
 }
 
 /// Counts a chunk into `summary` and hands it to `each`. Returns what `each` said.

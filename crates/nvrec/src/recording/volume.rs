@@ -54,6 +54,27 @@ impl Member {
     pub fn index(&self) -> u16 {
         self.superblock.member_index
     }
+
+    /// Makes what was written durable (fdatasync).
+    pub fn flush(&self) -> Result<(), RecordingError> {
+        self.target
+            .file
+            .sync_data()
+            .map_err(|source| RecordingError::Io {
+                what: format!("flushing {}", self.target.path.display()),
+                source,
+            })
+    }
+
+    /// Writes an encoded checkpoint of generation `generation` to its slot here.
+    pub fn write_checkpoint(&self, bytes: &[u8], generation: u64) -> Result<(), RecordingError> {
+        let layout = self.layout();
+        let slot = layout
+            .checkpoint_slot_for_generation(generation)
+            .unwrap_or(0);
+        let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
+        write_meta(&self.target, offset, layout.meta_block_bytes, bytes)
+    }
 }
 
 /// What was found on a target that is not a usable member of the set.
@@ -180,12 +201,7 @@ impl VolumeSet {
     ) -> Result<(), RecordingError> {
         let bytes = checkpoint.encode()?;
         for member in self.live_members(live) {
-            let layout = member.layout();
-            let slot = layout
-                .checkpoint_slot_for_generation(checkpoint.generation)
-                .unwrap_or(0);
-            let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
-            write_meta(&member.target, offset, layout.meta_block_bytes, &bytes)?;
+            member.write_checkpoint(&bytes, checkpoint.generation)?;
         }
         self.flush_members(live)
     }
@@ -220,17 +236,7 @@ impl VolumeSet {
 
     /// Flushes the members `live` marks (all where it is shorter).
     pub fn flush_members(&self, live: &[bool]) -> Result<(), RecordingError> {
-        for member in self.live_members(live) {
-            member
-                .target
-                .file
-                .sync_data()
-                .map_err(|source| RecordingError::Io {
-                    what: format!("flushing {}", member.target.path.display()),
-                    source,
-                })?;
-        }
-        Ok(())
+        self.live_members(live).try_for_each(Member::flush)
     }
 }
 
