@@ -20,6 +20,7 @@ pub mod bench;
 pub mod buffer;
 pub mod device;
 pub mod engine;
+pub mod inflight;
 pub mod layout;
 pub mod nvme;
 pub mod pattern;

@@ -24,9 +24,9 @@ use crate::engine::{
     self, EngineChoice, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError,
     IoOp, IoRequest,
 };
+use crate::inflight::InFlight;
 use crate::sink::{CheckReport, Sink};
 use crate::source::Source;
-use std::collections::VecDeque;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -504,7 +504,6 @@ struct Flight {
     slot: u32,
     first_chunk_index: u64,
     chunk_count: u32,
-    done: bool,
     failed: bool,
 }
 
@@ -516,10 +515,9 @@ struct Run<'a> {
     progress: &'a Progress,
     engine: Box<dyn engine::Engine>,
     fallback_reason: Option<String>,
-    /// In submission order; the front is the oldest I/O not yet passed by the frontier.
-    flights: VecDeque<Flight>,
-    /// Sequence number (user_data) of `flights[0]`.
-    front_sequence: u64,
+    /// In submission order, numbered by their user_data; the front is the oldest I/O not
+    /// yet passed by the frontier.
+    flights: InFlight<Flight>,
     free_slots: Vec<u32>,
     completions: Vec<IoCompletion>,
     /// Chunks submitted (or taken from the source, for writes).
@@ -569,8 +567,7 @@ impl<'a> Run<'a> {
             progress,
             engine: opened.engine,
             fallback_reason: opened.fallback_reason,
-            flights: VecDeque::with_capacity(slot_count as usize),
-            front_sequence: 0,
+            flights: InFlight::with_capacity(slot_count as usize),
             free_slots: (0..slot_count).rev().collect(),
             completions: Vec::with_capacity(slot_count as usize),
             next_chunk_index: 0,
@@ -610,12 +607,10 @@ impl<'a> Run<'a> {
     }
 
     fn submit(&mut self, slot: u32, first_chunk_index: u64, chunk_count: u32) {
-        let sequence = self.front_sequence + self.flights.len() as u64;
-        self.flights.push_back(Flight {
+        let sequence = self.flights.push(Flight {
             slot,
             first_chunk_index,
             chunk_count,
-            done: false,
             failed: false,
         });
         self.engine.push(IoRequest {
@@ -641,10 +636,11 @@ impl<'a> Run<'a> {
             .engine
             .submit_and_reap(u32::from(wait), &mut completions);
         for completion in completions.drain(..) {
-            let position = (completion.user_data - self.front_sequence) as usize;
-            let flight = &mut self.flights[position];
-            debug_assert!(!flight.done);
-            flight.done = true;
+            debug_assert!(!self.flights.is_done(completion.user_data));
+            let flight = self
+                .flights
+                .complete(completion.user_data)
+                .expect("a completion of an I/O in flight");
             if let Err(error) = completion.result {
                 flight.failed = true;
                 if self.error.is_none() {
@@ -655,12 +651,8 @@ impl<'a> Run<'a> {
         }
         self.completions = completions;
         result?;
-        while let Some(front) = self.flights.front().copied() {
-            if !front.done {
-                break;
-            }
+        while let Some((&front, true)) = self.flights.front() {
             self.flights.pop_front();
-            self.front_sequence += 1;
             if front.failed {
                 self.frontier_blocked = true;
             }

@@ -15,6 +15,7 @@ use super::volume::{self, VolumeSet};
 use super::RecordingError;
 use crate::buffer::BufferPool;
 use crate::engine::{self, EngineChoice, EngineConfig, IoCompletion, IoOp, IoRequest};
+use crate::inflight::InFlight;
 use crate::layout::{
     decode_chunk, Checkpoint, ChunkFlags, ChunkHeader, MemberPosition, MemberSpan, RecordingEntry,
     RecordingFlags, RecordingState, Retirement, VolumeLayout,
@@ -389,7 +390,6 @@ struct ReadFlight {
     buffer: u32,
     first_slot: u64,
     slot_count: u64,
-    done: bool,
     failed: Option<String>,
 }
 
@@ -397,7 +397,8 @@ struct Scan {
     member_index: u16,
     /// Slots still to be read, in order: (first, count) runs (two when a ring wraps).
     runs: VecDeque<(u64, u64)>,
-    flights: VecDeque<ReadFlight>,
+    /// Reads in flight, numbered by the low bits of their user_data.
+    flights: InFlight<ReadFlight>,
     /// Position in the head flight's slots.
     cursor: u64,
     last_sequence: Option<u64>,
@@ -589,7 +590,7 @@ pub fn read_recording(
         scans.push(Scan {
             member_index: index as u16,
             runs,
-            flights: VecDeque::new(),
+            flights: InFlight::with_capacity(SCAN_QUEUE_DEPTH as usize),
             cursor: 0,
             last_sequence: None,
             head: None,
@@ -650,7 +651,13 @@ pub fn read_recording(
                     .as_ref()
                     .expect("scans only present members");
                 let offset_bytes = member.layout().data_slot_offset_bytes(first).unwrap_or(0);
-                let user_data = ((scan.member_index as u64) << 48) | (first & ((1 << 48) - 1));
+                let number = scan.flights.push(ReadFlight {
+                    buffer,
+                    first_slot: first,
+                    slot_count: take,
+                    failed: None,
+                });
+                let user_data = ((scan.member_index as u64) << 48) | (number & ((1 << 48) - 1));
                 engine.push(IoRequest {
                     op: IoOp::Read,
                     file_index: file_of_member[scan.member_index as usize],
@@ -661,13 +668,6 @@ pub fn read_recording(
                     user_data,
                 });
                 summary.read_bytes += take * chunk_bytes;
-                scan.flights.push_back(ReadFlight {
-                    buffer,
-                    first_slot: first,
-                    slot_count: take,
-                    done: false,
-                    failed: None,
-                });
                 if take == count {
                     scan.runs.pop_front();
                 } else {
@@ -708,13 +708,8 @@ pub fn read_recording(
             engine.submit_and_reap(1, &mut completions)?;
             for completion in completions.drain(..) {
                 let member_index = (completion.user_data >> 48) as usize;
-                let first_slot = completion.user_data & ((1 << 48) - 1);
-                if let Some(flight) = scans[member_index]
-                    .flights
-                    .iter_mut()
-                    .find(|f| f.first_slot == first_slot && !f.done)
-                {
-                    flight.done = true;
+                let number = completion.user_data & ((1 << 48) - 1);
+                if let Some(flight) = scans[member_index].flights.complete(number) {
                     if let Err(error) = completion.result {
                         flight.failed = Some(error.to_string());
                     }
@@ -772,7 +767,7 @@ pub fn read_recording(
             break;
         }
         expected = Some(header.sequence + 1);
-        let flight = &scans[best].flights[0];
+        let (flight, _) = scans[best].flights.front().expect("the head's read");
         let slot_bytes_start = (within * chunk_bytes) as usize;
         let buffer = engine.pool().slot(flight.buffer as usize);
         let slot_bytes = &buffer[slot_bytes_start..slot_bytes_start + chunk_bytes as usize];
@@ -881,13 +876,13 @@ fn advance(
 ) {
     let ring = entry.flags.contains(RecordingFlags::RING);
     loop {
-        let Some(flight) = scan.flights.front() else {
+        let Some((flight, done)) = scan.flights.front() else {
             if scan.runs.is_empty() {
                 scan.exhausted = true;
             }
             return;
         };
-        if !flight.done {
+        if !done {
             return;
         }
         if scan.cursor >= flight.slot_count || flight.failed.is_some() {

@@ -29,6 +29,7 @@ use crate::device::{Access, Safety};
 use crate::engine::{
     self, EngineChoice, EngineConfig, EngineKind, IoCompletion, IoError, IoOp, IoRequest,
 };
+use crate::inflight::InFlight;
 use crate::layout::{
     payload_capacity_bytes, Checkpoint, ChunkFlags, ChunkHeader, Label, MemberPosition, MemberSpan,
     RecordingEntry, RecordingFlags, RecordingState, Retirement, CHUNK_HEADER_SIZE_BYTES,
@@ -301,7 +302,6 @@ struct Flight {
     lost_bytes_through: u64,
     /// I/Os of this write not yet completed: two when a ring write goes on at slot 0.
     parts_left: u8,
-    done: bool,
     failed: bool,
     /// The member's slot the write starts at.
     slot: u64,
@@ -455,11 +455,10 @@ struct Writer<'a> {
     free: Vec<u32>,
     ready: VecDeque<u32>,
     filling: Option<u32>,
-    flights: VecDeque<Flight>,
+    flights: InFlight<Flight>,
     flight_limit: usize,
     /// I/Os the engine takes at once: a ring write split at the end of a lap is two.
     engine_queue_depth: u32,
-    front_flight: u64,
     completions: Vec<IoCompletion>,
     members: Vec<MemberState>,
     rr_next: usize,
@@ -682,10 +681,9 @@ impl<'a> Writer<'a> {
             free: (0..buffer_count).rev().collect(),
             ready: VecDeque::with_capacity(buffer_count as usize),
             filling: None,
-            flights: VecDeque::with_capacity(flight_count_max(buffer_count)),
+            flights: InFlight::with_capacity(flight_count_max(buffer_count)),
             flight_limit: flight_count_max(buffer_count),
             engine_queue_depth: queue_depth,
-            front_flight: 0,
             completions: Vec::with_capacity(buffer_count as usize),
             members,
             rr_next: 0,
@@ -1189,7 +1187,7 @@ impl<'a> Writer<'a> {
         member_index: usize,
         chunk_count: u32,
     ) -> Result<(), RecordingError> {
-        let number = self.front_flight + self.flights.len() as u64;
+        let number = self.flights.front_number() + self.flights.len() as u64;
         let first_sequence = self.next_sequence;
         let placed = self.place(
             buffer,
@@ -1198,7 +1196,7 @@ impl<'a> Writer<'a> {
             first_sequence,
             tag(number, 0),
         )?;
-        self.flights.push_back(Flight {
+        self.flights.push(Flight {
             buffer,
             member: member_index as u16,
             first_sequence,
@@ -1208,7 +1206,6 @@ impl<'a> Writer<'a> {
             // belongs to later chunks (it would exceed the stream this write ends).
             lost_bytes_through: self.submitted_gap_bytes,
             parts_left: placed.parts,
-            done: false,
             failed: false,
             slot: placed.slot,
             attempt: 0,
@@ -1432,8 +1429,10 @@ impl<'a> Writer<'a> {
                 continue;
             }
             let (number, _) = untag(completion.user_data);
-            let position = (number - self.front_flight) as usize;
-            let flight = &mut self.flights[position];
+            let flight = self
+                .flights
+                .get_mut(number)
+                .expect("a completion of a write in flight");
             if let Err(error) = completion.result {
                 flight.failed = true;
                 flight.error.get_or_insert(error);
@@ -1458,7 +1457,7 @@ impl<'a> Writer<'a> {
                 failed.get_or_insert(flight.member as usize);
                 continue;
             }
-            self.flights[position].done = true;
+            self.flights.complete(number);
             // The buffer is free as soon as its write completes; the flight stays until the
             // frontier passes it, for the durability accounting only. (Freeing at the
             // frontier would let one slow member hold every buffer of the fast ones.)
@@ -1470,12 +1469,11 @@ impl<'a> Writer<'a> {
             self.write_failed(member);
         }
         result?;
-        while let Some(front) = self.flights.front().copied() {
-            if !front.done || front.failed {
-                break;
+        while let Some((&front, true)) = self.flights.front() {
+            if front.failed {
+                break; // Failed and given up: the frontier stops here.
             }
             self.flights.pop_front();
-            self.front_flight += 1;
             self.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
             self.durable_stream_bytes = front.stream_end_bytes;
             self.durable_lost_bytes = front.lost_bytes_through;

@@ -77,9 +77,9 @@ impl Writer<'_> {
         // If the write has not gone out again yet, its next attempt takes the buffer back
         // as it is (its contents are intact); otherwise the buffer is free.
         let (number, _) = untag(user_data);
-        let waiting = number
-            .checked_sub(self.front_flight)
-            .and_then(|index| self.flights.get_mut(index as usize))
+        let waiting = self
+            .flights
+            .get_mut(number)
             .filter(|flight| flight.needs_copy && flight.buffer == stale.buffer);
         match waiting {
             Some(flight) => flight.needs_copy = false,
@@ -93,11 +93,9 @@ impl Writer<'_> {
 
     /// A write of `member` came back failed (its flight holds the error).
     pub(super) fn write_failed(&mut self, member: usize) {
-        let Some(flight) = self
-            .flights
-            .iter()
-            .find(|f| f.member as usize == member && f.failed && f.parts_left == 0 && !f.done)
-        else {
+        let Some((_, flight, _)) = self.flights.iter().find(|&(_, f, done)| {
+            f.member as usize == member && f.failed && f.parts_left == 0 && !done
+        }) else {
             return;
         };
         let Some(error) = flight.error else { return };
@@ -120,7 +118,9 @@ impl Writer<'_> {
             let Some(&(number, _, _)) = self.members[member].pending.front() else {
                 continue;
             };
-            let flight = &self.flights[(number - self.front_flight) as usize];
+            let Some(flight) = self.flights.get(number) else {
+                continue;
+            };
             if flight.submitted.elapsed() >= timeout {
                 let path = volume::describe_member(self.set, member);
                 let what = format!(
@@ -143,10 +143,9 @@ impl Writer<'_> {
         // A retired member's writes all went elsewhere, but one that failed after it was
         // retired (its completion came later than the failure that retired it) still has
         // to: it gets a retirement record of its own.
-        let failed_after = self
-            .flights
-            .iter()
-            .any(|f| f.member as usize == member && f.failed && f.parts_left == 0 && !f.done);
+        let failed_after = self.flights.iter().any(|(_, f, done)| {
+            f.member as usize == member && f.failed && f.parts_left == 0 && !done
+        });
         if self.members[member].retired && !failed_after {
             return;
         }
@@ -169,14 +168,18 @@ impl Writer<'_> {
 
     /// Failed writes of `member` that will not be sent again: the frontier stops at them.
     fn give_up(&mut self, member: usize) {
-        for flight in self.flights.iter_mut() {
-            if flight.member as usize == member && flight.failed && flight.parts_left == 0 {
-                if !flight.done {
-                    self.buffer_chunk_counts[flight.buffer as usize] = 0;
-                    self.free.push(flight.buffer);
-                }
-                flight.done = true;
-            }
+        let given_up: Vec<(u64, u32)> = self
+            .flights
+            .iter()
+            .filter(|&(_, f, done)| {
+                f.member as usize == member && f.failed && f.parts_left == 0 && !done
+            })
+            .map(|(number, f, _)| (number, f.buffer))
+            .collect();
+        for (number, buffer) in given_up {
+            self.buffer_chunk_counts[buffer as usize] = 0;
+            self.free.push(buffer);
+            self.flights.complete(number);
         }
     }
 
@@ -186,8 +189,8 @@ impl Writer<'_> {
         let outstanding: u64 = self
             .flights
             .iter()
-            .filter(|f| f.member as usize == member && !f.done)
-            .map(|f| f.chunk_count as u64)
+            .filter(|&(_, f, done)| f.member as usize == member && !done)
+            .map(|(_, f, _)| f.chunk_count as u64)
             .sum();
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         (0..self.members.len())
@@ -206,10 +209,8 @@ impl Writer<'_> {
     fn retire(&mut self, member: usize, target: usize, cause: RetirementCause, errno: i32) {
         let again = self.members[member].retired;
         let mut first: Option<Flight> = None;
-        for index in 0..self.flights.len() {
-            let number = self.front_flight + index as u64;
-            let flight = &mut self.flights[index];
-            if flight.member as usize != member || flight.done || again && !flight.failed {
+        for (number, flight, done) in self.flights.iter_mut() {
+            if flight.member as usize != member || done || again && !flight.failed {
                 continue;
             }
             if flight.parts_left > 0 {
@@ -274,8 +275,7 @@ impl Writer<'_> {
         let mut progressed = false;
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         while let (Some(&number), Some(target)) = (self.redirects.front(), self.redirect_to) {
-            let index = (number - self.front_flight) as usize;
-            let flight = self.flights[index];
+            let flight = *self.flights.get(number).expect("a redirect is in flight");
             let room = self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth;
             if !room || !self.members[target].can_take(flight.chunk_count as u64, ring) {
                 break;
@@ -306,7 +306,10 @@ impl Writer<'_> {
                 retirement.redirect_first_slot = placed.slot;
             }
             retirement.redirect_slot_count += flight.chunk_count;
-            self.flights[index] = Flight {
+            *self
+                .flights
+                .get_mut(number)
+                .expect("a redirect is in flight") = Flight {
                 buffer,
                 member: target as u16,
                 parts_left: placed.parts,
