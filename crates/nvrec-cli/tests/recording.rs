@@ -770,7 +770,12 @@ fn ring_round_trip(targets: &[PathBuf], data: &[u8], end: RingEnd) -> Vec<u8> {
         RingEnd::Kill9 => record_then_kill(targets, &args, data, Duration::from_millis(5)),
     }
     let output = replay(targets, &[]);
-    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        output.status.success(),
+        "{end:?} on {} members: {}",
+        targets.len(),
+        String::from_utf8_lossy(&output.stderr)
+    );
     let verified = run(nvrec().arg("verify").args(targets));
     assert!(verified.status.success(), "{}", text(&verified));
     output.stdout

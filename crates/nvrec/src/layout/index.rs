@@ -63,9 +63,13 @@ pub(crate) mod re_off {
     pub const MEMBER_STRIDE: usize = 16;
     pub const MEMBER_START_SLOT: usize = 0;
     pub const MEMBER_END_SLOT: usize = 8;
-    // 192 + 128 × 16 = 2240 .. 2304 reserved
+    // 192 + 128 × 16 = 2240
+    pub const OVERWROTE: usize = 2240;
+    // 2256 .. 2304 reserved
     pub const RETIREMENTS: usize = 2304;
-    // 2304 + 16 × 64 = 3328 .. 4092 reserved, 4092..4096 CRC32C
+    // 2304 + 16 × 64 = 3328
+    pub const START_LAPS: usize = 3328;
+    // 3328 + 128 × 4 = 3840 .. 4092 reserved, 4092..4096 CRC32C
 }
 
 /// Where the writer stood on one member when a checkpoint was taken.
@@ -307,6 +311,9 @@ flag_set! {
         const RING = 1 << 0;
         /// The payload is the seekable test pattern. Ignorable.
         const PATTERN = 1 << 16;
+        /// The entry carries each member's lap at the start (`start_laps`) and which
+        /// members wrapped over their own start (`overwrote`), format 1.1. Ignorable.
+        const LAPS = 1 << 17;
     }
 }
 
@@ -344,6 +351,12 @@ pub struct RecordingEntry {
     pub members: Vec<MemberSpan>,
     /// Members retired during the recording (format 1.1).
     pub retirements: Vec<Retirement>,
+    /// With [`RecordingFlags::LAPS`] (ring recordings, format 1.1): each member's lap count
+    /// when the recording started (its low 32 bits), and whether the member wrote more than
+    /// a lap of this recording, overwriting its own oldest chunks (known once the recording
+    /// ended; recovery works it out for a crashed one).
+    pub start_laps: Vec<u32>,
+    pub overwrote: Vec<bool>,
 }
 
 impl RecordingEntry {
@@ -438,6 +451,24 @@ impl RecordingEntry {
             re_off::RETIREMENTS,
             &self.retirements,
         );
+        for (i, &wrapped) in self
+            .overwrote
+            .iter()
+            .enumerate()
+            .take(usize::from(MAX_MEMBERS))
+        {
+            if wrapped {
+                b[re_off::OVERWROTE + i / 8] |= 1 << (i % 8);
+            }
+        }
+        for (i, &lap) in self
+            .start_laps
+            .iter()
+            .enumerate()
+            .take(usize::from(MAX_MEMBERS))
+        {
+            put_u32(&mut b, re_off::START_LAPS + 4 * i, lap);
+        }
         seal_meta(&mut b);
         Ok(b)
     }
@@ -485,7 +516,18 @@ impl RecordingEntry {
             name: Label::decode(R, "name", &name)?,
             members,
             retirements: decode_table(R, b, re_off::RETIREMENT_COUNT, re_off::RETIREMENTS)?,
+            start_laps: Vec::new(),
+            overwrote: Vec::new(),
         };
+        let mut entry = entry;
+        if entry.flags.contains(RecordingFlags::LAPS) {
+            entry.start_laps = (0..usize::from(member_count))
+                .map(|i| get_u32(b, re_off::START_LAPS + 4 * i))
+                .collect();
+            entry.overwrote = (0..usize::from(member_count))
+                .map(|i| b[re_off::OVERWROTE + i / 8] & (1 << (i % 8)) != 0)
+                .collect();
+        }
         entry.validate()?;
         Ok(entry)
     }
@@ -588,6 +630,8 @@ pub(crate) mod tests {
                 },
             ],
             retirements: vec![sample_retirement()],
+            start_laps: Vec::new(),
+            overwrote: Vec::new(),
         }
     }
 
@@ -656,9 +700,12 @@ pub(crate) mod tests {
         };
         let mut all = vec![sample_entry(), open];
         for state in [RecordingState::Aborted, RecordingState::Interrupted] {
+            // Every ignorable bit, LAPS among them: the laps and the wrapped members too.
             all.push(RecordingEntry {
                 state,
                 flags: RecordingFlags::from_bits_retain(0xffff_0000),
+                start_laps: vec![7, u32::MAX, 0],
+                overwrote: vec![true, false, true],
                 ..sample_entry()
             });
         }

@@ -86,6 +86,18 @@ fn apply_recovery(entry: &mut RecordingEntry, recovered: &RecoveredEnd) {
     for (span, &end) in entry.members.iter_mut().zip(&recovered.end_slots) {
         span.end_slot_index = end;
     }
+    // Which ring members wrapped over their own start: a lap and a bit since they began.
+    if entry.flags.contains(RecordingFlags::LAPS) {
+        entry.overwrote = (0..entry.members.len())
+            .map(|i| {
+                let start_lap = entry.start_laps.get(i).copied().unwrap_or(0);
+                let end_lap = recovered.laps.get(i).copied().unwrap_or(0) as u32;
+                let laps = end_lap.wrapping_sub(start_lap);
+                let span = entry.members[i];
+                laps >= 2 || laps == 1 && span.end_slot_index > span.start_slot_index
+            })
+            .collect();
+    }
 }
 
 /// Finds the end of a recording that was open at the last checkpoint (a crash), reading
@@ -959,8 +971,13 @@ fn advance(
                         }
                     } else {
                         if scan.first.is_none() {
-                            scan.first =
-                                Some((header.sequence, ring && scan.overwrote(slot_index)));
+                            // The entry says which members wrapped where it knows (1.1);
+                            // else the scan tells.
+                            let overwrote = match entry.overwrote.get(scan.member_index as usize) {
+                                Some(&known) => known,
+                                None => scan.overwrote(slot_index),
+                            };
+                            scan.first = Some((header.sequence, ring && overwrote));
                         }
                         scan.last_sequence = Some(header.sequence);
                         scan.head = Some((header, scan.cursor));

@@ -36,7 +36,11 @@ use crate::layout::{
 };
 use retire::{tag, untag, Stale};
 
+mod checkpoint;
+mod ingest;
+mod place;
 mod retire;
+mod stripe;
 use crate::source::Source;
 use crate::stream::{process_cpu_s, Control, ControlState, Progress};
 use std::collections::VecDeque;
@@ -351,6 +355,7 @@ struct MemberState {
     recovery_limit_slots: u64,
     trimmed_to_slot: u64,
     start_slot: u64,
+    start_lap: u64,
     /// For the rate estimate: bytes completed and time spent with I/O in flight (both
     /// halved now and then, so that the estimate follows a drive that slows down).
     rate_bytes: u64,
@@ -644,6 +649,7 @@ impl<'a> Writer<'a> {
                     usable_slots,
                     data_slot_count,
                     start_slot: position.next_slot_index,
+                    start_lap: position.lap,
                     trimmed_to_slot: position.next_slot_index,
                     ..MemberState::default()
                 }
@@ -729,8 +735,9 @@ impl<'a> Writer<'a> {
         revision: u64,
     ) -> Result<RecordingEntry, RecordingError> {
         let mut flags = RecordingFlags::empty();
-        if matches!(self.options.fill, Fill::Ring { .. }) {
-            flags.insert(RecordingFlags::RING);
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
+        if ring {
+            flags.insert(RecordingFlags::RING | RecordingFlags::LAPS);
         }
         if self.options.pattern {
             flags.insert(RecordingFlags::PATTERN);
@@ -763,6 +770,20 @@ impl<'a> Writer<'a> {
                 })
                 .collect(),
             retirements: self.retirements.clone(),
+            start_laps: if ring {
+                self.members.iter().map(|m| m.start_lap as u32).collect()
+            } else {
+                Vec::new()
+            },
+            // A member that wrote more than a lap has overwritten its own oldest chunks.
+            overwrote: if ring {
+                self.members
+                    .iter()
+                    .map(|m| !open && m.chunk_count > m.usable_slots)
+                    .collect()
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -781,18 +802,6 @@ impl<'a> Writer<'a> {
             }
         }
         self.control.state()
-    }
-
-    /// Whether the source may be read now: it has data left and we are running.
-    fn wants_input(&self) -> bool {
-        !self.source_done
-            && !self.full
-            && self.error.is_none()
-            && self.state() == ControlState::Run
-            && self
-                .options
-                .limit_bytes
-                .is_none_or(|limit| self.stream_offset_bytes < limit)
     }
 
     fn run(&mut self) {
@@ -849,573 +858,6 @@ impl<'a> Writer<'a> {
                 break;
             }
         }
-    }
-
-    /// For a paced source with nothing in flight: wait until the next payload is due.
-    fn sleep_until_due(&self) {
-        if let Some(rate) = self.options.rate_bytes_per_s {
-            let due_at =
-                (self.stream_offset_bytes + self.payload_capacity_bytes as u64) as f64 / rate;
-            let wait = due_at - self.started.elapsed().as_secs_f64();
-            if wait > 0.0 {
-                std::thread::sleep(Duration::from_secs_f64(wait.min(0.05)));
-            }
-        } else {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    /// Payload bytes the paced source has produced by now (all bytes when unpaced).
-    fn due_bytes(&self) -> u64 {
-        match self.options.rate_bytes_per_s {
-            Some(rate) => (self.started.elapsed().as_secs_f64() * rate) as u64,
-            None => u64::MAX,
-        }
-    }
-
-    /// Takes data from the source into buffers. Returns whether anything moved.
-    fn produce(&mut self) -> bool {
-        let mut progressed = false;
-        let capacity = self.payload_capacity_bytes as u64;
-        while self.wants_input() {
-            let remaining = self.options.limit_bytes.map_or(capacity, |limit| {
-                (limit - self.stream_offset_bytes).min(capacity)
-            });
-            if self.due_bytes() < self.stream_offset_bytes + remaining {
-                // Paced: the next payload has not arrived yet. Send what is filled only when
-                // the targets are about to idle; while writes are in flight, the buffer keeps
-                // filling, so that I/Os stay whole instead of one chunk each.
-                if self.engine.in_flight() < self.members.len() as u32 {
-                    self.seal_filling();
-                }
-                break;
-            }
-            let Some(buffer) = self.filling.or_else(|| self.free.pop()) else {
-                if self.options.rate_bytes_per_s.is_some() {
-                    // No room: this payload is lost, counted, and marked in the stream.
-                    self.stream_offset_bytes += remaining;
-                    self.lost_bytes += remaining;
-                    self.pending_gap_bytes += remaining;
-                    self.progress
-                        .lost_bytes
-                        .store(self.lost_bytes, Ordering::Relaxed);
-                    progressed = true;
-                    continue;
-                }
-                break; // Back-pressure: the source waits.
-            };
-            self.filling = Some(buffer);
-            let index = self.buffer_chunk_counts[buffer as usize];
-            let chunk_bytes = self.chunk_bytes();
-            let start = index as usize * chunk_bytes + CHUNK_HEADER_SIZE_BYTES;
-            let stream_offset_bytes = self.stream_offset_bytes;
-            let timestamp_ns = match self.options.rate_bytes_per_s {
-                Some(rate) => self.start_ns + (stream_offset_bytes as f64 / rate * 1e9) as u64,
-                None => now_ns(),
-            };
-            let chunk_slot = buffer as usize * self.k as usize + index as usize;
-            let constant = self.constant_source;
-            let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
-                [start..start + remaining as usize];
-            // Input that can go quiet (a pipe) is not held in memory much longer than a
-            // sync interval: after that long without a byte, what came goes out.
-            let quiet_after = self.source_may_block.then_some(self.options.sync_interval);
-            let mut quiet = false;
-            let filled = if constant && self.constant_payload_bytes[chunk_slot] as u64 == remaining
-            {
-                // A constant source filled this slot before: the bytes are already there.
-                remaining as usize
-            } else {
-                let filled = match crate::stream::fill_until_quiet(
-                    &mut *self.source,
-                    stream_offset_bytes,
-                    payload,
-                    self.control,
-                    quiet_after,
-                ) {
-                    Ok(filled) => {
-                        quiet = filled.quiet;
-                        filled.bytes
-                    }
-                    Err(error) => {
-                        self.error
-                            .get_or_insert(format!("reading the source: {error}"));
-                        0
-                    }
-                };
-                self.constant_payload_bytes[chunk_slot] = if constant { filled as u32 } else { 0 };
-                filled
-            };
-            progressed = true;
-            if filled == 0 {
-                if !quiet {
-                    self.source_done = true;
-                }
-                self.seal_filling();
-                break;
-            }
-            let payload_crc32c = match self.constant_crc32c {
-                Some((len, crc)) if constant && len == filled as u32 => crc,
-                _ => {
-                    let crc = crate::layout::crc32c(&payload[..filled]);
-                    if constant {
-                        self.constant_crc32c = Some((filled as u32, crc));
-                    }
-                    crc
-                }
-            };
-            self.metas[buffer as usize * self.k as usize + index as usize] = ChunkMeta {
-                timestamp_ns,
-                stream_offset_bytes,
-                gap_bytes: std::mem::take(&mut self.pending_gap_bytes),
-                payload_len_bytes: filled as u32,
-                payload_crc32c,
-                end: false,
-            };
-            if self.metas[buffer as usize * self.k as usize + index as usize].gap_bytes > 0 {
-                self.gap_count += 1;
-            }
-            self.buffer_chunk_counts[buffer as usize] = index + 1;
-            self.stream_offset_bytes += filled as u64;
-            self.recorded_stream_bytes += filled as u64;
-            if (filled as u64) < remaining {
-                // A short chunk: the source went quiet (the chunk goes out as it is), or it
-                // ended (or was interrupted by a stop) mid-payload.
-                if !quiet && self.state() == ControlState::Run {
-                    self.source_done = true;
-                }
-                self.seal_filling();
-                break;
-            }
-            if index + 1 == self.k {
-                self.seal_filling();
-                // Let submission run between buffers so that I/O starts early.
-                break;
-            }
-        }
-        progressed
-    }
-
-    /// Moves the buffer being filled, if it holds anything, to the ready FIFO.
-    fn seal_filling(&mut self) {
-        if let Some(buffer) = self.filling.take() {
-            if self.buffer_chunk_counts[buffer as usize] > 0 {
-                self.ready.push_back(buffer);
-            } else {
-                self.free.push(buffer);
-            }
-        }
-    }
-
-    /// The member the next I/O of `chunk_count` chunks goes to, if one has room now.
-    fn choose_member(&mut self, chunk_count: u32) -> Option<usize> {
-        let has_room = |member: &MemberState| {
-            !member.retired
-                && match self.options.fill {
-                    Fill::Linear => member.next_slot + chunk_count as u64 <= member.usable_slots,
-                    Fill::Ring { .. } => member.usable_slots >= chunk_count as u64,
-                }
-        };
-        let ring = matches!(self.options.fill, Fill::Ring { .. });
-        // A member takes the write now if its queue has room and, in a ring, the write
-        // touches no slot still being written.
-        let can_take = |member: &MemberState| member.can_take(chunk_count as u64, ring);
-        if self.members.iter().all(|member| !has_room(member)) {
-            self.full = true;
-            return None;
-        }
-        match self.options.stripe {
-            Stripe::RoundRobin => {
-                // Members in turn; a full one is skipped, a busy one is waited for.
-                let count = self.members.len();
-                for step in 0..count {
-                    let index = (self.rr_next + step) % count;
-                    if has_room(&self.members[index]) {
-                        if can_take(&self.members[index]) {
-                            self.rr_next = index + 1;
-                            return Some(index);
-                        }
-                        return None;
-                    }
-                }
-                None
-            }
-            Stripe::Adaptive => {
-                // The member that would finish this I/O soonest: its queue (plus this I/O)
-                // over the rate it has been writing at. A member whose queue is full wins by
-                // being waited for, so that a slow member never fills up with work a fast
-                // one would finish first. Until rates are known, the shortest queue; ties
-                // rotate.
-                let now = Instant::now();
-                let count = self.members.len();
-                // Light load: when every member that has room is idle, any of them finishes
-                // the write at once (and rates measured on a trickle of writes say little).
-                // The one least far along takes it, so that members fill evenly and, in a
-                // ring, lap together: a ring keeps only what is newer than the oldest chunk
-                // of the member that laps fastest.
-                let all_idle = self
-                    .members
-                    .iter()
-                    .filter(|member| has_room(member))
-                    .all(|member| member.in_flight == 0);
-                if all_idle {
-                    let along = |member: &MemberState| {
-                        (member.lap as f64 * member.usable_slots as f64 + member.next_slot as f64)
-                            / member.usable_slots.max(1) as f64
-                    };
-                    let least = (0..count)
-                        .map(|step| (self.rr_next + step) % count)
-                        .filter(|&index| has_room(&self.members[index]))
-                        .min_by(|&a, &b| {
-                            along(&self.members[a]).total_cmp(&along(&self.members[b]))
-                        });
-                    if let Some(index) = least {
-                        if can_take(&self.members[index]) {
-                            self.rr_next = index + 1;
-                            return Some(index);
-                        }
-                    }
-                }
-                let probe = (0..count)
-                    .map(|step| (self.rr_next + step) % count)
-                    .find(|&index| {
-                        let member = &self.members[index];
-                        has_room(member)
-                            && member.in_flight == 0
-                            && can_take(member)
-                            && member.idle_since.is_some_and(|since| {
-                                now.saturating_duration_since(since) >= ADAPTIVE_PROBE_INTERVAL
-                            })
-                    });
-                if let Some(index) = probe {
-                    self.rr_next = index + 1;
-                    return Some(index);
-                }
-                let known_max = self
-                    .members
-                    .iter()
-                    .filter_map(|m| m.rate(now))
-                    .fold(0.0f64, f64::max);
-                let mut best: Option<(usize, f64)> = None;
-                for step in 0..count {
-                    let index = (self.rr_next + step) % count;
-                    let member = &self.members[index];
-                    if !has_room(member) {
-                        continue;
-                    }
-                    let rate =
-                        member
-                            .rate(now)
-                            .unwrap_or(if known_max > 0.0 { known_max } else { 1.0 });
-                    let finish = (member.in_flight as f64 + 1.0) / rate;
-                    if best.is_none_or(|(_, b)| finish < b) {
-                        best = Some((index, finish));
-                    }
-                }
-                let (index, _) = best?;
-                if !can_take(&self.members[index]) {
-                    return None;
-                }
-                self.rr_next = index + 1;
-                Some(index)
-            }
-        }
-    }
-
-    /// Sends ready buffers to members. Returns whether anything was submitted.
-    fn submit(&mut self) -> bool {
-        // A retired member's writes go out again first, one after another on one member.
-        let mut progressed = self.submit_redirects();
-        if !self.redirects.is_empty() {
-            return progressed;
-        }
-        while let Some(&buffer) = self.ready.front() {
-            if self.flights.len() >= self.flight_limit {
-                break; // The frontier must move first: wait for the oldest write.
-            }
-            if self.engine.in_flight() + self.max_parts() > self.engine_queue_depth {
-                break;
-            }
-            let chunk_count = self.buffer_chunk_counts[buffer as usize];
-            let Some(member_index) = self.choose_member(chunk_count) else {
-                break;
-            };
-            self.ready.pop_front();
-            if let Err(error) = self.submit_buffer(buffer, member_index, chunk_count) {
-                self.error.get_or_insert(error.to_string());
-                self.free.push(buffer);
-                break;
-            }
-            progressed = true;
-        }
-        if self.full {
-            // Nothing more fits: what is buffered cannot be recorded.
-            while let Some(buffer) = self.ready.pop_front() {
-                self.drop_buffer(buffer);
-            }
-        }
-        progressed
-    }
-
-    /// I/Os one write may need: two in a ring (the end of a lap, then slot 0).
-    fn max_parts(&self) -> u32 {
-        match self.options.fill {
-            Fill::Linear => 1,
-            Fill::Ring { .. } => 2,
-        }
-    }
-
-    /// Gives up a buffer that was filled but will not be written (abort, full target).
-    /// Buffers are dropped from the tail of the input, so the stream is rewound to the
-    /// start of the first dropped chunk: the recording stays one contiguous stream.
-    fn drop_buffer(&mut self, buffer: u32) {
-        let base = buffer as usize * self.k as usize;
-        for index in 0..self.buffer_chunk_counts[buffer as usize] as usize {
-            let meta = self.metas[base + index];
-            self.unrecorded_bytes += meta.payload_len_bytes as u64;
-            self.recorded_stream_bytes -= meta.payload_len_bytes as u64;
-            self.stream_offset_bytes = self.stream_offset_bytes.min(meta.stream_offset_bytes);
-        }
-        self.buffer_chunk_counts[buffer as usize] = 0;
-        self.free.push(buffer);
-    }
-
-    /// Sends a filled buffer to `member_index` as the next chunks of the stream.
-    fn submit_buffer(
-        &mut self,
-        buffer: u32,
-        member_index: usize,
-        chunk_count: u32,
-    ) -> Result<(), RecordingError> {
-        let number = self.flights.front_number() + self.flights.len() as u64;
-        let first_sequence = self.next_sequence;
-        let placed = self.place(
-            buffer,
-            member_index,
-            chunk_count,
-            first_sequence,
-            tag(number, 0),
-        )?;
-        self.flights.push(Flight {
-            buffer,
-            member: member_index as u16,
-            first_sequence,
-            chunk_count,
-            stream_end_bytes: placed.stream_end_bytes,
-            // Not the loss counted so far: input lost after this write's chunks were cut
-            // belongs to later chunks (it would exceed the stream this write ends).
-            lost_bytes_through: self.submitted_gap_bytes,
-            parts_left: placed.parts,
-            failed: false,
-            slot: placed.slot,
-            attempt: 0,
-            submitted: Instant::now(),
-            error: None,
-            needs_copy: false,
-        });
-        self.next_sequence += chunk_count as u64;
-        Ok(())
-    }
-
-    /// Frames the chunks of `buffer` (sequence numbers from `first_sequence`) for the next
-    /// slots of `member_index` and pushes the write (two I/Os where a ring lap ends),
-    /// tagged `user_data`. A write sent again after a retirement carries `REDIRECTED`.
-    fn place(
-        &mut self,
-        buffer: u32,
-        member_index: usize,
-        chunk_count: u32,
-        first_sequence: u64,
-        user_data: u64,
-    ) -> Result<Placed, RecordingError> {
-        let redirected = untag(user_data).1 > 0;
-        let ring = matches!(self.options.fill, Fill::Ring { .. });
-        if let Fill::Ring { trim } = self.options.fill {
-            // A position at the end of the lap (as a checkpoint may hold) is slot 0 of the next.
-            let member = &mut self.members[member_index];
-            let (_, lap, slot) = member.ring_next();
-            if lap != member.lap {
-                member.trimmed_to_slot = 0;
-            }
-            member.lap = lap;
-            member.next_slot = slot;
-            if trim && member.lap > 0 {
-                self.trim_ahead(member_index)?;
-            }
-        }
-        let chunk_bytes = self.chunk_bytes();
-        let member = &self.members[member_index];
-        let first_slot = member.next_slot;
-        let lap = member.lap;
-        let usable_slots = member.usable_slots;
-        let ring_position = lap * usable_slots + first_slot;
-        // A ring write that reaches the end of the lap goes on at slot 0, so that every lap
-        // fills every usable slot in order (what is left at the end of a lap would otherwise
-        // hold an older lap's data).
-        let first_part_count = if ring {
-            (usable_slots - first_slot).min(chunk_count as u64) as u32
-        } else {
-            chunk_count
-        };
-        if ring {
-            debug_assert!(
-                member.pending.iter().all(|&(_, start, count)| {
-                    !ring_ranges_overlap(
-                        (start, count),
-                        (ring_position, chunk_count as u64),
-                        usable_slots,
-                    )
-                }),
-                "a ring write overlaps a write in flight"
-            );
-        }
-        let slot_of = |index: u32| {
-            if index < first_part_count {
-                first_slot + index as u64
-            } else {
-                (index - first_part_count) as u64
-            }
-        };
-        let base = buffer as usize * self.k as usize;
-        let mut flags = ChunkFlags::empty();
-        if self.options.pattern {
-            flags.insert(ChunkFlags::PATTERN);
-        }
-        if redirected {
-            flags.insert(ChunkFlags::REDIRECTED);
-        }
-        let mut stream_end_bytes = 0;
-        for index in 0..chunk_count as usize {
-            let meta = self.metas[base + index];
-            let sequence = first_sequence + index as u64;
-            let mut chunk_flags = flags;
-            if sequence == self.first_sequence {
-                chunk_flags.insert(ChunkFlags::FIRST);
-            }
-            if meta.gap_bytes > 0 {
-                chunk_flags.insert(ChunkFlags::GAP);
-            }
-            if meta.end {
-                chunk_flags.insert(ChunkFlags::END);
-                if self.state() == ControlState::Abort || self.error.is_some() {
-                    chunk_flags.insert(ChunkFlags::ABORTED);
-                }
-            }
-            let header = ChunkHeader {
-                set_uuid: self.set.set_uuid,
-                recording_id: self.recording_id,
-                member_index: member_index as u16,
-                stream_id: 0,
-                sequence,
-                slot_index: slot_of(index as u32),
-                timestamp_ns: meta.timestamp_ns,
-                stream_offset_bytes: meta.stream_offset_bytes,
-                gap_bytes: meta.gap_bytes,
-                payload_len_bytes: meta.payload_len_bytes,
-                flags: chunk_flags,
-            };
-            let slot = &mut self.engine.pool_mut().slot_mut(buffer as usize)
-                [index * chunk_bytes..(index + 1) * chunk_bytes];
-            header.encode_into_with_payload_crc(slot, meta.payload_crc32c)?;
-            stream_end_bytes = meta.stream_offset_bytes + meta.payload_len_bytes as u64;
-            if !redirected {
-                self.submitted_gap_bytes += meta.gap_bytes;
-            }
-        }
-        // The I/Os: (first slot, first chunk of the buffer, chunk count).
-        let all_parts = [
-            (first_slot, 0u32, first_part_count),
-            (0, first_part_count, chunk_count - first_part_count),
-        ];
-        let parts = &all_parts[..if first_part_count < chunk_count { 2 } else { 1 }];
-        let mut offsets_bytes = [0u64; 2];
-        for (part, &(slot, _, _)) in parts.iter().enumerate() {
-            offsets_bytes[part] = self.set.members[member_index]
-                .as_ref()
-                .and_then(|m| m.layout().data_slot_offset_bytes(slot))
-                .ok_or_else(|| {
-                    RecordingError::Usage(format!("slot {slot} is outside member {member_index}"))
-                })?;
-        }
-        for (part, &(_, first_chunk, count)) in parts.iter().enumerate() {
-            self.engine.push(IoRequest {
-                op: IoOp::Write,
-                file_index: member_index as u16,
-                slot: buffer,
-                slot_offset_bytes: first_chunk * chunk_bytes as u32,
-                offset_bytes: offsets_bytes[part],
-                len_bytes: count * chunk_bytes as u32,
-                user_data,
-            });
-        }
-        let member = &mut self.members[member_index];
-        for (part, &(slot, first_chunk, _)) in parts.iter().enumerate() {
-            member.undurable.push_back((
-                first_sequence + first_chunk as u64,
-                slot,
-                lap + part as u64,
-            ));
-        }
-        member
-            .pending
-            .push_back((untag(user_data).0, ring_position, chunk_count as u64));
-        member.next_slot = first_slot + chunk_count as u64;
-        if ring && member.next_slot >= usable_slots {
-            member.next_slot -= usable_slots;
-            member.lap += 1;
-            member.trimmed_to_slot = 0;
-        }
-        if member.in_flight == 0 {
-            member.busy_since = Some(Instant::now());
-            member.idle_since = None;
-        }
-        member.in_flight += 1;
-        member.chunk_count += chunk_count as u64;
-        member.io_count += parts.len() as u64;
-        member.since_checkpoint_slots += chunk_count as u64;
-        member.since_durable_slots += chunk_count as u64;
-        Ok(Placed {
-            parts: parts.len() as u8,
-            slot: first_slot,
-            stream_end_bytes,
-        })
-    }
-
-    /// Ring with trim: keep the slots ahead of the write point discarded.
-    fn trim_ahead(&mut self, member_index: usize) -> Result<(), RecordingError> {
-        let io_slots = self.k as u64;
-        let member = &self.members[member_index];
-        let mut want_to =
-            (member.next_slot + TRIM_AHEAD_IO_COUNT * io_slots).min(member.usable_slots);
-        // Never discard slots that a write in flight (of the lap before) still goes to.
-        if let Some(&(_, oldest, _)) = member.pending.front() {
-            let lap_start = member.lap * member.usable_slots;
-            want_to = want_to.min((oldest + member.usable_slots).saturating_sub(lap_start));
-        }
-        if member.trimmed_to_slot >= want_to.min(member.next_slot + io_slots) {
-            return Ok(());
-        }
-        let from = member.trimmed_to_slot.max(member.next_slot);
-        if want_to <= from {
-            return Ok(());
-        }
-        let Some(target_member) = self.set.members[member_index].as_ref() else {
-            return Ok(());
-        };
-        let layout = target_member.layout();
-        let offset = layout.data_slot_offset_bytes(from).unwrap_or(0);
-        let len = (want_to - from) * layout.chunk_size_bytes as u64;
-        volume::discard(&target_member.target, offset, len).map_err(|source| {
-            RecordingError::Io {
-                what: format!(
-                    "discarding ahead of the write point on {}",
-                    target_member.target.path.display()
-                ),
-                source,
-            }
-        })?;
-        self.members[member_index].trimmed_to_slot = want_to;
-        Ok(())
     }
 
     fn reap(&mut self, wait: bool) -> Result<(), RecordingError> {
@@ -1482,132 +924,6 @@ impl<'a> Writer<'a> {
                 .store(self.durable_stream_bytes, Ordering::Relaxed);
         }
         Ok(())
-    }
-
-    fn due_for_checkpoint(&self) -> bool {
-        let window_half = RECOVERY_WINDOW_SLOTS as u64 / 2;
-        let ring = matches!(self.options.fill, Fill::Ring { .. });
-        // Slots alone call for a new checkpoint only once the frontier has moved: while a
-        // member lags, another checkpoint would claim nothing more.
-        let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
-        self.last_checkpoint.elapsed() >= self.options.sync_interval
-            || moved
-                && self.members.iter().any(|member| {
-                    // In a ring, also every half lap: recovery searches forward from the
-                    // checkpoint, which a whole lap written since would have overwritten.
-                    let half = if ring {
-                        window_half.min(member.usable_slots / 2).max(1)
-                    } else {
-                        window_half
-                    };
-                    member.since_checkpoint_slots >= half
-                })
-    }
-
-    /// Hands a checkpoint of what has completed to the durability coordinator, which
-    /// flushes the members and writes it while the data path goes on.
-    fn offer_checkpoint(&mut self) -> Result<(), RecordingError> {
-        let checkpoint = self.build_checkpoint(self.recording_id);
-        let live = self.live();
-        self.durability.offer(checkpoint, live)
-    }
-
-    /// Which members still take writes and metadata.
-    fn live(&self) -> Vec<bool> {
-        self.members.iter().map(|member| !member.retired).collect()
-    }
-
-    /// Takes the outcome of a checkpoint the coordinator finished: recovery now starts
-    /// from its positions.
-    fn poll_durability(&mut self) {
-        if let Some(outcome) = self.durability.poll() {
-            self.checkpoint_made(outcome);
-        }
-    }
-
-    fn checkpoint_made(&mut self, outcome: Result<Checkpoint, DurabilityError>) {
-        match outcome {
-            Ok(_) => {
-                self.checkpoint_count += 1;
-                for member in &mut self.members {
-                    member.since_durable_slots = member.since_checkpoint_slots;
-                }
-            }
-            // A member whose flush or metadata write failed is retired where it may be;
-            // the next checkpoint goes to the others.
-            Err(DurabilityError {
-                member: Some(member),
-                error,
-            }) => self.member_failed(member, retire::cause_of_io(&error), error.to_string()),
-            Err(DurabilityError {
-                member: None,
-                error,
-            }) => {
-                self.error.get_or_insert(error.to_string());
-            }
-        }
-    }
-
-    /// Writes a checkpoint here and now (at the start and the end of a recording).
-    fn write_checkpoint(&mut self, recording_id: u32) -> Result<(), RecordingError> {
-        let checkpoint = self.build_checkpoint(recording_id);
-        self.set.write_checkpoint_on(&checkpoint, &self.live())?;
-        self.checkpoint_made(Ok(checkpoint));
-        Ok(())
-    }
-
-    /// A checkpoint of everything up to the durable frontier (writes whose completions
-    /// have been seen), with each member's position at its oldest write not covered.
-    fn build_checkpoint(&mut self, recording_id: u32) -> Checkpoint {
-        let durable_end = self.durable_sequence_end;
-        let positions = self
-            .members
-            .iter_mut()
-            .map(|member| {
-                while member
-                    .undurable
-                    .front()
-                    .is_some_and(|&(sequence, _, _)| sequence < durable_end)
-                {
-                    member.undurable.pop_front();
-                }
-                let position = match member.undurable.front() {
-                    Some(&(_, slot, lap)) => MemberPosition {
-                        next_slot_index: slot,
-                        lap,
-                    },
-                    None => MemberPosition {
-                        next_slot_index: member.next_slot,
-                        lap: member.lap,
-                    },
-                };
-                // Slots from that position to the write point (ring positions count laps).
-                let lap_slots = member.usable_slots.max(1);
-                member.since_checkpoint_slots = (member.lap * lap_slots + member.next_slot)
-                    .saturating_sub(position.lap * lap_slots + position.next_slot_index);
-                position
-            })
-            .collect();
-        self.checkpoint_generation += 1;
-        self.checkpointed_sequence_end = durable_end;
-        self.last_checkpoint = Instant::now();
-        Checkpoint {
-            set_uuid: self.set.set_uuid,
-            generation: self.checkpoint_generation,
-            written_ns: now_ns(),
-            recording_id,
-            recovery_window_slots: RECOVERY_WINDOW_SLOTS,
-            recording_first_sequence: if recording_id == 0 {
-                0
-            } else {
-                self.first_sequence
-            },
-            durable_sequence_end: durable_end,
-            durable_stream_bytes: self.durable_stream_bytes,
-            durable_lost_bytes: self.durable_lost_bytes,
-            members: positions,
-            retirements: self.retirements.clone(),
-        }
     }
 
     /// Ends the recording: submits what is left (unless aborting), writes the end marker,

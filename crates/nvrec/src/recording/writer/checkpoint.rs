@@ -1,0 +1,133 @@
+//! Checkpoints: when one is due, what it claims (the durable frontier, each member's oldest
+//! write not covered, the retirements), and what its outcome from the durability
+//! coordinator changes.
+
+use super::*;
+
+impl Writer<'_> {
+    pub(super) fn due_for_checkpoint(&self) -> bool {
+        let window_half = RECOVERY_WINDOW_SLOTS as u64 / 2;
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
+        // Slots alone call for a new checkpoint only once the frontier has moved: while a
+        // member lags, another checkpoint would claim nothing more.
+        let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
+        self.last_checkpoint.elapsed() >= self.options.sync_interval
+            || moved
+                && self.members.iter().any(|member| {
+                    // In a ring, also every half lap: recovery searches forward from the
+                    // checkpoint, which a whole lap written since would have overwritten.
+                    let half = if ring {
+                        window_half.min(member.usable_slots / 2).max(1)
+                    } else {
+                        window_half
+                    };
+                    member.since_checkpoint_slots >= half
+                })
+    }
+
+    /// Hands a checkpoint of what has completed to the durability coordinator, which
+    /// flushes the members and writes it while the data path goes on.
+    pub(super) fn offer_checkpoint(&mut self) -> Result<(), RecordingError> {
+        let checkpoint = self.build_checkpoint(self.recording_id);
+        let live = self.live();
+        self.durability.offer(checkpoint, live)
+    }
+
+    /// Which members still take writes and metadata.
+    pub(super) fn live(&self) -> Vec<bool> {
+        self.members.iter().map(|member| !member.retired).collect()
+    }
+
+    /// Takes the outcome of a checkpoint the coordinator finished: recovery now starts
+    /// from its positions.
+    pub(super) fn poll_durability(&mut self) {
+        if let Some(outcome) = self.durability.poll() {
+            self.checkpoint_made(outcome);
+        }
+    }
+
+    pub(super) fn checkpoint_made(&mut self, outcome: Result<Checkpoint, DurabilityError>) {
+        match outcome {
+            Ok(_) => {
+                self.checkpoint_count += 1;
+                for member in &mut self.members {
+                    member.since_durable_slots = member.since_checkpoint_slots;
+                }
+            }
+            // A member whose flush or metadata write failed is retired where it may be;
+            // the next checkpoint goes to the others.
+            Err(DurabilityError {
+                member: Some(member),
+                error,
+            }) => self.member_failed(member, retire::cause_of_io(&error), error.to_string()),
+            Err(DurabilityError {
+                member: None,
+                error,
+            }) => {
+                self.error.get_or_insert(error.to_string());
+            }
+        }
+    }
+
+    /// Writes a checkpoint here and now (at the start and the end of a recording).
+    pub(super) fn write_checkpoint(&mut self, recording_id: u32) -> Result<(), RecordingError> {
+        let checkpoint = self.build_checkpoint(recording_id);
+        self.set.write_checkpoint_on(&checkpoint, &self.live())?;
+        self.checkpoint_made(Ok(checkpoint));
+        Ok(())
+    }
+
+    /// A checkpoint of everything up to the durable frontier (writes whose completions
+    /// have been seen), with each member's position at its oldest write not covered.
+    pub(super) fn build_checkpoint(&mut self, recording_id: u32) -> Checkpoint {
+        let durable_end = self.durable_sequence_end;
+        let positions = self
+            .members
+            .iter_mut()
+            .map(|member| {
+                while member
+                    .undurable
+                    .front()
+                    .is_some_and(|&(sequence, _, _)| sequence < durable_end)
+                {
+                    member.undurable.pop_front();
+                }
+                let position = match member.undurable.front() {
+                    Some(&(_, slot, lap)) => MemberPosition {
+                        next_slot_index: slot,
+                        lap,
+                    },
+                    None => MemberPosition {
+                        next_slot_index: member.next_slot,
+                        lap: member.lap,
+                    },
+                };
+                // Slots from that position to the write point (ring positions count laps).
+                let lap_slots = member.usable_slots.max(1);
+                member.since_checkpoint_slots = (member.lap * lap_slots + member.next_slot)
+                    .saturating_sub(position.lap * lap_slots + position.next_slot_index);
+                position
+            })
+            .collect();
+        self.checkpoint_generation += 1;
+        self.checkpointed_sequence_end = durable_end;
+        self.last_checkpoint = Instant::now();
+        Checkpoint {
+            set_uuid: self.set.set_uuid,
+            generation: self.checkpoint_generation,
+            written_ns: now_ns(),
+            recording_id,
+            recovery_window_slots: RECOVERY_WINDOW_SLOTS,
+            recording_first_sequence: if recording_id == 0 {
+                0
+            } else {
+                self.first_sequence
+            },
+            durable_sequence_end: durable_end,
+            durable_stream_bytes: self.durable_stream_bytes,
+            durable_lost_bytes: self.durable_lost_bytes,
+            members: positions,
+            retirements: self.retirements.clone(),
+        }
+    }
+}

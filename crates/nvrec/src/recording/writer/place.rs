@@ -1,0 +1,288 @@
+//! Placement: ready buffers become writes: sequence numbers, the member's next slots (a ring
+//! write at the end of a lap goes on at slot 0 as a second I/O), headers framed in place,
+//! trim ahead of a ring's write point.
+
+use super::*;
+
+impl Writer<'_> {
+    /// Sends ready buffers to members. Returns whether anything was submitted.
+    pub(super) fn submit(&mut self) -> bool {
+        // A retired member's writes go out again first, one after another on one member.
+        let mut progressed = self.submit_redirects();
+        if !self.redirects.is_empty() {
+            return progressed;
+        }
+        while let Some(&buffer) = self.ready.front() {
+            if self.flights.len() >= self.flight_limit {
+                break; // The frontier must move first: wait for the oldest write.
+            }
+            if self.engine.in_flight() + self.max_parts() > self.engine_queue_depth {
+                break;
+            }
+            let chunk_count = self.buffer_chunk_counts[buffer as usize];
+            let Some(member_index) = self.choose_member(chunk_count) else {
+                break;
+            };
+            self.ready.pop_front();
+            if let Err(error) = self.submit_buffer(buffer, member_index, chunk_count) {
+                self.error.get_or_insert(error.to_string());
+                self.free.push(buffer);
+                break;
+            }
+            progressed = true;
+        }
+        if self.full {
+            // Nothing more fits: what is buffered cannot be recorded.
+            while let Some(buffer) = self.ready.pop_front() {
+                self.drop_buffer(buffer);
+            }
+        }
+        progressed
+    }
+
+    /// I/Os one write may need: two in a ring (the end of a lap, then slot 0).
+    pub(super) fn max_parts(&self) -> u32 {
+        match self.options.fill {
+            Fill::Linear => 1,
+            Fill::Ring { .. } => 2,
+        }
+    }
+
+    /// Sends a filled buffer to `member_index` as the next chunks of the stream.
+    pub(super) fn submit_buffer(
+        &mut self,
+        buffer: u32,
+        member_index: usize,
+        chunk_count: u32,
+    ) -> Result<(), RecordingError> {
+        let number = self.flights.front_number() + self.flights.len() as u64;
+        let first_sequence = self.next_sequence;
+        let placed = self.place(
+            buffer,
+            member_index,
+            chunk_count,
+            first_sequence,
+            tag(number, 0),
+        )?;
+        self.flights.push(Flight {
+            buffer,
+            member: member_index as u16,
+            first_sequence,
+            chunk_count,
+            stream_end_bytes: placed.stream_end_bytes,
+            // Not the loss counted so far: input lost after this write's chunks were cut
+            // belongs to later chunks (it would exceed the stream this write ends).
+            lost_bytes_through: self.submitted_gap_bytes,
+            parts_left: placed.parts,
+            failed: false,
+            slot: placed.slot,
+            attempt: 0,
+            submitted: Instant::now(),
+            error: None,
+            needs_copy: false,
+        });
+        self.next_sequence += chunk_count as u64;
+        Ok(())
+    }
+
+    /// Frames the chunks of `buffer` (sequence numbers from `first_sequence`) for the next
+    /// slots of `member_index` and pushes the write (two I/Os where a ring lap ends),
+    /// tagged `user_data`. A write sent again after a retirement carries `REDIRECTED`.
+    pub(super) fn place(
+        &mut self,
+        buffer: u32,
+        member_index: usize,
+        chunk_count: u32,
+        first_sequence: u64,
+        user_data: u64,
+    ) -> Result<Placed, RecordingError> {
+        let redirected = untag(user_data).1 > 0;
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
+        if let Fill::Ring { trim } = self.options.fill {
+            // A position at the end of the lap (as a checkpoint may hold) is slot 0 of the next.
+            let member = &mut self.members[member_index];
+            let (_, lap, slot) = member.ring_next();
+            if lap != member.lap {
+                member.trimmed_to_slot = 0;
+            }
+            member.lap = lap;
+            member.next_slot = slot;
+            if trim && member.lap > 0 {
+                self.trim_ahead(member_index)?;
+            }
+        }
+        let chunk_bytes = self.chunk_bytes();
+        let member = &self.members[member_index];
+        let first_slot = member.next_slot;
+        let lap = member.lap;
+        let usable_slots = member.usable_slots;
+        let ring_position = lap * usable_slots + first_slot;
+        // A ring write that reaches the end of the lap goes on at slot 0, so that every lap
+        // fills every usable slot in order (what is left at the end of a lap would otherwise
+        // hold an older lap's data).
+        let first_part_count = if ring {
+            (usable_slots - first_slot).min(chunk_count as u64) as u32
+        } else {
+            chunk_count
+        };
+        if ring {
+            debug_assert!(
+                member.pending.iter().all(|&(_, start, count)| {
+                    !ring_ranges_overlap(
+                        (start, count),
+                        (ring_position, chunk_count as u64),
+                        usable_slots,
+                    )
+                }),
+                "a ring write overlaps a write in flight"
+            );
+        }
+        let slot_of = |index: u32| {
+            if index < first_part_count {
+                first_slot + index as u64
+            } else {
+                (index - first_part_count) as u64
+            }
+        };
+        let base = buffer as usize * self.k as usize;
+        let mut flags = ChunkFlags::empty();
+        if self.options.pattern {
+            flags.insert(ChunkFlags::PATTERN);
+        }
+        if redirected {
+            flags.insert(ChunkFlags::REDIRECTED);
+        }
+        let mut stream_end_bytes = 0;
+        for index in 0..chunk_count as usize {
+            let meta = self.metas[base + index];
+            let sequence = first_sequence + index as u64;
+            let mut chunk_flags = flags;
+            if sequence == self.first_sequence {
+                chunk_flags.insert(ChunkFlags::FIRST);
+            }
+            if meta.gap_bytes > 0 {
+                chunk_flags.insert(ChunkFlags::GAP);
+            }
+            if meta.end {
+                chunk_flags.insert(ChunkFlags::END);
+                if self.state() == ControlState::Abort || self.error.is_some() {
+                    chunk_flags.insert(ChunkFlags::ABORTED);
+                }
+            }
+            let header = ChunkHeader {
+                set_uuid: self.set.set_uuid,
+                recording_id: self.recording_id,
+                member_index: member_index as u16,
+                stream_id: 0,
+                sequence,
+                slot_index: slot_of(index as u32),
+                timestamp_ns: meta.timestamp_ns,
+                stream_offset_bytes: meta.stream_offset_bytes,
+                gap_bytes: meta.gap_bytes,
+                payload_len_bytes: meta.payload_len_bytes,
+                flags: chunk_flags,
+            };
+            let slot = &mut self.engine.pool_mut().slot_mut(buffer as usize)
+                [index * chunk_bytes..(index + 1) * chunk_bytes];
+            header.encode_into_with_payload_crc(slot, meta.payload_crc32c)?;
+            stream_end_bytes = meta.stream_offset_bytes + meta.payload_len_bytes as u64;
+            if !redirected {
+                self.submitted_gap_bytes += meta.gap_bytes;
+            }
+        }
+        // The I/Os: (first slot, first chunk of the buffer, chunk count).
+        let all_parts = [
+            (first_slot, 0u32, first_part_count),
+            (0, first_part_count, chunk_count - first_part_count),
+        ];
+        let parts = &all_parts[..if first_part_count < chunk_count { 2 } else { 1 }];
+        let mut offsets_bytes = [0u64; 2];
+        for (part, &(slot, _, _)) in parts.iter().enumerate() {
+            offsets_bytes[part] = self.set.members[member_index]
+                .as_ref()
+                .and_then(|m| m.layout().data_slot_offset_bytes(slot))
+                .ok_or_else(|| {
+                    RecordingError::Usage(format!("slot {slot} is outside member {member_index}"))
+                })?;
+        }
+        for (part, &(_, first_chunk, count)) in parts.iter().enumerate() {
+            self.engine.push(IoRequest {
+                op: IoOp::Write,
+                file_index: member_index as u16,
+                slot: buffer,
+                slot_offset_bytes: first_chunk * chunk_bytes as u32,
+                offset_bytes: offsets_bytes[part],
+                len_bytes: count * chunk_bytes as u32,
+                user_data,
+            });
+        }
+        let member = &mut self.members[member_index];
+        for (part, &(slot, first_chunk, _)) in parts.iter().enumerate() {
+            member.undurable.push_back((
+                first_sequence + first_chunk as u64,
+                slot,
+                lap + part as u64,
+            ));
+        }
+        member
+            .pending
+            .push_back((untag(user_data).0, ring_position, chunk_count as u64));
+        member.next_slot = first_slot + chunk_count as u64;
+        if ring && member.next_slot >= usable_slots {
+            member.next_slot -= usable_slots;
+            member.lap += 1;
+            member.trimmed_to_slot = 0;
+        }
+        if member.in_flight == 0 {
+            member.busy_since = Some(Instant::now());
+            member.idle_since = None;
+        }
+        member.in_flight += 1;
+        member.chunk_count += chunk_count as u64;
+        member.io_count += parts.len() as u64;
+        member.since_checkpoint_slots += chunk_count as u64;
+        member.since_durable_slots += chunk_count as u64;
+        Ok(Placed {
+            parts: parts.len() as u8,
+            slot: first_slot,
+            stream_end_bytes,
+        })
+    }
+
+    /// Ring with trim: keep the slots ahead of the write point discarded.
+    pub(super) fn trim_ahead(&mut self, member_index: usize) -> Result<(), RecordingError> {
+        let io_slots = self.k as u64;
+        let member = &self.members[member_index];
+        let mut want_to =
+            (member.next_slot + TRIM_AHEAD_IO_COUNT * io_slots).min(member.usable_slots);
+        // Never discard slots that a write in flight (of the lap before) still goes to.
+        if let Some(&(_, oldest, _)) = member.pending.front() {
+            let lap_start = member.lap * member.usable_slots;
+            want_to = want_to.min((oldest + member.usable_slots).saturating_sub(lap_start));
+        }
+        if member.trimmed_to_slot >= want_to.min(member.next_slot + io_slots) {
+            return Ok(());
+        }
+        let from = member.trimmed_to_slot.max(member.next_slot);
+        if want_to <= from {
+            return Ok(());
+        }
+        let Some(target_member) = self.set.members[member_index].as_ref() else {
+            return Ok(());
+        };
+        let layout = target_member.layout();
+        let offset = layout.data_slot_offset_bytes(from).unwrap_or(0);
+        let len = (want_to - from) * layout.chunk_size_bytes as u64;
+        volume::discard(&target_member.target, offset, len).map_err(|source| {
+            RecordingError::Io {
+                what: format!(
+                    "discarding ahead of the write point on {}",
+                    target_member.target.path.display()
+                ),
+                source,
+            }
+        })?;
+        self.members[member_index].trimmed_to_slot = want_to;
+        Ok(())
+    }
+}
