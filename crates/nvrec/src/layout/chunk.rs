@@ -4,13 +4,14 @@ use std::ops::Range;
 
 use super::codec::{
     check_crc, check_preamble, crc32c, crc32c_append, crc32c_combine, get_array, get_u16, get_u32,
-    get_u64, put_bytes, put_preamble, put_u16, put_u32, put_u64, take,
+    get_u64, put_bytes, put_preamble_minor, put_u16, put_u32, put_u64, take,
 };
 use super::error::{LayoutError, Structure};
 use super::flags::flag_set;
 use super::uuid::Uuid;
 use super::{
-    payload_capacity_bytes, CHUNK_HEADER_SIZE_BYTES, CHUNK_MAGIC, MAX_CHUNK_SIZE_BYTES, MAX_MEMBERS,
+    payload_capacity_bytes, CHUNK_HEADER_SIZE_BYTES, CHUNK_MAGIC, CHUNK_VERSION_MINOR,
+    MAX_CHUNK_SIZE_BYTES, MAX_MEMBERS,
 };
 
 const H: Structure = Structure::ChunkHeader;
@@ -243,7 +244,7 @@ impl ChunkHeader {
     /// The header with both CRC fields zero: what the chunk CRC starts from.
     fn header_bytes_without_crcs(&self) -> [u8; HEADER] {
         let mut h = [0u8; HEADER];
-        put_preamble(&mut h, &CHUNK_MAGIC);
+        put_preamble_minor(&mut h, &CHUNK_MAGIC, CHUNK_VERSION_MINOR);
         put_u16(&mut h, off::MEMBER_INDEX, self.member_index);
         put_u16(&mut h, off::STREAM_ID, self.stream_id);
         put_bytes(&mut h, off::SET_UUID, self.set_uuid.as_bytes());
@@ -285,7 +286,12 @@ pub fn decode_chunk(slot: &[u8]) -> Result<ChunkView<'_>, LayoutError> {
         needed_bytes: range.end,
         got_bytes: slot.len(),
     })?;
-    let computed = crc32c_append(crc32c(&header.header_bytes_without_crcs()), payload);
+    // Over the header as stored (its CRC fields taken as zero), not as this version would
+    // write it: a header of another minor version (reserved bytes given meaning, another
+    // version number) still checks.
+    let mut stored = [0u8; HEADER];
+    stored[..off::CHUNK_CRC].copy_from_slice(&slot[..off::CHUNK_CRC]);
+    let computed = crc32c_append(crc32c(&stored), payload);
     check_crc(Structure::Chunk, stored_chunk_crc, computed)?;
     Ok(ChunkView { header, payload })
 }
@@ -350,6 +356,28 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_chunk_of_another_minor_version_still_checks() {
+        // A later minor may stamp another version and give reserved bytes a meaning: the
+        // chunk CRC covers the header as stored, so this reader still accepts it.
+        let h = sample();
+        let mut slot = framed(&h);
+        slot[10] = 7; // minor version 7
+        slot[100] = 0xab; // a reserved byte
+        let len = h.payload_len_bytes as usize;
+        let mut stored = [0u8; HEADER];
+        stored[..off::CHUNK_CRC].copy_from_slice(&slot[..off::CHUNK_CRC]);
+        let chunk_crc = crc32c_append(crc32c(&stored), &slot[HEADER..HEADER + len]);
+        slot[off::CHUNK_CRC..off::CHUNK_CRC + 4].copy_from_slice(&chunk_crc.to_le_bytes());
+        let header_crc = crc32c(&slot[..off::HEADER_CRC]);
+        slot[off::HEADER_CRC..off::HEADER_CRC + 4].copy_from_slice(&header_crc.to_le_bytes());
+        let view = decode_chunk(&slot).expect("a 1.7 chunk decodes");
+        assert_eq!(view.header, h);
+        // And a flipped payload byte still fails.
+        slot[HEADER] ^= 1;
+        assert!(decode_chunk(&slot).is_err());
+    }
+
+    #[test]
     fn framing_with_a_precomputed_payload_crc_is_identical() {
         for len in [0u32, 1, 4000, 8064] {
             let header = ChunkHeader {
@@ -411,7 +439,7 @@ pub(crate) mod tests {
         let h = sample();
         let slot = framed(&h);
         assert_eq!(&slot[0..8], b"NVRECCHK");
-        assert_eq!(slot[8..12], [1, 0, 1, 0]);
+        assert_eq!(slot[8..12], [1, 0, 0, 0]);
         assert_eq!(slot[12..14], [1, 0]);
         assert_eq!(&slot[16..32], h.set_uuid.as_bytes());
         assert_eq!(slot[32..36], [3, 0, 0, 0]);

@@ -184,9 +184,14 @@ pub(crate) fn take<const N: usize>(
 
 /// Writes magic and the current format version at the start of a structure.
 pub(crate) fn put_preamble(b: &mut [u8], magic: &[u8; 8]) {
+    put_preamble_minor(b, magic, FORMAT_VERSION_MINOR);
+}
+
+/// The preamble with minor version `minor` (chunk headers keep the minor of their layout).
+pub(crate) fn put_preamble_minor(b: &mut [u8], magic: &[u8; 8], minor: u16) {
     put_bytes(b, MAGIC_OFFSET, magic);
     put_u16(b, VERSION_MAJOR_OFFSET, FORMAT_VERSION_MAJOR);
-    put_u16(b, VERSION_MINOR_OFFSET, FORMAT_VERSION_MINOR);
+    put_u16(b, VERSION_MINOR_OFFSET, minor);
 }
 
 /// Checks the magic and the major version, in that order. `b` is the whole structure

@@ -16,7 +16,8 @@ use super::codec::{crc32c_append, META_CRC_OFFSET};
 use super::{
     crc32c, decode_chunk, decode_chunk_header, Checkpoint, IndexGeometry, LayoutError,
     RecordingEntry, Structure, Superblock, VolumeLayout, CHUNK_HEADER_SIZE_BYTES, CHUNK_MAGIC,
-    FORMAT_VERSION_MAJOR, FORMAT_VERSION_MINOR, META_STRUCT_SIZE_BYTES, SUPERBLOCK_A_OFFSET_BYTES,
+    CHUNK_VERSION_MINOR, FORMAT_VERSION_MAJOR, FORMAT_VERSION_MINOR, META_STRUCT_SIZE_BYTES,
+    SUPERBLOCK_A_OFFSET_BYTES,
 };
 
 /// A 4096-byte metadata structure with `magic`, the current major version, `data` from
@@ -42,7 +43,7 @@ pub fn sealed_chunk(data: &[u8]) -> Vec<u8> {
     let mut b = vec![0u8; H];
     b[..8].copy_from_slice(&CHUNK_MAGIC);
     b[8..10].copy_from_slice(&FORMAT_VERSION_MAJOR.to_le_bytes());
-    b[10..12].copy_from_slice(&FORMAT_VERSION_MINOR.to_le_bytes());
+    b[10..12].copy_from_slice(&CHUNK_VERSION_MINOR.to_le_bytes());
     let n = data.len().min(fields);
     b[12..12 + n].copy_from_slice(&data[..n]);
     b.extend_from_slice(data.get(fields..).unwrap_or_default());

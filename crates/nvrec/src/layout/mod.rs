@@ -74,6 +74,10 @@ pub const FORMAT_VERSION_MAJOR: u16 = 1;
 /// version of its major version: minor versions only give meaning to bytes that earlier
 /// minors write as zero and read as "reserved, ignore" (see `docs/FORMAT.md`).
 pub const FORMAT_VERSION_MINOR: u16 = 1;
+/// Minor version written in chunk headers: 1.1 changed nothing in them but a new ignorable
+/// flag, and readers of 1.0 compute a chunk's CRC over the header as they would write it,
+/// their own version included, so a chunk stamped 1.1 would read as damaged there.
+pub const CHUNK_VERSION_MINOR: u16 = 0;
 
 /// Magic number of a [`Superblock`], the first 8 bytes of the structure.
 pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"NVRECSUP";
