@@ -941,22 +941,28 @@ impl<'a> Writer<'a> {
             self.seal_filling();
         }
         // Submit the rest, waiting for room as needed.
+        let mut checkpoints_in_a_row = 0;
         while (!self.ready.is_empty() || !self.redirects.is_empty())
             && self.error.is_none()
             && !self.full
         {
-            if !self.submit() {
+            if self.submit() {
+                checkpoints_in_a_row = 0;
+            } else if self.engine.in_flight() > 0 {
                 self.reap(true)?;
+            } else if checkpoints_in_a_row < 2 {
+                // Nothing in flight, yet no member takes the write: one has gone as far
+                // past the last durable checkpoint as recovery searches. Make one here.
+                self.write_checkpoint(self.recording_id)?;
+                checkpoints_in_a_row += 1;
+            } else {
+                self.error
+                    .get_or_insert("no member takes the rest of the recording".into());
             }
         }
         // The end-of-recording marker: an empty chunk, in the slot kept for it.
         self.write_end_marker();
-        while self.engine.in_flight() > 0 {
-            if let Err(error) = self.reap(true) {
-                self.error.get_or_insert(error.to_string());
-                break;
-            }
-        }
+        self.drain();
         let live = self.live();
         self.set.flush_members(&live)?;
         let state = if self.error.is_some() || self.state() == ControlState::Abort {
@@ -968,6 +974,28 @@ impl<'a> Writer<'a> {
         self.set.write_entry_on(&entry, &live)?;
         self.durable_sequence_end = self.next_sequence;
         self.write_checkpoint(0)
+    }
+
+    /// Waits for every write in flight, sending again the writes of a member that fails
+    /// meanwhile.
+    fn drain(&mut self) {
+        loop {
+            let progressed = self.submit_redirects();
+            if self.engine.in_flight() == 0 {
+                if self.redirects.is_empty() || !progressed {
+                    break;
+                }
+                continue;
+            }
+            if let Err(error) = self.reap(true) {
+                self.error.get_or_insert(error.to_string());
+                break;
+            }
+        }
+        if !self.redirects.is_empty() {
+            self.error
+                .get_or_insert("a retired member's writes could not be written elsewhere".into());
+        }
     }
 
     fn write_end_marker(&mut self) {
