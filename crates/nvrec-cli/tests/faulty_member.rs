@@ -12,12 +12,23 @@ use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-/// A healthy file member and a faulty loop-device member, each `size` bytes.
+/// A healthy file member and a faulty loop-device member, each `size` bytes. Fields drop
+/// in order: the loop device is detached, the disk unmounted, then the files removed.
 struct Pair {
-    _scratch: Scratch,
-    healthy: PathBuf,
-    disk: FaultyDisk,
     device: LoopDevice,
+    disk: FaultyDisk,
+    healthy: PathBuf,
+    _scratch: Scratch,
+    _backing: RemovedOnDrop,
+}
+
+/// A file this test made outside its scratch directory, removed when dropped.
+struct RemovedOnDrop(PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// The cases judge loss under timing, so they run one at a time.
@@ -45,13 +56,15 @@ impl Pair {
             "/dev/shm/nvrec-faulty-{}-{name}.img",
             std::process::id()
         ));
+        let removed = RemovedOnDrop(backing.clone());
         let disk = FaultyDisk::start(&backing, size, Options::default()).unwrap();
         let device = disk.attach_loop().unwrap();
         Some(Pair {
-            _scratch: scratch,
-            healthy,
-            disk,
             device,
+            disk,
+            healthy,
+            _scratch: scratch,
+            _backing: removed,
         })
     }
 
