@@ -319,33 +319,78 @@ impl Rng {
     }
 }
 
+/// Zeros over the first and last 8 MiB of `device` (the superblocks and the index area),
+/// flushed.
+fn wipe_ends(device: &std::path::Path) {
+    use std::io::{Seek, SeekFrom};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(device)
+        .unwrap();
+    let len = file.seek(SeekFrom::End(0)).unwrap();
+    let zeros = vec![0u8; 8 << 20];
+    for at in [0, len.saturating_sub(zeros.len() as u64)] {
+        file.seek(SeekFrom::Start(at)).unwrap();
+        file.write_all(&zeros).unwrap();
+    }
+    file.sync_all().unwrap();
+}
+
 /// One seeded crash: a recording from stdin onto two tracked faulty members, killed with
 /// SIGKILL at a seeded moment, then a power cut on both (writes not flushed are lost, or
 /// with odd seeds torn sector by sector). Everything the surviving checkpoint calls durable
 /// must come back, and nothing replay gives may differ from the input.
 fn crash_case(seed: u64, disks: &[FaultyDisk; 2], devices: &[PathBuf]) {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    // Every other case runs on slow members, so that writes are still in flight when a
+    // checkpoint is made and when the recorder dies.
+    // No set of an earlier case may survive this one's power cut: a recorder killed while
+    // formatting leaves nothing flushed, and the old set would come back.
+    for device in devices {
+        wipe_ends(device);
+    }
+    for disk in disks {
+        disk.clear();
+        if seed % 4 < 2 {
+            disk.slow(30_000_000 + rng.below(100_000_000));
+        }
+    }
     let data = noise((4 + rng.below(28) as usize) << 20, seed);
-    let pieces = data.len() >> 20;
-    let kill_after = 1 + rng.below(pieces as u64) as usize;
+    // About a MiB every 2-9 ms; the kill falls anywhere in the stream's time, or after it.
+    let pause_ms = 2 + rng.below(8);
+    let feed_ms = (data.len() as u64 >> 20) * (pause_ms + 1);
+    let kill_at = Duration::from_millis(100 + rng.below(feed_ms + feed_ms / 4));
     let mut child = nvrec()
         .args(["record", "--source", "stdin", "--sync-interval", "50ms"])
+        // A small pool starts at once (a large one is touched page by page first).
+        .args(["--buffer", "16M"])
         .args(devices)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // The input keeps coming while the recorder dies, so that the kill (mostly) falls on
+    // writes in flight and data not yet flushed: a checkpoint that claimed more than had
+    // completed and was flushed would show after the power cut.
     let mut stdin = child.stdin.take().unwrap();
-    for piece in data.chunks(1 << 20).take(kill_after) {
-        stdin.write_all(piece).unwrap();
-        std::thread::sleep(Duration::from_millis(rng.below(8)));
-    }
-    std::thread::sleep(Duration::from_millis(rng.below(300)));
+    let input = data.clone();
+    let feeder = std::thread::spawn(move || {
+        for piece in input.chunks(1 << 20) {
+            if stdin.write_all(piece).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(pause_ms));
+        }
+    });
+    std::thread::sleep(kill_at);
     child.kill().unwrap();
     child.wait().unwrap();
-    drop(stdin);
+    feeder.join().unwrap();
     let torn = (seed % 2 == 1).then_some(seed);
+    for disk in disks {
+        disk.clear();
+    }
     for disk in disks {
         disk.power_cut(torn).unwrap();
     }
@@ -358,11 +403,31 @@ fn crash_case(seed: u64, disks: &[FaultyDisk; 2], devices: &[PathBuf]) {
         // Killed while formatting: nothing was acknowledged yet.
         Err(_) => return,
     };
+    // Acknowledged: what the newest checkpoint calls durable, or, once the recording was
+    // closed (the checkpoint then names no recording), the whole closed recording.
     let checkpoint = set.newest_checkpoint().unwrap();
-    let acknowledged = checkpoint
-        .filter(|c| c.recording_id != 0)
-        .map_or(0, |c| c.durable_stream_bytes);
+    let closed = set
+        .recordings()
+        .unwrap()
+        .into_iter()
+        .find(|e| e.state == nvrec::layout::RecordingState::Closed)
+        .map(|e| e.stream_len_bytes);
+    let acknowledged = match checkpoint {
+        Some(c) if c.recording_id != 0 => c.durable_stream_bytes,
+        _ => closed.unwrap_or(0),
+    };
     let back = replay(devices);
+    eprintln!(
+        "  {} of {} bytes sent acknowledged, {} back{}",
+        acknowledged,
+        data.len(),
+        back.stdout.len(),
+        if back.status.success() {
+            String::new()
+        } else {
+            format!(": {}", stderr(&back).trim())
+        }
+    );
     let case = format!("crash case seed {seed} (NVREC_CRASH_SEED={seed} repeats it)");
     if acknowledged == 0 && !back.status.success() {
         return; // No recording yet.
