@@ -275,23 +275,12 @@ fn after_kill_9_a_degraded_recording_comes_back_with_its_retirement() {
         .fail(Op::Write, DATA_AREA..DATA_AREA + (1 << 20), Errno::Eio);
     let targets = pair.targets();
     let data = noise(40 << 20, 63);
-    let mut child = nvrec()
-        .args(["record", "--source", "stdin", "--sync-interval", "100ms"])
-        .args(["--stripe", "round-robin"])
-        .args(&targets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for piece in data.chunks(1 << 20) {
-        stdin.write_all(piece).unwrap();
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(600));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    drop(stdin);
+    record_then_kill(
+        &targets,
+        &["--sync-interval", "100ms", "--stripe", "round-robin"],
+        &data,
+        Duration::from_millis(10),
+    );
     let listing = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
     let recording = &listing["recordings"][0];
     assert_eq!(recording["state"], "interrupted", "{listing}");

@@ -8,28 +8,6 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-/// Records `data` from stdin in 1 MiB pieces with a pause after each, waits 600 ms (for
-/// the last writes and a checkpoint), then kills the recorder with SIGKILL.
-fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause: Duration) {
-    let mut child = nvrec()
-        .args(["record", "--source", "stdin"])
-        .args(extra)
-        .args(targets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for piece in data.chunks(1 << 20) {
-        stdin.write_all(piece).unwrap();
-        std::thread::sleep(pause);
-    }
-    std::thread::sleep(Duration::from_millis(600));
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    drop(stdin);
-}
-
 fn replay(targets: &[PathBuf], extra: &[&str]) -> Output {
     run(nvrec().arg("replay").args(extra).args(targets))
 }
