@@ -127,6 +127,9 @@ pub struct Progress {
     pub total_bytes: AtomicU64,
     /// Bytes lost because the input outran the targets (recordings of paced sources).
     pub lost_bytes: AtomicU64,
+    /// Recordings: stream bytes that a checkpoint (or the closed entry) made durable, what
+    /// a crash from now on can no longer take away.
+    pub durable_bytes: AtomicU64,
 }
 
 // ---------------------------------------------------------------------------------------------

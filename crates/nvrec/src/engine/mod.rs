@@ -18,6 +18,7 @@
 //! look at its stop and abort flags; callers loop.
 
 mod sim;
+mod simdisks;
 mod threads;
 mod uring;
 
@@ -25,6 +26,7 @@ use crate::buffer::BufferPool;
 use std::fs::File;
 
 pub use sim::{SimCounters, SimDrive, SimEngine, SimModel, SimSpecError, SIM_SPEC_KEYS};
+pub use simdisks::{RangeFault, SimDisks, SimDisksCounters, SimDisksEngine, TEAR_BLOCK_BYTES};
 pub use threads::ThreadsEngine;
 pub use uring::UringEngine;
 

@@ -7,7 +7,9 @@
 //!
 //! 1. it flushes every member, all at once (one thread each), and waits for all of them:
 //!    every write the checkpoint claims completed before the offer, so the flushes that
-//!    start after it cover them;
+//!    start after it cover them. Members retired since their last flush are flushed too
+//!    (writes they completed before they failed are claimed), though they take no
+//!    checkpoint;
 //! 2. only then does it write the checkpoint to its slot on every member, again all at once,
 //!    each followed by a flush of that member.
 //!
@@ -33,9 +35,16 @@ pub(super) struct DurabilityError {
 
 type Outcome = Result<Checkpoint, DurabilityError>;
 
+/// A checkpoint, the members that take it, and the members to flush first.
+struct Offer {
+    checkpoint: Checkpoint,
+    live: Vec<bool>,
+    flush: Vec<bool>,
+}
+
 /// The writer's end of the coordinator.
 pub(super) struct Durability {
-    offers: SyncSender<(Checkpoint, Vec<bool>)>,
+    offers: SyncSender<Offer>,
     outcomes: Receiver<Outcome>,
     busy: bool,
 }
@@ -46,11 +55,11 @@ impl Durability {
         scope: &'scope Scope<'scope, 'env>,
         set: &'env VolumeSet,
     ) -> Durability {
-        let (offers, offered) = mpsc::sync_channel::<(Checkpoint, Vec<bool>)>(1);
+        let (offers, offered) = mpsc::sync_channel::<Offer>(1);
         let (done, outcomes) = mpsc::sync_channel(1);
         scope.spawn(move || {
-            for (checkpoint, live) in offered {
-                let outcome = make_durable(set, &checkpoint, &live).map(|()| checkpoint);
+            for offer in offered {
+                let outcome = make_durable(set, &offer).map(|()| offer.checkpoint);
                 if done.send(outcome).is_err() {
                     break;
                 }
@@ -69,16 +78,21 @@ impl Durability {
     }
 
     /// Hands `checkpoint` to the coordinator, to be made durable on the members `live`
-    /// marks (retired members take no metadata). The caller checks [`Durability::busy`]
-    /// first.
+    /// marks (retired members take no metadata) after the members `flush` marks are
+    /// flushed. The caller checks [`Durability::busy`] first.
     pub(super) fn offer(
         &mut self,
         checkpoint: Checkpoint,
         live: Vec<bool>,
+        flush: Vec<bool>,
     ) -> Result<(), RecordingError> {
         debug_assert!(!self.busy, "one checkpoint at a time");
         self.offers
-            .send((checkpoint, live))
+            .send(Offer {
+                checkpoint,
+                live,
+                flush,
+            })
             .map_err(|_| coordinator_gone())?;
         self.busy = true;
         Ok(())
@@ -127,18 +141,16 @@ fn coordinator_gone() -> RecordingError {
     }
 }
 
-/// Flushes every live member, then writes `checkpoint` to each (each write flushed).
-fn make_durable(
-    set: &VolumeSet,
-    checkpoint: &Checkpoint,
-    live: &[bool],
-) -> Result<(), DurabilityError> {
+/// Flushes the members to flush, then writes the checkpoint to each live one (each write
+/// flushed).
+fn make_durable(set: &VolumeSet, offer: &Offer) -> Result<(), DurabilityError> {
+    let checkpoint = &offer.checkpoint;
     let bytes = checkpoint.encode().map_err(|error| DurabilityError {
         member: None,
         error: error.into(),
     })?;
-    on_every_member(set, live, Member::flush)?;
-    on_every_member(set, live, |member| {
+    on_every_member(set, &offer.flush, Member::flush)?;
+    on_every_member(set, &offer.live, |member| {
         member.write_checkpoint(&bytes, checkpoint.generation)?;
         member.flush()
     })

@@ -8,6 +8,7 @@
 //! ([`Stripe::RoundRobin`], classic RAID0). A checkpoint every sync interval makes
 //! everything before it durable and bounds the search after a crash.
 //!
+//! - [`disk`]: a member's device: an open target, or a simulated disk with faults.
 //! - [`volume`]: formatting and opening volume sets, metadata I/O.
 //! - [`writer`]: the `record` command's engine room.
 //! - [`reader`]: reading chunks back in sequence order: `replay`, `verify`, and recovery.
@@ -15,6 +16,7 @@
 //! The format is specified in `docs/FORMAT.md`; this module follows its writing and
 //! reading rules.
 
+pub mod disk;
 mod durability;
 pub mod reader;
 pub mod volume;

@@ -14,7 +14,7 @@
 use super::volume::{self, VolumeSet};
 use super::RecordingError;
 use crate::buffer::BufferPool;
-use crate::engine::{self, EngineChoice, EngineConfig, IoCompletion, IoOp, IoRequest};
+use crate::engine::{EngineChoice, EngineConfig, IoCompletion, IoOp, IoRequest};
 use crate::inflight::InFlight;
 use crate::layout::{
     decode_chunk, Checkpoint, ChunkFlags, ChunkHeader, MemberPosition, MemberSpan, RecordingEntry,
@@ -122,7 +122,8 @@ pub fn recovered_end(
         return Ok(None);
     }
     let ring = entry.flags.contains(RecordingFlags::RING);
-    let mut kept: Vec<ChunkHeader> = Vec::new();
+    // Each with the lap it was found in.
+    let mut kept: Vec<(ChunkHeader, u64)> = Vec::new();
     let mut end_slots = Vec::new();
     let mut laps = Vec::new();
     let mut highest: Option<u64> = None;
@@ -165,7 +166,7 @@ pub fn recovered_end(
                 .min(remaining);
             let offset = layout.data_slot_offset_bytes(slot).unwrap_or(0);
             let bytes = volume::read_aligned(
-                &member.target,
+                &member.disk,
                 offset,
                 (count * layout.chunk_size_bytes as u64) as usize,
             )?;
@@ -174,7 +175,15 @@ pub fn recovered_end(
                 searched_slot_count += 1;
                 let this_slot = slot + within as u64;
                 // A redirected chunk (a retired member's write sent again here) has a lower
-                // sequence than the chunks before it and does not end the run.
+                // sequence than the chunks before it and does not end the run, where the
+                // checkpoint's retirements say it was sent here: the reader finds it by them.
+                let accounted = |header: &ChunkHeader| {
+                    header.flags.contains(ChunkFlags::REDIRECTED)
+                        && checkpoint.retirements.iter().any(|r| {
+                            r.redirect_member as usize == index
+                                && r.redirect_slots().any(|slot| slot == this_slot)
+                        })
+                };
                 let belongs = |header: &ChunkHeader| {
                     header.set_uuid == set.set_uuid
                         && header.recording_id == checkpoint.recording_id
@@ -182,7 +191,7 @@ pub fn recovered_end(
                         && header.slot_index == this_slot
                         && header.sequence >= checkpoint.durable_sequence_end
                         && (last_sequence.is_none_or(|last| header.sequence > last)
-                            || header.flags.contains(ChunkFlags::REDIRECTED))
+                            || accounted(header))
                 };
                 let header = match decode_chunk(slot_bytes) {
                     Ok(view) if belongs(&view.header) => view.header,
@@ -195,7 +204,7 @@ pub fn recovered_end(
                     last_sequence = Some(header.sequence);
                 }
                 highest = Some(highest.map_or(header.sequence, |h: u64| h.max(header.sequence)));
-                kept.push(header);
+                kept.push((header, lap));
                 end_slot = this_slot + 1;
                 end_lap = lap;
             }
@@ -215,9 +224,9 @@ pub fn recovered_end(
         end_slots.push(end_slot);
         laps.push(end_lap);
     }
-    kept.sort_by_key(|header| header.sequence);
+    kept.sort_by_key(|(header, _)| header.sequence);
     let mut end_sequence = checkpoint.durable_sequence_end;
-    for header in &kept {
+    for (header, _) in &kept {
         if header.sequence == end_sequence {
             end_sequence += 1;
         } else if header.sequence > end_sequence {
@@ -225,7 +234,11 @@ pub fn recovered_end(
         }
     }
     // Chunks past the first hole are not part of a contiguous stream: their slots are free.
-    let contiguous: Vec<&ChunkHeader> = kept.iter().filter(|h| h.sequence < end_sequence).collect();
+    let contiguous: Vec<&(ChunkHeader, u64)> = kept
+        .iter()
+        .filter(|(h, _)| h.sequence < end_sequence)
+        .collect();
+    let last = contiguous.last().map(|(h, _)| h);
     for (index, member) in set.members.iter().enumerate() {
         if member.is_none() {
             continue;
@@ -233,13 +246,29 @@ pub fn recovered_end(
         let position = checkpoint.members[index];
         let last_kept = contiguous
             .iter()
-            .rfind(|h| h.member_index as usize == index);
-        end_slots[index] = last_kept.map_or(position.next_slot_index, |h| h.slot_index + 1);
-        if last_kept.is_none() {
-            laps[index] = position.lap;
+            .rfind(|(h, _)| h.member_index as usize == index);
+        // The write point and its lap: after the last chunk kept (which may lie in the lap
+        // before the one where the search ended), else where the checkpoint left it.
+        (end_slots[index], laps[index]) = match last_kept {
+            Some((h, lap)) => (h.slot_index + 1, *lap),
+            None => (position.next_slot_index, position.lap),
+        };
+    }
+    if ring {
+        // The writer may have gone on past the recovered end, over older chunks of this
+        // recording, with writes the crash lost or tore: the ring's oldest survivors start
+        // after the last trace of them.
+        for (index, member) in set.members.iter().enumerate() {
+            let Some(member) = member else { continue };
+            let from = (end_slots[index], laps[index]);
+            let past = past_lost_writes(set, &checkpoint, member, index, from, end_sequence)?;
+            searched_slot_count += past.searched_slot_count;
+            (end_slots[index], laps[index]) = past.end;
+            if let Some(seen) = past.highest_sequence {
+                highest = Some(highest.map_or(seen, |h| h.max(seen)));
+            }
         }
     }
-    let last = contiguous.last();
     let state = match last {
         Some(h) if h.flags.contains(ChunkFlags::END) && h.flags.contains(ChunkFlags::ABORTED) => {
             "aborted"
@@ -247,7 +276,7 @@ pub fn recovered_end(
         Some(h) if h.flags.contains(ChunkFlags::END) => "closed",
         _ => "interrupted",
     };
-    let lost_after: u64 = contiguous.iter().map(|h| h.gap_bytes).sum();
+    let lost_after: u64 = contiguous.iter().map(|(h, _)| h.gap_bytes).sum();
     let recovered = RecoveredEnd {
         recording_id: checkpoint.recording_id,
         state: state.to_string(),
@@ -265,6 +294,99 @@ pub fn recovered_end(
         retirements: checkpoint.retirements.clone(),
     };
     Ok(Some((checkpoint, recovered)))
+}
+
+/// What a ring member holds past its recovered end.
+struct PastEnd {
+    /// Just past the last slot that shows a write after the recovered end: (slot, lap).
+    end: (u64, u64),
+    highest_sequence: Option<u64>,
+    searched_slot_count: u64,
+}
+
+/// Walks a crashed ring member forward from its recovered end `from` (slot, lap), as far
+/// as its writer may have gone past the checkpoint (the recovery window, at most a lap),
+/// for traces of writes after the recovered end: a chunk of the recording with a later
+/// sequence, a torn one (its header is the recording's, the chunk does not check), or a
+/// run of blank slots followed by anything (discarded ahead of them). The
+/// chunks such writes overwrote are gone; the older ones after the last trace survive.
+fn past_lost_writes(
+    set: &VolumeSet,
+    checkpoint: &Checkpoint,
+    member: &volume::Member,
+    index: usize,
+    from: (u64, u64),
+    end_sequence: u64,
+) -> Result<PastEnd, RecordingError> {
+    let layout = member.layout();
+    let slots = layout.data_slot_count;
+    let position = checkpoint.members[index];
+    let run_slots = if from.1 > position.lap {
+        slots - position.next_slot_index + from.0
+    } else {
+        from.0.saturating_sub(position.next_slot_index)
+    };
+    let reach = (checkpoint.recovery_window_slots as u64)
+        .min(slots)
+        .saturating_sub(run_slots + 1);
+    let mut past = PastEnd {
+        end: from,
+        highest_sequence: None,
+        searched_slot_count: 0,
+    };
+    let (mut slot, mut lap) = from;
+    let mut remaining = reach;
+    let mut blank_until = None;
+    while remaining > 0 {
+        if slot >= slots {
+            slot = 0;
+            lap += 1;
+            // Blank up to the end of the device: the slots a lap of whole writes leaves
+            // unused, or a discard there; nothing older follows in this lap.
+            blank_until = None;
+        }
+        let count = SCAN_SLOTS_PER_READ.min(slots - slot).min(remaining);
+        let offset = layout.data_slot_offset_bytes(slot).unwrap_or(0);
+        let chunk_bytes = layout.chunk_size_bytes as usize;
+        let bytes = volume::read_aligned(&member.disk, offset, count as usize * chunk_bytes)?;
+        for (within, slot_bytes) in bytes.chunks(chunk_bytes).enumerate() {
+            let this_slot = slot + within as u64;
+            let ours = |header: &ChunkHeader| {
+                header.set_uuid == set.set_uuid
+                    && header.recording_id == checkpoint.recording_id
+                    && header.member_index as usize == index
+                    && header.slot_index == this_slot
+            };
+            let trace = match decode_chunk(slot_bytes) {
+                Ok(view) if ours(&view.header) && view.header.sequence >= end_sequence => {
+                    let seen = view.header.sequence;
+                    past.highest_sequence =
+                        Some(past.highest_sequence.map_or(seen, |h| h.max(seen)));
+                    true
+                }
+                Ok(_) => false,
+                Err(_) => crate::layout::decode_chunk_header(slot_bytes).is_ok_and(|h| ours(&h)),
+            };
+            let blank = slot_bytes[..crate::layout::CHUNK_HEADER_SIZE_BYTES]
+                .iter()
+                .all(|&b| b == 0);
+            if blank {
+                // Discarded by a trim ahead of lost writes, if older chunks follow it.
+                blank_until = Some((this_slot + 1, lap));
+                continue;
+            }
+            if let Some(end) = blank_until.take() {
+                past.end = end;
+            }
+            if trace {
+                past.end = (this_slot + 1, lap);
+            }
+        }
+        past.searched_slot_count += count;
+        slot += count;
+        remaining -= count;
+    }
+    Ok(past)
 }
 
 /// Recovers and closes a crashed recording on disk (entry and checkpoint), so that the set
@@ -442,8 +564,8 @@ struct Redirected {
 }
 
 impl Redirected {
-    /// Reads the redirected runs of every retirement of `entry`. Slots that do not hold the
-    /// chunk they should are reported as damage.
+    /// Reads the redirected runs of every retirement of `entry`. Slots of a linear
+    /// recording that do not hold the chunk they should are reported as damage.
     fn read(
         set: &VolumeSet,
         entry: &RecordingEntry,
@@ -472,7 +594,7 @@ impl Redirected {
                     what,
                 };
                 let bytes = match volume::read_aligned(
-                    &member.target,
+                    &member.disk,
                     offset,
                     layout.chunk_size_bytes as usize,
                 ) {
@@ -493,11 +615,11 @@ impl Redirected {
                         let payload = bytes[view.header.payload_range()].to_vec();
                         chunks.push((view.header, payload));
                     }
-                    // In a ring, a later lap may have overwritten it.
-                    Ok(view)
-                        if ring
-                            && view.header.set_uuid == set.set_uuid
-                            && view.header.recording_id == entry.recording_id => {}
+                    // In a ring, a later lap may have overwritten it, or a trim ahead of
+                    // a later lap discarded it: what it held is then older than the
+                    // surviving run, and a sequence the run still needs is reported
+                    // missing by the merge.
+                    _ if ring => {}
                     Ok(_) => damages.push(damage("redirected chunk missing".into())),
                     Err(error) => damages.push(damage(format!("chunk does not decode: {error}"))),
                 }
@@ -563,15 +685,15 @@ pub fn read_recording(
     let slots_per_read = SCAN_SLOTS_PER_READ;
     let buffer_count = (SCAN_QUEUE_DEPTH as usize * member_count).max(2);
     let pool = BufferPool::new(buffer_count, (slots_per_read * chunk_bytes) as usize)?;
-    let files: Vec<&std::fs::File> = set.present().map(|m| &m.target.file).collect();
+    let disks: Vec<&super::disk::Disk> = set.present().map(|m| &m.disk).collect();
     // Engine file indices follow the present members; map member index to file index.
     let mut file_of_member = vec![u16::MAX; member_count];
     for (file_index, member) in set.present().enumerate() {
         file_of_member[member.index() as usize] = file_index as u16;
     }
-    let opened = engine::open_engine(
+    let opened = super::disk::open_engine(
+        &disks,
         engine_choice,
-        &files,
         pool,
         EngineConfig {
             queue_depth: buffer_count as u32,
@@ -983,6 +1105,9 @@ fn advance(
                         scan.head = Some((header, scan.cursor));
                         return;
                     }
+                } else if ours && header.sequence >= entry.end_sequence {
+                    // Written past the end the entry claims (a failed recording ends at its
+                    // last complete run): not part of the recording.
                 } else if !ring && !in_void {
                     // In a linear span every slot belongs to the recording.
                     damages.push(damage(

@@ -4,15 +4,15 @@
 //! and written synchronously with aligned buffers on the control path; chunks go through
 //! the engine. Every metadata write is followed by a flush before anything depends on it.
 
+use super::disk::{Disk, Members};
 use super::RecordingError;
 use crate::buffer::BufferPool;
-use crate::device::{self, Access, OpenOptions, Safety, Target};
+use crate::device::{Access, OpenOptions, Safety};
 use crate::layout::{
     newest_checkpoint, newest_recording_entry, select_superblock, Checkpoint, Label,
     MemberPosition, RecordingEntry, Superblock, SuperblockCopies, Uuid, VolumeLayout,
     SUPERBLOCK_SIZE_BYTES,
 };
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -41,7 +41,7 @@ pub fn random_uuid() -> Result<Uuid, RecordingError> {
 /// One member of an open set.
 #[derive(Debug)]
 pub struct Member {
-    pub target: Target,
+    pub disk: Disk,
     pub superblock: Superblock,
     pub copies: SuperblockCopies,
 }
@@ -57,13 +57,10 @@ impl Member {
 
     /// Makes what was written durable (fdatasync).
     pub fn flush(&self) -> Result<(), RecordingError> {
-        self.target
-            .file
-            .sync_data()
-            .map_err(|source| RecordingError::Io {
-                what: format!("flushing {}", self.target.path.display()),
-                source,
-            })
+        self.disk.sync_data().map_err(|source| RecordingError::Io {
+            what: format!("flushing {}", self.disk.path().display()),
+            source,
+        })
     }
 
     /// Writes an encoded checkpoint of generation `generation` to its slot here.
@@ -73,7 +70,7 @@ impl Member {
             .checkpoint_slot_for_generation(generation)
             .unwrap_or(0);
         let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
-        write_meta(&self.target, offset, layout.meta_block_bytes, bytes)
+        write_meta(&self.disk, offset, layout.meta_block_bytes, bytes)
     }
 }
 
@@ -139,7 +136,7 @@ impl VolumeSet {
             let mut slots = Vec::new();
             for slot in 0..layout.checkpoint_slot_count {
                 let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
-                slots.push(read_meta(&member.target, offset, layout.meta_block_bytes)?);
+                slots.push(read_meta(&member.disk, offset, layout.meta_block_bytes)?);
             }
             if let Some(found) =
                 newest_checkpoint(self.set_uuid, slots.iter().map(|s| s.as_slice()))
@@ -168,7 +165,7 @@ impl VolumeSet {
                 let layout = member.layout();
                 for copy in 0..2 {
                     let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
-                    copies.push(read_meta(&member.target, offset, layout.meta_block_bytes)?);
+                    copies.push(read_meta(&member.disk, offset, layout.meta_block_bytes)?);
                 }
             }
             if let Some(entry) =
@@ -225,7 +222,7 @@ impl VolumeSet {
                 .unwrap_or(0);
             let copy = (entry.revision % 2) as u32;
             let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
-            write_meta(&member.target, offset, layout.meta_block_bytes, &bytes)?;
+            write_meta(&member.disk, offset, layout.meta_block_bytes, &bytes)?;
         }
         self.flush_members(live)
     }
@@ -242,28 +239,26 @@ impl VolumeSet {
 
 /// Reads one metadata block at `offset_bytes`.
 pub fn read_meta(
-    target: &Target,
+    disk: &Disk,
     offset_bytes: u64,
     block_bytes: u32,
 ) -> Result<Vec<u8>, RecordingError> {
-    read_aligned(target, offset_bytes, block_bytes as usize)
+    read_aligned(disk, offset_bytes, block_bytes as usize)
 }
 
 /// Reads `len_bytes` at `offset_bytes` through an aligned buffer (O_DIRECT).
 pub fn read_aligned(
-    target: &Target,
+    disk: &Disk,
     offset_bytes: u64,
     len_bytes: usize,
 ) -> Result<Vec<u8>, RecordingError> {
     let mut buffer = BufferPool::new(1, len_bytes.next_multiple_of(4096))?;
     let slot = buffer.slot_mut(0);
-    target
-        .file
-        .read_exact_at(&mut slot[..len_bytes], offset_bytes)
+    disk.read_exact_at(&mut slot[..len_bytes], offset_bytes)
         .map_err(|source| RecordingError::Io {
             what: format!(
                 "reading {len_bytes} bytes at {offset_bytes:#x} of {}",
-                target.path.display()
+                disk.path().display()
             ),
             source,
         })?;
@@ -272,7 +267,7 @@ pub fn read_aligned(
 
 /// Writes `bytes` (at most one block) as one whole metadata block, zero-padded.
 pub fn write_meta(
-    target: &Target,
+    disk: &Disk,
     offset_bytes: u64,
     block_bytes: u32,
     bytes: &[u8],
@@ -280,31 +275,29 @@ pub fn write_meta(
     let mut buffer = BufferPool::new(1, (block_bytes as usize).next_multiple_of(4096))?;
     let slot = buffer.slot_mut(0);
     slot[..bytes.len()].copy_from_slice(bytes);
-    target
-        .file
-        .write_all_at(&slot[..block_bytes as usize], offset_bytes)
+    disk.write_all_at(&slot[..block_bytes as usize], offset_bytes)
         .map_err(|source| RecordingError::Io {
             what: format!(
                 "writing metadata at {offset_bytes:#x} of {}",
-                target.path.display()
+                disk.path().display()
             ),
             source,
         })
 }
 
-/// Formats `paths` as a new volume set and returns it open for writing.
+/// Formats `members` as a new volume set and returns it open for writing.
 pub fn format(
-    paths: &[PathBuf],
+    members: Members<'_>,
     chunk_size_bytes: u32,
     label: &str,
     create_len_bytes: Option<u64>,
     safety: Safety,
 ) -> Result<VolumeSet, RecordingError> {
-    if paths.is_empty() || paths.len() > crate::layout::MAX_MEMBERS as usize {
+    if members.is_empty() || members.len() > crate::layout::MAX_MEMBERS as usize {
         return Err(RecordingError::Usage(format!(
             "a recording needs 1 to {} targets, not {}",
             crate::layout::MAX_MEMBERS,
-            paths.len()
+            members.len()
         )));
     }
     let set_uuid = random_uuid()?;
@@ -316,19 +309,20 @@ pub fn format(
         create_len_bytes,
         safety,
     };
+    let disks = members.open(&options)?;
+    let member_count = disks.len();
     let mut members = Vec::new();
-    for (index, path) in paths.iter().enumerate() {
-        let target = device::open(path, &options)?;
+    for (index, disk) in disks.into_iter().enumerate() {
         let layout = VolumeLayout::compute(
-            target.capacity_bytes,
+            disk.capacity_bytes(),
             chunk_size_bytes,
-            target.logical_block_bytes,
+            disk.logical_block_bytes(),
         )
-        .map_err(|error| RecordingError::Usage(format!("{}: {error}", path.display())))?;
+        .map_err(|error| RecordingError::Usage(format!("{}: {error}", disk.path().display())))?;
         let superblock = Superblock {
             set_uuid,
             member_index: index as u16,
-            member_count: paths.len() as u16,
+            member_count: member_count as u16,
             created_ns,
             label: label.clone(),
             layout,
@@ -339,18 +333,16 @@ pub fn format(
             1,
             (layout.index_len_bytes() as usize).next_multiple_of(4096),
         )?;
-        target
-            .file
-            .write_all_at(
-                &zeros.slot(0)[..layout.index_len_bytes() as usize],
-                layout.index_offset_bytes,
-            )
-            .map_err(|source| RecordingError::Io {
-                what: format!("clearing the index of {}", path.display()),
-                source,
-            })?;
+        disk.write_all_at(
+            &zeros.slot(0)[..layout.index_len_bytes() as usize],
+            layout.index_offset_bytes,
+        )
+        .map_err(|source| RecordingError::Io {
+            what: format!("clearing the index of {}", disk.path().display()),
+            source,
+        })?;
         members.push(Some(Member {
-            target,
+            disk,
             superblock,
             copies: SuperblockCopies::Both,
         }));
@@ -377,7 +369,7 @@ pub fn format(
                 next_slot_index: 0,
                 lap: 0
             };
-            paths.len()
+            member_count
         ],
         retirements: Vec::new(),
     };
@@ -388,7 +380,7 @@ pub fn format(
             let bytes = member.superblock.encode()?;
             let offset = member.layout().superblock_offsets_bytes()[copy];
             write_meta(
-                &member.target,
+                &member.disk,
                 offset,
                 member.layout().meta_block_bytes,
                 &bytes,
@@ -406,22 +398,30 @@ pub fn open(
     access: Access,
     safety: Safety,
 ) -> Result<VolumeSet, RecordingError> {
+    open_members(Members::Paths(paths), access, safety)
+}
+
+/// Opens the volume set on `members`; see [`open`].
+pub fn open_members(
+    members: Members<'_>,
+    access: Access,
+    safety: Safety,
+) -> Result<VolumeSet, RecordingError> {
     let options = OpenOptions {
         access,
         create_len_bytes: None,
         safety,
     };
-    let mut found: Vec<(Target, Superblock, SuperblockCopies)> = Vec::new();
+    let mut found: Vec<(Disk, Superblock, SuperblockCopies)> = Vec::new();
     let mut problems = Vec::new();
     let mut first_error = None;
-    for path in paths {
-        let target = device::open(path, &options)?;
-        match read_superblock(&target) {
-            Ok((superblock, copies)) => found.push((target, superblock, copies)),
+    for disk in members.open(&options)? {
+        match read_superblock(&disk) {
+            Ok((superblock, copies)) => found.push((disk, superblock, copies)),
             Err(why) => {
-                first_error.get_or_insert_with(|| format!("{}: {why}", path.display()));
+                first_error.get_or_insert_with(|| format!("{}: {why}", disk.path().display()));
                 problems.push(MemberProblem {
-                    path: path.clone(),
+                    path: disk.path().to_path_buf(),
                     problem: format!("not an nvrec volume ({why})"),
                 });
             }
@@ -437,10 +437,10 @@ pub fn open(
     let label = reference.label.as_str().to_string();
     let chunk_size_bytes = reference.layout.chunk_size_bytes;
     let mut members: Vec<Option<Member>> = (0..member_count).map(|_| None).collect();
-    for (target, superblock, copies) in found {
+    for (disk, superblock, copies) in found {
         if superblock.set_uuid != set_uuid {
             problems.push(MemberProblem {
-                path: target.path.clone(),
+                path: disk.path().to_path_buf(),
                 problem: format!(
                     "belongs to another volume set ({}), not {set_uuid}",
                     superblock.set_uuid
@@ -451,7 +451,7 @@ pub fn open(
         let index = superblock.member_index as usize;
         if superblock.member_count as usize != member_count || index >= member_count {
             problems.push(MemberProblem {
-                path: target.path.clone(),
+                path: disk.path().to_path_buf(),
                 problem: format!(
                     "says member {index} of {}, the set has {member_count}",
                     superblock.member_count
@@ -461,16 +461,16 @@ pub fn open(
         }
         if let Some(existing) = &members[index] {
             problems.push(MemberProblem {
-                path: target.path.clone(),
+                path: disk.path().to_path_buf(),
                 problem: format!(
                     "is member {index} again (already {})",
-                    existing.target.path.display()
+                    existing.disk.path().display()
                 ),
             });
             continue;
         }
         members[index] = Some(Member {
-            target,
+            disk,
             superblock,
             copies,
         });
@@ -485,22 +485,22 @@ pub fn open(
 }
 
 /// Reads and chooses between the two superblock copies of a target.
-fn read_superblock(target: &Target) -> Result<(Superblock, SuperblockCopies), String> {
-    let block = read_meta(target, 0, 4096).map_err(|e| e.to_string())?;
+fn read_superblock(disk: &Disk) -> Result<(Superblock, SuperblockCopies), String> {
+    let block = read_meta(disk, 0, 4096).map_err(|e| e.to_string())?;
     let a = Superblock::decode(&block[..SUPERBLOCK_SIZE_BYTES]);
     // Copy B's offset from copy A, or from the target size when A is lost.
     let b_offsets: Vec<u64> = match &a {
         Ok(superblock) => vec![superblock.layout.superblock_b_offset_bytes],
         Err(_) => (12..=16)
             .map(|shift| 1u64 << shift)
-            .filter_map(|meta| (target.capacity_bytes / meta * meta).checked_sub(meta))
+            .filter_map(|meta| (disk.capacity_bytes() / meta * meta).checked_sub(meta))
             .collect(),
     };
     let mut b = Err(crate::layout::LayoutError::Blank {
         structure: crate::layout::Structure::Superblock,
     });
     for offset in b_offsets {
-        if let Ok(bytes) = read_meta(target, offset, 4096) {
+        if let Ok(bytes) = read_meta(disk, offset, 4096) {
             b = Superblock::decode(&bytes[..SUPERBLOCK_SIZE_BYTES]);
             if b.is_ok() {
                 break;
@@ -514,15 +514,7 @@ fn read_superblock(target: &Target) -> Result<(Superblock, SuperblockCopies), St
 /// For messages: the path of a target, or a placeholder for a missing member.
 pub fn describe_member(set: &VolumeSet, index: usize) -> String {
     match &set.members[index] {
-        Some(member) => member.target.path.display().to_string(),
+        Some(member) => member.disk.path().display().to_string(),
         None => format!("(missing member {index})"),
     }
-}
-
-/// Tells the target that `len_bytes` at `offset_bytes` hold nothing worth keeping:
-/// BLKDISCARD on a block device, a punched hole in a file. Used ahead of the write point
-/// of a ring so that the drive does not have to preserve what is about to be overwritten.
-pub fn discard(target: &Target, offset_bytes: u64, len_bytes: u64) -> std::io::Result<()> {
-    crate::engine::discard_file(&target.file, offset_bytes, len_bytes)
-        .map_err(|error| std::io::Error::from_raw_os_error(error.errno))
 }

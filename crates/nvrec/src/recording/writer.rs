@@ -21,6 +21,7 @@
 //! Durability: every `sync_interval` the contiguous run of completed chunks is flushed and
 //! a checkpoint records where it ends and where each member's writer stands.
 
+use super::disk::{self, Disk, Members};
 use super::durability::{Durability, DurabilityError};
 use super::volume::{self, now_ns, VolumeSet};
 use super::{Fill, MemberFailure, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
@@ -272,7 +273,7 @@ impl RetirementReport {
                 .members
                 .get(retirement.member_index as usize)
                 .and_then(|m| m.as_ref())
-                .map(|m| m.target.path.clone())
+                .map(|m| m.disk.path().to_path_buf())
                 .unwrap_or_default(),
             cause: retirement.cause,
             errno: retirement.errno,
@@ -319,6 +320,14 @@ struct Flight {
     needs_copy: bool,
 }
 
+/// The end a closed entry states.
+#[derive(Debug, Clone, Copy)]
+struct Claimed {
+    sequence_end: u64,
+    stream_bytes: u64,
+    lost_bytes: u64,
+}
+
 /// What [`Writer::place`] put where.
 struct Placed {
     parts: u8,
@@ -354,6 +363,10 @@ struct MemberState {
     since_durable_slots: u64,
     recovery_limit_slots: u64,
     trimmed_to_slot: u64,
+    /// Linear: just past this member's last write that the durable frontier has passed.
+    frontier_end_slot: u64,
+    /// Retired, and not flushed since: writes it completed may not be durable yet.
+    unflushed: bool,
     start_slot: u64,
     start_lap: u64,
     /// For the rate estimate: bytes completed and time spent with I/O in flight (both
@@ -498,6 +511,14 @@ struct Writer<'a> {
     redirect_to: Option<usize>,
     /// Earlier attempts still in the kernel: their buffers come back when they complete.
     stale: Vec<Stale>,
+    /// Set after a failure: the entry claims only the durable frontier.
+    claimed: Option<Claimed>,
+    /// What the last durable checkpoint claimed, and the most a failed recording may claim
+    /// once a retired member's completed writes could not be flushed.
+    durable_claim: Claimed,
+    claim_limit: Option<Claimed>,
+    /// The members the checkpoint being made flushes.
+    offered_flush: Vec<bool>,
 }
 
 /// Records `source` onto the targets at `paths`. See the module docs.
@@ -508,10 +529,21 @@ pub fn record(
     control: &Control,
     progress: &Progress,
 ) -> Result<RecordReport, RecordingError> {
+    record_on(Members::Paths(paths), source, options, control, progress)
+}
+
+/// Records `source` onto `members`: targets by path, or simulated disks.
+pub fn record_on(
+    members: Members<'_>,
+    source: &mut dyn Source,
+    options: &RecordOptions,
+    control: &Control,
+    progress: &Progress,
+) -> Result<RecordReport, RecordingError> {
     validate(options)?;
     let cpu_before = process_cpu_s();
     let (set, checkpoint, recording_id) = if options.append {
-        let set = volume::open(paths, Access::Write, options.safety)?;
+        let set = volume::open_members(members, Access::Write, options.safety)?;
         set.require_complete()?;
         super::reader::recover(&set)?;
         let checkpoint = set.newest_checkpoint()?.ok_or_else(|| {
@@ -526,7 +558,7 @@ pub fn record(
         (set, checkpoint, last_id + 1)
     } else {
         let set = volume::format(
-            paths,
+            members,
             options.chunk_size_bytes,
             &options.label,
             options.create_len_bytes,
@@ -611,10 +643,10 @@ impl<'a> Writer<'a> {
             .min(options.queue_depth.saturating_mul(member_count as u32))
             + split_room)
             .min(engine::QUEUE_DEPTH_MAX);
-        let files: Vec<&std::fs::File> = set.present().map(|member| &member.target.file).collect();
-        let opened = engine::open_engine(
+        let disks: Vec<&Disk> = set.present().map(|member| &member.disk).collect();
+        let opened = disk::open_engine(
+            &disks,
             options.engine,
-            &files,
             pool,
             EngineConfig {
                 queue_depth,
@@ -651,12 +683,14 @@ impl<'a> Writer<'a> {
                     start_slot: position.next_slot_index,
                     start_lap: position.lap,
                     trimmed_to_slot: position.next_slot_index,
+                    frontier_end_slot: position.next_slot_index,
                     ..MemberState::default()
                 }
             })
             .collect();
         progress.done_bytes.store(0, Ordering::Relaxed);
         progress.lost_bytes.store(0, Ordering::Relaxed);
+        progress.durable_bytes.store(0, Ordering::Relaxed);
         progress
             .total_bytes
             .store(options.limit_bytes.unwrap_or(0), Ordering::Relaxed);
@@ -719,6 +753,14 @@ impl<'a> Writer<'a> {
             redirects: VecDeque::new(),
             redirect_to: None,
             stale: Vec::new(),
+            claimed: None,
+            durable_claim: Claimed {
+                sequence_end: next_sequence,
+                stream_bytes: 0,
+                lost_bytes: 0,
+            },
+            claim_limit: None,
+            offered_flush: Vec::new(),
             set,
             durability,
             source,
@@ -753,12 +795,12 @@ impl<'a> Writer<'a> {
             end_sequence: if open {
                 self.first_sequence
             } else {
-                self.next_sequence
+                self.claimed().sequence_end
             },
             start_ns: self.start_ns,
             end_ns: if open { 0 } else { now_ns() },
-            stream_len_bytes: if open { 0 } else { self.stream_offset_bytes },
-            lost_bytes: if open { 0 } else { self.lost_bytes },
+            stream_len_bytes: if open { 0 } else { self.claimed().stream_bytes },
+            lost_bytes: if open { 0 } else { self.claimed().lost_bytes },
             name: Label::new(&self.options.label)
                 .map_err(|e| RecordingError::Usage(format!("label: {e}")))?,
             members: self
@@ -766,7 +808,12 @@ impl<'a> Writer<'a> {
                 .iter()
                 .map(|m| MemberSpan {
                     start_slot_index: m.start_slot,
-                    end_slot_index: if open { m.start_slot } else { m.next_slot },
+                    end_slot_index: match (open, ring, self.claimed) {
+                        (true, _, _) => m.start_slot,
+                        // A failed linear recording ends where its claim does.
+                        (false, false, Some(_)) => m.frontier_end_slot,
+                        (false, _, _) => m.next_slot,
+                    },
                 })
                 .collect(),
             retirements: self.retirements.clone(),
@@ -831,6 +878,9 @@ impl<'a> Writer<'a> {
                 if let Err(error) = self.offer_checkpoint() {
                     self.error.get_or_insert(error.to_string());
                 }
+            }
+            if self.error.is_some() {
+                break; // The end drains what is in flight.
             }
             let input_over = !self.wants_input();
             if input_over {
@@ -916,6 +966,10 @@ impl<'a> Writer<'a> {
                 break; // Failed and given up: the frontier stops here.
             }
             self.flights.pop_front();
+            let member = &mut self.members[front.member as usize];
+            member.frontier_end_slot = member
+                .frontier_end_slot
+                .max(front.slot + front.chunk_count as u64);
             self.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
             self.durable_stream_bytes = front.stream_end_bytes;
             self.durable_lost_bytes = front.lost_bytes_through;
@@ -932,7 +986,8 @@ impl<'a> Writer<'a> {
         if let Some(outcome) = self.durability.finish() {
             self.checkpoint_made(outcome);
         }
-        if self.state() == ControlState::Abort {
+        if self.state() == ControlState::Abort || self.error.is_some() {
+            // Nothing more is written: the stream ends after the last chunk submitted.
             self.seal_filling();
             while let Some(buffer) = self.ready.pop_back() {
                 self.drop_buffer(buffer);
@@ -963,6 +1018,7 @@ impl<'a> Writer<'a> {
         // The end-of-recording marker: an empty chunk, in the slot kept for it.
         self.write_end_marker();
         self.drain();
+        self.flush_retired();
         let live = self.live();
         self.set.flush_members(&live)?;
         let state = if self.error.is_some() || self.state() == ControlState::Abort {
@@ -970,10 +1026,41 @@ impl<'a> Writer<'a> {
         } else {
             RecordingState::Closed
         };
+        if self.error.is_some() {
+            self.claim_only_the_frontier();
+        }
         let entry = self.entry(state, 2)?;
         self.set.write_entry_on(&entry, &live)?;
+        self.progress
+            .durable_bytes
+            .store(entry.stream_len_bytes, Ordering::Relaxed);
         self.durable_sequence_end = self.next_sequence;
         self.write_checkpoint(0)
+    }
+
+    /// What the closed entry claims: everything taken, or after a failure only the
+    /// durable frontier (the writes past a failed one are not a stream without a hole).
+    fn claimed(&self) -> Claimed {
+        self.claimed.unwrap_or(Claimed {
+            sequence_end: self.next_sequence,
+            stream_bytes: self.stream_offset_bytes,
+            lost_bytes: self.lost_bytes,
+        })
+    }
+
+    /// After a failure: the recording ends at the frontier of completed writes; what was
+    /// taken past it counts as unrecorded.
+    fn claim_only_the_frontier(&mut self) {
+        let claimed = self.claim_limit.unwrap_or(Claimed {
+            sequence_end: self.durable_sequence_end,
+            stream_bytes: self.durable_stream_bytes,
+            lost_bytes: self.durable_lost_bytes,
+        });
+        let past_bytes = (self.stream_offset_bytes - claimed.stream_bytes)
+            - (self.lost_bytes - claimed.lost_bytes);
+        self.recorded_stream_bytes -= past_bytes.min(self.recorded_stream_bytes);
+        self.unrecorded_bytes += past_bytes;
+        self.claimed = Some(claimed);
     }
 
     /// Waits for every write in flight, sending again the writes of a member that fails
@@ -1099,10 +1186,10 @@ impl<'a> Writer<'a> {
             queue_depth: self.options.queue_depth,
             buffer_bytes: self.engine.pool().total_bytes() as u64,
             first_sequence: self.first_sequence,
-            end_sequence: self.next_sequence,
-            chunk_count: self.next_sequence - self.first_sequence,
+            end_sequence: self.claimed().sequence_end,
+            chunk_count: self.claimed().sequence_end - self.first_sequence,
             stream_bytes: self.recorded_stream_bytes,
-            lost_bytes: self.lost_bytes,
+            lost_bytes: self.claimed().lost_bytes,
             gap_count: self.gap_count,
             written_bytes,
             unrecorded_bytes: self.unrecorded_bytes,
@@ -1118,7 +1205,7 @@ impl<'a> Writer<'a> {
                 .map(|(index, member)| MemberReport {
                     path: self.set.members[index]
                         .as_ref()
-                        .map(|m| m.target.path.clone())
+                        .map(|m| m.disk.path().to_path_buf())
                         .unwrap_or_default(),
                     chunk_count: member.chunk_count,
                     io_count: member.io_count,

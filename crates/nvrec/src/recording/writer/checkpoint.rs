@@ -6,22 +6,16 @@ use super::*;
 
 impl Writer<'_> {
     pub(super) fn due_for_checkpoint(&self) -> bool {
-        let window_half = RECOVERY_WINDOW_SLOTS as u64 / 2;
-        let ring = matches!(self.options.fill, Fill::Ring { .. });
         // Slots alone call for a new checkpoint only once the frontier has moved: while a
         // member lags, another checkpoint would claim nothing more.
         let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
         self.last_checkpoint.elapsed() >= self.options.sync_interval
             || moved
                 && self.members.iter().any(|member| {
-                    // In a ring, also every half lap: recovery searches forward from the
-                    // checkpoint, which a whole lap written since would have overwritten.
-                    let half = if ring {
-                        window_half.min(member.usable_slots / 2).max(1)
-                    } else {
-                        window_half
-                    };
-                    member.since_checkpoint_slots >= half
+                    // Also halfway to how far a member may go past the last durable
+                    // checkpoint (the recovery window; in a ring, half a lap), so that
+                    // the next one is made before a member has to wait for it.
+                    member.since_checkpoint_slots >= (member.recovery_limit_slots / 2).max(1)
                 })
     }
 
@@ -30,7 +24,25 @@ impl Writer<'_> {
     pub(super) fn offer_checkpoint(&mut self) -> Result<(), RecordingError> {
         let checkpoint = self.build_checkpoint(self.recording_id);
         let live = self.live();
-        self.durability.offer(checkpoint, live)
+        let flush = self.flush_set();
+        self.offered_flush = flush.clone();
+        self.durability.offer(checkpoint, live, flush)
+    }
+
+    /// The members a checkpoint flushes: the live ones, and those retired since their
+    /// last flush (what they completed before they failed is claimed).
+    pub(super) fn flush_set(&self) -> Vec<bool> {
+        self.members
+            .iter()
+            .map(|member| !member.retired || member.unflushed)
+            .collect()
+    }
+
+    /// The flush of a retired member failed: what it completed since its last flush may be
+    /// gone, so the recording can claim no more than the last durable checkpoint.
+    pub(super) fn retired_flush_failed(&mut self, what: String) {
+        self.error.get_or_insert(what);
+        self.claim_limit = Some(self.durable_claim);
     }
 
     /// Which members still take writes and metadata.
@@ -48,14 +60,35 @@ impl Writer<'_> {
 
     pub(super) fn checkpoint_made(&mut self, outcome: Result<Checkpoint, DurabilityError>) {
         match outcome {
-            Ok(_) => {
+            Ok(checkpoint) => {
                 self.checkpoint_count += 1;
+                for (member, flushed) in self.members.iter_mut().zip(&self.offered_flush) {
+                    if *flushed {
+                        member.unflushed = false;
+                    }
+                }
+                if checkpoint.recording_id == self.recording_id {
+                    self.durable_claim = Claimed {
+                        sequence_end: checkpoint.durable_sequence_end,
+                        stream_bytes: checkpoint.durable_stream_bytes,
+                        lost_bytes: checkpoint.durable_lost_bytes,
+                    };
+                }
+                if checkpoint.recording_id == self.recording_id {
+                    self.progress
+                        .durable_bytes
+                        .store(checkpoint.durable_stream_bytes, Ordering::Relaxed);
+                }
                 for member in &mut self.members {
                     member.since_durable_slots = member.since_checkpoint_slots;
                 }
             }
             // A member whose flush or metadata write failed is retired where it may be;
             // the next checkpoint goes to the others.
+            Err(DurabilityError {
+                member: Some(member),
+                error,
+            }) if self.members[member].retired => self.retired_flush_failed(error.to_string()),
             Err(DurabilityError {
                 member: Some(member),
                 error,
@@ -72,9 +105,27 @@ impl Writer<'_> {
     /// Writes a checkpoint here and now (at the start and the end of a recording).
     pub(super) fn write_checkpoint(&mut self, recording_id: u32) -> Result<(), RecordingError> {
         let checkpoint = self.build_checkpoint(recording_id);
+        self.flush_retired();
+        self.offered_flush = self.flush_set();
         self.set.write_checkpoint_on(&checkpoint, &self.live())?;
         self.checkpoint_made(Ok(checkpoint));
         Ok(())
+    }
+
+    /// Flushes the members retired since their last flush, here and now.
+    pub(super) fn flush_retired(&mut self) {
+        for index in 0..self.members.len() {
+            if !(self.members[index].retired && self.members[index].unflushed) {
+                continue;
+            }
+            let Some(member) = self.set.members[index].as_ref() else {
+                continue;
+            };
+            match member.flush() {
+                Ok(()) => self.members[index].unflushed = false,
+                Err(error) => self.retired_flush_failed(error.to_string()),
+            }
+        }
     }
 
     /// A checkpoint of everything up to the durable frontier (writes whose completions

@@ -253,8 +253,13 @@ impl Writer<'_> {
     pub(super) fn trim_ahead(&mut self, member_index: usize) -> Result<(), RecordingError> {
         let io_slots = self.k as u64;
         let member = &self.members[member_index];
-        let mut want_to =
-            (member.next_slot + TRIM_AHEAD_IO_COUNT * io_slots).min(member.usable_slots);
+        // Discarding overwrites as a write does: no further past the last durable
+        // checkpoint than writes may go.
+        let room = member
+            .recovery_limit_slots
+            .saturating_sub(member.since_durable_slots);
+        let mut want_to = (member.next_slot + (TRIM_AHEAD_IO_COUNT * io_slots).min(room))
+            .min(member.usable_slots);
         // Never discard slots that a write in flight (of the lap before) still goes to.
         if let Some(&(_, oldest, _)) = member.pending.front() {
             let lap_start = member.lap * member.usable_slots;
@@ -273,15 +278,16 @@ impl Writer<'_> {
         let layout = target_member.layout();
         let offset = layout.data_slot_offset_bytes(from).unwrap_or(0);
         let len = (want_to - from) * layout.chunk_size_bytes as u64;
-        volume::discard(&target_member.target, offset, len).map_err(|source| {
-            RecordingError::Io {
+        target_member
+            .disk
+            .discard(offset, len)
+            .map_err(|source| RecordingError::Io {
                 what: format!(
                     "discarding ahead of the write point on {}",
-                    target_member.target.path.display()
+                    target_member.disk.path().display()
                 ),
                 source,
-            }
-        })?;
+            })?;
         self.members[member_index].trimmed_to_slot = want_to;
         Ok(())
     }

@@ -232,6 +232,7 @@ impl Writer<'_> {
         }
         let retired = &mut self.members[member];
         retired.retired = true;
+        retired.unflushed = true;
         retired.pending.clear();
         // Its span keeps its write point: writes after the first unfinished one may have
         // completed there (completions come in any order), and they are not sent again.

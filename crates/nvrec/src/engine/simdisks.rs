@@ -1,0 +1,764 @@
+//! Simulated disks with faults: where the recorder is tested against what drives do to it.
+//!
+//! A [`SimDisks`] is a set of small in-memory disks that the recording code formats, records
+//! onto, recovers and reads exactly as it does real targets (`recording::Members::Sim`),
+//! while a test injects faults: a failed read or write over a range (EIO, ENOSPC), a stall of
+//! chosen length, a member slowed to a rate, and a crash followed by a power cut. It differs
+//! from [`super::SimDrive`], which models one drive's *timing* in virtual time for the
+//! benches: this one models *durability*, in real time, so that the recorder's own timeouts
+//! see a stall.
+//!
+//! # Durability model
+//! Every write (a chunk I/O from the engine, a metadata write, a discard) is logged per disk
+//! in submission order with its bytes. It lands in the disk's *current* contents (what reads
+//! see) when it completes. A flush makes the completed writes durable; writes still in flight
+//! stay volatile, as with `fdatasync`. [`SimDisks::crash`] freezes the set: every later
+//! operation fails with EIO, and each disk's power-cut image is its durable contents with each
+//! volatile write dropped, kept whole, or torn (some of its 4 KiB blocks kept), as the seed
+//! decides: what a drive with a volatile write cache may hold after losing power.
+//! [`SimDisks::from_images`] turns the images into a fresh set to recover from.
+//!
+//! Each disk is kept twice in memory (current and durable): keep them small.
+
+use super::{
+    Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp,
+    IoRequest,
+};
+use crate::buffer::BufferPool;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Granularity of a torn write: a power cut keeps or loses whole blocks of this size.
+pub const TEAR_BLOCK_BYTES: usize = 4096;
+
+/// A fault over a byte range of one disk: every operation of `op` that overlaps it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeFault {
+    pub disk: usize,
+    pub op: IoOp,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    pub errno: i32,
+}
+
+/// What happened to the set, for tests to check that a fault was reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimDisksCounters {
+    /// Operations that changed a disk or made it durable (writes, discards, flushes).
+    pub operation_count: u64,
+    pub write_count: u64,
+    pub flush_count: u64,
+    pub failed_count: u64,
+    pub stalled_count: u64,
+}
+
+#[derive(Debug)]
+struct Logged {
+    id: u64,
+    offset_bytes: u64,
+    data: Vec<u8>,
+    completed: bool,
+}
+
+#[derive(Debug)]
+struct Stall {
+    /// The stall starts when the disk is given this write (counted from 1).
+    at_write: u64,
+    duration: Duration,
+    started: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Disk {
+    current: Vec<u8>,
+    durable: Vec<u8>,
+    /// Volatile writes, in submission order.
+    log: Vec<Logged>,
+    write_count: u64,
+    stall: Option<Stall>,
+    rate_bytes_per_s: Option<f64>,
+    busy_until: Option<Instant>,
+}
+
+impl Disk {
+    fn new(current: Vec<u8>) -> Disk {
+        Disk {
+            durable: current.clone(),
+            current,
+            log: Vec::new(),
+            write_count: 0,
+            stall: None,
+            rate_bytes_per_s: None,
+            busy_until: None,
+        }
+    }
+
+    /// When the disk's stall (if it has started) ends.
+    fn stalled_until(&self) -> Option<Instant> {
+        let stall = self.stall.as_ref()?;
+        stall.started.map(|started| started + stall.duration)
+    }
+
+    /// When a write of `len_bytes` given now completes: after the stall, and at the rate.
+    fn due(&mut self, now: Instant, len_bytes: usize) -> Instant {
+        let mut due = now;
+        if let Some(rate) = self.rate_bytes_per_s {
+            let start = self.busy_until.map_or(now, |busy| busy.max(now));
+            due = start + Duration::from_secs_f64(len_bytes as f64 / rate);
+            self.busy_until = Some(due);
+        }
+        self.stalled_until().map_or(due, |until| due.max(until))
+    }
+
+    /// Makes every completed write durable (in submission order).
+    fn flush(&mut self) {
+        let durable = &mut self.durable;
+        self.log.retain(|logged| {
+            if logged.completed {
+                let at = logged.offset_bytes as usize;
+                durable[at..at + logged.data.len()].copy_from_slice(&logged.data);
+            }
+            !logged.completed
+        });
+    }
+
+    /// Lands write `id` in the current contents.
+    fn complete(&mut self, id: u64) {
+        if let Some(logged) = self.log.iter_mut().find(|logged| logged.id == id) {
+            let at = logged.offset_bytes as usize;
+            self.current[at..at + logged.data.len()].copy_from_slice(&logged.data);
+            logged.completed = true;
+        }
+    }
+
+    /// The contents after a power cut: the durable bytes and, of each volatile write, all,
+    /// none or some blocks, as `rng` decides.
+    fn power_cut_image(&self, rng: &mut u64) -> Vec<u8> {
+        let mut image = self.durable.clone();
+        for logged in &self.log {
+            let at = logged.offset_bytes as usize;
+            match next_random(rng) % 4 {
+                0 => {}
+                1 | 2 => image[at..at + logged.data.len()].copy_from_slice(&logged.data),
+                _ => {
+                    for (index, block) in logged.data.chunks(TEAR_BLOCK_BYTES).enumerate() {
+                        if next_random(rng) & 1 == 1 {
+                            let from = at + index * TEAR_BLOCK_BYTES;
+                            image[from..from + block.len()].copy_from_slice(block);
+                        }
+                    }
+                }
+            }
+        }
+        image
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    disks: Vec<Disk>,
+    faults: Vec<RangeFault>,
+    logical_block_bytes: u32,
+    next_id: u64,
+    rng: u64,
+    /// The set crashes when it is given this operation (counted from 1).
+    crash_at_operation: Option<u64>,
+    /// Set by the crash: each disk's contents after the power cut.
+    images: Option<Vec<Vec<u8>>>,
+    counters: SimDisksCounters,
+}
+
+impl State {
+    fn crashed(&self) -> bool {
+        self.images.is_some()
+    }
+
+    fn crash(&mut self) {
+        if self.crashed() {
+            return;
+        }
+        let mut rng = self.rng;
+        let images = self
+            .disks
+            .iter()
+            .map(|disk| disk.power_cut_image(&mut rng))
+            .collect();
+        self.rng = rng;
+        self.images = Some(images);
+    }
+
+    /// Counts an operation that changes or flushes a disk; false when the set has crashed
+    /// (now or before) and the operation must fail.
+    fn operation(&mut self) -> bool {
+        if self.crashed() {
+            return false;
+        }
+        self.counters.operation_count += 1;
+        if self.crash_at_operation == Some(self.counters.operation_count) {
+            self.crash();
+            return false;
+        }
+        true
+    }
+
+    fn fault(&self, disk: usize, op: IoOp, offset_bytes: u64, len_bytes: u64) -> Option<i32> {
+        self.faults
+            .iter()
+            .find(|fault| {
+                fault.disk == disk
+                    && fault.op == op
+                    && offset_bytes < fault.offset_bytes + fault.len_bytes
+                    && fault.offset_bytes < offset_bytes + len_bytes
+            })
+            .map(|fault| fault.errno)
+    }
+
+    fn check_range(
+        &self,
+        disk: usize,
+        op: IoOp,
+        offset_bytes: u64,
+        len: usize,
+    ) -> Result<(), IoError> {
+        let lbs = self.logical_block_bytes as u64;
+        let capacity = self.disks[disk].current.len() as u64;
+        let fails = |errno| Err(IoError::from_errno(op, offset_bytes, len as u64, errno));
+        if !offset_bytes.is_multiple_of(lbs) || !(len as u64).is_multiple_of(lbs) {
+            return fails(libc::EINVAL);
+        }
+        if offset_bytes + len as u64 > capacity {
+            return fails(libc::ENOSPC);
+        }
+        match self.fault(disk, op, offset_bytes, len as u64) {
+            Some(errno) => fails(errno),
+            None => Ok(()),
+        }
+    }
+
+    /// Logs a write of `data` at `offset_bytes`; returns its id and when it completes.
+    fn write(
+        &mut self,
+        disk: usize,
+        offset_bytes: u64,
+        data: &[u8],
+        now: Instant,
+    ) -> Result<(u64, Instant), IoError> {
+        if !self.operation() {
+            return Err(IoError::from_errno(
+                IoOp::Write,
+                offset_bytes,
+                data.len() as u64,
+                libc::EIO,
+            ));
+        }
+        self.counters.write_count += 1;
+        if let Err(error) = self.check_range(disk, IoOp::Write, offset_bytes, data.len()) {
+            self.counters.failed_count += 1;
+            return Err(error);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let target = &mut self.disks[disk];
+        target.write_count += 1;
+        if let Some(stall) = target.stall.as_mut() {
+            if stall.started.is_none() && target.write_count >= stall.at_write {
+                stall.started = Some(now);
+                self.counters.stalled_count += 1;
+            }
+        }
+        target.log.push(Logged {
+            id,
+            offset_bytes,
+            data: data.to_vec(),
+            completed: false,
+        });
+        Ok((id, target.due(now, data.len())))
+    }
+
+    fn read(&self, disk: usize, offset_bytes: u64, out: &mut [u8]) -> Result<(), IoError> {
+        if self.crashed() {
+            return Err(IoError::from_errno(
+                IoOp::Read,
+                offset_bytes,
+                out.len() as u64,
+                libc::EIO,
+            ));
+        }
+        self.check_range(disk, IoOp::Read, offset_bytes, out.len())?;
+        let at = offset_bytes as usize;
+        out.copy_from_slice(&self.disks[disk].current[at..at + out.len()]);
+        Ok(())
+    }
+}
+
+/// A shared handle on a set of simulated disks (see the module docs).
+#[derive(Debug, Clone)]
+pub struct SimDisks {
+    state: Arc<Mutex<State>>,
+}
+
+impl SimDisks {
+    /// `count` blank disks of `capacity_bytes` each, blocks of `logical_block_bytes`; `seed`
+    /// decides what a power cut keeps.
+    pub fn new(count: usize, capacity_bytes: u64, logical_block_bytes: u32, seed: u64) -> SimDisks {
+        let images = (0..count)
+            .map(|_| vec![0u8; capacity_bytes as usize])
+            .collect();
+        SimDisks::from_images(images, logical_block_bytes, seed)
+    }
+
+    /// Disks holding `images` (power-cut images of another set), all of it durable.
+    pub fn from_images(images: Vec<Vec<u8>>, logical_block_bytes: u32, seed: u64) -> SimDisks {
+        let state = State {
+            disks: images.into_iter().map(Disk::new).collect(),
+            faults: Vec::new(),
+            logical_block_bytes,
+            next_id: 0,
+            rng: seed ^ 0x2545_f491_4f6c_dd1d,
+            crash_at_operation: None,
+            images: None,
+            counters: SimDisksCounters::default(),
+        };
+        SimDisks {
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    pub fn disk_count(&self) -> usize {
+        self.lock().disks.len()
+    }
+
+    pub fn capacity_bytes(&self, disk: usize) -> u64 {
+        self.lock().disks[disk].current.len() as u64
+    }
+
+    pub fn logical_block_bytes(&self) -> u32 {
+        self.lock().logical_block_bytes
+    }
+
+    pub fn counters(&self) -> SimDisksCounters {
+        self.lock().counters
+    }
+
+    /// From now on, operations of `fault.op` overlapping its range fail with its errno.
+    pub fn fail(&self, fault: RangeFault) {
+        self.lock().faults.push(fault);
+    }
+
+    /// Disk `disk` stops completing anything for `duration`, starting at its `at_write`-th
+    /// write (counted from 1): writes given to it meanwhile complete when the stall ends, and
+    /// a flush waits for it.
+    pub fn stall(&self, disk: usize, at_write: u64, duration: Duration) {
+        self.lock().disks[disk].stall = Some(Stall {
+            at_write,
+            duration,
+            started: None,
+        });
+    }
+
+    /// Disk `disk` completes writes at no more than `bytes_per_s`, one after another.
+    pub fn slow(&self, disk: usize, bytes_per_s: f64) {
+        self.lock().disks[disk].rate_bytes_per_s = Some(bytes_per_s);
+    }
+
+    /// The set crashes when it is given its `operation`-th operation (counted from 1; see
+    /// [`SimDisksCounters::operation_count`]).
+    pub fn crash_at(&self, operation: u64) {
+        self.lock().crash_at_operation = Some(operation);
+    }
+
+    /// Crashes now: the power-cut images are taken and every later operation fails.
+    pub fn crash(&self) {
+        self.lock().crash();
+    }
+
+    pub fn crashed(&self) -> bool {
+        self.lock().crashed()
+    }
+
+    /// Each disk's contents after the power cut, once the set has crashed.
+    pub fn power_cut_images(&self) -> Option<Vec<Vec<u8>>> {
+        self.lock().images.clone()
+    }
+
+    /// A synchronous write (metadata, discards): logged, landed when the disk is done with
+    /// it (after a stall, at its rate), volatile until the next flush.
+    pub fn write_at(&self, disk: usize, offset_bytes: u64, data: &[u8]) -> Result<(), IoError> {
+        let (id, due) = self
+            .lock()
+            .write(disk, offset_bytes, data, Instant::now())?;
+        // A synchronous write takes as long as the disk does.
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        let mut state = self.lock();
+        if !state.crashed() {
+            state.disks[disk].complete(id);
+        }
+        Ok(())
+    }
+
+    pub fn read_at(&self, disk: usize, offset_bytes: u64, out: &mut [u8]) -> Result<(), IoError> {
+        self.lock().read(disk, offset_bytes, out)
+    }
+
+    /// Discards a range: it reads as zeros (a write of zeros, as far as durability goes).
+    pub fn discard(&self, disk: usize, offset_bytes: u64, len_bytes: u64) -> Result<(), IoError> {
+        self.write_at(disk, offset_bytes, &vec![0u8; len_bytes as usize])
+    }
+
+    /// Makes the completed writes of `disk` durable; waits out a stall first.
+    pub fn flush(&self, disk: usize) -> Result<(), IoError> {
+        let until = self.lock().disks[disk].stalled_until();
+        if let Some(until) = until {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        }
+        let mut state = self.lock();
+        if !state.operation() {
+            return Err(IoError::from_errno(IoOp::Flush, 0, 0, libc::EIO));
+        }
+        state.counters.flush_count += 1;
+        state.disks[disk].flush();
+        Ok(())
+    }
+
+    /// An engine over the disks `disks` (its file index `i` is disk `disks[i]`).
+    pub fn engine(
+        &self,
+        disks: Vec<usize>,
+        pool: BufferPool,
+        config: EngineConfig,
+    ) -> Result<SimDisksEngine, EngineError> {
+        if config.queue_depth == 0 || config.queue_depth > super::QUEUE_DEPTH_MAX {
+            return Err(EngineError::QueueDepth(config.queue_depth));
+        }
+        Ok(SimDisksEngine {
+            set: self.clone(),
+            disks,
+            pool,
+            queue_depth: config.queue_depth,
+            pushed: Vec::with_capacity(config.queue_depth as usize),
+            pending: Vec::with_capacity(config.queue_depth as usize),
+            wait_limit: None,
+            stats: EngineStats::default(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update under the lock is a few assignments and copies: a panic elsewhere
+        // leaves the state consistent, so a poisoned lock is taken over.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn next_random(rng: &mut u64) -> u64 {
+    // splitmix64: seeded, deterministic.
+    *rng = rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *rng;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+struct Pending {
+    due: Instant,
+    disk: usize,
+    /// The logged write to land on completion.
+    write: Option<u64>,
+    completion: IoCompletion,
+}
+
+/// The engine over a [`SimDisks`]: a write's bytes are taken from the pool when it is
+/// submitted and land when it completes (at once, or when a stall or a rate says).
+pub struct SimDisksEngine {
+    set: SimDisks,
+    disks: Vec<usize>,
+    pool: BufferPool,
+    queue_depth: u32,
+    pushed: Vec<IoRequest>,
+    pending: Vec<Pending>,
+    wait_limit: Option<Duration>,
+    stats: EngineStats,
+}
+
+impl SimDisksEngine {
+    fn start(&mut self, request: IoRequest, now: Instant) -> Pending {
+        let disk = self.disks[request.file_index as usize];
+        let from = request.slot_offset_bytes as usize;
+        let len = request.len_bytes as usize;
+        let mut pending = Pending {
+            due: now,
+            disk,
+            write: None,
+            completion: IoCompletion {
+                user_data: request.user_data,
+                result: Ok(()),
+            },
+        };
+        let result = match request.op {
+            IoOp::Write => {
+                let data = &self.pool.slot(request.slot as usize)[from..from + len];
+                let mut state = self.set.lock();
+                state
+                    .write(disk, request.offset_bytes, data, now)
+                    .map(|(id, due)| {
+                        pending.write = Some(id);
+                        pending.due = due;
+                    })
+            }
+            IoOp::Read => {
+                let out = &mut self.pool.slot_mut(request.slot as usize)[from..from + len];
+                self.set.lock().read(disk, request.offset_bytes, out)
+            }
+            IoOp::Flush => self.set.flush(disk),
+        };
+        pending.completion.result = result;
+        pending
+    }
+
+    /// Moves the completions due by `now` into `completions`, landing their writes.
+    fn collect(&mut self, now: Instant, completions: &mut Vec<IoCompletion>) {
+        let mut index = 0;
+        while index < self.pending.len() {
+            if self.pending[index].due > now {
+                index += 1;
+                continue;
+            }
+            let done = self.pending.swap_remove(index);
+            if let Some(id) = done.write {
+                let mut state = self.set.lock();
+                if !state.crashed() {
+                    state.disks[done.disk].complete(id);
+                }
+            }
+            completions.push(done.completion);
+        }
+    }
+}
+
+impl Engine for SimDisksEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Sim
+    }
+
+    fn queue_depth(&self) -> u32 {
+        self.queue_depth
+    }
+
+    fn in_flight(&self) -> u32 {
+        (self.pushed.len() + self.pending.len()) as u32
+    }
+
+    fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    fn pool_mut(&mut self) -> &mut BufferPool {
+        &mut self.pool
+    }
+
+    fn push(&mut self, request: IoRequest) {
+        debug_assert!(self.in_flight() < self.queue_depth);
+        self.pushed.push(request);
+    }
+
+    fn submit_and_reap(
+        &mut self,
+        wait_min: u32,
+        completions: &mut Vec<IoCompletion>,
+    ) -> Result<(), EngineError> {
+        completions.clear();
+        self.stats.syscall_count += 1;
+        let started = Instant::now();
+        let pushed = std::mem::take(&mut self.pushed);
+        for request in &pushed {
+            let pending = self.start(*request, started);
+            self.pending.push(pending);
+        }
+        self.pushed = pushed;
+        self.pushed.clear();
+        let deadline = self.wait_limit.map(|limit| started + limit);
+        loop {
+            let now = Instant::now();
+            self.collect(now, completions);
+            if completions.len() >= wait_min as usize || self.pending.is_empty() {
+                return Ok(());
+            }
+            let next = self.pending.iter().map(|p| p.due).min().expect("pending");
+            let until = deadline.map_or(next, |deadline| next.min(deadline));
+            if until <= now && deadline.is_some_and(|deadline| deadline <= now) {
+                return Ok(());
+            }
+            std::thread::sleep(until.saturating_duration_since(now));
+        }
+    }
+
+    fn sync_data(&mut self) -> Result<(), IoError> {
+        self.disks
+            .clone()
+            .into_iter()
+            .try_for_each(|disk| self.set.flush(disk))
+    }
+
+    fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    fn features(&self) -> String {
+        format!("{} simulated disks", self.set.disk_count())
+    }
+
+    fn bound_waits(&mut self, limit: Duration) {
+        self.wait_limit = Some(limit);
+    }
+
+    fn discard(
+        &mut self,
+        file_index: u16,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), IoError> {
+        self.set
+            .discard(self.disks[file_index as usize], offset_bytes, len_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(set: &SimDisks) -> SimDisksEngine {
+        let pool = BufferPool::new(4, 8192).unwrap();
+        let config = EngineConfig {
+            queue_depth: 4,
+            sqpoll: false,
+            caller_may_block: false,
+        };
+        set.engine(vec![0, 1], pool, config).unwrap()
+    }
+
+    fn write(engine: &mut SimDisksEngine, file: u16, offset: u64, byte: u8) -> Vec<IoCompletion> {
+        engine.pool_mut().slot_mut(0).fill(byte);
+        engine.push(IoRequest {
+            op: IoOp::Write,
+            file_index: file,
+            slot: 0,
+            slot_offset_bytes: 0,
+            offset_bytes: offset,
+            len_bytes: 8192,
+            user_data: offset,
+        });
+        let mut completions = Vec::new();
+        engine.submit_and_reap(1, &mut completions).unwrap();
+        completions
+    }
+
+    #[test]
+    fn only_flushed_writes_survive_a_power_cut_for_sure() {
+        let set = SimDisks::new(2, 1 << 20, 4096, 7);
+        let mut engine = engine(&set);
+        assert!(write(&mut engine, 0, 0, 1)[0].result.is_ok());
+        set.flush(0).unwrap();
+        assert!(write(&mut engine, 0, 0, 2)[0].result.is_ok());
+        let mut out = vec![0u8; 4096];
+        set.read_at(0, 0, &mut out).unwrap();
+        assert!(out.iter().all(|&b| b == 2), "reads see a completed write");
+        set.crash();
+        assert!(set.read_at(0, 0, &mut out).is_err(), "a crashed set fails");
+        let images = set.power_cut_images().unwrap();
+        // The flushed write is there in every block; the unflushed one in some, or none.
+        assert!(images[0][..8192].iter().all(|&b| b == 1 || b == 2));
+        assert!(images[1].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn power_cuts_drop_keep_or_tear_unflushed_writes_by_seed() {
+        let mut seen = [false; 3];
+        for seed in 0..64 {
+            let set = SimDisks::new(1, 1 << 20, 4096, seed);
+            set.write_at(0, 0, &[9u8; 8192]).unwrap();
+            set.crash();
+            let image = &set.power_cut_images().unwrap()[0];
+            let kept = [image[0] == 9, image[4096] == 9];
+            match kept {
+                [false, false] => seen[0] = true,
+                [true, true] => seen[1] = true,
+                _ => seen[2] = true,
+            }
+            let again = SimDisks::new(1, 1 << 20, 4096, seed);
+            again.write_at(0, 0, &[9u8; 8192]).unwrap();
+            again.crash();
+            assert_eq!(
+                &again.power_cut_images().unwrap()[0],
+                image,
+                "seed {seed} repeats"
+            );
+        }
+        assert_eq!(seen, [true; 3], "dropped, kept and torn all happen");
+    }
+
+    #[test]
+    fn faults_stalls_and_rates_apply_to_their_disk_only() {
+        let set = SimDisks::new(2, 1 << 20, 4096, 1);
+        set.fail(RangeFault {
+            disk: 1,
+            op: IoOp::Write,
+            offset_bytes: 65536,
+            len_bytes: 4096,
+            errno: libc::EIO,
+        });
+        let mut engine = engine(&set);
+        assert!(write(&mut engine, 0, 65536, 1)[0].result.is_ok());
+        let failed = write(&mut engine, 1, 61440, 1);
+        assert_eq!(failed[0].result.unwrap_err().errno, libc::EIO);
+        set.stall(0, 2, Duration::from_millis(60));
+        let started = Instant::now();
+        write(&mut engine, 0, 0, 3);
+        assert!(
+            started.elapsed() >= Duration::from_millis(60),
+            "the stall holds the write"
+        );
+        let started = Instant::now();
+        write(&mut engine, 1, 0, 3);
+        assert!(
+            started.elapsed() < Duration::from_millis(60),
+            "the other disk is not stalled"
+        );
+        set.slow(1, 8192.0 * 20.0);
+        let started = Instant::now();
+        write(&mut engine, 1, 0, 4);
+        assert!(started.elapsed() >= Duration::from_millis(45));
+        engine.bound_waits(Duration::from_millis(5));
+        set.stall(1, 0, Duration::from_millis(200));
+        let started = Instant::now();
+        engine.pool_mut().slot_mut(0).fill(5);
+        engine.push(IoRequest {
+            op: IoOp::Write,
+            file_index: 1,
+            slot: 0,
+            slot_offset_bytes: 0,
+            offset_bytes: 0,
+            len_bytes: 8192,
+            user_data: 0,
+        });
+        let mut completions = Vec::new();
+        engine.submit_and_reap(1, &mut completions).unwrap();
+        assert!(completions.is_empty(), "a bounded wait gives up");
+        assert!(started.elapsed() < Duration::from_millis(100));
+        assert_eq!(engine.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_crash_at_an_operation_fails_it_and_everything_after() {
+        let set = SimDisks::new(1, 1 << 20, 4096, 3);
+        set.crash_at(3);
+        set.write_at(0, 0, &[1u8; 4096]).unwrap();
+        set.flush(0).unwrap();
+        assert!(set.write_at(0, 4096, &[2u8; 4096]).is_err());
+        assert!(set.crashed());
+        assert!(set.flush(0).is_err());
+        let image = &set.power_cut_images().unwrap()[0];
+        assert_eq!(image[0], 1);
+        assert_eq!(image[4096], 0);
+    }
+}
