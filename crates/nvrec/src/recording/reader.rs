@@ -357,8 +357,14 @@ fn past_lost_writes(
                     && header.member_index as usize == index
                     && header.slot_index == this_slot
             };
+            // A redirected chunk here was written after the write point, whatever its
+            // sequence (a retired member's write sent again).
             let trace = match decode_chunk(slot_bytes) {
-                Ok(view) if ours(&view.header) && view.header.sequence >= end_sequence => {
+                Ok(view)
+                    if ours(&view.header)
+                        && (view.header.sequence >= end_sequence
+                            || view.header.flags.contains(ChunkFlags::REDIRECTED)) =>
+                {
                     let seen = view.header.sequence;
                     past.highest_sequence =
                         Some(past.highest_sequence.map_or(seen, |h| h.max(seen)));

@@ -362,6 +362,8 @@ struct MemberState {
     since_checkpoint_slots: u64,
     since_durable_slots: u64,
     recovery_limit_slots: u64,
+    /// Slots below the recovery limit kept for a retired member's writes sent here.
+    redirect_reserve_slots: u64,
     trimmed_to_slot: u64,
     /// Linear: just past this member's last write that the durable frontier has passed.
     frontier_end_slot: u64,
@@ -432,6 +434,17 @@ impl MemberState {
     /// room, in a ring the write touches no slot still being written, and recovery could
     /// still find it from the last durable checkpoint.
     fn can_take(&self, chunk_count: u64, ring: bool) -> bool {
+        self.in_flight < self.queue_depth
+            && (!ring || self.ring_clear(chunk_count))
+            && self.since_durable_slots + chunk_count + self.redirect_reserve_slots
+                <= self.recovery_limit_slots
+    }
+
+    /// Whether a retired member's write of `chunk_count` chunks may go here now: as
+    /// [`MemberState::can_take`], into the room kept for it. (The durable frontier waits
+    /// for these writes: without the room, a member that went as far as it may past the
+    /// last checkpoint could wait for a checkpoint that waits for it.)
+    fn can_take_redirect(&self, chunk_count: u64, ring: bool) -> bool {
         self.in_flight < self.queue_depth
             && (!ring || self.ring_clear(chunk_count))
             && self.since_durable_slots + chunk_count <= self.recovery_limit_slots
@@ -517,7 +530,8 @@ struct Writer<'a> {
     /// once a retired member's completed writes could not be flushed.
     durable_claim: Claimed,
     claim_limit: Option<Claimed>,
-    /// The members the checkpoint being made flushes.
+    /// Members retired, and not flushed since, when the checkpoint being made was offered:
+    /// its flush covers everything they wrote.
     offered_flush: Vec<bool>,
 }
 
@@ -673,9 +687,14 @@ impl<'a> Writer<'a> {
                 }
                 .saturating_sub(k as u64)
                 .max(k as u64);
+                // Room for every write a member can have in flight, so that a retirement
+                // always finds somewhere to send them.
+                let redirect_reserve_slots =
+                    (options.queue_depth as u64 * k as u64).min(recovery_limit_slots / 2);
                 MemberState {
                     queue_depth,
                     recovery_limit_slots,
+                    redirect_reserve_slots,
                     next_slot: position.next_slot_index,
                     lap: position.lap,
                     usable_slots,

@@ -25,7 +25,12 @@ impl Writer<'_> {
         let checkpoint = self.build_checkpoint(self.recording_id);
         let live = self.live();
         let flush = self.flush_set();
-        self.offered_flush = flush.clone();
+        // Only a member retired when the flush starts has all its writes covered by it.
+        self.offered_flush = self
+            .members
+            .iter()
+            .map(|member| member.retired && member.unflushed)
+            .collect();
         self.durability.offer(checkpoint, live, flush)
     }
 
@@ -106,7 +111,7 @@ impl Writer<'_> {
     pub(super) fn write_checkpoint(&mut self, recording_id: u32) -> Result<(), RecordingError> {
         let checkpoint = self.build_checkpoint(recording_id);
         self.flush_retired();
-        self.offered_flush = self.flush_set();
+        self.offered_flush = vec![false; self.members.len()];
         self.set.write_checkpoint_on(&checkpoint, &self.live())?;
         self.checkpoint_made(Ok(checkpoint));
         Ok(())

@@ -272,13 +272,34 @@ impl Writer<'_> {
 
     /// Sends the retired member's writes to the redirect member, as far as its queue and
     /// the free buffers allow. Returns whether anything went out.
+    /// Whether `flight`, to go to `target`, never can: the target has nothing in flight and
+    /// has gone as far past the last durable checkpoint as it may, and that checkpoint
+    /// already claims everything before `flight` (the frontier waits for it), so no later
+    /// checkpoint makes room.
+    fn redirect_cannot_go(&self, target: usize, flight: &Flight) -> bool {
+        self.members[target].in_flight == 0
+            && !self.durability.busy()
+            && self.durable_sequence_end == flight.first_sequence
+            && self.checkpointed_sequence_end == self.durable_sequence_end
+            && self.members[target].since_durable_slots
+                == self.members[target].since_checkpoint_slots
+    }
+
     pub(super) fn submit_redirects(&mut self) -> bool {
         let mut progressed = false;
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         while let (Some(&number), Some(target)) = (self.redirects.front(), self.redirect_to) {
             let flight = *self.flights.get(number).expect("a redirect is in flight");
             let room = self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth;
-            if !room || !self.members[target].can_take(flight.chunk_count as u64, ring) {
+            if !room || !self.members[target].can_take_redirect(flight.chunk_count as u64, ring) {
+                if self.redirect_cannot_go(target, &flight) {
+                    self.error.get_or_insert(format!(
+                        "{}: no room for a retired member's writes until a checkpoint that \
+                         waits for them",
+                        volume::describe_member(self.set, target)
+                    ));
+                    self.redirects.clear();
+                }
                 break;
             }
             let buffer = if flight.needs_copy {
