@@ -369,6 +369,9 @@ fn exit_code(error: &anyhow::Error) -> u8 {
             if error.is_usage() {
                 return exit::USAGE;
             }
+            if error.is_refusal() {
+                return exit::REFUSED;
+            }
             if let nvrec::recording::RecordingError::Device(error) = error {
                 return if error.is_safety_refusal() {
                     exit::REFUSED

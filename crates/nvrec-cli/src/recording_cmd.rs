@@ -100,8 +100,12 @@ pub struct RecordArgs {
     #[arg(long, requires = "ring")]
     trim: bool,
     /// Add a recording after the last one on the same volume set.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "overwrite")]
     append: bool,
+    /// Format targets that already hold an nvrec volume set, losing its recordings (without
+    /// it such a target is refused, exit 3).
+    #[arg(long)]
+    overwrite: bool,
     /// Name of the recording (and label of a new set).
     #[arg(long, default_value = "")]
     label: String,
@@ -296,6 +300,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             Fill::Linear
         },
         append: args.append,
+        overwrite: args.overwrite,
         label: args.label.clone(),
         sync_interval: args.sync_interval,
         on_member_failure: match args.on_member_failure {

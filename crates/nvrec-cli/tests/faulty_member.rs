@@ -138,7 +138,8 @@ fn a_member_whose_writes_fail_is_retired_and_the_recording_stays_whole() {
     pair.disk.clear();
     pair.disk
         .fail(Op::Write, DATA_AREA..DATA_AREA + (1 << 20), Errno::Enospc);
-    let output = record_stdin(&targets, &data, &rr);
+    let again: Vec<&str> = rr.iter().copied().chain(["--overwrite"]).collect();
+    let output = record_stdin(&targets, &data, &again);
     assert_eq!(output.status.code(), Some(6), "{}", text(&output));
     assert_eq!(json(&output)["retirements"][0]["cause"], "target_full");
     assert!(replay(&targets).stdout == data);

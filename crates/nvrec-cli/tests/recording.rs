@@ -613,6 +613,7 @@ fn adaptive_striping_gives_the_fast_member_more_than_round_robin_does() {
             "2",
             "--stripe",
             stripe,
+            "--overwrite",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -689,7 +690,7 @@ fn realtime_runs_the_recording_under_sched_fifo_or_says_why_not() {
     let record = |extra: &[&str]| {
         run(nvrec()
             .args(["--json", "record", "--source", "zero", "--size", "8M"])
-            .args(["--create-size", "16M"])
+            .args(["--create-size", "16M", "--overwrite"])
             .args(extra)
             .args(&targets))
     };
@@ -809,4 +810,48 @@ fn ring_replays_are_byte_exact_on_one_to_four_members_wrapped_or_not_stopped_or_
             }
         }
     }
+}
+
+#[test]
+fn a_target_holding_a_set_is_refused_without_append_or_overwrite() {
+    let scratch = Scratch::new("holds-set");
+    let targets = files(&scratch, &["a.img", "b.img"]);
+    let data = noise(3 << 20, 71);
+    let first = record_stdin(
+        &targets,
+        &data,
+        &["--create-size", "16M", "--label", "keep me"],
+    );
+    assert!(first.status.success(), "{}", text(&first));
+    let digests: Vec<Vec<u8>> = targets.iter().map(|t| file_digest(t)).collect();
+    // Again without --append: refused (exit 3), naming the set and what it holds; nothing
+    // written.
+    let again = record_stdin(&targets, &data, &[]);
+    assert_eq!(again.status.code(), Some(3), "{}", text(&again));
+    let said = json(&again)["error"].as_str().unwrap().to_string();
+    assert!(said.contains("holds nvrec volume set"), "{said}");
+    assert!(said.contains("keep me") && said.contains("3 MiB"), "{said}");
+    assert!(
+        said.contains("--append") && said.contains("--overwrite"),
+        "{said}"
+    );
+    let after: Vec<Vec<u8>> = targets.iter().map(|t| file_digest(t)).collect();
+    assert_eq!(digests, after, "a refused recording wrote nothing");
+    // One member of the set among new targets is refused too.
+    let mixed = vec![scratch.path("new.img"), targets[1].clone()];
+    let output = record_stdin(&mixed, &data, &["--create-size", "16M"]);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert_eq!(file_digest(&targets[1]), digests[1]);
+    // --append and --overwrite together make no sense.
+    let both = record_stdin(&targets, &data, &["--append", "--overwrite"]);
+    assert_eq!(both.status.code(), Some(2), "{}", text(&both));
+    // --append adds a recording; --overwrite formats a new set.
+    let appended = record_stdin(&targets, &data, &["--append"]);
+    assert!(appended.status.success(), "{}", text(&appended));
+    assert_eq!(json(&appended)["recording_id"], 2);
+    let overwritten = record_stdin(&targets, &data, &["--overwrite"]);
+    assert!(overwritten.status.success(), "{}", text(&overwritten));
+    assert_eq!(json(&overwritten)["recording_id"], 1);
+    let back = replay(&targets, &[]);
+    assert!(back.stdout == data, "{}", text(&back));
 }

@@ -93,13 +93,48 @@ pub enum RecordingError {
         member_count: usize,
         problems: Vec<String>,
     },
+    #[error("{} holds nvrec volume set {set_uuid} (\"{label}\", member {member} of {member_count}) with {}; \
+             --append adds a recording to it, --overwrite formats it anew and loses them",
+        .path.display(), describe_recordings(recordings))]
+    HoldsSet {
+        path: std::path::PathBuf,
+        set_uuid: String,
+        label: String,
+        member: u16,
+        member_count: u16,
+        /// (id, name, stream bytes) of each recording the set holds.
+        recordings: Vec<(u32, String, u64)>,
+    },
     #[error("recording {0} is not on this volume set")]
     NoSuchRecording(u32),
     #[error("the volume set holds no recording")]
     NoRecordings,
 }
 
+fn describe_recordings(recordings: &[(u32, String, u64)]) -> String {
+    if recordings.is_empty() {
+        return "no recording".into();
+    }
+    let each: Vec<String> = recordings
+        .iter()
+        .map(|(id, name, bytes)| {
+            let name = if name.is_empty() {
+                String::new()
+            } else {
+                format!(" \"{name}\"")
+            };
+            format!("{id}{name}: {}", crate::unit::format_bytes(*bytes))
+        })
+        .collect();
+    format!("{} recording(s) ({})", recordings.len(), each.join(", "))
+}
+
 impl RecordingError {
+    /// Whether the error is a refusal to destroy what a target holds (exit status 3).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, RecordingError::HoldsSet { .. })
+    }
+
     /// Whether the error is the user's to fix in the arguments (exit status 2).
     pub fn is_usage(&self) -> bool {
         matches!(

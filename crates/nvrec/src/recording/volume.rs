@@ -285,6 +285,65 @@ pub fn write_meta(
         })
 }
 
+/// Refuses to format over a volume set: the first target of `members` that holds a member
+/// of one is named, with the set's recordings. Targets that do not exist or cannot be read
+/// are left to the open that formats them.
+pub fn refuse_sets(members: Members<'_>) -> Result<(), RecordingError> {
+    let read = OpenOptions {
+        access: Access::Read,
+        create_len_bytes: None,
+        // Only read here; formatting opens again, with every safety check.
+        safety: Safety::Force,
+    };
+    let disks: Vec<Disk> = match members {
+        Members::Paths(paths) => paths
+            .iter()
+            .filter(|path| path.exists())
+            .filter_map(|path| Members::Paths(std::slice::from_ref(path)).open(&read).ok())
+            .flatten()
+            .collect(),
+        Members::Sim(_) => members.open(&read)?,
+    };
+    for disk in disks {
+        let Ok((superblock, copies)) = read_superblock(&disk) else {
+            continue;
+        };
+        let path = disk.path().to_path_buf();
+        let set = VolumeSet {
+            set_uuid: superblock.set_uuid,
+            label: superblock.label.as_str().to_string(),
+            chunk_size_bytes: superblock.layout.chunk_size_bytes,
+            members: vec![Some(Member {
+                disk,
+                superblock: superblock.clone(),
+                copies,
+            })],
+            problems: Vec::new(),
+        };
+        let recordings = set
+            .recordings()
+            .unwrap_or_default()
+            .iter()
+            .map(|entry| {
+                (
+                    entry.recording_id,
+                    entry.name.as_str().to_string(),
+                    entry.stream_len_bytes,
+                )
+            })
+            .collect();
+        return Err(RecordingError::HoldsSet {
+            path,
+            set_uuid: superblock.set_uuid.to_string(),
+            label: superblock.label.as_str().to_string(),
+            member: superblock.member_index,
+            member_count: superblock.member_count,
+            recordings,
+        });
+    }
+    Ok(())
+}
+
 /// Formats `members` as a new volume set and returns it open for writing.
 pub fn format(
     members: Members<'_>,

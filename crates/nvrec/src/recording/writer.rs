@@ -137,6 +137,9 @@ pub struct RecordOptions {
     pub fill: Fill,
     /// Add a recording after the last one instead of formatting a new set.
     pub append: bool,
+    /// Format targets that hold a volume set (its recordings are lost); without it, such a
+    /// target is refused.
+    pub overwrite: bool,
     /// The set's label (new sets) and the recording's name.
     pub label: String,
     pub sync_interval: Duration,
@@ -168,6 +171,7 @@ impl Default for RecordOptions {
             stripe: Stripe::Adaptive,
             fill: Fill::Linear,
             append: false,
+            overwrite: false,
             label: String::new(),
             sync_interval: Duration::from_secs(1),
             engine: EngineChoice::Auto,
@@ -571,6 +575,9 @@ pub fn record_on(
             .unwrap_or(0);
         (set, checkpoint, last_id + 1)
     } else {
+        if !options.overwrite {
+            volume::refuse_sets(members)?;
+        }
         let set = volume::format(
             members,
             options.chunk_size_bytes,
