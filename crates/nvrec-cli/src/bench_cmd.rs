@@ -47,7 +47,8 @@ pub struct CommonArgs {
     /// I/O engine.
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
-    /// Write even to a device that is in use or holds a filesystem or partition table.
+    /// Write even to a device whose first blocks hold a filesystem or partition table (one
+    /// that is mounted or in use is never written).
     #[arg(long)]
     force: bool,
     /// Also write the JSON result to this file.

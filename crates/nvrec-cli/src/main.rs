@@ -39,7 +39,8 @@ pub mod exit {
     pub const FAILURE: u8 = 1;
     /// Bad arguments: usage, address range, chunk size.
     pub const USAGE: u8 = 2;
-    /// Refused for safety: the device is mounted, in use, or holds data (see --force).
+    /// Refused for safety: the device is mounted or in use (never overridden), or holds
+    /// data (a signature: --force; an nvrec set: --append or --overwrite).
     pub const REFUSED: u8 = 3;
     /// Aborted by SIGTERM or a second SIGINT (data up to the reported address is intact).
     pub const ABORTED: u8 = 4;
@@ -60,7 +61,8 @@ SIGNALS: Ctrl-C (SIGINT) stops: chunks already taken are written, the flush runs
        address is reported. A second Ctrl-C or SIGTERM aborts: chunks not yet submitted are
        dropped, in-flight ones complete, the flush runs.
 EXIT STATUS: 0 done (or stopped), 1 failed (I/O error, mismatch, damaged recording), 2 bad
-       arguments or addresses, 3 refused for safety (use --force), 4 aborted, 5 target full,
+       arguments or addresses, 3 refused for safety (in use, or holding data: --force
+       overrides a signature, --overwrite an nvrec set), 4 aborted, 5 target full,
        6 degraded (a member failed and was retired; the recording is whole on the others),
        141 stdout closed (a reader such as head went away: the run is aborted, quietly).";
 
@@ -229,7 +231,8 @@ struct WriteArgs {
     /// Skip the flush (fdatasync) after the last write.
     #[arg(long)]
     no_flush: bool,
-    /// Write even to a device that is in use or holds a filesystem or partition table.
+    /// Write even to a device whose first blocks hold a filesystem or partition table (one
+    /// that is mounted or in use is never written).
     #[arg(long)]
     force: bool,
 }

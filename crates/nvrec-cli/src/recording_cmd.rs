@@ -125,7 +125,8 @@ pub struct RecordArgs {
     /// A member whose oldest write has not completed after this long has failed.
     #[arg(long, default_value = "5s", value_parser = duration_arg)]
     member_timeout: Duration,
-    /// Write even to devices that are in use or hold a filesystem or partition table.
+    /// Write even to devices whose first blocks hold a filesystem or partition table (a
+    /// device that is mounted or in use is never written).
     #[arg(long)]
     force: bool,
     /// Run the recording thread under SCHED_FIFO, ahead of every ordinary program, so that

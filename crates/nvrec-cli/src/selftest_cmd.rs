@@ -25,7 +25,8 @@ pub struct SelftestArgs {
     /// Keep the scratch file afterwards.
     #[arg(long)]
     keep: bool,
-    /// Test a device even if it is in use or holds a filesystem or partition table.
+    /// Test a device even if its first blocks hold a filesystem or partition table (one
+    /// that is mounted or in use is never written).
     #[arg(long)]
     force: bool,
     #[command(flatten)]

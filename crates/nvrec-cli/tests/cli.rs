@@ -296,7 +296,7 @@ fn selftest_passes_on_a_loop_device() {
 }
 
 #[test]
-fn a_loop_device_holding_a_filesystem_is_refused_unless_forced() {
+fn a_loop_device_holding_a_filesystem_is_refused_unless_forced_and_never_while_mounted() {
     let Some(device) = LoopDevice::new(64 << 20) else {
         return;
     };
@@ -316,6 +316,55 @@ fn a_loop_device_holding_a_filesystem_is_refused_unless_forced() {
         text(&output)
     );
     assert!(text(&output).contains("--force"), "{}", text(&output));
+    // Mounted, it is never written, --force or not, by write or record.
+    let scratch = Scratch::new("mounted");
+    let mount_point = scratch.path("mnt");
+    std::fs::create_dir_all(&mount_point).unwrap();
+    let mounted = Command::new("mount")
+        .arg(&device.device)
+        .arg(&mount_point)
+        .status();
+    if matches!(mounted, Ok(status) if status.success()) {
+        std::fs::write(mount_point.join("kept.txt"), b"still here").unwrap();
+        let write = run(nvrec()
+            .args(["write", "--size", "1M", "--force"])
+            .arg(&device.device));
+        let record = run(nvrec()
+            .args([
+                "record",
+                "--source",
+                "zero",
+                "--size",
+                "1M",
+                "--force",
+                "--overwrite",
+            ])
+            .arg(&device.device));
+        let unmounted = Command::new("umount").arg(&mount_point).status();
+        assert!(matches!(unmounted, Ok(status) if status.success()));
+        for output in [&write, &record] {
+            assert_eq!(output.status.code(), Some(3), "{}", text(output));
+            assert!(text(output).contains("mounted on"), "{}", text(output));
+            assert!(
+                text(output).contains("--force does not override"),
+                "{}",
+                text(output)
+            );
+        }
+        let fsck = Command::new("e2fsck")
+            .args(["-n", "-f"])
+            .arg(&device.device)
+            .output();
+        if let Ok(fsck) = fsck {
+            assert!(
+                fsck.status.success(),
+                "{}",
+                String::from_utf8_lossy(&fsck.stdout)
+            );
+        }
+    } else {
+        eprintln!("mount refused here ({mounted:?}): the mounted case is not tested");
+    }
     let output = run(nvrec()
         .args(["write", "--size", "1M", "--force"])
         .arg(&device.device));

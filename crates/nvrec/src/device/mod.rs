@@ -5,11 +5,12 @@
 //!   or a block device with `O_DIRECT | O_CLOEXEC`, and probes its capacity and the
 //!   alignment O_DIRECT needs (`BLKGETSIZE64` / `BLKSSZGET` for block devices,
 //!   `statx(STATX_DIOALIGN)` for files).
-//! - Before a block device is opened for writing with [`Safety::Check`], it refuses a
-//!   device that is mounted (itself or a partition), active swap, held by
-//!   device-mapper / md / bcache, opened exclusively by someone else (`O_EXCL`), or
-//!   whose first 128 KiB hold a known signature ([`detect_signature`]). Each refusal is
-//!   a [`DeviceError`] naming what was found and saying that `--force` overrides.
+//! - Before a block device is opened for writing, it refuses a device that is mounted
+//!   (itself or a partition), active swap, held by device-mapper / md / bcache, or
+//!   opened exclusively by someone else (`O_EXCL`, which it then holds itself), whatever
+//!   the [`Safety`]; with [`Safety::Check`] also one whose first 128 KiB hold a known
+//!   signature ([`detect_signature`]), which [`Safety::Force`] overrides. Each refusal is
+//!   a [`DeviceError`] naming what was found.
 //! - [`describe`] gathers facts for reports from sysfs (transport, model, serial,
 //!   firmware, PCIe link, loop backing file) and never fails.
 //!
@@ -122,8 +123,8 @@ pub enum DeviceError {
         source: io::Error,
     },
 
-    #[error("{}; refusing to overwrite a mounted filesystem (unmount it first, or use \
-             --force to override)",
+    #[error("{}; refusing to overwrite a mounted filesystem (unmount it first; --force \
+             does not override this)",
              in_use_subject(.path, .device, "is mounted on", Some(.mount_point)))]
     Mounted {
         path: PathBuf,
@@ -132,7 +133,8 @@ pub enum DeviceError {
         mount_point: PathBuf,
     },
 
-    #[error("{}; refusing to overwrite it (swapoff it first, or use --force to override)",
+    #[error("{}; refusing to overwrite it (swapoff it first; --force does not override \
+             this)",
              in_use_subject(.path, .device, "is in use as swap", None))]
     Swap {
         path: PathBuf,
@@ -141,7 +143,7 @@ pub enum DeviceError {
     },
 
     #[error("{} is in use by {} (device-mapper, md RAID or bcache); refusing to overwrite it \
-             (tear those down first, or use --force to override)",
+             (tear those down first; --force does not override this)",
              .path.display(), .holders.join(", "))]
     Held { path: PathBuf, holders: Vec<String> },
 
@@ -155,7 +157,7 @@ pub enum DeviceError {
 
     #[error("{} is busy: another program holds it open exclusively (a mounted filesystem, \
              swap, device-mapper, md RAID, or another recorder); refusing to overwrite it \
-             (stop that user first, or use --force to override)", .path.display())]
+             (stop that user first; --force does not override this)", .path.display())]
     Busy { path: PathBuf },
 
     #[error("{}: could not {what}: {source}", .path.display())]
@@ -188,8 +190,8 @@ fn in_use_subject(path: &Path, device: &Path, verb: &str, place: Option<&PathBuf
 
 impl DeviceError {
     /// True when the open was refused to protect existing data or a device in use
-    /// (mounted, swap, held, signature found, exclusively opened elsewhere): the cases
-    /// `--force` overrides.
+    /// (mounted, swap, held, signature found, exclusively opened elsewhere). `--force`
+    /// overrides only a signature: a device in use is never written.
     pub fn is_safety_refusal(&self) -> bool {
         matches!(
             self,
@@ -358,8 +360,9 @@ fn preallocate(
     }
 }
 
-/// Opens a block device, running the safety checks first when writing with
-/// `Safety::Check`.
+/// Opens a block device for writing only when nothing uses it (mounted, swap, held, or
+/// open exclusively: refused whatever the safety), and, with `Safety::Check`, when its
+/// first blocks hold no signature.
 /// Times an exclusive open that found the device busy is retried, 50 ms apart.
 const EBUSY_RETRY_COUNT: u32 = 20;
 
@@ -369,7 +372,9 @@ fn open_block_device(
     dev: DevNum,
 ) -> Result<Target, DeviceError> {
     let write = options.access == Access::Write;
-    let check = write && options.safety == Safety::Check;
+    // In use is never overridden; a signature is, by --force.
+    let check = write;
+    let check_signature = write && options.safety == Safety::Check;
     if check {
         // Before the exclusive open, so that a mounted device is reported with its mount
         // point rather than as a bare EBUSY.
@@ -441,7 +446,7 @@ fn open_block_device(
         )
     })?;
 
-    if check {
+    if check_signature {
         safety::check_no_signature(path, &file, capacity_bytes, logical_block_bytes)?;
     }
 

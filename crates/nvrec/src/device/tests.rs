@@ -249,7 +249,7 @@ fn device_error_messages_and_safety_classification() {
     assert_eq!(
         mounted.to_string(),
         "/dev/loop3: /dev/loop3p1 is mounted on /mnt/data; refusing to overwrite a mounted \
-         filesystem (unmount it first, or use --force to override)"
+         filesystem (unmount it first; --force does not override this)"
     );
     let mounted_itself = DeviceError::Mounted {
         path: path.clone(),
@@ -276,7 +276,13 @@ fn device_error_messages_and_safety_classification() {
     let busy = DeviceError::Busy { path: path.clone() };
     for refusal in [&signature, &mounted, &held, &swap, &busy] {
         assert!(refusal.is_safety_refusal(), "{refusal:?}");
-        assert!(refusal.to_string().contains("--force"), "{refusal}");
+    }
+    assert!(signature.to_string().contains("use --force to override"));
+    for in_use in [&mounted, &held, &swap, &busy] {
+        assert!(
+            in_use.to_string().contains("--force does not override"),
+            "{in_use}"
+        );
     }
     let others = [
         DeviceError::NotFound {
@@ -509,8 +515,9 @@ fn device_loop_probe_describe_exclusive_and_ext4_refusal() {
     eprintln!("refused as it should be: {err}");
     assert!(matches!(err, DeviceError::Busy { .. }), "{err:?}");
     assert!(err.is_safety_refusal());
-    // --force does not ask for exclusivity.
-    drop(open(&lo.path, &write_opts(None, Safety::Force)).expect("forced open beside"));
+    // --force does not make a device someone holds writable.
+    let err = open_err(&lo.path, &write_opts(None, Safety::Force));
+    assert!(matches!(err, DeviceError::Busy { .. }), "{err:?}");
     drop(held);
 
     if !mkfs_ext4(&lo.path, TEST) {
