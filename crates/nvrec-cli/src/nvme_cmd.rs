@@ -40,18 +40,60 @@ pub fn devices(args: DevicesArgs, json: bool) -> Result<Finished> {
     };
     let found = inventory(Path::new("/sys"), probes);
     if json {
-        outln!("{}", serde_json::to_value(&found)?);
+        let mut value = serde_json::to_value(&found)?;
+        add_memberships(&mut value);
+        outln!("{}", value);
     } else {
         out!("{}", devices_text(&found));
     }
     Ok(Finished(exit::OK))
 }
 
-fn usage_text(usage: &Option<nvrec::device::Usage>) -> String {
+/// Adds to each probed device's usage (`usage.nvrec`) the volume set it is a member of,
+/// so that a device holding recordings is not taken for a free one.
+fn add_memberships(value: &mut serde_json::Value) {
+    let Some(object) = value.as_object_mut() else {
+        return;
+    };
+    let mut devices: Vec<&mut serde_json::Value> = Vec::new();
+    for (key, entries) in object.iter_mut() {
+        let Some(entries) = entries.as_array_mut() else {
+            continue;
+        };
+        match key.as_str() {
+            "controllers" => {
+                for controller in entries {
+                    if let Some(namespaces) = controller["namespaces"].as_array_mut() {
+                        devices.extend(namespaces.iter_mut());
+                    }
+                }
+            }
+            "block_devices" => devices.extend(entries.iter_mut()),
+            _ => {}
+        }
+    }
+    for device in devices {
+        let Some(path) = device["path"].as_str().map(PathBuf::from) else {
+            continue;
+        };
+        if let Some(usage) = device["usage"].as_object_mut() {
+            let member = nvrec::recording::volume::membership(&path);
+            usage.insert(
+                "nvrec".into(),
+                serde_json::to_value(member).unwrap_or_default(),
+            );
+        }
+    }
+}
+
+fn usage_text(usage: &Option<nvrec::device::Usage>, path: &Path) -> String {
     let Some(usage) = usage else {
         return "-".to_string();
     };
     let mut parts: Vec<String> = Vec::new();
+    if let Some(member) = nvrec::recording::volume::membership(path) {
+        parts.push(member.describe());
+    }
     parts.extend(
         usage
             .mounted
@@ -147,7 +189,7 @@ fn devices_text(found: &Inventory) -> String {
                 } else {
                     format!("  formats {} (* in use)", formats.join(" "))
                 },
-                usage_text(&namespace.usage)
+                usage_text(&namespace.usage, &namespace.path)
             );
         }
     }
@@ -171,7 +213,7 @@ fn devices_text(found: &Inventory) -> String {
                 .as_ref()
                 .map(|file| format!("  backed by {file}"))
                 .unwrap_or_default(),
-            usage_text(&device.usage)
+            usage_text(&device.usage, &device.path)
         );
     }
     out

@@ -1017,3 +1017,41 @@ fn without_a_terminal_a_long_run_prints_a_progress_line_every_few_seconds() {
     assert!(output.status.success(), "{}", text(&output));
     assert!(output.stderr.is_empty(), "{}", text(&output));
 }
+
+#[test]
+fn devices_names_the_nvrec_set_a_device_holds() {
+    let Some(device) = LoopDevice::new(64 << 20) else {
+        return;
+    };
+    let recorded = run(nvrec()
+        .args([
+            "record", "--source", "zero", "--size", "4M", "--label", "on loop",
+        ])
+        .arg(&device.device));
+    assert!(recorded.status.success(), "{}", text(&recorded));
+    let shown = run(nvrec().arg("devices"));
+    let listing = String::from_utf8_lossy(&shown.stdout).to_string();
+    let line = listing
+        .lines()
+        .find(|line| line.contains(&*device.device.to_string_lossy()))
+        .unwrap_or_else(|| panic!("{} not listed:\n{listing}", device.device.display()));
+    assert!(
+        line.contains("nvrec set") && line.contains("\"on loop\""),
+        "{line}"
+    );
+    assert!(line.contains("member 0 of 1, 1 recording"), "{line}");
+    assert!(!line.ends_with("free"), "{line}");
+    let value = json(&run(nvrec().args(["--json", "devices"])));
+    let entry = value["block_devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["path"] == device.device.to_string_lossy().as_ref())
+        .expect("listed in JSON");
+    assert_eq!(entry["usage"]["nvrec"]["label"], "on loop", "{entry}");
+    assert_eq!(
+        entry["usage"]["nvrec"]["recordings"][0][2],
+        4 << 20,
+        "{entry}"
+    );
+}

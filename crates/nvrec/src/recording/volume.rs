@@ -285,61 +285,113 @@ pub fn write_meta(
         })
 }
 
+/// What a target holds of a volume set: which set, which member, which recordings.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Membership {
+    pub set_uuid: String,
+    pub label: String,
+    pub member: u16,
+    pub member_count: u16,
+    /// (id, name, stream bytes) of each recording the set's index on this target names.
+    pub recordings: Vec<(u32, String, u64)>,
+}
+
+impl Membership {
+    /// One line for listings: `nvrec set 1a2b... "label", member 0 of 2, 3 recordings`.
+    pub fn describe(&self) -> String {
+        format!(
+            "nvrec set {} \"{}\", member {} of {}, {} recording(s)",
+            self.set_uuid,
+            self.label,
+            self.member,
+            self.member_count,
+            self.recordings.len()
+        )
+    }
+}
+
+/// The volume set `disk` is a member of, if any (read only).
+fn membership_of(disk: Disk) -> Option<Membership> {
+    let (superblock, copies) = read_superblock(&disk).ok()?;
+    let set = VolumeSet {
+        set_uuid: superblock.set_uuid,
+        label: superblock.label.as_str().to_string(),
+        chunk_size_bytes: superblock.layout.chunk_size_bytes,
+        members: vec![Some(Member {
+            disk,
+            superblock: superblock.clone(),
+            copies,
+        })],
+        problems: Vec::new(),
+    };
+    let recordings = set
+        .recordings()
+        .unwrap_or_default()
+        .iter()
+        .map(|entry| {
+            (
+                entry.recording_id,
+                entry.name.as_str().to_string(),
+                entry.stream_len_bytes,
+            )
+        })
+        .collect();
+    Some(Membership {
+        set_uuid: superblock.set_uuid.to_string(),
+        label: superblock.label.as_str().to_string(),
+        member: superblock.member_index,
+        member_count: superblock.member_count,
+        recordings,
+    })
+}
+
+fn read_only() -> OpenOptions {
+    OpenOptions {
+        access: Access::Read,
+        create_len_bytes: None,
+        // Only read; a write opens again, with every safety check.
+        safety: Safety::Force,
+    }
+}
+
+/// The volume set the file or device at `path` is a member of, if any: for listings.
+pub fn membership(path: &std::path::Path) -> Option<Membership> {
+    let disk = Members::Paths(&[path.to_path_buf()])
+        .open(&read_only())
+        .ok()?
+        .pop()?;
+    membership_of(disk)
+}
+
 /// Refuses to format over a volume set: the first target of `members` that holds a member
 /// of one is named, with the set's recordings. Targets that do not exist or cannot be read
 /// are left to the open that formats them.
 pub fn refuse_sets(members: Members<'_>) -> Result<(), RecordingError> {
-    let read = OpenOptions {
-        access: Access::Read,
-        create_len_bytes: None,
-        // Only read here; formatting opens again, with every safety check.
-        safety: Safety::Force,
-    };
     let disks: Vec<Disk> = match members {
         Members::Paths(paths) => paths
             .iter()
             .filter(|path| path.exists())
-            .filter_map(|path| Members::Paths(std::slice::from_ref(path)).open(&read).ok())
+            .filter_map(|path| {
+                Members::Paths(std::slice::from_ref(path))
+                    .open(&read_only())
+                    .ok()
+            })
             .flatten()
             .collect(),
-        Members::Sim(_) => members.open(&read)?,
+        Members::Sim(_) => members.open(&read_only())?,
     };
     for disk in disks {
-        let Ok((superblock, copies)) = read_superblock(&disk) else {
-            continue;
-        };
         let path = disk.path().to_path_buf();
-        let set = VolumeSet {
-            set_uuid: superblock.set_uuid,
-            label: superblock.label.as_str().to_string(),
-            chunk_size_bytes: superblock.layout.chunk_size_bytes,
-            members: vec![Some(Member {
-                disk,
-                superblock: superblock.clone(),
-                copies,
-            })],
-            problems: Vec::new(),
-        };
-        let recordings = set
-            .recordings()
-            .unwrap_or_default()
-            .iter()
-            .map(|entry| {
-                (
-                    entry.recording_id,
-                    entry.name.as_str().to_string(),
-                    entry.stream_len_bytes,
-                )
-            })
-            .collect();
-        return Err(RecordingError::HoldsSet {
-            path,
-            set_uuid: superblock.set_uuid.to_string(),
-            label: superblock.label.as_str().to_string(),
-            member: superblock.member_index,
-            member_count: superblock.member_count,
-            recordings,
-        });
+        if let Some(found) = membership_of(disk) {
+            return Err(RecordingError::HoldsSet {
+                path,
+                set_uuid: found.set_uuid,
+                label: found.label,
+                member: found.member,
+                member_count: found.member_count,
+                recordings: found.recordings,
+            });
+        }
     }
     Ok(())
 }
