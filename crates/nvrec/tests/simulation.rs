@@ -261,8 +261,13 @@ fn run(case: &Case) -> Result<Seen, String> {
         if !crashed && report.error.is_none() && whole && acknowledged_bytes != report.stream_bytes
         {
             return Err(format!(
-                "a clean end acknowledged {acknowledged_bytes} of {} bytes recorded",
-                report.stream_bytes
+                "a clean end acknowledged {acknowledged_bytes} of {} bytes recorded ({:?}, \
+                 chunks {}, unrecorded {}, lost {})",
+                report.stream_bytes,
+                report.outcome,
+                report.chunk_count,
+                report.unrecorded_bytes,
+                report.lost_bytes
             ));
         }
         if !crashed

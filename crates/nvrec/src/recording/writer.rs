@@ -1012,7 +1012,7 @@ impl<'a> Writer<'a> {
         if let Some(outcome) = self.durability.finish() {
             self.checkpoint_made(outcome);
         }
-        if self.state() == ControlState::Abort || self.error.is_some() {
+        if self.state() == ControlState::Abort || self.error.is_some() || self.full {
             // Nothing more is written: the stream ends after the last chunk submitted.
             self.seal_filling();
             while let Some(buffer) = self.ready.pop_back() {
