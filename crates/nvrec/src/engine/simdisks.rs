@@ -324,6 +324,11 @@ impl SimDisks {
         }
     }
 
+    /// Whether `other` is a handle on the same set.
+    pub fn same_set(&self, other: &SimDisks) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+
     pub fn disk_count(&self) -> usize {
         self.lock().disks.len()
     }

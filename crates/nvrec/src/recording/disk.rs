@@ -159,7 +159,7 @@ pub fn open_engine(
         })
         .collect();
     match sims {
-        Some(sims) if !sims.is_empty() => {
+        Some(sims) if !sims.is_empty() && sims.iter().all(|(set, _)| set.same_set(sims[0].0)) => {
             let set = sims[0].0;
             let indices = sims.iter().map(|(_, index)| *index).collect();
             Ok(OpenedEngine {
@@ -168,7 +168,41 @@ pub fn open_engine(
             })
         }
         _ => Err(RecordingError::Usage(
-            "a set's members are all targets or all simulated disks".into(),
+            "a set's members are all targets, or all disks of one simulated set".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> EngineConfig {
+        EngineConfig {
+            queue_depth: 2,
+            sqpoll: false,
+            caller_may_block: false,
+        }
+    }
+
+    #[test]
+    fn one_engine_serves_disks_of_one_simulated_set_only() {
+        let (a, b) = (
+            SimDisks::new(2, 1 << 20, 4096, 1),
+            SimDisks::new(1, 1 << 20, 4096, 2),
+        );
+        let options = OpenOptions {
+            access: crate::device::Access::Write,
+            create_len_bytes: None,
+            safety: crate::device::Safety::Check,
+        };
+        let same = Members::Sim(&a).open(&options).unwrap();
+        let other = Members::Sim(&b).open(&options).unwrap();
+        let pool = || BufferPool::new(2, 8192).unwrap();
+        let disks: Vec<&Disk> = same.iter().collect();
+        assert!(open_engine(&disks, EngineChoice::Auto, pool(), config()).is_ok());
+        let mixed = vec![&same[0], &other[0]];
+        let refused = open_engine(&mixed, EngineChoice::Auto, pool(), config());
+        assert!(matches!(refused, Err(RecordingError::Usage(_))));
     }
 }
