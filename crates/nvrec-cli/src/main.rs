@@ -448,7 +448,7 @@ fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
     };
     // The source first: a source that cannot be read must not leave a target created.
     let source_spec = parse_source(&args.source, args.seed);
-    let mut source = open_source(&source_spec)?;
+    let mut source = open_source(&source_spec).map_err(recording_cmd::source_error)?;
     let created = NewFiles::note(std::slice::from_ref(&args.target));
     let target = device::open(&args.target, &options)
         .with_context(|| format!("opening {} for direct I/O", args.target.display()))?;

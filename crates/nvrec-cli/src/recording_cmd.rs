@@ -321,7 +321,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         },
         create_len_bytes: args.create_size,
     };
-    let mut source = open_source(&source_spec)?;
+    let mut source = open_source(&source_spec).map_err(source_error)?;
     let created = crate::NewFiles::note(&args.targets);
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "record".into(), !json);
@@ -395,6 +395,12 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             outln!("  LOST          {} bytes in {} gaps (input outran the targets; marked in the recording)", report.lost_bytes, report.gap_count);
         } else {
             outln!("  lost          0 bytes");
+        }
+        if report.overdue_bytes > 0 {
+            outln!(
+                "  overdue       {} bytes were due by the stop and not yet taken (the recorder was behind the rate)",
+                report.overdue_bytes
+            );
         }
         if report.unrecorded_bytes > 0 {
             outln!(
@@ -935,11 +941,52 @@ pub struct VerifyArgs {
     /// Which recording (default: every one).
     #[arg(long)]
     recording: Option<u32>,
-    /// Seed of the pattern, for recordings of the pattern source.
-    #[arg(long, default_value = "0", value_parser = size_arg)]
-    seed: u64,
+    /// Seed of the pattern, for recordings of the pattern source. Default: each recording is
+    /// checked against its own seed, read from its first chunk (so a set recorded with
+    /// several seeds verifies); with --seed every recording must carry this one.
+    #[arg(long, value_parser = size_arg)]
+    seed: Option<u64>,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
+}
+
+/// The seed that put the pattern into `payload` at stream offset `offset_bytes`, read from
+/// its first two words (a chunk that is not aligned for that, or too short, tells none).
+fn seed_of_payload(offset_bytes: u64, payload: &[u8]) -> Option<u64> {
+    if !offset_bytes.is_multiple_of(8) || payload.len() < 8 {
+        return None;
+    }
+    let word = |at: usize| u32::from_le_bytes(payload[at..at + 4].try_into().unwrap());
+    Some(Pattern::seed_of_words(word(0), word(4), offset_bytes / 4))
+}
+
+/// Checks one PATTERN chunk's payload; `pattern` is `None` when no seed could be read.
+fn check_pattern(
+    pattern: Option<&Pattern>,
+    offset_bytes: u64,
+    payload: &[u8],
+) -> Result<(), String> {
+    if !offset_bytes.is_multiple_of(8) {
+        return Err(format!(
+            "stream offset {offset_bytes:#x} is not a multiple of 8, where the pattern never puts a chunk"
+        ));
+    }
+    match pattern {
+        Some(pattern) => pattern
+            .check(offset_bytes, payload, 0)
+            .map_err(|mismatch| mismatch.to_string()),
+        // Under 8 bytes: too short to name a seed, and nothing to check it against.
+        None => Ok(()),
+    }
+}
+
+/// A source that is not there or cannot be read as a stream is a mistake in the arguments.
+pub fn source_error(error: std::io::Error) -> anyhow::Error {
+    use std::io::ErrorKind::{IsADirectory, NotFound, PermissionDenied};
+    match error.kind() {
+        IsADirectory | NotFound | PermissionDenied => UsageError(error.to_string()).into(),
+        _ => error.into(),
+    }
 }
 
 pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
@@ -952,12 +999,12 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
     if selected.is_empty() {
         return Err(nvrec::recording::RecordingError::NoRecordings.into());
     }
-    let pattern = Pattern::new(args.seed);
     let mut results = Vec::new();
     let mut all_good = set.missing_indices().is_empty() && set.problems.is_empty();
     for entry in &selected {
         let mut first_bad: Option<String> = None;
         let mut pattern_errors = 0u64;
+        let mut pattern: Option<Pattern> = args.seed.map(Pattern::new);
         let progress = Arc::new(Progress::default());
         let display = progress::ProgressDisplay::start(
             Arc::clone(&progress),
@@ -974,13 +1021,17 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                 match item {
                     Item::Chunk { header, payload } => {
                         if header.flags.contains(ChunkFlags::PATTERN) {
-                            if let Err(mismatch) =
-                                pattern.check(header.stream_offset_bytes, payload, 0)
+                            if pattern.is_none() {
+                                pattern = seed_of_payload(header.stream_offset_bytes, payload)
+                                    .map(Pattern::new);
+                            }
+                            if let Err(why) =
+                                check_pattern(pattern.as_ref(), header.stream_offset_bytes, payload)
                             {
                                 pattern_errors += 1;
                                 first_bad.get_or_insert_with(|| {
                                     format!(
-                                        "sequence {} on member {} slot {}: {mismatch}",
+                                        "sequence {} on member {} slot {}: {why}",
                                         header.sequence, header.member_index, header.slot_index
                                     )
                                 });
@@ -1027,6 +1078,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             "missing_chunk_count": summary.missing_chunk_count,
             "damage_count": summary.damage_count,
             "pattern_error_count": pattern_errors,
+            "pattern_seed": pattern.as_ref().map(Pattern::seed),
             "lost_bytes": summary.lost_bytes,
             "first_bad": first_bad,
             "rate_mib_per_s": summary.rate_mib_per_s,
@@ -1042,7 +1094,11 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                     state_text(entry),
                     summary.chunk_count,
                     summary.payload_bytes,
-                    if entry.flags.contains(RecordingFlags::PATTERN) { ", pattern checked" } else { "" },
+                    match &pattern {
+                        Some(pattern) if entry.flags.contains(RecordingFlags::PATTERN) =>
+                            format!(", pattern checked (seed {:#x})", pattern.seed()),
+                        _ => String::new(),
+                    },
                     summary.rate_mib_per_s
                 ),
                 Some(bad) => outln!("recording {} ({}): BAD: first bad chunk: {bad}", entry.recording_id, state_text(entry)),

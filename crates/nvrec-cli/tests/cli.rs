@@ -909,7 +909,7 @@ fn refused_runs_create_nothing_and_a_directory_is_no_source() {
         .args(["record", "--create-size", "16M", "--source"])
         .arg(&directory)
         .arg(&created));
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     assert!(
         text(&output).contains("is a directory"),
         "{}",
@@ -928,13 +928,13 @@ fn refused_runs_create_nothing_and_a_directory_is_no_source() {
         .arg("--source")
         .arg(&directory)
         .arg(&set));
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     assert_eq!(file_digest(&set), before, "the set was formatted");
     let output = run(nvrec()
         .args(["write", "--size", "1M", "--source"])
         .arg(&directory)
         .arg(&created));
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     // Refusals after a target file was made leave no file behind.
     let cases: [(&[&str], Vec<std::path::PathBuf>); 3] = [
         // The second target is a directory: the first had been created.

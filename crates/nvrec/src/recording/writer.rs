@@ -239,6 +239,9 @@ pub struct RecordReport {
     pub written_bytes: u64,
     /// Bytes taken from the source but not recorded (abort, full target), reported, never silent.
     pub unrecorded_bytes: u64,
+    /// With --rate: input due by the stop that the recorder had not yet taken (at most the
+    /// input's own buffering), so that recorded + lost + overdue is what the rate sent.
+    pub overdue_bytes: u64,
     pub checkpoint_count: u64,
     pub elapsed_s: f64,
     pub rate_mib_per_s: f64,
@@ -518,6 +521,7 @@ struct Writer<'a> {
     source_done: bool,
     full: bool,
     unrecorded_bytes: u64,
+    overdue_bytes: u64,
     error: Option<String>,
     started: Instant,
     start_ns: u64,
@@ -772,6 +776,7 @@ impl<'a> Writer<'a> {
             source_done: false,
             full: false,
             unrecorded_bytes: 0,
+            overdue_bytes: 0,
             error: None,
             started: Instant::now(),
             start_ns: now_ns(),
@@ -1020,6 +1025,7 @@ impl<'a> Writer<'a> {
             }
         } else {
             self.seal_filling();
+            self.account_unproduced();
         }
         // Submit the rest, waiting for room as needed.
         let mut checkpoints_in_a_row = 0;
@@ -1219,6 +1225,7 @@ impl<'a> Writer<'a> {
             gap_count: self.gap_count,
             written_bytes,
             unrecorded_bytes: self.unrecorded_bytes,
+            overdue_bytes: self.overdue_bytes,
             checkpoint_count: self.checkpoint_count,
             elapsed_s: elapsed.as_secs_f64(),
             rate_mib_per_s: crate::unit::rate_mib_per_s(self.recorded_stream_bytes, elapsed),

@@ -5,6 +5,12 @@
 
 use super::*;
 
+/// How far a paced source may fall behind its schedule before what is overdue is lost: the
+/// input's own buffering (a NIC ring, a socket buffer, a device FIFO), as time at the rate
+/// and at most [`PACED_BACKLOG_MAX_BYTES`].
+const PACED_BACKLOG: Duration = Duration::from_millis(250);
+const PACED_BACKLOG_MAX_BYTES: u64 = 64 << 20;
+
 impl Writer<'_> {
     /// Whether the source may be read now: it has data left and we are running.
     pub(super) fn wants_input(&self) -> bool {
@@ -40,9 +46,68 @@ impl Writer<'_> {
         }
     }
 
+    /// Payload bytes due by now, within the size asked for.
+    fn due_within_limit(&self) -> u64 {
+        let due = self.due_bytes();
+        self.options.limit_bytes.map_or(due, |limit| due.min(limit))
+    }
+
+    /// A paced source is a stream that does not wait for the recorder: what falls more than
+    /// [`PACED_BACKLOG`] of input behind its schedule (the recorder busy elsewhere, or too
+    /// slow for the rate at all) is lost, counted, and marked as a gap. Whole payloads are
+    /// skipped, so stream offsets keep their alignment.
+    fn drop_backlog(&mut self) -> bool {
+        let Some(rate) = self.options.rate_bytes_per_s else {
+            return false;
+        };
+        let capacity = self.payload_capacity_bytes as u64;
+        let allowed = ((rate * PACED_BACKLOG.as_secs_f64()) as u64)
+            .min(PACED_BACKLOG_MAX_BYTES)
+            .max(capacity);
+        let behind = self
+            .due_within_limit()
+            .saturating_sub(self.stream_offset_bytes);
+        let skipped = behind.saturating_sub(allowed) / capacity * capacity;
+        self.count_lost(skipped);
+        skipped > 0
+    }
+
+    /// When a paced recording stops (its duration reached, or a stop asked for), input was
+    /// due by then that had not been taken: at most the input's buffering, since anything
+    /// further behind was counted lost. It is reported as overdue, so that recorded, lost
+    /// and overdue add up to what the rate sent.
+    pub(super) fn account_unproduced(&mut self) {
+        if self.options.rate_bytes_per_s.is_none() || self.source_done {
+            return;
+        }
+        let until = self
+            .options
+            .duration
+            .map_or(self.started.elapsed(), |duration| {
+                duration.min(self.started.elapsed())
+            });
+        let due = (until.as_secs_f64() * self.options.rate_bytes_per_s.unwrap_or(0.0)) as u64;
+        let due = self.options.limit_bytes.map_or(due, |limit| due.min(limit));
+        self.overdue_bytes = due.saturating_sub(self.stream_offset_bytes);
+    }
+
+    /// Counts `bytes` of input as lost: the stream moves past them and the next chunk
+    /// (or the end marker) carries the gap.
+    fn count_lost(&mut self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        self.stream_offset_bytes += bytes;
+        self.lost_bytes += bytes;
+        self.pending_gap_bytes += bytes;
+        self.progress
+            .lost_bytes
+            .store(self.lost_bytes, Ordering::Relaxed);
+    }
+
     /// Takes data from the source into buffers. Returns whether anything moved.
     pub(super) fn produce(&mut self) -> bool {
-        let mut progressed = false;
+        let mut progressed = self.wants_input() && self.drop_backlog();
         let capacity = self.payload_capacity_bytes as u64;
         while self.wants_input() {
             let remaining = self.options.limit_bytes.map_or(capacity, |limit| {
@@ -60,12 +125,7 @@ impl Writer<'_> {
             let Some(buffer) = self.filling.or_else(|| self.free.pop()) else {
                 if self.options.rate_bytes_per_s.is_some() {
                     // No room: this payload is lost, counted, and marked in the stream.
-                    self.stream_offset_bytes += remaining;
-                    self.lost_bytes += remaining;
-                    self.pending_gap_bytes += remaining;
-                    self.progress
-                        .lost_bytes
-                        .store(self.lost_bytes, Ordering::Relaxed);
+                    self.count_lost(remaining);
                     progressed = true;
                     continue;
                 }

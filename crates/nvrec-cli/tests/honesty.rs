@@ -1,0 +1,120 @@
+//! Reports that tell the truth: loss accounting at any rate, each recording verified against
+//! its own seed, a live recording shown as recording and never written by another run.
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+
+fn record_pattern(targets: &[PathBuf], extra: &[&str]) -> serde_json::Value {
+    let output = run(nvrec()
+        .args(["--json", "record", "--source", "pattern"])
+        .args(extra)
+        .args(targets));
+    assert!(output.status.success(), "{}", text(&output));
+    json(&output)
+}
+
+fn u64_of(value: &serde_json::Value, key: &str) -> u64 {
+    value[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} in {value}"))
+}
+
+#[test]
+fn a_rate_the_recorder_cannot_keep_is_counted_to_the_byte() {
+    let scratch = Scratch::new("honest-rate");
+    let targets = vec![scratch.path("a.img")];
+    // 20 GB/s for 100 ms: 2 GB are due, far more than the recorder can take here.
+    let report = record_pattern(
+        &targets,
+        &[
+            "--rate",
+            "20GB/s",
+            "--duration",
+            "100ms",
+            "--buffer",
+            "64M",
+            "--create-size",
+            "1G",
+        ],
+    );
+    let recorded = u64_of(&report, "stream_bytes");
+    let lost = u64_of(&report, "lost_bytes");
+    let overdue = u64_of(&report, "overdue_bytes");
+    assert_eq!(
+        recorded + lost + overdue,
+        2_000_000_000,
+        "recorded, lost and overdue add up to what was due: {report}"
+    );
+    assert!(lost > 1_000_000_000, "most of it is lost: {report}");
+    assert!(overdue <= 64 << 20, "{report}");
+    // The loss is in the recording: the entry and the gaps in the chunks agree.
+    let output = run(nvrec().args(["--json", "verify"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(u64_of(&json(&output)["recordings"][0], "lost_bytes"), lost);
+    let output = run(nvrec().args(["--json", "ls"]).args(&targets));
+    assert_eq!(u64_of(&json(&output)["recordings"][0], "lost_bytes"), lost);
+}
+
+#[test]
+fn a_rate_the_recorder_keeps_loses_nothing_and_adds_up() {
+    let scratch = Scratch::new("honest-slow-rate");
+    let targets = vec![scratch.path("a.img")];
+    let report = record_pattern(
+        &targets,
+        &[
+            "--rate",
+            "40MB/s",
+            "--duration",
+            "500ms",
+            "--create-size",
+            "256M",
+        ],
+    );
+    let recorded = u64_of(&report, "stream_bytes");
+    let overdue = u64_of(&report, "overdue_bytes");
+    assert_eq!(u64_of(&report, "lost_bytes"), 0, "{report}");
+    assert_eq!(recorded + overdue, 20_000_000, "{report}");
+}
+
+#[test]
+fn verify_checks_each_recording_against_its_own_seed() {
+    let scratch = Scratch::new("honest-seeds");
+    let targets = vec![scratch.path("a.img"), scratch.path("b.img")];
+    record_pattern(&targets, &["--size", "3M", "--create-size", "64M"]);
+    record_pattern(&targets, &["--append", "--seed", "7", "--size", "2M"]);
+    record_pattern(&targets, &["--append", "--seed", "0x5eed", "--size", "1M"]);
+
+    let output = run(nvrec().args(["--json", "verify"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let seeds: Vec<u64> = json(&output)["recordings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|recording| u64_of(recording, "pattern_seed"))
+        .collect();
+    assert_eq!(seeds, [0, 7, 0x5eed]);
+
+    // Asked for one seed, the recordings made with another are named.
+    let output = run(nvrec()
+        .args(["--json", "verify", "--seed", "7"])
+        .args(&targets));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let good: Vec<bool> = json(&output)["recordings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|recording| recording["good"].as_bool().unwrap())
+        .collect();
+    assert_eq!(good, [false, true, false]);
+
+    // A damaged chunk is still found when the seed is read from the data. The data area of
+    // a 64 MiB member with 128 KiB chunks starts at 2228224 (FORMAT.md, section 3).
+    let member = scratch.path("a.img");
+    let mut bytes = std::fs::read(&member).unwrap();
+    bytes[2228224 + 4096] ^= 0xff;
+    std::fs::write(&member, &bytes).unwrap();
+    let output = run(nvrec().args(["verify"]).args(&targets));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+}
