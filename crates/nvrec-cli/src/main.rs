@@ -12,6 +12,7 @@ mod nvme_cmd;
 mod plan_cmd;
 mod progress;
 mod recording_cmd;
+mod repair_cmd;
 mod selftest_cmd;
 mod signal;
 mod telemetry;
@@ -96,6 +97,9 @@ enum Command {
     Replay(recording_cmd::ReplayArgs),
     /// Check every chunk of the recordings: CRC, sequence, and the pattern.
     Verify(recording_cmd::VerifyArgs),
+    /// Rewrite damaged metadata copies from good ones; persist a crashed recording's end;
+    /// with --scan, rebuild lost recording entries from their chunks.
+    Repair(repair_cmd::RepairArgs),
     /// Characterize a drive as a recorder uses it: sweep, fill, overwrite, profile.
     Bench(bench_cmd::BenchArgs),
     /// Plan drives, RAM buffer, retention and endurance for a target rate.
@@ -412,6 +416,7 @@ fn run(cli: Cli) -> Result<Finished> {
         Command::Ls(args) => recording_cmd::ls(args, cli.json),
         Command::Replay(args) => recording_cmd::replay(args, cli.json),
         Command::Verify(args) => recording_cmd::verify(args, cli.json),
+        Command::Repair(args) => repair_cmd::repair(args, cli.json),
     }
 }
 

@@ -8,7 +8,7 @@ use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::pattern::Pattern;
 use nvrec::recording::reader::{self, Item};
 use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome};
-use nvrec::recording::{volume, Fill, MemberFailure, Stripe};
+use nvrec::recording::{health, volume, Fill, MemberFailure, Stripe};
 use nvrec::source::{open_source, SourceSpec};
 use nvrec::stream::{ControlState, Progress};
 use nvrec::unit::{
@@ -493,12 +493,29 @@ pub struct LsArgs {
     /// The members of a volume set.
     #[arg(required = true)]
     targets: Vec<PathBuf>,
+    /// Also read every chunk header and list the recordings the chunks hold, those whose
+    /// entries were lost included (one small read per slot of every member).
+    #[arg(long)]
+    scan: bool,
+}
+
+/// The recordings of `set` as readers see them: a crashed recording at its recovered end,
+/// and the one another program is writing right now still open (shown as recording, with
+/// what it has made durable so far).
+fn recordings(set: &volume::VolumeSet) -> Result<Vec<RecordingEntry>> {
+    let mut entries = reader::recordings(set)?;
+    if let Some(live) = set.live_recording()? {
+        for entry in entries.iter_mut().filter(|e| e.recording_id == live) {
+            entry.state = RecordingState::Open;
+        }
+    }
+    Ok(entries)
 }
 
 fn state_text(entry: &RecordingEntry) -> &'static str {
     let wrapped = entry.flags.contains(RecordingFlags::RING);
     match (entry.state, wrapped) {
-        (RecordingState::Open, _) => "open",
+        (RecordingState::Open, _) => "recording",
         (RecordingState::Closed, false) => "complete",
         (RecordingState::Closed, true) => "complete (ring)",
         (RecordingState::Aborted, _) => "aborted",
@@ -564,11 +581,18 @@ fn retirement_line(set: &volume::VolumeSet, retirement: &nvrec::layout::Retireme
 
 pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
     let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = reader::recordings(&set)?;
+    let entries = recordings(&set)?;
+    let damage = health::check(&set)?;
     let members: Vec<serde_json::Value> = (0..set.member_count())
         .map(|index| serde_json::json!({"index": index, "path": volume::describe_member(&set, index), "present": set.members[index].is_some()}))
         .collect();
     let complete = set.missing_indices().is_empty() && set.problems.is_empty();
+    let whole = complete && !health::loses_anything(&damage);
+    let scanned = if args.scan {
+        Some(crate::repair_cmd::scan_rows(&set, &entries)?)
+    } else {
+        None
+    };
     if json {
         let value = serde_json::json!({
             "set_uuid": set.set_uuid.to_string(),
@@ -577,6 +601,8 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
             "members": members,
             "problems": set.problems,
             "complete": complete,
+            "metadata_damage": damage,
+            "scan": scanned.as_ref().map(|(_, rows)| rows),
             "recordings": entries.iter().map(entry_json).collect::<Vec<_>>(),
         });
         outln!("{value}");
@@ -605,6 +631,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                 problem.problem
             );
         }
+        print_damage(&damage);
         if entries.is_empty() {
             outln!("no recordings");
         } else {
@@ -642,8 +669,24 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                 }
             }
         }
+        if let Some((found, rows)) = &scanned {
+            crate::repair_cmd::print_scan(found, rows);
+        }
     }
-    Ok(Finished(if complete { exit::OK } else { exit::FAILURE }))
+    Ok(Finished(if whole { exit::OK } else { exit::FAILURE }))
+}
+
+/// The metadata damage of a set, a line each, with what to do about it.
+fn print_damage(damage: &[health::MetaDamage]) {
+    for item in damage {
+        outln!("  METADATA {item}");
+    }
+    if damage
+        .iter()
+        .any(|d| d.severity == health::Severity::Repairable)
+    {
+        outln!("  (nvrec repair rewrites the damaged copies from the good ones)");
+    }
 }
 
 #[derive(Args, Debug)]
@@ -741,7 +784,7 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
         .into());
     }
     let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = reader::recordings(&set)?;
+    let entries = recordings(&set)?;
     let entry = reader::select(&entries, args.recording)?;
     let mut out: Box<dyn Write> = match &args.output {
         Some(path) if !to_stdout => {
@@ -991,7 +1034,7 @@ pub fn source_error(error: std::io::Error) -> anyhow::Error {
 
 pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
     let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = reader::recordings(&set)?;
+    let entries = recordings(&set)?;
     let selected: Vec<RecordingEntry> = match args.recording {
         Some(id) => vec![reader::select(&entries, Some(id))?],
         None => entries.clone(),
@@ -1000,7 +1043,10 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         return Err(nvrec::recording::RecordingError::NoRecordings.into());
     }
     let mut results = Vec::new();
-    let mut all_good = set.missing_indices().is_empty() && set.problems.is_empty();
+    let damage = health::check(&set)?;
+    let mut all_good = set.missing_indices().is_empty()
+        && set.problems.is_empty()
+        && !health::loses_anything(&damage);
     for entry in &selected {
         let mut first_bad: Option<String> = None;
         let mut pattern_errors = 0u64;
@@ -1119,10 +1165,13 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             }
         }
     }
+    if !json {
+        print_damage(&damage);
+    }
     if json {
         outln!(
             "{}",
-            serde_json::json!({"set_uuid": set.set_uuid.to_string(), "good": all_good, "recordings": results, "missing_members": set.missing_indices(), "problems": set.problems})
+            serde_json::json!({"set_uuid": set.set_uuid.to_string(), "good": all_good, "recordings": results, "missing_members": set.missing_indices(), "problems": set.problems, "metadata_damage": damage})
         );
     }
     Ok(Finished(if all_good { exit::OK } else { exit::FAILURE }))

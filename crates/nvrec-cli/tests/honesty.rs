@@ -118,3 +118,81 @@ fn verify_checks_each_recording_against_its_own_seed() {
     let output = run(nvrec().args(["verify"]).args(&targets));
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
 }
+
+#[test]
+fn a_live_recording_is_shown_as_recording_and_nothing_else_writes_its_members() {
+    let scratch = Scratch::new("honest-live");
+    let targets = vec![scratch.path("a.img"), scratch.path("b.img")];
+    let live = nvrec()
+        .args([
+            "--json", "record", "--source", "pattern", "--rate", "20MB/s",
+        ])
+        .args(["--duration", "3s", "--create-size", "128M"])
+        .args(&targets)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the set is there and a checkpoint names the recording.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let listed = loop {
+        let output = run(nvrec().args(["--json", "ls"]).args(&targets));
+        if output.status.success() {
+            let listed = json(&output);
+            if listed["recordings"][0]["state"] == "recording" {
+                break listed;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never shown as recording"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(listed["recordings"][0]["recording_id"], 1);
+
+    let attempts: [&[&str]; 4] = [
+        &[
+            "record",
+            "--source",
+            "pattern",
+            "--size",
+            "1M",
+            "--overwrite",
+        ],
+        &["record", "--source", "pattern", "--size", "1M", "--append"],
+        &[
+            "record",
+            "--source",
+            "pattern",
+            "--size",
+            "1M",
+            "--overwrite",
+            "--force",
+        ],
+        &["write", "--size", "1M", "--force"],
+    ];
+    for args in attempts {
+        let output = run(nvrec().args(args).arg(&targets[1]));
+        assert_eq!(output.status.code(), Some(3), "{args:?}: {}", text(&output));
+        assert!(
+            text(&output).contains("recording that is running"),
+            "{args:?}: {}",
+            text(&output)
+        );
+    }
+    let output = live.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["outcome"], "complete", "{report}");
+    let output = run(nvrec().args(["--json", "verify"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        json(&output)["recordings"][0]["payload_bytes"],
+        report["stream_bytes"]
+    );
+    // What the refused runs saw was the live recording's; they wrote nothing of their own.
+    let listed = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
+    assert_eq!(listed["recordings"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["recordings"][0]["state"], "complete");
+}

@@ -34,6 +34,7 @@ mod tests;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 pub use safety::{usage, Usage};
@@ -160,6 +161,11 @@ pub enum DeviceError {
              (stop that user first; --force does not override this)", .path.display())]
     Busy { path: PathBuf },
 
+    #[error("{} is a member of a recording that is running (another nvrec holds its lock); \
+             refusing to write it (stop that recording first; --force does not override \
+             this)", .path.display())]
+    Recording { path: PathBuf },
+
     #[error("{}: could not {what}: {source}", .path.display())]
     Probe {
         path: PathBuf,
@@ -200,6 +206,7 @@ impl DeviceError {
                 | Self::Held { .. }
                 | Self::Signature { .. }
                 | Self::Busy { .. }
+                | Self::Recording { .. }
         )
     }
 }
@@ -314,6 +321,9 @@ fn open_regular_file(
         });
     }
 
+    if write {
+        lock(path, &file, Lock::Writer)?;
+    }
     if let Some(len_bytes) = create_len_bytes {
         preallocate(path, &file, len_bytes, meta.len())?;
     }
@@ -431,6 +441,9 @@ fn open_block_device(
         });
     }
 
+    if options.access == Access::Write {
+        lock(path, &file, Lock::Writer)?;
+    }
     let capacity_bytes = sys::block_device_size_bytes(&file)
         .map_err(|source| probe_error(path, "read the device size (ioctl BLKGETSIZE64)", source))?;
     if capacity_bytes == 0 {
@@ -457,6 +470,55 @@ fn open_block_device(
         logical_block_bytes,
         file,
     })
+}
+
+/// The advisory lock (flock(2)) on a target: every program of nvrec that writes a target
+/// holds it shared for as long as the target is open, and a recording holds it exclusive,
+/// so that nothing else writes a member of a running recording and a recording never
+/// starts on a target something else is writing. Readers only look at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// Shared: any number of writers that are not recordings.
+    Writer,
+    /// Exclusive: a recording, alone on the target.
+    Recording,
+}
+
+/// Takes `kind` on `file` without waiting; a lock held elsewhere is a safety refusal.
+pub fn lock(path: &Path, file: &File, kind: Lock) -> Result<(), DeviceError> {
+    let operation = match kind {
+        Lock::Writer => libc::LOCK_SH,
+        Lock::Recording => libc::LOCK_EX,
+    };
+    // SAFETY: flock only reads the descriptor, which `file` keeps open.
+    let status = unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) };
+    if status == 0 {
+        return Ok(());
+    }
+    let source = io::Error::last_os_error();
+    match (source.raw_os_error(), kind) {
+        (Some(libc::EWOULDBLOCK), Lock::Writer) => Err(DeviceError::Recording {
+            path: path.to_path_buf(),
+        }),
+        (Some(libc::EWOULDBLOCK), Lock::Recording) => Err(DeviceError::Busy {
+            path: path.to_path_buf(),
+        }),
+        _ => Err(probe_error(path, "lock it (flock)", source)),
+    }
+}
+
+/// Whether a recording holds `file`'s target right now (its exclusive lock is taken).
+pub fn is_recording(file: &File) -> bool {
+    let fd = file.as_raw_fd();
+    // SAFETY: as in `lock`; a shared lock taken here is released at once.
+    unsafe {
+        if libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) == 0 {
+            libc::flock(fd, libc::LOCK_UN);
+            false
+        } else {
+            io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+        }
+    }
 }
 
 fn probe_error(path: &Path, what: &str, source: io::Error) -> DeviceError {

@@ -131,6 +131,26 @@ impl Disk {
         };
         result.map_err(io_error)
     }
+
+    /// Takes the recording's exclusive lock on a target (see [`device::Lock`]); a
+    /// simulated disk belongs to its test alone.
+    pub fn lock_for_recording(&self) -> Result<(), RecordingError> {
+        match self {
+            Disk::Target(target) => {
+                device::lock(&target.path, &target.file, device::Lock::Recording)?;
+                Ok(())
+            }
+            Disk::Sim { .. } => Ok(()),
+        }
+    }
+
+    /// Whether a recording (another program's) holds this target right now.
+    pub fn is_recording(&self) -> bool {
+        match self {
+            Disk::Target(target) => device::is_recording(&target.file),
+            Disk::Sim { .. } => false,
+        }
+    }
 }
 
 /// One engine over `disks` (engine file index `i` is `disks[i]`): the engine `choice`

@@ -18,7 +18,10 @@
 
 pub mod disk;
 mod durability;
+pub mod health;
 pub mod reader;
+pub mod repair;
+pub mod scan;
 pub mod volume;
 pub mod writer;
 

@@ -124,50 +124,93 @@ impl VolumeSet {
         Ok(())
     }
 
+    /// Takes every present member's recording lock: nothing else writes them while the
+    /// set is open for a recording.
+    pub fn lock_for_recording(&self) -> Result<(), RecordingError> {
+        self.present()
+            .try_for_each(|member| member.disk.lock_for_recording())
+    }
+
+    /// The recording another program is writing on this set right now, if any: a member
+    /// is locked by a recording, and the newest checkpoint names the recording.
+    pub fn live_recording(&self) -> Result<Option<u32>, RecordingError> {
+        if !self.present().any(|member| member.disk.is_recording()) {
+            return Ok(None);
+        }
+        Ok(self
+            .newest_checkpoint()?
+            .map(|checkpoint| checkpoint.recording_id)
+            .filter(|&id| id != 0))
+    }
+
     pub fn present(&self) -> impl Iterator<Item = &Member> {
         self.members.iter().flatten()
     }
 
-    /// The newest checkpoint over every slot of every member.
+    /// The newest checkpoint over every slot of every member. A copy that cannot be read
+    /// counts as damaged, as one that fails its check does: any other member's serves.
     pub fn newest_checkpoint(&self) -> Result<Option<Checkpoint>, RecordingError> {
-        let mut best: Option<Checkpoint> = None;
-        for member in self.present() {
-            let layout = member.layout();
-            let mut slots = Vec::new();
-            for slot in 0..layout.checkpoint_slot_count {
-                let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
-                slots.push(read_meta(&member.disk, offset, layout.meta_block_bytes)?);
-            }
-            if let Some(found) =
-                newest_checkpoint(self.set_uuid, slots.iter().map(|s| s.as_slice()))
-            {
-                if best
-                    .as_ref()
-                    .is_none_or(|b| found.generation > b.generation)
-                {
-                    best = Some(found);
-                }
-            }
-        }
-        Ok(best)
+        let slots: Vec<Vec<u8>> = self
+            .checkpoint_copies()
+            .into_iter()
+            .filter_map(|copy| copy.bytes.ok())
+            .collect();
+        Ok(newest_checkpoint(
+            self.set_uuid,
+            slots.iter().map(|s| s.as_slice()),
+        ))
     }
 
-    /// Every recording the table knows, oldest first.
-    pub fn recordings(&self) -> Result<Vec<RecordingEntry>, RecordingError> {
-        let Some(first) = self.present().next() else {
-            return Ok(Vec::new());
-        };
-        let slot_count = first.layout().recording_slot_count;
-        let mut entries: Vec<RecordingEntry> = Vec::new();
-        for slot in 0..slot_count {
-            let mut copies = Vec::new();
-            for member in self.present() {
-                let layout = member.layout();
-                for copy in 0..2 {
-                    let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
-                    copies.push(read_meta(&member.disk, offset, layout.meta_block_bytes)?);
-                }
+    /// Every checkpoint slot of every present member, read as it is.
+    pub fn checkpoint_copies(&self) -> Vec<MetaCopy> {
+        let mut copies = Vec::new();
+        for member in self.present() {
+            let layout = member.layout();
+            for slot in 0..layout.checkpoint_slot_count {
+                let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
+                copies.push(MetaCopy::read(
+                    member,
+                    MetaPlace::Checkpoint { slot },
+                    offset,
+                ));
             }
+        }
+        copies
+    }
+
+    /// Both copies of recording table slot `slot` on every present member.
+    pub fn entry_copies(&self, slot: u32) -> Vec<MetaCopy> {
+        let mut copies = Vec::new();
+        for member in self.present() {
+            let layout = member.layout();
+            for copy in 0..2 {
+                let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
+                copies.push(MetaCopy::read(
+                    member,
+                    MetaPlace::Entry { slot, copy },
+                    offset,
+                ));
+            }
+        }
+        copies
+    }
+
+    /// Slots in the recording table (the first present member's geometry).
+    pub fn recording_slot_count(&self) -> u32 {
+        self.present()
+            .next()
+            .map_or(0, |member| member.layout().recording_slot_count)
+    }
+
+    /// Every recording the table knows, oldest first. Unreadable copies are passed over.
+    pub fn recordings(&self) -> Result<Vec<RecordingEntry>, RecordingError> {
+        let mut entries: Vec<RecordingEntry> = Vec::new();
+        for slot in 0..self.recording_slot_count() {
+            let copies: Vec<Vec<u8>> = self
+                .entry_copies(slot)
+                .into_iter()
+                .filter_map(|copy| copy.bytes.ok())
+                .collect();
             if let Some(entry) =
                 newest_recording_entry(self.set_uuid, copies.iter().map(|c| c.as_slice()))
             {
@@ -234,6 +277,58 @@ impl VolumeSet {
     /// Flushes the members `live` marks (all where it is shorter).
     pub fn flush_members(&self, live: &[bool]) -> Result<(), RecordingError> {
         self.live_members(live).try_for_each(Member::flush)
+    }
+}
+
+/// Where a metadata copy lives on a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "structure", rename_all = "snake_case")]
+pub enum MetaPlace {
+    /// Superblock copy A (`copy` 0, at offset 0) or B (`copy` 1, at the end).
+    Superblock {
+        copy: u32,
+    },
+    Checkpoint {
+        slot: u32,
+    },
+    Entry {
+        slot: u32,
+        copy: u32,
+    },
+}
+
+impl std::fmt::Display for MetaPlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetaPlace::Superblock { copy } => {
+                write!(f, "superblock copy {}", if *copy == 0 { 'A' } else { 'B' })
+            }
+            MetaPlace::Checkpoint { slot } => write!(f, "checkpoint slot {slot}"),
+            MetaPlace::Entry { slot, copy } => {
+                write!(f, "recording table slot {slot} copy {copy}")
+            }
+        }
+    }
+}
+
+/// One metadata block of one member as read: its bytes, or why they could not be read.
+#[derive(Debug)]
+pub struct MetaCopy {
+    pub member_index: u16,
+    pub place: MetaPlace,
+    pub offset_bytes: u64,
+    pub bytes: Result<Vec<u8>, String>,
+}
+
+impl MetaCopy {
+    fn read(member: &Member, place: MetaPlace, offset_bytes: u64) -> MetaCopy {
+        MetaCopy {
+            member_index: member.index(),
+            place,
+            offset_bytes,
+            bytes: read_meta(&member.disk, offset_bytes, member.layout().meta_block_bytes)
+                .map_err(|error| error.to_string()),
+        }
     }
 }
 
@@ -421,6 +516,10 @@ pub fn format(
         safety,
     };
     let disks = members.open(&options)?;
+    // A new set is a recording's: nothing else writes its members from here on.
+    for disk in &disks {
+        disk.lock_for_recording()?;
+    }
     let member_count = disks.len();
     let mut members = Vec::new();
     for (index, disk) in disks.into_iter().enumerate() {
@@ -597,8 +696,13 @@ pub fn open_members(
 
 /// Reads and chooses between the two superblock copies of a target.
 fn read_superblock(disk: &Disk) -> Result<(Superblock, SuperblockCopies), String> {
-    let block = read_meta(disk, 0, 4096).map_err(|e| e.to_string())?;
-    let a = Superblock::decode(&block[..SUPERBLOCK_SIZE_BYTES]);
+    // An unreadable copy A is a damaged one: copy B is found from the target size.
+    let a = match read_meta(disk, 0, 4096) {
+        Ok(block) => Superblock::decode(&block[..SUPERBLOCK_SIZE_BYTES]),
+        Err(_) => Err(crate::layout::LayoutError::Blank {
+            structure: crate::layout::Structure::Superblock,
+        }),
+    };
     // Copy B's offset from copy A, or from the target size when A is lost.
     let b_offsets: Vec<u64> = match &a {
         Ok(superblock) => vec![superblock.layout.superblock_b_offset_bytes],

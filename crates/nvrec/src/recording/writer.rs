@@ -566,17 +566,14 @@ pub fn record_on(
     let cpu_before = process_cpu_s();
     let (set, checkpoint, recording_id) = if options.append {
         let set = volume::open_members(members, Access::Write, options.safety)?;
+        set.lock_for_recording()?;
         set.require_complete()?;
         super::reader::recover(&set)?;
         let checkpoint = set.newest_checkpoint()?.ok_or_else(|| {
             RecordingError::NotAVolumeSet("no valid checkpoint on any member".into())
         })?;
-        let last_id = set
-            .recordings()?
-            .iter()
-            .map(|entry| entry.recording_id)
-            .max()
-            .unwrap_or(0);
+        // Never an id the set used before, even one whose entry was lost.
+        let last_id = super::health::highest_recording_id(&set)?;
         (set, checkpoint, last_id + 1)
     } else {
         if !options.overwrite {

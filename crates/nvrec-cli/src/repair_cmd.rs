@@ -1,0 +1,110 @@
+//! `repair` and `ls --scan`: the metadata of a damaged set made whole from what survives,
+//! and the recordings its chunks hold found without the table.
+
+use crate::{exit, signal, Finished};
+use anyhow::Result;
+use clap::Args;
+use nvrec::device::{Access, Safety};
+use nvrec::layout::RecordingEntry;
+use nvrec::recording::scan::{self, Scan};
+use nvrec::recording::{repair, volume};
+use nvrec::unit::format_bytes;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct RepairArgs {
+    /// The members of a volume set (those present are repaired).
+    #[arg(required = true)]
+    targets: Vec<PathBuf>,
+    /// Also read every chunk header to rebuild the entries of recordings whose entries are
+    /// all lost (one small read per slot of every member).
+    #[arg(long)]
+    scan: bool,
+}
+
+pub fn repair(args: RepairArgs, json: bool) -> Result<Finished> {
+    let mut set = volume::open(&args.targets, Access::Write, Safety::Check)?;
+    set.lock_for_recording()?;
+    let report = repair::repair(&mut set, args.scan, &signal::CONTROL)?;
+    let whole = report.failed.is_empty() && report.left.is_empty();
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({"set_uuid": set.set_uuid.to_string(), "whole": whole, "report": report})
+        );
+    } else {
+        print_report(&set, &report);
+    }
+    Ok(Finished(if whole { exit::OK } else { exit::FAILURE }))
+}
+
+fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
+    outln!("volume set {}: repair", set.set_uuid);
+    if report.found.is_empty() {
+        outln!("  metadata was whole: nothing to repair");
+    }
+    for item in &report.found {
+        outln!("  found     {item}");
+    }
+    if let Some(id) = report.recovered_recording {
+        outln!("  recovered recording {id}: its end after the crash is written into its entry");
+    }
+    for id in &report.rebuilt_recordings {
+        outln!("  rebuilt   recording {id} from its chunks (its name was lost with its entries)");
+    }
+    for line in &report.rewrote {
+        outln!("  rewrote   {line}");
+    }
+    for line in &report.failed {
+        outln!("  FAILED    {line}");
+    }
+    for item in &report.left {
+        outln!("  LEFT      {item}");
+    }
+    if report.left.is_empty() && report.failed.is_empty() {
+        outln!("  the metadata is whole");
+    }
+}
+
+/// `ls --scan`: what the chunks hold, recording by recording, against the table (the
+/// JSON rows; text is printed unless `json`).
+pub fn scan_rows(
+    set: &volume::VolumeSet,
+    entries: &[RecordingEntry],
+) -> Result<(Scan, Vec<serde_json::Value>)> {
+    let found = scan::scan(set, &signal::CONTROL)?;
+    let rows: Vec<serde_json::Value> = found
+        .recordings
+        .iter()
+        .map(|r| {
+            let in_table = entries.iter().any(|e| e.recording_id == r.recording_id);
+            serde_json::json!({"recording_id": r.recording_id, "in_table": in_table, "found": r})
+        })
+        .collect();
+    Ok((found, rows))
+}
+
+pub fn print_scan(found: &Scan, rows: &[serde_json::Value]) {
+    {
+        outln!(
+            "scan: {} slots read ({} unreadable); recordings found in the chunks:",
+            found.slots_read,
+            found.unreadable_slots
+        );
+        for (recording, row) in found.recordings.iter().zip(rows) {
+            outln!(
+                "  {:>4}  {} chunks, sequence {}..={}, {} of payload{}",
+                recording.recording_id,
+                recording.chunk_count,
+                recording.first_sequence,
+                recording.last_sequence,
+                format_bytes(recording.payload_bytes),
+                if row["in_table"] == true {
+                    ""
+                } else {
+                    "  NO ENTRY (nvrec repair --scan rebuilds it)"
+                }
+            );
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Metadata that cannot be read: a member's superblock copy A, its checkpoint slots and
+//! its recording table fail with EIO on simulated disks. The set still opens from the other
+//! copies, every unreadable copy is named, and `repair` leaves nothing to report once the
+//! disks read again.
+
+use nvrec::device::{Access, Safety};
+use nvrec::engine::{IoOp, RangeFault, SimDisks};
+use nvrec::pattern::Pattern;
+use nvrec::recording::disk::Members;
+use nvrec::recording::health::{self, Severity};
+use nvrec::recording::volume::{self, MetaPlace};
+use nvrec::recording::writer::{self, RecordOptions};
+use nvrec::recording::{repair, scan};
+use nvrec::source::PatternSource;
+use nvrec::stream::{Control, Progress};
+
+const MIB: u64 = 1 << 20;
+
+fn recorded_set() -> SimDisks {
+    let sim = SimDisks::new(2, 64 * MIB, 4096, 7);
+    for (seed, append) in [(0, false), (9, true)] {
+        let options = RecordOptions {
+            limit_bytes: Some(3 * MIB),
+            pattern: true,
+            append,
+            ..RecordOptions::default()
+        };
+        let mut source = PatternSource(Pattern::new(seed));
+        writer::record_on(
+            Members::Sim(&sim),
+            &mut source,
+            &options,
+            &Control::new(),
+            &Progress::default(),
+        )
+        .expect("records");
+    }
+    sim
+}
+
+fn fail_reads(sim: &SimDisks, disk: usize, offset_bytes: u64, len_bytes: u64) {
+    sim.fail(RangeFault {
+        disk,
+        op: IoOp::Read,
+        offset_bytes,
+        len_bytes,
+        errno: libc::EIO,
+    });
+}
+
+#[test]
+fn unreadable_copies_on_one_member_cost_nothing_and_are_each_named() {
+    let sim = recorded_set();
+    // Superblock A, both checkpoint slots and the first recording table slot of member 0.
+    fail_reads(&sim, 0, 0, 4096);
+    fail_reads(&sim, 0, 4096, 2 * 4096);
+    fail_reads(&sim, 0, 3 * 4096, 2 * 4096);
+    let set = volume::open_members(Members::Sim(&sim), Access::Read, Safety::Check)
+        .expect("copy B and member 1 serve");
+    assert!(set.missing_indices().is_empty());
+    let entries = set.recordings().unwrap();
+    assert_eq!(entries.len(), 2, "both recordings listed from member 1");
+    assert!(set.newest_checkpoint().unwrap().is_some());
+
+    let damage = health::check(&set).unwrap();
+    let places: Vec<MetaPlace> = damage.iter().filter_map(|d| d.place).collect();
+    assert!(
+        places.contains(&MetaPlace::Superblock { copy: 0 }),
+        "{damage:?}"
+    );
+    assert!(
+        places.contains(&MetaPlace::Checkpoint { slot: 0 }),
+        "{damage:?}"
+    );
+    assert!(
+        places.contains(&MetaPlace::Checkpoint { slot: 1 }),
+        "{damage:?}"
+    );
+    assert!(
+        places.contains(&MetaPlace::Entry { slot: 0, copy: 0 }),
+        "{damage:?}"
+    );
+    assert!(damage
+        .iter()
+        .all(|d| d.severity == Severity::Repairable && d.member_index == Some(0)));
+    assert!(!health::loses_anything(&damage));
+}
+
+#[test]
+fn repair_makes_the_metadata_whole_and_a_lost_entry_comes_back_from_a_scan() {
+    let sim = recorded_set();
+    let mut set = volume::open_members(Members::Sim(&sim), Access::Write, Safety::Check).unwrap();
+    // Lose every copy of recording 2's entry (table slot 1) on both members.
+    let layout = *set.members[0].as_ref().unwrap().layout();
+    for member in set.present() {
+        for copy in 0..2 {
+            let offset = layout.recording_entry_offset_bytes(1, copy).unwrap();
+            volume::write_meta(&member.disk, offset, 4096, &[0u8; 4096]).unwrap();
+        }
+    }
+    let damage = health::check(&set).unwrap();
+    assert!(health::loses_anything(&damage), "{damage:?}");
+    assert_eq!(
+        health::highest_recording_id(&set).unwrap(),
+        2,
+        "no id reused"
+    );
+    let found = scan::scan(&set, &Control::new()).unwrap();
+    assert_eq!(
+        found
+            .recordings
+            .iter()
+            .map(|r| r.recording_id)
+            .collect::<Vec<_>>(),
+        [1, 2]
+    );
+    let report = repair::repair(&mut set, true, &Control::new()).unwrap();
+    assert_eq!(report.rebuilt_recordings, [2]);
+    assert!(report.left.is_empty(), "{:?}", report.left);
+    let entries = set.recordings().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[1].stream_len_bytes, 3 * MIB);
+}
