@@ -30,7 +30,8 @@ pub enum BenchCommand {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "TARGET: a file (created with --size if missing), a block device, or a \
+    after_help = "TARGET: a file (created with --size if missing; one that exists is never \
+grown, and a bench that needs more than it holds is refused), a block device, or a \
 simulated drive: sim:capacity=1G,cache=256M,fast=2.8GB/s,slow=1.6GB/s,read=3.2GB/s (keys: \
 capacity lbs cache fast slow read recover iops latency overwrite throttle-after \
 throttle-factor stall-every stall seed)."
@@ -42,7 +43,8 @@ pub struct BenchArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// File, block device, or sim:... (see below). Everything on it is overwritten.
+    /// File, block device, or sim:... (see below). Everything on it is overwritten. A file
+    /// that exists is used at its size, never grown.
     target: String,
     /// I/O engine.
     #[arg(long, value_enum, default_value = "auto")]
@@ -68,9 +70,10 @@ pub struct SweepArgs {
     common: CommonArgs,
     #[arg(long, default_value = "128K", value_parser = size_arg)]
     chunk_size: u64,
-    /// Largest chunk count of the sweep.
-    #[arg(long, default_value_t = 32768)]
-    max_chunks: u64,
+    /// Largest chunk count of the sweep; refused when the target holds fewer chunks.
+    /// Default: 32768, or as many as fit.
+    #[arg(long)]
+    max_chunks: Option<u64>,
     #[arg(long, default_value_t = 3)]
     runs: u32,
     #[arg(long, default_value_t = 32)]
@@ -153,7 +156,8 @@ pub struct ProfileArgs {
     profile: ProfileArg,
     #[command(flatten)]
     common: CommonArgs,
-    /// Test region (default: 1 GiB for cdm, 256 MiB for atto).
+    /// Test region (default: 1 GiB for cdm, 256 MiB for atto); a target smaller than the
+    /// region is refused.
     #[arg(long, value_parser = size_arg)]
     size: Option<u64>,
     /// Seconds each run of a time-based test lasts.
@@ -248,7 +252,11 @@ fn sweep(args: SweepArgs, json: bool) -> Result<Finished> {
         engine: args.common.engine.choice(),
         ..bench::SweepSettings::default()
     };
-    let target = open(&args.common, Some(args.chunk_size * args.max_chunks))?;
+    let create_len_bytes = args.chunk_size.saturating_mul(
+        args.max_chunks
+            .unwrap_or(bench::SWEEP_CHUNK_COUNT_MAX_DEFAULT),
+    );
+    let target = open(&args.common, Some(create_len_bytes))?;
     let (progress, display) = start_progress("sweep", json);
     let result = bench::sweep(&target, &settings, &signal::CONTROL, &progress, &mut |_| {})?;
     drop(display);

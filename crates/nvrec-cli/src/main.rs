@@ -360,12 +360,15 @@ fn exit_code(error: &anyhow::Error) -> u8 {
                 exit::FAILURE
             };
         }
-        if cause.downcast_ref::<UsageError>().is_some() {
+        if cause.downcast_ref::<UsageError>().is_some()
+            || cause.downcast_ref::<nvrec::selftest::SizeError>().is_some()
+        {
             return exit::USAGE;
         }
         if let Some(error) = cause.downcast_ref::<nvrec::bench::BenchError>() {
             match error {
-                nvrec::bench::BenchError::Settings(_) => return exit::USAGE,
+                nvrec::bench::BenchError::Settings(_)
+                | nvrec::bench::BenchError::TargetTooSmall(_) => return exit::USAGE,
                 nvrec::bench::BenchError::Device(error) if error.is_safety_refusal() => {
                     return exit::REFUSED
                 }

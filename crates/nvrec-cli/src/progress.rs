@@ -5,8 +5,11 @@
 //! The rate shown is measured here, over a sliding window of the last few seconds of
 //! [`Progress::done_bytes`], in MiB/s as the final reports give it: it follows the rate of
 //! the moment, and it is never shown from less than a second of samples, so the first
-//! readings cannot be absurd (a burst of a few milliseconds read as "111 TiB/s"). Nothing
-//! here measures the run itself: the reports do, from the same counters.
+//! readings cannot be absurd (a burst of a few milliseconds read as "111 TiB/s"). Without a
+//! terminal, a run that printed lines ends with one more giving the average over the whole
+//! run (from when the count first moved to when it last did), the figure the report gives,
+//! so that the last rate in a log is not the rate of the last few seconds. Nothing here
+//! measures the run itself: the reports do, from the same counters.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nvrec::stream::Progress;
@@ -79,6 +82,84 @@ impl RateWindow {
     }
 }
 
+/// The average rate of a whole run: the bytes moved from the last sample before the count
+/// first moved to the last sample at which it moved. A count that goes back (a new run on
+/// the same counters) adds what it shows from zero, so the average covers every run.
+#[derive(Debug, Default)]
+struct RunAverage {
+    last_bytes: u64,
+    moved_bytes: u64,
+    start_at: Duration,
+    last_moved_at: Option<Duration>,
+}
+
+impl RunAverage {
+    fn push(&mut self, at: Duration, done_bytes: u64) {
+        let moved_bytes = done_bytes
+            .checked_sub(self.last_bytes)
+            .unwrap_or(done_bytes);
+        self.last_bytes = done_bytes;
+        if moved_bytes == 0 {
+            if self.last_moved_at.is_none() {
+                self.start_at = at;
+            }
+            return;
+        }
+        self.moved_bytes += moved_bytes;
+        self.last_moved_at = Some(at);
+    }
+
+    /// Bytes per second over the run, once it spans at least `RATE_SPAN_MIN`.
+    fn rate_bytes_per_s(&self) -> Option<f64> {
+        let span = self.last_moved_at?.saturating_sub(self.start_at);
+        if span < RATE_SPAN_MIN {
+            return None;
+        }
+        Some(self.moved_bytes as f64 / span.as_secs_f64())
+    }
+}
+
+/// The counters of a run, read at one moment.
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    done_bytes: u64,
+    total_bytes: u64,
+    lost_bytes: u64,
+}
+
+impl Counts {
+    fn read(progress: &Progress) -> Counts {
+        Counts {
+            done_bytes: progress.done_bytes.load(Ordering::Relaxed),
+            total_bytes: progress.total_bytes.load(Ordering::Relaxed),
+            lost_bytes: progress.lost_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// "1 GiB of 4 GiB (25 %)", or "1 GiB" without a total.
+    fn amount_text(&self) -> String {
+        use nvrec::unit::format_bytes;
+        let mut text = format_bytes(self.done_bytes);
+        if self.total_bytes > 0 {
+            let percent = self.done_bytes as f64 * 100.0 / self.total_bytes as f64;
+            text.push_str(&format!(
+                " of {} ({percent:.0} %)",
+                format_bytes(self.total_bytes)
+            ));
+        }
+        text
+    }
+
+    /// ", LOST 1 MiB" when input was lost, else nothing.
+    fn lost_text(&self) -> String {
+        if self.lost_bytes > 0 {
+            format!(", LOST {}", nvrec::unit::format_bytes(self.lost_bytes))
+        } else {
+            String::new()
+        }
+    }
+}
+
 /// What the bar shows after its counters, and what a line says: the rate and the time left.
 fn rate_text(rate_bytes_per_s: Option<f64>, done_bytes: u64, total_bytes: u64) -> String {
     let Some(rate) = rate_bytes_per_s else {
@@ -103,33 +184,79 @@ fn clock(seconds: f64) -> String {
     }
 }
 
-/// The line printed without a terminal.
+/// The line printed without a terminal every `LINE_EVERY`.
 fn progress_line(
     label: &str,
     elapsed: Duration,
-    done_bytes: u64,
-    total_bytes: u64,
-    lost_bytes: u64,
+    counts: Counts,
     rate_bytes_per_s: Option<f64>,
 ) -> String {
-    use nvrec::unit::format_bytes;
-    let mut line = format!("nvrec {label}: {}", format_bytes(done_bytes));
-    if total_bytes > 0 {
-        let percent = done_bytes as f64 * 100.0 / total_bytes as f64;
-        line.push_str(&format!(
-            " of {} ({percent:.0} %)",
-            format_bytes(total_bytes)
-        ));
+    format!(
+        "nvrec {label}: {}, {}, {} elapsed{}",
+        counts.amount_text(),
+        rate_text(rate_bytes_per_s, counts.done_bytes, counts.total_bytes),
+        clock(elapsed.as_secs_f64()),
+        counts.lost_text()
+    )
+}
+
+/// The last line without a terminal, once the run is over: the average over the whole run,
+/// which is what the report measures, rather than the rate of its last seconds.
+fn final_line(
+    label: &str,
+    elapsed: Duration,
+    counts: Counts,
+    average_bytes_per_s: Option<f64>,
+) -> String {
+    let average = match average_bytes_per_s {
+        Some(rate) => format!("{:.1} MiB/s", rate / (1024.0 * 1024.0)),
+        None => "-- MiB/s".to_string(),
+    };
+    format!(
+        "nvrec {label}: finished, {} in {}, {average} on average{}",
+        counts.amount_text(),
+        clock(elapsed.as_secs_f64()),
+        counts.lost_text()
+    )
+}
+
+/// Progress without a terminal: a line every `LINE_EVERY`, and a final line when there
+/// were any (a run too short for one stays quiet).
+struct LineLog {
+    label: String,
+    next_at: Duration,
+    printed: bool,
+}
+
+impl LineLog {
+    fn new(label: String) -> LineLog {
+        LineLog {
+            label,
+            next_at: LINE_EVERY,
+            printed: false,
+        }
     }
-    line.push_str(&format!(
-        ", {}, {} elapsed",
-        rate_text(rate_bytes_per_s, done_bytes, total_bytes),
-        clock(elapsed.as_secs_f64())
-    ));
-    if lost_bytes > 0 {
-        line.push_str(&format!(", LOST {}", format_bytes(lost_bytes)));
+
+    fn tick(&mut self, elapsed: Duration, counts: Counts, rate_bytes_per_s: Option<f64>) {
+        if elapsed < self.next_at {
+            return;
+        }
+        self.next_at += LINE_EVERY;
+        self.printed = true;
+        errln!(
+            "{}",
+            progress_line(&self.label, elapsed, counts, rate_bytes_per_s)
+        );
     }
-    line
+
+    fn finish(&self, elapsed: Duration, counts: Counts, average_bytes_per_s: Option<f64>) {
+        if self.printed {
+            errln!(
+                "{}",
+                final_line(&self.label, elapsed, counts, average_bytes_per_s)
+            );
+        }
+    }
 }
 
 pub struct ProgressDisplay {
@@ -153,55 +280,32 @@ impl ProgressDisplay {
         let thread = std::thread::spawn(move || {
             let started = Instant::now();
             let mut window = RateWindow::default();
+            let mut average = RunAverage::default();
+            let mut lines = (!terminal).then(|| LineLog::new(label.clone()));
             let mut bar: Option<ProgressBar> = None;
-            let mut next_line = LINE_EVERY;
-            window.push(Duration::ZERO, progress.done_bytes.load(Ordering::Relaxed));
+            let first = Counts::read(&progress);
+            window.push(Duration::ZERO, first.done_bytes);
+            average.push(Duration::ZERO, first.done_bytes);
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(TICK);
                 let elapsed = started.elapsed();
-                let done_bytes = progress.done_bytes.load(Ordering::Relaxed);
-                let total_bytes = progress.total_bytes.load(Ordering::Relaxed);
-                let lost_bytes = progress.lost_bytes.load(Ordering::Relaxed);
-                window.push(elapsed, done_bytes);
+                let counts = Counts::read(&progress);
+                window.push(elapsed, counts.done_bytes);
+                average.push(elapsed, counts.done_bytes);
                 let rate = window.rate_bytes_per_s();
-                if !terminal {
-                    if elapsed >= next_line {
-                        next_line += LINE_EVERY;
-                        let line = progress_line(
-                            &label,
-                            elapsed,
-                            done_bytes,
-                            total_bytes,
-                            lost_bytes,
-                            rate,
-                        );
-                        errln!("{line}");
+                match &mut lines {
+                    Some(lines) => lines.tick(elapsed, counts, rate),
+                    None if elapsed >= SHOW_AFTER => {
+                        draw_bar(&mut bar, &label, elapsed, counts, rate)
                     }
-                    continue;
+                    None => {}
                 }
-                if elapsed < SHOW_AFTER {
-                    continue;
-                }
-                let new = bar.is_none();
-                let bar = bar.get_or_insert_with(|| new_bar(total_bytes));
-                if total_bytes > 0 {
-                    bar.set_length(total_bytes);
-                }
-                bar.set_position(done_bytes);
-                bar.set_prefix(if lost_bytes > 0 {
-                    format!("{label} LOST {}", nvrec::unit::format_bytes(lost_bytes))
-                } else {
-                    label.clone()
-                });
-                let mut message = rate_text(rate, done_bytes, total_bytes);
-                if total_bytes == 0 {
-                    message.push_str(&format!(", {}", clock(elapsed.as_secs_f64())));
-                }
-                bar.set_message(message);
-                if new {
-                    // Drawn from here on, with every field set: never a half-filled frame.
-                    bar.set_draw_target(ProgressDrawTarget::stderr());
-                }
+            }
+            let elapsed = started.elapsed();
+            let counts = Counts::read(&progress);
+            average.push(elapsed, counts.done_bytes);
+            if let Some(lines) = &lines {
+                lines.finish(elapsed, counts, average.rate_bytes_per_s());
             }
             if let Some(bar) = bar {
                 bar.finish_and_clear();
@@ -211,6 +315,39 @@ impl ProgressDisplay {
             finished,
             thread: Some(thread),
         }
+    }
+}
+
+/// Sets the bar's fields, making it (hidden until then) on the first call.
+fn draw_bar(
+    bar: &mut Option<ProgressBar>,
+    label: &str,
+    elapsed: Duration,
+    counts: Counts,
+    rate_bytes_per_s: Option<f64>,
+) {
+    let new = bar.is_none();
+    let bar = bar.get_or_insert_with(|| new_bar(counts.total_bytes));
+    if counts.total_bytes > 0 {
+        bar.set_length(counts.total_bytes);
+    }
+    bar.set_position(counts.done_bytes);
+    bar.set_prefix(if counts.lost_bytes > 0 {
+        format!(
+            "{label} LOST {}",
+            nvrec::unit::format_bytes(counts.lost_bytes)
+        )
+    } else {
+        label.to_string()
+    });
+    let mut message = rate_text(rate_bytes_per_s, counts.done_bytes, counts.total_bytes);
+    if counts.total_bytes == 0 {
+        message.push_str(&format!(", {}", clock(elapsed.as_secs_f64())));
+    }
+    bar.set_message(message);
+    if new {
+        // Drawn from here on, with every field set: never a half-filled frame.
+        bar.set_draw_target(ProgressDrawTarget::stderr());
     }
 }
 
@@ -325,14 +462,20 @@ mod tests {
         assert_eq!(window.rate_bytes_per_s(), None);
     }
 
+    fn counts(done_bytes: u64, total_bytes: u64, lost_bytes: u64) -> Counts {
+        Counts {
+            done_bytes,
+            total_bytes,
+            lost_bytes,
+        }
+    }
+
     #[test]
     fn lines_say_how_far_how_fast_and_how_long() {
         let line = progress_line(
             "write",
             Duration::from_secs(65),
-            1024 * MIB,
-            4096 * MIB,
-            0,
+            counts(1024 * MIB, 4096 * MIB, 0),
             Some(100.0 * MIB as f64),
         );
         assert_eq!(
@@ -342,14 +485,73 @@ mod tests {
         let line = progress_line(
             "record",
             Duration::from_secs(3600 * 2 + 5),
-            512 * MIB,
-            0,
-            MIB,
+            counts(512 * MIB, 0, MIB),
             None,
         );
         assert_eq!(
             line,
             "nvrec record: 512 MiB, -- MiB/s, 2:00:05 elapsed, LOST 1 MiB"
         );
+    }
+
+    #[test]
+    fn the_final_line_gives_the_average_over_the_run() {
+        let line = final_line(
+            "write",
+            Duration::from_secs(41),
+            counts(4096 * MIB, 4096 * MIB, 0),
+            Some(102.4 * MIB as f64),
+        );
+        assert_eq!(
+            line,
+            "nvrec write: finished, 4 GiB of 4 GiB (100 %) in 0:41, 102.4 MiB/s on average"
+        );
+    }
+
+    #[test]
+    fn the_average_runs_from_the_first_movement_to_the_last_whatever_the_last_seconds() {
+        let mut average = RunAverage::default();
+        // 2 s of setting up, 10 s at 100 MiB/s, 10 s at 10 MiB/s, then 3 s of flushing.
+        let mut bytes = 0;
+        for tick in 0..=250u64 {
+            if (21..=120).contains(&tick) {
+                bytes += 10 * MIB;
+            } else if (121..=220).contains(&tick) {
+                bytes += MIB;
+            }
+            average.push(ms(tick * 100), bytes);
+        }
+        let rate = average.rate_bytes_per_s().unwrap() / MIB as f64;
+        // 1100 MiB over the 20 s in which it moved: what a report of the run says.
+        assert!((rate - 55.0).abs() < 0.01, "{rate} MiB/s");
+        // The sliding window, by then, says 0: the two answer different questions.
+        let mut window = RateWindow::default();
+        let mut bytes = 0;
+        for tick in 0..=250u64 {
+            if (21..=220).contains(&tick) {
+                bytes += MIB;
+            }
+            window.push(ms(tick * 100), bytes);
+        }
+        assert_eq!(window.rate_bytes_per_s(), Some(0.0));
+    }
+
+    #[test]
+    fn the_average_counts_every_run_on_counters_that_start_again() {
+        let mut average = RunAverage::default();
+        // Two runs of 1 s at 50 MiB/s each, the counter back to 0 between them.
+        for tick in 0..=10u64 {
+            average.push(ms(tick * 100), tick * 5 * MIB);
+        }
+        for tick in 1..=10u64 {
+            average.push(ms(1000 + tick * 100), tick * 5 * MIB);
+        }
+        let rate = average.rate_bytes_per_s().unwrap() / MIB as f64;
+        assert!((rate - 50.0).abs() < 0.01, "{rate} MiB/s");
+        // Less than a second of movement: no average.
+        let mut short = RunAverage::default();
+        short.push(ms(0), 0);
+        short.push(ms(500), 4096 * MIB);
+        assert_eq!(short.rate_bytes_per_s(), None);
     }
 }

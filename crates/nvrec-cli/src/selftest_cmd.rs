@@ -19,7 +19,9 @@ pub struct SelftestArgs {
     /// File or block device to test (it is overwritten). Default: a scratch file in the
     /// current directory, removed afterwards.
     target: Option<PathBuf>,
-    /// Bytes of the target to use: the scratch file's size, or a limit on a device.
+    /// Bytes of the target to use: the scratch file's size, or a limit on a file or device
+    /// (never more than it holds: an existing target is not grown). At least 16 chunks and
+    /// 2.5 I/Os (2.5 MiB with the defaults).
     #[arg(long, value_parser = size_arg)]
     size: Option<u64>,
     /// Keep the scratch file afterwards.
@@ -56,11 +58,17 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
         Some(path) => (path.clone(), false),
         None => (PathBuf::from(SCRATCH_NAME), true),
     };
-    let create_len_bytes = if scratch {
+    // A target that exists is used as it is (never grown); one made here gets the size asked.
+    let create_len_bytes = if std::fs::metadata(&path).is_ok() {
+        None
+    } else if scratch {
         Some(args.size.unwrap_or(SCRATCH_BYTES_DEFAULT))
     } else {
         args.size
     };
+    if let Some(len_bytes) = create_len_bytes {
+        selftest::usable_bytes(&path, None, Some(len_bytes), &config)?;
+    }
     let options = OpenOptions {
         access: Access::Write,
         create_len_bytes,
@@ -72,9 +80,8 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
     };
     let mut target = device::open(&path, &options)
         .with_context(|| format!("opening {} for the self-test", path.display()))?;
-    if let Some(size) = args.size {
-        target.capacity_bytes = target.capacity_bytes.min(size);
-    }
+    target.capacity_bytes =
+        selftest::usable_bytes(&path, Some(target.capacity_bytes), args.size, &config)?;
     let mut console = Console { quiet: json };
     console.line("INFO: Start ...");
     console.line(&format!(
@@ -104,6 +111,7 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
             );
         }
     }
+    let report = report?;
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["telemetry"] = serde_json::to_value(&telemetry)?;

@@ -6,6 +6,11 @@
 //!
 //! The suite writes over the target. The caller decides whether that is allowed (a scratch
 //! file, or a device the user forced); this module only needs an open [`Target`].
+//!
+//! The suite runs within the target's capacity and needs [`CHUNK_COUNT_MIN`] chunks of it;
+//! [`usable_bytes`] says, before anything is opened for writing, whether a target (or the
+//! part of it `--size` gives) is enough, and [`run`] refuses one that is not before any I/O.
+//! Tests that can use more (the sweep, stop and abort, the whole target) take what there is.
 
 use crate::device::{self, Target, TargetInfo};
 use crate::engine::IoOp;
@@ -16,11 +21,125 @@ use crate::stream::{
     self, AddressError, ChunkRange, Control, ControlState, FlushMode, Outcome, Progress, RangeEnd,
     RangeSpec, StopTrigger, StopWhen, StreamConfig, StreamError, StreamReport,
 };
-use crate::unit::rate_mib_per_s;
+use crate::unit::{format_bytes, rate_mib_per_s};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Largest chunk count of the sweep and of the stop/abort tests, as in the streamer.
 pub const SWEEP_CHUNK_COUNT_MAX: u64 = 32768;
+
+/// Chunks the suite needs whatever the I/O size: TEST #07 writes and checks sessions over
+/// the first 16 chunks (TEST #02 needs 11).
+pub const CHUNK_COUNT_MIN: u64 = 16;
+
+/// Chunks the suite needs with `config`: [`CHUNK_COUNT_MIN`], and enough for the stop and
+/// abort tests (#05, #06) to end a write after a whole I/O has gone out. They stop after
+/// 2/5 of their chunks and one more; an abort drops the chunks of an I/O not yet submitted,
+/// so with fewer than 2.5 I/Os of chunks nothing would have been written before it, which
+/// would read as a failure of the target.
+pub fn chunk_count_needed(config: &StreamConfig) -> u64 {
+    let chunks_per_io = (config.io_size_bytes / config.chunk_size_bytes.max(1)).max(1);
+    CHUNK_COUNT_MIN.max((5 * chunks_per_io).div_ceil(2))
+}
+
+/// Bytes the suite needs with `config`.
+pub fn bytes_needed(config: &StreamConfig) -> u64 {
+    chunk_count_needed(config).saturating_mul(config.chunk_size_bytes)
+}
+
+/// What limits the bytes the suite may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The target's own size.
+    Target,
+    /// The `--size` given (a scratch file's size, or a part of a larger target).
+    SizeOption,
+}
+
+/// Why the suite cannot run on a target: found before anything is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("{}", too_small_text(.target, *.needed_bytes, *.available_bytes, *.chunk_size_bytes, *.limit))]
+    TooSmall {
+        target: PathBuf,
+        needed_bytes: u64,
+        available_bytes: u64,
+        chunk_size_bytes: u64,
+        limit: Limit,
+    },
+    #[error("--size {} is more than {} has ({}); the self-test never grows a target: give a \
+             --size of at most {}, or a larger target",
+             format_bytes(*.asked_bytes), .target.display(), format_bytes(*.available_bytes),
+             format_bytes(*.available_bytes))]
+    SizeBeyondTarget {
+        target: PathBuf,
+        asked_bytes: u64,
+        available_bytes: u64,
+    },
+}
+
+fn too_small_text(
+    target: &Path,
+    needed_bytes: u64,
+    available_bytes: u64,
+    chunk_size_bytes: u64,
+    limit: Limit,
+) -> String {
+    let needs = format!(
+        "the self-test needs {} ({} chunks of {})",
+        format_bytes(needed_bytes),
+        needed_bytes / chunk_size_bytes.max(1),
+        format_bytes(chunk_size_bytes)
+    );
+    let available = format_bytes(available_bytes);
+    match limit {
+        Limit::Target => format!(
+            "{needs}, {} has {available}; give a larger target, or a smaller --chunk-size \
+             or --io-size",
+            target.display()
+        ),
+        Limit::SizeOption => format!(
+            "{needs}, --size gives it {available} of {}; give a --size of at least {}",
+            target.display(),
+            format_bytes(needed_bytes)
+        ),
+    }
+}
+
+/// The bytes of `target` the suite may use, or why it cannot run there. `capacity_bytes` is
+/// what the target holds, `None` for a file still to be created at `size_bytes`; `size_bytes`
+/// is the `--size` asked for, which may limit an existing target but never grow it.
+pub fn usable_bytes(
+    target: &Path,
+    capacity_bytes: Option<u64>,
+    size_bytes: Option<u64>,
+    config: &StreamConfig,
+) -> Result<u64, SizeError> {
+    if let (Some(available_bytes), Some(asked_bytes)) = (capacity_bytes, size_bytes) {
+        if asked_bytes > available_bytes {
+            return Err(SizeError::SizeBeyondTarget {
+                target: target.to_path_buf(),
+                asked_bytes,
+                available_bytes,
+            });
+        }
+    }
+    let (usable, limit) = match size_bytes {
+        Some(size_bytes) => (size_bytes, Limit::SizeOption),
+        None => (capacity_bytes.unwrap_or(0), Limit::Target),
+    };
+    let needed_bytes = bytes_needed(config);
+    if usable < needed_bytes {
+        return Err(SizeError::TooSmall {
+            target: target.to_path_buf(),
+            needed_bytes,
+            available_bytes: usable,
+            chunk_size_bytes: config.chunk_size_bytes,
+            limit,
+        });
+    }
+    Ok(usable)
+}
 
 /// Receives the suite's progress as it happens.
 pub trait Reporter {
@@ -239,13 +358,15 @@ impl Suite<'_> {
     }
 }
 
-/// Runs the whole suite on `target` (which it overwrites).
+/// Runs the whole suite on `target` (which it overwrites), within its capacity; a target
+/// below [`bytes_needed`] is refused before any I/O.
 pub fn run(
     target: &Target,
     config: StreamConfig,
     interrupt: &Control,
     reporter: &mut dyn Reporter,
-) -> SelftestReport {
+) -> Result<SelftestReport, SizeError> {
+    usable_bytes(&target.path, Some(target.capacity_bytes), None, &config)?;
     let info = device::describe(target);
     let mut suite = Suite {
         target,
@@ -293,7 +414,7 @@ pub fn run(
         });
     }
     let failed_count = results.iter().filter(|result| !result.passed).count() as u32;
-    SelftestReport {
+    Ok(SelftestReport {
         target: target.path.clone(),
         capacity_bytes: target.capacity_bytes,
         logical_block_bytes: target.logical_block_bytes,
@@ -306,7 +427,7 @@ pub fn run(
         sweep: suite.sweep,
         whole_target_write_mib_per_s: suite.whole_write_mib_per_s,
         whole_target_read_mib_per_s: suite.whole_read_mib_per_s,
-    }
+    })
 }
 
 fn test_link(suite: &mut Suite<'_>, info: &TargetInfo) -> TestOutcome {
@@ -785,4 +906,65 @@ fn test_whole_target(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
         read.last_offset_bytes.unwrap_or(0)
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn usable(capacity: Option<u64>, size: Option<u64>) -> Result<u64, SizeError> {
+        usable_bytes(Path::new("/t"), capacity, size, &StreamConfig::default())
+    }
+
+    #[test]
+    fn the_suite_needs_sixteen_chunks_and_two_and_a_half_ios() {
+        let config = |chunk_size_bytes: u64, io_size_bytes: u64| StreamConfig {
+            chunk_size_bytes,
+            io_size_bytes,
+            ..StreamConfig::default()
+        };
+        // 128 KiB chunks in 1 MiB I/Os: 2.5 I/Os are 20 chunks.
+        assert_eq!(bytes_needed(&StreamConfig::default()), 20 * (128 << 10));
+        assert_eq!(chunk_count_needed(&config(128 << 10, 128 << 10)), 16);
+        assert_eq!(chunk_count_needed(&config(64 << 10, 4 * MIB)), 160);
+        assert_eq!(usable(Some(2560 << 10), None), Ok(2560 << 10));
+        assert_eq!(
+            usable(Some(MIB), None).unwrap_err().to_string(),
+            "the self-test needs 2.50 MiB (20 chunks of 128 KiB), /t has 1 MiB; give a larger \
+             target, or a smaller --chunk-size or --io-size"
+        );
+    }
+
+    #[test]
+    fn size_limits_an_existing_target_and_never_grows_it() {
+        assert_eq!(usable(Some(64 * MIB), Some(4 * MIB)), Ok(4 * MIB));
+        assert_eq!(
+            usable(Some(3 * MIB), Some(4 * MIB)),
+            Err(SizeError::SizeBeyondTarget {
+                target: PathBuf::from("/t"),
+                asked_bytes: 4 * MIB,
+                available_bytes: 3 * MIB,
+            })
+        );
+        let error = usable(Some(64 * MIB), Some(MIB)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the self-test needs 2.50 MiB (20 chunks of 128 KiB), --size gives it 1 MiB of /t; \
+             give a --size of at least 2.50 MiB"
+        );
+    }
+
+    #[test]
+    fn a_file_to_be_created_is_judged_by_its_size() {
+        assert_eq!(usable(None, Some(3 * MIB)), Ok(3 * MIB));
+        assert!(matches!(
+            usable(None, Some(2 * MIB)),
+            Err(SizeError::TooSmall {
+                limit: Limit::SizeOption,
+                ..
+            })
+        ));
+    }
 }

@@ -6,6 +6,10 @@
 //! simulated one. A transfer's latency is from the submission that carried it to the reap
 //! that saw it complete; bytes count in the window in which their completion was seen.
 //!
+//! Progress counts for the bench as a whole: a bench sets its total once
+//! ([`start_progress`]) and every workload it runs then adds the bytes it completes, so the
+//! count only grows over the bench's phases, runs and threads.
+//!
 //! What it deliberately does not do: choose settings (the benches do), print, or retry a
 //! failed transfer (the first failure ends the workload and is reported with its offset).
 
@@ -144,8 +148,16 @@ impl WorkloadResult {
     }
 }
 
+/// Starts a bench's progress: nothing done of `total_bytes` (0 where the bench runs for a
+/// time rather than a number of bytes).
+pub fn start_progress(progress: &Progress, total_bytes: u64) {
+    progress.done_bytes.store(0, Ordering::Relaxed);
+    progress.total_bytes.store(total_bytes, Ordering::Relaxed);
+}
+
 /// Runs `workload` on `engine`. Windows are also handed to `on_window` as they close (for
-/// live progress); `progress` counts bytes for a progress bar on another thread.
+/// live progress); the bytes it completes are added to `progress`, which a progress display
+/// reads from another thread.
 pub fn run(
     engine: &mut dyn Engine,
     workload: &Workload,
@@ -207,15 +219,7 @@ pub fn run(
     let start_ns = engine.now_ns();
     let mut windows = Vec::new();
     let mut window = WindowLog::new(start_ns, workload.window_ns);
-    progress.done_bytes.store(0, Ordering::Relaxed);
-    progress.total_bytes.store(
-        if limit_bytes == u64::MAX {
-            0
-        } else {
-            limit_bytes
-        },
-        Ordering::Relaxed,
-    );
+    let mut reported_bytes = 0u64;
 
     loop {
         let now_ns = engine.now_ns();
@@ -327,7 +331,10 @@ pub fn run(
             }
             free_slots.push(slot);
         }
-        progress.done_bytes.store(done_bytes, Ordering::Relaxed);
+        progress
+            .done_bytes
+            .fetch_add(done_bytes - reported_bytes, Ordering::Relaxed);
+        reported_bytes = done_bytes;
     }
     let end_ns = engine.now_ns();
     window.finish(end_ns, position_bytes, &mut windows, on_window);
@@ -629,6 +636,8 @@ mod tests {
         read.check = Some(Pattern::new(9));
         let result = run(engine.as_mut(), &read, &control, &progress, &mut |_| {}).unwrap();
         assert!(result.is_success());
+        // Progress adds up the workloads.
+        assert_eq!(progress.done_bytes.load(Ordering::Relaxed), 64 << 20);
         read.check = Some(Pattern::new(10));
         let result = run(engine.as_mut(), &read, &control, &progress, &mut |_| {}).unwrap();
         assert_eq!(result.bad_io_count, 32);

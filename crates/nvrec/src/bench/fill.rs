@@ -4,6 +4,7 @@
 
 use super::analysis::{analyse, AnalysisSettings, SeriesAnalysis};
 use super::driver::{self, Data, Window, Workload, WorkloadResult};
+use super::size::{size_at_most, Need};
 use super::{BenchError, BenchTarget, RunMeta};
 use crate::engine::{EngineChoice, IoOp};
 use crate::pattern::Pattern;
@@ -65,6 +66,25 @@ pub struct FillResult {
     pub read: Option<WorkloadResult>,
 }
 
+/// What the fill needs of its target: the size asked for, or, for the whole target, room
+/// for one I/O.
+fn need(settings: &FillSettings, capacity_bytes: u64) -> Need<'static> {
+    match settings.size_bytes {
+        Some(size_bytes) => Need {
+            bench: "fill",
+            needed_bytes: size_bytes,
+            why: "--size".to_string(),
+            remedy: size_at_most(capacity_bytes),
+        },
+        None => Need {
+            bench: "fill",
+            needed_bytes: settings.io_size_bytes,
+            why: "one I/O of --io-size".to_string(),
+            remedy: "a smaller --io-size".to_string(),
+        },
+    }
+}
+
 /// Runs the fill. `on_window` sees every window of the write and then of the read as it
 /// closes (`IoOp` says which), for live progress.
 pub fn fill(
@@ -74,14 +94,9 @@ pub fn fill(
     progress: &Progress,
     on_window: &mut dyn FnMut(IoOp, &Window),
 ) -> Result<FillResult, BenchError> {
-    let size_bytes = settings.size_bytes.unwrap_or(target.capacity_bytes);
-    if size_bytes > target.capacity_bytes {
-        return Err(BenchError::Settings(format!(
-            "--size {size_bytes} is larger than the target ({} bytes)",
-            target.capacity_bytes
-        )));
-    }
     let io = settings.io_size_bytes;
+    target.require(need(settings, target.capacity_bytes))?;
+    let size_bytes = settings.size_bytes.unwrap_or(target.capacity_bytes);
     if io == 0 || !io.is_multiple_of(target.logical_block_bytes as u64) || size_bytes < io {
         return Err(BenchError::Settings(format!(
             "the I/O size {io} must be a multiple of the logical block size {} and fit the size {size_bytes}",
@@ -89,6 +104,8 @@ pub fn fill(
         )));
     }
     let mut engine = target.open_engine(settings.engine, settings.queue_depth, io)?;
+    let passes = if settings.verify { 2 } else { 1 };
+    driver::start_progress(progress, size_bytes / io * io * passes);
     let mut meta = RunMeta::new("fill", target, engine.as_ref());
     meta.settings = vec![
         ("size".to_string(), size_bytes.to_string()),
@@ -272,9 +289,27 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert!(
-            error.to_string().contains("larger than the target"),
-            "{error}"
+        assert_eq!(
+            error.to_string(),
+            "bench fill needs 32 MiB (--size), sim has 16 MiB; give a larger target or a \
+             --size of at most 16 MiB"
         );
+        assert!(matches!(error, BenchError::TargetTooSmall(_)));
+        // The whole of a target smaller than one I/O.
+        let settings = FillSettings {
+            io_size_bytes: 2 << 20,
+            ..FillSettings::default()
+        };
+        let target = open("sim:capacity=1M");
+        let error = fill(
+            &target,
+            &settings,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_, _| {},
+        )
+        .err()
+        .unwrap();
+        assert!(error.to_string().contains("--io-size"), "{error}");
     }
 }

@@ -16,6 +16,9 @@
 //! targets, the virtual clock on the simulated drive, so the analysis can be tested against a
 //! model with known answers.
 //!
+//! Every bench runs within its target (`size.rs`): a file that exists is never grown, and a
+//! bench asked for more than the target holds refuses with [`TargetTooSmall`] before any I/O.
+//!
 //! What it deliberately does not do: draw anything (the CLI turns results into text, CSV and
 //! HTML through [`crate::report`]), or run safety checks of its own (opening goes through
 //! [`crate::device::open`], which refuses a device holding data unless forced).
@@ -25,6 +28,7 @@ pub mod driver;
 mod fill;
 mod overwrite;
 mod profile;
+mod size;
 mod sweep;
 
 pub use driver::Window;
@@ -33,8 +37,10 @@ pub use overwrite::{overwrite, OverwriteMode, OverwritePhase, OverwriteResult, O
 pub use profile::{
     atto_sizes, profile, Profile, ProfileResult, ProfileSettings, ProfileTestResult, TestShape,
 };
+pub use size::TargetTooSmall;
 pub use sweep::{
     sweep, sweep_counts, RateStats, SweepPoint, SweepResult, SweepSettings, SweepSummary,
+    SWEEP_CHUNK_COUNT_MAX_DEFAULT,
 };
 
 use crate::buffer::BufferPool;
@@ -107,6 +113,9 @@ pub enum BenchError {
     Engine(#[from] engine::EngineError),
     #[error("{0}")]
     Settings(String),
+    /// Asked for more than the target holds; nothing was written.
+    #[error(transparent)]
+    TargetTooSmall(#[from] TargetTooSmall),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -115,8 +124,9 @@ pub enum BenchError {
 }
 
 impl BenchTarget {
-    /// Opens `spec` for a bench that writes (`Access::Write`) or only reads. A regular file is
-    /// created and preallocated to `create_len_bytes` when given.
+    /// Opens `spec` for a bench that writes (`Access::Write`) or only reads. A regular file
+    /// that does not exist yet is created and preallocated to `create_len_bytes` when given;
+    /// one that exists is used at its size, never grown (a bench that needs more refuses).
     pub fn open(
         spec: &TargetSpec,
         access: Access,
@@ -145,11 +155,12 @@ impl BenchTarget {
                 })
             }
             TargetSpec::Path(path) => {
+                let exists = std::fs::metadata(path).is_ok();
                 let target = device::open(
                     path,
                     &OpenOptions {
                         access,
-                        create_len_bytes,
+                        create_len_bytes: create_len_bytes.filter(|_| !exists),
                         safety,
                     },
                 )?;

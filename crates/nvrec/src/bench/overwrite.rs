@@ -5,9 +5,11 @@
 //! what TRIM buys on this drive.
 
 use super::driver::{self, Data, Window, Workload, WorkloadResult};
+use super::size::{size_at_most, Need};
 use super::{BenchError, BenchTarget, RunMeta};
 use crate::engine::{EngineChoice, IoOp};
 use crate::stream::{Control, Progress};
+use crate::unit::format_bytes;
 
 /// Whether the ring discards ahead of its write point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -106,6 +108,34 @@ fn split_at_wrap(windows: &[Window], ring_bytes: u64) -> (f64, f64) {
     (before, after)
 }
 
+/// The smallest ring: two queues of I/O, so that a lap is more than what is in flight.
+fn ring_bytes_min(settings: &OverwriteSettings) -> u64 {
+    2 * settings.queue_depth as u64 * settings.io_size_bytes
+}
+
+/// What the overwrite needs of its target: the ring asked for, or, for the whole target,
+/// the smallest ring.
+fn need(settings: &OverwriteSettings, capacity_bytes: u64) -> Need<'static> {
+    match settings.size_bytes {
+        Some(size_bytes) => Need {
+            bench: "overwrite",
+            needed_bytes: size_bytes,
+            why: "--size".to_string(),
+            remedy: size_at_most(capacity_bytes),
+        },
+        None => Need {
+            bench: "overwrite",
+            needed_bytes: ring_bytes_min(settings),
+            why: format!(
+                "the smallest ring: two queues of {} I/Os of {}",
+                settings.queue_depth,
+                format_bytes(settings.io_size_bytes)
+            ),
+            remedy: "a smaller --queue-depth or --io-size".to_string(),
+        },
+    }
+}
+
 pub fn overwrite(
     target: &BenchTarget,
     settings: &OverwriteSettings,
@@ -114,18 +144,18 @@ pub fn overwrite(
     on_window: &mut dyn FnMut(OverwriteMode, &Window),
 ) -> Result<OverwriteResult, BenchError> {
     let io = settings.io_size_bytes;
-    let ring_bytes = settings.size_bytes.unwrap_or(target.capacity_bytes) / io * io;
     if io == 0 || !io.is_multiple_of(target.logical_block_bytes as u64) {
         return Err(BenchError::Settings(format!(
             "the I/O size {io} is not a multiple of the logical block size {}",
             target.logical_block_bytes
         )));
     }
-    if ring_bytes > target.capacity_bytes || ring_bytes < 2 * settings.queue_depth as u64 * io {
+    target.require(need(settings, target.capacity_bytes))?;
+    let ring_bytes = settings.size_bytes.unwrap_or(target.capacity_bytes) / io * io;
+    if ring_bytes < ring_bytes_min(settings) {
         return Err(BenchError::Settings(format!(
-            "the ring ({ring_bytes} bytes) must fit the target ({} bytes) and hold at least two queues of I/O ({} bytes)",
-            target.capacity_bytes,
-            2 * settings.queue_depth as u64 * io
+            "the ring ({ring_bytes} bytes) must hold at least two queues of I/O ({} bytes)",
+            ring_bytes_min(settings)
         )));
     }
     if settings.laps.is_nan() || settings.laps <= 1.0 {
@@ -149,6 +179,8 @@ pub fn overwrite(
         ("queue_depth".to_string(), settings.queue_depth.to_string()),
         ("trim_ahead".to_string(), trim_ahead.to_string()),
     ];
+    let phase_bytes = ((ring_bytes as f64 * settings.laps) as u64) / io * io;
+    driver::start_progress(progress, phase_bytes * settings.modes.len() as u64);
     let mut phases = Vec::new();
     let mut stopped = false;
     for mode in &settings.modes {
@@ -159,7 +191,7 @@ pub fn overwrite(
             .map(|error| format!("could not discard the ring first: {error}"));
         let mut workload = Workload::sequential(IoOp::Write, 0, ring_bytes, io);
         workload.wrap = true;
-        workload.limit_bytes = Some(((ring_bytes as f64 * settings.laps) as u64) / io * io);
+        workload.limit_bytes = Some(phase_bytes);
         workload.data = Data::Incompressible;
         workload.window_ns = Some((settings.window_s * 1e9) as u64);
         if *mode == OverwriteMode::Trim {
@@ -239,6 +271,55 @@ mod tests {
             trim.after_over_before
         );
         assert!(trim.write.bytes_discarded >= 256 << 20);
+    }
+
+    #[test]
+    fn a_ring_beyond_the_target_or_a_target_below_the_smallest_ring_is_refused() {
+        let run = |spec: &str, settings: &OverwriteSettings| {
+            overwrite(
+                &crate::bench::open_sim(spec),
+                settings,
+                &Control::new(),
+                &Progress::default(),
+                &mut |_, _| {},
+            )
+        };
+        let asked = OverwriteSettings {
+            size_bytes: Some(64 << 20),
+            ..OverwriteSettings::default()
+        };
+        match run("sim:capacity=32M", &asked) {
+            Err(BenchError::TargetTooSmall(error)) => {
+                assert_eq!(
+                    (error.needed_bytes, error.available_bytes),
+                    (64 << 20, 32 << 20)
+                );
+                assert_eq!(error.remedy, "a --size of at most 32 MiB");
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|r| r.ring_bytes)),
+        }
+        // The whole target, smaller than two queues of 32 I/Os of 1 MiB.
+        match run("sim:capacity=16M", &OverwriteSettings::default()) {
+            Err(BenchError::TargetTooSmall(error)) => {
+                assert_eq!(
+                    (error.needed_bytes, error.available_bytes),
+                    (64 << 20, 16 << 20)
+                );
+                assert!(error.remedy.contains("--queue-depth"), "{error}");
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|r| r.ring_bytes)),
+        }
+        // A ring asked for within the target runs within it.
+        let within = OverwriteSettings {
+            size_bytes: Some(8 << 20),
+            queue_depth: 2,
+            modes: vec![OverwriteMode::NoTrim],
+            ..OverwriteSettings::default()
+        };
+        assert_eq!(
+            run("sim:capacity=32M", &within).unwrap().ring_bytes,
+            8 << 20
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! Data is incompressible unless `--compressible` asks for ATTO's best case.
 
 use super::driver::{self, Access, Data, Workload, WorkloadResult};
+use super::size::{size_at_most, Need};
 use super::{BenchError, BenchTarget, RunMeta};
 use crate::engine::{EngineChoice, IoOp};
 use crate::stream::{Control, ControlState, Progress};
@@ -183,6 +184,42 @@ fn test_result(
     }
 }
 
+/// The bytes a profile moves, for its progress: ATTO writes and reads the region once per
+/// transfer size and run; CrystalDiskMark's tests run for a time, so their total is unknown (0).
+fn total_bytes(settings: &ProfileSettings, region_bytes: u64, lbs: u64) -> u64 {
+    match settings.profile {
+        Profile::Cdm | Profile::CdmNvme => 0,
+        Profile::Atto => atto_sizes()
+            .into_iter()
+            .filter(|size| size % lbs == 0 && *size <= region_bytes)
+            .map(|size| region_bytes / size * size * 2 * settings.runs as u64)
+            .sum(),
+    }
+}
+
+/// What a profile needs of its target: the region asked for, or the preset's own.
+fn need(settings: &ProfileSettings, capacity_bytes: u64) -> Need<'static> {
+    let profile = settings.profile;
+    let bench = match profile {
+        Profile::Cdm => "profile cdm",
+        Profile::CdmNvme => "profile cdm-nvme",
+        Profile::Atto => "profile atto",
+    };
+    let (needed_bytes, why) = match settings.region_bytes {
+        Some(region_bytes) => (region_bytes, "--size".to_string()),
+        None => (
+            profile.region_bytes_default(),
+            format!("the {} preset's test region", profile.name()),
+        ),
+    };
+    Need {
+        bench,
+        needed_bytes,
+        why,
+        remedy: size_at_most(capacity_bytes),
+    }
+}
+
 pub fn profile(
     target: &BenchTarget,
     settings: &ProfileSettings,
@@ -190,17 +227,16 @@ pub fn profile(
     progress: &Progress,
     on_test: &mut dyn FnMut(&ProfileTestResult),
 ) -> Result<ProfileResult, BenchError> {
+    target.require(need(settings, target.capacity_bytes))?;
     let region = settings
         .region_bytes
         .unwrap_or(settings.profile.region_bytes_default())
-        .min(target.capacity_bytes)
         / (1 << 20)
         * (1 << 20);
     if region < 1 << 20 {
-        return Err(BenchError::Settings(format!(
-            "the test region must be at least 1 MiB; the target has {} bytes",
-            target.capacity_bytes
-        )));
+        return Err(BenchError::Settings(
+            "the test region (--size) must be at least 1 MiB".to_string(),
+        ));
     }
     if settings.runs == 0 || settings.duration_s.is_nan() || settings.duration_s <= 0.0 {
         return Err(BenchError::Settings(
@@ -228,6 +264,7 @@ pub fn profile(
     let mut tests = Vec::new();
     let mut skipped = Vec::new();
     let lbs = target.logical_block_bytes as u64;
+    driver::start_progress(progress, total_bytes(settings, region, lbs));
     let stopped = |control: &Control| control.state() != ControlState::Run;
 
     match settings.profile {
@@ -490,5 +527,40 @@ mod tests {
         assert_eq!(result.skipped.len(), 5, "{:?}", result.skipped);
         assert_eq!(result.tests.len(), 2 * 13);
         assert!(result.tests.iter().all(|test| test.best_bytes_per_s > 0.0));
+    }
+
+    #[test]
+    fn a_region_beyond_the_target_is_refused_whether_asked_for_or_the_presets() {
+        let target = sim("sim:capacity=16M");
+        let refusal = |settings: ProfileSettings| match profile(
+            &target,
+            &settings,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_| {},
+        ) {
+            Err(BenchError::TargetTooSmall(error)) => error,
+            other => panic!(
+                "expected a refusal, got {:?}",
+                other.map(|r| r.region_bytes)
+            ),
+        };
+        let preset = refusal(ProfileSettings {
+            profile: Profile::Atto,
+            ..ProfileSettings::default()
+        });
+        assert_eq!(
+            (preset.needed_bytes, preset.available_bytes),
+            (256 << 20, 16 << 20)
+        );
+        assert_eq!(preset.why, "the atto preset's test region");
+        assert_eq!(preset.remedy, "a --size of at most 16 MiB");
+        let asked = refusal(ProfileSettings {
+            profile: Profile::Cdm,
+            region_bytes: Some(32 << 20),
+            ..ProfileSettings::default()
+        });
+        assert_eq!(asked.bench, "profile cdm");
+        assert_eq!(asked.why, "--size");
     }
 }

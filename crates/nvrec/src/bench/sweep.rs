@@ -7,27 +7,34 @@
 //! flush that follows every write is not timed, as the streamer times acknowledgements).
 
 use super::driver::{self, Data, Workload, WorkloadResult};
+use super::size::Need;
 use super::{BenchError, BenchTarget, RunMeta};
 use crate::engine::{EngineChoice, IoOp};
 use crate::pattern::Pattern;
 use crate::stream::{Control, ControlState, Progress};
+use crate::unit::format_bytes;
 
 #[derive(Debug, Clone, Copy)]
 pub struct SweepSettings {
     pub chunk_size_bytes: u64,
-    /// The largest count of the sweep (1, 2, 4 ... up to this, and no more than fits).
-    pub chunk_count_max: u64,
+    /// The largest count of the sweep, as asked: 1, 2, 4 ... up to this, refused when the
+    /// target holds fewer chunks. `None`: up to [`SWEEP_CHUNK_COUNT_MAX_DEFAULT`] or as many
+    /// as fit, whichever is less.
+    pub chunk_count_max: Option<u64>,
     pub runs: u32,
     pub queue_depth: u32,
     pub seed: u64,
     pub engine: EngineChoice,
 }
 
+/// The largest chunk count of a sweep that was not given one (4 GiB of 128 KiB chunks).
+pub const SWEEP_CHUNK_COUNT_MAX_DEFAULT: u64 = 32768;
+
 impl Default for SweepSettings {
     fn default() -> Self {
         SweepSettings {
             chunk_size_bytes: 128 << 10,
-            chunk_count_max: 32768,
+            chunk_count_max: None,
             runs: 3,
             queue_depth: 32,
             seed: 0x5eed,
@@ -84,13 +91,46 @@ pub struct SweepResult {
     pub stopped: bool,
 }
 
-/// The chunk counts the sweep visits on a target of `capacity_bytes`.
+/// The chunk counts the sweep visits on a target of `capacity_bytes`: powers of two up to
+/// the largest asked for that fits.
 pub fn sweep_counts(settings: &SweepSettings, capacity_bytes: u64) -> Vec<u64> {
     let fits = capacity_bytes / settings.chunk_size_bytes.max(1);
-    let last = settings.chunk_count_max.min(fits);
+    let last = settings
+        .chunk_count_max
+        .unwrap_or(SWEEP_CHUNK_COUNT_MAX_DEFAULT)
+        .min(fits);
     std::iter::successors(Some(1u64), |count| count.checked_mul(2))
         .take_while(|count| *count <= last)
         .collect()
+}
+
+/// What the sweep needs of its target: every count asked for (`--max-chunks`), or one
+/// chunk when the counts are left to what fits.
+fn need(settings: &SweepSettings) -> Need<'static> {
+    let chunk = settings.chunk_size_bytes;
+    match settings.chunk_count_max {
+        Some(count_max) => {
+            let largest = sweep_counts(settings, u64::MAX)
+                .last()
+                .copied()
+                .unwrap_or(1);
+            Need {
+                bench: "sweep",
+                needed_bytes: largest.saturating_mul(chunk),
+                why: format!(
+                    "--max-chunks {count_max}: up to {largest} chunks of {}",
+                    format_bytes(chunk)
+                ),
+                remedy: "a smaller --max-chunks".to_string(),
+            }
+        }
+        None => Need {
+            bench: "sweep",
+            needed_bytes: chunk,
+            why: format!("one chunk of {}", format_bytes(chunk)),
+            remedy: "a smaller --chunk-size".to_string(),
+        },
+    }
 }
 
 /// Runs the sweep; `on_point` sees each chunk count's result as it is done.
@@ -102,20 +142,21 @@ pub fn sweep(
     on_point: &mut dyn FnMut(&SweepPoint),
 ) -> Result<SweepResult, BenchError> {
     let chunk = settings.chunk_size_bytes;
-    if chunk == 0 || !chunk.is_multiple_of(target.logical_block_bytes as u64) || settings.runs == 0
+    if chunk == 0
+        || !chunk.is_multiple_of(target.logical_block_bytes as u64)
+        || settings.runs == 0
+        || settings.chunk_count_max == Some(0)
     {
         return Err(BenchError::Settings(format!(
-            "the chunk size {chunk} must be a multiple of the logical block size {} and runs at least 1",
+            "the chunk size {chunk} must be a multiple of the logical block size {}, and runs and the chunk count at least 1",
             target.logical_block_bytes
         )));
     }
+    target.require(need(settings))?;
     let counts = sweep_counts(settings, target.capacity_bytes);
-    if counts.is_empty() {
-        return Err(BenchError::Settings(format!(
-            "the target ({} bytes) is smaller than one chunk",
-            target.capacity_bytes
-        )));
-    }
+    // Each count is written and read back in every run.
+    let total_bytes = counts.iter().sum::<u64>() * chunk * 2 * settings.runs as u64;
+    driver::start_progress(progress, total_bytes);
     let mut engine = target.open_engine(settings.engine, settings.queue_depth, chunk)?;
     let mut meta = RunMeta::new("sweep", target, engine.as_ref());
     meta.settings = vec![
@@ -222,6 +263,72 @@ mod tests {
         assert_eq!(sweep_counts(&settings, 1 << 40).len(), 16);
         assert_eq!(*sweep_counts(&settings, 1 << 40).last().unwrap(), 32768);
         assert!(sweep_counts(&settings, 4096).is_empty());
+        let asked = SweepSettings {
+            chunk_count_max: Some(100),
+            ..settings
+        };
+        assert_eq!(*sweep_counts(&asked, 1 << 40).last().unwrap(), 64);
+    }
+
+    fn sweep_on(spec: &str, settings: &SweepSettings) -> Result<SweepResult, BenchError> {
+        let target = crate::bench::open_sim(spec);
+        sweep(
+            &target,
+            settings,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_| {},
+        )
+    }
+
+    #[test]
+    fn counts_asked_for_must_fit_and_the_default_shrinks_to_the_target() {
+        let asked = SweepSettings {
+            chunk_count_max: Some(100),
+            runs: 1,
+            ..SweepSettings::default()
+        };
+        // 100 asks for 64 chunks (8 MiB) at most; 4 MiB holds 32.
+        match sweep_on("sim:capacity=4M", &asked) {
+            Err(BenchError::TargetTooSmall(error)) => {
+                assert_eq!(
+                    (error.needed_bytes, error.available_bytes),
+                    (8 << 20, 4 << 20)
+                );
+                assert!(error.remedy.contains("--max-chunks"), "{error}");
+            }
+            other => panic!(
+                "expected a refusal, got {:?}",
+                other.map(|r| r.points.len())
+            ),
+        }
+        let fitting = sweep_on("sim:capacity=8M", &asked).unwrap();
+        assert_eq!(fitting.points.last().unwrap().chunk_count, 64);
+        // Left to the default, the counts stop at what fits...
+        let default = SweepSettings {
+            runs: 1,
+            ..SweepSettings::default()
+        };
+        let shrunk = sweep_on("sim:capacity=4M", &default).unwrap();
+        assert_eq!(shrunk.points.last().unwrap().chunk_count, 32);
+        // ...and a target below one chunk is refused, naming the chunk.
+        let large_chunks = SweepSettings {
+            chunk_size_bytes: 2 << 20,
+            ..default
+        };
+        match sweep_on("sim:capacity=1M", &large_chunks) {
+            Err(BenchError::TargetTooSmall(error)) => {
+                assert_eq!(
+                    (error.needed_bytes, error.available_bytes),
+                    (2 << 20, 1 << 20)
+                );
+                assert!(error.remedy.contains("--chunk-size"), "{error}");
+            }
+            other => panic!(
+                "expected a refusal, got {:?}",
+                other.map(|r| r.points.len())
+            ),
+        }
     }
 
     #[test]
