@@ -484,18 +484,33 @@ pub enum Lock {
     Recording,
 }
 
-/// Takes `kind` on `file` without waiting; a lock held elsewhere is a safety refusal.
+/// How long a lock held elsewhere is waited for before it counts as taken.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Takes `kind` on `file`, waiting at most [`LOCK_PATIENCE`]; a lock held elsewhere is a
+/// safety refusal.
 pub fn lock(path: &Path, file: &File, kind: Lock) -> Result<(), DeviceError> {
     let operation = match kind {
         Lock::Writer => libc::LOCK_SH,
         Lock::Recording => libc::LOCK_EX,
     };
-    // SAFETY: flock only reads the descriptor, which `file` keeps open.
-    let status = unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) };
-    if status == 0 {
-        return Ok(());
-    }
-    let source = io::Error::last_os_error();
+    // A recorder killed a moment ago may still hold the lock while the kernel tears down
+    // its io_uring (which keeps the file open until the I/O in flight completes): wait a
+    // little before calling the target taken.
+    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
+    let source = loop {
+        // SAFETY: flock only reads the descriptor, which `file` keeps open.
+        let status = unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) };
+        if status == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EWOULDBLOCK) || std::time::Instant::now() >= deadline
+        {
+            break error;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     match (source.raw_os_error(), kind) {
         (Some(libc::EWOULDBLOCK), Lock::Writer) => Err(DeviceError::Recording {
             path: path.to_path_buf(),

@@ -51,13 +51,10 @@ pub fn repair(
         found: health::check(set)?,
         ..RepairReport::default()
     };
-    if set.newest_checkpoint()?.is_some() {
-        report.recovered_recording = super::reader::recover(set)?.map(|_| {
-            set.newest_checkpoint()
-                .ok()
-                .flatten()
-                .map_or(0, |c| c.recording_id)
-        });
+    if let Some(checkpoint) = set.newest_checkpoint()? {
+        if super::reader::recover(set)?.is_some() {
+            report.recovered_recording = Some(checkpoint.recording_id);
+        }
     }
     superblocks(set, &mut report);
     let set = &*set;
