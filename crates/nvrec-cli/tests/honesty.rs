@@ -127,7 +127,7 @@ fn a_live_recording_is_shown_as_recording_and_nothing_else_writes_its_members() 
         .args([
             "--json", "record", "--source", "pattern", "--rate", "20MB/s",
         ])
-        .args(["--duration", "3s", "--create-size", "128M"])
+        .args(["--ring", "--duration", "60s", "--create-size", "128M"])
         .args(&targets)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -181,10 +181,13 @@ fn a_live_recording_is_shown_as_recording_and_nothing_else_writes_its_members() 
             text(&output)
         );
     }
+    // Ctrl-C ends the live recording cleanly.
+    // SAFETY: a plain signal to the child this test started.
+    unsafe { libc::kill(live.id() as i32, libc::SIGINT) };
     let output = live.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", text(&output));
     let report = json(&output);
-    assert_eq!(report["outcome"], "complete", "{report}");
+    assert_eq!(report["outcome"], "stopped", "{report}");
     let output = run(nvrec().args(["--json", "verify"]).args(&targets));
     assert!(output.status.success(), "{}", text(&output));
     assert_eq!(
@@ -194,5 +197,5 @@ fn a_live_recording_is_shown_as_recording_and_nothing_else_writes_its_members() 
     // What the refused runs saw was the live recording's; they wrote nothing of their own.
     let listed = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
     assert_eq!(listed["recordings"].as_array().unwrap().len(), 1);
-    assert_eq!(listed["recordings"][0]["state"], "complete");
+    assert_eq!(listed["recordings"][0]["state"], "complete (ring)");
 }

@@ -121,3 +121,63 @@ fn repair_makes_the_metadata_whole_and_a_lost_entry_comes_back_from_a_scan() {
     assert_eq!(entries.len(), 2);
     assert_eq!(entries[1].stream_len_bytes, 3 * MIB);
 }
+
+#[test]
+fn a_checkpoint_that_names_fewer_members_is_damage_never_a_smaller_set() {
+    use nvrec::layout::Checkpoint;
+    let sim = recorded_set();
+    let mut set = volume::open_members(Members::Sim(&sim), Access::Write, Safety::Check).unwrap();
+    // Every checkpoint copy rewritten, valid in itself, naming one member of the two.
+    for copy in set.checkpoint_copies() {
+        let Ok(mut checkpoint) = Checkpoint::decode(copy.bytes.as_ref().unwrap()) else {
+            continue;
+        };
+        checkpoint.members.truncate(1);
+        let member = set.members[copy.member_index as usize].as_ref().unwrap();
+        let bytes = checkpoint.encode().unwrap();
+        volume::write_meta(&member.disk, copy.offset_bytes, 4096, &bytes).unwrap();
+    }
+    assert!(set.newest_checkpoint().unwrap().is_none());
+    let damage = health::check(&set).unwrap();
+    assert!(health::loses_anything(&damage));
+    assert!(
+        damage
+            .iter()
+            .any(|d| d.problem.contains("names 1 members, the set has 2")),
+        "{damage:?}"
+    );
+    // Appending refuses rather than recording on one member.
+    let append = RecordOptions {
+        limit_bytes: Some(MIB),
+        pattern: true,
+        append: true,
+        ..RecordOptions::default()
+    };
+    let mut source = PatternSource(Pattern::new(1));
+    let refused = writer::record_on(
+        Members::Sim(&sim),
+        &mut source,
+        &append,
+        &Control::new(),
+        &Progress::default(),
+    );
+    assert!(refused.is_err());
+    // Repaired from a scan, the set appends over both members again.
+    let report = repair::repair(&mut set, false, &Control::new()).unwrap();
+    assert!(report.left.is_empty(), "{:?}", report.left);
+    drop(set);
+    let mut source = PatternSource(Pattern::new(1));
+    let recorded = writer::record_on(
+        Members::Sim(&sim),
+        &mut source,
+        &RecordOptions {
+            limit_bytes: Some(4 * MIB),
+            ..append
+        },
+        &Control::new(),
+        &Progress::default(),
+    )
+    .unwrap();
+    assert!(recorded.members.iter().all(|m| m.chunk_count > 0));
+    assert_eq!(recorded.recording_id, 3);
+}

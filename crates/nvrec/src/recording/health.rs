@@ -7,11 +7,10 @@
 //! exists to repair it from ([`Severity::Repairable`]) or what the set has lost
 //! ([`Severity::Lost`]). `nvrec repair` ([`super::repair`]) rewrites the repairable ones.
 
-use super::volume::{MetaCopy, MetaPlace, VolumeSet};
+use super::volume::{MetaCopy, MetaPlace, VolumeSet, BLANK};
 use super::RecordingError;
 use crate::layout::{
-    decode_chunk_header, Checkpoint, LayoutError, RecordingEntry, SuperblockCopies, Uuid,
-    CHUNK_HEADER_SIZE_BYTES,
+    decode_chunk_header, RecordingEntry, SuperblockCopies, CHUNK_HEADER_SIZE_BYTES,
 };
 use std::path::PathBuf;
 
@@ -146,13 +145,7 @@ fn retired_members(set: &VolumeSet) -> Result<Vec<u16>, RecordingError> {
 
 fn checkpoints(set: &VolumeSet, retired: &[u16], damage: &mut Vec<MetaDamage>) {
     let copies = set.checkpoint_copies();
-    let decode = |copy: &MetaCopy| -> Result<Checkpoint, String> {
-        let bytes = copy
-            .bytes
-            .as_ref()
-            .map_err(|e| format!("unreadable: {e}"))?;
-        decoded_of_set(Checkpoint::decode(bytes), set.set_uuid, |c| c.set_uuid)
-    };
+    let decode = |copy: &MetaCopy| set.checkpoint_of(copy);
     let best = copies
         .iter()
         .filter_map(|copy| decode(copy).ok())
@@ -168,6 +161,12 @@ fn checkpoints(set: &VolumeSet, retired: &[u16], damage: &mut Vec<MetaDamage>) {
                       (nvrec repair rebuilds it from the recording table and the chunks)"
                 .into(),
         });
+        for copy in &copies {
+            match decode(copy) {
+                Err(why) if why != BLANK => damage.push(member_damage(set, copy, why)),
+                _ => {}
+            }
+        }
         return;
     };
     let slot_count = set
@@ -202,8 +201,6 @@ fn checkpoints(set: &VolumeSet, retired: &[u16], damage: &mut Vec<MetaDamage>) {
     }
 }
 
-const BLANK: &str = "blank";
-
 fn slot_of(place: MetaPlace) -> u32 {
     match place {
         MetaPlace::Checkpoint { slot } | MetaPlace::Entry { slot, .. } => slot,
@@ -211,29 +208,9 @@ fn slot_of(place: MetaPlace) -> u32 {
     }
 }
 
-/// A decoded structure of this set, or what is wrong with it in words.
-fn decoded_of_set<T>(
-    decoded: Result<T, LayoutError>,
-    set_uuid: Uuid,
-    uuid_of: impl Fn(&T) -> Uuid,
-) -> Result<T, String> {
-    match decoded {
-        Ok(found) if uuid_of(&found) == set_uuid => Ok(found),
-        Ok(found) => Err(format!("belongs to another set ({})", uuid_of(&found))),
-        Err(LayoutError::Blank { .. }) => Err(BLANK.into()),
-        Err(error) => Err(format!("fails its check: {error}")),
-    }
-}
-
 fn entry_slot(set: &VolumeSet, slot: u32, retired: &[u16], damage: &mut Vec<MetaDamage>) {
     let copies = set.entry_copies(slot);
-    let decode = |copy: &MetaCopy| -> Result<RecordingEntry, String> {
-        let bytes = copy
-            .bytes
-            .as_ref()
-            .map_err(|e| format!("unreadable: {e}"))?;
-        decoded_of_set(RecordingEntry::decode(bytes), set.set_uuid, |e| e.set_uuid)
-    };
+    let decode = |copy: &MetaCopy| set.entry_of(copy);
     let newest = copies
         .iter()
         .filter_map(|copy| decode(copy).ok())

@@ -9,9 +9,8 @@ use super::RecordingError;
 use crate::buffer::BufferPool;
 use crate::device::{Access, OpenOptions, Safety};
 use crate::layout::{
-    newest_checkpoint, newest_recording_entry, select_superblock, Checkpoint, Label,
-    MemberPosition, RecordingEntry, Superblock, SuperblockCopies, Uuid, VolumeLayout,
-    SUPERBLOCK_SIZE_BYTES,
+    select_superblock, Checkpoint, Label, MemberPosition, RecordingEntry, Superblock,
+    SuperblockCopies, Uuid, VolumeLayout, SUPERBLOCK_SIZE_BYTES,
 };
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -150,14 +149,56 @@ impl VolumeSet {
     /// The newest checkpoint over every slot of every member. A copy that cannot be read
     /// counts as damaged, as one that fails its check does: any other member's serves.
     pub fn newest_checkpoint(&self) -> Result<Option<Checkpoint>, RecordingError> {
-        let slots: Vec<Vec<u8>> = self
+        Ok(self
             .checkpoint_copies()
-            .into_iter()
-            .filter_map(|copy| copy.bytes.ok())
-            .collect();
-        Ok(newest_checkpoint(
-            self.set_uuid,
-            slots.iter().map(|s| s.as_slice()),
+            .iter()
+            .filter_map(|copy| self.checkpoint_of(copy).ok())
+            .max_by_key(|checkpoint| checkpoint.generation))
+    }
+
+    /// The checkpoint a copy holds if it is one of this set's, for as many members as the
+    /// set has; else what is wrong with it, in words.
+    pub fn checkpoint_of(&self, copy: &MetaCopy) -> Result<Checkpoint, String> {
+        let bytes = copy
+            .bytes
+            .as_ref()
+            .map_err(|e| format!("unreadable: {e}"))?;
+        let found = self.of_set(Checkpoint::decode(bytes), |c| c.set_uuid)?;
+        self.member_count_matches(found.members.len())?;
+        Ok(found)
+    }
+
+    /// The entry a copy holds if it is one of this set's, as [`VolumeSet::checkpoint_of`].
+    pub fn entry_of(&self, copy: &MetaCopy) -> Result<RecordingEntry, String> {
+        let bytes = copy
+            .bytes
+            .as_ref()
+            .map_err(|e| format!("unreadable: {e}"))?;
+        let found = self.of_set(RecordingEntry::decode(bytes), |e| e.set_uuid)?;
+        self.member_count_matches(found.members.len())?;
+        Ok(found)
+    }
+
+    fn of_set<T>(
+        &self,
+        decoded: Result<T, crate::layout::LayoutError>,
+        uuid_of: impl Fn(&T) -> Uuid,
+    ) -> Result<T, String> {
+        match decoded {
+            Ok(found) if uuid_of(&found) == self.set_uuid => Ok(found),
+            Ok(found) => Err(format!("belongs to another set ({})", uuid_of(&found))),
+            Err(crate::layout::LayoutError::Blank { .. }) => Err(BLANK.into()),
+            Err(error) => Err(format!("fails its check: {error}")),
+        }
+    }
+
+    fn member_count_matches(&self, count: usize) -> Result<(), String> {
+        if count == self.member_count() {
+            return Ok(());
+        }
+        Err(format!(
+            "names {count} members, the set has {}: it cannot describe this set",
+            self.member_count()
         ))
     }
 
@@ -206,16 +247,14 @@ impl VolumeSet {
     pub fn recordings(&self) -> Result<Vec<RecordingEntry>, RecordingError> {
         let mut entries: Vec<RecordingEntry> = Vec::new();
         for slot in 0..self.recording_slot_count() {
-            let copies: Vec<Vec<u8>> = self
+            // The highest (id, revision) wins: a slot reused by recording id + nR leaves
+            // the older recording in the other copy.
+            let newest = self
                 .entry_copies(slot)
-                .into_iter()
-                .filter_map(|copy| copy.bytes.ok())
-                .collect();
-            if let Some(entry) =
-                newest_recording_entry(self.set_uuid, copies.iter().map(|c| c.as_slice()))
-            {
-                entries.push(entry);
-            }
+                .iter()
+                .filter_map(|copy| self.entry_of(copy).ok())
+                .max_by_key(|entry| (entry.recording_id, entry.revision));
+            entries.extend(newest);
         }
         entries.sort_by_key(|entry| entry.recording_id);
         Ok(entries)
@@ -279,6 +318,9 @@ impl VolumeSet {
         self.live_members(live).try_for_each(Member::flush)
     }
 }
+
+/// What a metadata copy that holds nothing is called in reports.
+pub const BLANK: &str = "blank";
 
 /// Where a metadata copy lives on a member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
