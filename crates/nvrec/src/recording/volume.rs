@@ -450,15 +450,19 @@ impl Membership {
 /// The volume set `disk` is a member of, if any (read only).
 fn membership_of(disk: Disk) -> Option<Membership> {
     let (superblock, copies) = read_superblock(&disk).ok()?;
+    // The set as this one member sees it: the others missing, in their places.
+    let mut members: Vec<Option<Member>> =
+        (0..superblock.member_count).map(|_| None).collect();
+    members[superblock.member_index as usize] = Some(Member {
+        disk,
+        superblock: superblock.clone(),
+        copies,
+    });
     let set = VolumeSet {
         set_uuid: superblock.set_uuid,
         label: superblock.label.as_str().to_string(),
         chunk_size_bytes: superblock.layout.chunk_size_bytes,
-        members: vec![Some(Member {
-            disk,
-            superblock: superblock.clone(),
-            copies,
-        })],
+        members,
         problems: Vec::new(),
     };
     let recordings = set
