@@ -12,12 +12,15 @@
 //! - [`volume`]: formatting and opening volume sets, metadata I/O.
 //! - [`writer`]: the `record` command's engine room.
 //! - [`reader`]: reading chunks back in sequence order: `replay`, `verify`, and recovery.
+//! - [`fuzzing`]: reading a damaged set never panics or runs away, as a property the fuzz
+//!   target and the tests share.
 //!
 //! The format is specified in `docs/FORMAT.md`; this module follows its writing and
 //! reading rules.
 
 pub mod disk;
 mod durability;
+pub mod fuzzing;
 pub mod reader;
 pub mod volume;
 pub mod writer;
