@@ -977,7 +977,8 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
     let mut all_good = set.missing_indices().is_empty() && set.problems.is_empty();
     for entry in &selected {
         if signal::CONTROL.state() != ControlState::Run {
-            break; // SIGINT or SIGTERM: the recordings left are not read.
+            all_good = false; // SIGINT or SIGTERM: the recordings left are not read.
+            break;
         }
         let mut first_bad: Option<String> = None;
         let mut pattern_errors = 0u64;

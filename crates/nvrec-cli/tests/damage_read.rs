@@ -86,7 +86,9 @@ fn a_member_file_cut_short_loses_the_chunks_past_its_end_and_no_others() {
         "{first_bad}"
     );
     assert!(
-        first_bad.contains("sequence 100: read failed"),
+        first_bad.contains(&format!(
+            "sequence 100: read failed: short read: {path} ends inside this slot"
+        )),
         "{first_bad}"
     );
 }

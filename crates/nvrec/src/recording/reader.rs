@@ -1177,8 +1177,19 @@ fn reread_slots(set: &VolumeSet, member_index: u16, flight: &mut ReadFlight, chu
                 .layout()
                 .data_slot_offset_bytes(slot)
                 .ok_or_else(|| format!("slot {slot} is outside the data area"))?;
-            volume::read_aligned(&member.disk, offset, chunk_bytes as usize)
-                .map_err(|error| error.to_string())
+            volume::read_aligned(&member.disk, offset, chunk_bytes as usize).map_err(|error| {
+                match error {
+                    RecordingError::Io { source, .. }
+                        if source.kind() == std::io::ErrorKind::UnexpectedEof =>
+                    {
+                        format!(
+                            "short read: {} ends inside this slot",
+                            member.disk.path().display()
+                        )
+                    }
+                    error => error.to_string(),
+                }
+            })
         })
         .collect();
 }
