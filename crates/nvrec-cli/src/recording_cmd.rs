@@ -797,8 +797,12 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
             crate::output::StdoutData,
         )),
     };
-    let from_ns = args.from.map(|d| entry.start_ns + d.as_nanos() as u64);
-    let to_ns = args.to.map(|d| entry.start_ns + d.as_nanos() as u64);
+    let from_ns = args
+        .from
+        .map(|d| entry.start_ns.saturating_add(d.as_nanos() as u64));
+    let to_ns = args
+        .to
+        .map(|d| entry.start_ns.saturating_add(d.as_nanos() as u64));
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "replay".into(), !json);
     let mut written = 0u64;
@@ -806,8 +810,8 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     let mut write_error: Option<std::io::Error> = None;
     let started = Instant::now();
     let mut first_timestamp: Option<u64> = None;
-    // With --gaps zero: the stream offset the next byte written stands for, and the zeros.
-    let mut next_offset_bytes: Option<u64> = None;
+    // With --gaps zero: the holes, filled no further than the stream's length, and the zeros.
+    let mut gap_fill = nvrec::sink::GapFill::new(entry.stream_len_bytes);
     let mut filled_bytes = 0u64;
     let zeros = match args.gaps {
         GapsArg::Zero => vec![0u8; ZERO_FILL_BYTES],
@@ -838,8 +842,21 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                         }
                     }
                     if args.gaps == GapsArg::Zero {
-                        let hole_bytes = next_offset_bytes
-                            .map_or(0, |next| header.stream_offset_bytes.saturating_sub(next));
+                        let hole =
+                            gap_fill.before(header.stream_offset_bytes, payload.len() as u64);
+                        if hole.beyond_end_bytes > 0 {
+                            problems.push(format!(
+                                "chunk sequence {} on member {} slot {} says stream offset {}, \
+                                 past the recording's {} bytes: {} bytes of its hole not filled",
+                                header.sequence,
+                                header.member_index,
+                                header.slot_index,
+                                header.stream_offset_bytes,
+                                entry.stream_len_bytes,
+                                hole.beyond_end_bytes
+                            ));
+                        }
+                        let hole_bytes = hole.zero_bytes;
                         match write_zeros(&mut out, &zeros, hole_bytes) {
                             Ok(done_bytes) => {
                                 filled_bytes += done_bytes;
@@ -853,7 +870,6 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                                 return false;
                             }
                         }
-                        next_offset_bytes = Some(header.stream_offset_bytes + payload.len() as u64);
                     }
                     if let Err(error) = out.write_all(payload) {
                         write_error = Some(error);
@@ -877,8 +893,12 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                 }
                 Item::Damage(damage) => {
                     problems.push(format!(
-                        "damaged chunk on member {} slot {} (offset {:#x}): {}",
-                        damage.member_index, damage.slot_index, damage.offset_bytes, damage.what
+                        "damaged chunk on member {} ({}) slot {} (offset {:#x}): {}",
+                        damage.member_index,
+                        damage.member_path,
+                        damage.slot_index,
+                        damage.offset_bytes,
+                        damage.what
                     ));
                 }
             }
@@ -1048,6 +1068,10 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         && set.problems.is_empty()
         && !health::loses_anything(&damage);
     for entry in &selected {
+        if signal::CONTROL.state() != ControlState::Run {
+            all_good = false; // SIGINT or SIGTERM: the recordings left are not read.
+            break;
+        }
         let mut first_bad: Option<String> = None;
         let mut pattern_errors = 0u64;
         let mut pattern: Option<Pattern> = args.seed.map(Pattern::new);
@@ -1113,6 +1137,9 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             },
         )?;
         drop(display);
+        if signal::CONTROL.state() != ControlState::Run {
+            first_bad.get_or_insert_with(|| "interrupted before the end: not all verified".into());
+        }
         let good = first_bad.is_none();
         all_good &= good;
         results.push(serde_json::json!({

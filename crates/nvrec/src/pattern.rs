@@ -320,6 +320,12 @@ pub enum MismatchKind {
     EndsEarly,
     /// Anything else: the bytes were damaged.
     Corrupt,
+    /// The range cannot hold the pattern: its offset is not a multiple of 8 (the pattern is
+    /// made in pairs of words), so whatever it holds, it was not written there. A damaged
+    /// or forged stream offset reads as this, never as a crash.
+    Unaligned,
+    /// The range would end past 2^64 bytes: no pattern was ever written there.
+    BeyondEnd,
 }
 
 /// The first byte that differs, with what was expected there.
@@ -350,6 +356,16 @@ impl std::fmt::Display for Mismatch {
                 f,
                 "data error at byte {:#x}: expected {:#04x}, found {:#04x}",
                 self.offset_bytes, self.expected_byte, self.found_byte
+            ),
+            MismatchKind::Unaligned => write!(
+                f,
+                "pattern error at byte {:#x}: not a multiple of 8, where no pattern starts",
+                self.offset_bytes
+            ),
+            MismatchKind::BeyondEnd => write!(
+                f,
+                "pattern error at byte {:#x}: the range ends past 2^64 bytes",
+                self.offset_bytes
             ),
         }
     }
@@ -439,10 +455,7 @@ impl Pattern {
         buf: &[u8],
         chunk_size_bytes: u64,
     ) -> Result<(), Mismatch> {
-        assert!(
-            offset_bytes.is_multiple_of(8),
-            "pattern offsets are multiples of 8"
-        );
+        Self::placeable(offset_bytes, buf)?;
         let mut first_bad_byte: Option<usize> = None;
         Self::for_each_block(offset_bytes, buf.len(), |block, low, range| {
             if first_bad_byte.is_some() {
@@ -470,6 +483,24 @@ impl Pattern {
             None => Ok(()),
             Some(from) => Err(self.locate(offset_bytes, buf, from, chunk_size_bytes)),
         }
+    }
+
+    /// Whether `buf` can hold the pattern at `offset_bytes` at all: the offset comes from
+    /// data read back (a chunk's stream offset), which may be damaged or forged.
+    fn placeable(offset_bytes: u64, buf: &[u8]) -> Result<(), Mismatch> {
+        let kind = if !offset_bytes.is_multiple_of(8) {
+            MismatchKind::Unaligned
+        } else if offset_bytes.checked_add(buf.len() as u64).is_none() {
+            MismatchKind::BeyondEnd
+        } else {
+            return Ok(());
+        };
+        Err(Mismatch {
+            offset_bytes,
+            expected_byte: 0,
+            found_byte: buf.first().copied().unwrap_or(0),
+            kind,
+        })
     }
 
     /// Slow path: find and classify the first differing byte at or after byte `from`.
@@ -552,6 +583,28 @@ mod tests {
     use super::*;
 
     const CHUNK: u64 = 128 * 1024;
+
+    #[test]
+    fn an_offset_the_pattern_cannot_start_at_is_a_mismatch_not_a_panic() {
+        let pattern = Pattern::new(5);
+        let mut buf = vec![0u8; 4096];
+        pattern.fill(1 << 20, &mut buf);
+        for offset in [1u64, 4, 7, (1 << 20) + 4, u64::MAX] {
+            let mismatch = pattern.check(offset, &buf, CHUNK).unwrap_err();
+            assert_eq!(mismatch.kind, MismatchKind::Unaligned, "offset {offset}");
+            assert_eq!(mismatch.offset_bytes, offset);
+            assert!(mismatch.to_string().contains("not a multiple of 8"));
+        }
+        let near_end = (u64::MAX - 100) & !7;
+        let mismatch = pattern.check(near_end, &buf, CHUNK).unwrap_err();
+        assert_eq!(mismatch.kind, MismatchKind::BeyondEnd);
+        // The last whole range below 2^64 still checks.
+        let last = (u64::MAX - 4096 - 8) & !7;
+        let mut tail = vec![0u8; 4096];
+        pattern.fill(last, &mut tail);
+        assert_eq!(pattern.check(last, &tail, CHUNK), Ok(()));
+        assert_eq!(pattern.check(1 << 20, &buf, CHUNK), Ok(()));
+    }
 
     #[test]
     fn inverse_constants_are_inverses() {

@@ -12,12 +12,19 @@
 //! - [`volume`]: formatting and opening volume sets, metadata I/O.
 //! - [`writer`]: the `record` command's engine room.
 //! - [`reader`]: reading chunks back in sequence order: `replay`, `verify`, and recovery.
+//! - [`health`]: every metadata copy judged against the best one; what is lost.
+//! - [`scan`]: recordings found from their chunks alone.
+//! - [`repair`]: damaged metadata rewritten from good copies, lost entries rebuilt.
+//! - [`fuzzing`]: whole damaged volume images read without a panic or a runaway.
+//! - [`fuzzing`]: reading a damaged set never panics or runs away, as a property the fuzz
+//!   target and the tests share.
 //!
 //! The format is specified in `docs/FORMAT.md`; this module follows its writing and
 //! reading rules.
 
 pub mod disk;
 mod durability;
+pub mod fuzzing;
 pub mod health;
 pub mod reader;
 pub mod repair;

@@ -158,7 +158,7 @@ pub fn recovered_end(
                     break;
                 }
                 slot = 0;
-                lap += 1;
+                lap = lap.saturating_add(1);
                 wrapped = true;
             }
             let count = SCAN_SLOTS_PER_READ
@@ -181,7 +181,7 @@ pub fn recovered_end(
                     header.flags.contains(ChunkFlags::REDIRECTED)
                         && checkpoint.retirements.iter().any(|r| {
                             r.redirect_member as usize == index
-                                && r.redirect_slots().any(|slot| slot == this_slot)
+                                && holds_redirect(r, layout.data_slot_count, this_slot)
                         })
                 };
                 let belongs = |header: &ChunkHeader| {
@@ -213,7 +213,7 @@ pub fn recovered_end(
                     break 'search;
                 }
                 slot = 0;
-                lap += 1;
+                lap = lap.saturating_add(1);
                 wrapped = true;
                 remaining = remaining.saturating_sub(count);
                 continue 'search;
@@ -228,7 +228,10 @@ pub fn recovered_end(
     let mut end_sequence = checkpoint.durable_sequence_end;
     for (header, _) in &kept {
         if header.sequence == end_sequence {
-            end_sequence += 1;
+            let Some(next) = end_sequence.checked_add(1) else {
+                break; // A sequence of 2^64 - 1 was never written: it ends the run.
+            };
+            end_sequence = next;
         } else if header.sequence > end_sequence {
             break;
         }
@@ -243,7 +246,7 @@ pub fn recovered_end(
         if member.is_none() {
             continue;
         }
-        let position = checkpoint.members[index];
+        let position = checkpoint.members.get(index).copied().unwrap_or_default();
         let last_kept = contiguous
             .iter()
             .rfind(|(h, _)| h.member_index as usize == index);
@@ -276,7 +279,9 @@ pub fn recovered_end(
         Some(h) if h.flags.contains(ChunkFlags::END) => "closed",
         _ => "interrupted",
     };
-    let lost_after: u64 = contiguous.iter().map(|(h, _)| h.gap_bytes).sum();
+    let lost_after = contiguous
+        .iter()
+        .fold(0u64, |sum, (h, _)| sum.saturating_add(h.gap_bytes));
     let recovered = RecoveredEnd {
         recording_id: checkpoint.recording_id,
         state: state.to_string(),
@@ -286,7 +291,7 @@ pub fn recovered_end(
         stream_len_bytes: last.map_or(checkpoint.durable_stream_bytes, |h| {
             h.stream_offset_bytes + h.payload_len_bytes as u64
         }),
-        lost_bytes: checkpoint.durable_lost_bytes + lost_after,
+        lost_bytes: checkpoint.durable_lost_bytes.saturating_add(lost_after),
         end_slots,
         laps,
         recovered_chunk_count: contiguous.len() as u64,
@@ -320,15 +325,17 @@ fn past_lost_writes(
 ) -> Result<PastEnd, RecordingError> {
     let layout = member.layout();
     let slots = layout.data_slot_count;
-    let position = checkpoint.members[index];
+    let position = checkpoint.members.get(index).copied().unwrap_or_default();
     let run_slots = if from.1 > position.lap {
-        slots - position.next_slot_index + from.0
+        slots
+            .saturating_sub(position.next_slot_index)
+            .saturating_add(from.0)
     } else {
         from.0.saturating_sub(position.next_slot_index)
     };
     let reach = (checkpoint.recovery_window_slots as u64)
         .min(slots)
-        .saturating_sub(run_slots + 1);
+        .saturating_sub(run_slots.saturating_add(1));
     let mut past = PastEnd {
         end: from,
         highest_sequence: None,
@@ -340,7 +347,7 @@ fn past_lost_writes(
     while remaining > 0 {
         if slot >= slots {
             slot = 0;
-            lap += 1;
+            lap = lap.saturating_add(1);
             // Blank up to the end of the device: the slots a lap of whole writes leaves
             // unused, or a discard there; nothing older follows in this lap.
             blank_until = None;
@@ -417,7 +424,7 @@ pub fn recover(set: &VolumeSet) -> Result<Option<RecoveredEnd>, RecordingError> 
                         })
                         .collect();
                     set.write_checkpoint(&Checkpoint {
-                        generation: checkpoint.generation + 1,
+                        generation: checkpoint.generation.saturating_add(1),
                         written_ns: volume::now_ns(),
                         recording_id: 0,
                         recording_first_sequence: 0,
@@ -441,11 +448,13 @@ pub fn recover(set: &VolumeSet) -> Result<Option<RecoveredEnd>, RecordingError> 
         entry.revision += 1;
         set.write_entry(entry)?;
     }
-    let next_sequence = recovered
-        .end_sequence
-        .max(recovered.highest_sequence_seen.map_or(0, |h| h + 1));
+    let next_sequence = recovered.end_sequence.max(
+        recovered
+            .highest_sequence_seen
+            .map_or(0, |h| h.saturating_add(1)),
+    );
     set.write_checkpoint(&Checkpoint {
-        generation: checkpoint.generation + 1,
+        generation: checkpoint.generation.saturating_add(1),
         written_ns: volume::now_ns(),
         recording_id: 0,
         recording_first_sequence: 0,
@@ -486,10 +495,43 @@ pub fn select(
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Damage {
     pub member_index: u16,
+    /// The member's target, or a placeholder for a missing member.
+    pub member_path: String,
     pub slot_index: u64,
     pub offset_bytes: u64,
+    /// The sequence the slot holds (its header decodes) or, for a slot that cannot be read,
+    /// the one it must have held where its neighbours on the member tell.
     pub sequence: Option<u64>,
     pub what: String,
+}
+
+impl Damage {
+    /// Damage at `slot_index` of member `member_index`, located by the member's layout.
+    fn at(
+        set: &VolumeSet,
+        member_index: u16,
+        slot_index: u64,
+        sequence: Option<u64>,
+        what: String,
+    ) -> Damage {
+        let member = set
+            .members
+            .get(member_index as usize)
+            .and_then(|m| m.as_ref());
+        Damage {
+            member_index,
+            member_path: match member {
+                Some(member) => member.disk.path().display().to_string(),
+                None => format!("(missing member {member_index})"),
+            },
+            slot_index,
+            offset_bytes: member
+                .and_then(|m| m.layout().data_slot_offset_bytes(slot_index))
+                .unwrap_or(0),
+            sequence,
+            what,
+        }
+    }
 }
 
 /// What the merge hands out, in sequence order.
@@ -531,6 +573,9 @@ struct ReadFlight {
     first_slot: u64,
     slot_count: u64,
     failed: Option<String>,
+    /// After the read failed, each of its slots read again on its own: its bytes, or why
+    /// it cannot be read. Empty until then.
+    reread: Vec<Result<Vec<u8>, String>>,
 }
 
 struct Scan {
@@ -542,6 +587,11 @@ struct Scan {
     /// Position in the head flight's slots.
     cursor: u64,
     last_sequence: Option<u64>,
+    /// The slot of the chunk with `last_sequence`.
+    last_slot: Option<u64>,
+    /// Slots that could not be read since the last good chunk, with why: reported when the
+    /// next good chunk (or the end of the member) bounds the sequences they held.
+    unreadable: Vec<(u64, String)>,
     /// The head chunk, decoded, waiting for the merge: (sequence, slot within head flight).
     head: Option<(ChunkHeader, u64)>,
     exhausted: bool,
@@ -559,8 +609,9 @@ struct Scan {
     /// For a retired member: the sequences that were redirected (sorted), whose copies here
     /// are leftovers.
     redirected_sequences: Vec<u64>,
-    /// Slots of this member that hold redirected chunks, read separately (`Redirected`).
-    redirect_slots: Vec<u64>,
+    /// The retirements whose redirected chunks went to this member: the slots that hold
+    /// them are read separately (`Redirected`).
+    redirects: Vec<Retirement>,
 }
 
 /// The chunks a retired member's unfinished writes became on other members, read ahead
@@ -571,13 +622,15 @@ struct Redirected {
 
 impl Redirected {
     /// Reads the redirected runs of every retirement of `entry`. Slots of a linear
-    /// recording that do not hold the chunk they should are reported as damage.
+    /// recording that do not hold the chunk they should are reported as damage, and so is
+    /// a retirement record that names slots the redirect member does not have (only its
+    /// slots are read). Stops early when `control` says so.
     fn read(
         set: &VolumeSet,
         entry: &RecordingEntry,
+        control: &Control,
         damages: &mut Vec<Damage>,
     ) -> Result<Redirected, RecordingError> {
-        let ring = entry.flags.contains(RecordingFlags::RING);
         let mut chunks = Vec::new();
         for retirement in &entry.retirements {
             let Some(member) = set
@@ -587,47 +640,31 @@ impl Redirected {
             else {
                 continue;
             };
-            let layout = member.layout();
-            for slot in retirement.redirect_slots() {
-                let Some(offset) = layout.data_slot_offset_bytes(slot) else {
-                    continue;
-                };
-                let damage = |what: String| Damage {
-                    member_index: retirement.redirect_member,
-                    slot_index: slot,
-                    offset_bytes: offset,
-                    sequence: None,
-                    what,
-                };
-                let bytes = match volume::read_aligned(
-                    &member.disk,
-                    offset,
-                    layout.chunk_size_bytes as usize,
-                ) {
-                    Ok(bytes) => bytes,
-                    Err(error) => {
-                        damages.push(damage(format!("read failed: {error}")));
-                        continue;
-                    }
-                };
-                match decode_chunk(&bytes) {
-                    Ok(view)
-                        if view.header.set_uuid == set.set_uuid
-                            && view.header.recording_id == entry.recording_id
-                            && view.header.member_index == retirement.redirect_member
-                            && view.header.slot_index == slot
-                            && view.header.flags.contains(ChunkFlags::REDIRECTED) =>
-                    {
-                        let payload = bytes[view.header.payload_range()].to_vec();
-                        chunks.push((view.header, payload));
-                    }
-                    // In a ring, a later lap may have overwritten it, or a trim ahead of
-                    // a later lap discarded it: what it held is then older than the
-                    // surviving run, and a sequence the run still needs is reported
-                    // missing by the merge.
-                    _ if ring => {}
-                    Ok(_) => damages.push(damage("redirected chunk missing".into())),
-                    Err(error) => damages.push(damage(format!("chunk does not decode: {error}"))),
+            let slot_count = member.layout().data_slot_count;
+            if !redirect_fits(retirement, slot_count) {
+                damages.push(Damage::at(
+                    set,
+                    retirement.redirect_member,
+                    retirement.redirect_first_slot,
+                    None,
+                    format!(
+                        "the retirement of member {} names {} redirected slots from slot {} in \
+                         laps of {}, beyond the member's {slot_count} data slots: only those \
+                         it has are read",
+                        retirement.member_index,
+                        retirement.redirect_slot_count,
+                        retirement.redirect_first_slot,
+                        retirement.redirect_lap_slots
+                    ),
+                ));
+            }
+            for slot in redirect_slots(retirement, slot_count) {
+                if control.state() != ControlState::Run {
+                    break;
+                }
+                if let Some(chunk) = read_redirected(set, entry, member, retirement, slot, damages)
+                {
+                    chunks.push(chunk);
                 }
             }
         }
@@ -640,6 +677,94 @@ impl Redirected {
     fn next_sequence(&self) -> Option<u64> {
         self.chunks.front().map(|(header, _)| header.sequence)
     }
+}
+
+/// Reads one slot of a redirected run: its chunk, if it holds the redirected chunk of this
+/// recording that it should; damage otherwise (in a linear recording).
+fn read_redirected(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    member: &volume::Member,
+    retirement: &Retirement,
+    slot: u64,
+    damages: &mut Vec<Damage>,
+) -> Option<(ChunkHeader, Vec<u8>)> {
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    let layout = member.layout();
+    let offset = layout.data_slot_offset_bytes(slot)?;
+    let damage = |what: String, sequence: Option<u64>| {
+        Damage::at(set, retirement.redirect_member, slot, sequence, what)
+    };
+    let bytes = match volume::read_aligned(&member.disk, offset, layout.chunk_size_bytes as usize) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            damages.push(damage(format!("read failed: {error}"), None));
+            return None;
+        }
+    };
+    let in_range =
+        |h: &ChunkHeader| h.sequence >= entry.first_sequence && h.sequence < entry.end_sequence;
+    match decode_chunk(&bytes) {
+        Ok(view)
+            if view.header.set_uuid == set.set_uuid
+                && view.header.recording_id == entry.recording_id
+                && view.header.member_index == retirement.redirect_member
+                && view.header.slot_index == slot
+                && view.header.flags.contains(ChunkFlags::REDIRECTED) =>
+        {
+            if in_range(&view.header) {
+                let payload = bytes[view.header.payload_range()].to_vec();
+                return Some((view.header, payload));
+            }
+            damages.push(damage(
+                format!(
+                    "redirected chunk outside the recording's sequences {}..{}",
+                    entry.first_sequence, entry.end_sequence
+                ),
+                Some(view.header.sequence),
+            ));
+        }
+        // In a ring, a later lap may have overwritten it, or a trim ahead of a later lap
+        // discarded it: what it held is then older than the surviving run, and a sequence
+        // the run still needs is reported missing by the merge.
+        _ if ring => {}
+        Ok(view) => damages.push(damage(
+            "redirected chunk missing".into(),
+            Some(view.header.sequence),
+        )),
+        Err(error) => damages.push(damage(format!("chunk does not decode: {error}"), None)),
+    }
+    None
+}
+
+/// Whether `retirement`'s redirected run lies within a member of `slot_count` data slots.
+fn redirect_fits(retirement: &Retirement, slot_count: u64) -> bool {
+    let lap = retirement.redirect_lap_slots;
+    retirement.redirect_slot_count == 0
+        || lap <= slot_count
+            && retirement.redirect_first_slot < lap
+            && u64::from(retirement.redirect_slot_count) <= lap
+}
+
+/// The lap and first slot of `retirement`'s redirected run, cut to a member of
+/// `slot_count` slots: a damaged or forged record never makes the reader go round more
+/// than the member's slots, nor compute past 2^64.
+fn redirect_lap(retirement: &Retirement, slot_count: u64) -> (u64, u64, u64) {
+    let lap = retirement.redirect_lap_slots.min(slot_count).max(1);
+    let count = u64::from(retirement.redirect_slot_count).min(lap);
+    (lap, retirement.redirect_first_slot % lap, count)
+}
+
+/// The slots that took `retirement`'s redirected chunks, in order, within the member.
+fn redirect_slots(retirement: &Retirement, slot_count: u64) -> impl Iterator<Item = u64> {
+    let (lap, first, count) = redirect_lap(retirement, slot_count);
+    (0..count).map(move |i| (first + i) % lap)
+}
+
+/// Whether `slot` took one of `retirement`'s redirected chunks (within the member).
+fn holds_redirect(retirement: &Retirement, slot_count: u64, slot: u64) -> bool {
+    let (lap, first, count) = redirect_lap(retirement, slot_count);
+    slot < lap && (slot + lap - first) % lap < count
 }
 
 impl Scan {
@@ -710,7 +835,7 @@ pub fn read_recording(
     let mut engine = opened.engine;
     let mut free: Vec<u32> = (0..buffer_count as u32).rev().collect();
     let mut damages: Vec<Damage> = Vec::new();
-    let mut redirected = Redirected::read(set, entry, &mut damages)?;
+    let mut redirected = Redirected::read(set, entry, control, &mut damages)?;
     let redirected_sequences: Vec<u64> = redirected
         .chunks
         .iter()
@@ -723,9 +848,13 @@ pub fn read_recording(
             .get(index)
             .copied()
             .unwrap_or(MemberSpan::default());
-        let runs = match member {
-            None => VecDeque::new(),
-            Some(member) => slot_runs(member.layout(), span, ring),
+        let slot_count = member.as_ref().map_or(0, |m| m.layout().data_slot_count);
+        let (span, runs) = match member {
+            None => (span, VecDeque::new()),
+            Some(member) => {
+                let span = clamp_span(set, index as u16, span, slot_count, &mut damages);
+                (span, slot_runs(member.layout(), span, ring))
+            }
         };
         scans.push(Scan {
             member_index: index as u16,
@@ -733,11 +862,13 @@ pub fn read_recording(
             flights: InFlight::with_capacity(SCAN_QUEUE_DEPTH as usize),
             cursor: 0,
             last_sequence: None,
+            last_slot: None,
+            unreadable: Vec::new(),
             head: None,
             exhausted: member.is_none(),
             ring_start_slot: span.start_slot_index,
             ring_origin_slot: span.end_slot_index,
-            slot_count: member.as_ref().map_or(0, |m| m.layout().data_slot_count),
+            slot_count,
             first: None,
             void_from_slot: entry
                 .retirements
@@ -754,11 +885,11 @@ pub fn read_recording(
             } else {
                 Vec::new()
             },
-            redirect_slots: entry
+            redirects: entry
                 .retirements
                 .iter()
                 .filter(|r| r.redirect_member as usize == index)
-                .flat_map(|r| r.redirect_slots())
+                .copied()
                 .collect(),
         });
     }
@@ -796,6 +927,7 @@ pub fn read_recording(
                     first_slot: first,
                     slot_count: take,
                     failed: None,
+                    reread: Vec::new(),
                 });
                 let user_data = ((scan.member_index as u64) << 48) | (number & ((1 << 48) - 1));
                 engine.push(IoRequest {
@@ -908,9 +1040,8 @@ pub fn read_recording(
         }
         expected = Some(header.sequence + 1);
         let (flight, _) = scans[best].flights.front().expect("the head's read");
-        let slot_bytes_start = (within * chunk_bytes) as usize;
-        let buffer = engine.pool().slot(flight.buffer as usize);
-        let slot_bytes = &buffer[slot_bytes_start..slot_bytes_start + chunk_bytes as usize];
+        let slot_bytes = flight_slot(engine.pool(), flight, within, chunk_bytes)
+            .expect("the head was decoded from these bytes");
         let payload = &slot_bytes[header.payload_range()];
         let keep_going = emit(&mut summary, progress, each, &header, payload);
         scans[best].cursor = within + 1;
@@ -974,12 +1105,42 @@ fn emit(
     summary.last_sequence = Some(header.sequence);
     if header.gap_bytes > 0 {
         summary.gap_count += 1;
-        summary.lost_bytes += header.gap_bytes;
+        summary.lost_bytes = summary.lost_bytes.saturating_add(header.gap_bytes);
     }
     progress
         .done_bytes
         .store(summary.payload_bytes, Ordering::Relaxed);
     each(Item::Chunk { header, payload })
+}
+
+/// The part of member `index`'s span that lies within its `slot_count` data slots. A span
+/// that the entry says goes further (a damaged or forged entry) is reported, and never read
+/// or walked past the member's last slot.
+fn clamp_span(
+    set: &VolumeSet,
+    index: u16,
+    span: MemberSpan,
+    slot_count: u64,
+    damages: &mut Vec<Damage>,
+) -> MemberSpan {
+    let clamped = MemberSpan {
+        start_slot_index: span.start_slot_index.min(slot_count),
+        end_slot_index: span.end_slot_index.min(slot_count),
+    };
+    if clamped != span {
+        damages.push(Damage::at(
+            set,
+            index,
+            span.end_slot_index.max(span.start_slot_index),
+            None,
+            format!(
+                "the entry's span of this member, slots {}..{}, goes past its {slot_count} data \
+                 slots: read up to slot {slot_count}",
+                span.start_slot_index, span.end_slot_index
+            ),
+        ));
+    }
+    clamped
 }
 
 /// The slots of a member to read, in order.
@@ -1004,6 +1165,115 @@ fn slot_runs(layout: &VolumeLayout, span: MemberSpan, ring: bool) -> VecDeque<(u
     runs
 }
 
+/// Reads each slot of a failed read on its own, so that an unreadable slot costs that
+/// slot and no more (the read that failed covered several).
+fn reread_slots(set: &VolumeSet, member_index: u16, flight: &mut ReadFlight, chunk_bytes: u64) {
+    let member = set.members[member_index as usize]
+        .as_ref()
+        .expect("scans read only present members");
+    flight.reread = (flight.first_slot..flight.first_slot + flight.slot_count)
+        .map(|slot| {
+            let offset = member
+                .layout()
+                .data_slot_offset_bytes(slot)
+                .ok_or_else(|| format!("slot {slot} is outside the data area"))?;
+            volume::read_aligned(&member.disk, offset, chunk_bytes as usize).map_err(|error| {
+                match error {
+                    RecordingError::Io { source, .. }
+                        if source.kind() == std::io::ErrorKind::UnexpectedEof =>
+                    {
+                        format!(
+                            "short read: {} ends inside this slot",
+                            member.disk.path().display()
+                        )
+                    }
+                    error => error.to_string(),
+                }
+            })
+        })
+        .collect();
+}
+
+/// The bytes of slot `within` of a completed read: from the pool, or, after the read
+/// failed, from the slot's own read; why not where that failed too.
+fn flight_slot<'a>(
+    pool: &'a BufferPool,
+    flight: &'a ReadFlight,
+    within: u64,
+    chunk_bytes: u64,
+) -> Result<&'a [u8], &'a str> {
+    if flight.failed.is_none() {
+        let start = (within * chunk_bytes) as usize;
+        return Ok(&pool.slot(flight.buffer as usize)[start..start + chunk_bytes as usize]);
+    }
+    match flight.reread.get(within as usize) {
+        Some(Ok(bytes)) => Ok(bytes),
+        Some(Err(error)) => Err(error),
+        None => Err(flight.failed.as_deref().unwrap_or("not read")),
+    }
+}
+
+/// A good chunk on a member: its slot and its sequence.
+type Placed = (u64, u64);
+
+/// Reports the slots of `scan` that could not be read since its last good chunk, each with
+/// the sequence it must have held where the member's chunks around it tell, else the
+/// range that sequence lies in. `next` is the good chunk after them (slot, sequence);
+/// `None` at the end of the member's span.
+fn report_unreadable(
+    scan: &mut Scan,
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    next: Option<Placed>,
+    damages: &mut Vec<Damage>,
+) {
+    let prev = scan.last_slot.zip(scan.last_sequence);
+    for (slot, error) in std::mem::take(&mut scan.unreadable) {
+        let exact = expected_sequence(scan, set, entry, prev, next, slot);
+        let low = prev.map_or(entry.first_sequence, |(_, q)| q.saturating_add(1));
+        let high = next.map_or(entry.end_sequence, |(_, q)| q);
+        let what = if exact.is_none() && low < high {
+            format!("read failed: {error}; it held one of sequences {low}..{high}")
+        } else {
+            format!("read failed: {error}")
+        };
+        damages.push(Damage::at(set, scan.member_index, slot, exact, what));
+    }
+}
+
+/// The sequence an unreadable `slot` of a linear recording held, from the good chunks
+/// around it on its member (slot, sequence): exact when every sequence between them went
+/// to this member, or when the set has one member (its slots hold consecutive sequences).
+fn expected_sequence(
+    scan: &Scan,
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    prev: Option<Placed>,
+    next: Option<Placed>,
+    slot: u64,
+) -> Option<u64> {
+    let linear = !entry.flags.contains(RecordingFlags::RING)
+        && scan.void_from_slot.is_none()
+        && scan.redirects.is_empty();
+    if !linear {
+        return None;
+    }
+    let alone = set.member_count() == 1;
+    let after = |(ps, pq): (u64, u64)| pq.checked_add(slot.checked_sub(ps)?);
+    let before = |(ns, nq): (u64, u64)| nq.checked_sub(ns.checked_sub(slot)?);
+    let sequence = match (prev, next) {
+        (Some(p), Some(n)) if n.1.checked_sub(p.1) == n.0.checked_sub(p.0) => after(p),
+        (Some(_), Some(_)) => None,
+        (Some(p), None) if alone => after(p),
+        (None, Some(n)) if alone => before(n),
+        (None, None) if alone => entry
+            .first_sequence
+            .checked_add(slot.checked_sub(scan.ring_start_slot)?),
+        _ => None,
+    };
+    sequence.filter(|q| (entry.first_sequence..entry.end_sequence).contains(q))
+}
+
 /// Moves a member's cursor to its next chunk of the recording, if its data has arrived.
 fn advance(
     scan: &mut Scan,
@@ -1019,42 +1289,38 @@ fn advance(
         let Some((flight, done)) = scan.flights.front() else {
             if scan.runs.is_empty() {
                 scan.exhausted = true;
+                report_unreadable(scan, set, entry, None, damages);
             }
             return;
         };
         if !done {
             return;
         }
-        if scan.cursor >= flight.slot_count || flight.failed.is_some() {
-            if let Some(error) = &flight.failed {
-                let member = set.members[scan.member_index as usize].as_ref();
-                damages.push(Damage {
-                    member_index: scan.member_index,
-                    slot_index: flight.first_slot,
-                    offset_bytes: member
-                        .and_then(|m| m.layout().data_slot_offset_bytes(flight.first_slot))
-                        .unwrap_or(0),
-                    sequence: None,
-                    what: format!("read failed: {error}"),
-                });
-            }
+        if scan.cursor >= flight.slot_count {
             free.push(flight.buffer);
             scan.flights.pop_front();
             scan.cursor = 0;
             continue;
         }
+        if flight.failed.is_some() && flight.reread.is_empty() {
+            let number = scan.flights.front_number();
+            let flight = scan.flights.get_mut(number).expect("the front read");
+            reread_slots(set, scan.member_index, flight, chunk_bytes);
+            continue;
+        }
         let slot_index = flight.first_slot + scan.cursor;
-        let start = (scan.cursor * chunk_bytes) as usize;
-        let bytes = &pool.slot(flight.buffer as usize)[start..start + chunk_bytes as usize];
-        let damage = |what: String, sequence: Option<u64>| Damage {
-            member_index: scan.member_index,
-            slot_index,
-            offset_bytes: set.members[scan.member_index as usize]
-                .as_ref()
-                .and_then(|m| m.layout().data_slot_offset_bytes(slot_index))
-                .unwrap_or(0),
-            sequence,
-            what,
+        let bytes = match flight_slot(pool, flight, scan.cursor, chunk_bytes) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                // Reported once the member's next good chunk tells what it held.
+                scan.unreadable.push((slot_index, error.to_string()));
+                scan.cursor += 1;
+                continue;
+            }
+        };
+        let member_index = scan.member_index;
+        let damage = |what: String, sequence: Option<u64>| {
+            Damage::at(set, member_index, slot_index, sequence, what)
         };
         // A retired member's failed writes are not damage: what they should have held was
         // written elsewhere, and anything missing is reported by sequence.
@@ -1067,7 +1333,10 @@ fn advance(
                 let in_range =
                     header.sequence >= entry.first_sequence && header.sequence < entry.end_sequence;
                 let read_elsewhere = header.flags.contains(ChunkFlags::REDIRECTED)
-                    && scan.redirect_slots.contains(&slot_index);
+                    && scan
+                        .redirects
+                        .iter()
+                        .any(|r| holds_redirect(r, scan.slot_count, slot_index));
                 let leftover = in_void
                     && scan
                         .redirected_sequences
@@ -1107,7 +1376,10 @@ fn advance(
                             };
                             scan.first = Some((header.sequence, ring && overwrote));
                         }
+                        let next = Some((slot_index, header.sequence));
+                        report_unreadable(scan, set, entry, next, damages);
                         scan.last_sequence = Some(header.sequence);
+                        scan.last_slot = Some(slot_index);
                         scan.head = Some((header, scan.cursor));
                         return;
                     }
@@ -1135,5 +1407,198 @@ fn advance(
             }
         }
         scan.cursor += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{Access, Safety};
+    use crate::engine::{IoOp, RangeFault, SimDisks};
+    use crate::pattern::Pattern;
+    use crate::recording::disk::Members;
+    use crate::recording::writer::{self, RecordOptions};
+    use crate::source::PatternSource;
+
+    const DISK_BYTES: u64 = 40 << 20;
+    const LOGICAL_BLOCK_BYTES: u32 = 512;
+    const SEED: u64 = 7;
+
+    /// One member holding one linear pattern recording of 16 MiB (over a hundred 128 KiB
+    /// chunks, read 16 at a time): its image.
+    fn recorded() -> Vec<u8> {
+        let sim = SimDisks::new(1, DISK_BYTES, LOGICAL_BLOCK_BYTES, 1);
+        let options = RecordOptions {
+            limit_bytes: Some(16 << 20),
+            buffer_bytes: 8 << 20,
+            pattern: true,
+            label: "read".into(),
+            ..RecordOptions::default()
+        };
+        let mut source = PatternSource(Pattern::new(SEED));
+        let control = Control::new();
+        writer::record_on(
+            Members::Sim(&sim),
+            &mut source,
+            &options,
+            &control,
+            &Progress::default(),
+        )
+        .unwrap();
+        sim.crash();
+        sim.power_cut_images().unwrap().remove(0)
+    }
+
+    /// What a read handed out.
+    #[derive(Default)]
+    struct Found {
+        chunk_sequences: Vec<u64>,
+        missing: Vec<(u64, u64)>,
+        damages: Vec<Damage>,
+    }
+
+    fn open(sim: &SimDisks) -> (VolumeSet, RecordingEntry) {
+        let set = volume::open_members(Members::Sim(sim), Access::Read, Safety::Check).unwrap();
+        let entry = select(&recordings(&set).unwrap(), None).unwrap();
+        (set, entry)
+    }
+
+    /// Reads `entry` as verify does: every payload checked against the pattern.
+    fn read(set: &VolumeSet, entry: &RecordingEntry, control: &Control) -> Found {
+        let pattern = Pattern::new(SEED);
+        let mut found = Found::default();
+        let mut each = |item: Item<'_>| {
+            match item {
+                Item::Chunk { header, payload } => {
+                    pattern
+                        .check(header.stream_offset_bytes, payload, 0)
+                        .unwrap();
+                    found.chunk_sequences.push(header.sequence);
+                }
+                Item::Missing {
+                    first_sequence,
+                    count,
+                } => found.missing.push((first_sequence, count)),
+                Item::Damage(damage) => found.damages.push(damage.clone()),
+            }
+            true
+        };
+        let progress = Progress::default();
+        read_recording(
+            set,
+            entry,
+            EngineChoice::Auto,
+            control,
+            &progress,
+            &mut each,
+        )
+        .unwrap();
+        found
+    }
+
+    fn chunk_count(entry: &RecordingEntry) -> u64 {
+        entry.end_sequence - entry.first_sequence
+    }
+
+    #[test]
+    fn one_unreadable_chunk_in_a_large_read_costs_that_chunk_alone() {
+        let sim = SimDisks::from_images(vec![recorded()], LOGICAL_BLOCK_BYTES, 1);
+        let (set, entry) = open(&sim);
+        let layout = *set.members[0].as_ref().unwrap().layout();
+        // Slot 20 of the recording: inside the second 16-slot read.
+        let slot = entry.members[0].start_slot_index + 20;
+        let offset = layout.data_slot_offset_bytes(slot).unwrap();
+        sim.fail(RangeFault {
+            disk: 0,
+            op: IoOp::Read,
+            offset_bytes: offset + 4096,
+            len_bytes: 4096,
+            errno: libc::EIO,
+        });
+        let found = read(&set, &entry, &Control::new());
+        let lost = entry.first_sequence + 20;
+        assert_eq!(found.damages.len(), 1, "{:?}", found.damages);
+        let damage = &found.damages[0];
+        assert_eq!(damage.member_index, 0);
+        assert_eq!(damage.member_path, "sim:0", "{damage:?}");
+        assert_eq!(damage.slot_index, slot);
+        assert_eq!(damage.offset_bytes, offset);
+        assert_eq!(damage.sequence, Some(lost));
+        assert!(damage.what.starts_with("read failed"), "{damage:?}");
+        assert_eq!(found.missing, vec![(lost, 1)]);
+        assert_eq!(found.chunk_sequences.len() as u64, chunk_count(&entry) - 1);
+        assert!(!found.chunk_sequences.contains(&lost));
+    }
+
+    #[test]
+    fn a_member_cut_short_loses_the_chunks_past_its_end_and_no_others() {
+        let mut image = recorded();
+        let sim = SimDisks::from_images(vec![image.clone()], LOGICAL_BLOCK_BYTES, 1);
+        let (set, entry) = open(&sim);
+        let layout = *set.members[0].as_ref().unwrap().layout();
+        let start = entry.members[0].start_slot_index;
+        // Cut in the middle of the recording's 70th chunk: a read over it comes back short.
+        let cut = layout.data_slot_offset_bytes(start + 70).unwrap() + 65536;
+        image.truncate(cut as usize);
+        let sim = SimDisks::from_images(vec![image], LOGICAL_BLOCK_BYTES, 1);
+        let (set, entry) = open(&sim);
+        let found = read(&set, &entry, &Control::new());
+        let total = chunk_count(&entry);
+        assert_eq!(found.chunk_sequences.len(), 70);
+        assert_eq!(
+            found.damages.len() as u64,
+            total - 70,
+            "{:?}",
+            found.damages
+        );
+        for (k, damage) in found.damages.iter().enumerate() {
+            assert_eq!(damage.slot_index, start + 70 + k as u64);
+            assert_eq!(damage.sequence, Some(entry.first_sequence + 70 + k as u64));
+            assert!(damage.what.starts_with("read failed"), "{damage:?}");
+        }
+        assert_eq!(found.missing, vec![(entry.first_sequence + 70, total - 70)]);
+    }
+
+    /// Writes `entry` as its next revision, with a valid CRC, into `image`.
+    fn rewrite_entry(image: &mut [u8], layout: &VolumeLayout, entry: &RecordingEntry) {
+        let mut entry = entry.clone();
+        entry.revision += 1;
+        let slot = (entry.recording_id - 1) % layout.recording_slot_count;
+        let copy = (entry.revision % 2) as u32;
+        let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap() as usize;
+        let bytes = entry.encode().unwrap();
+        image[offset..offset + bytes.len()].copy_from_slice(&bytes);
+    }
+
+    #[test]
+    fn a_span_past_the_member_is_reported_and_read_only_as_far_as_the_member_goes() {
+        let mut image = recorded();
+        let sim = SimDisks::from_images(vec![image.clone()], LOGICAL_BLOCK_BYTES, 1);
+        let (set, mut entry) = open(&sim);
+        let layout = *set.members[0].as_ref().unwrap().layout();
+        entry.members[0].end_slot_index = 1 << 40;
+        rewrite_entry(&mut image, &layout, &entry);
+        let sim = SimDisks::from_images(vec![image], LOGICAL_BLOCK_BYTES, 1);
+        let (set, read_back) = open(&sim);
+        assert_eq!(read_back.members[0].end_slot_index, 1 << 40);
+        let found = read(&set, &read_back, &Control::new());
+        assert_eq!(found.chunk_sequences.len() as u64, chunk_count(&entry));
+        assert!(found.missing.is_empty());
+        let span = &found.damages[0];
+        assert!(span.what.contains("goes past its"), "{span:?}");
+        assert_eq!(span.slot_index, 1 << 40);
+        // The slots after the recording, to the member's last, are what the span claims.
+        let claimed = layout.data_slot_count - entry.members[0].start_slot_index;
+        assert_eq!(
+            found.damages.len() as u64,
+            1 + claimed - chunk_count(&entry),
+            "{:?}",
+            &found.damages[..3]
+        );
+        // A stop ends the read before any of it.
+        let control = Control::new();
+        control.request_stop();
+        let stopped = read(&set, &read_back, &control);
+        assert!(stopped.chunk_sequences.is_empty());
     }
 }
