@@ -487,8 +487,8 @@ pub enum Lock {
 /// How long a lock held elsewhere is waited for before it counts as taken.
 const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Takes `kind` on `file`, waiting at most [`LOCK_PATIENCE`]; a lock held elsewhere is a
-/// safety refusal.
+/// Takes `kind` on `file`, waiting at most two seconds; a lock held elsewhere is a safety
+/// refusal.
 pub fn lock(path: &Path, file: &File, kind: Lock) -> Result<(), DeviceError> {
     let operation = match kind {
         Lock::Writer => libc::LOCK_SH,

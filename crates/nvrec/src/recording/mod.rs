@@ -15,7 +15,6 @@
 //! - [`health`]: every metadata copy judged against the best one; what is lost.
 //! - [`scan`]: recordings found from their chunks alone.
 //! - [`repair`]: damaged metadata rewritten from good copies, lost entries rebuilt.
-//! - [`fuzzing`]: whole damaged volume images read without a panic or a runaway.
 //! - [`fuzzing`]: reading a damaged set never panics or runs away, as a property the fuzz
 //!   target and the tests share.
 //!
