@@ -74,10 +74,13 @@ fn a_member_file_cut_short_loses_the_chunks_past_its_end_and_no_others() {
     let recording = &report["recordings"][0];
     let chunks = recording["chunk_count"].as_u64().unwrap();
     assert_eq!(chunks, 100, "{report}");
-    let damaged = recording["damage_count"].as_u64().unwrap();
-    // Each chunk past the cut is damage of its own.
-    assert_eq!(damaged, CHUNK_COUNT - 100, "{report}");
-    assert_eq!(recording["missing_chunk_count"], damaged, "{report}");
+    // The chunks past the cut are missing, reported once where the target ends.
+    assert_eq!(recording["damage_count"], 1, "{report}");
+    assert_eq!(
+        recording["missing_chunk_count"],
+        CHUNK_COUNT - 100,
+        "{report}"
+    );
     assert_eq!(recording["pattern_error_count"], 0, "{report}");
     let first_bad = recording["first_bad"].as_str().unwrap();
     let path = target.display().to_string();
@@ -87,10 +90,15 @@ fn a_member_file_cut_short_loses_the_chunks_past_its_end_and_no_others() {
     );
     assert!(
         first_bad.contains(&format!(
-            "sequence 100: read failed: short read: {path} ends inside this slot"
+            "the target ends at slot 100 ({cut} bytes, the volume was"
         )),
         "{first_bad}"
     );
+    // The member's truncation is named among the set's metadata damage too.
+    assert!(report["metadata_damage"][0]["problem"]
+        .as_str()
+        .unwrap()
+        .contains("truncated"));
 }
 
 #[test]

@@ -853,7 +853,9 @@ pub fn read_recording(
             None => (span, VecDeque::new()),
             Some(member) => {
                 let span = clamp_span(set, index as u16, span, slot_count, &mut damages);
-                (span, slot_runs(member.layout(), span, ring))
+                let mut runs = slot_runs(member.layout(), span, ring);
+                cut_to_target(set, member, &mut runs, &mut damages);
+                (span, runs)
             }
         };
         scans.push(Scan {
@@ -1141,6 +1143,49 @@ fn clamp_span(
         ));
     }
     clamped
+}
+
+/// Drops from `runs` the slots that lie past the end of the member's target (a target cut
+/// short, or a superblock that claims more than the target holds): they are reported once,
+/// never read, so that the slots read stay bounded by what the target holds.
+fn cut_to_target(
+    set: &VolumeSet,
+    member: &super::volume::Member,
+    runs: &mut VecDeque<(u64, u64)>,
+    damages: &mut Vec<Damage>,
+) {
+    let layout = member.layout();
+    let chunk = u64::from(layout.chunk_size_bytes);
+    let held = member
+        .disk
+        .capacity_bytes()
+        .saturating_sub(layout.data_offset_bytes)
+        / chunk;
+    if held >= layout.data_slot_count {
+        return;
+    }
+    let mut dropped = 0u64;
+    for run in runs.iter_mut() {
+        let end = run.0.saturating_add(run.1);
+        let kept_end = end.min(held).max(run.0);
+        dropped += end - kept_end;
+        run.1 = kept_end - run.0;
+    }
+    runs.retain(|run| run.1 > 0);
+    if dropped > 0 {
+        damages.push(Damage::at(
+            set,
+            member.index(),
+            held,
+            None,
+            format!(
+                "the target ends at slot {held} ({} bytes, the volume was {}): {dropped} slots \
+                 of this recording past it are lost",
+                member.disk.capacity_bytes(),
+                layout.volume_size_bytes
+            ),
+        ));
+    }
 }
 
 /// The slots of a member to read, in order.
@@ -1545,17 +1590,18 @@ mod tests {
         let found = read(&set, &entry, &Control::new());
         let total = chunk_count(&entry);
         assert_eq!(found.chunk_sequences.len(), 70);
-        assert_eq!(
-            found.damages.len() as u64,
-            total - 70,
-            "{:?}",
-            found.damages
+        // The slots past the end are reported once, as one piece of damage, and not read.
+        assert_eq!(found.damages.len(), 1, "{:?}", found.damages);
+        let damage = &found.damages[0];
+        assert_eq!(damage.slot_index, start + 70);
+        assert!(
+            damage.what.contains(&format!("{} slots", total - 70)),
+            "{damage:?}"
         );
-        for (k, damage) in found.damages.iter().enumerate() {
-            assert_eq!(damage.slot_index, start + 70 + k as u64);
-            assert_eq!(damage.sequence, Some(entry.first_sequence + 70 + k as u64));
-            assert!(damage.what.starts_with("read failed"), "{damage:?}");
-        }
+        assert!(
+            damage.what.starts_with("the target ends at slot"),
+            "{damage:?}"
+        );
         assert_eq!(found.missing, vec![(entry.first_sequence + 70, total - 70)]);
     }
 
