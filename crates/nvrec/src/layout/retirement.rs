@@ -102,9 +102,11 @@ mod off {
 impl Retirement {
     /// The slots of the redirect member that hold the redirected chunks, in order.
     pub fn redirect_slots(&self) -> impl Iterator<Item = u64> + '_ {
-        let lap = self.redirect_lap_slots.max(1);
+        // In u128: a lap near 2^64 (decoded from disk) must not overflow.
+        let lap = u128::from(self.redirect_lap_slots.max(1));
+        let first = u128::from(self.redirect_first_slot) % lap;
         (0..u64::from(self.redirect_slot_count))
-            .map(move |i| (self.redirect_first_slot % lap + i) % lap)
+            .map(move |i| ((first + u128::from(i)) % lap) as u64)
     }
 
     fn validate(&self, structure: Structure, member_count: usize) -> Result<(), LayoutError> {
@@ -207,4 +209,34 @@ pub(crate) fn decode_table(
     (0..count)
         .map(|i| Retirement::decode_from(structure, b, records_at + i * RETIREMENT_SIZE_BYTES))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirected_slots_wrap_at_the_lap_even_near_the_top_of_u64() {
+        let retirement = Retirement {
+            member_index: 0,
+            cause: RetirementCause::WriteFailed,
+            errno: 5,
+            retired_ns: 1,
+            stream_offset_bytes: 0,
+            first_sequence: 0,
+            redirect_member: 1,
+            redirect_slot_count: 3,
+            redirect_first_slot: u64::MAX - 1,
+            redirect_lap_slots: u64::MAX,
+            retired_first_slot: 0,
+        };
+        let slots: Vec<u64> = retirement.redirect_slots().collect();
+        assert_eq!(slots, [u64::MAX - 1, 0, 1]);
+        let small = Retirement {
+            redirect_first_slot: 6,
+            redirect_lap_slots: 8,
+            ..retirement
+        };
+        assert_eq!(small.redirect_slots().collect::<Vec<_>>(), [6, 7, 0]);
+    }
 }

@@ -148,7 +148,8 @@ pub fn recovered_end(
         let mut last_sequence: Option<u64> = None;
         let mut end_slot = slot;
         let mut end_lap = lap;
-        let mut remaining = checkpoint.recovery_window_slots as u64;
+        // The window comes from disk: never more than a lap of this member.
+        let mut remaining = (checkpoint.recovery_window_slots as u64).min(layout.data_slot_count);
         // A ring's lap may end before the member's last slot (the writer uses whole I/Os):
         // where the run stops, it may go on at slot 0 of the next lap, once.
         let mut wrapped = false;

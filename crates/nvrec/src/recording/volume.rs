@@ -704,6 +704,16 @@ pub fn open_members(
             continue;
         }
         let index = superblock.member_index as usize;
+        if superblock.layout.chunk_size_bytes != chunk_size_bytes {
+            problems.push(MemberProblem {
+                path: disk.path().to_path_buf(),
+                problem: format!(
+                    "says chunks of {} bytes, the set has {chunk_size_bytes}",
+                    superblock.layout.chunk_size_bytes
+                ),
+            });
+            continue;
+        }
         if superblock.member_count as usize != member_count || index >= member_count {
             problems.push(MemberProblem {
                 path: disk.path().to_path_buf(),
