@@ -152,6 +152,41 @@ pub fn record_stdin(targets: &[PathBuf], data: &[u8], extra: &[&str]) -> Output 
 
 /// Records `data` from stdin in 1 MiB pieces with a pause after each, waits 600 ms (for
 /// the last writes and a checkpoint), then kills the recorder with SIGKILL.
+/// As [`record_then_kill`], but the kill comes once `ls` shows the recording durable up to
+/// at least `durable_bytes` of its stream (or after 30 s): what a loaded machine has not
+/// yet written by then is not what a test of recovery is about.
+pub fn record_then_kill_when_durable(
+    targets: &[PathBuf],
+    extra: &[&str],
+    data: &[u8],
+    durable_bytes: u64,
+) {
+    let mut child = nvrec()
+        .args(["record", "--source", "stdin"])
+        .args(extra)
+        .args(targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(data).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        let output = run(nvrec().args(["--json", "ls"]).args(targets));
+        let durable = serde_json::from_slice::<serde_json::Value>(&output.stdout)
+            .ok()
+            .and_then(|listed| listed["recordings"][0]["stream_len_bytes"].as_u64());
+        if durable.is_some_and(|bytes| bytes >= durable_bytes) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    drop(stdin);
+}
+
 pub fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause: Duration) {
     let mut child = nvrec()
         .args(["record", "--source", "stdin"])
