@@ -213,3 +213,29 @@ fn repair_writes_a_crashed_recordings_end() {
     let (_, listed) = ls(&targets);
     assert_eq!(listed["recordings"][0]["state"], "interrupted");
 }
+
+#[test]
+fn a_wrapped_ring_whose_entry_is_lost_replays_the_same_after_repair_scan() {
+    let scratch = Scratch::new("meta-ring");
+    let targets = vec![scratch.path("r0.img"), scratch.path("r1.img")];
+    let data = noise(40 << 20, 9);
+    let output = record_stdin(&targets, &data, &["--ring", "--create-size", "12M"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let before = run(nvrec().arg("replay").args(&targets));
+    assert!(before.status.success(), "{}", text(&before));
+    assert!(before.stdout.len() < data.len(), "the ring wrapped");
+    for target in &targets {
+        zero_blocks(target, entry_block(0, 0), 2);
+    }
+    let output = run(nvrec().args(["repair", "--scan"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let after = run(nvrec().arg("replay").args(&targets));
+    assert!(after.status.success(), "{}", text(&after));
+    assert!(
+        after.stdout == before.stdout,
+        "the rebuilt ring reads back otherwise"
+    );
+    let (_, listed) = ls(&targets);
+    assert_eq!(listed["recordings"][0]["ring"], true);
+    assert_eq!(verify_status(&targets), Some(0));
+}

@@ -34,6 +34,38 @@ pub struct Found {
     pub pattern: bool,
     /// Per member: the first and one past the last slot holding a chunk of it.
     pub spans: Vec<Option<(u64, u64)>>,
+    /// Per member: the slots of its oldest and newest chunk of the recording.
+    pub ends: Vec<Option<(Slotted, Slotted)>>,
+}
+
+/// A chunk's sequence number and slot.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Slotted {
+    pub sequence: u64,
+    pub slot: u64,
+}
+
+impl Found {
+    /// Where a ring's run without a hole starts: at the newest of the oldest chunks of the
+    /// members that went round (older chunks on the others have lost their neighbours).
+    fn surviving_first_sequence(&self) -> u64 {
+        self.ends
+            .iter()
+            .flatten()
+            .filter(|(oldest, newest)| oldest.slot > newest.slot)
+            .map(|(oldest, _)| oldest.sequence)
+            .max()
+            .unwrap_or(self.first_sequence)
+    }
+
+    /// Whether the recording wrapped on some member: its oldest chunk there lies after its
+    /// newest (a ring that went round). Only then can a scan tell a ring from a line.
+    pub fn wrapped(&self) -> bool {
+        self.ends
+            .iter()
+            .flatten()
+            .any(|(oldest, newest)| oldest.slot > newest.slot)
+    }
 }
 
 /// Everything a scan found on a set.
@@ -112,6 +144,7 @@ fn add(by_id: &mut BTreeMap<u32, Found>, header: &ChunkHeader, member_count: usi
         aborted: false,
         pattern: false,
         spans: vec![None; member_count],
+        ends: vec![None; member_count],
     });
     found.chunk_count += 1;
     found.first_sequence = found.first_sequence.min(header.sequence);
@@ -129,6 +162,26 @@ fn add(by_id: &mut BTreeMap<u32, Found>, header: &ChunkHeader, member_count: usi
     found.lost_bytes = found.lost_bytes.saturating_add(header.gap_bytes);
     found.payload_bytes += header.payload_len_bytes as u64;
     found.pattern |= header.flags.contains(ChunkFlags::PATTERN);
+    let this = Slotted {
+        sequence: header.sequence,
+        slot: header.slot_index,
+    };
+    let ends = &mut found.ends[header.member_index as usize];
+    *ends = Some(match *ends {
+        None => (this, this),
+        Some((oldest, newest)) => (
+            if this.sequence < oldest.sequence {
+                this
+            } else {
+                oldest
+            },
+            if this.sequence > newest.sequence {
+                this
+            } else {
+                newest
+            },
+        ),
+    });
     let span = &mut found.spans[header.member_index as usize];
     *span = Some(match *span {
         None => (header.slot_index, header.slot_index + 1),
@@ -146,11 +199,19 @@ impl Found {
             (true, true) => RecordingState::Aborted,
             _ => RecordingState::Interrupted,
         };
+        let ring = self.wrapped();
         let members = self
             .spans
             .iter()
+            .zip(&self.ends)
             .enumerate()
-            .map(|(index, span)| {
+            .map(|(index, (span, ends))| {
+                // A ring's span runs from its oldest chunk to after its newest, round the
+                // lap; a reader then takes one lap ending there.
+                let span = match ends {
+                    Some((oldest, newest)) if ring => Some((oldest.slot, newest.slot + 1)),
+                    _ => *span,
+                };
                 let (start, end) = span.unwrap_or_else(|| {
                     let slot = default_slots.get(index).copied().unwrap_or(0);
                     (slot, slot)
@@ -162,6 +223,9 @@ impl Found {
             })
             .collect();
         let mut flags = RecordingFlags::empty();
+        if ring {
+            flags |= RecordingFlags::RING;
+        }
         if self.pattern {
             flags |= RecordingFlags::PATTERN;
         }
@@ -171,7 +235,11 @@ impl Found {
             revision: 1,
             state,
             flags,
-            first_sequence: self.first_sequence,
+            first_sequence: if ring {
+                self.surviving_first_sequence()
+            } else {
+                self.first_sequence
+            },
             end_sequence: self.last_sequence + 1,
             start_ns: self.start_ns,
             end_ns: self.end_ns,
