@@ -250,6 +250,34 @@ mod avx2 {
         }
     }
 
+    /// As [`fill_steps`], with streaming (non-temporal) stores that go to memory without
+    /// first reading each line into the cache: for buffers a device reads next. On the
+    /// virtio disk here it cut the user CPU of a pattern recording by 40-50 % (the lines of
+    /// a buffer the host has just read by DMA are not in this core's cache, and a normal
+    /// store reads each one before writing it).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 (checked by the caller), and `out` must start on a 32-byte
+    /// boundary (the streaming store's alignment).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn fill_steps_streaming(keys: &BlockKeys, first_low: u32, out: &mut [u8]) {
+        debug_assert!((out.as_ptr() as usize).is_multiple_of(REGISTER_BYTES));
+        let (mut low, mut high, advance) = first_step(keys, first_low);
+        for step in out.chunks_exact_mut(STEP_BYTES) {
+            let at = step.as_mut_ptr();
+            // SAFETY: a step is 64 bytes, two aligned 32-byte stores (`out` is aligned and
+            // steps are whole multiples of 32 bytes from its start).
+            unsafe {
+                _mm256_stream_si256(at.cast(), mix8(low));
+                _mm256_stream_si256(at.add(REGISTER_BYTES).cast(), mix8(high));
+            }
+            low = _mm256_add_epi32(low, advance);
+            high = _mm256_add_epi32(high, advance);
+        }
+        // Streaming stores are weakly ordered: fence them before the buffer is handed on.
+        _mm_sfence();
+    }
+
     /// # Safety
     /// The CPU must support AVX2 (checked by the caller).
     #[target_feature(enable = "avx2")]
@@ -291,6 +319,17 @@ fn fill_steps_fast(keys: &BlockKeys, first_low: u32, out: &mut [u8]) {
         return unsafe { avx2::fill_steps(keys, first_low, out) };
     }
     fill_steps(keys, first_low, out)
+}
+
+/// The fill for a buffer a device reads next: streaming stores where the CPU and the
+/// buffer's alignment allow them, else [`fill_steps_fast`].
+fn fill_steps_for_device(keys: &BlockKeys, first_low: u32, out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && (out.as_ptr() as usize).is_multiple_of(32) {
+        // SAFETY: AVX2 support was just detected and `out` is 32-byte aligned.
+        return unsafe { avx2::fill_steps_streaming(keys, first_low, out) };
+    }
+    fill_steps_fast(keys, first_low, out)
 }
 
 fn check_steps_fast(keys: &BlockKeys, first_low: u32, data: &[u8]) -> Option<usize> {
@@ -428,6 +467,17 @@ impl Pattern {
 
     /// Fills `buf` with the pattern bytes that belong at absolute `offset_bytes`.
     pub fn fill(&self, offset_bytes: u64, buf: &mut [u8]) {
+        self.fill_with(offset_bytes, buf, fill_steps_fast);
+    }
+
+    /// As [`Pattern::fill`], for a buffer that a device reads next (an I/O buffer of
+    /// `record` or `write`): the bytes are the same, written with streaming stores where
+    /// the CPU allows, so that filling does not first read every line into the cache.
+    pub fn fill_for_device(&self, offset_bytes: u64, buf: &mut [u8]) {
+        self.fill_with(offset_bytes, buf, fill_steps_for_device);
+    }
+
+    fn fill_with(&self, offset_bytes: u64, buf: &mut [u8], kernel: fn(&BlockKeys, u32, &mut [u8])) {
         assert!(
             offset_bytes.is_multiple_of(8),
             "pattern offsets are multiples of 8"
@@ -437,7 +487,7 @@ impl Pattern {
             let keys = BlockKeys::new(self.key, block);
             let part = &mut buf[range.clone()];
             let whole = part.len() / STEP_BYTES * STEP_BYTES;
-            fill_steps_fast(&keys, low, &mut part[..whole]);
+            kernel(&keys, low, &mut part[..whole]);
             // The tail: word by word, the last one possibly cut short.
             let first_tail_word = (offset_bytes + (range.start + whole) as u64) / 4;
             for (word_index, tail) in (first_tail_word..).zip(part[whole..].chunks_mut(4)) {
@@ -736,6 +786,40 @@ mod tests {
                 assert_eq!(avx2::check_steps(&keys, first_low, &scalar), None);
                 assert_eq!(avx2::check_steps(&keys, first_low, &damaged), group_start);
             }
+        }
+    }
+
+    #[test]
+    fn the_fill_for_a_device_gives_the_same_bytes_at_every_alignment() {
+        let pattern = Pattern::new(0x77);
+        let mut backing = vec![0u8; (1 << 20) + 256];
+        let mut expected = vec![0u8; 1 << 20];
+        for (shift, offset, len) in [
+            (0, 0u64, 1 << 20),
+            (32, 8, 130944),
+            (8, 4096, 1000),
+            (0, (16 << 30) - 512, 4096),
+        ] {
+            let buf = &mut backing[shift..shift + len];
+            buf.fill(0);
+            pattern.fill_for_device(offset, buf);
+            pattern.fill(offset, &mut expected[..len]);
+            assert!(
+                buf == &expected[..len],
+                "shift {shift} offset {offset:#x} len {len}"
+            );
+            assert_eq!(pattern.check(offset, buf, CHUNK), Ok(()));
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            let keys = BlockKeys::new(pattern.key, 1);
+            let mut scalar = vec![0u8; 64 * STEP_BYTES];
+            fill_steps(&keys, 5, &mut scalar);
+            let start = backing.as_ptr().align_offset(32);
+            let out = &mut backing[start..start + scalar.len()];
+            // SAFETY: AVX2 support was just detected; `out` starts on a 32-byte boundary.
+            unsafe { avx2::fill_steps_streaming(&keys, 5, out) };
+            assert!(out == &scalar[..], "the streaming kernel fills other bytes");
         }
     }
 

@@ -65,7 +65,8 @@ pub struct PatternSource(pub Pattern);
 
 impl Source for PatternSource {
     fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.fill(offset_bytes, buf);
+        // The buffer goes to a device next: streaming stores where the CPU allows.
+        self.0.fill_for_device(offset_bytes, buf);
         Ok(buf.len())
     }
 
