@@ -52,12 +52,14 @@
 
 /// Buffers shorter than this are not worth the set-up of the 512-bit path; the `crc32`
 /// instruction takes them.
+#[cfg(target_arch = "x86_64")]
 pub(super) const FOLD512_MIN_BYTES: usize = 1024;
 
 /// Buffers shorter than this are not worth the set-up of the 256-bit path; the `crc32`
 /// instruction takes them. (Measured on Zen 3 through [`crc32c_append`]: the two are level
 /// at 160 to 192 bytes; the 256-bit path is a quarter faster at 256, nearly twice as fast
 /// at 512.)
+#[cfg(target_arch = "x86_64")]
 pub(super) const FOLD256_MIN_BYTES: usize = 192;
 
 /// Continues a CRC-32C (initial value and final XOR included, as `crc32c::crc32c_append`).
@@ -413,6 +415,7 @@ mod tests {
     /// Every folding path this CPU has, each also below its minimum in
     /// [`crc32c_append`] (down to the shortest buffer it takes).
     fn folding_paths() -> Vec<FoldingPath> {
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut paths: Vec<FoldingPath> = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {

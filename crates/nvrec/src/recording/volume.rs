@@ -451,8 +451,7 @@ impl Membership {
 fn membership_of(disk: Disk) -> Option<Membership> {
     let (superblock, copies) = read_superblock(&disk).ok()?;
     // The set as this one member sees it: the others missing, in their places.
-    let mut members: Vec<Option<Member>> =
-        (0..superblock.member_count).map(|_| None).collect();
+    let mut members: Vec<Option<Member>> = (0..superblock.member_count).map(|_| None).collect();
     members[superblock.member_index as usize] = Some(Member {
         disk,
         superblock: superblock.clone(),
