@@ -4,6 +4,10 @@
 //! and every buffer shorter than the path's minimum ([`FOLD512_MIN_BYTES`],
 //! [`FOLD256_MIN_BYTES`]), goes through the `crc32` instruction.
 //!
+//! On aarch64 every buffer goes to the `crc32c` crate, which detects the ARMv8 CRC
+//! instructions at run time and runs three independent `crc32cx` chains over long buffers
+//! (its table-driven code where the CPU lacks them); no folding is done there.
+//!
 //! # The arithmetic
 //!
 //! The CRC without its initial value and final XOR is `M(x) * x^32 mod P(x)`. Two messages
