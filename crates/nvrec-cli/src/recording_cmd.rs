@@ -86,8 +86,8 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = nvrec::stream::QUEUE_DEPTH_DEFAULT)]
     queue_depth: u32,
     /// Buffer pool that absorbs stalls of the targets. Default: with --rate, half a second
-    /// of input (256M..8G, at most a quarter of the memory); for the pattern and zero
-    /// sources when not paced (they can wait), two queue depths of I/O per member; else 256M.
+    /// of input (256M..8G); for the pattern and zero sources when not paced (they can wait),
+    /// two queue depths of I/O per member; else 256M. Never more than a quarter of the memory.
     #[arg(long, value_parser = size_arg)]
     buffer: Option<u64>,
     /// How chunks are spread over the targets.
@@ -162,7 +162,9 @@ struct Scheduling {
 fn scheduling() -> Scheduling {
     // SAFETY: pid 0 is the calling thread; sched_getscheduler has no other input.
     let policy = unsafe { libc::sched_getscheduler(0) };
-    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_param is a plain C struct of integers (glibc: one; musl: the sporadic
+    // server's fields too), for which all zeros is a valid value.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
     // SAFETY: `param` is a valid sched_param the call writes; pid 0 is the calling thread.
     let priority = match unsafe { libc::sched_getparam(0, &mut param) } {
         0 => param.sched_priority,
@@ -184,9 +186,9 @@ fn scheduling() -> Scheduling {
 /// policy. It never spins: it blocks in the kernel whenever no input is due and no write can
 /// be sent. Threads started before it (progress, health sampling) keep their policy.
 fn enter_realtime(priority: u8) -> Result<()> {
-    let param = libc::sched_param {
-        sched_priority: priority as i32,
-    };
+    // SAFETY: as in `scheduling`: all zeros is a valid sched_param; only the priority is set.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+    param.sched_priority = priority as i32;
     // SAFETY: `param` lives across the call, which only reads it; pid 0 is the calling thread
     // (Linux applies the policy to that thread alone).
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
@@ -436,6 +438,9 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             report.engine.name(),
             report.engine_features
         );
+        if let Some(reason) = &report.engine_fallback_reason {
+            outln!("  note          io_uring unavailable, used threads: {reason}");
+        }
         outln!("  checkpoints   {}", report.checkpoint_count);
         outln!(
             "  cpu           {:.3} s user, {:.3} s system",

@@ -487,6 +487,36 @@ fn without_io_uring_auto_falls_back_to_threads_and_says_why() {
         "{}",
         text(&output)
     );
+    // A recording says it too, in its summary and in JSON.
+    let member = scratch.path("member.img");
+    std::fs::File::create(&member)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let output = run(nvrec_without_io_uring()
+        .args(["record", "--source", "pattern", "--size", "4M"])
+        .arg(&member));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("io_uring unavailable, used threads: io_uring is unavailable"),
+        "{}",
+        text(&output)
+    );
+    let output = run(nvrec_without_io_uring()
+        .args([
+            "--json", "record", "--append", "--source", "pattern", "--size", "4M",
+        ])
+        .arg(&member));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["engine"], "threads");
+    assert!(
+        report["engine_fallback_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("io_uring is unavailable"),
+        "{report}"
+    );
 }
 
 /// Runs `command` with its stdout a pipe whose reader is gone before it starts, so that its

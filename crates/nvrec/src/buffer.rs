@@ -240,6 +240,13 @@ mod tests {
 
     #[test]
     fn every_page_is_faulted_in_before_use_small_and_large() {
+        if crate::under_qemu_user(
+            "every_page_is_faulted_in_before_use_small_and_large",
+            "qemu-user accepts MADV_POPULATE_WRITE without faulting pages in, and reports the \
+             host's page faults",
+        ) {
+            return;
+        }
         let page_count = |pool: &BufferPool| (pool.total_bytes() / SLOT_ALIGN_BYTES) as i64;
         // One thread (MAP_POPULATE) below the threshold, several above it where there are
         // cores for them.

@@ -32,3 +32,16 @@ pub mod sink;
 pub mod source;
 pub mod stream;
 pub mod unit;
+
+/// Whether the tests run under qemu-user emulation (the aarch64 runner in .cargo/config.toml
+/// sets `NVREC_QEMU_USER`), which translates system calls instead of making them: it accepts
+/// madvise without populating anything and answers ioctls it does not know with ENOSYS. The
+/// few tests that measure those skip there, printing why.
+#[cfg(test)]
+pub(crate) fn under_qemu_user(test: &str, why: &str) -> bool {
+    let emulated = std::env::var_os("NVREC_QEMU_USER").is_some();
+    if emulated {
+        eprintln!("{test}: skipped under qemu-user: {why}");
+    }
+    emulated
+}

@@ -278,7 +278,8 @@ fn uname() -> (String, String) {
         let bytes: Vec<u8> = field
             .iter()
             .take_while(|c| **c != 0)
-            .map(|c| *c as u8)
+            // c_char is i8 on x86-64 and u8 on aarch64: take the byte either way.
+            .map(|c| c.to_ne_bytes()[0])
             .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     };

@@ -303,7 +303,7 @@ pub fn discard_file(file: &File, offset_bytes: u64, len_bytes: u64) -> Result<()
         .is_block_device();
     let fd = file.as_raw_fd();
     let result = if is_block_device {
-        const BLKDISCARD: libc::c_ulong = 0x1277; // _IO(0x12, 119), linux/fs.h
+        const BLKDISCARD: libc::Ioctl = 0x1277; // _IO(0x12, 119), linux/fs.h
         let range: [u64; 2] = [offset_bytes, len_bytes];
         // SAFETY: BLKDISCARD reads two u64s (start, length) from the pointer we pass.
         unsafe { libc::ioctl(fd, BLKDISCARD, range.as_ptr()) }

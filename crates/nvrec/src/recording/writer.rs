@@ -76,8 +76,9 @@ pub enum InputKind {
 /// what keeps every member's queue full twice over: a bigger pool would only cost start-up
 /// time (every page of it is touched and pinned before the first write). Input that cannot
 /// wait gets [`PACED_BUFFER_S`] of itself, at least [`BUFFER_BYTES_DEFAULT`], at most
-/// [`PACED_BUFFER_BYTES_MAX`] or a quarter of `memory_bytes`; fed input gets
-/// [`BUFFER_BYTES_DEFAULT`].
+/// [`PACED_BUFFER_BYTES_MAX`]; fed input gets [`BUFFER_BYTES_DEFAULT`]. Whatever the input,
+/// never more than a quarter of `memory_bytes` (a board with 512 MiB gets 128 MiB at most);
+/// a `memory_bytes` of 0 (unknown) bounds nothing.
 pub fn default_buffer_bytes(
     input: InputKind,
     member_count: usize,
@@ -85,16 +86,19 @@ pub fn default_buffer_bytes(
     io_bytes: u64,
     memory_bytes: u64,
 ) -> u64 {
-    match input {
+    let wanted = match input {
         InputKind::OnDemand => {
             (2 * member_count as u64 * queue_depth as u64 * io_bytes).min(BUFFER_BYTES_DEFAULT)
         }
         InputKind::Paced { rate_bytes_per_s } => {
             let wanted = (rate_bytes_per_s * PACED_BUFFER_S) as u64;
-            let most = PACED_BUFFER_BYTES_MAX.min(memory_bytes / 4);
-            wanted.min(most).max(BUFFER_BYTES_DEFAULT)
+            wanted.clamp(BUFFER_BYTES_DEFAULT, PACED_BUFFER_BYTES_MAX)
         }
         InputKind::Fed => BUFFER_BYTES_DEFAULT,
+    };
+    match memory_bytes {
+        0 => wanted,
+        _ => wanted.min(memory_bytes / 4),
     }
 }
 
@@ -1329,6 +1333,31 @@ mod tests {
     }
 
     #[test]
+    fn a_small_board_gets_at_most_a_quarter_of_its_memory_whatever_the_input() {
+        let inputs = [
+            InputKind::OnDemand,
+            InputKind::Fed,
+            InputKind::Paced {
+                rate_bytes_per_s: 100e6,
+            },
+            InputKind::Paced {
+                rate_bytes_per_s: 4e9,
+            },
+        ];
+        for input in inputs {
+            let pool = default_buffer_bytes(input, 8, 32, MIB, 512 * MIB);
+            assert_eq!(pool, 128 * MIB, "{input:?} on a 512 MiB board");
+            let pool = default_buffer_bytes(input, 8, 32, MIB, 2 * GIB);
+            assert!(pool <= 512 * MIB, "{input:?} on a 2 GiB board: {pool}");
+            let pool = default_buffer_bytes(input, 8, 32, MIB, 0);
+            assert!(
+                pool >= BUFFER_BYTES_DEFAULT,
+                "{input:?}: unknown memory bounds nothing"
+            );
+        }
+    }
+
+    #[test]
     fn a_paced_source_gets_half_a_second_of_itself_within_bounds() {
         let paced = |rate_bytes_per_s: f64, memory_bytes: u64| {
             default_buffer_bytes(
@@ -1349,8 +1378,8 @@ mod tests {
         assert_eq!(paced(4e9, 2 * GIB), 512 * MIB, "a quarter of the memory");
         assert_eq!(
             paced(4e9, 512 * MIB),
-            BUFFER_BYTES_DEFAULT,
-            "the default still"
+            128 * MIB,
+            "a quarter of the memory, even below the default"
         );
     }
 
