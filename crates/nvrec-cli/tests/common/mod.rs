@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{ChildStdin, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -150,8 +150,27 @@ pub fn record_stdin(targets: &[PathBuf], data: &[u8], extra: &[&str]) -> Output 
     child.wait_with_output().unwrap()
 }
 
-/// Records `data` from stdin in 1 MiB pieces with a pause after each, waits 600 ms (for
-/// the last writes and a checkpoint), then kills the recorder with SIGKILL.
+/// A recorder reading stdin onto `targets`, and the pipe to feed it.
+fn stdin_recorder(targets: &[PathBuf], extra: &[&str]) -> (std::process::Child, ChildStdin) {
+    let mut child = nvrec()
+        .args(["record", "--source", "stdin"])
+        .args(extra)
+        .args(targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    (child, stdin)
+}
+
+/// Kills a recorder with SIGKILL (its stdin still open, so that it never sees an end).
+fn kill_recorder(mut child: std::process::Child, stdin: ChildStdin) {
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    drop(stdin);
+}
+
 /// As [`record_then_kill`], but the kill comes once `ls` shows the recording durable up to
 /// at least `durable_bytes` of its stream (or after 30 s): what a loaded machine has not
 /// yet written by then is not what a test of recovery is about.
@@ -161,15 +180,7 @@ pub fn record_then_kill_when_durable(
     data: &[u8],
     durable_bytes: u64,
 ) {
-    let mut child = nvrec()
-        .args(["record", "--source", "stdin"])
-        .args(extra)
-        .args(targets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (child, mut stdin) = stdin_recorder(targets, extra);
     stdin.write_all(data).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while std::time::Instant::now() < deadline {
@@ -182,27 +193,17 @@ pub fn record_then_kill_when_durable(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    drop(stdin);
+    kill_recorder(child, stdin);
 }
 
+/// Records `data` from stdin in 1 MiB pieces with a pause after each, waits 600 ms (for
+/// the last writes and a checkpoint), then kills the recorder with SIGKILL.
 pub fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause: Duration) {
-    let mut child = nvrec()
-        .args(["record", "--source", "stdin"])
-        .args(extra)
-        .args(targets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (child, mut stdin) = stdin_recorder(targets, extra);
     for piece in data.chunks(1 << 20) {
         stdin.write_all(piece).unwrap();
         std::thread::sleep(pause);
     }
     std::thread::sleep(Duration::from_millis(600));
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    drop(stdin);
+    kill_recorder(child, stdin);
 }

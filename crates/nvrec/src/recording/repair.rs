@@ -123,25 +123,23 @@ fn write_entry_everywhere(set: &VolumeSet, entry: &RecordingEntry, report: &mut 
         }
     };
     for member in set.present() {
-        let layout = member.layout();
-        let slot = layout
-            .recording_slot_for_id(entry.recording_id)
-            .unwrap_or(0);
-        let copy = (entry.revision % 2) as u32;
-        let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
-        let result = write_meta(&member.disk, offset, layout.meta_block_bytes, &bytes)
-            .and_then(|()| member.flush());
-        note(
-            report,
-            result,
+        let written = member
+            .write_entry(&bytes, entry)
+            .and_then(|place| member.flush().map(|()| place));
+        let what = |place: String| {
             format!(
-                "member {} recording {} revision {} ({})",
+                "member {} recording {} revision {}{place}",
                 member.index(),
                 entry.recording_id,
                 entry.revision,
-                MetaPlace::Entry { slot, copy }
-            ),
-        );
+            )
+        };
+        match written {
+            Ok(place) => report.rewrote.push(what(format!(" ({place})"))),
+            Err(error) => report
+                .failed
+                .push(format!("{}: {error}", what(String::new()))),
+        }
     }
 }
 

@@ -73,6 +73,25 @@ impl Member {
     }
 }
 
+impl Member {
+    /// Writes an encoded entry to its place: the slot of its recording, the copy of its
+    /// revision. Returns the place (not flushed).
+    pub fn write_entry(
+        &self,
+        bytes: &[u8],
+        entry: &RecordingEntry,
+    ) -> Result<MetaPlace, RecordingError> {
+        let layout = self.layout();
+        let slot = layout
+            .recording_slot_for_id(entry.recording_id)
+            .unwrap_or(0);
+        let copy = (entry.revision % 2) as u32;
+        let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
+        write_meta(&self.disk, offset, layout.meta_block_bytes, bytes)?;
+        Ok(MetaPlace::Entry { slot, copy })
+    }
+}
+
 /// What was found on a target that is not a usable member of the set.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MemberProblem {
@@ -298,13 +317,7 @@ impl VolumeSet {
     ) -> Result<(), RecordingError> {
         let bytes = entry.encode()?;
         for member in self.live_members(live) {
-            let layout = member.layout();
-            let slot = layout
-                .recording_slot_for_id(entry.recording_id)
-                .unwrap_or(0);
-            let copy = (entry.revision % 2) as u32;
-            let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
-            write_meta(&member.disk, offset, layout.meta_block_bytes, &bytes)?;
+            member.write_entry(&bytes, entry)?;
         }
         self.flush_members(live)
     }
