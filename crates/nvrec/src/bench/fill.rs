@@ -243,10 +243,11 @@ mod tests {
     #[test]
     fn reports_stalls_and_throttling_on_the_simulated_drive() {
         let target = open(
-            "sim:capacity=2G,cache=128M,fast=3GB/s,slow=2GB/s,throttle-after=500ms,throttle-factor=0.5,stall-every=512M,stall=40ms",
+            "sim:capacity=2G,cache=512M,fast=3GB/s,slow=2GB/s,throttle-after=500ms,throttle-factor=0.5,stall-every=512M,stall=40ms",
         );
-        // Queue depth 8: a transfer takes 4-8 ms, a stalled one over 40 ms.
-        let mut settings = settings(0.05);
+        // Queue depth 8: a transfer takes 4-8 ms, a stalled one over 40 ms. Windows of 25 ms:
+        // the cache lasts 7 of them, a stall 2 (too few to be a plateau).
+        let mut settings = settings(0.025);
         settings.queue_depth = 8;
         settings.analysis.stall_latency_us = Some(30_000.0);
         let result = fill(

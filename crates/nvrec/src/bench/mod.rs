@@ -27,6 +27,7 @@ pub mod analysis;
 pub mod driver;
 mod fill;
 mod overwrite;
+pub mod plateau;
 mod profile;
 mod size;
 mod sweep;
