@@ -91,9 +91,10 @@ pub struct FillArgs {
     io_size: u64,
     #[arg(long, default_value_t = 32)]
     queue_depth: u32,
-    /// Length of one logging window, seconds.
-    #[arg(long, default_value_t = bench::WINDOW_S_DEFAULT)]
-    window: f64,
+    /// Length of one logging window, seconds (default: sized for the run, 256 to 512
+    /// windows, each holding at least 16 transfers for the analysis).
+    #[arg(long)]
+    window: Option<f64>,
     /// Skip the read-back comparison.
     #[arg(long)]
     no_verify: bool,
@@ -337,8 +338,11 @@ fn sweep_csv(result: &SweepResult) -> String {
 }
 
 fn fill(args: FillArgs, json: bool) -> Result<Finished> {
-    if args.window.is_nan() || args.window <= 0.0 {
-        return Err(UsageError(format!("--window must be positive, not {}", args.window)).into());
+    if let Some(window) = args
+        .window
+        .filter(|window| window.is_nan() || *window <= 0.0)
+    {
+        return Err(UsageError(format!("--window must be positive, not {window}")).into());
     }
     let settings = bench::FillSettings {
         size_bytes: args.size,

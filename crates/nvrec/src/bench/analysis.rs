@@ -182,11 +182,11 @@ pub fn analysed_windows(all_windows: &[Window], bytes_min: u64) -> Vec<Window> {
     }
     // A little under the ratio, so that a byte lost to rounding never asks for a window more.
     let factor = (bytes_min as f64 / mean_bytes - 1e-3).ceil() as usize;
-    full.chunks_exact(factor).map(merge).collect()
+    full.chunks_exact(factor).map(merge_windows).collect()
 }
 
-/// One window covering consecutive `windows`.
-fn merge(windows: &[Window]) -> Window {
+/// One window covering consecutive `windows` (at least one).
+pub fn merge_windows(windows: &[Window]) -> Window {
     let last = windows[windows.len() - 1];
     let bytes: u64 = windows.iter().map(|window| window.bytes).sum();
     let duration_s: f64 = windows.iter().map(|window| window.duration_s).sum();

@@ -918,10 +918,7 @@ mod tests {
              fold-at=32M,fold=0.5GB/s,latency=0,iops=1000000000",
         ))
         .unwrap();
-        assert!(drive
-            .model()
-            .describe()
-            .contains("DRAM 4 MiB at 4000 MB/s"));
+        assert!(drive.model().describe().contains("DRAM 4 MiB at 4000 MB/s"));
         assert!(drive
             .model()
             .describe()
