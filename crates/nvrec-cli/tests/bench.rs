@@ -163,15 +163,20 @@ fn fill_finds_the_simulated_cliff_through_the_command_line() {
 /// the model's `(bytes, rate)` steps: bounds in bytes and seconds, and rate, within `tolerance`.
 /// Returns the largest relative error seen.
 fn plateaus_match_the_model(sim: &str, model: &[(f64, f64)], tolerance: f64) -> f64 {
-    let output = run(nvrec().args([
-        "--json",
-        "bench",
-        "fill",
-        sim,
-        "--io-size",
-        "256K",
-        "--no-verify",
-    ]));
+    let scratch = Scratch::new("bench-plateaus");
+    let html = scratch.path("fill.html");
+    let output = run(nvrec()
+        .args([
+            "--json",
+            "bench",
+            "fill",
+            sim,
+            "--io-size",
+            "256K",
+            "--no-verify",
+            "--report",
+        ])
+        .arg(&html));
     assert!(output.status.success(), "{}", text(&output));
     let value = json(&output);
     let analysis = &value["analysis"];
