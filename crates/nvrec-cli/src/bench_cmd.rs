@@ -91,9 +91,10 @@ pub struct FillArgs {
     io_size: u64,
     #[arg(long, default_value_t = 32)]
     queue_depth: u32,
-    /// Length of one logging window, seconds.
-    #[arg(long, default_value_t = bench::WINDOW_S_DEFAULT)]
-    window: f64,
+    /// Length of one logging window, seconds (default: sized for the run, 256 to 512
+    /// windows, each holding at least 16 transfers for the analysis).
+    #[arg(long)]
+    window: Option<f64>,
     /// Skip the read-back comparison.
     #[arg(long)]
     no_verify: bool,
@@ -337,8 +338,11 @@ fn sweep_csv(result: &SweepResult) -> String {
 }
 
 fn fill(args: FillArgs, json: bool) -> Result<Finished> {
-    if args.window.is_nan() || args.window <= 0.0 {
-        return Err(UsageError(format!("--window must be positive, not {}", args.window)).into());
+    if let Some(window) = args
+        .window
+        .filter(|window| window.is_nan() || *window <= 0.0)
+    {
+        return Err(UsageError(format!("--window must be positive, not {window}")).into());
     }
     let settings = bench::FillSettings {
         size_bytes: args.size,
@@ -383,6 +387,24 @@ fn fill(args: FillArgs, json: bool) -> Result<Finished> {
     Ok(Finished(if failed { exit::FAILURE } else { exit::OK }))
 }
 
+/// One line a plateau: where it runs, its rate (bytes over time) and its windows' spread.
+fn plateau_lines(out: &mut String, analysis: &bench::analysis::SeriesAnalysis) {
+    for (index, plateau) in analysis.plateaus.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  plateau {:<9} {} from {} to {} ({:.2} - {:.2} s; windows p10 {:.0}, p90 {:.0} MB/s)",
+            index + 1,
+            rate(plateau.rate_bytes_per_s),
+            format_bytes(plateau.start_bytes),
+            format_bytes(plateau.end_bytes),
+            plateau.start_s,
+            plateau.end_s,
+            plateau.rate_p10_bytes_per_s / 1e6,
+            plateau.rate_p90_bytes_per_s / 1e6
+        );
+    }
+}
+
 fn fill_text(result: &FillResult) -> String {
     let mut out = String::new();
     let summary = &result.summary;
@@ -410,6 +432,19 @@ fn fill_text(result: &FillResult) -> String {
         "  mean write        {}",
         rate(summary.mean_write_bytes_per_s)
     );
+    if let Some(short) = analysis.too_short {
+        let _ = writeln!(
+            out,
+            "  TOO SHORT         {} windows of the {} needed to tell plateaus apart: run at least \
+             {:.1} s (about {} at this rate, --size {}M)",
+            short.window_count,
+            short.window_count_min,
+            short.run_at_least_s,
+            format_bytes(short.run_at_least_bytes),
+            short.run_at_least_bytes.div_ceil(1 << 20)
+        );
+    }
+    plateau_lines(&mut out, analysis);
     match analysis.cliff {
         Some(cliff) => {
             let _ = writeln!(
@@ -431,7 +466,7 @@ fn fill_text(result: &FillResult) -> String {
     for drop in &analysis.later_drops {
         let _ = writeln!(
             out,
-            "  later drop        after {} ({:.1} s): {} -> {} (throttling?)",
+            "  later drop        after {} ({:.1} s): {} -> {}",
             format_bytes(drop.at_bytes),
             drop.at_s,
             rate(drop.rate_before_bytes_per_s),
@@ -458,10 +493,13 @@ fn fill_text(result: &FillResult) -> String {
         out,
         "  sustained write   {} ({})",
         rate(summary.sustained_write_bytes_per_s),
-        match analysis.sustained_basis {
-            bench::analysis::SustainedBasis::SteadyState => "steady state",
-            bench::analysis::SustainedBasis::AfterCliff => "mean after the cliff",
-            bench::analysis::SustainedBasis::WholeRun => "mean of the whole run",
+        match (analysis.sustained_basis, analysis.sustained_plateau_index) {
+            (bench::analysis::SustainedBasis::LastPlateau, Some(index)) => format!(
+                "plateau {} of {}, the last",
+                index + 1,
+                analysis.plateaus.len()
+            ),
+            _ => "mean of the whole run".to_string(),
         }
     );
     if let Some(slowest) = analysis.slowest_window {

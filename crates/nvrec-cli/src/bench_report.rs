@@ -9,8 +9,8 @@ use nvrec::bench::{FillResult, OverwriteResult, Profile, ProfileResult, RunMeta,
 use nvrec::engine::IoOp;
 use nvrec::nvme::monitor::Telemetry;
 use nvrec::report::{
-    render_html, Axis, AxisFormat, Band, BarChart, Chart, LineChart, Marker, Reference, Report,
-    Scale, Section, Series, Table,
+    render_html, Axis, AxisFormat, Band, BarChart, Chart, Level, LineChart, Marker, Reference,
+    Report, Scale, Section, Series, Table,
 };
 use nvrec::unit::format_bytes;
 
@@ -162,6 +162,14 @@ pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> String {
     bandwidth
         .series
         .push(window_series("write", &result.write.windows));
+    for (index, plateau) in analysis.plateaus.iter().enumerate() {
+        bandwidth.levels.push(Level {
+            from_x: plateau.start_s,
+            to_x: plateau.end_s,
+            y: plateau.rate_bytes_per_s,
+            label: format!("{}: {}", index + 1, mb(plateau.rate_bytes_per_s)),
+        });
+    }
     if let Some(cliff) = analysis.cliff {
         bandwidth.markers.push(Marker {
             x: cliff.at_s,
@@ -302,6 +310,33 @@ pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> String {
         ],
         vec!["stalls".to_string(), analysis.stalls.len().to_string()],
     ];
+    for (index, plateau) in analysis.plateaus.iter().enumerate() {
+        rows.push(vec![
+            format!("plateau {}", index + 1),
+            format!(
+                "{} from {} to {} ({:.2} - {:.2} s), windows p10 {} p90 {}",
+                mb(plateau.rate_bytes_per_s),
+                format_bytes(plateau.start_bytes),
+                format_bytes(plateau.end_bytes),
+                plateau.start_s,
+                plateau.end_s,
+                mb(plateau.rate_p10_bytes_per_s),
+                mb(plateau.rate_p90_bytes_per_s)
+            ),
+        ]);
+    }
+    if let Some(short) = analysis.too_short {
+        rows.push(vec![
+            "too short".to_string(),
+            format!(
+                "{} windows of {} needed: run at least {:.1} s ({})",
+                short.window_count,
+                short.window_count_min,
+                short.run_at_least_s,
+                format_bytes(short.run_at_least_bytes)
+            ),
+        ]);
+    }
     if let Some(verified) = summary.verified {
         rows.push(vec![
             "read back".to_string(),

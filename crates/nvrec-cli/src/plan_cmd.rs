@@ -102,8 +102,36 @@ fn size(text: &str, what: &str) -> Result<f64> {
         .map_err(|error| UsageError(format!("{what}: {error}")).into())
 }
 
-/// The sustained write rate recorded by `bench fill`.
-fn drive_rate_from_bench(path: &PathBuf) -> Result<f64> {
+/// Which plateau of a fill the drive rate is, for the table and the JSON.
+#[derive(Debug, Clone, serde::Serialize)]
+struct TakenPlateau {
+    /// Counted from 1.
+    number: u64,
+    count: usize,
+    start_bytes: u64,
+    end_bytes: u64,
+    rate_bytes_per_s: f64,
+}
+
+/// The sustained plateau of a fill's analysis (the last one), if the JSON has plateaus.
+fn sustained_plateau(value: &serde_json::Value) -> Option<TakenPlateau> {
+    let plateaus = value.pointer("/analysis/plateaus")?.as_array()?;
+    let index = value
+        .pointer("/analysis/sustained_plateau_index")?
+        .as_u64()?;
+    let plateau = plateaus.get(index as usize)?;
+    Some(TakenPlateau {
+        number: index + 1,
+        count: plateaus.len(),
+        start_bytes: plateau["start_bytes"].as_u64()?,
+        end_bytes: plateau["end_bytes"].as_u64()?,
+        rate_bytes_per_s: plateau["rate_bytes_per_s"].as_f64()?,
+    })
+}
+
+/// The sustained write rate recorded by `bench fill`: its sustained plateau's rate, or, in a
+/// JSON from before plateaus, `summary.sustained_write_bytes_per_s`.
+fn drive_rate_from_bench(path: &PathBuf) -> Result<(f64, Option<TakenPlateau>)> {
     let text = std::fs::read_to_string(path).map_err(|error| {
         UsageError(format!(
             "--from-bench: cannot read {}: {error}",
@@ -123,10 +151,14 @@ fn drive_rate_from_bench(path: &PathBuf) -> Result<f64> {
         ))
         .into());
     }
+    if let Some(plateau) = sustained_plateau(&value).filter(|p| p.rate_bytes_per_s > 0.0) {
+        return Ok((plateau.rate_bytes_per_s, Some(plateau)));
+    }
     value
         .pointer("/summary/sustained_write_bytes_per_s")
         .and_then(|rate| rate.as_f64())
         .filter(|rate| *rate > 0.0)
+        .map(|rate| (rate, None))
         .ok_or_else(|| {
             UsageError(format!(
                 "{} has no positive summary.sustained_write_bytes_per_s (the fill found no \
@@ -138,12 +170,24 @@ fn drive_rate_from_bench(path: &PathBuf) -> Result<f64> {
 }
 
 pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
+    let mut taken = None;
     let (drive_rate, drive_rate_source) = match (&args.drive_rate, &args.from_bench) {
         (Some(text), _) => (rate(text, "--drive-rate")?, "--drive-rate".to_string()),
-        (None, Some(path)) => (
-            drive_rate_from_bench(path)?,
-            format!("sustained write in {}", path.display()),
-        ),
+        (None, Some(path)) => {
+            let (drive_rate, plateau) = drive_rate_from_bench(path)?;
+            let mut source = format!("sustained write in {}", path.display());
+            if let Some(plateau) = &plateau {
+                source += &format!(
+                    ": plateau {} of {} (the last, {} to {})",
+                    plateau.number,
+                    plateau.count,
+                    format_bytes(plateau.start_bytes),
+                    format_bytes(plateau.end_bytes)
+                );
+            }
+            taken = plateau;
+            (drive_rate, source)
+        }
         (None, None) => return Err(UsageError("give --drive-rate or --from-bench".into()).into()),
     };
     let capacity = args
@@ -181,7 +225,10 @@ pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
     };
     let plan = plan::plan(&input).map_err(|error| UsageError(error.to_string()))?;
     if json {
-        outln!("{}", serde_json::to_value(plan)?);
+        let mut value = serde_json::to_value(plan)?;
+        value["drive_rate_source"] = drive_rate_source.into();
+        value["drive_rate_plateau"] = serde_json::to_value(&taken)?;
+        outln!("{}", value);
     } else {
         out!("{}", text(&plan, &drive_rate_source));
     }

@@ -159,6 +159,154 @@ fn fill_finds_the_simulated_cliff_through_the_command_line() {
     assert!((peak / 2.8e9 - 1.0).abs() < 0.05, "{peak}");
 }
 
+/// Runs `bench fill` on `sim` with windows sized for the run and checks every plateau against
+/// the model's `(bytes, rate)` steps: bounds in bytes and seconds, and rate, within `tolerance`.
+/// Returns the largest relative error seen.
+fn plateaus_match_the_model(sim: &str, model: &[(f64, f64)], tolerance: f64) -> f64 {
+    let scratch = Scratch::new("bench-plateaus");
+    let html = scratch.path("fill.html");
+    let output = run(nvrec()
+        .args([
+            "--json",
+            "bench",
+            "fill",
+            sim,
+            "--io-size",
+            "256K",
+            "--no-verify",
+            "--report",
+        ])
+        .arg(&html));
+    assert!(output.status.success(), "{}", text(&output));
+    let value = json(&output);
+    let analysis = &value["analysis"];
+    assert!(analysis["too_short"].is_null(), "{analysis:#}");
+    assert!(analysis["analysed_window_count"].as_u64().unwrap() >= 50);
+    let plateaus = analysis["plateaus"].as_array().unwrap();
+    assert_eq!(plateaus.len(), model.len(), "{plateaus:#?}");
+    let (mut bytes, mut seconds, mut worst) = (0.0, 0.0, 0.0f64);
+    for (plateau, (length, rate)) in plateaus.iter().zip(model) {
+        let field = |name: &str| plateau[name].as_f64().unwrap();
+        let mut check = |name: &str, expected: f64| {
+            let error = (field(name) - expected).abs() / expected.max(f64::MIN_POSITIVE);
+            let error = if expected == 0.0 {
+                field(name).abs()
+            } else {
+                error
+            };
+            assert!(
+                error <= tolerance,
+                "{name}: {} not {expected}: {plateau:#}",
+                field(name)
+            );
+            worst = worst.max(error);
+        };
+        check("start_bytes", bytes);
+        check("start_s", seconds);
+        (bytes, seconds) = (bytes + length, seconds + length / rate);
+        check("end_bytes", bytes);
+        check("end_s", seconds);
+        check("rate_bytes_per_s", *rate);
+    }
+    // The sustained rate is the last plateau's, and the cliff the first drop's.
+    let last = plateaus.len() - 1;
+    assert_eq!(analysis["sustained_plateau_index"], last);
+    assert_eq!(
+        value["summary"]["sustained_write_bytes_per_s"],
+        plateaus[last]["rate_bytes_per_s"]
+    );
+    if plateaus.len() > 1 {
+        assert_eq!(analysis["cliff"]["at_bytes"], plateaus[1]["start_bytes"]);
+    } else {
+        assert!(analysis["cliff"].is_null(), "{analysis:#}");
+    }
+    eprintln!(
+        "{sim}: {} plateaus, worst error {:.3} %",
+        model.len(),
+        worst * 100.0
+    );
+    worst
+}
+
+const MIB: f64 = 1048576.0;
+
+#[test]
+fn fill_finds_one_or_two_plateaus_on_the_simulated_drive_within_three_percent() {
+    plateaus_match_the_model(
+        "sim:capacity=512M,cache=0,slow=1.6GB/s",
+        &[(512.0 * MIB, 1.6e9)],
+        0.03,
+    );
+    plateaus_match_the_model(
+        "sim:capacity=1G,cache=256M,fast=2.8GB/s,slow=1.6GB/s",
+        &[(256.0 * MIB, 2.8e9), (768.0 * MIB, 1.6e9)],
+        0.03,
+    );
+}
+
+#[test]
+fn fill_finds_three_plateaus_on_the_simulated_drive_within_three_percent() {
+    plateaus_match_the_model(
+        "sim:capacity=1G,dram=96M,dram-rate=6GB/s,cache=256M,fast=2.8GB/s,slow=1.6GB/s",
+        &[
+            (96.0 * MIB, 6e9),
+            (256.0 * MIB, 2.8e9),
+            (672.0 * MIB, 1.6e9),
+        ],
+        0.03,
+    );
+}
+
+#[test]
+fn fill_finds_four_plateaus_on_the_simulated_drive_within_three_percent() {
+    plateaus_match_the_model(
+        "sim:capacity=2G,dram=192M,dram-rate=6GB/s,cache=384M,fast=2.8GB/s,slow=1.6GB/s,\
+         fold-at=1536M,fold=0.8GB/s",
+        &[
+            (192.0 * MIB, 6e9),
+            (384.0 * MIB, 2.8e9),
+            (960.0 * MIB, 1.6e9),
+            (512.0 * MIB, 0.8e9),
+        ],
+        0.03,
+    );
+}
+
+#[test]
+fn a_fill_too_short_to_tell_says_how_long_to_run() {
+    let output = run(nvrec().args([
+        "bench",
+        "fill",
+        "sim:capacity=64M",
+        "--size",
+        "16M",
+        "--window",
+        "0.001",
+    ]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("TOO SHORT"), "{}", text(&output));
+    assert!(text(&output).contains("run at least"), "{}", text(&output));
+    let output = run(nvrec().args([
+        "--json",
+        "bench",
+        "fill",
+        "sim:capacity=64M",
+        "--size",
+        "16M",
+        "--window",
+        "0.001",
+    ]));
+    let too_short = &json(&output)["analysis"]["too_short"];
+    assert!(
+        too_short["run_at_least_s"].as_f64().unwrap() >= 0.05,
+        "{too_short}"
+    );
+    assert!(
+        too_short["run_at_least_bytes"].as_u64().unwrap() > 16 << 20,
+        "{too_short}"
+    );
+}
+
 #[test]
 fn bad_bench_arguments_are_usage_errors() {
     for args in [

@@ -252,6 +252,50 @@ fn from_bench_takes_a_real_fill() {
 }
 
 #[test]
+fn from_bench_takes_the_sustained_plateau_and_says_which() {
+    let scratch = Scratch::new("plan-plateau");
+    let saved = scratch.path("fill.json");
+    let output = run(nvrec()
+        .args([
+            "bench",
+            "fill",
+            "sim:capacity=1G,dram=96M,cache=256M,fast=2.8GB/s,slow=1.6GB/s",
+            "--io-size",
+            "256K",
+            "--no-verify",
+            "--save",
+        ])
+        .arg(&saved));
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(nvrec()
+        .args(["--json", "plan", "--rate", "100Gbit/s", "--margin", "0"])
+        .arg("--from-bench")
+        .arg(&saved));
+    assert!(output.status.success(), "{}", text(&output));
+    let value = json(&output);
+    let rate = value["drive_rate_bytes_per_s"].as_f64().unwrap();
+    assert!((rate / 1.6e9 - 1.0).abs() < 0.03, "{rate}");
+    let plateau = &value["drive_rate_plateau"];
+    assert_eq!(
+        (plateau["number"].as_u64(), plateau["count"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(plateau["rate_bytes_per_s"].as_f64(), Some(rate));
+    assert!(value["drive_rate_source"]
+        .as_str()
+        .unwrap()
+        .contains("plateau 3 of 3"));
+    let output = run(nvrec()
+        .args(["plan", "--rate", "100Gbit/s", "--from-bench"])
+        .arg(&saved));
+    assert!(
+        text(&output).contains("plateau 3 of 3 (the last, "),
+        "{}",
+        text(&output)
+    );
+}
+
+#[test]
 fn bad_input_is_a_usage_error() {
     // (arguments after `plan`, what the message must name)
     let cases: [(&[&str], &str); 12] = [

@@ -1,58 +1,72 @@
-//! What a bandwidth time series says about a drive: its peak, where its cache ran out and how
-//! fast it was after, whether and where it reached a steady state, its slowest moment, and
-//! its stalls. Pure functions over [`Window`]s; no I/O, no clock.
+//! What a bandwidth time series says about a drive: its plateaus (the stretches at one rate:
+//! a DRAM buffer, the SLC cache, direct to TLC, folding, throttled), its peak, where it fell
+//! and how fast it was after, whether and where it reached a steady state, its slowest moment,
+//! and its stalls. Pure functions over [`Window`]s; no I/O, no clock.
 //!
 //! The rules, in the order they run:
-//! 1. Windows shorter than half the nominal length (the last one) are left out of detection.
-//! 2. **Peak**: the highest mean of three consecutive windows (one lucky window is not a peak).
-//! 3. **Sustained drops**: walking forward, the *level* is the median of the windows since the
-//!    last drop; window `i` starts a drop when the median of windows `i+1 ..= i+k` is below
-//!    `(1 - drop_fraction)` of the level. Medians make a single stalled window neither a drop
-//!    nor a shift of the level. The first drop is the **cache cliff**; later ones are reported
-//!    as drops (throttling, a second cache tier).
-//! 4. **Cliff position**: the transition window mixes the two rates; assuming it wrote `x`
-//!    bytes at the level before and the rest at the level after, `x/r1 + (b - x)/r2 = d`
-//!    gives the byte position inside the window, so the estimate does not depend on where the
-//!    window boundaries fall.
-//! 5. **Steady state** (after the SNIA PTS rule): the first run of `steady_window_count`
-//!    consecutive windows after the cliff whose range (max - min) is within
+//! 1. **Windows**: windows shorter than half the nominal length (the last one) are left out of
+//!    detection; windows holding fewer than `window_bytes_min` bytes on average are merged in
+//!    runs of equal length until they hold that much (a window of a few transfers measures
+//!    its transfers' timing, not the drive's rate).
+//! 2. **Too short**: fewer than `window_count_min` windows after that tell nothing about a
+//!    drive; the analysis says so and how long a run would (see [`TooShort`]).
+//! 3. **Peak**: the highest mean of three consecutive windows (one lucky window is not a peak).
+//! 4. **Plateaus** ([`super::plateau`]): the run cut where its rate changed, each plateau
+//!    lasting at least `drop_window_count` windows, its rate its bytes over its time.
+//! 5. **Drops**: a plateau slower by more than `drop_fraction` than the one before it. The
+//!    first drop is the **cliff** (with a DRAM buffer, its end; then the SLC cache's end is
+//!    the first later drop); the rate before and after are the plateaus' rates.
+//! 6. **Sustained rate**: the last plateau's rate (what the drive keeps doing once every
+//!    buffer and cache it has is full); [`SeriesAnalysis::sustained_plateau_index`] names it.
+//! 7. **Steady state** (after the SNIA PTS rule), searched in the sustained plateau: the first
+//!    run of `steady_window_count` consecutive windows whose range (max - min) is within
 //!    `steady_range_fraction` of their mean and whose least-squares line changes by no more
 //!    than `steady_slope_fraction` of the mean across the run.
-//! 6. **Sustained rate**: the steady-state mean when there is one, else the mean after the
-//!    cliff, else the mean of the whole run.
-//! 7. **Stalls**: windows in which nothing completed, or whose slowest transfer took longer
-//!    than `stall_latency_us` (default: ten times the median of the windows' slowest
-//!    transfers, at least 50 ms).
+//! 8. **Stalls**, over the windows as logged: windows in which nothing completed, or whose
+//!    slowest transfer took longer than `stall_latency_us` (default: ten times the median of
+//!    the windows' slowest transfers, at least 50 ms).
 
 use super::driver::Window;
+use super::plateau::{self, bytes_before, median, Plateau, PlateauSettings, RunEnd};
 
 /// The knobs of the rules above.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct AnalysisSettings {
     pub drop_fraction: f64,
-    /// Windows a drop must last (k in rule 3).
+    /// Windows a plateau (and so a drop) must last.
     pub drop_window_count: usize,
+    /// Relative difference of rates below which two stretches are one plateau.
+    pub plateau_step_fraction: f64,
     pub steady_window_count: usize,
     pub steady_range_fraction: f64,
     pub steady_slope_fraction: f64,
-    /// `None`: derived from the series (rule 7).
+    /// `None`: derived from the series (rule 8).
     pub stall_latency_us: Option<f64>,
+    /// Windows a run needs to tell anything (rule 2).
+    pub window_count_min: usize,
+    /// Bytes a window holds at least, merging windows where they hold less (rule 1).
+    pub window_bytes_min: u64,
 }
 
 impl Default for AnalysisSettings {
-    /// Counted in windows, so the rules scale with `--window`: at the default 0.5 s a drop
-    /// must last 2 s and a steady state 10 s.
+    /// Counted in windows, so the rules scale with the window length.
     fn default() -> AnalysisSettings {
         AnalysisSettings {
             drop_fraction: 0.2,
             drop_window_count: 4,
+            plateau_step_fraction: 0.05,
             steady_window_count: 20,
             steady_range_fraction: 0.2,
             steady_slope_fraction: 0.1,
             stall_latency_us: None,
+            window_count_min: WINDOW_COUNT_MIN,
+            window_bytes_min: 0,
         }
     }
 }
+
+/// Windows a run needs before its analysis says anything about the drive.
+pub const WINDOW_COUNT_MIN: usize = 50;
 
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Drop {
@@ -90,26 +104,46 @@ pub struct SlowestWindow {
     pub rate_bytes_per_s: f64,
 }
 
+/// A run too short to tell anything, and how long one would have to be.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct TooShort {
+    /// Windows the run gave after merging (rule 1).
+    pub window_count: usize,
+    pub window_count_min: usize,
+    /// At the rate measured: run at least this long, writing this much.
+    pub run_at_least_s: f64,
+    pub run_at_least_bytes: u64,
+}
+
 /// Which number the sustained rate is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SustainedBasis {
-    SteadyState,
-    AfterCliff,
+    /// The last plateau's rate.
+    LastPlateau,
+    /// No plateau (no full window): the mean of the whole run.
     WholeRun,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SeriesAnalysis {
     pub settings: AnalysisSettings,
+    /// Windows as logged.
     pub window_count: usize,
+    /// Windows the rules ran on (rule 1), and their length.
+    pub analysed_window_count: usize,
+    pub analysed_window_s: f64,
+    pub too_short: Option<TooShort>,
+    pub plateaus: Vec<Plateau>,
+    /// Index in `plateaus` of the one the sustained rate is.
+    pub sustained_plateau_index: Option<usize>,
     pub peak_rate_bytes_per_s: f64,
     pub peak_at_s: f64,
     pub mean_rate_bytes_per_s: f64,
     pub cliff: Option<Drop>,
-    /// Sustained drops after the cliff.
+    /// Drops after the cliff.
     pub later_drops: Vec<Drop>,
-    /// Mean rate from the cliff to the next drop or the end.
+    /// The rate of the plateau after the cliff.
     pub rate_after_cliff_bytes_per_s: Option<f64>,
     pub steady_state: Option<SteadyState>,
     pub sustained_rate_bytes_per_s: f64,
@@ -117,19 +151,6 @@ pub struct SeriesAnalysis {
     pub slowest_window: Option<SlowestWindow>,
     pub stall_latency_us: f64,
     pub stalls: Vec<Stall>,
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[middle]
-    } else {
-        (values[middle - 1] + values[middle]) / 2.0
-    }
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> f64 {
@@ -143,160 +164,155 @@ fn mean(values: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-/// Bytes written before window `index` starts.
-fn bytes_before(windows: &[Window], index: usize) -> u64 {
-    windows[index]
-        .total_bytes
-        .saturating_sub(windows[index].bytes)
-}
-
-/// Analyses a write (or read) bandwidth series.
-pub fn analyse(all_windows: &[Window], settings: &AnalysisSettings) -> SeriesAnalysis {
+/// Rule 1: the full-length windows, merged in runs of `factor` where they hold fewer than
+/// `bytes_min` bytes on average.
+pub fn analysed_windows(all_windows: &[Window], bytes_min: u64) -> Vec<Window> {
     let nominal_s = all_windows
         .iter()
         .map(|window| window.duration_s)
         .fold(0.0, f64::max);
-    let windows: Vec<Window> = all_windows
+    let full: Vec<Window> = all_windows
         .iter()
         .copied()
         .filter(|window| window.duration_s >= 0.5 * nominal_s)
         .collect();
-    let rates: Vec<f64> = windows
+    let mean_bytes = mean(full.iter().map(|window| window.bytes as f64));
+    if full.is_empty() || mean_bytes <= 0.0 || mean_bytes >= bytes_min as f64 {
+        return full;
+    }
+    // A little under the ratio, so that a byte lost to rounding never asks for a window more.
+    let factor = (bytes_min as f64 / mean_bytes - 1e-3).ceil() as usize;
+    full.chunks_exact(factor).map(merge_windows).collect()
+}
+
+/// One window covering consecutive `windows` (at least one).
+pub fn merge_windows(windows: &[Window]) -> Window {
+    let last = windows[windows.len() - 1];
+    let bytes: u64 = windows.iter().map(|window| window.bytes).sum();
+    let duration_s: f64 = windows.iter().map(|window| window.duration_s).sum();
+    Window {
+        start_s: windows[0].start_s,
+        duration_s,
+        bytes,
+        total_bytes: last.total_bytes,
+        position_bytes: last.position_bytes,
+        rate_bytes_per_s: bytes as f64 / duration_s,
+        latency_max_us: windows
+            .iter()
+            .map(|window| window.latency_max_us)
+            .fold(0.0, f64::max),
+    }
+}
+
+/// Rule 2.
+fn too_short(
+    windows: &[Window],
+    all_windows: &[Window],
+    mean_rate: f64,
+    settings: &AnalysisSettings,
+) -> Option<TooShort> {
+    if windows.len() >= settings.window_count_min {
+        return None;
+    }
+    let logged_s = all_windows
         .iter()
-        .map(|window| window.rate_bytes_per_s)
-        .collect();
-    let total_bytes: u64 = all_windows.iter().map(|window| window.bytes).sum();
-    let total_s: f64 = all_windows.iter().map(|window| window.duration_s).sum();
-    let mean_rate = if total_s > 0.0 {
-        total_bytes as f64 / total_s
+        .map(|window| window.duration_s)
+        .fold(0.0, f64::max);
+    let by_bytes_s = if mean_rate > 0.0 {
+        settings.window_bytes_min as f64 / mean_rate
     } else {
         0.0
     };
+    let count = settings.window_count_min as f64;
+    let run_at_least_s = count * logged_s.max(by_bytes_s);
+    let run_at_least_bytes =
+        (run_at_least_s * mean_rate).max(count * settings.window_bytes_min as f64);
+    Some(TooShort {
+        window_count: windows.len(),
+        window_count_min: settings.window_count_min,
+        run_at_least_s,
+        run_at_least_bytes: run_at_least_bytes.ceil() as u64,
+    })
+}
 
-    // Rule 2: peak.
+/// Rule 3: the highest mean of three consecutive windows, and when it started.
+fn peak(windows: &[Window]) -> (f64, f64) {
     let (mut peak_rate, mut peak_at_s) = (0.0, 0.0);
-    for start in 0..rates.len() {
-        let end = (start + 3).min(rates.len());
-        let rate = mean(rates[start..end].iter().copied());
+    for start in 0..windows.len() {
+        let end = (start + 3).min(windows.len());
+        let rate = mean(windows[start..end].iter().map(|w| w.rate_bytes_per_s));
         if rate > peak_rate {
             (peak_rate, peak_at_s) = (rate, windows[start].start_s);
         }
     }
+    (peak_rate, peak_at_s)
+}
 
-    // Rule 3 and 4: sustained drops.
-    let k = settings.drop_window_count.max(1);
-    let mut drops: Vec<(Drop, usize)> = Vec::new();
-    let mut segment_start = 0;
-    let mut index = 1;
-    while index + k < rates.len() {
-        let level = median(&mut rates[segment_start..index].to_vec());
-        let after = median(&mut rates[index + 1..=index + k].to_vec());
-        if level > 0.0 && after < (1.0 - settings.drop_fraction) * level {
-            // The first windows of those k may still be mixed or at the level: the rate after
-            // is measured on the k windows beyond them where the series is long enough.
-            let after = if index + 2 * k < rates.len() {
-                median(&mut rates[index + k + 1..=index + 2 * k].to_vec())
-            } else {
-                after
+/// Rule 5: each plateau slower than the one before by more than `drop_fraction`.
+pub fn drops(plateaus: &[Plateau], drop_fraction: f64) -> Vec<(Drop, usize)> {
+    (1..plateaus.len())
+        .filter(|index| {
+            plateaus[*index].rate_bytes_per_s
+                < (1.0 - drop_fraction) * plateaus[index - 1].rate_bytes_per_s
+        })
+        .map(|index| {
+            let (before, after) = (plateaus[index - 1], plateaus[index]);
+            let drop = Drop {
+                at_bytes: after.start_bytes,
+                at_s: after.start_s,
+                rate_before_bytes_per_s: before.rate_bytes_per_s,
+                rate_after_bytes_per_s: after.rate_bytes_per_s,
             };
-            if after >= (1.0 - settings.drop_fraction) * level {
-                // The rate came back: a stall longer than a window, not a sustained drop.
-                index += 1;
-                continue;
-            }
-            // The change lies somewhere in windows index ..= index + k, which start at the
-            // level and end at the rate after: solve for where over the whole span.
-            let span = &windows[index..=index + k];
-            let span_bytes: f64 = span.iter().map(|window| window.bytes as f64).sum();
-            let span_s: f64 = span.iter().map(|window| window.duration_s).sum();
-            let inside = if after > 0.0 {
-                ((span_s - span_bytes / after) / (1.0 / level - 1.0 / after)).clamp(0.0, span_bytes)
-            } else {
-                span_bytes
-            };
-            let at_bytes = bytes_before(&windows, index) + inside as u64;
-            let transition = (index..=index + k)
-                .find(|position| windows[*position].total_bytes >= at_bytes)
-                .unwrap_or(index + k);
-            drops.push((
-                Drop {
-                    at_bytes,
-                    at_s: windows[index].start_s + inside / level,
-                    rate_before_bytes_per_s: level,
-                    rate_after_bytes_per_s: after,
-                },
-                transition,
-            ));
-            // The new level is measured over k windows before it may drop again.
-            segment_start = transition + 1;
-            index = segment_start + k;
-        } else {
-            index += 1;
-        }
-    }
-    let cliff = drops.first().map(|(drop, _)| *drop);
-    let after_cliff_start = drops.first().map(|(_, index)| index + 1);
-    let after_cliff_end = drops.get(1).map(|(_, index)| *index).unwrap_or(rates.len());
-    let rate_after_cliff = after_cliff_start
-        .filter(|start| *start < after_cliff_end)
-        .map(|start| mean(rates[start..after_cliff_end].iter().copied()));
+            (drop, index)
+        })
+        .collect()
+}
 
-    // Rule 5: steady state.
+/// Rule 7: the first steady run of windows starting at or after `from_s`.
+fn steady_state(
+    windows: &[Window],
+    from_s: f64,
+    settings: &AnalysisSettings,
+) -> Option<SteadyState> {
     let m = settings.steady_window_count.max(2);
-    let search_start = after_cliff_start.unwrap_or(0);
-    let mut steady_state = None;
-    for start in search_start..rates.len().saturating_sub(m - 1) {
+    let first = windows
+        .iter()
+        .position(|window| window.start_s >= from_s - 1e-9)?;
+    let rates: Vec<f64> = windows.iter().map(|w| w.rate_bytes_per_s).collect();
+    (first..rates.len().saturating_sub(m - 1)).find_map(|start| {
         let run = &rates[start..start + m];
         let run_mean = mean(run.iter().copied());
         if run_mean <= 0.0 {
-            continue;
+            return None;
         }
         let (low, high) = run.iter().fold((f64::MAX, f64::MIN), |(low, high), rate| {
             (low.min(*rate), high.max(*rate))
         });
         let range_fraction = (high - low) / run_mean;
-        let slope = least_squares_slope(run);
-        let slope_fraction = (slope * (m - 1) as f64).abs() / run_mean;
-        if range_fraction <= settings.steady_range_fraction
-            && slope_fraction <= settings.steady_slope_fraction
-        {
-            let last = &windows[start + m - 1];
-            steady_state = Some(SteadyState {
-                start_s: windows[start].start_s,
-                end_s: last.start_s + last.duration_s,
-                start_bytes: bytes_before(&windows, start),
-                rate_bytes_per_s: run_mean,
-                range_fraction,
-                slope_fraction,
-            });
-            break;
-        }
-    }
+        let slope_fraction = (least_squares_slope(run) * (m - 1) as f64).abs() / run_mean;
+        let steady = range_fraction <= settings.steady_range_fraction
+            && slope_fraction <= settings.steady_slope_fraction;
+        let last = &windows[start + m - 1];
+        steady.then(|| SteadyState {
+            start_s: windows[start].start_s,
+            end_s: last.start_s + last.duration_s,
+            start_bytes: bytes_before(windows, start),
+            rate_bytes_per_s: run_mean,
+            range_fraction,
+            slope_fraction,
+        })
+    })
+}
 
-    // Rule 6.
-    let (sustained_rate, sustained_basis) = match (steady_state, rate_after_cliff) {
-        (Some(steady), _) => (steady.rate_bytes_per_s, SustainedBasis::SteadyState),
-        (None, Some(rate)) => (rate, SustainedBasis::AfterCliff),
-        (None, None) => (mean_rate, SustainedBasis::WholeRun),
-    };
-
-    let slowest_window = windows
-        .iter()
-        .min_by(|a, b| a.rate_bytes_per_s.total_cmp(&b.rate_bytes_per_s))
-        .map(|window| SlowestWindow {
-            start_s: window.start_s,
-            position_bytes: window.position_bytes,
-            rate_bytes_per_s: window.rate_bytes_per_s,
-        });
-
-    // Rule 7: stalls.
+/// Rule 8.
+fn stalls(all_windows: &[Window], settings: &AnalysisSettings) -> (f64, Vec<Stall>) {
     let stall_latency_us = settings.stall_latency_us.unwrap_or_else(|| {
-        let mut latencies: Vec<f64> = windows
+        let latencies: Vec<f64> = all_windows
             .iter()
             .filter(|window| window.bytes > 0)
             .map(|window| window.latency_max_us)
             .collect();
-        (10.0 * median(&mut latencies)).max(50_000.0)
+        (10.0 * median(&latencies)).max(50_000.0)
     });
     let stalls = all_windows
         .iter()
@@ -308,16 +324,68 @@ pub fn analyse(all_windows: &[Window], settings: &AnalysisSettings) -> SeriesAna
             rate_bytes_per_s: window.rate_bytes_per_s,
         })
         .collect();
+    (stall_latency_us, stalls)
+}
 
+/// Analyses a write (or read) bandwidth series.
+pub fn analyse(all_windows: &[Window], settings: &AnalysisSettings) -> SeriesAnalysis {
+    let windows = analysed_windows(all_windows, settings.window_bytes_min);
+    let total_bytes: u64 = all_windows.iter().map(|window| window.bytes).sum();
+    let total_s: f64 = all_windows.iter().map(|window| window.duration_s).sum();
+    let mean_rate = if total_s > 0.0 {
+        total_bytes as f64 / total_s
+    } else {
+        0.0
+    };
+    let (peak_rate, peak_at_s) = peak(&windows);
+    let end = RunEnd {
+        bytes: all_windows.last().map_or(0, |window| window.total_bytes),
+        s: all_windows
+            .last()
+            .map_or(0.0, |window| window.start_s + window.duration_s),
+    };
+    let plateaus = plateau::plateaus(
+        &windows,
+        end,
+        &PlateauSettings {
+            window_count_min: settings.drop_window_count.max(1),
+            step_fraction: settings.plateau_step_fraction,
+        },
+    );
+    let drops = drops(&plateaus, settings.drop_fraction);
+    let sustained_plateau_index = plateaus.len().checked_sub(1);
+    let sustained = sustained_plateau_index.map(|index| plateaus[index]);
+    let (sustained_rate, sustained_basis) = match sustained {
+        Some(plateau) => (plateau.rate_bytes_per_s, SustainedBasis::LastPlateau),
+        None => (mean_rate, SustainedBasis::WholeRun),
+    };
+    let steady_state =
+        sustained.and_then(|plateau| steady_state(&windows, plateau.start_s, settings));
+    let slowest_window = windows
+        .iter()
+        .min_by(|a, b| a.rate_bytes_per_s.total_cmp(&b.rate_bytes_per_s))
+        .map(|window| SlowestWindow {
+            start_s: window.start_s,
+            position_bytes: window.position_bytes,
+            rate_bytes_per_s: window.rate_bytes_per_s,
+        });
+    let (stall_latency_us, stalls) = stalls(all_windows, settings);
     SeriesAnalysis {
         settings: *settings,
         window_count: all_windows.len(),
+        analysed_window_count: windows.len(),
+        analysed_window_s: windows.first().map_or(0.0, |window| window.duration_s),
+        too_short: too_short(&windows, all_windows, mean_rate, settings),
         peak_rate_bytes_per_s: peak_rate,
         peak_at_s,
         mean_rate_bytes_per_s: mean_rate,
-        cliff,
+        cliff: drops.first().map(|(drop, _)| *drop),
         later_drops: drops.iter().skip(1).map(|(drop, _)| *drop).collect(),
-        rate_after_cliff_bytes_per_s: rate_after_cliff,
+        rate_after_cliff_bytes_per_s: drops
+            .first()
+            .map(|(_, index)| plateaus[*index].rate_bytes_per_s),
+        plateaus,
+        sustained_plateau_index,
         steady_state,
         sustained_rate_bytes_per_s: sustained_rate,
         sustained_basis,
@@ -404,8 +472,11 @@ mod tests {
         assert!((analysis.peak_rate_bytes_per_s / (2.8 * gb) - 1.0).abs() < 0.001);
         let steady = analysis.steady_state.expect("steady");
         assert!(steady.start_s >= cliff.at_s);
-        assert_eq!(analysis.sustained_basis, SustainedBasis::SteadyState);
+        assert_eq!(analysis.sustained_basis, SustainedBasis::LastPlateau);
+        assert_eq!(analysis.sustained_plateau_index, Some(1));
         assert!((analysis.sustained_rate_bytes_per_s / (1.6 * gb) - 1.0).abs() < 0.001);
+        assert_eq!(analysis.plateaus[0].end_bytes, cliff.at_bytes);
+        assert_eq!(analysis.too_short, None);
         assert!(analysis.later_drops.is_empty());
         assert!(analysis.stalls.is_empty());
     }
@@ -456,14 +527,16 @@ mod tests {
     #[test]
     fn a_ramp_is_not_steady() {
         // Rate climbing 1 % per window: the slope rule refuses it, the range rule alone would not.
+        let mut total_bytes = 0;
         let windows: Vec<Window> = (0..40)
             .map(|index| {
                 let rate = 1e9 * (1.0 + 0.01 * index as f64);
+                total_bytes += (rate * 0.5) as u64;
                 Window {
                     start_s: index as f64 * 0.5,
                     duration_s: 0.5,
                     bytes: (rate * 0.5) as u64,
-                    total_bytes: 0,
+                    total_bytes,
                     position_bytes: 0,
                     rate_bytes_per_s: rate,
                     latency_max_us: 1.0,
@@ -472,7 +545,123 @@ mod tests {
             .collect();
         let analysis = analyse(&windows, &AnalysisSettings::default());
         assert_eq!(analysis.steady_state, None);
-        assert_eq!(analysis.sustained_basis, SustainedBasis::WholeRun);
+        // A staircase: 40 % up in steps of at least 5 %, the sustained rate at its top.
+        assert!(analysis.plateaus.len() >= 2, "{:#?}", analysis.plateaus);
+        assert!(
+            analysis.sustained_rate_bytes_per_s > 1.25e9,
+            "{:#?}",
+            analysis.plateaus
+        );
+    }
+
+    #[test]
+    fn the_rate_before_the_cliff_is_the_plateau_not_a_burst_at_the_start() {
+        // 800 MB/s for 1.5 GiB then 300 MB/s, the first window a burst at 950 MB/s.
+        let gib = (1u64 << 30) as f64;
+        let mut windows = series(&[(1.5 * gib, 800e6), (2.5 * gib, 300e6)], 0.1);
+        windows[0].bytes = 95_000_000;
+        windows[0].rate_bytes_per_s = 950e6;
+        let analysis = analyse(&windows, &AnalysisSettings::default());
+        let cliff = analysis.cliff.unwrap();
+        assert!(
+            (cliff.at_bytes as f64 / (1.5 * gib) - 1.0).abs() < 0.01,
+            "{cliff:?}"
+        );
+        assert!(
+            (cliff.rate_before_bytes_per_s / 800e6 - 1.0).abs() < 0.01,
+            "{cliff:?}"
+        );
+        assert!(
+            (cliff.rate_after_bytes_per_s / 300e6 - 1.0).abs() < 0.01,
+            "{cliff:?}"
+        );
+        assert_eq!(analysis.plateaus.len(), 2);
+    }
+
+    #[test]
+    fn the_drops_come_from_the_plateaus() {
+        let gb = 1e9;
+        // DRAM, SLC, direct to TLC, folding: three drops, the first at the DRAM's end.
+        let model = [
+            (1.0 * gb, 6.0 * gb),
+            (30.0 * gb, 2.8 * gb),
+            (100.0 * gb, 1.6 * gb),
+            (40.0 * gb, 0.8 * gb),
+        ];
+        let analysis = analyse(&series(&model, 0.1), &AnalysisSettings::default());
+        assert_eq!(analysis.plateaus.len(), 4);
+        assert_eq!(
+            analysis.cliff.unwrap().at_bytes,
+            analysis.plateaus[1].start_bytes
+        );
+        let later: Vec<u64> = analysis.later_drops.iter().map(|d| d.at_bytes).collect();
+        assert_eq!(
+            later,
+            [
+                analysis.plateaus[2].start_bytes,
+                analysis.plateaus[3].start_bytes
+            ]
+        );
+        assert_eq!(analysis.sustained_plateau_index, Some(3));
+        assert_eq!(
+            analysis.sustained_rate_bytes_per_s,
+            analysis.plateaus[3].rate_bytes_per_s
+        );
+        assert_eq!(
+            analysis.rate_after_cliff_bytes_per_s,
+            Some(analysis.plateaus[1].rate_bytes_per_s)
+        );
+        // A step under the drop fraction is a plateau but not a drop.
+        let analysis = analyse(
+            &series(&[(20.0 * gb, 2.0 * gb), (20.0 * gb, 1.8 * gb)], 0.1),
+            &AnalysisSettings::default(),
+        );
+        assert_eq!((analysis.plateaus.len(), analysis.cliff), (2, None));
+    }
+
+    #[test]
+    fn windows_holding_too_little_are_merged() {
+        // 100 windows of 1 MB; at least 4 MB a window: 25 windows of 4 MB.
+        let windows = series(&[(100e6, 1e9)], 0.001);
+        let settings = AnalysisSettings {
+            window_bytes_min: 4_000_000,
+            window_count_min: 20,
+            ..AnalysisSettings::default()
+        };
+        let analysis = analyse(&windows, &settings);
+        assert_eq!(analysis.window_count, 100);
+        assert_eq!(analysis.analysed_window_count, 25);
+        assert!((analysis.analysed_window_s - 0.004).abs() < 1e-9);
+        assert_eq!(analysis.too_short, None);
+    }
+
+    #[test]
+    fn a_short_run_says_how_long_to_run() {
+        // 10 windows of 0.1 s at 1 GB/s; 50 windows needed: 5 s, 5 GB.
+        let windows = series(&[(1e9, 1e9)], 0.1);
+        let too_short = analyse(&windows, &AnalysisSettings::default())
+            .too_short
+            .unwrap();
+        assert_eq!(
+            (too_short.window_count, too_short.window_count_min),
+            (10, 50)
+        );
+        assert!(
+            (too_short.run_at_least_s - 5.0).abs() < 1e-6,
+            "{too_short:?}"
+        );
+        assert!((too_short.run_at_least_bytes as f64 / 5e9 - 1.0).abs() < 1e-6);
+        // Windows that must hold 200 MB: 50 of them, 10 GB at 1 GB/s.
+        let settings = AnalysisSettings {
+            window_bytes_min: 200_000_000,
+            ..AnalysisSettings::default()
+        };
+        let too_short = analyse(&windows, &settings).too_short.unwrap();
+        assert_eq!(too_short.window_count, 5);
+        assert!(
+            (too_short.run_at_least_s - 10.0).abs() < 1e-6,
+            "{too_short:?}"
+        );
     }
 
     #[test]
@@ -480,6 +669,7 @@ mod tests {
         let settings = AnalysisSettings::default();
         let analysis = analyse(&[], &settings);
         assert_eq!(analysis.peak_rate_bytes_per_s, 0.0);
+        assert_eq!(analysis.sustained_basis, SustainedBasis::WholeRun);
         let windows = series(&[(1e8, 1e9)], 0.5);
         let analysis = analyse(&windows, &settings);
         assert!((analysis.peak_rate_bytes_per_s / 1e9 - 1.0).abs() < 1e-9);

@@ -13,6 +13,7 @@
 //! What it deliberately does not do: choose settings (the benches do), print, or retry a
 //! failed transfer (the first failure ends the workload and is reported with its offset).
 
+use super::analysis::merge_windows;
 use super::BenchError;
 use crate::engine::{Engine, IoCompletion, IoError, IoOp, IoRequest};
 use crate::pattern::{Mismatch, Pattern};
@@ -64,6 +65,10 @@ pub struct Workload {
     pub discard_ahead_bytes: Option<u64>,
     /// Length of one logging window; `None` logs nothing.
     pub window_ns: Option<u64>,
+    /// When this many windows are logged (an even count), neighbours are merged in pairs and
+    /// windows double in length from then on: a run of any length logs between half this and
+    /// this many windows. `None`: windows keep their length.
+    pub window_count_max: Option<usize>,
 }
 
 impl Workload {
@@ -87,6 +92,7 @@ impl Workload {
             check: None,
             discard_ahead_bytes: None,
             window_ns: None,
+            window_count_max: None,
         }
     }
 }
@@ -219,6 +225,10 @@ pub fn run(
     let start_ns = engine.now_ns();
     let mut windows = Vec::new();
     let mut window = WindowLog::new(start_ns, workload.window_ns);
+    window.count_max = workload
+        .window_count_max
+        .filter(|max| *max >= 2)
+        .map(|max| max / 2 * 2);
     let mut reported_bytes = 0u64;
 
     loop {
@@ -406,6 +416,7 @@ fn next_random(rng: &mut u64) -> u64 {
 /// The window being filled and the rules for closing it.
 struct WindowLog {
     window_ns: Option<u64>,
+    count_max: Option<usize>,
     origin_ns: u64,
     start_ns: u64,
     bytes: u64,
@@ -417,6 +428,7 @@ impl WindowLog {
     fn new(origin_ns: u64, window_ns: Option<u64>) -> WindowLog {
         WindowLog {
             window_ns: window_ns.filter(|ns| *ns > 0),
+            count_max: None,
             origin_ns,
             start_ns: origin_ns,
             bytes: 0,
@@ -483,6 +495,11 @@ impl WindowLog {
         self.start_ns += duration_ns;
         self.bytes = 0;
         self.latency_max_ns = 0;
+        if self.count_max.is_some_and(|max| windows.len() >= max) {
+            let merged: Vec<Window> = windows.chunks(2).map(merge_windows).collect();
+            *windows = merged;
+            self.window_ns = self.window_ns.map(|ns| ns * 2);
+        }
     }
 }
 
@@ -605,6 +622,39 @@ mod tests {
         assert!((summary.p99_us - 990.0).abs() < 35.0, "{summary:?}");
         assert_eq!(summary.max_us, 1000.0);
         assert!((summary.mean_us - 500.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn windows_double_when_their_count_reaches_the_most() {
+        // 32 MiB at 1 GB/s: 33.5 ms. From 1 ms windows at most 8: they double at 8, 16 and 32 ms,
+        // leaving four of 8 ms and what completed after them, if anything did.
+        let (_drive, mut engine) = sim("sim:capacity=64M,cache=0,slow=1GB/s,latency=0", 8, 1 << 20);
+        let mut workload = Workload::sequential(IoOp::Write, 0, 32 << 20, 1 << 20);
+        workload.window_ns = Some(1_000_000);
+        workload.window_count_max = Some(8);
+        let write = run(
+            engine.as_mut(),
+            &workload,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(
+            (4..=5).contains(&write.windows.len()),
+            "{:#?}",
+            write.windows
+        );
+        let whole = &write.windows[..4];
+        assert!(
+            whole.iter().all(|w| (w.duration_s - 0.008).abs() < 1e-9),
+            "{whole:#?}"
+        );
+        for (index, window) in whole.iter().enumerate() {
+            assert!((window.start_s - 0.008 * index as f64).abs() < 1e-9);
+        }
+        assert_eq!(write.windows.iter().map(|w| w.bytes).sum::<u64>(), 32 << 20);
+        assert_eq!(write.windows.last().unwrap().total_bytes, 32 << 20);
     }
 
     #[test]

@@ -16,7 +16,8 @@ pub struct FillSettings {
     pub size_bytes: Option<u64>,
     pub io_size_bytes: u64,
     pub queue_depth: u32,
-    pub window_s: f64,
+    /// Length of a logging window; `None`: sized for the run (see [`super::WINDOW_S_AUTO_START`]).
+    pub window_s: Option<f64>,
     pub seed: u64,
     /// Read back and compare after the write.
     pub verify: bool,
@@ -30,7 +31,7 @@ impl Default for FillSettings {
             size_bytes: None,
             io_size_bytes: 1 << 20,
             queue_depth: 32,
-            window_s: super::WINDOW_S_DEFAULT,
+            window_s: None,
             seed: 0x5eed,
             verify: true,
             engine: EngineChoice::Auto,
@@ -111,15 +112,29 @@ pub fn fill(
         ("size".to_string(), size_bytes.to_string()),
         ("io_size".to_string(), io.to_string()),
         ("queue_depth".to_string(), settings.queue_depth.to_string()),
-        ("window_s".to_string(), settings.window_s.to_string()),
+        (
+            "window_s".to_string(),
+            settings
+                .window_s
+                .map_or("auto".to_string(), |window_s| window_s.to_string()),
+        ),
         ("verify".to_string(), settings.verify.to_string()),
     ];
-    let window_ns = Some((settings.window_s * 1e9) as u64);
+    let window_ns = Some((settings.window_s.unwrap_or(super::WINDOW_S_AUTO_START) * 1e9) as u64);
+    let window_count_max = match settings.window_s {
+        Some(_) => None,
+        None => Some(super::WINDOW_COUNT_AUTO_MAX),
+    };
+    let mut analysis_settings = settings.analysis;
+    if settings.window_s.is_none() {
+        analysis_settings.window_bytes_min = super::WINDOW_TRANSFER_COUNT_MIN * io;
+    }
     let mut write_workload = Workload::sequential(IoOp::Write, 0, size_bytes, io);
     write_workload.data = Data::Pattern {
         seed: settings.seed,
     };
     write_workload.window_ns = window_ns;
+    write_workload.window_count_max = window_count_max;
     let write = driver::run(
         engine.as_mut(),
         &write_workload,
@@ -137,6 +152,7 @@ pub fn fill(
         let mut read_workload = Workload::sequential(IoOp::Read, 0, write.bytes, io);
         read_workload.check = Some(Pattern::new(settings.seed));
         read_workload.window_ns = window_ns;
+        read_workload.window_count_max = window_count_max;
         Some(driver::run(
             engine.as_mut(),
             &read_workload,
@@ -147,7 +163,7 @@ pub fn fill(
     } else {
         None
     };
-    let analysis = analyse(&write.windows, &settings.analysis);
+    let analysis = analyse(&write.windows, &analysis_settings);
     let summary = FillSummary {
         bytes_written: write.bytes,
         peak_write_bytes_per_s: analysis.peak_rate_bytes_per_s,
@@ -186,7 +202,7 @@ mod tests {
     /// in windows as on a real drive's 0.5 s windows.
     fn settings(window_s: f64) -> FillSettings {
         FillSettings {
-            window_s,
+            window_s: Some(window_s),
             analysis: AnalysisSettings {
                 drop_window_count: 4,
                 steady_window_count: 10,
@@ -243,10 +259,11 @@ mod tests {
     #[test]
     fn reports_stalls_and_throttling_on_the_simulated_drive() {
         let target = open(
-            "sim:capacity=2G,cache=128M,fast=3GB/s,slow=2GB/s,throttle-after=500ms,throttle-factor=0.5,stall-every=512M,stall=40ms",
+            "sim:capacity=2G,cache=512M,fast=3GB/s,slow=2GB/s,throttle-after=500ms,throttle-factor=0.5,stall-every=512M,stall=40ms",
         );
-        // Queue depth 8: a transfer takes 4-8 ms, a stalled one over 40 ms.
-        let mut settings = settings(0.05);
+        // Queue depth 8: a transfer takes 4-8 ms, a stalled one over 40 ms. Windows of 25 ms:
+        // the cache lasts 7 of them, a stall 2 (too few to be a plateau).
+        let mut settings = settings(0.025);
         settings.queue_depth = 8;
         settings.analysis.stall_latency_us = Some(30_000.0);
         let result = fill(

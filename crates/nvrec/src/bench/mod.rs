@@ -27,6 +27,7 @@ pub mod analysis;
 pub mod driver;
 mod fill;
 mod overwrite;
+pub mod plateau;
 mod profile;
 mod size;
 mod sweep;
@@ -52,6 +53,13 @@ use std::path::PathBuf;
 pub const SCHEMA_VERSION: u32 = 1;
 /// Default length of one logging window of the time series.
 pub const WINDOW_S_DEFAULT: f64 = 0.5;
+/// Windows sized for the run (`bench fill` without `--window`): they start this long and
+/// double, merged in pairs, whenever [`WINDOW_COUNT_AUTO_MAX`] are logged.
+pub const WINDOW_S_AUTO_START: f64 = 0.001;
+pub const WINDOW_COUNT_AUTO_MAX: usize = 512;
+/// Windows sized for the run hold at least this many transfers for the analysis (fewer
+/// measure the transfers' timing more than the drive's rate).
+pub const WINDOW_TRANSFER_COUNT_MIN: u64 = 16;
 
 /// What a bench runs on.
 #[derive(Debug, Clone)]

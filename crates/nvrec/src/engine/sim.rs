@@ -13,10 +13,14 @@
 //! - A command occupies the channel for `max(len / rate, 1 / iops_max)` and completes a fixed
 //!   `latency` after its transfer ends; the latency overlaps other commands' transfers, so a
 //!   deep queue reaches the channel's rate and queue depth 1 does not (as on real drives).
-//! - Writes go at `write_fast` while the SLC cache has room and at `write_slow` once it is full;
-//!   a command that crosses the boundary is split. The cache gains room only while the drive
-//!   is not writing (idle or reading), at `cache_recover`: a continuous write sees the cliff
-//!   exactly `cache` bytes in.
+//! - Writes go at `write_dram` while the DRAM buffer (`dram` bytes, none by default) has room,
+//!   then at `write_fast` while the SLC cache has room, and at `write_slow` once it is full;
+//!   a command that crosses a boundary is split. Buffer and cache gain room only while the
+//!   drive is not writing (idle or reading), at `cache_recover`: a continuous write sees the
+//!   DRAM burst end exactly `dram` bytes in and the cliff `dram + cache` bytes in.
+//! - Folding: once the drive holds more than `fold_at` bytes (written and not discarded), what
+//!   goes past the cache goes at `write_fold` (the drive folds SLC into TLC as it writes), so a
+//!   continuous write from an empty drive has up to four plateaus.
 //! - Writing over data that was written before and not discarded (a ring's second lap without
 //!   TRIM) costs garbage collection once less than 10 % of the drive is free (never written or
 //!   discarded): the rate of the overwritten blocks is multiplied by `overwrite_factor`.
@@ -57,6 +61,12 @@ pub struct SimModel {
     pub capacity_bytes: u64,
     pub logical_block_bytes: u32,
     pub cache_bytes: u64,
+    /// The DRAM buffer that takes the first writes, fastest (0 = none).
+    pub dram_bytes: u64,
+    pub write_dram_bytes_per_s: f64,
+    /// Bytes held beyond which writes past the cache go at `write_fold` (0 = never).
+    pub fold_at_bytes: u64,
+    pub write_fold_bytes_per_s: f64,
     pub write_fast_bytes_per_s: f64,
     pub write_slow_bytes_per_s: f64,
     pub read_bytes_per_s: f64,
@@ -83,6 +93,10 @@ impl Default for SimModel {
             capacity_bytes: 1 << 30,
             logical_block_bytes: 512,
             cache_bytes: 256 << 20,
+            dram_bytes: 0,
+            write_dram_bytes_per_s: 6.0e9,
+            fold_at_bytes: 0,
+            write_fold_bytes_per_s: 0.8e9,
             write_fast_bytes_per_s: 2.8e9,
             write_slow_bytes_per_s: 1.6e9,
             read_bytes_per_s: 3.2e9,
@@ -108,8 +122,8 @@ pub struct SimSpecError {
 }
 
 /// The keys `sim:` accepts, for help texts.
-pub const SIM_SPEC_KEYS: &str = "capacity, lbs, cache, fast, slow, read, recover, iops, \
-latency, overwrite, throttle-after, throttle-factor, stall-every, stall, seed";
+pub const SIM_SPEC_KEYS: &str = "capacity, lbs, dram, dram-rate, cache, fast, slow, fold-at, \
+fold, read, recover, iops, latency, overwrite, throttle-after, throttle-factor, stall-every, stall, seed";
 
 impl SimModel {
     /// Whether a target argument names a simulated drive.
@@ -161,6 +175,10 @@ impl SimModel {
                 "capacity" | "size" => model.capacity_bytes = size()?,
                 "lbs" => model.logical_block_bytes = size()? as u32,
                 "cache" => model.cache_bytes = size()?,
+                "dram" => model.dram_bytes = size()?,
+                "dram-rate" => model.write_dram_bytes_per_s = rate()?,
+                "fold-at" => model.fold_at_bytes = size()?,
+                "fold" => model.write_fold_bytes_per_s = rate()?,
                 "fast" => model.write_fast_bytes_per_s = rate()?,
                 "slow" => model.write_slow_bytes_per_s = rate()?,
                 "read" => model.read_bytes_per_s = rate()?,
@@ -202,6 +220,9 @@ impl SimModel {
                 format_bytes(SIM_CAPACITY_BYTES_MAX)
             ));
         }
+        if self.fold_at_bytes > self.capacity_bytes {
+            return Err("fold-at is beyond the capacity".to_string());
+        }
         if !(0.0..=1.0).contains(&self.overwrite_factor) || self.overwrite_factor == 0.0 {
             return Err("overwrite must be in (0, 1]".to_string());
         }
@@ -213,14 +234,28 @@ impl SimModel {
 
     /// One line for reports: `sim 1.0 GiB, cache 256 MiB, 2800 -> 1600 MB/s write, ...`.
     pub fn describe(&self) -> String {
-        let mut text = format!(
-            "simulated drive {}, cache {}, write {:.0} -> {:.0} MB/s, read {:.0} MB/s",
-            format_bytes(self.capacity_bytes),
+        let mut text = format!("simulated drive {}", format_bytes(self.capacity_bytes));
+        if self.dram_bytes > 0 {
+            text += &format!(
+                ", DRAM {} at {:.0} MB/s",
+                format_bytes(self.dram_bytes),
+                self.write_dram_bytes_per_s / 1e6
+            );
+        }
+        text += &format!(
+            ", cache {}, write {:.0} -> {:.0} MB/s",
             format_bytes(self.cache_bytes),
             self.write_fast_bytes_per_s / 1e6,
             self.write_slow_bytes_per_s / 1e6,
-            self.read_bytes_per_s / 1e6
         );
+        if self.fold_at_bytes > 0 {
+            text += &format!(
+                " -> {:.0} MB/s folding past {}",
+                self.write_fold_bytes_per_s / 1e6,
+                format_bytes(self.fold_at_bytes)
+            );
+        }
+        text += &format!(", read {:.0} MB/s", self.read_bytes_per_s / 1e6);
         if self.throttle_after_s > 0.0 {
             text += &format!(
                 ", throttles to {:.0} % after {:.1} s of writing",
@@ -257,6 +292,7 @@ struct SimState {
     /// When the transfer channel is next free.
     channel_free_ns: u64,
     cache_free_bytes: f64,
+    dram_free_bytes: f64,
     heat_s: f64,
     throttled: bool,
     rng: u64,
@@ -312,6 +348,7 @@ impl SimDrive {
             now_ns: 0,
             channel_free_ns: 0,
             cache_free_bytes: model.cache_bytes as f64,
+            dram_free_bytes: model.dram_bytes as f64,
             heat_s: 0.0,
             throttled: false,
             rng,
@@ -430,14 +467,33 @@ impl SimState {
             return;
         }
         let idle_s = (until_ns - self.channel_free_ns) as f64 / 1e9;
-        self.cache_free_bytes = (self.cache_free_bytes
-            + idle_s * self.model.cache_recover_bytes_per_s)
-            .min(self.model.cache_bytes as f64);
+        self.recover(idle_s);
         self.heat_s = (self.heat_s - idle_s).max(0.0);
         if self.throttled && self.heat_s < 0.8 * self.model.throttle_after_s {
             self.throttled = false;
         }
         self.channel_free_ns = until_ns;
+    }
+
+    /// `seconds` of not writing: the DRAM buffer and the SLC cache regain room.
+    fn recover(&mut self, seconds: f64) {
+        let regained = seconds * self.model.cache_recover_bytes_per_s;
+        self.dram_free_bytes = (self.dram_free_bytes + regained).min(self.model.dram_bytes as f64);
+        self.cache_free_bytes =
+            (self.cache_free_bytes + regained).min(self.model.cache_bytes as f64);
+    }
+
+    /// Seconds to write `len` bytes past the buffer and cache: at the slow rate, and at the
+    /// folding rate for what lies beyond `fold_at` of the bytes held (this command counted).
+    fn past_cache_s(&self, len: f64, multiplier: f64) -> f64 {
+        let held = (self.dirty_count * DIRTY_BLOCK_BYTES) as f64;
+        let folded = if self.model.fold_at_bytes > 0 {
+            (held - self.model.fold_at_bytes as f64).clamp(0.0, len)
+        } else {
+            0.0
+        };
+        (len - folded) / (self.model.write_slow_bytes_per_s * multiplier)
+            + folded / (self.model.write_fold_bytes_per_s * multiplier)
     }
 
     fn throttle_multiplier(&self) -> f64 {
@@ -473,10 +529,13 @@ impl SimState {
         let slowdown = (1.0 - overwritten_share) + overwritten_share / self.model.overwrite_factor;
         let multiplier = self.throttle_multiplier() / slowdown;
         let len = len_bytes as f64;
-        let cached = len.min(self.cache_free_bytes);
+        let buffered = len.min(self.dram_free_bytes);
+        self.dram_free_bytes -= buffered;
+        let cached = (len - buffered).min(self.cache_free_bytes);
         self.cache_free_bytes -= cached;
-        let seconds = cached / (self.model.write_fast_bytes_per_s * multiplier)
-            + (len - cached) / (self.model.write_slow_bytes_per_s * multiplier);
+        let seconds = buffered / (self.model.write_dram_bytes_per_s * multiplier)
+            + cached / (self.model.write_fast_bytes_per_s * multiplier)
+            + self.past_cache_s(len - buffered - cached, multiplier);
         self.heat_s += seconds;
         if self.model.throttle_after_s > 0.0
             && !self.throttled
@@ -552,9 +611,7 @@ impl SimEngine {
                     let seconds =
                         len as f64 / (state.model.read_bytes_per_s * state.throttle_multiplier());
                     // Folding the cache goes on while the drive reads.
-                    state.cache_free_bytes = (state.cache_free_bytes
-                        + seconds * state.model.cache_recover_bytes_per_s)
-                        .min(state.model.cache_bytes as f64);
+                    state.recover(seconds);
                     seconds
                 }
                 IoOp::Flush => 0.0,
@@ -852,6 +909,31 @@ mod tests {
         let slow_s = write_seq(&mut engine, 16 << 20, 16 << 20, 1 << 20);
         assert!((fast_s - (16 << 20) as f64 / 2e9).abs() < 1e-6, "{fast_s}");
         assert!((slow_s - (16 << 20) as f64 / 1e9).abs() < 1e-6, "{slow_s}");
+    }
+
+    #[test]
+    fn dram_then_cache_then_slow_then_folding_each_at_its_rate() {
+        let drive = SimDrive::new(model(
+            "sim:capacity=64M,dram=4M,dram-rate=4GB/s,cache=8M,fast=2GB/s,slow=1GB/s,\
+             fold-at=32M,fold=0.5GB/s,latency=0,iops=1000000000",
+        ))
+        .unwrap();
+        assert!(drive.model().describe().contains("DRAM 4 MiB at 4000 MB/s"));
+        assert!(drive
+            .model()
+            .describe()
+            .contains("-> 500 MB/s folding past 32 MiB"));
+        let mut engine = open(&drive, 1 << 20, 8);
+        let mib = (1u64 << 20) as f64;
+        for (start, len, rate) in [(0, 4, 4e9), (4, 8, 2e9), (12, 20, 1e9), (32, 16, 0.5e9)] {
+            let seconds = write_seq(&mut engine, start << 20, len << 20, 1 << 20);
+            let expected = len as f64 * mib / rate;
+            assert!(
+                (seconds - expected).abs() < 1e-6,
+                "{start}: {seconds} {expected}"
+            );
+        }
+        assert!(SimModel::parse("sim:capacity=64M,fold-at=65M").is_err());
     }
 
     #[test]

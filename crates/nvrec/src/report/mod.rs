@@ -108,7 +108,17 @@ pub struct Band {
     pub label: String,
 }
 
-/// Lines over x, with markers, reference lines and bands drawn over them.
+/// A stretch of x at one level of y ("plateau 2: 1600 MB/s"): shaded, tones alternating
+/// from one to the next, with the level drawn across it and labelled.
+#[derive(Debug, Clone)]
+pub struct Level {
+    pub from_x: f64,
+    pub to_x: f64,
+    pub y: f64,
+    pub label: String,
+}
+
+/// Lines over x, with levels, markers, reference lines and bands drawn over them.
 #[derive(Debug, Clone)]
 pub struct LineChart {
     pub title: String,
@@ -118,6 +128,7 @@ pub struct LineChart {
     pub markers: Vec<Marker>,
     pub references: Vec<Reference>,
     pub bands: Vec<Band>,
+    pub levels: Vec<Level>,
 }
 
 impl LineChart {
@@ -130,6 +141,7 @@ impl LineChart {
             markers: Vec::new(),
             references: Vec::new(),
             bands: Vec::new(),
+            levels: Vec::new(),
         }
     }
 }

@@ -295,6 +295,42 @@ fn y_axis(out: &mut String, mapping: &Mapping, axis: &super::Axis) {
     );
 }
 
+/// Tones of the shaded levels, alternating.
+const LEVEL_TONES: [&str; 2] = ["#1f77b4", "#ff7f0e"];
+
+/// Each level shaded over its x range, its y drawn across it and labelled above.
+fn levels(out: &mut String, chart: &LineChart, x_map: &Mapping, y_map: &Mapping) {
+    let (x_min, x_max) = (x_map.min, x_map.max);
+    for (index, level) in chart.levels.iter().enumerate() {
+        let drawn = [level.from_x, level.to_x]
+            .iter()
+            .all(|x| drawable(chart.x.scale, *x))
+            && drawable(chart.y.scale, level.y);
+        if !drawn {
+            continue;
+        }
+        let from = x_map.map(level.from_x.max(x_min));
+        let to = x_map.map(level.to_x.min(x_max));
+        if to <= from {
+            continue;
+        }
+        let tone = LEVEL_TONES[index % LEVEL_TONES.len()];
+        let y = y_map.map(level.y);
+        let _ = write!(
+            out,
+            "<g class=\"level\"><rect x=\"{from:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\" \
+             fill=\"{tone}\" fill-opacity=\"0.07\"/><line x1=\"{from:.1}\" x2=\"{to:.1}\" \
+             y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"{tone}\" stroke-width=\"2\"/><text x=\"{:.1}\" \
+             y=\"{:.1}\" fill=\"#333\">{}</text></g>",
+            to - from,
+            HEIGHT - BOTTOM - TOP,
+            from + 3.0,
+            (y - 6.0).max(TOP + 12.0),
+            escape(&level.label)
+        );
+    }
+}
+
 fn render_line(chart: &LineChart, index: usize) -> String {
     let mut out = String::new();
     let names: Vec<String> = chart
@@ -378,6 +414,7 @@ fn render_line(chart: &LineChart, index: usize) -> String {
         from: HEIGHT - BOTTOM,
         to: TOP,
     };
+    levels(&mut out, chart, &x_map, &y_map);
     for band in &chart.bands {
         if !(drawable(x_scale, band.from_x) && drawable(x_scale, band.to_x)) {
             continue;
@@ -735,6 +772,41 @@ mod tests {
         assert_eq!(downsample(&limit, 10).len(), POINT_COUNT_MAX);
         let short = vec![(0.0, 1.0), (1.0, 2.0)];
         assert_eq!(downsample(&short, 800), short);
+    }
+
+    #[test]
+    fn levels_are_shaded_in_turn_and_labelled() {
+        let mut chart = LineChart::new(
+            "fill",
+            super::super::Axis::new("s", Scale::Linear, AxisFormat::Seconds),
+            super::super::Axis::new("MB/s", Scale::Linear, AxisFormat::RateMbPerS),
+        );
+        chart.series.push(super::super::Series {
+            name: "write".to_string(),
+            points: vec![(0.0, 2.8e9), (1.0, 2.8e9), (2.0, 1.6e9), (3.0, 1.6e9)],
+        });
+        for (index, (from_x, to_x, y)) in [(0.0, 1.5, 2.8e9), (1.5, 3.0, 1.6e9), (4.0, 5.0, 1e9)]
+            .into_iter()
+            .enumerate()
+        {
+            chart.levels.push(super::super::Level {
+                from_x,
+                to_x,
+                y,
+                label: format!("{}: <{:.0}>", index + 1, y / 1e6),
+            });
+        }
+        let svg = render_chart(&Chart::Line(chart), 0);
+        // The third lies beyond the data and is left out.
+        assert_eq!(svg.matches("<g class=\"level\">").count(), 2, "{svg}");
+        assert!(
+            svg.contains("1: &lt;2800&gt;") && svg.contains("2: &lt;1600&gt;"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(LEVEL_TONES[0]) && svg.contains(LEVEL_TONES[1]),
+            "{svg}"
+        );
     }
 
     #[test]

@@ -1,0 +1,481 @@
+//! Plateaus: the stretches of a run in which a drive wrote at one rate (a DRAM buffer, the SLC
+//! cache, direct to TLC, folding, throttled). Pure functions over [`Window`]s.
+//!
+//! The method, in the order it runs:
+//! 1. **Smoothing**: a running median of [`MEDIAN_WIDTH`] windows; a stall or a lucky window
+//!    alone (up to two in a row) leaves no trace, a step stays where it is.
+//! 2. **Noise**: the spread of the raw window rates from one window to the next, as a robust
+//!    standard deviation (median absolute difference of neighbours).
+//! 3. **Binary segmentation**: a stretch is split where splitting removes the most squared
+//!    error of the smoothed series, provided both sides last `window_count_min` windows and
+//!    their means differ by more than `step_fraction` of the higher and by more than
+//!    [`NOISE_Z`] standard errors; each side is then split the same way.
+//! 4. **Merging**: neighbours whose median raw rates differ by less than `step_fraction` become
+//!    one (a window mixing two rates can make a short stretch look different on its mean).
+//! 5. **Boundaries**: the change lies in the windows around a split, which start at the
+//!    level before and end at the level after (medians of the raw rates); `x/r1 + (b - x)/r2
+//!    = d` gives the byte where it happened, so it does not depend on where windows fall.
+//! 6. **Rates**: each plateau's rate is its bytes over its time, boundary to boundary, never
+//!    one window; its spread is the 10th and 90th percentile of the windows wholly inside it.
+
+use super::driver::Window;
+
+/// Width of the running median, in windows.
+pub const MEDIAN_WIDTH: usize = 5;
+/// Standard errors by which two sides' means must differ for a split.
+pub const NOISE_Z: f64 = 4.0;
+
+/// One stretch of the run at one rate.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Plateau {
+    pub start_bytes: u64,
+    pub end_bytes: u64,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Bytes over time from its start to its end.
+    pub rate_bytes_per_s: f64,
+    /// Spread of the rates of the windows wholly inside it.
+    pub rate_p10_bytes_per_s: f64,
+    pub rate_p90_bytes_per_s: f64,
+    /// Windows wholly inside it.
+    pub window_count: usize,
+}
+
+/// How the run is cut.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlateauSettings {
+    /// Windows a plateau lasts at least.
+    pub window_count_min: usize,
+    /// Relative difference of rates below which two stretches are one plateau.
+    pub step_fraction: f64,
+}
+
+/// Where the run ends: what the last plateau runs to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunEnd {
+    pub bytes: u64,
+    pub s: f64,
+}
+
+/// Cuts `windows` (of one length, in time order) into plateaus; the last runs to `end`.
+pub fn plateaus(windows: &[Window], end: RunEnd, settings: &PlateauSettings) -> Vec<Plateau> {
+    if windows.is_empty() {
+        return Vec::new();
+    }
+    let rates: Vec<f64> = windows.iter().map(|w| w.rate_bytes_per_s).collect();
+    let segments = segment(&rates, settings);
+    let mut boundaries = vec![Boundary {
+        bytes: bytes_before(windows, 0),
+        s: windows[0].start_s,
+    }];
+    for pair in segments.windows(2) {
+        boundaries.push(locate(windows, &rates, pair[0], pair[1]));
+    }
+    boundaries.push(Boundary {
+        bytes: end.bytes,
+        s: end.s,
+    });
+    boundaries
+        .windows(2)
+        .map(|pair| plateau(windows, pair[0], pair[1]))
+        .collect()
+}
+
+/// Half-open ranges of window indices, in order, covering `0..rates.len()`.
+pub fn segment(rates: &[f64], settings: &PlateauSettings) -> Vec<(usize, usize)> {
+    let smoothed = running_median(rates, MEDIAN_WIDTH);
+    let noise = noise_sigma(rates);
+    let prefix = Prefix::new(&smoothed);
+    let mut done = Vec::new();
+    let mut todo = vec![(0, rates.len())];
+    while let Some(range) = todo.pop() {
+        match best_split(&prefix, range, noise, settings) {
+            Some(at) => {
+                todo.push((at, range.1));
+                todo.push((range.0, at));
+            }
+            None => done.push(range),
+        }
+    }
+    done.sort_unstable();
+    merge_close(rates, done, settings.step_fraction)
+}
+
+/// The running median of `width` (odd) values centred on each, cut short at the ends.
+pub fn running_median(values: &[f64], width: usize) -> Vec<f64> {
+    let half = width / 2;
+    (0..values.len())
+        .map(|index| {
+            let from = index.saturating_sub(half);
+            let to = (index + half + 1).min(values.len());
+            median(&values[from..to])
+        })
+        .collect()
+}
+
+/// A robust standard deviation of the values about a level that changes rarely: the median
+/// of the absolute differences of neighbours, scaled for a normal distribution.
+fn noise_sigma(values: &[f64]) -> f64 {
+    let differences: Vec<f64> = values
+        .windows(2)
+        .map(|pair| (pair[1] - pair[0]).abs())
+        .collect();
+    median(&differences) / (0.6745 * std::f64::consts::SQRT_2)
+}
+
+/// Prefix sums for the mean and squared error of any stretch in O(1).
+struct Prefix {
+    sum: Vec<f64>,
+}
+
+impl Prefix {
+    fn new(values: &[f64]) -> Prefix {
+        let mut sum = Vec::with_capacity(values.len() + 1);
+        sum.push(0.0);
+        for value in values {
+            sum.push(sum.last().copied().unwrap_or(0.0) + value);
+        }
+        Prefix { sum }
+    }
+
+    fn mean(&self, from: usize, to: usize) -> f64 {
+        (self.sum[to] - self.sum[from]) / (to - from) as f64
+    }
+}
+
+/// Where to split `range`, if anywhere (step 3 of the method).
+fn best_split(
+    prefix: &Prefix,
+    (from, to): (usize, usize),
+    noise: f64,
+    settings: &PlateauSettings,
+) -> Option<usize> {
+    let least = settings.window_count_min.max(2);
+    if to - from < 2 * least {
+        return None;
+    }
+    let gain = |at: usize| {
+        let (left, right) = ((at - from) as f64, (to - at) as f64);
+        let difference = prefix.mean(from, at) - prefix.mean(at, to);
+        left * right / (left + right) * difference * difference
+    };
+    let at = (from + least..=to - least).max_by(|a, b| gain(*a).total_cmp(&gain(*b)))?;
+    let (left, right) = (prefix.mean(from, at), prefix.mean(at, to));
+    let difference = (left - right).abs();
+    let standard_error = noise * (1.0 / (at - from) as f64 + 1.0 / (to - at) as f64).sqrt();
+    let step = difference > settings.step_fraction * left.abs().max(right.abs());
+    (step && difference > NOISE_Z * standard_error).then_some(at)
+}
+
+/// Joins neighbours whose median raw rates differ by less than `step_fraction` of the higher,
+/// closest first (step 4 of the method).
+fn merge_close(
+    rates: &[f64],
+    mut segments: Vec<(usize, usize)>,
+    step_fraction: f64,
+) -> Vec<(usize, usize)> {
+    loop {
+        let closest = (1..segments.len())
+            .map(|index| {
+                let a = median(&rates[segments[index - 1].0..segments[index - 1].1]);
+                let b = median(&rates[segments[index].0..segments[index].1]);
+                (
+                    index,
+                    (a - b).abs() / a.abs().max(b.abs()).max(f64::MIN_POSITIVE),
+                )
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        match closest {
+            Some((index, difference)) if difference < step_fraction => {
+                segments[index - 1].1 = segments[index].1;
+                segments.remove(index);
+            }
+            _ => return segments,
+        }
+    }
+}
+
+/// A point of the run: bytes written and seconds since the start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Boundary {
+    bytes: u64,
+    s: f64,
+}
+
+/// Windows on each side of a split that the change is searched in.
+const SPAN_SIDE: usize = 2;
+
+/// Where between two segments the rate changed (step 5 of the method).
+fn locate(
+    windows: &[Window],
+    rates: &[f64],
+    before: (usize, usize),
+    after: (usize, usize),
+) -> Boundary {
+    let level_before = median(&rates[before.0..before.1]);
+    let level_after = median(&rates[after.0..after.1]);
+    let from = before.1.saturating_sub(SPAN_SIDE).max(before.0);
+    let to = (after.0 + SPAN_SIDE).min(after.1);
+    let span = &windows[from..to];
+    let span_bytes: f64 = span.iter().map(|w| w.bytes as f64).sum();
+    let span_s: f64 = span.iter().map(|w| w.duration_s).sum();
+    let inside = if level_before > 0.0 && level_after > 0.0 && level_before != level_after {
+        ((span_s - span_bytes / level_after) / (1.0 / level_before - 1.0 / level_after))
+            .clamp(0.0, span_bytes)
+    } else {
+        bytes_before(windows, after.0).saturating_sub(bytes_before(windows, from)) as f64
+    };
+    let start_s = windows[from].start_s;
+    let inside_s = if level_before > 0.0 {
+        (inside / level_before).min(span_s)
+    } else {
+        windows[after.0].start_s - start_s
+    };
+    Boundary {
+        bytes: bytes_before(windows, from) + inside.round() as u64,
+        s: start_s + inside_s,
+    }
+}
+
+/// The plateau between two boundaries (step 6 of the method).
+fn plateau(windows: &[Window], start: Boundary, end: Boundary) -> Plateau {
+    let bytes = end.bytes.saturating_sub(start.bytes);
+    let seconds = end.s - start.s;
+    let rate = if seconds > 0.0 {
+        bytes as f64 / seconds
+    } else {
+        0.0
+    };
+    // A little slack so that a window ending exactly at a boundary counts as inside.
+    let slack_s = 1e-9 * end.s.abs().max(1.0);
+    let mut inside: Vec<f64> = windows
+        .iter()
+        .filter(|w| w.start_s + slack_s >= start.s && w.start_s + w.duration_s <= end.s + slack_s)
+        .map(|w| w.rate_bytes_per_s)
+        .collect();
+    inside.sort_by(f64::total_cmp);
+    Plateau {
+        start_bytes: start.bytes,
+        end_bytes: end.bytes,
+        start_s: start.s,
+        end_s: end.s,
+        rate_bytes_per_s: rate,
+        rate_p10_bytes_per_s: percentile(&inside, 0.1).unwrap_or(rate),
+        rate_p90_bytes_per_s: percentile(&inside, 0.9).unwrap_or(rate),
+        window_count: inside.len(),
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], fraction: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((fraction * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+/// The median; 0 for nothing.
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[middle]
+    } else {
+        (sorted[middle - 1] + sorted[middle]) / 2.0
+    }
+}
+
+/// Bytes written before window `index` starts.
+pub fn bytes_before(windows: &[Window], index: usize) -> u64 {
+    windows[index]
+        .total_bytes
+        .saturating_sub(windows[index].bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SETTINGS: PlateauSettings = PlateauSettings {
+        window_count_min: 4,
+        step_fraction: 0.05,
+    };
+
+    /// Windows of `window_s` over a drive that writes each `(bytes, rate)` in turn.
+    pub(crate) fn series(segments: &[(f64, f64)], window_s: f64) -> Vec<Window> {
+        let mut ends = Vec::new();
+        let (mut t, mut total) = (0.0f64, 0.0f64);
+        for (bytes, rate) in segments {
+            t += bytes / rate;
+            total += bytes;
+            ends.push((t, total, *rate));
+        }
+        let bytes_at = |time: f64| {
+            let mut previous = (0.0, 0.0);
+            for (end_t, end_bytes, rate) in &ends {
+                if time <= *end_t {
+                    return previous.1 + (time - previous.0) * rate;
+                }
+                previous = (*end_t, *end_bytes);
+            }
+            previous.1
+        };
+        let mut windows = Vec::new();
+        let mut start = 0.0;
+        let mut index = 0;
+        while start < t - 1e-12 {
+            let end = ((index + 1) as f64 * window_s).min(t);
+            let (before, after) = (bytes_at(start), bytes_at(end));
+            windows.push(Window {
+                start_s: start,
+                duration_s: end - start,
+                bytes: after.round() as u64 - before.round() as u64,
+                total_bytes: after.round() as u64,
+                position_bytes: after.round() as u64,
+                rate_bytes_per_s: (after - before) / (end - start),
+                latency_max_us: 1000.0,
+            });
+            start = end;
+            index += 1;
+        }
+        windows
+    }
+
+    fn cut(windows: &[Window]) -> Vec<Plateau> {
+        let last = windows.last().unwrap();
+        let end = RunEnd {
+            bytes: last.total_bytes,
+            s: last.start_s + last.duration_s,
+        };
+        plateaus(windows, end, &SETTINGS)
+    }
+
+    /// Every plateau's bounds and rate within `tolerance` of the model's `(bytes, rate)`.
+    fn assert_matches(found: &[Plateau], model: &[(f64, f64)], tolerance: f64) {
+        assert_eq!(found.len(), model.len(), "{found:#?}");
+        let (mut bytes, mut seconds) = (0.0, 0.0);
+        for (plateau, (length, rate)) in found.iter().zip(model) {
+            let close = |a: f64, b: f64| (a - b).abs() <= tolerance * b.abs().max(1.0);
+            assert!(close(plateau.start_bytes as f64, bytes), "{plateau:?}");
+            assert!(close(plateau.start_s, seconds), "{plateau:?}");
+            bytes += length;
+            seconds += length / rate;
+            assert!(close(plateau.end_bytes as f64, bytes), "{plateau:?}");
+            assert!(close(plateau.end_s, seconds), "{plateau:?}");
+            assert!(close(plateau.rate_bytes_per_s, *rate), "{plateau:?}");
+        }
+    }
+
+    #[test]
+    fn one_to_four_plateaus_come_out_exactly() {
+        let gb = 1e9;
+        let models: [&[(f64, f64)]; 4] = [
+            &[(40.0 * gb, 2.0 * gb)],
+            &[(30.0 * gb, 2.8 * gb), (170.0 * gb, 1.6 * gb)],
+            &[
+                (3.0 * gb, 6.0 * gb),
+                (30.0 * gb, 2.8 * gb),
+                (100.0 * gb, 1.6 * gb),
+            ],
+            &[
+                (3.0 * gb, 6.0 * gb),
+                (30.0 * gb, 2.8 * gb),
+                (100.0 * gb, 1.6 * gb),
+                (40.0 * gb, 0.8 * gb),
+            ],
+        ];
+        for model in models {
+            let found = cut(&series(model, 0.1));
+            assert_matches(&found, model, 1e-3);
+            for plateau in &found {
+                assert!(plateau.rate_p10_bytes_per_s <= plateau.rate_p90_bytes_per_s);
+                assert!(plateau.window_count >= 4);
+            }
+        }
+    }
+
+    #[test]
+    fn outlier_windows_and_a_short_burst_are_not_plateaus() {
+        let gb = 1e9;
+        let model = [(30.0 * gb, 2.0 * gb), (30.0 * gb, 1.0 * gb)];
+        let mut windows = series(&model, 0.25);
+        // A stall, two lucky windows in a row, and a short burst in the first window.
+        for (index, factor) in [(20, 0.0), (80, 1.5), (81, 1.5), (0, 1.3)] {
+            let window = &mut windows[index];
+            window.rate_bytes_per_s *= factor;
+            window.bytes = (window.bytes as f64 * factor) as u64;
+        }
+        let found = cut(&windows);
+        assert_eq!(found.len(), 2, "{found:#?}");
+        // The boundary is unmoved; the rates hold the outliers' bytes, a window's worth.
+        assert!((found[0].end_bytes as f64 / (30.0 * gb) - 1.0).abs() < 1e-3);
+        assert!((found[0].rate_bytes_per_s / (2.0 * gb) - 1.0).abs() < 0.03);
+        assert!((found[1].rate_bytes_per_s / (1.0 * gb) - 1.0).abs() < 0.03);
+        assert_eq!(found[0].rate_p90_bytes_per_s, 2.0 * gb);
+    }
+
+    #[test]
+    fn a_dip_in_the_middle_is_its_own_plateau() {
+        let gb = 1e9;
+        let model = [
+            (20.0 * gb, 1.6 * gb),
+            (4.0 * gb, 0.8 * gb),
+            (20.0 * gb, 1.6 * gb),
+        ];
+        assert_matches(&cut(&series(&model, 0.1)), &model, 1e-3);
+    }
+
+    #[test]
+    fn noise_alone_makes_no_plateau() {
+        // ±8 % in a fixed pseudo-random order around 1 GB/s.
+        let mut state = 7u64;
+        let windows: Vec<Window> = (0..300)
+            .map(|index| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let rate = 1e9 * (0.92 + 0.16 * (state >> 11) as f64 / (1u64 << 53) as f64);
+                Window {
+                    start_s: index as f64 * 0.1,
+                    duration_s: 0.1,
+                    bytes: (rate * 0.1) as u64,
+                    total_bytes: 0,
+                    position_bytes: 0,
+                    rate_bytes_per_s: rate,
+                    latency_max_us: 1.0,
+                }
+            })
+            .collect();
+        assert_eq!(
+            segment(
+                &windows
+                    .iter()
+                    .map(|w| w.rate_bytes_per_s)
+                    .collect::<Vec<_>>(),
+                &SETTINGS
+            ),
+            vec![(0, 300)]
+        );
+    }
+
+    #[test]
+    fn medians_and_percentiles() {
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(
+            running_median(&[1.0, 9.0, 1.0, 1.0, 5.0, 5.0, 5.0], 5),
+            vec![1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 5.0]
+        );
+        let sorted: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(percentile(&sorted, 0.1), Some(1.0));
+        assert_eq!(percentile(&sorted, 0.9), Some(9.0));
+        assert_eq!(percentile(&[], 0.5), None);
+        assert!(plateaus(&[], RunEnd { bytes: 0, s: 0.0 }, &SETTINGS).is_empty());
+    }
+}
