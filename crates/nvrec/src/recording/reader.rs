@@ -641,6 +641,11 @@ impl Redirected {
             else {
                 continue;
             };
+            if retirement.first_sequence >= entry.end_sequence {
+                // Every chunk it redirected lies past the recording's end (a crash before
+                // they were durable): the recording claims none of them.
+                continue;
+            }
             let slot_count = member.layout().data_slot_count;
             if !redirect_fits(retirement, slot_count) {
                 damages.push(Damage::at(
@@ -729,6 +734,10 @@ fn read_redirected(
         // discarded it: what it held is then older than the surviving run, and a sequence
         // the run still needs is reported missing by the merge.
         _ if ring => {}
+        // After a crash, a redirected write that never became durable left its slot blank;
+        // if the recording claims its sequence, the merge reports that sequence missing.
+        Err(crate::layout::LayoutError::Blank { .. })
+            if entry.state == RecordingState::Interrupted => {}
         Ok(view) => damages.push(damage(
             "redirected chunk missing".into(),
             Some(view.header.sequence),
