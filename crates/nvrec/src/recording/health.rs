@@ -37,6 +37,20 @@ pub struct MetaDamage {
     pub problem: String,
 }
 
+impl MetaDamage {
+    /// A structure the set holds on no member at all.
+    fn lost_everywhere(problem: String) -> MetaDamage {
+        MetaDamage {
+            severity: Severity::Lost,
+            member_index: None,
+            path: None,
+            place: None,
+            offset_bytes: None,
+            problem,
+        }
+    }
+}
+
 impl std::fmt::Display for MetaDamage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let severity = match self.severity {
@@ -151,16 +165,11 @@ fn checkpoints(set: &VolumeSet, retired: &[u16], damage: &mut Vec<MetaDamage>) {
         .filter_map(|copy| decode(copy).ok())
         .max_by_key(|c| c.generation);
     let Some(best) = best else {
-        damage.push(MetaDamage {
-            severity: Severity::Lost,
-            member_index: None,
-            path: None,
-            place: None,
-            offset_bytes: None,
-            problem: "no valid checkpoint on any member: where the writers stood is lost \
-                      (nvrec repair rebuilds it from the recording table and the chunks)"
+        damage.push(MetaDamage::lost_everywhere(
+            "no valid checkpoint on any member: where the writers stood is lost (nvrec \
+             repair rebuilds it from the recording table and the chunks)"
                 .into(),
-        });
+        ));
         for copy in &copies {
             match decode(copy) {
                 Err(why) if why != BLANK => damage.push(member_damage(set, copy, why)),
@@ -261,17 +270,10 @@ fn lost_entries(
     let first = highest.saturating_sub(slots - 1).max(1);
     for id in first..=highest {
         if entries.iter().all(|e| e.recording_id != id) {
-            damage.push(MetaDamage {
-                severity: Severity::Lost,
-                member_index: None,
-                path: None,
-                place: None,
-                offset_bytes: None,
-                problem: format!(
-                    "recording {id}: every copy of its entry is lost (its chunks remain: \
-                     nvrec ls --scan finds them, nvrec repair --scan rebuilds the entry)"
-                ),
-            });
+            damage.push(MetaDamage::lost_everywhere(format!(
+                "recording {id}: every copy of its entry is lost (its chunks remain: nvrec \
+                 ls --scan finds them, nvrec repair --scan rebuilds the entry)"
+            )));
         }
     }
     Ok(())

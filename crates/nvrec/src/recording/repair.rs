@@ -198,14 +198,16 @@ fn checkpoints(
     scanned: Option<&Scan>,
     report: &mut RepairReport,
 ) -> Result<(), RecordingError> {
-    let damaged = report.found.iter().any(|d| {
-        matches!(d.place, Some(MetaPlace::Checkpoint { .. }))
-            || d.problem.starts_with("no valid checkpoint")
-    });
+    let newest = set.newest_checkpoint()?;
+    let damaged = newest.is_none()
+        || report
+            .found
+            .iter()
+            .any(|d| matches!(d.place, Some(MetaPlace::Checkpoint { .. })));
     if !damaged {
         return Ok(());
     }
-    let base = match (set.newest_checkpoint()?, scanned) {
+    let base = match (newest, scanned) {
         (Some(checkpoint), _) => checkpoint,
         (None, Some(found)) => rebuilt_checkpoint(set, found)?,
         (None, None) => return Ok(()),

@@ -77,16 +77,15 @@ impl Writer<'_> {
     /// further behind was counted lost. It is reported as overdue, so that recorded, lost
     /// and overdue add up to what the rate sent.
     pub(super) fn account_unproduced(&mut self) {
-        if self.options.rate_bytes_per_s.is_none() || self.source_done {
+        let Some(rate) = self.options.rate_bytes_per_s else {
+            return;
+        };
+        if self.source_done {
             return;
         }
-        let until = self
-            .options
-            .duration
-            .map_or(self.started.elapsed(), |duration| {
-                duration.min(self.started.elapsed())
-            });
-        let due = (until.as_secs_f64() * self.options.rate_bytes_per_s.unwrap_or(0.0)) as u64;
+        let elapsed = self.started.elapsed();
+        let until = self.options.duration.map_or(elapsed, |d| d.min(elapsed));
+        let due = (until.as_secs_f64() * rate) as u64;
         let due = self.options.limit_bytes.map_or(due, |limit| due.min(limit));
         self.overdue_bytes = due.saturating_sub(self.stream_offset_bytes);
     }
