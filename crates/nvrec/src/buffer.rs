@@ -90,6 +90,8 @@ pub struct BufferPool {
     total_bytes: usize,
     slot_count: usize,
     slot_bytes: usize,
+    /// False for a view made by [`BufferPool::view`]: dropping it unmaps nothing.
+    owned: bool,
 }
 
 // SAFETY: the pool owns its allocation exclusively; access to slots is coordinated by the
@@ -157,6 +159,7 @@ impl BufferPool {
             total_bytes,
             slot_count,
             slot_bytes,
+            owned: true,
         };
         if threads > 1 && !populate_in_parallel(base, total_bytes, threads) {
             // Dropping the pool unmaps what was faulted in.
@@ -169,6 +172,24 @@ impl BufferPool {
 
     pub fn slot_count(&self) -> usize {
         self.slot_count
+    }
+
+    /// A second handle on the same memory, for an engine that runs on another thread (one
+    /// per member: see `engine::per_member`). Dropping it unmaps nothing.
+    ///
+    /// # Safety
+    /// The caller must drop the view before `self`, and must hand each slot to one side at
+    /// a time: a slot the view's engine has in flight is not touched through `self`, and the
+    /// view touches only slots whose requests it was given, until their completions are
+    /// handed back. The view is then no more than another path to memory its owner lent.
+    pub unsafe fn view(&self) -> BufferPool {
+        BufferPool {
+            base: self.base,
+            total_bytes: self.total_bytes,
+            slot_count: self.slot_count,
+            slot_bytes: self.slot_bytes,
+            owned: false,
+        }
     }
 
     pub fn slot_bytes(&self) -> usize {
@@ -204,7 +225,11 @@ impl BufferPool {
 
 impl Drop for BufferPool {
     fn drop(&mut self) {
-        // SAFETY: base and total_bytes are exactly the mapping made in `new`, unmapped once.
+        if !self.owned {
+            return;
+        }
+        // SAFETY: base and total_bytes are exactly the mapping made in `new`, unmapped once
+        // (views do not unmap).
         unsafe { libc::munmap(self.base.as_ptr().cast(), self.total_bytes) };
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! # The model
 //! An [`Engine`] owns the [`BufferPool`] and one or more open targets (the members of a
-//! striped recording share one engine, so one thread drives them all). The caller (the stream) fills a
+//! striped recording share one engine and one pool; with io_uring each member gets a thread
+//! and a ring of its own, [`PerMemberEngine`], so that one member's kernel work never holds
+//! up another's; the caller still drives them all from one thread). The caller (the stream) fills a
 //! slot, then [`Engine::push`]es a request naming the slot, the target offset and the length;
 //! nothing reaches the kernel until [`Engine::submit_and_reap`], which submits everything
 //! pushed in one batch and collects completions, waiting for at least `wait_min` of them.
@@ -17,6 +19,7 @@
 //! Waiting may return early with no completion when a signal arrives, so that the caller can
 //! look at its stop and abort flags; callers loop.
 
+mod per_member;
 mod sim;
 mod simdisks;
 mod threads;
@@ -25,6 +28,7 @@ mod uring;
 use crate::buffer::BufferPool;
 use std::fs::File;
 
+pub use per_member::PerMemberEngine;
 pub use sim::{SimCounters, SimDrive, SimEngine, SimModel, SimSpecError, SIM_SPEC_KEYS};
 pub use simdisks::{RangeFault, SimDisks, SimDisksCounters, SimDisksEngine, TEAR_BLOCK_BYTES};
 pub use threads::ThreadsEngine;
@@ -351,9 +355,9 @@ pub fn open_engine(
     }
     match choice {
         EngineChoice::Only(EngineKind::IoUring) => {
-            let engine = UringEngine::new(files, pool, config).map_err(|(error, _)| error)?;
+            let engine = open_uring(files, pool, config).map_err(|(error, _)| error)?;
             Ok(OpenedEngine {
-                engine: Box::new(engine),
+                engine,
                 fallback_reason: None,
             })
         }
@@ -362,9 +366,9 @@ pub fn open_engine(
             engine: Box::new(ThreadsEngine::new(files, pool, config)?),
             fallback_reason: None,
         }),
-        EngineChoice::Auto => match UringEngine::new(files, pool, config) {
+        EngineChoice::Auto => match open_uring(files, pool, config) {
             Ok(engine) => Ok(OpenedEngine {
-                engine: Box::new(engine),
+                engine,
                 fallback_reason: None,
             }),
             Err((error, pool)) => {
@@ -375,6 +379,20 @@ pub fn open_engine(
                 })
             }
         },
+    }
+}
+
+/// io_uring over `files`: one ring for one file, a thread and a ring per file for several.
+/// On failure the pool is handed back so the caller can fall back.
+fn open_uring(
+    files: &[&File],
+    pool: BufferPool,
+    config: EngineConfig,
+) -> Result<Box<dyn Engine>, (EngineError, BufferPool)> {
+    if files.len() == 1 {
+        Ok(Box::new(UringEngine::new(files, pool, config)?))
+    } else {
+        Ok(Box::new(PerMemberEngine::new(files, pool, config)?))
     }
 }
 

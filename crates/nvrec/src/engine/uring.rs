@@ -42,7 +42,13 @@ pub struct UringEngine {
     stats: EngineStats,
     /// The longest a wait may last (`bound_waits`), where the kernel takes a timeout.
     wait_limit: Option<types::Timespec>,
+    /// An eventfd whose write ends a wait (`wake_on`), and whether its poll is in the ring.
+    wake_fd: Option<i32>,
+    wake_armed: bool,
 }
+
+/// The user_data of the wake-up poll: tags are below the queue depth, so never this.
+const WAKE_TAG: u64 = u64::MAX;
 
 impl UringEngine {
     /// Sets up the ring. On failure the pool is handed back so the caller can fall back.
@@ -51,7 +57,8 @@ impl UringEngine {
         pool: BufferPool,
         config: EngineConfig,
     ) -> Result<UringEngine, (EngineError, BufferPool)> {
-        let entries = config.queue_depth.next_power_of_two().max(8);
+        // One entry more than the queue depth: room for the wake-up poll (`wake_on`).
+        let entries = (config.queue_depth + 1).next_power_of_two().max(8);
         let (ring, setup_flags) = match build_ring(entries, config.sqpoll, config.caller_may_block)
         {
             Ok(pair) => pair,
@@ -95,7 +102,42 @@ impl UringEngine {
             in_flight: 0,
             stats: EngineStats::default(),
             wait_limit: None,
+            wake_fd: None,
+            wake_armed: false,
         })
+    }
+
+    /// Makes every wait also end when `eventfd` is written (and clears it), so that a thread
+    /// that drives this engine can be handed new requests while it waits for completions.
+    /// The caller keeps the eventfd open for the engine's life.
+    pub fn wake_on(&mut self, eventfd: i32) {
+        self.wake_fd = Some(eventfd);
+    }
+
+    /// Puts the wake-up poll in the submission queue unless it is there already. There is
+    /// always room: pending requests fill at most `queue_depth` of the `queue_depth + 1`
+    /// entries.
+    fn arm_wake(&mut self) {
+        let Some(fd) = self.wake_fd else { return };
+        if self.wake_armed {
+            return;
+        }
+        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .build()
+            .user_data(WAKE_TAG);
+        // SAFETY: a poll reads no buffer of ours; the eventfd outlives the ring (`wake_on`).
+        self.wake_armed = unsafe { self.ring.submission().push(&entry) }.is_ok();
+    }
+
+    /// The wake-up poll fired: clear the eventfd so that the next poll waits again.
+    fn woken(&mut self) {
+        self.wake_armed = false;
+        if let Some(fd) = self.wake_fd {
+            let mut count = 0u64;
+            // SAFETY: reads 8 bytes into `count`; the eventfd is non-blocking, so a read of
+            // one already cleared returns EAGAIN at once.
+            unsafe { libc::read(fd, (&mut count as *mut u64).cast(), 8) };
+        }
     }
 
     fn sqe_for(&self, tag: u32) -> squeue::Entry {
@@ -233,6 +275,9 @@ impl Engine for UringEngine {
         loop {
             self.fill_submission_queue();
             let must_wait = (completions.len() as u32) < wait_min && self.in_flight > 0;
+            if must_wait {
+                self.arm_wake();
+            }
             self.stats.syscall_count += 1;
             let entered = match (&self.wait_limit, must_wait) {
                 (Some(limit), true) => self
@@ -261,11 +306,17 @@ impl Engine for UringEngine {
                     .completion()
                     .map(|cqe| (cqe.user_data(), cqe.result())),
             );
+            let mut woken = false;
             for index in 0..self.cqe_batch.len() {
                 let (tag, result) = self.cqe_batch[index];
+                if tag == WAKE_TAG {
+                    self.woken();
+                    woken = true;
+                    continue;
+                }
                 self.handle_cqe(tag as u32, result, completions);
             }
-            if completions.len() as u32 >= wait_min || self.in_flight == 0 {
+            if completions.len() as u32 >= wait_min || self.in_flight == 0 || woken {
                 if !self.pending.is_empty() {
                     // Resubmissions of short transfers go out now, without waiting.
                     self.fill_submission_queue();
