@@ -1,5 +1,5 @@
 //! Requests between submission and the frontier: the one in-flight tracker of the stream,
-//! the recorder and the reader.
+//! the recorder, the reader and the bench driver.
 //!
 //! # Protocol
 //! [`InFlight::push`] numbers a request (numbers are consecutive, in submission order; a

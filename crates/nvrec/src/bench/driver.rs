@@ -16,6 +16,7 @@
 use super::analysis::merge_windows;
 use super::BenchError;
 use crate::engine::{Engine, IoCompletion, IoError, IoOp, IoRequest};
+use crate::inflight::InFlight;
 use crate::pattern::{Mismatch, Pattern};
 use crate::stream::{Control, ControlState, Progress};
 use std::sync::atomic::Ordering;
@@ -203,8 +204,10 @@ pub fn run(
     prepare_slots(engine, workload);
 
     let mut free_slots: Vec<u32> = (0..queue_depth).rev().collect();
-    let mut submitted_ns = vec![0u64; queue_depth as usize];
-    let mut slot_offset = vec![0u64; queue_depth as usize];
+    // A slot is free again at its completion; the request stays until the frontier passes
+    // it, so that the write point of a ring is exact whatever order completions come in.
+    let mut flights: InFlight<BenchFlight> = InFlight::with_capacity(2 * queue_depth as usize);
+    let mut frontier_bytes = 0u64;
     let mut completions: Vec<IoCompletion> = Vec::with_capacity(queue_depth as usize);
     let mut histogram = Histogram::default();
     let mut rng = match workload.access {
@@ -289,8 +292,13 @@ pub fn run(
                     &mut engine.pool_mut().slot_mut(slot as usize)[..io as usize],
                 );
             }
-            submitted_ns[slot as usize] = now_ns;
-            slot_offset[slot as usize] = offset;
+            issued_bytes += io;
+            let number = flights.push(BenchFlight {
+                slot,
+                offset_bytes: offset,
+                submitted_ns: now_ns,
+                issued_end_bytes: issued_bytes,
+            });
             engine.push(IoRequest {
                 op: workload.op,
                 file_index: 0,
@@ -298,9 +306,8 @@ pub fn run(
                 slot_offset_bytes: 0,
                 offset_bytes: offset,
                 len_bytes: io as u32,
-                user_data: slot as u64,
+                user_data: number,
             });
-            issued_bytes += io;
             pushed = true;
         }
         if engine.in_flight() == 0 {
@@ -312,24 +319,19 @@ pub fn run(
         let now_ns = engine.now_ns();
         window.advance_to(now_ns, position_bytes, &mut windows, on_window);
         for completion in completions.drain(..) {
-            let slot = completion.user_data as u32;
-            let offset = slot_offset[slot as usize];
+            let flight = *flights
+                .complete(completion.user_data)
+                .expect("a completion of a request in flight");
             match completion.result {
                 Ok(()) => {
-                    let latency_ns = now_ns.saturating_sub(submitted_ns[slot as usize]);
+                    let latency_ns = now_ns.saturating_sub(flight.submitted_ns);
                     histogram.record(latency_ns);
                     done_bytes += io;
                     io_count += 1;
-                    if workload.access == Access::Sequential {
-                        // Where the ring's write point is (exact when completions come in
-                        // order, as they do on one queue).
-                        let ring_bytes = region_end - region_start;
-                        position_bytes = (done_bytes - 1) % ring_bytes + 1;
-                    }
                     window.add(io, latency_ns);
                     if let (Some(pattern), IoOp::Read) = (workload.check, workload.op) {
-                        let data = &engine.pool().slot(slot as usize)[..io as usize];
-                        if let Err(mismatch) = pattern.check(offset, data, io) {
+                        let data = &engine.pool().slot(flight.slot as usize)[..io as usize];
+                        if let Err(mismatch) = pattern.check(flight.offset_bytes, data, io) {
                             bad_io_count += 1;
                             first_mismatch.get_or_insert(mismatch);
                         }
@@ -339,7 +341,15 @@ pub fn run(
                     error.get_or_insert(io_error);
                 }
             }
-            free_slots.push(slot);
+            free_slots.push(flight.slot);
+        }
+        while let Some((_, true)) = flights.front() {
+            frontier_bytes = flights.pop_front().map_or(0, |f| f.issued_end_bytes);
+        }
+        if workload.access == Access::Sequential && frontier_bytes > 0 {
+            // Where the ring's write point is: everything before it has completed.
+            let ring_bytes = region_end - region_start;
+            position_bytes = (frontier_bytes - 1) % ring_bytes + 1;
         }
         progress
             .done_bytes
@@ -375,6 +385,16 @@ pub fn run(
         error,
         windows,
     })
+}
+
+/// A request between push and the frontier.
+#[derive(Debug, Clone, Copy)]
+struct BenchFlight {
+    slot: u32,
+    offset_bytes: u64,
+    submitted_ns: u64,
+    /// Bytes issued through this request: the frontier's position once it passes it.
+    issued_end_bytes: u64,
 }
 
 /// Fills every slot once for data that is not generated per transfer.
