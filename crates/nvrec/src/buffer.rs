@@ -3,8 +3,8 @@
 //! O_DIRECT needs buffer addresses aligned to the target's logical block size; io_uring's
 //! fixed buffers want memory that stays put for the life of the ring. So the pool is one
 //! allocation, aligned to a page (or more), cut into equal slots, and never resized. Slots are
-//! handed out by index; the stream guarantees that a slot is touched by the CPU only while no
-//! I/O on it is in flight. The pool does no bookkeeping of its own: which slot is free is the
+//! handed out by index; a slot is touched by the CPU only while no I/O on it is in flight,
+//! which every caller of the unsafe `Engine::push` promises for the slot it names. The pool does no bookkeeping of its own: which slot is free is the
 //! stream's business.
 
 use std::ptr::NonNull;

@@ -616,15 +616,19 @@ impl<'a> Run<'a> {
             chunk_count,
             failed: false,
         });
-        self.engine.push(IoRequest {
-            op: self.op,
-            file_index: 0,
-            slot,
-            slot_offset_bytes: 0,
-            offset_bytes: self.range.chunk_offset_bytes(first_chunk_index),
-            len_bytes: (chunk_count as u64 * self.range.chunk_size_bytes) as u32,
-            user_data: sequence,
-        });
+        // SAFETY: the slot came off the free list and goes back on it only when this
+        // request's completion is reaped; nothing touches it in between.
+        unsafe {
+            self.engine.push(IoRequest {
+                op: self.op,
+                file_index: 0,
+                slot,
+                slot_offset_bytes: 0,
+                offset_bytes: self.range.chunk_offset_bytes(first_chunk_index),
+                len_bytes: (chunk_count as u64 * self.range.chunk_size_bytes) as u32,
+                user_data: sequence,
+            });
+        }
     }
 
     /// Waits for completions (at least one if `wait`), marks them, and advances the frontier;

@@ -299,15 +299,19 @@ pub fn run(
                 submitted_ns: now_ns,
                 issued_end_bytes: issued_bytes,
             });
-            engine.push(IoRequest {
-                op: workload.op,
-                file_index: 0,
-                slot,
-                slot_offset_bytes: 0,
-                offset_bytes: offset,
-                len_bytes: io as u32,
-                user_data: number,
-            });
+            // SAFETY: the slot came off the free list for this request and goes back on it
+            // at its completion, after which alone its data is checked.
+            unsafe {
+                engine.push(IoRequest {
+                    op: workload.op,
+                    file_index: 0,
+                    slot,
+                    slot_offset_bytes: 0,
+                    offset_bytes: offset,
+                    len_bytes: io as u32,
+                    user_data: number,
+                });
+            }
             pushed = true;
         }
         if engine.in_flight() == 0 {

@@ -13,7 +13,9 @@
 //! [`IoError`] with a named cause. A zero-byte transfer is an error, never success.
 //!
 //! The caller must keep at most [`Engine::queue_depth`] requests in flight and must not touch a
-//! slot between pushing it and seeing its completion. Engines do not allocate per I/O: their
+//! slot between pushing it and seeing its completion: [`Engine::push`] is an `unsafe fn`
+//! whose contract says so, so that every place that hands memory to the kernel says, in a
+//! `SAFETY` comment, why nothing touches it until it comes back. Engines do not allocate per I/O: their
 //! tables are sized by the queue depth at creation.
 //!
 //! Waiting may return early with no completion when a signal arrives, so that the caller can
@@ -250,7 +252,17 @@ pub trait Engine {
     fn pool(&self) -> &BufferPool;
     fn pool_mut(&mut self) -> &mut BufferPool;
     /// Queues a request; it reaches the kernel at the next `submit_and_reap`.
-    fn push(&mut self, request: IoRequest);
+    ///
+    /// # Safety
+    /// From this call until `submit_and_reap` returns the request's completion, the bytes
+    /// the request names (`slot`, from `slot_offset_bytes`, `len_bytes` long) belong to the
+    /// kernel: the caller must not write them (a write in flight is reading them) nor read
+    /// them (a read in flight is filling them) through [`Engine::pool`] or
+    /// [`Engine::pool_mut`], nor name them in another request that reads into them while
+    /// this one is in flight. The caller also keeps at most [`Engine::queue_depth`] requests
+    /// in flight. Breaking this is a data race with the device: torn or stale data on the
+    /// target or in the slot, silently.
+    unsafe fn push(&mut self, request: IoRequest);
     /// Submits what was pushed, then appends completions to `completions` (cleared first),
     /// waiting for at least `wait_min` unless a signal interrupts the wait.
     fn submit_and_reap(

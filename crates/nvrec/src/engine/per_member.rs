@@ -247,7 +247,7 @@ fn serve(
     loop {
         while open {
             match inbox.try_recv() {
-                Ok(batch) => batch.into_iter().for_each(|request| engine.push(request)),
+                Ok(batch) => push_all(engine, batch),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => open = false,
             }
@@ -257,7 +257,7 @@ fn serve(
                 return;
             }
             match inbox.recv() {
-                Ok(batch) => batch.into_iter().for_each(|request| engine.push(request)),
+                Ok(batch) => push_all(engine, batch),
                 Err(_) => return,
             }
         }
@@ -277,6 +277,17 @@ fn serve(
             let _ = done.send(Err(error));
             return;
         }
+    }
+}
+
+/// Hands requests the owner pushed to the member's ring.
+fn push_all(engine: &mut UringEngine, batch: Vec<IoRequest>) {
+    for request in batch {
+        // SAFETY: the owner made this request's promise when it pushed it to
+        // `PerMemberEngine`, and that promise lasts until the completion this ring returns
+        // reaches the owner; at most the owner's queue depth, which this ring has, is in
+        // flight.
+        unsafe { engine.push(request) };
     }
 }
 
@@ -301,7 +312,9 @@ impl Engine for PerMemberEngine {
         self.pool.as_mut().expect("the pool is here until drop")
     }
 
-    fn push(&mut self, request: IoRequest) {
+    /// # Safety
+    /// As [`Engine::push`].
+    unsafe fn push(&mut self, request: IoRequest) {
         assert!(
             request.slot_offset_bytes as usize + request.len_bytes as usize
                 <= self.pool().slot_bytes(),
@@ -456,7 +469,11 @@ mod tests {
         };
         for slot in 0..6u32 {
             let file_index = (slot % 3) as u16;
-            engine.push(write(file_index, slot, (slot / 3) as u64 * SLOT as u64));
+            // SAFETY: the slot is touched again only after the completion, with no read into it
+            // in flight meanwhile.
+            unsafe {
+                engine.push(write(file_index, slot, (slot / 3) as u64 * SLOT as u64));
+            }
         }
         let mut seen = Vec::new();
         let mut completions = Vec::new();
@@ -501,15 +518,23 @@ mod tests {
         };
         engine.bound_waits(Duration::from_millis(20));
         // 1 MiB into a pipe that holds 64 KiB: it stays in flight until someone reads.
-        engine.push(IoRequest {
-            offset_bytes: 0,
-            ..write(0, 0, 0)
-        });
+        // SAFETY: the slot is touched again only after the completion, with no read into it
+        // in flight meanwhile.
+        unsafe {
+            engine.push(IoRequest {
+                offset_bytes: 0,
+                ..write(0, 0, 0)
+            });
+        }
         let mut completions = Vec::new();
         engine.submit_and_reap(1, &mut completions).unwrap();
         assert!(completions.is_empty(), "the pipe write cannot be done");
         for slot in 1..4u32 {
-            engine.push(write(1, slot, (slot - 1) as u64 * SLOT as u64));
+            // SAFETY: the slot is touched again only after the completion, with no read into it
+            // in flight meanwhile.
+            unsafe {
+                engine.push(write(1, slot, (slot - 1) as u64 * SLOT as u64));
+            }
         }
         let mut done = Vec::new();
         let started = Instant::now();

@@ -668,7 +668,7 @@ impl Engine for SimEngine {
         &mut self.pool
     }
 
-    fn push(&mut self, request: IoRequest) {
+    unsafe fn push(&mut self, request: IoRequest) {
         debug_assert!(self.in_flight() < self.queue_depth);
         self.pushed.push(request);
     }
@@ -854,15 +854,19 @@ mod tests {
         while done < total {
             while next < start + total {
                 let Some(slot) = free.pop() else { break };
-                engine.push(IoRequest {
-                    op: IoOp::Write,
-                    file_index: 0,
-                    slot,
-                    slot_offset_bytes: 0,
-                    offset_bytes: next,
-                    len_bytes: io as u32,
-                    user_data: slot as u64,
-                });
+                // SAFETY: the slot is touched again only after the completion, with no read into it
+                // in flight meanwhile.
+                unsafe {
+                    engine.push(IoRequest {
+                        op: IoOp::Write,
+                        file_index: 0,
+                        slot,
+                        slot_offset_bytes: 0,
+                        offset_bytes: next,
+                        len_bytes: io as u32,
+                        user_data: slot as u64,
+                    });
+                }
                 next += io;
             }
             engine.submit_and_reap(1, &mut completions).unwrap();
@@ -942,27 +946,35 @@ mod tests {
         let mut engine = open(&drive, 65536, 2);
         engine.pool_mut().slot_mut(0).fill(0xab);
         let mut completions = Vec::new();
-        engine.push(IoRequest {
-            op: IoOp::Write,
-            file_index: 0,
-            slot: 0,
-            slot_offset_bytes: 0,
-            offset_bytes: 65536,
-            len_bytes: 65536,
-            user_data: 1,
-        });
-        engine.submit_and_reap(1, &mut completions).unwrap();
-        assert_eq!(completions.len(), 1);
-        let read_back = |engine: &mut SimEngine, completions: &mut Vec<IoCompletion>| {
+        // SAFETY: the slot is touched again only after the completion, with no read into it
+        // in flight meanwhile.
+        unsafe {
             engine.push(IoRequest {
-                op: IoOp::Read,
+                op: IoOp::Write,
                 file_index: 0,
-                slot: 1,
+                slot: 0,
                 slot_offset_bytes: 0,
                 offset_bytes: 65536,
                 len_bytes: 65536,
-                user_data: 2,
+                user_data: 1,
             });
+        }
+        engine.submit_and_reap(1, &mut completions).unwrap();
+        assert_eq!(completions.len(), 1);
+        let read_back = |engine: &mut SimEngine, completions: &mut Vec<IoCompletion>| {
+            // SAFETY: the slot is touched again only after the completion, with no read into it
+            // in flight meanwhile.
+            unsafe {
+                engine.push(IoRequest {
+                    op: IoOp::Read,
+                    file_index: 0,
+                    slot: 1,
+                    slot_offset_bytes: 0,
+                    offset_bytes: 65536,
+                    len_bytes: 65536,
+                    user_data: 2,
+                });
+            }
             engine.submit_and_reap(1, completions).unwrap();
             completions[0].result.unwrap();
             engine.pool().slot(1).to_vec()
@@ -986,15 +998,19 @@ mod tests {
             (1 << 20, 4096, IoErrorKind::ZeroTransfer),
             (100, 4096, IoErrorKind::Alignment),
         ] {
-            engine.push(IoRequest {
-                op: IoOp::Write,
-                file_index: 0,
-                slot: 0,
-                slot_offset_bytes: 0,
-                offset_bytes: offset,
-                len_bytes: len,
-                user_data: 0,
-            });
+            // SAFETY: the slot is touched again only after the completion, with no read into it
+            // in flight meanwhile.
+            unsafe {
+                engine.push(IoRequest {
+                    op: IoOp::Write,
+                    file_index: 0,
+                    slot: 0,
+                    slot_offset_bytes: 0,
+                    offset_bytes: offset,
+                    len_bytes: len,
+                    user_data: 0,
+                });
+            }
             engine.submit_and_reap(1, &mut completions).unwrap();
             assert_eq!(completions[0].result.unwrap_err().kind, kind);
         }

@@ -562,7 +562,7 @@ impl Engine for SimDisksEngine {
         &mut self.pool
     }
 
-    fn push(&mut self, request: IoRequest) {
+    unsafe fn push(&mut self, request: IoRequest) {
         debug_assert!(self.in_flight() < self.queue_depth);
         self.pushed.push(request);
     }
@@ -644,15 +644,19 @@ mod tests {
 
     fn write(engine: &mut SimDisksEngine, file: u16, offset: u64, byte: u8) -> Vec<IoCompletion> {
         engine.pool_mut().slot_mut(0).fill(byte);
-        engine.push(IoRequest {
-            op: IoOp::Write,
-            file_index: file,
-            slot: 0,
-            slot_offset_bytes: 0,
-            offset_bytes: offset,
-            len_bytes: 8192,
-            user_data: offset,
-        });
+        // SAFETY: the slot is touched again only after the completion, with no read into it
+        // in flight meanwhile.
+        unsafe {
+            engine.push(IoRequest {
+                op: IoOp::Write,
+                file_index: file,
+                slot: 0,
+                slot_offset_bytes: 0,
+                offset_bytes: offset,
+                len_bytes: 8192,
+                user_data: offset,
+            });
+        }
         let mut completions = Vec::new();
         engine.submit_and_reap(1, &mut completions).unwrap();
         completions
@@ -737,15 +741,19 @@ mod tests {
         set.stall(1, 0, Duration::from_millis(200));
         let started = Instant::now();
         engine.pool_mut().slot_mut(0).fill(5);
-        engine.push(IoRequest {
-            op: IoOp::Write,
-            file_index: 1,
-            slot: 0,
-            slot_offset_bytes: 0,
-            offset_bytes: 0,
-            len_bytes: 8192,
-            user_data: 0,
-        });
+        // SAFETY: the slot is touched again only after the completion, with no read into it
+        // in flight meanwhile.
+        unsafe {
+            engine.push(IoRequest {
+                op: IoOp::Write,
+                file_index: 1,
+                slot: 0,
+                slot_offset_bytes: 0,
+                offset_bytes: 0,
+                len_bytes: 8192,
+                user_data: 0,
+            });
+        }
         let mut completions = Vec::new();
         engine.submit_and_reap(1, &mut completions).unwrap();
         assert!(completions.is_empty(), "a bounded wait gives up");

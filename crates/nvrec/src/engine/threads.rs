@@ -187,7 +187,7 @@ impl Engine for ThreadsEngine {
         &mut self.pool
     }
 
-    fn push(&mut self, request: IoRequest) {
+    unsafe fn push(&mut self, request: IoRequest) {
         assert!(
             request.slot_offset_bytes as usize + request.len_bytes as usize
                 <= self.pool.slot_bytes(),

@@ -942,15 +942,19 @@ pub fn read_recording(
                     reread: Vec::new(),
                 });
                 let user_data = ((scan.member_index as u64) << 48) | (number & ((1 << 48) - 1));
-                engine.push(IoRequest {
-                    op: IoOp::Read,
-                    file_index: file_of_member[scan.member_index as usize],
-                    slot: buffer,
-                    slot_offset_bytes: 0,
-                    offset_bytes,
-                    len_bytes: (take * chunk_bytes) as u32,
-                    user_data,
-                });
+                // SAFETY: `buffer` was taken from the free buffers for this read and is looked at
+                // and freed only after its completion.
+                unsafe {
+                    engine.push(IoRequest {
+                        op: IoOp::Read,
+                        file_index: file_of_member[scan.member_index as usize],
+                        slot: buffer,
+                        slot_offset_bytes: 0,
+                        offset_bytes,
+                        len_bytes: (take * chunk_bytes) as u32,
+                        user_data,
+                    });
+                }
                 summary.read_bytes += take * chunk_bytes;
                 if take == count {
                     scan.runs.pop_front();

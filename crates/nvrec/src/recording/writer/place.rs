@@ -206,15 +206,21 @@ impl Writer<'_> {
                 })?;
         }
         for (part, &(_, first_chunk, count)) in parts.iter().enumerate() {
-            self.engine.push(IoRequest {
-                op: IoOp::Write,
-                file_index: member_index as u16,
-                slot: buffer,
-                slot_offset_bytes: first_chunk * chunk_bytes as u32,
-                offset_bytes: offsets_bytes[part],
-                len_bytes: count * chunk_bytes as u32,
-                user_data,
-            });
+            // SAFETY: `buffer` left the ready queue for this write and is freed only by its
+            // completion (a retry after a member's failure copies it into a buffer of its own
+            // while an attempt may still hold it); a ring write's two parts name disjoint
+            // chunks of it, and both only read it.
+            unsafe {
+                self.engine.push(IoRequest {
+                    op: IoOp::Write,
+                    file_index: member_index as u16,
+                    slot: buffer,
+                    slot_offset_bytes: first_chunk * chunk_bytes as u32,
+                    offset_bytes: offsets_bytes[part],
+                    len_bytes: count * chunk_bytes as u32,
+                    user_data,
+                });
+            }
         }
         let member = &mut self.members[member_index];
         for (part, &(slot, first_chunk, _)) in parts.iter().enumerate() {
