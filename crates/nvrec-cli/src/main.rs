@@ -8,6 +8,7 @@
 mod output;
 mod bench_cmd;
 mod bench_report;
+mod export_cmd;
 mod nvme_cmd;
 mod plan_cmd;
 mod progress;
@@ -95,6 +96,8 @@ enum Command {
     Ls(recording_cmd::LsArgs),
     /// Reproduce a recorded stream byte-exactly, in order.
     Replay(recording_cmd::ReplayArgs),
+    /// Write a recording of datagrams as a PcapNg file (Wireshark, tshark).
+    Export(export_cmd::ExportArgs),
     /// Check every chunk of the recordings: CRC, sequence, and the pattern.
     Verify(recording_cmd::VerifyArgs),
     /// Rewrite damaged metadata copies from good ones; persist a crashed recording's end;
@@ -274,13 +277,64 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|error| error.to_string())
 }
 
-pub fn parse_source(text: &str, seed: u64) -> SourceSpec {
-    match text {
+/// A byte source: the pattern, zeros, stdin or a file. Network sources give records, which
+/// only `record` takes (`parse_sources`).
+pub fn parse_source(text: &str, seed: u64) -> Result<SourceSpec, UsageError> {
+    if let Some((scheme, _)) = text.split_once("://") {
+        return Err(UsageError(format!(
+            "--source {text}: a {scheme}:// source gives datagrams, which only `nvrec record` takes"
+        )));
+    }
+    Ok(match text {
         "pattern" => SourceSpec::Pattern { seed },
         "zero" | "zeros" => SourceSpec::Zero,
         "stdin" | "-" => SourceSpec::Stdin,
         path => SourceSpec::Path(PathBuf::from(path)),
+    })
+}
+
+/// What `record` records: one byte source, or one or more network streams
+/// (`udp://ADDR:PORT`, each its own stream of the recording).
+pub fn parse_sources(texts: &[String], seed: u64) -> Result<SourceSpec, UsageError> {
+    let network: Vec<&String> = texts.iter().filter(|text| text.contains("://")).collect();
+    if network.is_empty() {
+        return match texts {
+            [text] => parse_source(text, seed),
+            _ => Err(UsageError(
+                "several --source options record several network streams (udp://ADDR:PORT); \
+                 a byte source (pattern, zero, stdin, a file) comes alone"
+                    .into(),
+            )),
+        };
     }
+    if network.len() != texts.len() {
+        return Err(UsageError(
+            "network streams (udp://...) and a byte source cannot be recorded together".into(),
+        ));
+    }
+    let mut addresses: Vec<std::net::SocketAddr> = Vec::new();
+    for text in texts {
+        let address = match text.strip_prefix("udp://") {
+            Some(address) => address.parse().map_err(|_| {
+                UsageError(format!(
+                    "--source {text}: give udp://ADDRESS:PORT, such as udp://0.0.0.0:5000 or udp://[::]:5000"
+                ))
+            })?,
+            None => {
+                return Err(UsageError(format!(
+                    "--source {text}: the network sources are udp://ADDRESS:PORT"
+                )))
+            }
+        };
+        if addresses.contains(&address) {
+            return Err(UsageError(format!("--source {text} is given twice")));
+        }
+        addresses.push(address);
+    }
+    if addresses.len() > u16::MAX as usize {
+        return Err(UsageError("too many --source streams".into()));
+    }
+    Ok(SourceSpec::Udp(addresses))
 }
 
 /// The outcome of a command: an exit status, decided from what happened.
@@ -418,6 +472,7 @@ fn run(cli: Cli) -> Result<Finished> {
         Command::Record(args) => recording_cmd::record(args, cli.json),
         Command::Ls(args) => recording_cmd::ls(args, cli.json),
         Command::Replay(args) => recording_cmd::replay(args, cli.json),
+        Command::Export(args) => export_cmd::export(args, cli.json),
         Command::Verify(args) => recording_cmd::verify(args, cli.json),
         Command::Repair(args) => repair_cmd::repair(args, cli.json),
     }
@@ -455,7 +510,7 @@ fn write_command(args: WriteArgs, json: bool) -> Result<Finished> {
         },
     };
     // The source first: a source that cannot be read must not leave a target created.
-    let source_spec = parse_source(&args.source, args.seed);
+    let source_spec = parse_source(&args.source, args.seed)?;
     let mut source = open_source(&source_spec).map_err(recording_cmd::source_error)?;
     let created = NewFiles::note(std::slice::from_ref(&args.target));
     let target = device::open(&args.target, &options)

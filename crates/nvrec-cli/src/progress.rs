@@ -12,6 +12,7 @@
 //! measures the run itself: the reports do, from the same counters.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use nvrec::net::NetCounters;
 use nvrec::stream::Progress;
 use std::collections::VecDeque;
 use std::io::IsTerminal;
@@ -125,14 +126,19 @@ struct Counts {
     done_bytes: u64,
     total_bytes: u64,
     lost_bytes: u64,
+    /// Datagrams a network source's kernel dropped, and those it took.
+    dropped_count: u64,
+    datagram_count: u64,
 }
 
 impl Counts {
-    fn read(progress: &Progress) -> Counts {
+    fn read(progress: &Progress, network: Option<&NetCounters>) -> Counts {
         Counts {
             done_bytes: progress.done_bytes.load(Ordering::Relaxed),
             total_bytes: progress.total_bytes.load(Ordering::Relaxed),
             lost_bytes: progress.lost_bytes.load(Ordering::Relaxed),
+            dropped_count: network.map_or(0, |n| n.dropped_socket.load(Ordering::Relaxed)),
+            datagram_count: network.map_or(0, |n| n.datagrams.load(Ordering::Relaxed)),
         }
     }
 
@@ -150,13 +156,23 @@ impl Counts {
         text
     }
 
-    /// ", LOST 1 MiB" when input was lost, else nothing.
+    /// ", LOST 1 MiB" when input was lost, ", 12 datagrams, DROPPED 3" from a network
+    /// source, else nothing.
     fn lost_text(&self) -> String {
+        let mut text = String::new();
         if self.lost_bytes > 0 {
-            format!(", LOST {}", nvrec::unit::format_bytes(self.lost_bytes))
-        } else {
-            String::new()
+            text.push_str(&format!(
+                ", LOST {}",
+                nvrec::unit::format_bytes(self.lost_bytes)
+            ));
         }
+        if self.datagram_count > 0 || self.dropped_count > 0 {
+            text.push_str(&format!(", {} datagrams", self.datagram_count));
+        }
+        if self.dropped_count > 0 {
+            text.push_str(&format!(", DROPPED {}", self.dropped_count));
+        }
+        text
     }
 }
 
@@ -268,6 +284,16 @@ impl ProgressDisplay {
     /// Starts showing `progress` under `label` on stderr, when `enabled` (not with --json):
     /// a bar on a terminal, else a line every `LINE_EVERY`.
     pub fn start(progress: Arc<Progress>, label: String, enabled: bool) -> ProgressDisplay {
+        ProgressDisplay::start_with_network(progress, None, label, enabled)
+    }
+
+    /// As [`ProgressDisplay::start`], also showing a network source's datagrams and drops.
+    pub fn start_with_network(
+        progress: Arc<Progress>,
+        network: Option<Arc<NetCounters>>,
+        label: String,
+        enabled: bool,
+    ) -> ProgressDisplay {
         let finished = Arc::new(AtomicBool::new(false));
         if !enabled {
             return ProgressDisplay {
@@ -283,13 +309,13 @@ impl ProgressDisplay {
             let mut average = RunAverage::default();
             let mut lines = (!terminal).then(|| LineLog::new(label.clone()));
             let mut bar: Option<ProgressBar> = None;
-            let first = Counts::read(&progress);
+            let first = Counts::read(&progress, network.as_deref());
             window.push(Duration::ZERO, first.done_bytes);
             average.push(Duration::ZERO, first.done_bytes);
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(TICK);
                 let elapsed = started.elapsed();
-                let counts = Counts::read(&progress);
+                let counts = Counts::read(&progress, network.as_deref());
                 window.push(elapsed, counts.done_bytes);
                 average.push(elapsed, counts.done_bytes);
                 let rate = window.rate_bytes_per_s();
@@ -302,7 +328,7 @@ impl ProgressDisplay {
                 }
             }
             let elapsed = started.elapsed();
-            let counts = Counts::read(&progress);
+            let counts = Counts::read(&progress, network.as_deref());
             average.push(elapsed, counts.done_bytes);
             if let Some(lines) = &lines {
                 lines.finish(elapsed, counts, average.rate_bytes_per_s());
@@ -337,6 +363,8 @@ fn draw_bar(
             "{label} LOST {}",
             nvrec::unit::format_bytes(counts.lost_bytes)
         )
+    } else if counts.dropped_count > 0 {
+        format!("{label} DROPPED {}", counts.dropped_count)
     } else {
         label.to_string()
     });
@@ -467,6 +495,8 @@ mod tests {
             done_bytes,
             total_bytes,
             lost_bytes,
+            dropped_count: 0,
+            datagram_count: 0,
         }
     }
 

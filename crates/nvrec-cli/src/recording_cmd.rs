@@ -1,10 +1,11 @@
 //! `nvrec record`, `ls`, `replay`, `verify`: recordings on volume sets.
 
-use crate::{exit, parse_source, progress, signal, EngineArg, Finished, UsageError};
+use crate::{exit, parse_sources, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use nvrec::device::{Access, Safety};
 use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingFlags, RecordingState};
+use nvrec::net::NetCounters;
 use nvrec::pattern::Pattern;
 use nvrec::recording::reader::{self, Item};
 use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome};
@@ -59,9 +60,10 @@ pub struct RecordArgs {
     /// formatted as a new volume set.
     #[arg(required = true)]
     targets: Vec<PathBuf>,
-    /// What to record: pattern, zero, stdin, or a file path.
+    /// What to record: pattern, zero, stdin, a file path, or UDP datagrams received at
+    /// udp://ADDRESS:PORT (give --source once per stream to record several).
     #[arg(long, default_value = "stdin")]
-    source: String,
+    source: Vec<String>,
     /// Seed of the pattern source.
     #[arg(long, default_value = "0", value_parser = size_arg)]
     seed: u64,
@@ -274,7 +276,13 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         )
         .into());
     }
-    let source_spec = parse_source(&args.source, args.seed);
+    let source_spec = parse_sources(&args.source, args.seed)?;
+    if source_spec.is_records() && args.rate.is_some() {
+        return Err(UsageError(
+            "--rate paces a generated source; a network source comes at the rate it is sent".into(),
+        )
+        .into());
+    }
     let options = RecordOptions {
         chunk_size_bytes: chunk as u32,
         io_chunk_count: (io_size / chunk) as u32,
@@ -323,10 +331,15 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         },
         create_len_bytes: args.create_size,
     };
-    let mut source = open_source(&source_spec).map_err(source_error)?;
+    let (mut source, network) = open_record_source(&source_spec)?;
     let created = crate::NewFiles::note(&args.targets);
     let progress = Arc::new(Progress::default());
-    let display = progress::ProgressDisplay::start(Arc::clone(&progress), "record".into(), !json);
+    let display = progress::ProgressDisplay::start_with_network(
+        Arc::clone(&progress),
+        network.clone(),
+        "record".into(),
+        !json,
+    );
     let monitor = crate::telemetry::start(&args.targets, &args.telemetry);
     let realtime = if args.realtime {
         enter_realtime(args.realtime_priority)
@@ -360,6 +373,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["telemetry"] = serde_json::to_value(&telemetry)?;
+        value["network"] = serde_json::to_value(network.as_ref().map(|n| n.snapshot()))?;
         value["scheduling"] = serde_json::to_value(&scheduling)?;
         outln!("{value}");
     } else {
@@ -380,6 +394,23 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             report.set_uuid
         );
         outln!("  source        {}", source_spec.describe());
+        if let Some(network) = &network {
+            let counts = network.snapshot();
+            outln!(
+                "  network       {} datagrams ({} bytes); {}; {} truncated",
+                counts.datagrams,
+                counts.bytes,
+                if counts.dropped_socket > 0 {
+                    format!(
+                        "DROPPED {} by the kernel (socket buffer full; marked in the recording)",
+                        counts.dropped_socket
+                    )
+                } else {
+                    "0 dropped".to_string()
+                },
+                counts.truncated
+            );
+        }
         outln!(
             "  recorded      {} bytes ({}) in {} chunks, sequence {}..{}",
             report.stream_bytes,
@@ -507,7 +538,7 @@ pub struct LsArgs {
 /// The recordings of `set` as readers see them: a crashed recording at its recovered end,
 /// and the one another program is writing right now still open (shown as recording, with
 /// what it has made durable so far).
-fn recordings(set: &volume::VolumeSet) -> Result<Vec<RecordingEntry>> {
+pub(crate) fn recordings(set: &volume::VolumeSet) -> Result<Vec<RecordingEntry>> {
     let mut entries = reader::recordings(set)?;
     if let Some(live) = set.live_recording()? {
         for entry in entries.iter_mut().filter(|e| e.recording_id == live) {
@@ -517,7 +548,7 @@ fn recordings(set: &volume::VolumeSet) -> Result<Vec<RecordingEntry>> {
     Ok(entries)
 }
 
-fn state_text(entry: &RecordingEntry) -> &'static str {
+pub(crate) fn state_text(entry: &RecordingEntry) -> &'static str {
     let wrapped = entry.flags.contains(RecordingFlags::RING);
     match (entry.state, wrapped) {
         (RecordingState::Open, _) => "recording",
@@ -846,6 +877,17 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                             }
                         }
                     }
+                    if header.flags.contains(ChunkFlags::RECORDS) {
+                        // Datagrams: their payloads in arrival order; losses are reported.
+                        match write_record_data(&mut out, payload, &mut problems) {
+                            Ok(bytes) => written += bytes,
+                            Err(error) => {
+                                write_error = Some(error);
+                                return false;
+                            }
+                        }
+                        return true;
+                    }
                     if args.gaps == GapsArg::Zero {
                         let hole =
                             gap_fill.before(header.stream_offset_bytes, payload.len() as u64);
@@ -1048,13 +1090,58 @@ fn check_pattern(
     }
 }
 
-/// A source that is not there or cannot be read as a stream is a mistake in the arguments.
+/// Writes the data of the datagrams in a payload of records, in order; a loss, or a record
+/// that does not decode, is a problem to report. Returns the bytes written.
+fn write_record_data(
+    out: &mut dyn Write,
+    payload: &[u8],
+    problems: &mut Vec<String>,
+) -> std::io::Result<u64> {
+    let mut written = 0;
+    for record in nvrec::layout::records(payload) {
+        match record {
+            Ok(nvrec::layout::Record::Packet(packet)) => {
+                out.write_all(packet.data)?;
+                written += packet.data.len() as u64;
+            }
+            Ok(nvrec::layout::Record::Loss(loss)) => problems.push(format!(
+                "loss: {} datagrams dropped on stream {} ({}) before {}",
+                loss.count,
+                loss.stream,
+                loss.cause.name(),
+                format_utc_ns(loss.timestamp_ns)
+            )),
+            Err(error) => problems.push(format!("a record does not decode: {error}")),
+        }
+    }
+    Ok(written)
+}
+
+/// A source that is not there or cannot be read as a stream, or an address that cannot be
+/// listened on, is a mistake in the arguments.
 pub fn source_error(error: std::io::Error) -> anyhow::Error {
-    use std::io::ErrorKind::{IsADirectory, NotFound, PermissionDenied};
+    use std::io::ErrorKind::{
+        AddrInUse, AddrNotAvailable, IsADirectory, NotFound, PermissionDenied,
+    };
     match error.kind() {
-        IsADirectory | NotFound | PermissionDenied => UsageError(error.to_string()).into(),
+        IsADirectory | NotFound | PermissionDenied | AddrInUse | AddrNotAvailable => {
+            UsageError(error.to_string()).into()
+        }
         _ => error.into(),
     }
+}
+
+/// A source to record, and a network source's counters to show.
+type RecordSource = (Box<dyn nvrec::source::Source>, Option<Arc<NetCounters>>);
+
+/// Opens what `record` records.
+fn open_record_source(spec: &SourceSpec) -> Result<RecordSource> {
+    if let SourceSpec::Udp(addresses) = spec {
+        let udp = nvrec::net::UdpSource::bind(addresses).map_err(source_error)?;
+        let counters = udp.counters();
+        return Ok((Box::new(udp), Some(counters)));
+    }
+    Ok((open_source(spec).map_err(source_error)?, None))
 }
 
 pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {

@@ -22,6 +22,7 @@ pub mod device;
 pub mod engine;
 pub mod inflight;
 pub mod layout;
+pub mod net;
 pub mod nvme;
 pub mod pattern;
 pub mod plan;

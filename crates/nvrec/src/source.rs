@@ -17,10 +17,14 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceSpec {
-    Pattern { seed: u64 },
+    Pattern {
+        seed: u64,
+    },
     Zero,
     Stdin,
     Path(std::path::PathBuf),
+    /// UDP datagrams received on these local addresses, one stream each (records).
+    Udp(Vec<std::net::SocketAddr>),
 }
 
 impl SourceSpec {
@@ -30,12 +34,22 @@ impl SourceSpec {
             SourceSpec::Zero => "zero".to_string(),
             SourceSpec::Stdin => "stdin".to_string(),
             SourceSpec::Path(path) => path.display().to_string(),
+            SourceSpec::Udp(addresses) => addresses
+                .iter()
+                .map(|address| format!("udp://{address}"))
+                .collect::<Vec<_>>()
+                .join(", "),
         }
     }
 
     /// Whether the source can run out before the range is full.
     pub fn is_finite(&self) -> bool {
         matches!(self, SourceSpec::Stdin | SourceSpec::Path(_))
+    }
+
+    /// Whether the source gives records (datagrams, packets) rather than bytes.
+    pub fn is_records(&self) -> bool {
+        matches!(self, SourceSpec::Udp(_))
     }
 }
 
@@ -58,6 +72,20 @@ pub trait Source {
     fn wait_readable(&mut self, _timeout: Duration) -> io::Result<bool> {
         Ok(true)
     }
+    /// Whether the source gives whole records (datagrams, packets; `layout::records`)
+    /// rather than bytes. A record never spans two payloads, so for such a source `read_at`
+    /// returning 0 means that its next record does not fit in `buf` (the payload is as full
+    /// as it gets), not the end: that is [`Source::ended`].
+    fn packs_records(&self) -> bool {
+        false
+    }
+    /// A record source: whether it has ended (its input closed, or it was stopped).
+    fn ended(&self) -> bool {
+        false
+    }
+    /// A record source: the most one payload holds. A record that would not fit even in an
+    /// empty payload is cut to fit (and counted as truncated), never dropped.
+    fn set_payload_capacity(&mut self, _bytes: usize) {}
 }
 
 /// The seekable test pattern.
@@ -192,6 +220,7 @@ pub fn open_source(spec: &SourceSpec) -> io::Result<Box<dyn Source>> {
             }
             Box::new(StreamSource::file(file))
         }
+        SourceSpec::Udp(addresses) => Box::new(crate::net::UdpSource::bind(addresses)?),
     })
 }
 
@@ -215,7 +244,8 @@ mod tests {
             filled,
             Filled {
                 bytes: 1000,
-                quiet: true
+                quiet: true,
+                packed: false
             }
         );
         assert!(buf[..1000].iter().all(|&b| b == 7));
@@ -225,7 +255,8 @@ mod tests {
             filled,
             Filled {
                 bytes: 0,
-                quiet: true
+                quiet: true,
+                packed: false
             }
         );
         // The writer goes away: the end, not a pause.
@@ -236,7 +267,8 @@ mod tests {
             filled,
             Filled {
                 bytes: 10,
-                quiet: false
+                quiet: false,
+                packed: false
             }
         );
         // Without a quiet limit a full buffer is waited for (here the end comes first).
@@ -245,7 +277,8 @@ mod tests {
             filled,
             Filled {
                 bytes: 0,
-                quiet: false
+                quiet: false,
+                packed: false
             }
         );
     }

@@ -885,6 +885,9 @@ pub(crate) struct Filled {
     pub bytes: usize,
     /// The source had nothing for `quiet_after` (and has not ended): `bytes` is what came.
     pub quiet: bool,
+    /// A record source's next record does not fit in the rest of the buffer: `bytes` is
+    /// as full as whole records make it, and the source goes on.
+    pub packed: bool,
 }
 
 /// Fills `buf` from the source until it is full or the source ends; with `quiet_after`, also
@@ -906,6 +909,7 @@ pub(crate) fn fill_until_quiet(
                     return Ok(Filled {
                         bytes: filled,
                         quiet: true,
+                        packed: false,
                     })
                 }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {
@@ -918,6 +922,13 @@ pub(crate) fn fill_until_quiet(
             }
         }
         match source.read_at(offset_bytes + filled as u64, &mut buf[filled..]) {
+            Ok(0) if source.packs_records() && !source.ended() => {
+                return Ok(Filled {
+                    bytes: filled,
+                    quiet: false,
+                    packed: true,
+                })
+            }
             Ok(0) => break,
             Ok(count) => filled += count,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {
@@ -931,6 +942,7 @@ pub(crate) fn fill_until_quiet(
     Ok(Filled {
         bytes: filled,
         quiet: false,
+        packed: false,
     })
 }
 

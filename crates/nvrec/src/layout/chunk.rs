@@ -49,6 +49,9 @@ flag_set! {
         const END = 1 << 2;
         /// With `END`: the recording was ended early by an error or an abort request.
         const ABORTED = 1 << 3;
+        /// The payload is whole records (datagrams, packets, losses; format 1.2,
+        /// `records`), not a byte stream.
+        const RECORDS = 1 << 4;
         /// The payload came from the seekable test pattern (checkable without a copy of
         /// the input). Ignorable.
         const PATTERN = 1 << 16;

@@ -15,6 +15,8 @@ pub enum Structure {
     VolumeLayout,
     Uuid,
     Label,
+    /// A record inside a chunk's payload (datagrams, packets, losses).
+    Record,
 }
 
 impl fmt::Display for Structure {
@@ -28,6 +30,7 @@ impl fmt::Display for Structure {
             Structure::VolumeLayout => "volume layout",
             Structure::Uuid => "uuid",
             Structure::Label => "label",
+            Structure::Record => "record",
         })
     }
 }

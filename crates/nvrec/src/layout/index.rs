@@ -309,6 +309,9 @@ flag_set! {
         /// Ring mode: when the data area is full, writing wraps to slot 0 and overwrites
         /// the oldest chunks; only the newest chunks survive.
         const RING = 1 << 0;
+        /// The stream is records (datagrams, packets, losses; format 1.2): its chunks are
+        /// flagged `RECORDS`, and a reader that does not know records refuses it.
+        const RECORDS = 1 << 1;
         /// The payload is the seekable test pattern. Ignorable.
         const PATTERN = 1 << 16;
         /// The entry carries each member's lap at the start (`start_laps`) and which

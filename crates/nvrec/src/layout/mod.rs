@@ -43,6 +43,7 @@ mod flags;
 pub mod fuzzing;
 mod index;
 mod label;
+mod records;
 mod retirement;
 mod superblock;
 mod uuid;
@@ -61,6 +62,10 @@ pub use index::{
     RecordingEntry, RecordingFlags, RecordingState,
 };
 pub use label::Label;
+pub use records::{
+    decode_record, encode_loss, encode_packet, encode_packet_header, record_bytes, records, Loss,
+    LossCause, Packet, Record, Records, LOSS_DATA_BYTES, RECORD_HEADER_BYTES,
+};
 pub use retirement::{Retirement, RetirementCause, RETIREMENTS_MAX, RETIREMENT_SIZE_BYTES};
 pub use superblock::{select_superblock, Superblock, SuperblockChoice, SuperblockCopies};
 pub use uuid::Uuid;

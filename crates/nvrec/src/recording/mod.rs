@@ -23,6 +23,7 @@
 
 pub mod disk;
 mod durability;
+pub mod export;
 pub mod fuzzing;
 pub mod health;
 pub mod reader;

@@ -489,6 +489,8 @@ struct Writer<'a> {
     buffer_chunk_counts: Vec<u32>,
     /// The source may wait for input: queued writes go to the kernel before every read.
     source_may_block: bool,
+    /// The source gives records (datagrams, packets): chunks and entry are flagged so.
+    records: bool,
     /// For a constant source: how many payload bytes each chunk slot already holds from an
     /// earlier fill (0 = none), and the CRC32C of a payload of a given length.
     constant_source: bool,
@@ -727,6 +729,7 @@ impl<'a> Writer<'a> {
             .store(options.limit_bytes.unwrap_or(0), Ordering::Relaxed);
         let next_sequence = checkpoint.durable_sequence_end;
         let mut engine = opened.engine;
+        source.set_payload_capacity(payload_capacity_bytes(chunk_size_bytes) as usize);
         // Waits end often enough to notice a member whose write never completes.
         engine.bound_waits(
             (options.member_timeout / 4)
@@ -747,6 +750,7 @@ impl<'a> Writer<'a> {
             buffer_chunk_counts: vec![0; buffer_count as usize],
             constant_source: source.is_constant(),
             source_may_block: source.may_block(),
+            records: source.packs_records(),
             constant_payload_bytes: vec![0; buffer_count as usize * k as usize],
             constant_crc32c: None,
             free: (0..buffer_count).rev().collect(),
@@ -815,6 +819,9 @@ impl<'a> Writer<'a> {
         }
         if self.options.pattern {
             flags.insert(RecordingFlags::PATTERN);
+        }
+        if self.records {
+            flags.insert(RecordingFlags::RECORDS);
         }
         let open = state == RecordingState::Open;
         Ok(RecordingEntry {

@@ -147,6 +147,7 @@ impl Writer<'_> {
             // sync interval: after that long without a byte, what came goes out.
             let quiet_after = self.source_may_block.then_some(self.options.sync_interval);
             let mut quiet = false;
+            let mut packed = false;
             let filled = if constant && self.constant_payload_bytes[chunk_slot] as u64 == remaining
             {
                 // A constant source filled this slot before: the bytes are already there.
@@ -161,6 +162,7 @@ impl Writer<'_> {
                 ) {
                     Ok(filled) => {
                         quiet = filled.quiet;
+                        packed = filled.packed;
                         filled.bytes
                     }
                     Err(error) => {
@@ -174,7 +176,7 @@ impl Writer<'_> {
             };
             progressed = true;
             if filled == 0 {
-                if !quiet {
+                if !quiet && !packed {
                     self.source_done = true;
                 }
                 self.seal_filling();
@@ -204,9 +206,11 @@ impl Writer<'_> {
             self.buffer_chunk_counts[buffer as usize] = index + 1;
             self.stream_offset_bytes += filled as u64;
             self.recorded_stream_bytes += filled as u64;
-            if (filled as u64) < remaining {
+            if (filled as u64) < remaining && !packed {
                 // A short chunk: the source went quiet (the chunk goes out as it is), or it
-                // ended (or was interrupted by a stop) mid-payload.
+                // ended (or was interrupted by a stop) mid-payload. (A record source's chunk
+                // that holds as many whole records as fit is not short: the next chunk
+                // takes the next record.)
                 if !quiet && self.state() == ControlState::Run {
                     self.source_done = true;
                 }

@@ -149,6 +149,9 @@ impl Writer<'_> {
         if self.options.pattern {
             flags.insert(ChunkFlags::PATTERN);
         }
+        if self.records {
+            flags.insert(ChunkFlags::RECORDS);
+        }
         if redirected {
             flags.insert(ChunkFlags::REDIRECTED);
         }

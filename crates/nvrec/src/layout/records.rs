@@ -1,0 +1,388 @@
+//! Records inside chunk payloads (format 1.2, `docs/FORMAT.md` section 6.3): what a network
+//! source records. Each datagram or packet keeps its boundary, its receive timestamp, its
+//! captured and original length, the stream it came in on and its addresses; a loss is a
+//! record too, at the position in the stream where it happened.
+//!
+//! A payload of a chunk flagged `RECORDS` is whole records back to back, each a 64-byte
+//! header, its data and zero padding to a multiple of 8 bytes. A record never spans two
+//! payloads, so every chunk can be read on its own (a ring that overwrote the start, a
+//! time window, a damaged neighbour).
+
+use super::codec::{get_array, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use super::error::{LayoutError, Structure};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+
+const R: Structure = Structure::Record;
+
+/// Bytes of a record header.
+pub const RECORD_HEADER_BYTES: usize = 64;
+/// Bytes of a loss record's data: the count of datagrams or packets, and of bytes (0 when
+/// not known).
+pub const LOSS_DATA_BYTES: usize = 16;
+
+mod off {
+    pub const KIND: usize = 0;
+    pub const STREAM: usize = 2;
+    pub const CAPTURED_LEN: usize = 4;
+    pub const ORIGINAL_LEN: usize = 8;
+    pub const FLAGS: usize = 12;
+    pub const TIMESTAMP_NS: usize = 16;
+    pub const PEER_ADDR: usize = 24;
+    pub const PEER_PORT: usize = 40;
+    pub const FAMILY: usize = 42;
+    pub const LOCAL_ADDR: usize = 44;
+    pub const LOCAL_PORT: usize = 60;
+    pub const RESERVED: usize = 62;
+}
+
+const KIND_PACKET: u16 = 1;
+const KIND_LOSS: u16 = 2;
+/// Packet flag: the data was cut short (`captured_len < original_len`).
+const FLAG_TRUNCATED: u32 = 1;
+
+/// Why datagrams or packets were lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossCause {
+    /// The kernel dropped them: the socket's receive buffer was full (SO_RXQ_OVFL).
+    SocketOverflow = 1,
+    /// The kernel dropped them before a capture ring (PACKET_STATISTICS).
+    CaptureDrop = 2,
+    /// The recorder had no buffer for them (its drives or CPU could not keep up).
+    RecorderOverrun = 3,
+}
+
+impl LossCause {
+    fn from_u32(value: u32) -> Option<LossCause> {
+        match value {
+            1 => Some(LossCause::SocketOverflow),
+            2 => Some(LossCause::CaptureDrop),
+            3 => Some(LossCause::RecorderOverrun),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LossCause::SocketOverflow => "socket overflow",
+            LossCause::CaptureDrop => "capture drop",
+            LossCause::RecorderOverrun => "recorder overrun",
+        }
+    }
+}
+
+/// A datagram or packet as recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet<'a> {
+    /// Which of the recording's sources it came from (0 for the first `--source`).
+    pub stream: u16,
+    /// When the kernel received it: nanoseconds since the Unix epoch.
+    pub timestamp_ns: u64,
+    /// Its length as received, of which `data` is what was kept.
+    pub original_len: u32,
+    pub data: &'a [u8],
+    /// The sender's address (datagrams), and the address it was sent to.
+    pub peer: Option<SocketAddr>,
+    pub local: Option<SocketAddr>,
+}
+
+impl Packet<'_> {
+    pub fn is_truncated(&self) -> bool {
+        (self.data.len() as u64) < self.original_len as u64
+    }
+}
+
+/// A loss, at the place in the stream where it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loss {
+    pub stream: u16,
+    pub timestamp_ns: u64,
+    pub cause: LossCause,
+    /// Datagrams or packets lost.
+    pub count: u64,
+    /// Bytes lost, 0 when not known.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record<'a> {
+    Packet(Packet<'a>),
+    Loss(Loss),
+}
+
+/// Bytes a record with `data_len` bytes of data takes: header, data, padding to 8.
+pub fn record_bytes(data_len: usize) -> usize {
+    RECORD_HEADER_BYTES + data_len.div_ceil(8) * 8
+}
+
+/// Writes the header of a packet record whose data (`packet.data.len()` bytes) the caller
+/// puts right after it, then the padding; returns the record's length. `out` must hold
+/// [`record_bytes`] of the data length.
+pub fn encode_packet_header(out: &mut [u8], packet: &Packet<'_>) -> usize {
+    let len = packet.data.len();
+    let total = record_bytes(len);
+    let header = &mut out[..RECORD_HEADER_BYTES];
+    header.fill(0);
+    put_u16(header, off::KIND, KIND_PACKET);
+    put_u16(header, off::STREAM, packet.stream);
+    put_u32(header, off::CAPTURED_LEN, len as u32);
+    put_u32(
+        header,
+        off::ORIGINAL_LEN,
+        packet.original_len.max(len as u32),
+    );
+    let truncated = (len as u64) < packet.original_len as u64;
+    put_u32(
+        header,
+        off::FLAGS,
+        if truncated { FLAG_TRUNCATED } else { 0 },
+    );
+    put_u64(header, off::TIMESTAMP_NS, packet.timestamp_ns);
+    let family = put_address(header, off::PEER_ADDR, off::PEER_PORT, packet.peer).max(put_address(
+        header,
+        off::LOCAL_ADDR,
+        off::LOCAL_PORT,
+        packet.local,
+    ));
+    put_u16(header, off::FAMILY, family);
+    out[RECORD_HEADER_BYTES + len..total].fill(0);
+    total
+}
+
+/// Writes a whole packet record (header, data, padding); returns its length.
+pub fn encode_packet(out: &mut [u8], packet: &Packet<'_>) -> usize {
+    let len = packet.data.len();
+    out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + len].copy_from_slice(packet.data);
+    encode_packet_header(out, packet)
+}
+
+/// Writes a loss record; returns its length.
+pub fn encode_loss(out: &mut [u8], loss: &Loss) -> usize {
+    let total = record_bytes(LOSS_DATA_BYTES);
+    let record = &mut out[..total];
+    record.fill(0);
+    put_u16(record, off::KIND, KIND_LOSS);
+    put_u16(record, off::STREAM, loss.stream);
+    put_u32(record, off::CAPTURED_LEN, LOSS_DATA_BYTES as u32);
+    put_u32(record, off::FLAGS, loss.cause as u32);
+    put_u64(record, off::TIMESTAMP_NS, loss.timestamp_ns);
+    put_u64(record, RECORD_HEADER_BYTES, loss.count);
+    put_u64(record, RECORD_HEADER_BYTES + 8, loss.bytes);
+    total
+}
+
+/// Stores an address as IPv6 (IPv4 mapped) and its port; returns its family (4, 6, or 0).
+fn put_address(b: &mut [u8], addr_at: usize, port_at: usize, addr: Option<SocketAddr>) -> u16 {
+    let Some(addr) = addr else { return 0 };
+    let (ip, family) = match addr.ip() {
+        IpAddr::V4(v4) => (v4.to_ipv6_mapped(), 4),
+        IpAddr::V6(v6) => (v6, 6),
+    };
+    b[addr_at..addr_at + 16].copy_from_slice(&ip.octets());
+    put_u16(b, port_at, addr.port());
+    family
+}
+
+fn get_address(b: &[u8], addr_at: usize, port_at: usize, family: u16) -> Option<SocketAddr> {
+    let ip = Ipv6Addr::from(get_array::<16>(b, addr_at));
+    let port = get_u16(b, port_at);
+    if ip.is_unspecified() && port == 0 {
+        return None;
+    }
+    let ip = match (family, ip.to_ipv4_mapped()) {
+        (4, Some(v4)) => IpAddr::V4(v4),
+        _ => IpAddr::V6(ip),
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// The records of a payload, in order; a malformed record ends the walk with an error.
+pub fn records(payload: &[u8]) -> Records<'_> {
+    Records { rest: payload }
+}
+
+pub struct Records<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<Record<'a>, LayoutError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        match decode_record(self.rest) {
+            Ok((record, len)) => {
+                self.rest = &self.rest[len..];
+                Some(Ok(record))
+            }
+            Err(error) => {
+                self.rest = &[];
+                Some(Err(error))
+            }
+        }
+    }
+}
+
+/// Decodes the record at the start of `b`: the record and its length.
+pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
+    if b.len() < RECORD_HEADER_BYTES {
+        return Err(LayoutError::Truncated {
+            structure: R,
+            needed_bytes: RECORD_HEADER_BYTES,
+            got_bytes: b.len(),
+        });
+    }
+    let captured = get_u32(b, off::CAPTURED_LEN) as usize;
+    let total = RECORD_HEADER_BYTES
+        .checked_add(captured.div_ceil(8) * 8)
+        .filter(|&total| total <= b.len())
+        .ok_or(LayoutError::Truncated {
+            structure: R,
+            needed_bytes: RECORD_HEADER_BYTES.saturating_add(captured),
+            got_bytes: b.len(),
+        })?;
+    if get_u16(b, off::RESERVED) != 0 {
+        return Err(LayoutError::invalid(R, "reserved", "is not zero"));
+    }
+    let stream = get_u16(b, off::STREAM);
+    let timestamp_ns = get_u64(b, off::TIMESTAMP_NS);
+    let flags = get_u32(b, off::FLAGS);
+    let data = &b[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + captured];
+    let record = match get_u16(b, off::KIND) {
+        KIND_PACKET => {
+            let original_len = get_u32(b, off::ORIGINAL_LEN);
+            if (original_len as usize) < captured {
+                return Err(LayoutError::invalid(
+                    R,
+                    "original_len",
+                    "is less than captured_len",
+                ));
+            }
+            if flags & !FLAG_TRUNCATED != 0 {
+                return Err(LayoutError::invalid(R, "flags", "has unknown bits"));
+            }
+            let family = get_u16(b, off::FAMILY);
+            Record::Packet(Packet {
+                stream,
+                timestamp_ns,
+                original_len,
+                data,
+                peer: get_address(b, off::PEER_ADDR, off::PEER_PORT, family),
+                local: get_address(b, off::LOCAL_ADDR, off::LOCAL_PORT, family),
+            })
+        }
+        KIND_LOSS => {
+            let cause = LossCause::from_u32(flags)
+                .ok_or_else(|| LayoutError::invalid(R, "flags", "names no known loss cause"))?;
+            if captured != LOSS_DATA_BYTES {
+                return Err(LayoutError::invalid(
+                    R,
+                    "captured_len",
+                    "of a loss is not 16",
+                ));
+            }
+            Record::Loss(Loss {
+                stream,
+                timestamp_ns,
+                cause,
+                count: get_u64(data, 0),
+                bytes: get_u64(data, 8),
+            })
+        }
+        _ => return Err(LayoutError::invalid(R, "kind", "is not 1 or 2")),
+    };
+    Ok((record, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(data: &[u8]) -> Packet<'_> {
+        Packet {
+            stream: 2,
+            timestamp_ns: 1_700_000_000_123_456_789,
+            original_len: data.len() as u32,
+            data,
+            peer: Some("10.1.2.3:4000".parse().unwrap()),
+            local: Some("10.1.2.4:5000".parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn packets_and_losses_round_trip_back_to_back() {
+        let mut payload = vec![0xee; 4096];
+        let mut at = encode_packet(&mut payload, &packet(b"hello"));
+        assert_eq!(at, 64 + 8);
+        let loss = Loss {
+            stream: 1,
+            timestamp_ns: 7,
+            cause: LossCause::SocketOverflow,
+            count: 3,
+            bytes: 0,
+        };
+        at += encode_loss(&mut payload[at..], &loss);
+        let v6 = Packet {
+            peer: Some("[fd00::1]:9".parse().unwrap()),
+            local: Some("[fd00::2]:10".parse().unwrap()),
+            original_len: 100,
+            ..packet(&[1u8; 16])
+        };
+        at += encode_packet(&mut payload[at..], &v6);
+        let found: Vec<_> = records(&payload[..at]).collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            found,
+            [
+                Record::Packet(packet(b"hello")),
+                Record::Loss(loss),
+                Record::Packet(v6)
+            ]
+        );
+        let Record::Packet(last) = found[2] else {
+            panic!()
+        };
+        assert!(last.is_truncated());
+    }
+
+    #[test]
+    fn malformed_records_are_refused_not_misread() {
+        let mut payload = vec![0u8; 256];
+        let len = encode_packet(&mut payload, &packet(&[5u8; 20]));
+        let mut cut = payload[..len].to_vec();
+        cut.truncate(len - 8);
+        assert!(matches!(
+            records(&cut).next(),
+            Some(Err(LayoutError::Truncated { .. }))
+        ));
+        let mut bad_kind = payload.clone();
+        put_u16(&mut bad_kind, off::KIND, 9);
+        assert!(records(&bad_kind[..len]).next().unwrap().is_err());
+        let mut short_original = payload.clone();
+        put_u32(&mut short_original, off::ORIGINAL_LEN, 3);
+        assert!(records(&short_original[..len]).next().unwrap().is_err());
+        assert!(records(&payload[..10]).next().unwrap().is_err());
+        // A walk stops at the first bad record.
+        let mut walk = records(&bad_kind[..len]);
+        assert!(walk.next().unwrap().is_err());
+        assert!(walk.next().is_none());
+    }
+
+    #[test]
+    fn any_bytes_decode_or_fail_without_panicking() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            let mut bytes = vec![0u8; 200];
+            for byte in &mut bytes {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                *byte = state as u8 % 4; // small values make plausible lengths and kinds
+            }
+            for record in records(&bytes) {
+                let _ = record;
+            }
+        }
+    }
+}

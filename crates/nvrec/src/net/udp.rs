@@ -1,0 +1,516 @@
+//! UDP datagrams as a record source: `--source udp://ADDR:PORT`, one stream per address.
+//!
+//! Each socket gets a large receive buffer (it is what absorbs the input while the drives
+//! are busy), kernel receive timestamps (SO_TIMESTAMPNS) and the socket's drop counter with
+//! every datagram (SO_RXQ_OVFL). Datagrams are taken in batches with recvmmsg into a staging
+//! area and framed into the chunk payload as records (`layout::records`), whole: a record
+//! that does not fit waits for the next payload. A rise of the drop counter becomes a loss
+//! record right before the datagram that carried it, so a loss sits where it happened.
+//!
+//! Measured here, copying from the staging area into the payload is not what limits the
+//! rate (the kernel's copy into the socket buffer and the drives are), so the staging area
+//! keeps the receive path simple: whole datagrams of any size up to 64 KiB, in one call.
+
+use super::NetCounters;
+use crate::layout::{
+    encode_loss, encode_packet_header, record_bytes, Loss, LossCause, Packet, RECORD_HEADER_BYTES,
+};
+use crate::source::Source;
+use std::collections::VecDeque;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Receive buffer asked for per socket: what absorbs input while the recorder is busy.
+pub const RECEIVE_BUFFER_BYTES: usize = 256 << 20;
+/// Datagrams taken per recvmmsg call.
+const BATCH: usize = 64;
+/// Room per datagram in the staging area: the largest UDP payload fits.
+const DATAGRAM_BYTES_MAX: usize = 65536;
+/// Control-message room per datagram (a timespec and a u32, with headers).
+const CONTROL_BYTES: usize = 128;
+
+/// A datagram or a loss waiting in the staging area for a payload with room.
+#[derive(Debug, Clone, Copy)]
+enum Staged {
+    Datagram {
+        stream: u16,
+        at: usize,
+        len: usize,
+        original_len: u32,
+        timestamp_ns: u64,
+        peer: Option<SocketAddr>,
+    },
+    Loss(Loss),
+}
+
+struct Stream {
+    socket: UdpSocket,
+    local: SocketAddr,
+    /// The socket's drop counter as last seen (SO_RXQ_OVFL counts from the socket's start).
+    drops_seen: u32,
+}
+
+pub struct UdpSource {
+    streams: Vec<Stream>,
+    staging: Vec<u8>,
+    control: Vec<u8>,
+    names: Vec<libc::sockaddr_storage>,
+    staged: VecDeque<Staged>,
+    next_stream: usize,
+    payload_capacity_bytes: usize,
+    counters: Arc<NetCounters>,
+}
+
+impl UdpSource {
+    /// Binds a socket to each address and sets it up for recording.
+    pub fn bind(addresses: &[SocketAddr]) -> io::Result<UdpSource> {
+        let streams = addresses
+            .iter()
+            .map(|&address| open_stream(address))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(UdpSource {
+            streams,
+            staging: vec![0u8; BATCH * DATAGRAM_BYTES_MAX],
+            control: vec![0u8; BATCH * CONTROL_BYTES],
+            // SAFETY: sockaddr_storage is plain data; all zero is a valid (unspecified) value.
+            names: vec![unsafe { std::mem::zeroed() }; BATCH],
+            staged: VecDeque::with_capacity(2 * BATCH),
+            next_stream: 0,
+            payload_capacity_bytes: usize::MAX,
+            counters: Arc::new(NetCounters::default()),
+        })
+    }
+
+    /// The counters the source keeps (datagrams, bytes, drops, truncations), to show live.
+    pub fn counters(&self) -> Arc<NetCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// The addresses the sockets are bound to (a port 0 asked for is a real port here).
+    pub fn local_addresses(&self) -> Vec<SocketAddr> {
+        self.streams.iter().map(|stream| stream.local).collect()
+    }
+
+    /// Takes what one socket has (trying each in turn from the next one); false when none
+    /// had anything.
+    fn receive(&mut self) -> io::Result<bool> {
+        for turn in 0..self.streams.len() {
+            let index = (self.next_stream + turn) % self.streams.len();
+            let count = self.receive_from(index)?;
+            if count > 0 {
+                self.next_stream = (index + 1) % self.streams.len();
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// One recvmmsg on stream `index`, staging what came; returns the datagram count.
+    fn receive_from(&mut self, index: usize) -> io::Result<usize> {
+        let mut iovecs: [libc::iovec; BATCH] = std::array::from_fn(|slot| libc::iovec {
+            iov_base: self.staging[slot * DATAGRAM_BYTES_MAX..]
+                .as_mut_ptr()
+                .cast(),
+            iov_len: DATAGRAM_BYTES_MAX,
+        });
+        let control = self.control.as_mut_ptr();
+        let names = self.names.as_mut_ptr();
+        // SAFETY: mmsghdr is plain data; every pointer is set below before use.
+        let mut headers: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for (slot, header) in headers.iter_mut().enumerate() {
+            header.msg_hdr.msg_iov = &mut iovecs[slot];
+            header.msg_hdr.msg_iovlen = 1;
+            // SAFETY: `slot` < BATCH, within `names` and `control`, which were sized so.
+            header.msg_hdr.msg_name = unsafe { names.add(slot) }.cast();
+            header.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+            header.msg_hdr.msg_control = unsafe { control.add(slot * CONTROL_BYTES) }.cast();
+            header.msg_hdr.msg_controllen = CONTROL_BYTES as _;
+        }
+        let fd = self.streams[index].socket.as_raw_fd();
+        // SAFETY: BATCH headers, each naming buffers of ours that outlive the call.
+        let count = unsafe {
+            libc::recvmmsg(
+                fd,
+                headers.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if count < 0 {
+            let error = io::Error::last_os_error();
+            return match error.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(error),
+            };
+        }
+        for (slot, header) in headers.iter().enumerate().take(count as usize) {
+            self.stage(index, slot, header);
+        }
+        Ok(count as usize)
+    }
+
+    /// Stages datagram `slot` of a batch from stream `index`, after a loss record if the
+    /// socket's drop counter rose.
+    fn stage(&mut self, index: usize, slot: usize, header: &libc::mmsghdr) {
+        let (timestamp_ns, drops) = read_control(&header.msg_hdr);
+        let timestamp_ns = timestamp_ns.unwrap_or_else(realtime_ns);
+        if let Some(drops) = drops {
+            let stream = &mut self.streams[index];
+            let lost = drops.wrapping_sub(stream.drops_seen);
+            stream.drops_seen = drops;
+            if lost > 0 {
+                self.counters
+                    .dropped_socket
+                    .fetch_add(lost as u64, Ordering::Relaxed);
+                self.staged.push_back(Staged::Loss(Loss {
+                    stream: index as u16,
+                    timestamp_ns,
+                    cause: LossCause::SocketOverflow,
+                    count: lost as u64,
+                    bytes: 0,
+                }));
+            }
+        }
+        let len = header.msg_len as usize;
+        let cut = header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+        self.staged.push_back(Staged::Datagram {
+            stream: index as u16,
+            at: slot * DATAGRAM_BYTES_MAX,
+            len: len.min(DATAGRAM_BYTES_MAX),
+            original_len: len as u32,
+            timestamp_ns,
+            peer: peer_address(&self.names[slot], header.msg_hdr.msg_namelen),
+        });
+        if cut {
+            self.counters.truncated.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Frames the oldest staged record into `out` if it fits; returns its length (0 if it
+    /// does not). In an empty payload (`out` as large as a payload gets) a datagram too
+    /// large is cut to fit.
+    fn place(&mut self, out: &mut [u8]) -> usize {
+        let Some(&front) = self.staged.front() else {
+            return 0;
+        };
+        let len = match front {
+            Staged::Loss(loss) => {
+                if out.len() < record_bytes(crate::layout::LOSS_DATA_BYTES) {
+                    return 0;
+                }
+                encode_loss(out, &loss)
+            }
+            Staged::Datagram {
+                stream,
+                at,
+                len,
+                original_len,
+                timestamp_ns,
+                peer,
+            } => {
+                let empty_payload = out.len() >= self.payload_capacity_bytes;
+                let room = (out.len().saturating_sub(RECORD_HEADER_BYTES)) / 8 * 8;
+                let kept = if record_bytes(len) <= out.len() {
+                    len
+                } else if empty_payload && room > 0 {
+                    self.counters.truncated.fetch_add(1, Ordering::Relaxed);
+                    room
+                } else {
+                    return 0;
+                };
+                out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + kept]
+                    .copy_from_slice(&self.staging[at..at + kept]);
+                self.counters.datagrams.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .bytes
+                    .fetch_add(original_len as u64, Ordering::Relaxed);
+                encode_packet_header(
+                    out,
+                    &Packet {
+                        stream,
+                        timestamp_ns,
+                        original_len,
+                        data: &self.staging[at..at + kept],
+                        peer,
+                        local: Some(self.streams[stream as usize].local),
+                    },
+                )
+            }
+        };
+        self.staged.pop_front();
+        len
+    }
+}
+
+impl Source for UdpSource {
+    /// Frames whole records into `buf`: 0 when the next one does not fit (see
+    /// [`Source::packs_records`]); `Interrupted` when no socket had anything after all.
+    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let mut written = 0;
+        loop {
+            if self.staged.is_empty() && (written > 0 || !self.receive()?) {
+                break;
+            }
+            let placed = self.place(&mut buf[written..]);
+            if placed == 0 {
+                break;
+            }
+            written += placed;
+        }
+        if written == 0 && self.staged.is_empty() {
+            return Err(io::ErrorKind::Interrupted.into());
+        }
+        Ok(written)
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
+        if !self.staged.is_empty() {
+            return Ok(true);
+        }
+        let mut fds: Vec<libc::pollfd> = self
+            .streams
+            .iter()
+            .map(|stream| libc::pollfd {
+                fd: stream.socket.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` holds valid pollfds for sockets this source keeps open.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, timeout_ms) };
+        if ready < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ready > 0)
+    }
+
+    fn packs_records(&self) -> bool {
+        true
+    }
+
+    fn set_payload_capacity(&mut self, bytes: usize) {
+        self.payload_capacity_bytes = bytes;
+    }
+}
+
+fn open_stream(address: SocketAddr) -> io::Result<Stream> {
+    let socket = UdpSocket::bind(address).map_err(|error| {
+        io::Error::new(error.kind(), format!("binding udp://{address}: {error}"))
+    })?;
+    socket.set_nonblocking(true)?;
+    let fd = socket.as_raw_fd();
+    // Root may go past net.core.rmem_max; others get what the limit allows.
+    if set_option(fd, libc::SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES as i32).is_err() {
+        set_option(fd, libc::SO_RCVBUF, RECEIVE_BUFFER_BYTES as i32)?;
+    }
+    set_option(fd, libc::SO_TIMESTAMPNS, 1)?;
+    set_option(fd, libc::SO_RXQ_OVFL, 1)?;
+    let local = socket.local_addr()?;
+    Ok(Stream {
+        socket,
+        local,
+        drops_seen: 0,
+    })
+}
+
+fn set_option(fd: i32, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: passes a pointer to an int of the size given, for a socket we hold.
+    let result = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            option,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as u32,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The receive timestamp (SCM_TIMESTAMPNS) and drop counter (SO_RXQ_OVFL) of a message.
+fn read_control(header: &libc::msghdr) -> (Option<u64>, Option<u32>) {
+    let mut timestamp = None;
+    let mut drops = None;
+    // SAFETY: the kernel filled msg_control up to msg_controllen; the CMSG macros walk
+    // within it, and each payload is read unaligned at the size its type gives.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(header);
+        while !cmsg.is_null() {
+            let data = libc::CMSG_DATA(cmsg);
+            match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                    let ts = std::ptr::read_unaligned(data.cast::<libc::timespec>());
+                    timestamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                }
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                    drops = Some(std::ptr::read_unaligned(data.cast::<u32>()));
+                }
+                _ => {}
+            }
+            cmsg = libc::CMSG_NXTHDR(header, cmsg);
+        }
+    }
+    (timestamp, drops)
+}
+
+fn peer_address(name: &libc::sockaddr_storage, len: u32) -> Option<SocketAddr> {
+    match name.ss_family as i32 {
+        libc::AF_INET if len as usize >= std::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let v4 =
+                unsafe { *(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
+            Some(SocketAddr::new(IpAddr::V4(ip), u16::from_be(v4.sin_port)))
+        }
+        libc::AF_INET6 if len as usize >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let v6 =
+                unsafe { *(name as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(v6.sin6_addr.s6_addr);
+            Some(SocketAddr::new(IpAddr::V6(ip), u16::from_be(v6.sin6_port)))
+        }
+        _ => None,
+    }
+}
+
+fn realtime_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{records, Record};
+
+    fn source_and_sender() -> (UdpSource, UdpSocket, SocketAddr) {
+        let source = UdpSource::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+        let local = source.local_addresses()[0];
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        (source, sender, local)
+    }
+
+    fn read_all(source: &mut UdpSource, payload_bytes: usize) -> Vec<Vec<u8>> {
+        source.set_payload_capacity(payload_bytes);
+        let mut payloads = Vec::new();
+        while source.wait_readable(Duration::from_millis(100)).unwrap() {
+            let mut buf = vec![0u8; payload_bytes];
+            let mut filled = 0;
+            loop {
+                match source.read_at(0, &mut buf[filled..]) {
+                    Ok(0) => break,
+                    Ok(count) => filled += count,
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => break,
+                    Err(error) => panic!("{error}"),
+                }
+            }
+            buf.truncate(filled);
+            payloads.push(buf);
+        }
+        payloads
+    }
+
+    #[test]
+    fn datagrams_become_whole_records_with_addresses_and_times() {
+        let (mut source, sender, local) = source_and_sender();
+        for index in 0..10u8 {
+            sender
+                .send_to(&vec![index; 1000 + index as usize], local)
+                .unwrap();
+        }
+        // Room for three records per payload: each payload holds only whole ones.
+        let payloads = read_all(&mut source, 3 * record_bytes(1009) + 8);
+        let mut seen = Vec::new();
+        for payload in &payloads {
+            assert!(payload.len() <= 3 * record_bytes(1009) + 8);
+            for record in records(payload) {
+                let Record::Packet(packet) = record.unwrap() else {
+                    panic!("no loss expected")
+                };
+                assert_eq!(packet.peer, Some(sender.local_addr().unwrap()));
+                assert_eq!(packet.local, Some(local));
+                assert!(packet.timestamp_ns > 1_600_000_000_000_000_000);
+                assert!(!packet.is_truncated());
+                seen.push(packet.data.to_vec());
+            }
+        }
+        let expected: Vec<Vec<u8>> = (0..10u8)
+            .map(|index| vec![index; 1000 + index as usize])
+            .collect();
+        assert_eq!(seen, expected);
+        let counters = source.counters();
+        assert_eq!(counters.datagrams.load(Ordering::Relaxed), 10);
+        assert_eq!(counters.truncated.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_datagram_larger_than_a_payload_is_cut_and_counted() {
+        let (mut source, sender, local) = source_and_sender();
+        sender.send_to(&[7u8; 5000], local).unwrap();
+        let payloads = read_all(&mut source, 1024);
+        assert_eq!(payloads.len(), 1);
+        let Record::Packet(packet) = records(&payloads[0]).next().unwrap().unwrap() else {
+            panic!()
+        };
+        assert_eq!(packet.original_len, 5000);
+        assert_eq!(packet.data.len(), 1024 - RECORD_HEADER_BYTES);
+        assert!(packet.is_truncated());
+        assert_eq!(source.counters().truncated.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_full_socket_buffer_becomes_a_loss_record_where_it_happened() {
+        let source = UdpSource::bind(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+        let local = source.local_addresses()[0];
+        // A small receive buffer, so that the kernel drops.
+        set_option(source.streams[0].socket.as_raw_fd(), libc::SO_RCVBUF, 4096).unwrap();
+        let mut source = source;
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..200 {
+            sender.send_to(&[1u8; 1400], local).unwrap();
+        }
+        // Drops are reported with the next datagram that gets through.
+        std::thread::sleep(Duration::from_millis(20));
+        let mut kept = 0;
+        for payload in read_all(&mut source, 1 << 20) {
+            for record in records(&payload) {
+                if let Record::Packet(_) = record.unwrap() {
+                    kept += 1;
+                }
+            }
+        }
+        sender.send_to(&[2u8; 100], local).unwrap();
+        let mut lost = 0;
+        for payload in read_all(&mut source, 1 << 20) {
+            for record in records(&payload) {
+                match record.unwrap() {
+                    Record::Packet(_) => kept += 1,
+                    Record::Loss(loss) => {
+                        assert_eq!(loss.cause, LossCause::SocketOverflow);
+                        lost += loss.count;
+                    }
+                }
+            }
+        }
+        assert!(lost > 0, "the kernel dropped and said so");
+        assert_eq!(kept + lost, 201, "kept and lost add up to what was sent");
+        assert_eq!(
+            source.counters().dropped_socket.load(Ordering::Relaxed),
+            lost
+        );
+    }
+}

@@ -1,0 +1,389 @@
+//! A recording of records (datagrams, packets) exported as PcapNg, for Wireshark and every
+//! tool that reads it.
+//!
+//! One section; an interface description per stream of the recording, in the order the
+//! streams first appear, with nanosecond timestamps (`if_tsresol` 9); an enhanced packet per
+//! datagram, rebuilt as the IP packet it arrived in (IPv4 or IPv6 and UDP headers around
+//! the payload, addresses and ports as received; link type RAW), with `epb_dropcount` on
+//! the first packet after a loss; at the end, interface statistics with what was received
+//! and what was dropped. The PcapNg blocks are written by the `pcap-file` crate.
+
+use crate::layout::{records, LayoutError, Loss, Packet, Record};
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
+use pcap_file::pcapng::blocks::interface_statistics::{
+    InterfaceStatisticsBlock, InterfaceStatisticsOption,
+};
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::DataLink;
+use std::borrow::Cow;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// The largest packet an exported interface declares (an IP packet of 64 KiB).
+const SNAPLEN: u32 = 65535;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("writing the export: {0}")]
+    Write(#[from] pcap_file::PcapError),
+    #[error("a record in the recording is malformed: {0}")]
+    Record(#[from] LayoutError),
+}
+
+/// What an export wrote, per stream and in all.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ExportSummary {
+    pub packets: u64,
+    pub dropped: u64,
+    pub truncated: u64,
+    pub streams: Vec<StreamSummary>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct StreamSummary {
+    pub stream: u16,
+    pub packets: u64,
+    pub dropped: u64,
+    /// Drops after the stream's last packet: in its statistics block only.
+    #[serde(skip)]
+    pending_drops: u64,
+    #[serde(skip)]
+    last_timestamp_ns: u64,
+}
+
+pub struct PcapngExport<W: Write> {
+    writer: PcapNgWriter<W>,
+    /// Interface id of each stream seen (index: stream number).
+    interfaces: Vec<Option<u32>>,
+    summary: ExportSummary,
+    /// Which streams to export (None: all).
+    streams: Option<Vec<u16>>,
+    packet: Vec<u8>,
+}
+
+impl<W: Write> PcapngExport<W> {
+    /// Starts the export (writes the section header); `streams` limits it to those.
+    pub fn new(out: W, streams: Option<Vec<u16>>) -> Result<PcapngExport<W>, ExportError> {
+        Ok(PcapngExport {
+            writer: PcapNgWriter::new(out)?,
+            interfaces: Vec::new(),
+            summary: ExportSummary::default(),
+            streams,
+            packet: Vec::with_capacity(1 << 17),
+        })
+    }
+
+    /// Exports the records of one chunk's payload.
+    pub fn payload(&mut self, payload: &[u8]) -> Result<(), ExportError> {
+        for record in records(payload) {
+            match record? {
+                Record::Packet(packet) => self.packet(&packet)?,
+                Record::Loss(loss) => self.loss(&loss)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// As [`PcapngExport::payload`], for the records received in `from_ns..to_ns` (ns since
+    /// the Unix epoch; an open end where None).
+    pub fn payload_within(
+        &mut self,
+        payload: &[u8],
+        from_ns: Option<u64>,
+        to_ns: Option<u64>,
+    ) -> Result<(), ExportError> {
+        let within = |timestamp_ns: u64| {
+            from_ns.is_none_or(|from| timestamp_ns >= from)
+                && to_ns.is_none_or(|to| timestamp_ns < to)
+        };
+        for record in records(payload) {
+            match record? {
+                Record::Packet(packet) if within(packet.timestamp_ns) => self.packet(&packet)?,
+                Record::Loss(loss) if within(loss.timestamp_ns) => self.loss(&loss)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn wanted(&self, stream: u16) -> bool {
+        self.streams
+            .as_ref()
+            .is_none_or(|streams| streams.contains(&stream))
+    }
+
+    /// The interface of `stream`, declared at its first use.
+    fn interface(&mut self, stream: u16) -> Result<u32, ExportError> {
+        let index = stream as usize;
+        if self.interfaces.len() <= index {
+            self.interfaces.resize(index + 1, None);
+        }
+        if let Some(id) = self.interfaces[index] {
+            return Ok(id);
+        }
+        let id = self.summary.streams.len() as u32;
+        self.writer.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: DataLink::RAW,
+            snaplen: SNAPLEN,
+            options: vec![
+                InterfaceDescriptionOption::IfName(Cow::Owned(format!("stream {stream}"))),
+                InterfaceDescriptionOption::IfTsResol(9),
+            ],
+        })?;
+        self.interfaces[index] = Some(id);
+        self.summary.streams.push(StreamSummary {
+            stream,
+            ..StreamSummary::default()
+        });
+        Ok(id)
+    }
+
+    fn loss(&mut self, loss: &Loss) -> Result<(), ExportError> {
+        if !self.wanted(loss.stream) {
+            return Ok(());
+        }
+        let id = self.interface(loss.stream)?;
+        let stream = &mut self.summary.streams[id as usize];
+        stream.dropped += loss.count;
+        stream.pending_drops += loss.count;
+        self.summary.dropped += loss.count;
+        Ok(())
+    }
+
+    fn packet(&mut self, packet: &Packet<'_>) -> Result<(), ExportError> {
+        if !self.wanted(packet.stream) {
+            return Ok(());
+        }
+        let id = self.interface(packet.stream)?;
+        let original_len = build_ip_udp(&mut self.packet, packet);
+        let stream = &mut self.summary.streams[id as usize];
+        let mut options = Vec::new();
+        if stream.pending_drops > 0 {
+            options.push(EnhancedPacketOption::DropCount(stream.pending_drops));
+            stream.pending_drops = 0;
+        }
+        stream.packets += 1;
+        stream.last_timestamp_ns = packet.timestamp_ns;
+        self.summary.packets += 1;
+        if packet.is_truncated() {
+            self.summary.truncated += 1;
+        }
+        self.writer.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: id,
+            timestamp: Duration::from_nanos(packet.timestamp_ns),
+            original_len,
+            data: Cow::Borrowed(&self.packet),
+            options,
+        })?;
+        Ok(())
+    }
+
+    /// Writes each interface's statistics and hands back the output and the summary.
+    pub fn finish(mut self) -> Result<(W, ExportSummary), ExportError> {
+        for (id, stream) in self.summary.streams.iter().enumerate() {
+            let timestamp = stream.last_timestamp_ns;
+            self.writer.write_pcapng_block(InterfaceStatisticsBlock {
+                interface_id: id as u32,
+                // Split into high and low words by the format, in the interface's units (ns).
+                timestamp,
+                options: vec![
+                    InterfaceStatisticsOption::IsbIfRecv(stream.packets + stream.dropped),
+                    InterfaceStatisticsOption::IsbIfDrop(stream.dropped),
+                ],
+            })?;
+        }
+        Ok((self.writer.into_inner(), self.summary))
+    }
+}
+
+/// Puts the IP packet a datagram arrived in into `out` (IPv4 or IPv6, then UDP, then the
+/// data kept); returns the length the whole packet had.
+fn build_ip_udp(out: &mut Vec<u8>, packet: &Packet<'_>) -> u32 {
+    let unspecified = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+    let peer = packet.peer.unwrap_or(unspecified);
+    let local = packet.local.unwrap_or(unspecified);
+    let udp_len = 8 + packet.original_len as usize;
+    out.clear();
+    match (v4(peer.ip()), v4(local.ip())) {
+        (Some(source), Some(destination)) => {
+            let total = (20 + udp_len).min(u16::MAX as usize) as u16;
+            out.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+            out[2..4].copy_from_slice(&total.to_be_bytes());
+            out.extend_from_slice(&source.octets());
+            out.extend_from_slice(&destination.octets());
+            let checksum = internet_checksum(&[&out[..20]]);
+            out[10..12].copy_from_slice(&checksum.to_be_bytes());
+            push_udp(out, peer.port(), local.port(), udp_len, 0);
+            out.extend_from_slice(packet.data);
+            (20 + udp_len) as u32
+        }
+        _ => {
+            let source = v6_octets(peer.ip());
+            let destination = v6_octets(local.ip());
+            out.extend_from_slice(&[0x60, 0, 0, 0]);
+            out.extend_from_slice(&(udp_len.min(u16::MAX as usize) as u16).to_be_bytes());
+            out.extend_from_slice(&[17, 64]);
+            out.extend_from_slice(&source);
+            out.extend_from_slice(&destination);
+            // The UDP checksum is mandatory over IPv6: pseudo-header, UDP header, data.
+            let mut pseudo = [0u8; 40];
+            pseudo[..16].copy_from_slice(&source);
+            pseudo[16..32].copy_from_slice(&destination);
+            pseudo[32..36].copy_from_slice(&(udp_len as u32).to_be_bytes());
+            pseudo[39] = 17;
+            let mut header = [0u8; 8];
+            header[..2].copy_from_slice(&peer.port().to_be_bytes());
+            header[2..4].copy_from_slice(&local.port().to_be_bytes());
+            header[4..6].copy_from_slice(&(udp_len.min(u16::MAX as usize) as u16).to_be_bytes());
+            let checksum = match internet_checksum(&[&pseudo, &header, packet.data]) {
+                0 => 0xffff,
+                sum => sum,
+            };
+            push_udp(out, peer.port(), local.port(), udp_len, checksum);
+            out.extend_from_slice(packet.data);
+            (40 + udp_len) as u32
+        }
+    }
+}
+
+fn push_udp(out: &mut Vec<u8>, source: u16, destination: u16, len: usize, checksum: u16) {
+    out.extend_from_slice(&source.to_be_bytes());
+    out.extend_from_slice(&destination.to_be_bytes());
+    out.extend_from_slice(&(len.min(u16::MAX as usize) as u16).to_be_bytes());
+    out.extend_from_slice(&checksum.to_be_bytes());
+}
+
+fn v4(ip: IpAddr) -> Option<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(v4) => Some(v4),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped(),
+    }
+}
+
+fn v6_octets(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+/// The ones' complement of the ones' complement sum of 16-bit words (RFC 1071), over
+/// `parts` taken as one byte string.
+fn internet_checksum(parts: &[&[u8]]) -> u16 {
+    let mut sum = 0u64;
+    let mut odd: Option<u8> = None;
+    for part in parts {
+        for &byte in *part {
+            match odd.take() {
+                Some(high) => sum += u64::from(u16::from_be_bytes([high, byte])),
+                None => odd = Some(byte),
+            }
+        }
+    }
+    if let Some(high) = odd {
+        sum += u64::from(u16::from_be_bytes([high, 0]));
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{encode_loss, encode_packet, LossCause};
+    use pcap_file::pcapng::{Block, PcapNgReader};
+
+    fn datagram<'a>(stream: u16, data: &'a [u8], peer: &str, local: &str) -> Packet<'a> {
+        Packet {
+            stream,
+            timestamp_ns: 1_700_000_000_000_000_000 + data.len() as u64,
+            original_len: data.len() as u32,
+            data,
+            peer: Some(peer.parse().unwrap()),
+            local: Some(local.parse().unwrap()),
+        }
+    }
+
+    #[test]
+    fn the_ipv4_header_checksum_verifies() {
+        let mut out = Vec::new();
+        let len = build_ip_udp(
+            &mut out,
+            &datagram(0, b"abc", "10.0.0.1:1000", "10.0.0.2:2000"),
+        );
+        assert_eq!(len, 20 + 8 + 3);
+        assert_eq!(
+            internet_checksum(&[&out[..20]]),
+            0,
+            "a header with its checksum sums to 0"
+        );
+        assert_eq!(&out[20..22], &1000u16.to_be_bytes());
+        assert_eq!(&out[28..], b"abc");
+    }
+
+    #[test]
+    fn streams_become_interfaces_and_losses_drop_counts() {
+        let mut payload = vec![0u8; 4096];
+        let mut at = encode_packet(
+            &mut payload,
+            &datagram(1, b"first", "10.0.0.1:1000", "10.0.0.2:2000"),
+        );
+        at += encode_loss(
+            &mut payload[at..],
+            &Loss {
+                stream: 1,
+                timestamp_ns: 5,
+                cause: LossCause::SocketOverflow,
+                count: 4,
+                bytes: 0,
+            },
+        );
+        at += encode_packet(
+            &mut payload[at..],
+            &datagram(1, b"second", "10.0.0.1:1000", "10.0.0.2:2000"),
+        );
+        at += encode_packet(
+            &mut payload[at..],
+            &datagram(0, b"v6", "[fd00::1]:7", "[fd00::2]:8"),
+        );
+        let mut export = PcapngExport::new(Vec::new(), None).unwrap();
+        export.payload(&payload[..at]).unwrap();
+        let (bytes, summary) = export.finish().unwrap();
+        assert_eq!((summary.packets, summary.dropped), (3, 4));
+        let mut reader = PcapNgReader::new(&bytes[..]).unwrap();
+        let mut packets = Vec::new();
+        let mut statistics = Vec::new();
+        while let Some(block) = reader.next_block() {
+            match block.unwrap() {
+                Block::EnhancedPacket(epb) => packets.push((
+                    epb.interface_id,
+                    epb.options.contains(&EnhancedPacketOption::DropCount(4)),
+                    epb.data.len(),
+                )),
+                Block::InterfaceStatistics(isb) => statistics.push((
+                    isb.options
+                        .contains(&InterfaceStatisticsOption::IsbIfDrop(4)),
+                    isb.options
+                        .contains(&InterfaceStatisticsOption::IsbIfRecv(6)),
+                )),
+                _ => {}
+            }
+        }
+        // Stream 1 came first: interface 0. Its second packet carries the drop count.
+        assert_eq!(
+            packets,
+            [(0, false, 28 + 5), (0, true, 28 + 6), (1, false, 48 + 2)]
+        );
+        assert_eq!(
+            statistics[0],
+            (true, true),
+            "drops and received, drops included"
+        );
+    }
+}
