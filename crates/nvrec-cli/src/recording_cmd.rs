@@ -743,9 +743,14 @@ pub struct ReplayArgs {
     /// End this long after the recording's start (after --from).
     #[arg(long, value_parser = duration_arg)]
     to: Option<Duration>,
-    /// Reproduce the original timing from the chunk timestamps.
+    /// Reproduce the original timing from the chunk timestamps (with --send-to, from each
+    /// datagram's receive time).
     #[arg(long)]
     pace: bool,
+    /// Send a recording of datagrams back onto the network, one datagram per recorded one,
+    /// to udp://HOST:PORT, instead of writing their payloads out.
+    #[arg(long, value_name = "udp://HOST:PORT", conflicts_with = "output")]
+    send_to: Option<String>,
     /// What to write in place of a hole in the stream: nothing, or zeros of its length, found
     /// from the stream offset of the chunk after it (a hole at the very end has no chunk
     /// after it and is not filled).
@@ -800,6 +805,9 @@ fn format_duration(duration: Duration) -> String {
 pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     // Everything about the arguments is checked before any read.
     replay_window(&args)?;
+    if let Some(destination) = &args.send_to {
+        return replay_to_network(&args, destination, json);
+    }
     let to_stdout = args
         .output
         .as_deref()
@@ -1090,6 +1098,245 @@ fn check_pattern(
     }
 }
 
+/// `replay --send-to udp://HOST:PORT`: each recorded datagram sent again, in order, paced
+/// by the receive times with --pace.
+fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result<Finished> {
+    let destination = parse_udp_destination(destination)?;
+    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
+    let entries = recordings(&set)?;
+    let entry = reader::select(&entries, args.recording)?;
+    if !entry.flags.contains(RecordingFlags::RECORDS) {
+        return Err(UsageError(format!(
+            "recording {} holds a byte stream, not datagrams: --send-to replays datagrams",
+            entry.recording_id
+        ))
+        .into());
+    }
+    let bind: std::net::SocketAddr = if destination.is_ipv4() {
+        "0.0.0.0:0".parse()?
+    } else {
+        "[::]:0".parse()?
+    };
+    let socket = std::net::UdpSocket::bind(bind).context("opening a UDP socket to send from")?;
+    let mut sender = DatagramSender {
+        socket,
+        destination,
+        pace: args.pace,
+        origin: None,
+        sent: 0,
+        sent_bytes: 0,
+        error: None,
+    };
+    let from_ns = args.from.map(|d| entry.start_ns + d.as_nanos() as u64);
+    let to_ns = args.to.map(|d| entry.start_ns + d.as_nanos() as u64);
+    let progress = Arc::new(Progress::default());
+    let display = progress::ProgressDisplay::start(Arc::clone(&progress), "send".into(), !json);
+    let mut problems: Vec<String> = Vec::new();
+    let summary = reader::read_recording(
+        &set,
+        &entry,
+        args.engine.choice(),
+        &signal::CONTROL,
+        &progress,
+        &mut |item| {
+            match item {
+                Item::Chunk { header, payload } => {
+                    if to_ns.is_some_and(|to| header.timestamp_ns >= to) {
+                        return false;
+                    }
+                    return sender.payload(payload, from_ns, to_ns, &mut problems);
+                }
+                Item::Missing {
+                    first_sequence,
+                    count,
+                } => problems.push(format!(
+                    "{count} chunks missing from sequence {first_sequence}"
+                )),
+                Item::Damage(damage) => problems.push(format!(
+                    "damaged chunk on member {} slot {}: {}",
+                    damage.member_index, damage.slot_index, damage.what
+                )),
+            }
+            true
+        },
+    )?;
+    drop(display);
+    if let Some(error) = sender.error {
+        return Err(anyhow::Error::new(error).context(format!("sending to {destination}")));
+    }
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({
+                "recording_id": entry.recording_id,
+                "destination": destination.to_string(),
+                "sent_datagrams": sender.sent,
+                "sent_bytes": sender.sent_bytes,
+                "summary": summary,
+                "problems": problems,
+            })
+        );
+    } else {
+        errln!(
+            "nvrec replay: recording {} ({}): {} datagrams ({} bytes) sent to udp://{destination}",
+            entry.recording_id,
+            state_text(&entry),
+            sender.sent,
+            sender.sent_bytes
+        );
+        for problem in &problems {
+            errln!("  {problem}");
+        }
+    }
+    let damaged = summary.damage_count > 0 || summary.missing_chunk_count > 0;
+    Ok(Finished(if damaged { exit::FAILURE } else { exit::OK }))
+}
+
+fn parse_udp_destination(text: &str) -> Result<std::net::SocketAddr, UsageError> {
+    use std::net::ToSocketAddrs;
+    let address = text
+        .strip_prefix("udp://")
+        .ok_or_else(|| UsageError(format!("--send-to {text}: give udp://HOST:PORT")))?;
+    address
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addresses| addresses.next())
+        .ok_or_else(|| UsageError(format!("--send-to {text}: not an address and port")))
+}
+
+/// Sends the datagrams of payloads of records.
+struct DatagramSender {
+    socket: std::net::UdpSocket,
+    destination: std::net::SocketAddr,
+    pace: bool,
+    /// (first datagram's receive time, when it was sent), for --pace.
+    origin: Option<(u64, Instant)>,
+    sent: u64,
+    sent_bytes: u64,
+    error: Option<std::io::Error>,
+}
+
+impl DatagramSender {
+    /// Sends the datagrams of one payload received in the window; false to stop.
+    fn payload(
+        &mut self,
+        payload: &[u8],
+        from_ns: Option<u64>,
+        to_ns: Option<u64>,
+        problems: &mut Vec<String>,
+    ) -> bool {
+        for record in nvrec::layout::records(payload) {
+            let packet = match record {
+                Ok(nvrec::layout::Record::Packet(packet)) => packet,
+                Ok(nvrec::layout::Record::Loss(loss)) => {
+                    problems.push(format!(
+                        "loss: {} datagrams dropped on stream {} ({}) when recorded",
+                        loss.count,
+                        loss.stream,
+                        loss.cause.name()
+                    ));
+                    continue;
+                }
+                Err(error) => {
+                    problems.push(format!("a record does not decode: {error}"));
+                    break;
+                }
+            };
+            if from_ns.is_some_and(|from| packet.timestamp_ns < from) {
+                continue;
+            }
+            if to_ns.is_some_and(|to| packet.timestamp_ns >= to) {
+                return false;
+            }
+            if !self.wait_for(packet.timestamp_ns) || !self.send(packet.data) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// With --pace, waits until the datagram is due; false when interrupted.
+    fn wait_for(&mut self, timestamp_ns: u64) -> bool {
+        if !self.pace {
+            return signal::CONTROL.state() == ControlState::Run;
+        }
+        let (first_ns, started) = *self.origin.get_or_insert((timestamp_ns, Instant::now()));
+        let due = Duration::from_nanos(timestamp_ns.saturating_sub(first_ns));
+        match due.checked_sub(started.elapsed()) {
+            Some(wait) => sleep_unless_interrupted(wait),
+            None => signal::CONTROL.state() == ControlState::Run,
+        }
+    }
+
+    /// Sends one datagram, waiting out a full transmit queue (ENOBUFS); false on failure.
+    fn send(&mut self, data: &[u8]) -> bool {
+        loop {
+            match self.socket.send_to(data, self.destination) {
+                Ok(_) => {
+                    self.sent += 1;
+                    self.sent_bytes += data.len() as u64;
+                    return true;
+                }
+                Err(error) if error.raw_os_error() == Some(libc::ENOBUFS) => {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {
+                    if signal::CONTROL.state() != ControlState::Run {
+                        return false;
+                    }
+                }
+                Err(error) => {
+                    self.error = Some(error);
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// What `verify` found in the records of a recording of datagrams.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+struct RecordCounts {
+    datagrams: u64,
+    truncated: u64,
+    /// Datagrams the recording says were lost (loss records), and how many losses.
+    dropped: u64,
+    losses: u64,
+}
+
+impl RecordCounts {
+    /// Decodes every record of a payload; the first that does not decode is the error.
+    fn count(&mut self, payload: &[u8]) -> Result<(), nvrec::layout::LayoutError> {
+        for record in nvrec::layout::records(payload) {
+            match record? {
+                nvrec::layout::Record::Packet(packet) => {
+                    self.datagrams += 1;
+                    self.truncated += u64::from(packet.is_truncated());
+                }
+                nvrec::layout::Record::Loss(loss) => {
+                    self.dropped += loss.count;
+                    self.losses += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn text(&self) -> String {
+        let mut text = format!(", {} datagrams decoded", self.datagrams);
+        if self.truncated > 0 {
+            text.push_str(&format!(", {} truncated", self.truncated));
+        }
+        if self.dropped > 0 {
+            text.push_str(&format!(
+                ", {} DROPPED in {} losses (marked in the recording)",
+                self.dropped, self.losses
+            ));
+        }
+        text
+    }
+}
+
 /// Writes the data of the datagrams in a payload of records, in order; a loss, or a record
 /// that does not decode, is a problem to report. Returns the bytes written.
 fn write_record_data(
@@ -1167,6 +1414,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         let mut first_bad: Option<String> = None;
         let mut pattern_errors = 0u64;
         let mut pattern: Option<Pattern> = args.seed.map(Pattern::new);
+        let mut records = RecordCounts::default();
         let progress = Arc::new(Progress::default());
         let display = progress::ProgressDisplay::start(
             Arc::clone(&progress),
@@ -1182,6 +1430,16 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             &mut |item| {
                 match item {
                     Item::Chunk { header, payload } => {
+                        if header.flags.contains(ChunkFlags::RECORDS) {
+                            if let Err(why) = records.count(payload) {
+                                first_bad.get_or_insert_with(|| {
+                                    format!(
+                                        "sequence {} on member {} slot {}: {why}",
+                                        header.sequence, header.member_index, header.slot_index
+                                    )
+                                });
+                            }
+                        }
                         if header.flags.contains(ChunkFlags::PATTERN) {
                             if pattern.is_none() {
                                 pattern = seed_of_payload(header.stream_offset_bytes, payload)
@@ -1243,6 +1501,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             "missing_chunk_count": summary.missing_chunk_count,
             "damage_count": summary.damage_count,
             "pattern_error_count": pattern_errors,
+            "records": entry.flags.contains(RecordingFlags::RECORDS).then_some(records),
             "pattern_seed": pattern.as_ref().map(Pattern::seed),
             "lost_bytes": summary.lost_bytes,
             "first_bad": first_bad,
@@ -1254,7 +1513,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         if !json {
             match &first_bad {
                 None => outln!(
-                    "recording {} ({}): OK, {} chunks, {} bytes, CRC and sequence checked{}, {:.1} MiB/s",
+                    "recording {} ({}): OK, {} chunks, {} bytes, CRC and sequence checked{}{}, {:.1} MiB/s",
                     entry.recording_id,
                     state_text(entry),
                     summary.chunk_count,
@@ -1263,6 +1522,11 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                         Some(pattern) if entry.flags.contains(RecordingFlags::PATTERN) =>
                             format!(", pattern checked (seed {:#x})", pattern.seed()),
                         _ => String::new(),
+                    },
+                    if entry.flags.contains(RecordingFlags::RECORDS) {
+                        records.text()
+                    } else {
+                        String::new()
                     },
                     summary.rate_mib_per_s
                 ),
