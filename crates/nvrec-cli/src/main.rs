@@ -280,9 +280,9 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
 /// A byte source: the pattern, zeros, stdin or a file. Network sources give records, which
 /// only `record` takes (`parse_sources`).
 pub fn parse_source(text: &str, seed: u64) -> Result<SourceSpec, UsageError> {
-    if let Some((scheme, _)) = text.split_once("://") {
+    if text.contains("://") || text.starts_with("capture:") {
         return Err(UsageError(format!(
-            "--source {text}: a {scheme}:// source gives datagrams, which only `nvrec record` takes"
+            "--source {text}: a network source gives datagrams or frames, which only `nvrec record` takes"
         )));
     }
     Ok(match text {
@@ -293,47 +293,63 @@ pub fn parse_source(text: &str, seed: u64) -> Result<SourceSpec, UsageError> {
     })
 }
 
-/// What `record` records: one byte source, or one or more network streams
-/// (`udp://ADDR:PORT`, each its own stream of the recording).
+/// What `record` records: one byte source, or one or more network streams: UDP datagrams
+/// (`udp://ADDR:PORT`) or frames captured on interfaces (`capture:IFACE`), each its own
+/// stream of the recording.
 pub fn parse_sources(texts: &[String], seed: u64) -> Result<SourceSpec, UsageError> {
-    let network: Vec<&String> = texts.iter().filter(|text| text.contains("://")).collect();
-    if network.is_empty() {
+    let is_network = |text: &String| text.contains("://") || text.starts_with("capture:");
+    let network = texts.iter().filter(|text| is_network(text)).count();
+    if network == 0 {
         return match texts {
             [text] => parse_source(text, seed),
             _ => Err(UsageError(
-                "several --source options record several network streams (udp://ADDR:PORT); \
-                 a byte source (pattern, zero, stdin, a file) comes alone"
+                "several --source options record several network streams (udp://ADDR:PORT or \
+                 capture:IFACE); a byte source (pattern, zero, stdin, a file) comes alone"
                     .into(),
             )),
         };
     }
-    if network.len() != texts.len() {
+    if network != texts.len() {
         return Err(UsageError(
-            "network streams (udp://...) and a byte source cannot be recorded together".into(),
+            "network streams and a byte source cannot be recorded together".into(),
         ));
     }
-    let mut addresses: Vec<std::net::SocketAddr> = Vec::new();
+    if texts.len() > u16::MAX as usize {
+        return Err(UsageError("too many --source streams".into()));
+    }
+    let mut seen: Vec<&String> = Vec::new();
     for text in texts {
-        let address = match text.strip_prefix("udp://") {
+        if seen.contains(&text) {
+            return Err(UsageError(format!("--source {text} is given twice")));
+        }
+        seen.push(text);
+    }
+    if texts.iter().all(|text| text.starts_with("capture:")) {
+        let names = texts
+            .iter()
+            .map(|text| match &text["capture:".len()..] {
+                "" => Err(UsageError(format!(
+                    "--source {text}: name the interface, as capture:eth0"
+                ))),
+                name => Ok(name.to_string()),
+            })
+            .collect::<Result<_, _>>()?;
+        return Ok(SourceSpec::Capture(names));
+    }
+    let addresses = texts
+        .iter()
+        .map(|text| match text.strip_prefix("udp://") {
             Some(address) => address.parse().map_err(|_| {
                 UsageError(format!(
                     "--source {text}: give udp://ADDRESS:PORT, such as udp://0.0.0.0:5000 or udp://[::]:5000"
                 ))
-            })?,
-            None => {
-                return Err(UsageError(format!(
-                    "--source {text}: the network sources are udp://ADDRESS:PORT"
-                )))
-            }
-        };
-        if addresses.contains(&address) {
-            return Err(UsageError(format!("--source {text} is given twice")));
-        }
-        addresses.push(address);
-    }
-    if addresses.len() > u16::MAX as usize {
-        return Err(UsageError("too many --source streams".into()));
-    }
+            }),
+            None => Err(UsageError(format!(
+                "--source {text}: network sources are udp://ADDRESS:PORT or capture:IFACE, one kind \
+                 per recording"
+            ))),
+        })
+        .collect::<Result<_, _>>()?;
     Ok(SourceSpec::Udp(addresses))
 }
 

@@ -60,8 +60,9 @@ pub struct RecordArgs {
     /// formatted as a new volume set.
     #[arg(required = true)]
     targets: Vec<PathBuf>,
-    /// What to record: pattern, zero, stdin, a file path, or UDP datagrams received at
-    /// udp://ADDRESS:PORT (give --source once per stream to record several).
+    /// What to record: pattern, zero, stdin, a file path; or UDP datagrams received at
+    /// udp://ADDRESS:PORT, or frames captured on an interface, capture:IFACE (give --source
+    /// once per stream to record several).
     #[arg(long, default_value = "stdin")]
     source: Vec<String>,
     /// Seed of the pattern source.
@@ -397,12 +398,12 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         if let Some(network) = &network {
             let counts = network.snapshot();
             outln!(
-                "  network       {} datagrams ({} bytes); {}; {} truncated",
+                "  network       {} datagrams or frames ({} bytes); {}; {} truncated",
                 counts.datagrams,
                 counts.bytes,
                 if counts.dropped_socket > 0 {
                     format!(
-                        "DROPPED {} by the kernel (socket buffer full; marked in the recording)",
+                        "DROPPED {} by the kernel (receive buffer or capture ring full; marked in the recording)",
                         counts.dropped_socket
                     )
                 } else {
@@ -1387,6 +1388,11 @@ fn open_record_source(spec: &SourceSpec) -> Result<RecordSource> {
         let udp = nvrec::net::UdpSource::bind(addresses).map_err(source_error)?;
         let counters = udp.counters();
         return Ok((Box::new(udp), Some(counters)));
+    }
+    if let SourceSpec::Capture(names) = spec {
+        let capture = nvrec::net::CaptureSource::open(names).map_err(source_error)?;
+        let counters = capture.counters();
+        return Ok((Box::new(capture), Some(counters)));
     }
     Ok((open_source(spec).map_err(source_error)?, None))
 }

@@ -25,6 +25,8 @@ pub enum SourceSpec {
     Path(std::path::PathBuf),
     /// UDP datagrams received on these local addresses, one stream each (records).
     Udp(Vec<std::net::SocketAddr>),
+    /// Frames captured on these network interfaces, one stream each (records).
+    Capture(Vec<String>),
 }
 
 impl SourceSpec {
@@ -39,6 +41,11 @@ impl SourceSpec {
                 .map(|address| format!("udp://{address}"))
                 .collect::<Vec<_>>()
                 .join(", "),
+            SourceSpec::Capture(names) => names
+                .iter()
+                .map(|name| format!("capture:{name}"))
+                .collect::<Vec<_>>()
+                .join(", "),
         }
     }
 
@@ -49,7 +56,7 @@ impl SourceSpec {
 
     /// Whether the source gives records (datagrams, packets) rather than bytes.
     pub fn is_records(&self) -> bool {
-        matches!(self, SourceSpec::Udp(_))
+        matches!(self, SourceSpec::Udp(_) | SourceSpec::Capture(_))
     }
 }
 
@@ -221,6 +228,7 @@ pub fn open_source(spec: &SourceSpec) -> io::Result<Box<dyn Source>> {
             Box::new(StreamSource::file(file))
         }
         SourceSpec::Udp(addresses) => Box::new(crate::net::UdpSource::bind(addresses)?),
+        SourceSpec::Capture(names) => Box::new(crate::net::CaptureSource::open(names)?),
     })
 }
 

@@ -32,7 +32,7 @@ mod off {
     pub const FAMILY: usize = 42;
     pub const LOCAL_ADDR: usize = 44;
     pub const LOCAL_PORT: usize = 60;
-    pub const RESERVED: usize = 62;
+    pub const CONTENT: usize = 62;
 }
 
 const KIND_PACKET: u16 = 1;
@@ -71,11 +71,35 @@ impl LossCause {
     }
 }
 
+/// What a packet record's data is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Content {
+    /// The payload of a UDP datagram.
+    Udp = 1,
+    /// Bytes of a TCP connection's stream, as one read took them.
+    Tcp = 2,
+    /// A whole Ethernet frame, as a capture took it.
+    Ethernet = 3,
+}
+
+impl Content {
+    fn from_u16(value: u16) -> Option<Content> {
+        match value {
+            1 => Some(Content::Udp),
+            2 => Some(Content::Tcp),
+            3 => Some(Content::Ethernet),
+            _ => None,
+        }
+    }
+}
+
 /// A datagram or packet as recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Packet<'a> {
     /// Which of the recording's sources it came from (0 for the first `--source`).
     pub stream: u16,
+    pub content: Content,
     /// When the kernel received it: nanoseconds since the Unix epoch.
     pub timestamp_ns: u64,
     /// Its length as received, of which `data` is what was kept.
@@ -145,6 +169,7 @@ pub fn encode_packet_header(out: &mut [u8], packet: &Packet<'_>) -> usize {
         packet.local,
     ));
     put_u16(header, off::FAMILY, family);
+    put_u16(header, off::CONTENT, packet.content as u16);
     out[RECORD_HEADER_BYTES + len..total].fill(0);
     total
 }
@@ -243,9 +268,6 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
             needed_bytes: RECORD_HEADER_BYTES.saturating_add(captured),
             got_bytes: b.len(),
         })?;
-    if get_u16(b, off::RESERVED) != 0 {
-        return Err(LayoutError::invalid(R, "reserved", "is not zero"));
-    }
     let stream = get_u16(b, off::STREAM);
     let timestamp_ns = get_u64(b, off::TIMESTAMP_NS);
     let flags = get_u32(b, off::FLAGS);
@@ -264,8 +286,11 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
                 return Err(LayoutError::invalid(R, "flags", "has unknown bits"));
             }
             let family = get_u16(b, off::FAMILY);
+            let content = Content::from_u16(get_u16(b, off::CONTENT))
+                .ok_or_else(|| LayoutError::invalid(R, "content", "is not 1, 2 or 3"))?;
             Record::Packet(Packet {
                 stream,
+                content,
                 timestamp_ns,
                 original_len,
                 data,
@@ -276,6 +301,9 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
         KIND_LOSS => {
             let cause = LossCause::from_u32(flags)
                 .ok_or_else(|| LayoutError::invalid(R, "flags", "names no known loss cause"))?;
+            if get_u16(b, off::CONTENT) != 0 {
+                return Err(LayoutError::invalid(R, "content", "of a loss is not 0"));
+            }
             if captured != LOSS_DATA_BYTES {
                 return Err(LayoutError::invalid(
                     R,
@@ -303,6 +331,7 @@ mod tests {
     fn packet(data: &[u8]) -> Packet<'_> {
         Packet {
             stream: 2,
+            content: Content::Udp,
             timestamp_ns: 1_700_000_000_123_456_789,
             original_len: data.len() as u32,
             data,

@@ -1,9 +1,11 @@
 //! Network sources: what arrives on sockets, recorded as records (`layout::records`).
 
+mod capture;
 mod udp;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use capture::{CaptureSource, BLOCK_BYTES, BLOCK_COUNT, SNAPLEN_MAX};
 pub use udp::{UdpSource, RECEIVE_BUFFER_BYTES};
 
 /// Counters a network source keeps, read live (progress) and at the end (the report).
@@ -13,7 +15,7 @@ pub struct NetCounters {
     pub datagrams: AtomicU64,
     /// Their bytes as received (before any truncation).
     pub bytes: AtomicU64,
-    /// Dropped by the kernel because the socket's receive buffer was full.
+    /// Dropped by the kernel: a socket's receive buffer, or a capture ring, was full.
     pub dropped_socket: AtomicU64,
     /// Kept shorter than they arrived.
     pub truncated: AtomicU64,

@@ -13,7 +13,8 @@
 
 use super::NetCounters;
 use crate::layout::{
-    encode_loss, encode_packet_header, record_bytes, Loss, LossCause, Packet, RECORD_HEADER_BYTES,
+    encode_loss, encode_packet_header, record_bytes, Content, Loss, LossCause, Packet,
+    RECORD_HEADER_BYTES,
 };
 use crate::source::Source;
 use std::collections::VecDeque;
@@ -233,6 +234,7 @@ impl UdpSource {
                     out,
                     &Packet {
                         stream,
+                        content: Content::Udp,
                         timestamp_ns,
                         original_len,
                         data: &self.staging[at..at + kept],
@@ -393,7 +395,7 @@ fn realtime_ns() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::layout::{records, Record};
 

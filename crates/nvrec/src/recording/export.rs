@@ -8,7 +8,7 @@
 //! the first packet after a loss; at the end, interface statistics with what was received
 //! and what was dropped. The PcapNg blocks are written by the `pcap-file` crate.
 
-use crate::layout::{records, LayoutError, Loss, Packet, Record};
+use crate::layout::{records, Content, LayoutError, Loss, Packet, Record};
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
@@ -53,6 +53,9 @@ pub struct StreamSummary {
     pending_drops: u64,
     #[serde(skip)]
     last_timestamp_ns: u64,
+    /// TCP: the sequence number of the stream's next byte.
+    #[serde(skip)]
+    tcp_sequence: u32,
 }
 
 pub struct PcapngExport<W: Write> {
@@ -117,7 +120,7 @@ impl<W: Write> PcapngExport<W> {
     }
 
     /// The interface of `stream`, declared at its first use.
-    fn interface(&mut self, stream: u16) -> Result<u32, ExportError> {
+    fn interface(&mut self, stream: u16, content: Content) -> Result<u32, ExportError> {
         let index = stream as usize;
         if self.interfaces.len() <= index {
             self.interfaces.resize(index + 1, None);
@@ -127,7 +130,12 @@ impl<W: Write> PcapngExport<W> {
         }
         let id = self.summary.streams.len() as u32;
         self.writer.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: DataLink::RAW,
+            // A captured frame is exported as it is; datagrams and stream bytes in the IP
+            // packets they came in.
+            linktype: match content {
+                Content::Ethernet => DataLink::ETHERNET,
+                Content::Udp | Content::Tcp => DataLink::RAW,
+            },
             snaplen: SNAPLEN,
             options: vec![
                 InterfaceDescriptionOption::IfName(Cow::Owned(format!("stream {stream}"))),
@@ -146,7 +154,7 @@ impl<W: Write> PcapngExport<W> {
         if !self.wanted(loss.stream) {
             return Ok(());
         }
-        let id = self.interface(loss.stream)?;
+        let id = self.interface(loss.stream, Content::Udp)?;
         let stream = &mut self.summary.streams[id as usize];
         stream.dropped += loss.count;
         stream.pending_drops += loss.count;
@@ -158,9 +166,21 @@ impl<W: Write> PcapngExport<W> {
         if !self.wanted(packet.stream) {
             return Ok(());
         }
-        let id = self.interface(packet.stream)?;
-        let original_len = build_ip_udp(&mut self.packet, packet);
+        let id = self.interface(packet.stream, packet.content)?;
         let stream = &mut self.summary.streams[id as usize];
+        let original_len = match packet.content {
+            Content::Udp => build_ip(&mut self.packet, packet, Transport::Udp),
+            Content::Tcp => {
+                let sequence = stream.tcp_sequence;
+                stream.tcp_sequence = sequence.wrapping_add(packet.original_len);
+                build_ip(&mut self.packet, packet, Transport::Tcp { sequence })
+            }
+            Content::Ethernet => {
+                self.packet.clear();
+                self.packet.extend_from_slice(packet.data);
+                packet.original_len
+            }
+        };
         let mut options = Vec::new();
         if stream.pending_drops > 0 {
             options.push(EnhancedPacketOption::DropCount(stream.pending_drops));
@@ -200,61 +220,99 @@ impl<W: Write> PcapngExport<W> {
     }
 }
 
-/// Puts the IP packet a datagram arrived in into `out` (IPv4 or IPv6, then UDP, then the
-/// data kept); returns the length the whole packet had.
-fn build_ip_udp(out: &mut Vec<u8>, packet: &Packet<'_>) -> u32 {
+/// The transport header a packet record's data gets in an export, and its IP protocol.
+enum Transport {
+    Udp,
+    /// TCP, at this offset in the connection's stream.
+    Tcp {
+        sequence: u32,
+    },
+}
+
+/// Puts the IP packet the data arrived in into `out`: IPv4 (both addresses IPv4) or IPv6,
+/// the UDP or TCP header, then the data kept. Returns the length the whole packet had.
+fn build_ip(out: &mut Vec<u8>, packet: &Packet<'_>, transport: Transport) -> u32 {
     let unspecified = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
     let peer = packet.peer.unwrap_or(unspecified);
     let local = packet.local.unwrap_or(unspecified);
-    let udp_len = 8 + packet.original_len as usize;
+    let (protocol, header) = transport_header(&transport, peer.port(), local.port(), packet);
+    let l4_len = header.len() + packet.original_len as usize;
     out.clear();
-    match (v4(peer.ip()), v4(local.ip())) {
+    let (source, destination, ip_len) = match (v4(peer.ip()), v4(local.ip())) {
         (Some(source), Some(destination)) => {
-            let total = (20 + udp_len).min(u16::MAX as usize) as u16;
-            out.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+            let total = (20 + l4_len).min(u16::MAX as usize) as u16;
+            out.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, protocol, 0, 0]);
             out[2..4].copy_from_slice(&total.to_be_bytes());
             out.extend_from_slice(&source.octets());
             out.extend_from_slice(&destination.octets());
             let checksum = internet_checksum(&[&out[..20]]);
             out[10..12].copy_from_slice(&checksum.to_be_bytes());
-            push_udp(out, peer.port(), local.port(), udp_len, 0);
-            out.extend_from_slice(packet.data);
-            (20 + udp_len) as u32
+            (
+                source.to_ipv6_mapped().octets(),
+                destination.to_ipv6_mapped().octets(),
+                20,
+            )
         }
         _ => {
-            let source = v6_octets(peer.ip());
-            let destination = v6_octets(local.ip());
+            let (source, destination) = (v6_octets(peer.ip()), v6_octets(local.ip()));
             out.extend_from_slice(&[0x60, 0, 0, 0]);
-            out.extend_from_slice(&(udp_len.min(u16::MAX as usize) as u16).to_be_bytes());
-            out.extend_from_slice(&[17, 64]);
+            out.extend_from_slice(&(l4_len.min(u16::MAX as usize) as u16).to_be_bytes());
+            out.extend_from_slice(&[protocol, 64]);
             out.extend_from_slice(&source);
             out.extend_from_slice(&destination);
-            // The UDP checksum is mandatory over IPv6: pseudo-header, UDP header, data.
-            let mut pseudo = [0u8; 40];
-            pseudo[..16].copy_from_slice(&source);
-            pseudo[16..32].copy_from_slice(&destination);
-            pseudo[32..36].copy_from_slice(&(udp_len as u32).to_be_bytes());
-            pseudo[39] = 17;
-            let mut header = [0u8; 8];
-            header[..2].copy_from_slice(&peer.port().to_be_bytes());
-            header[2..4].copy_from_slice(&local.port().to_be_bytes());
-            header[4..6].copy_from_slice(&(udp_len.min(u16::MAX as usize) as u16).to_be_bytes());
-            let checksum = match internet_checksum(&[&pseudo, &header, packet.data]) {
-                0 => 0xffff,
-                sum => sum,
-            };
-            push_udp(out, peer.port(), local.port(), udp_len, checksum);
-            out.extend_from_slice(packet.data);
-            (40 + udp_len) as u32
+            (source, destination, 40)
         }
+    };
+    let checksum_at = out.len() + if protocol == 17 { 6 } else { 16 };
+    out.extend_from_slice(&header);
+    out.extend_from_slice(packet.data);
+    // The transport checksum over the pseudo-header, the header and the data kept
+    // (mandatory for TCP and for UDP over IPv6).
+    let mut pseudo = Vec::with_capacity(40);
+    if ip_len == 20 {
+        pseudo.extend_from_slice(&source[12..]);
+        pseudo.extend_from_slice(&destination[12..]);
+        pseudo.extend_from_slice(&[0, protocol]);
+        pseudo.extend_from_slice(&(l4_len.min(u16::MAX as usize) as u16).to_be_bytes());
+    } else {
+        pseudo.extend_from_slice(&source);
+        pseudo.extend_from_slice(&destination);
+        pseudo.extend_from_slice(&(l4_len as u32).to_be_bytes());
+        pseudo.extend_from_slice(&[0, 0, 0, protocol]);
     }
+    let checksum = match internet_checksum(&[&pseudo, &out[ip_len..]]) {
+        0 if protocol == 17 => 0xffff,
+        sum => sum,
+    };
+    out[checksum_at..checksum_at + 2].copy_from_slice(&checksum.to_be_bytes());
+    (ip_len + l4_len) as u32
 }
 
-fn push_udp(out: &mut Vec<u8>, source: u16, destination: u16, len: usize, checksum: u16) {
-    out.extend_from_slice(&source.to_be_bytes());
-    out.extend_from_slice(&destination.to_be_bytes());
-    out.extend_from_slice(&(len.min(u16::MAX as usize) as u16).to_be_bytes());
-    out.extend_from_slice(&checksum.to_be_bytes());
+/// The UDP or TCP header for `packet` (checksum left zero) and the IP protocol number.
+fn transport_header(
+    transport: &Transport,
+    source_port: u16,
+    destination_port: u16,
+    packet: &Packet<'_>,
+) -> (u8, Vec<u8>) {
+    let mut header = Vec::with_capacity(20);
+    header.extend_from_slice(&source_port.to_be_bytes());
+    header.extend_from_slice(&destination_port.to_be_bytes());
+    match transport {
+        Transport::Udp => {
+            let len = (8 + packet.original_len as usize).min(u16::MAX as usize) as u16;
+            header.extend_from_slice(&len.to_be_bytes());
+            header.extend_from_slice(&[0, 0]);
+            (17, header)
+        }
+        Transport::Tcp { sequence } => {
+            header.extend_from_slice(&sequence.to_be_bytes());
+            header.extend_from_slice(&[0, 0, 0, 0]); // acknowledgement
+            header.extend_from_slice(&[0x50, 0x18]); // 5 words; PSH, ACK
+            header.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]); // window, checksum, urgent
+            (6, header)
+        }
+    }
 }
 
 fn v4(ip: IpAddr) -> Option<Ipv4Addr> {
@@ -302,6 +360,7 @@ mod tests {
     fn datagram<'a>(stream: u16, data: &'a [u8], peer: &str, local: &str) -> Packet<'a> {
         Packet {
             stream,
+            content: Content::Udp,
             timestamp_ns: 1_700_000_000_000_000_000 + data.len() as u64,
             original_len: data.len() as u32,
             data,
@@ -313,9 +372,10 @@ mod tests {
     #[test]
     fn the_ipv4_header_checksum_verifies() {
         let mut out = Vec::new();
-        let len = build_ip_udp(
+        let len = build_ip(
             &mut out,
             &datagram(0, b"abc", "10.0.0.1:1000", "10.0.0.2:2000"),
+            Transport::Udp,
         );
         assert_eq!(len, 20 + 8 + 3);
         assert_eq!(
@@ -325,6 +385,54 @@ mod tests {
         );
         assert_eq!(&out[20..22], &1000u16.to_be_bytes());
         assert_eq!(&out[28..], b"abc");
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&out[12..20]);
+        pseudo.extend_from_slice(&[0, 17, 0, 11]);
+        assert_eq!(
+            internet_checksum(&[&pseudo, &out[20..]]),
+            0,
+            "the UDP checksum verifies too"
+        );
+    }
+
+    #[test]
+    fn tcp_bytes_get_consecutive_sequence_numbers_and_frames_stay_as_they_are() {
+        let mut payload = vec![0u8; 4096];
+        let tcp = |data| Packet {
+            content: Content::Tcp,
+            ..datagram(0, data, "10.0.0.1:1000", "10.0.0.2:2000")
+        };
+        let mut at = encode_packet(&mut payload, &tcp(b"0123456789"));
+        at += encode_packet(&mut payload[at..], &tcp(b"abc"));
+        let frame = [0xaau8; 60];
+        at += encode_packet(
+            &mut payload[at..],
+            &Packet {
+                content: Content::Ethernet,
+                peer: None,
+                local: None,
+                ..datagram(1, &frame, "10.0.0.1:1", "10.0.0.2:2")
+            },
+        );
+        let mut export = PcapngExport::new(Vec::new(), None).unwrap();
+        export.payload(&payload[..at]).unwrap();
+        let (bytes, _) = export.finish().unwrap();
+        let mut reader = PcapNgReader::new(&bytes[..]).unwrap();
+        let mut sequences = Vec::new();
+        let mut linktypes = Vec::new();
+        while let Some(block) = reader.next_block() {
+            match block.unwrap() {
+                Block::EnhancedPacket(epb) if epb.interface_id == 0 => {
+                    assert_eq!(epb.data[9], 6, "TCP");
+                    sequences.push(u32::from_be_bytes(epb.data[24..28].try_into().unwrap()));
+                }
+                Block::EnhancedPacket(epb) => assert_eq!(&epb.data[..], &frame[..]),
+                Block::InterfaceDescription(idb) => linktypes.push(idb.linktype),
+                _ => {}
+            }
+        }
+        assert_eq!(sequences, [0, 10]);
+        assert_eq!(linktypes, [DataLink::RAW, DataLink::ETHERNET]);
     }
 
     #[test]
