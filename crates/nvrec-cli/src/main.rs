@@ -294,8 +294,8 @@ pub fn parse_source(text: &str, seed: u64) -> Result<SourceSpec, UsageError> {
 }
 
 /// What `record` records: one byte source, or one or more network streams: UDP datagrams
-/// (`udp://ADDR:PORT`) or frames captured on interfaces (`capture:IFACE`), each its own
-/// stream of the recording.
+/// (`udp://ADDR:PORT`, a stream each), TCP connections accepted (`tcp://ADDR:PORT`, a stream
+/// per connection) or frames captured on interfaces (`capture:IFACE`, a stream each).
 pub fn parse_sources(texts: &[String], seed: u64) -> Result<SourceSpec, UsageError> {
     let is_network = |text: &String| text.contains("://") || text.starts_with("capture:");
     let network = texts.iter().filter(|text| is_network(text)).count();
@@ -336,21 +336,29 @@ pub fn parse_sources(texts: &[String], seed: u64) -> Result<SourceSpec, UsageErr
             .collect::<Result<_, _>>()?;
         return Ok(SourceSpec::Capture(names));
     }
+    let scheme = texts[0].split("://").next().unwrap_or_default().to_string();
     let addresses = texts
         .iter()
-        .map(|text| match text.strip_prefix("udp://") {
-            Some(address) => address.parse().map_err(|_| {
-                UsageError(format!(
-                    "--source {text}: give udp://ADDRESS:PORT, such as udp://0.0.0.0:5000 or udp://[::]:5000"
-                ))
-            }),
-            None => Err(UsageError(format!(
-                "--source {text}: network sources are udp://ADDRESS:PORT or capture:IFACE, one kind \
-                 per recording"
+        .map(|text| match text.split_once("://") {
+            Some((kind, address)) if kind == scheme && matches!(kind, "udp" | "tcp") => {
+                address.parse().map_err(|_| {
+                    UsageError(format!(
+                        "--source {text}: give {kind}://ADDRESS:PORT, such as {kind}://0.0.0.0:5000 \
+                         or {kind}://[::]:5000"
+                    ))
+                })
+            }
+            _ => Err(UsageError(format!(
+                "--source {text}: network sources are udp://ADDRESS:PORT, tcp://ADDRESS:PORT or \
+                 capture:IFACE, one kind per recording"
             ))),
         })
         .collect::<Result<_, _>>()?;
-    Ok(SourceSpec::Udp(addresses))
+    Ok(if scheme == "tcp" {
+        SourceSpec::Tcp(addresses)
+    } else {
+        SourceSpec::Udp(addresses)
+    })
 }
 
 /// The outcome of a command: an exit status, decided from what happened.

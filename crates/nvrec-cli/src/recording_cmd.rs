@@ -61,8 +61,9 @@ pub struct RecordArgs {
     #[arg(required = true)]
     targets: Vec<PathBuf>,
     /// What to record: pattern, zero, stdin, a file path; or UDP datagrams received at
-    /// udp://ADDRESS:PORT, or frames captured on an interface, capture:IFACE (give --source
-    /// once per stream to record several).
+    /// udp://ADDRESS:PORT, TCP connections accepted at tcp://ADDRESS:PORT (a stream each), or
+    /// frames captured on an interface, capture:IFACE (give --source once per address or
+    /// interface to record several).
     #[arg(long, default_value = "stdin")]
     source: Vec<String>,
     /// Seed of the pattern source.
@@ -752,6 +753,10 @@ pub struct ReplayArgs {
     /// to udp://HOST:PORT, instead of writing their payloads out.
     #[arg(long, value_name = "udp://HOST:PORT", conflicts_with = "output")]
     send_to: Option<String>,
+    /// A recording of network streams: only these streams (the order of the recording's
+    /// --source options, or of the TCP connections accepted, from 0); repeat for several.
+    #[arg(long)]
+    stream: Vec<u16>,
     /// What to write in place of a hole in the stream: nothing, or zeros of its length, found
     /// from the stream offset of the chunk after it (a hole at the very end has no chunk
     /// after it and is not filled).
@@ -888,7 +893,7 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                     }
                     if header.flags.contains(ChunkFlags::RECORDS) {
                         // Datagrams: their payloads in arrival order; losses are reported.
-                        match write_record_data(&mut out, payload, &mut problems) {
+                        match write_record_data(&mut out, payload, &args.stream, &mut problems) {
                             Ok(bytes) => written += bytes,
                             Err(error) => {
                                 write_error = Some(error);
@@ -1122,6 +1127,7 @@ fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result
     let mut sender = DatagramSender {
         socket,
         destination,
+        streams: args.stream.clone(),
         pace: args.pace,
         origin: None,
         sent: 0,
@@ -1209,6 +1215,8 @@ fn parse_udp_destination(text: &str) -> Result<std::net::SocketAddr, UsageError>
 struct DatagramSender {
     socket: std::net::UdpSocket,
     destination: std::net::SocketAddr,
+    /// Only these streams (all when empty).
+    streams: Vec<u16>,
     pace: bool,
     /// (first datagram's receive time, when it was sent), for --pace.
     origin: Option<(u64, Instant)>,
@@ -1243,7 +1251,10 @@ impl DatagramSender {
                     break;
                 }
             };
-            if from_ns.is_some_and(|from| packet.timestamp_ns < from) {
+            if from_ns.is_some_and(|from| packet.timestamp_ns < from)
+                || !(self.streams.is_empty() || self.streams.contains(&packet.stream))
+                || packet.data.is_empty() && packet.end
+            {
                 continue;
             }
             if to_ns.is_some_and(|to| packet.timestamp_ns >= to) {
@@ -1324,7 +1335,7 @@ impl RecordCounts {
     }
 
     fn text(&self) -> String {
-        let mut text = format!(", {} datagrams decoded", self.datagrams);
+        let mut text = format!(", {} records decoded", self.datagrams);
         if self.truncated > 0 {
             text.push_str(&format!(", {} truncated", self.truncated));
         }
@@ -1343,11 +1354,15 @@ impl RecordCounts {
 fn write_record_data(
     out: &mut dyn Write,
     payload: &[u8],
+    streams: &[u16],
     problems: &mut Vec<String>,
 ) -> std::io::Result<u64> {
     let mut written = 0;
+    let wanted = |stream: u16| streams.is_empty() || streams.contains(&stream);
     for record in nvrec::layout::records(payload) {
         match record {
+            Ok(nvrec::layout::Record::Packet(packet)) if !wanted(packet.stream) => {}
+            Ok(nvrec::layout::Record::Loss(loss)) if !wanted(loss.stream) => {}
             Ok(nvrec::layout::Record::Packet(packet)) => {
                 out.write_all(packet.data)?;
                 written += packet.data.len() as u64;
@@ -1388,6 +1403,11 @@ fn open_record_source(spec: &SourceSpec) -> Result<RecordSource> {
         let udp = nvrec::net::UdpSource::bind(addresses).map_err(source_error)?;
         let counters = udp.counters();
         return Ok((Box::new(udp), Some(counters)));
+    }
+    if let SourceSpec::Tcp(addresses) = spec {
+        let tcp = nvrec::net::TcpSource::listen(addresses).map_err(source_error)?;
+        let counters = tcp.counters();
+        return Ok((Box::new(tcp), Some(counters)));
     }
     if let SourceSpec::Capture(names) = spec {
         let capture = nvrec::net::CaptureSource::open(names).map_err(source_error)?;

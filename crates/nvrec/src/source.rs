@@ -27,6 +27,8 @@ pub enum SourceSpec {
     Udp(Vec<std::net::SocketAddr>),
     /// Frames captured on these network interfaces, one stream each (records).
     Capture(Vec<String>),
+    /// TCP connections accepted on these local addresses, one stream each (records).
+    Tcp(Vec<std::net::SocketAddr>),
 }
 
 impl SourceSpec {
@@ -39,6 +41,11 @@ impl SourceSpec {
             SourceSpec::Udp(addresses) => addresses
                 .iter()
                 .map(|address| format!("udp://{address}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            SourceSpec::Tcp(addresses) => addresses
+                .iter()
+                .map(|address| format!("tcp://{address}"))
                 .collect::<Vec<_>>()
                 .join(", "),
             SourceSpec::Capture(names) => names
@@ -56,7 +63,10 @@ impl SourceSpec {
 
     /// Whether the source gives records (datagrams, packets) rather than bytes.
     pub fn is_records(&self) -> bool {
-        matches!(self, SourceSpec::Udp(_) | SourceSpec::Capture(_))
+        matches!(
+            self,
+            SourceSpec::Udp(_) | SourceSpec::Tcp(_) | SourceSpec::Capture(_)
+        )
     }
 }
 
@@ -229,6 +239,7 @@ pub fn open_source(spec: &SourceSpec) -> io::Result<Box<dyn Source>> {
         }
         SourceSpec::Udp(addresses) => Box::new(crate::net::UdpSource::bind(addresses)?),
         SourceSpec::Capture(names) => Box::new(crate::net::CaptureSource::open(names)?),
+        SourceSpec::Tcp(addresses) => Box::new(crate::net::TcpSource::listen(addresses)?),
     })
 }
 

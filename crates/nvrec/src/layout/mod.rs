@@ -63,8 +63,9 @@ pub use index::{
 };
 pub use label::Label;
 pub use records::{
-    decode_record, encode_loss, encode_packet, encode_packet_header, record_bytes, records,
-    Content, Loss, LossCause, Packet, Record, Records, LOSS_DATA_BYTES, RECORD_HEADER_BYTES,
+    decode_record, encode_loss, encode_packet, encode_packet_header, frame_in_place, record_bytes,
+    records, Content, Loss, LossCause, Packet, Record, Records, LOSS_DATA_BYTES,
+    RECORD_HEADER_BYTES,
 };
 pub use retirement::{Retirement, RetirementCause, RETIREMENTS_MAX, RETIREMENT_SIZE_BYTES};
 pub use superblock::{select_superblock, Superblock, SuperblockChoice, SuperblockCopies};

@@ -39,6 +39,8 @@ const KIND_PACKET: u16 = 1;
 const KIND_LOSS: u16 = 2;
 /// Packet flag: the data was cut short (`captured_len < original_len`).
 const FLAG_TRUNCATED: u32 = 1;
+/// Packet flag: the stream ended after this data (a TCP connection closed).
+const FLAG_END: u32 = 2;
 
 /// Why datagrams or packets were lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -108,6 +110,8 @@ pub struct Packet<'a> {
     /// The sender's address (datagrams), and the address it was sent to.
     pub peer: Option<SocketAddr>,
     pub local: Option<SocketAddr>,
+    /// The stream ended after this data (a TCP connection closed; the data may be empty).
+    pub end: bool,
 }
 
 impl Packet<'_> {
@@ -143,24 +147,24 @@ pub fn record_bytes(data_len: usize) -> usize {
 /// puts right after it, then the padding; returns the record's length. `out` must hold
 /// [`record_bytes`] of the data length.
 pub fn encode_packet_header(out: &mut [u8], packet: &Packet<'_>) -> usize {
-    let len = packet.data.len();
+    frame_in_place(out, packet, packet.data.len())
+}
+
+/// Writes the header and padding of a packet record whose `len` bytes of data are already
+/// in place right after the header (read there straight from a socket); `packet.data` is
+/// not looked at. Returns the record's length.
+pub fn frame_in_place(out: &mut [u8], packet: &Packet<'_>, len: usize) -> usize {
     let total = record_bytes(len);
+    let original_len = packet.original_len.max(len as u32);
     let header = &mut out[..RECORD_HEADER_BYTES];
     header.fill(0);
     put_u16(header, off::KIND, KIND_PACKET);
     put_u16(header, off::STREAM, packet.stream);
     put_u32(header, off::CAPTURED_LEN, len as u32);
-    put_u32(
-        header,
-        off::ORIGINAL_LEN,
-        packet.original_len.max(len as u32),
-    );
-    let truncated = (len as u64) < packet.original_len as u64;
-    put_u32(
-        header,
-        off::FLAGS,
-        if truncated { FLAG_TRUNCATED } else { 0 },
-    );
+    put_u32(header, off::ORIGINAL_LEN, original_len);
+    let truncated = (len as u64) < original_len as u64;
+    let flags = if truncated { FLAG_TRUNCATED } else { 0 } | if packet.end { FLAG_END } else { 0 };
+    put_u32(header, off::FLAGS, flags);
     put_u64(header, off::TIMESTAMP_NS, packet.timestamp_ns);
     let family = put_address(header, off::PEER_ADDR, off::PEER_PORT, packet.peer).max(put_address(
         header,
@@ -282,7 +286,7 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
                     "is less than captured_len",
                 ));
             }
-            if flags & !FLAG_TRUNCATED != 0 {
+            if flags & !(FLAG_TRUNCATED | FLAG_END) != 0 {
                 return Err(LayoutError::invalid(R, "flags", "has unknown bits"));
             }
             let family = get_u16(b, off::FAMILY);
@@ -296,6 +300,7 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
                 data,
                 peer: get_address(b, off::PEER_ADDR, off::PEER_PORT, family),
                 local: get_address(b, off::LOCAL_ADDR, off::LOCAL_PORT, family),
+                end: flags & FLAG_END != 0,
             })
         }
         KIND_LOSS => {
@@ -337,6 +342,7 @@ mod tests {
             data,
             peer: Some("10.1.2.3:4000".parse().unwrap()),
             local: Some("10.1.2.4:5000".parse().unwrap()),
+            end: false,
         }
     }
 

@@ -234,6 +234,7 @@ impl CaptureSource {
                 data,
                 peer: None,
                 local: None,
+                end: false,
             };
             (packet, read(frame::NEXT_OFFSET) as usize)
         };

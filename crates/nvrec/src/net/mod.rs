@@ -1,11 +1,13 @@
 //! Network sources: what arrives on sockets, recorded as records (`layout::records`).
 
 mod capture;
+mod tcp;
 mod udp;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use capture::{CaptureSource, BLOCK_BYTES, BLOCK_COUNT, SNAPLEN_MAX};
+pub use tcp::TcpSource;
 pub use udp::{UdpSource, RECEIVE_BUFFER_BYTES};
 
 /// Counters a network source keeps, read live (progress) and at the end (the report).

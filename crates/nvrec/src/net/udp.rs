@@ -240,6 +240,7 @@ impl UdpSource {
                         data: &self.staging[at..at + kept],
                         peer,
                         local: Some(self.streams[stream as usize].local),
+                        end: false,
                     },
                 )
             }

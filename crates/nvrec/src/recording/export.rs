@@ -366,6 +366,7 @@ mod tests {
             data,
             peer: Some(peer.parse().unwrap()),
             local: Some(local.parse().unwrap()),
+            end: false,
         }
     }
 

@@ -1,0 +1,269 @@
+//! TCP connections as a record source: `--source tcp://ADDR:PORT` listens there and records
+//! each connection it accepts as a stream of its own (numbered in the order they come).
+//!
+//! Bytes are read straight into the chunk payload, behind the room for a record header that
+//! is written once the read says how much came; a read never asks for more than the payload
+//! has room for, so nothing is cut. A connection that closes ends with an empty record
+//! flagged `END`. TCP does not lose data: what the recorder cannot take waits in the
+//! socket's buffer and slows the sender down.
+
+use super::NetCounters;
+use crate::layout::{frame_in_place, record_bytes, Content, Packet, RECORD_HEADER_BYTES};
+use crate::source::Source;
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The least room worth a read: less, and the payload is taken as full.
+const READ_BYTES_MIN: usize = 4096;
+/// The most one read takes (one record).
+const READ_BYTES_MAX: usize = 1 << 20;
+
+struct Connection {
+    socket: TcpStream,
+    stream: u16,
+    peer: SocketAddr,
+    local: SocketAddr,
+    /// The peer closed; its END record is still to be framed.
+    closed: bool,
+}
+
+pub struct TcpSource {
+    listeners: Vec<TcpListener>,
+    connections: Vec<Connection>,
+    next_stream: u32,
+    next_connection: usize,
+    counters: Arc<NetCounters>,
+}
+
+impl TcpSource {
+    /// Listens on each address.
+    pub fn listen(addresses: &[SocketAddr]) -> io::Result<TcpSource> {
+        let listeners = addresses
+            .iter()
+            .map(|&address| {
+                let listener = TcpListener::bind(address).map_err(|error| {
+                    io::Error::new(
+                        error.kind(),
+                        format!("listening on tcp://{address}: {error}"),
+                    )
+                })?;
+                listener.set_nonblocking(true)?;
+                Ok(listener)
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(TcpSource {
+            listeners,
+            connections: Vec::new(),
+            next_stream: 0,
+            next_connection: 0,
+            counters: Arc::new(NetCounters::default()),
+        })
+    }
+
+    pub fn counters(&self) -> Arc<NetCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    pub fn local_addresses(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|listener| listener.local_addr().ok())
+            .collect()
+    }
+
+    /// Takes every connection waiting on the listeners; each is a new stream. Past the
+    /// 65536th stream, connections are refused (closed at once) and counted as dropped.
+    fn accept(&mut self) -> io::Result<()> {
+        for listener in &self.listeners {
+            loop {
+                let (socket, peer) = match listener.accept() {
+                    Ok(accepted) => accepted,
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(error) => return Err(error),
+                };
+                if self.next_stream > u16::MAX as u32 {
+                    self.counters.dropped_socket.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                socket.set_nonblocking(true)?;
+                let local = socket.local_addr()?;
+                self.connections.push(Connection {
+                    socket,
+                    stream: self.next_stream as u16,
+                    peer,
+                    local,
+                    closed: false,
+                });
+                self.next_stream += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// One read of connection `index` into `out`, framed as a record; its length, or 0
+    /// when the connection had nothing. A closed connection gets its END record, then goes.
+    fn read_one(&mut self, index: usize, out: &mut [u8]) -> io::Result<usize> {
+        let connection = &mut self.connections[index];
+        if !connection.closed {
+            let room = (out.len() - RECORD_HEADER_BYTES).min(READ_BYTES_MAX) / 8 * 8;
+            let data = &mut out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + room];
+            match connection.socket.read(data) {
+                Ok(0) => connection.closed = true,
+                Ok(count) => return Ok(self.frame(index, out, count, false)),
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    return Ok(0)
+                }
+                // A reset connection ends like a closed one; the recording goes on.
+                Err(_) => connection.closed = true,
+            }
+        }
+        let len = self.frame(index, out, 0, true);
+        self.connections.remove(index);
+        Ok(len)
+    }
+
+    /// Writes the header of a record of `count` bytes already in place after it.
+    fn frame(&self, index: usize, out: &mut [u8], count: usize, end: bool) -> usize {
+        let connection = &self.connections[index];
+        self.counters.datagrams.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes
+            .fetch_add(count as u64, Ordering::Relaxed);
+        let packet = Packet {
+            stream: connection.stream,
+            content: Content::Tcp,
+            timestamp_ns: realtime_ns(),
+            original_len: count as u32,
+            data: &[],
+            peer: Some(connection.peer),
+            local: Some(connection.local),
+            end,
+        };
+        frame_in_place(out, &packet, count)
+    }
+}
+
+impl Source for TcpSource {
+    /// Reads connections in turn into `buf`, each read one record, until one has nothing or
+    /// the room left is under [`READ_BYTES_MIN`]: 0 then means the payload is full (see
+    /// [`Source::packs_records`]); `Interrupted` when no connection had anything.
+    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+        self.accept()?;
+        let mut written = 0;
+        let mut idle_turns = 0;
+        while idle_turns < self.connections.len() {
+            if buf.len() - written < record_bytes(READ_BYTES_MIN) {
+                return Ok(written);
+            }
+            let index = self.next_connection % self.connections.len();
+            let placed = self.read_one(index, &mut buf[written..])?;
+            if placed == 0 {
+                self.next_connection = index + 1;
+                idle_turns += 1;
+                continue;
+            }
+            idle_turns = 0;
+            written += placed;
+        }
+        if written == 0 {
+            return Err(io::ErrorKind::Interrupted.into());
+        }
+        Ok(written)
+    }
+
+    fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
+        let mut fds: Vec<libc::pollfd> = self
+            .listeners
+            .iter()
+            .map(|listener| listener.as_raw_fd())
+            .chain(self.connections.iter().map(|c| c.socket.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if self.connections.iter().any(|c| c.closed) {
+            return Ok(true);
+        }
+        let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: valid pollfds for sockets this source keeps open.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, timeout_ms) };
+        if ready < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ready > 0)
+    }
+
+    fn packs_records(&self) -> bool {
+        true
+    }
+}
+
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{records, Record};
+    use std::io::Write;
+
+    #[test]
+    fn each_connection_is_a_stream_that_ends_with_its_close() {
+        if !crate::net::udp::tests::private_loopback() {
+            return;
+        }
+        let mut source = TcpSource::listen(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+        let address = source.local_addresses()[0];
+        let mut first = TcpStream::connect(address).unwrap();
+        let mut second = TcpStream::connect(address).unwrap();
+        let one: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let two = vec![9u8; 5000];
+        // The connections close when the writer's thread ends.
+        let writer = std::thread::spawn(move || {
+            first.write_all(&one).unwrap();
+            second.write_all(&two).unwrap();
+            (one, two)
+        });
+        let mut streams: Vec<Vec<u8>> = vec![Vec::new(), Vec::new()];
+        let mut ended = [false, false];
+        let mut buf = vec![0u8; 64 << 10];
+        while !(ended[0] && ended[1]) {
+            if !source.wait_readable(Duration::from_secs(5)).unwrap() {
+                break;
+            }
+            let filled = match source.read_at(0, &mut buf) {
+                Ok(filled) => filled,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => panic!("{error}"),
+            };
+            for record in records(&buf[..filled]) {
+                let Record::Packet(packet) = record.unwrap() else {
+                    panic!("TCP loses nothing")
+                };
+                assert_eq!(packet.content, Content::Tcp);
+                assert_eq!(packet.local, Some(address));
+                streams[packet.stream as usize].extend_from_slice(packet.data);
+                ended[packet.stream as usize] |= packet.end;
+            }
+        }
+        let (one, two) = writer.join().unwrap();
+        assert_eq!(streams[0], one);
+        assert_eq!(streams[1], two);
+        assert_eq!(ended, [true, true]);
+    }
+}
