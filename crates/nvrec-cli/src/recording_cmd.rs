@@ -4,9 +4,10 @@ use crate::{exit, parse_sources, progress, signal, EngineArg, Finished, UsageErr
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use nvrec::device::{Access, Safety};
-use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingFlags, RecordingState};
+use nvrec::layout::{ChunkFlags, Content, RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::net::NetCounters;
 use nvrec::pattern::Pattern;
+use nvrec::recording::export::{first_content, PcapngExport};
 use nvrec::recording::reader::{self, Item};
 use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome};
 use nvrec::recording::{health, volume, Fill, MemberFailure, Stripe};
@@ -867,6 +868,8 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
         GapsArg::Zero => vec![0u8; ZERO_FILL_BYTES],
         GapsArg::Skip => Vec::new(),
     };
+    // A capture's PcapNg writer, once its first frame is met (it takes over `out`).
+    let mut capture: Option<PcapngExport<Box<dyn Write>>> = None;
     let summary = reader::read_recording(
         &set,
         &entry,
@@ -892,8 +895,29 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                         }
                     }
                     if header.flags.contains(ChunkFlags::RECORDS) {
-                        // Datagrams: their payloads in arrival order; losses are reported.
-                        match write_record_data(&mut out, payload, &args.stream, &mut problems) {
+                        // A capture replays as a PcapNg stream; datagrams and TCP bytes as
+                        // their payloads in arrival order, losses reported.
+                        if capture.is_none() && first_content(payload) == Some(Content::Ethernet) {
+                            let writer = std::mem::replace(&mut out, Box::new(std::io::sink()));
+                            let streams = (!args.stream.is_empty()).then(|| args.stream.clone());
+                            match PcapngExport::new(writer, streams) {
+                                Ok(export) => capture = Some(export),
+                                Err(error) => {
+                                    write_error = Some(std::io::Error::other(error));
+                                    return false;
+                                }
+                            }
+                        }
+                        let result = match &mut capture {
+                            Some(export) => export
+                                .payload(payload)
+                                .map(|()| 0)
+                                .map_err(std::io::Error::other),
+                            None => {
+                                write_record_data(&mut out, payload, &args.stream, &mut problems)
+                            }
+                        };
+                        match result {
                             Ok(bytes) => written += bytes,
                             Err(error) => {
                                 write_error = Some(error);
@@ -967,6 +991,17 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
         },
     )?;
     drop(display);
+    if let Some(export) = capture {
+        match export.finish() {
+            Ok((writer, exported)) => {
+                out = writer;
+                written += exported.bytes;
+            }
+            Err(error) => {
+                write_error.get_or_insert(std::io::Error::other(error));
+            }
+        }
+    }
     if let Err(error) = out.flush() {
         write_error.get_or_insert(error);
     }

@@ -37,6 +37,8 @@ pub enum ExportError {
 /// What an export wrote, per stream and in all.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ExportSummary {
+    /// Bytes of PcapNg written after the section header.
+    pub bytes: u64,
     pub packets: u64,
     pub dropped: u64,
     pub truncated: u64,
@@ -129,7 +131,7 @@ impl<W: Write> PcapngExport<W> {
             return Ok(id);
         }
         let id = self.summary.streams.len() as u32;
-        self.writer.write_pcapng_block(InterfaceDescriptionBlock {
+        self.summary.bytes += self.writer.write_pcapng_block(InterfaceDescriptionBlock {
             // A captured frame is exported as it is; datagrams and stream bytes in the IP
             // packets they came in.
             linktype: match content {
@@ -141,7 +143,7 @@ impl<W: Write> PcapngExport<W> {
                 InterfaceDescriptionOption::IfName(Cow::Owned(format!("stream {stream}"))),
                 InterfaceDescriptionOption::IfTsResol(9),
             ],
-        })?;
+        })? as u64;
         self.interfaces[index] = Some(id);
         self.summary.streams.push(StreamSummary {
             stream,
@@ -192,13 +194,13 @@ impl<W: Write> PcapngExport<W> {
         if packet.is_truncated() {
             self.summary.truncated += 1;
         }
-        self.writer.write_pcapng_block(EnhancedPacketBlock {
+        self.summary.bytes += self.writer.write_pcapng_block(EnhancedPacketBlock {
             interface_id: id,
             timestamp: Duration::from_nanos(packet.timestamp_ns),
             original_len,
             data: Cow::Borrowed(&self.packet),
             options,
-        })?;
+        })? as u64;
         Ok(())
     }
 
@@ -206,7 +208,7 @@ impl<W: Write> PcapngExport<W> {
     pub fn finish(mut self) -> Result<(W, ExportSummary), ExportError> {
         for (id, stream) in self.summary.streams.iter().enumerate() {
             let timestamp = stream.last_timestamp_ns;
-            self.writer.write_pcapng_block(InterfaceStatisticsBlock {
+            self.summary.bytes += self.writer.write_pcapng_block(InterfaceStatisticsBlock {
                 interface_id: id as u32,
                 // Split into high and low words by the format, in the interface's units (ns).
                 timestamp,
@@ -214,10 +216,18 @@ impl<W: Write> PcapngExport<W> {
                     InterfaceStatisticsOption::IsbIfRecv(stream.packets + stream.dropped),
                     InterfaceStatisticsOption::IsbIfDrop(stream.dropped),
                 ],
-            })?;
+            })? as u64;
         }
         Ok((self.writer.into_inner(), self.summary))
     }
+}
+
+/// What the first packet of a payload of records holds, if it has one.
+pub fn first_content(payload: &[u8]) -> Option<Content> {
+    records(payload).find_map(|record| match record {
+        Ok(Record::Packet(packet)) => Some(packet.content),
+        _ => None,
+    })
 }
 
 /// The transport header a packet record's data gets in an export, and its IP protocol.
