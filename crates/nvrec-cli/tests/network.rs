@@ -1,0 +1,497 @@
+//! Recording from the network, end to end: UDP, TCP and capture sources, replay, verify,
+//! export to PcapNg (read back by a reader of this file's own and, where installed, by
+//! tshark and capinfos), replay onto the wire, kill -9, and the arguments refused.
+//!
+//! Each test moves its thread into a network namespace of its own (unshare) and starts
+//! nvrec from there, so every address used exists only in that namespace; tests skip,
+//! saying why, where that is not permitted (not root).
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Moves this thread (and what it starts) into a fresh network namespace with its loopback
+/// up; false, with the reason printed, where that is not permitted.
+fn own_network() -> bool {
+    // SAFETY: unshare takes a flag; it moves only the calling thread.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        eprintln!(
+            "skipping: no network namespace of our own ({})",
+            std::io::Error::last_os_error()
+        );
+        return false;
+    }
+    let up = Command::new("ip")
+        .args(["link", "set", "lo", "up"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !up {
+        eprintln!("skipping: could not bring the namespace's loopback up (iproute2?)");
+    }
+    up
+}
+
+/// Starts `nvrec --json record` with `args` and waits until it listens on `probe`.
+fn start_recorder(args: &[&str], probe: SocketAddr, tcp: bool) -> Child {
+    let child = nvrec()
+        .arg("--json")
+        .arg("record")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let taken = if tcp {
+            std::net::TcpListener::bind(probe).is_err()
+        } else {
+            UdpSocket::bind(probe).is_err()
+        };
+        if taken {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the recorder never listened on {probe}");
+}
+
+fn finish(child: Child) -> serde_json::Value {
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    json(&output)
+}
+
+/// A datagram of `len` bytes: stream, sequence number, then bytes that depend on both.
+fn datagram(stream: u8, sequence: u32, len: usize) -> Vec<u8> {
+    let mut data = vec![stream];
+    data.extend_from_slice(&sequence.to_le_bytes());
+    data.extend((5..len).map(|at| (sequence as usize * 31 + at + stream as usize) as u8));
+    data
+}
+
+/// The datagrams of a replay of fixed-size datagrams, checked: the sequence numbers seen.
+fn sequences(replayed: &[u8], stream: u8, len: usize) -> Vec<u32> {
+    assert_eq!(replayed.len() % len, 0);
+    replayed
+        .chunks(len)
+        .map(|data| {
+            let sequence = u32::from_le_bytes(data[1..5].try_into().unwrap());
+            assert_eq!(
+                data,
+                datagram(stream, sequence, len),
+                "content of {sequence}"
+            );
+            sequence
+        })
+        .collect()
+}
+
+/// Counts the blocks of a PcapNg file by type, read here without any library, so that the
+/// export is checked by a reader independent of the one that wrote it.
+fn pcapng_blocks(bytes: &[u8]) -> std::collections::BTreeMap<u32, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    let mut at = 0;
+    while at + 12 <= bytes.len() {
+        let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        assert!(
+            len >= 12 && len % 4 == 0 && at + len <= bytes.len(),
+            "block at {at}"
+        );
+        let trailer = u32::from_le_bytes(bytes[at + len - 4..at + len].try_into().unwrap());
+        assert_eq!(trailer as usize, len, "block at {at} ends with its length");
+        *counts.entry(kind).or_default() += 1;
+        at += len;
+    }
+    assert_eq!(at, bytes.len(), "the file is whole blocks");
+    counts
+}
+
+const SHB: u32 = 0x0a0d_0d0a;
+const IDB: u32 = 1;
+const EPB: u32 = 6;
+const ISB: u32 = 5;
+
+/// tshark's and capinfos's word on a capture file, where they are installed.
+fn wireshark_count(path: &std::path::Path) -> Option<usize> {
+    let output = Command::new("tshark").arg("-r").arg(path).output().ok()?;
+    assert!(output.status.success(), "tshark: {}", text(&output));
+    assert!(
+        output.stderr.is_empty() || !text(&output).contains("appears to"),
+        "{}",
+        text(&output)
+    );
+    let capinfos = Command::new("capinfos")
+        .arg("-c")
+        .arg("-M")
+        .arg(path)
+        .output()
+        .ok()?;
+    assert!(capinfos.status.success(), "capinfos: {}", text(&capinfos));
+    Some(String::from_utf8_lossy(&output.stdout).lines().count())
+}
+
+#[test]
+fn udp_streams_round_trip_with_exact_counts() {
+    if !own_network() {
+        return;
+    }
+    let scratch = Scratch::new("udp");
+    let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
+    let ports: [SocketAddr; 2] = [
+        "127.0.0.1:5301".parse().unwrap(),
+        "127.0.0.1:5302".parse().unwrap(),
+    ];
+    let child = start_recorder(
+        &[
+            "--source",
+            "udp://127.0.0.1:5301",
+            "--source",
+            "udp://127.0.0.1:5302",
+            "--duration",
+            "3s",
+            "--create-size",
+            "256M",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ],
+        ports[0],
+        false,
+    );
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    const COUNT: u32 = 4000;
+    const LEN: usize = 1200;
+    for sequence in 0..COUNT {
+        for (stream, port) in ports.iter().enumerate() {
+            sender
+                .send_to(&datagram(stream as u8, sequence, LEN), port)
+                .unwrap();
+        }
+        if sequence % 500 == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let report = finish(child);
+    assert_eq!(report["network"]["datagrams"], 2 * COUNT as u64, "{report}");
+    assert_eq!(report["network"]["dropped_socket"], 0);
+    for stream in 0..2u8 {
+        let output = run(nvrec()
+            .args(["replay", "--stream", &stream.to_string(), "--output", "-"])
+            .args([&a, &b]));
+        assert!(output.status.success(), "{}", text(&output));
+        let seen = sequences(&output.stdout, stream, LEN);
+        assert_eq!(
+            seen,
+            (0..COUNT).collect::<Vec<_>>(),
+            "stream {stream} whole and in order"
+        );
+    }
+    let verified = run(nvrec().args(["--json", "verify"]).args([&a, &b]));
+    assert!(verified.status.success(), "{}", text(&verified));
+    assert_eq!(
+        json(&verified)["recordings"][0]["records"]["datagrams"],
+        2 * COUNT as u64
+    );
+
+    let capture = scratch.path("udp.pcapng");
+    let exported = run(nvrec()
+        .args(["--json", "export", "--format", "pcapng", "--output"])
+        .arg(&capture)
+        .args([&a, &b]));
+    assert!(exported.status.success(), "{}", text(&exported));
+    assert_eq!(json(&exported)["export"]["packets"], 2 * COUNT as u64);
+    let blocks = pcapng_blocks(&std::fs::read(&capture).unwrap());
+    assert_eq!(blocks[&SHB], 1);
+    assert_eq!(blocks[&IDB], 2, "an interface per stream");
+    assert_eq!(blocks[&EPB], 2 * COUNT as usize);
+    assert_eq!(blocks[&ISB], 2);
+    match wireshark_count(&capture) {
+        Some(packets) => assert_eq!(packets, 2 * COUNT as usize),
+        None => eprintln!("note: tshark not installed; the export was read by this test only"),
+    }
+    // One stream only, and the window of the first half second.
+    let one = scratch.path("one.pcapng");
+    let exported = run(nvrec()
+        .args(["--json", "export", "--stream", "1", "--output"])
+        .arg(&one)
+        .args([&a, &b]));
+    assert!(exported.status.success(), "{}", text(&exported));
+    assert_eq!(
+        pcapng_blocks(&std::fs::read(&one).unwrap())[&EPB],
+        COUNT as usize
+    );
+}
+
+#[test]
+fn tcp_connections_are_streams_that_replay_byte_exact() {
+    if !own_network() {
+        return;
+    }
+    let scratch = Scratch::new("tcp");
+    let target = scratch.path("t.img");
+    let address: SocketAddr = "127.0.0.1:5401".parse().unwrap();
+    let child = start_recorder(
+        &[
+            "--source",
+            "tcp://127.0.0.1:5401",
+            "--duration",
+            "3s",
+            "--create-size",
+            "256M",
+            target.to_str().unwrap(),
+        ],
+        address,
+        true,
+    );
+    let first = noise(20 << 20, 11);
+    let second = noise(300_000, 12);
+    let mut connection = TcpStream::connect(address).unwrap();
+    connection.write_all(&first).unwrap();
+    drop(connection);
+    let mut connection = TcpStream::connect(address).unwrap();
+    connection.write_all(&second).unwrap();
+    drop(connection);
+    let report = finish(child);
+    assert_eq!(
+        report["network"]["bytes"],
+        (first.len() + second.len()) as u64,
+        "{report}"
+    );
+    for (stream, data) in [(0, &first), (1, &second)] {
+        let output = run(nvrec()
+            .args(["replay", "--stream", &stream.to_string(), "--output", "-"])
+            .arg(&target));
+        assert!(output.status.success(), "{}", text(&output));
+        assert!(
+            output.stdout == *data,
+            "connection {stream} replays as sent"
+        );
+    }
+    let capture = scratch.path("tcp.pcapng");
+    let exported = run(nvrec()
+        .args(["export", "--output"])
+        .arg(&capture)
+        .arg(&target));
+    assert!(exported.status.success(), "{}", text(&exported));
+    let blocks = pcapng_blocks(&std::fs::read(&capture).unwrap());
+    assert_eq!(blocks[&IDB], 2);
+    if let Some(packets) = wireshark_count(&capture) {
+        assert_eq!(packets, blocks[&EPB]);
+    }
+}
+
+#[test]
+fn a_capture_keeps_every_frame_or_counts_it_dropped_and_replays_as_pcapng() {
+    if !own_network() {
+        return;
+    }
+    let scratch = Scratch::new("capture");
+    let target = scratch.path("c.img");
+    let receiver = UdpSocket::bind("127.0.0.1:5501").unwrap();
+    let child = nvrec()
+        .args([
+            "--json",
+            "record",
+            "--source",
+            "capture:lo",
+            "--duration",
+            "3s",
+            "--create-size",
+            "256M",
+        ])
+        .arg(&target)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The ring is set up within moments; frames before it are not the recording's.
+    std::thread::sleep(Duration::from_millis(700));
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    const COUNT: usize = 3000;
+    for sequence in 0..COUNT as u32 {
+        sender
+            .send_to(&datagram(0, sequence, 700), receiver.local_addr().unwrap())
+            .unwrap();
+    }
+    let report = finish(child);
+    // The loopback shows each frame twice (sent, received); nothing else runs here.
+    let kept = report["network"]["datagrams"].as_u64().unwrap();
+    let dropped = report["network"]["dropped_socket"].as_u64().unwrap();
+    assert_eq!(kept + dropped, 2 * COUNT as u64, "{report}");
+    let replayed = scratch.path("replayed.pcapng");
+    let output = run(nvrec()
+        .args(["replay", "--output"])
+        .arg(&replayed)
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    let blocks = pcapng_blocks(&std::fs::read(&replayed).unwrap());
+    assert_eq!(blocks[&EPB] as u64, kept);
+    if let Some(packets) = wireshark_count(&replayed) {
+        assert_eq!(packets as u64, kept);
+    }
+}
+
+#[test]
+fn a_recording_killed_mid_stream_exports_what_it_holds() {
+    if !own_network() {
+        return;
+    }
+    let scratch = Scratch::new("kill");
+    let target = scratch.path("k.img");
+    let port: SocketAddr = "127.0.0.1:5601".parse().unwrap();
+    let mut child = start_recorder(
+        &[
+            "--source",
+            "udp://127.0.0.1:5601",
+            "--sync-interval",
+            "100ms",
+            "--create-size",
+            "256M",
+            target.to_str().unwrap(),
+        ],
+        port,
+        false,
+    );
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for sequence in 0..20_000u32 {
+        sender.send_to(&datagram(0, sequence, 1000), port).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    child.kill().unwrap();
+    let _ = child.wait();
+    let capture = scratch.path("k.pcapng");
+    let exported = run(nvrec()
+        .args(["--json", "export", "--output"])
+        .arg(&capture)
+        .arg(&target));
+    assert!(exported.status.success(), "{}", text(&exported));
+    let packets = json(&exported)["export"]["packets"].as_u64().unwrap();
+    assert!(packets > 0, "what was durable is there");
+    assert_eq!(
+        pcapng_blocks(&std::fs::read(&capture).unwrap())[&EPB] as u64,
+        packets
+    );
+    if let Some(count) = wireshark_count(&capture) {
+        assert_eq!(count as u64, packets);
+    }
+    // What came back is a prefix of what was sent, in order.
+    let output = run(nvrec().args(["replay", "--output", "-"]).arg(&target));
+    let seen = sequences(&output.stdout, 0, 1000);
+    assert_eq!(seen, (0..seen.len() as u32).collect::<Vec<_>>());
+}
+
+#[test]
+fn replay_sends_the_datagrams_back_onto_the_wire() {
+    if !own_network() {
+        return;
+    }
+    let scratch = Scratch::new("send");
+    let target = scratch.path("s.img");
+    let port: SocketAddr = "127.0.0.1:5701".parse().unwrap();
+    let child = start_recorder(
+        &[
+            "--source",
+            "udp://127.0.0.1:5701",
+            "--duration",
+            "2s",
+            "--create-size",
+            "128M",
+            target.to_str().unwrap(),
+        ],
+        port,
+        false,
+    );
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for sequence in 0..500u32 {
+        sender.send_to(&datagram(0, sequence, 900), port).unwrap();
+    }
+    finish(child);
+    let receiver = UdpSocket::bind("127.0.0.1:5702").unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    // Room for every datagram sent: the test reads them only after the replay.
+    let room: libc::c_int = 16 << 20;
+    // SAFETY: passes a pointer to an int of the size given, for a socket we hold.
+    let set = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&receiver),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&room as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as u32,
+        )
+    };
+    assert_eq!(set, 0);
+    let replay = run(nvrec()
+        .args(["--json", "replay", "--send-to", "udp://127.0.0.1:5702"])
+        .arg(&target));
+    assert!(replay.status.success(), "{}", text(&replay));
+    assert_eq!(json(&replay)["sent_datagrams"], 500, "{}", text(&replay));
+    let mut buf = vec![0u8; 2000];
+    for sequence in 0..500u32 {
+        let len = receiver.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], datagram(0, sequence, 900));
+    }
+}
+
+#[test]
+fn network_arguments_that_cannot_work_are_refused_before_anything_is_written() {
+    if !own_network() {
+        return;
+    }
+    let scratch = Scratch::new("refused");
+    let target = scratch.path("never.img");
+    let cases: &[&[&str]] = &[
+        &["--source", "udp://nonsense"],
+        &["--source", "udp://10.99.99.99:5000"],
+        &["--source", "udp://127.0.0.1:5000", "--source", "pattern"],
+        &[
+            "--source",
+            "udp://127.0.0.1:5000",
+            "--source",
+            "tcp://127.0.0.1:5001",
+        ],
+        &[
+            "--source",
+            "udp://127.0.0.1:5000",
+            "--source",
+            "udp://127.0.0.1:5000",
+        ],
+        &["--source", "udp://127.0.0.1:5000", "--rate", "1G"],
+        &["--source", "capture:no-such-interface"],
+        &["--source", "capture:"],
+        &["--source", "http://127.0.0.1:80"],
+    ];
+    for case in cases {
+        let output = run(nvrec()
+            .arg("record")
+            .args(*case)
+            .args(["--create-size", "64M"])
+            .arg(&target));
+        assert_eq!(output.status.code(), Some(2), "{case:?}: {}", text(&output));
+        assert!(!target.exists(), "{case:?} created the target");
+    }
+    let write = run(nvrec()
+        .args(["write", "--source", "udp://127.0.0.1:5000", "--size", "1M"])
+        .arg(&target));
+    assert_eq!(write.status.code(), Some(2), "{}", text(&write));
+    // A byte recording has nothing to export.
+    let bytes = scratch.path("bytes.img");
+    let recorded = record_stdin(
+        std::slice::from_ref(&bytes),
+        &noise(1 << 20, 3),
+        &["--create-size", "64M"],
+    );
+    assert!(recorded.status.success(), "{}", text(&recorded));
+    let output = run(nvrec()
+        .args(["export", "--output"])
+        .arg(scratch.path("x.pcapng"))
+        .arg(&bytes));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
