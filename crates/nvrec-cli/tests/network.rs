@@ -37,7 +37,7 @@ fn own_network() -> bool {
 
 /// Starts `nvrec --json record` with `args` and waits until it listens on `probe`.
 fn start_recorder(args: &[&str], probe: SocketAddr, tcp: bool) -> Child {
-    let child = nvrec()
+    let mut child = nvrec()
         .arg("--json")
         .arg("record")
         .args(args)
@@ -57,6 +57,8 @@ fn start_recorder(args: &[&str], probe: SocketAddr, tcp: bool) -> Child {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the recorder never listened on {probe}");
 }
 
@@ -100,7 +102,7 @@ fn pcapng_blocks(bytes: &[u8]) -> std::collections::BTreeMap<u32, usize> {
         let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
         assert!(
-            len >= 12 && len % 4 == 0 && at + len <= bytes.len(),
+            len >= 12 && len.is_multiple_of(4) && at + len <= bytes.len(),
             "block at {at}"
         );
         let trailer = u32::from_le_bytes(bytes[at + len - 4..at + len].try_into().unwrap());
