@@ -716,8 +716,8 @@ pub(crate) mod tests {
         assert_eq!(format!("{:?}", ChunkFlags::empty()), "ChunkFlags(0x0)");
         assert_eq!(f.unknown_incompat_bits(), 0);
         assert_eq!(
-            ChunkFlags::from_bits_retain(0x30).unknown_incompat_bits(),
-            0x30
+            ChunkFlags::from_bits_retain(0x60).unknown_incompat_bits(),
+            0x60
         );
     }
 }
