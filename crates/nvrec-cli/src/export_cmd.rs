@@ -96,10 +96,11 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "export".into(), !json);
     let mut problems: Vec<String> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;
-    let summary = reader::read_recording(
+    let summary = reader::read_recording_from(
         &set,
         &entry,
         args.engine.choice(),
+        from_ns,
         &signal::CONTROL,
         &progress,
         &mut |item| {

@@ -870,10 +870,11 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     };
     // A capture's PcapNg writer, once its first frame is met (it takes over `out`).
     let mut capture: Option<PcapngExport<Box<dyn Write>>> = None;
-    let summary = reader::read_recording(
+    let summary = reader::read_recording_from(
         &set,
         &entry,
         args.engine.choice(),
+        from_ns,
         &signal::CONTROL,
         &progress,
         &mut |item| {
@@ -1174,10 +1175,11 @@ fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "send".into(), !json);
     let mut problems: Vec<String> = Vec::new();
-    let summary = reader::read_recording(
+    let summary = reader::read_recording_from(
         &set,
         &entry,
         args.engine.choice(),
+        from_ns,
         &signal::CONTROL,
         &progress,
         &mut |item| {

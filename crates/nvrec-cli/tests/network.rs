@@ -35,8 +35,23 @@ fn own_network() -> bool {
     up
 }
 
-/// Starts `nvrec --json record` with `args` and waits until it listens on `probe`.
+/// Starts `nvrec --json record` with `args` and waits until it listens on `probe` (and,
+/// for UDP, on every address given with --source).
 fn start_recorder(args: &[&str], probe: SocketAddr, tcp: bool) -> Child {
+    let child = start_one(args, probe, tcp);
+    if !tcp {
+        for address in args.iter().filter_map(|arg| arg.strip_prefix("udp://")) {
+            let address: SocketAddr = address.parse().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while UdpSocket::bind(address).is_ok() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    child
+}
+
+fn start_one(args: &[&str], probe: SocketAddr, tcp: bool) -> Child {
     let mut child = nvrec()
         .arg("--json")
         .arg("record")
@@ -496,4 +511,111 @@ fn network_arguments_that_cannot_work_are_refused_before_anything_is_written() {
         .arg(scratch.path("x.pcapng"))
         .arg(&bytes));
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
+
+/// A time window is found from the chunk timestamps (the chunks before it are not read)
+/// and cut exactly at the datagrams' own receive times.
+#[test]
+fn an_export_window_holds_the_datagrams_received_in_it() {
+    if !own_network() {
+        return;
+    }
+    let scratch = Scratch::new("window");
+    let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
+    let port: SocketAddr = "127.0.0.1:5801".parse().unwrap();
+    let child = start_recorder(
+        &[
+            "--source",
+            "udp://127.0.0.1:5801",
+            "--duration",
+            "3s",
+            "--sync-interval",
+            "100ms",
+            "--create-size",
+            "256M",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ],
+        port,
+        false,
+    );
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for sequence in 0..1000u32 {
+        sender.send_to(&datagram(0, sequence, 1000), port).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    for sequence in 1000..2000u32 {
+        sender.send_to(&datagram(0, sequence, 1000), port).unwrap();
+    }
+    finish(child);
+    for (window, expected) in [
+        (["--from", "1s"], 1000u64),
+        (["--to", "1s"], 1000),
+        (["--from", "2900ms"], 0),
+    ] {
+        let capture = scratch.path("w.pcapng");
+        let output = run(nvrec()
+            .args(["--json", "export", "--output"])
+            .arg(&capture)
+            .args(window)
+            .args([&a, &b]));
+        assert!(output.status.success(), "{window:?}: {}", text(&output));
+        assert_eq!(json(&output)["export"]["packets"], expected, "{window:?}");
+        let blocks = pcapng_blocks(&std::fs::read(&capture).unwrap());
+        assert_eq!(blocks.get(&EPB).copied().unwrap_or(0) as u64, expected);
+    }
+    let output = run(nvrec()
+        .args(["replay", "--from", "1s", "--output", "-"])
+        .args([&a, &b]));
+    assert!(output.status.success(), "{}", text(&output));
+    let seen = sequences(&output.stdout, 0, 1000);
+    assert_eq!(
+        seen.first(),
+        Some(&1000),
+        "the window starts with the second burst"
+    );
+    assert_eq!(seen.last(), Some(&1999));
+}
+
+/// Datagrams the kernel took in before a stop are recorded, not left in the socket: the
+/// recorder is frozen (SIGSTOP) while they arrive, then asked to stop (SIGINT) and thawed.
+#[test]
+fn a_stop_records_what_the_socket_already_holds() {
+    if !own_network() {
+        return;
+    }
+    let scratch = Scratch::new("drain");
+    let target = scratch.path("d.img");
+    let port: SocketAddr = "127.0.0.1:5901".parse().unwrap();
+    let child = start_recorder(
+        &[
+            "--source",
+            "udp://127.0.0.1:5901",
+            "--create-size",
+            "256M",
+            target.to_str().unwrap(),
+        ],
+        port,
+        false,
+    );
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: signals to the recorder this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for sequence in 0..3000u32 {
+        sender.send_to(&datagram(0, sequence, 1000), port).unwrap();
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+        libc::kill(pid, libc::SIGCONT);
+    }
+    let report = finish(child);
+    assert_eq!(report["outcome"], "stopped", "{report}");
+    assert_eq!(report["network"]["datagrams"], 3000, "{report}");
+    let output = run(nvrec().args(["replay", "--output", "-"]).arg(&target));
+    assert_eq!(
+        sequences(&output.stdout, 0, 1000),
+        (0..3000).collect::<Vec<_>>()
+    );
 }

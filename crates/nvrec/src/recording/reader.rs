@@ -818,6 +818,25 @@ pub fn read_recording(
     progress: &Progress,
     each: &mut dyn FnMut(Item<'_>) -> bool,
 ) -> Result<ReadSummary, RecordingError> {
+    read_recording_from(set, entry, engine_choice, None, control, progress, each)
+}
+
+/// As [`read_recording`], starting at the first chunk that began at `from_ns` (ns since
+/// the Unix epoch) or later, found without reading what comes before it: chunk timestamps
+/// rise with the sequence, so on each member a binary search over its chunk headers finds
+/// where the window starts. Chunks before it are not reported, not even as missing. Where
+/// the search cannot be trusted (a ring, a retired member, a header that does not decode
+/// on the way) the whole recording is read instead and the caller's own filter on chunk
+/// timestamps does the rest.
+pub fn read_recording_from(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    engine_choice: EngineChoice,
+    from_ns: Option<u64>,
+    control: &Control,
+    progress: &Progress,
+    each: &mut dyn FnMut(Item<'_>) -> bool,
+) -> Result<ReadSummary, RecordingError> {
     let cpu_before = process_cpu_s();
     let started = Instant::now();
     let ring = entry.flags.contains(RecordingFlags::RING);
@@ -917,6 +936,11 @@ pub fn read_recording(
     } else {
         Some(entry.first_sequence)
     };
+    if let Some(from_ns) = from_ns.filter(|_| !ring && entry.retirements.is_empty()) {
+        if let Some(first) = seek_window(set, entry, &mut scans, from_ns) {
+            expected = Some(first);
+        }
+    }
     let mut stop = false;
     loop {
         if control.state() != ControlState::Run {
@@ -1203,6 +1227,89 @@ fn cut_to_target(
 }
 
 /// The slots of a member to read, in order.
+/// Moves every member's scan of a linear recording to its first chunk that began at
+/// `from_ns` or later; returns the lowest sequence of those (where the merge starts), or
+/// None, leaving the scans as they were, when a header on the way does not decode.
+fn seek_window(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    scans: &mut [Scan],
+    from_ns: u64,
+) -> Option<u64> {
+    let mut starts = Vec::with_capacity(scans.len());
+    for scan in scans.iter() {
+        let Some(member) = set.members[scan.member_index as usize].as_ref() else {
+            starts.push(None);
+            continue;
+        };
+        let (first, count) = match scan.runs.iter().copied().collect::<Vec<_>>()[..] {
+            [] => {
+                starts.push(None);
+                continue;
+            }
+            [run] => run,
+            _ => return None,
+        };
+        starts.push(Some(first_at_or_after(
+            set, entry, member, first, count, from_ns,
+        )?));
+    }
+    let mut lowest: Option<u64> = None;
+    for (scan, start) in scans.iter_mut().zip(starts) {
+        let Some((slot, sequence)) = start else {
+            continue;
+        };
+        let Some(&(first, count)) = scan.runs.front() else {
+            continue;
+        };
+        let end = first + count;
+        scan.runs.clear();
+        if slot < end {
+            scan.runs.push_back((slot, end - slot));
+        }
+        if let Some(sequence) = sequence {
+            lowest = Some(lowest.map_or(sequence, |low: u64| low.min(sequence)));
+        }
+    }
+    // No member holds a chunk in the window: the merge starts past the end.
+    Some(lowest.unwrap_or(entry.end_sequence))
+}
+
+/// Binary search over `count` slots from `first` of a member for the first chunk of
+/// `entry` that began at `from_ns` or later: its slot and sequence (the end slot and None
+/// when there is none). None when a header on the way does not belong to the recording.
+fn first_at_or_after(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    member: &volume::Member,
+    first: u64,
+    count: u64,
+    from_ns: u64,
+) -> Option<(u64, Option<u64>)> {
+    let header_at = |slot: u64| -> Option<ChunkHeader> {
+        let offset = member.layout().data_slot_offset_bytes(slot)?;
+        let bytes = volume::read_aligned(&member.disk, offset, 4096).ok()?;
+        let header = crate::layout::decode_chunk_header(&bytes).ok()?;
+        (header.set_uuid == set.set_uuid
+            && header.recording_id == entry.recording_id
+            && header.slot_index == slot)
+            .then_some(header)
+    };
+    let (mut low, mut high) = (first, first + count);
+    while low < high {
+        let middle = low + (high - low) / 2;
+        if header_at(middle)?.timestamp_ns < from_ns {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
+    }
+    if low == first + count {
+        return Some((low, None));
+    }
+    Some((low, Some(header_at(low)?.sequence)))
+}
+
 fn slot_runs(layout: &VolumeLayout, span: MemberSpan, ring: bool) -> VecDeque<(u64, u64)> {
     let mut runs = VecDeque::new();
     if ring {

@@ -491,6 +491,10 @@ struct Writer<'a> {
     source_may_block: bool,
     /// The source gives records (datagrams, packets): chunks and entry are flagged so.
     records: bool,
+    /// A record source asked to stop has given what it held (see `wants_input`), and since
+    /// when it has been giving it.
+    drained: bool,
+    drain_started: Option<Instant>,
     /// For a constant source: how many payload bytes each chunk slot already holds from an
     /// earlier fill (0 = none), and the CRC32C of a payload of a given length.
     constant_source: bool,
@@ -751,6 +755,8 @@ impl<'a> Writer<'a> {
             constant_source: source.is_constant(),
             source_may_block: source.may_block(),
             records: source.packs_records(),
+            drained: false,
+            drain_started: None,
             constant_payload_bytes: vec![0; buffer_count as usize * k as usize],
             constant_crc32c: None,
             free: (0..buffer_count).rev().collect(),

@@ -12,12 +12,26 @@ const PACED_BACKLOG: Duration = Duration::from_millis(250);
 const PACED_BACKLOG_MAX_BYTES: u64 = 64 << 20;
 
 impl Writer<'_> {
-    /// Whether the source may be read now: it has data left and we are running.
+    /// Whether the source may be read now: it has data left and we are running, or, for a
+    /// record source (the network) asked to stop, it still holds what arrived before the
+    /// stop: what a socket buffer or capture ring took in is recorded, not dropped.
     pub(super) fn wants_input(&self) -> bool {
+        let running = match self.state() {
+            ControlState::Run => true,
+            // At most a sync interval of it: input that keeps coming is not drained for ever.
+            ControlState::Stop => {
+                self.records
+                    && !self.drained
+                    && self
+                        .drain_started
+                        .is_none_or(|started| started.elapsed() < self.options.sync_interval)
+            }
+            ControlState::Abort => false,
+        };
         !self.source_done
             && !self.full
             && self.error.is_none()
-            && self.state() == ControlState::Run
+            && running
             && self
                 .options
                 .limit_bytes
@@ -140,12 +154,20 @@ impl Writer<'_> {
                 None => now_ns(),
             };
             let chunk_slot = buffer as usize * self.k as usize + index as usize;
+            let draining = self.state() != ControlState::Run;
+            if draining {
+                self.drain_started.get_or_insert_with(Instant::now);
+            }
             let constant = self.constant_source;
             let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
                 [start..start + remaining as usize];
             // Input that can go quiet (a pipe) is not held in memory much longer than a
-            // sync interval: after that long without a byte, what came goes out.
-            let quiet_after = self.source_may_block.then_some(self.options.sync_interval);
+            // sync interval: after that long without a byte, what came goes out. Draining
+            // at a stop takes only what is there already.
+            let quiet_after = match draining {
+                true => Some(Duration::ZERO),
+                false => self.source_may_block.then_some(self.options.sync_interval),
+            };
             let mut quiet = false;
             let mut packed = false;
             let filled = if constant && self.constant_payload_bytes[chunk_slot] as u64 == remaining
@@ -175,6 +197,9 @@ impl Writer<'_> {
                 filled
             };
             progressed = true;
+            if draining && (filled as u64) < remaining && !packed {
+                self.drained = true; // What was there is taken; the stop goes on.
+            }
             if filled == 0 {
                 if !quiet && !packed {
                     self.source_done = true;
