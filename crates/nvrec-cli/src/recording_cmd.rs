@@ -571,6 +571,7 @@ fn entry_json(entry: &RecordingEntry) -> serde_json::Value {
         "state": state_text(entry),
         "ring": entry.flags.contains(RecordingFlags::RING),
         "pattern": entry.flags.contains(RecordingFlags::PATTERN),
+        "records": entry.flags.contains(RecordingFlags::RECORDS),
         "start": format_utc_ns(entry.start_ns),
         "end": format_utc_ns(entry.end_ns),
         "start_ns": entry.start_ns,
@@ -701,7 +702,11 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                     value["chunk_count"].as_u64().unwrap_or(0),
                     value["mean_rate_mib_per_s"].as_f64().unwrap_or(0.0),
                     entry.lost_bytes,
-                    entry.name.as_str()
+                    if entry.flags.contains(RecordingFlags::RECORDS) {
+                        format!("{} (network records)", entry.name.as_str())
+                    } else {
+                        entry.name.as_str().to_string()
+                    }
                 );
                 for retirement in &entry.retirements {
                     outln!("      DEGRADED: {}", retirement_line(&set, retirement));
