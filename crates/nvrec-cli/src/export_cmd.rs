@@ -1,6 +1,6 @@
 //! `nvrec export`: a recording of datagrams as a PcapNg file.
 
-use crate::recording_cmd::{recordings, state_text};
+use crate::recording_cmd::{hole_text, recordings, state_text};
 use crate::{exit, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -127,16 +127,7 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
                         return false;
                     }
                 }
-                Item::Missing {
-                    first_sequence,
-                    count,
-                } => problems.push(format!(
-                    "{count} chunks missing from sequence {first_sequence}"
-                )),
-                Item::Damage(damage) => problems.push(format!(
-                    "damaged chunk on member {} slot {}: {}",
-                    damage.member_index, damage.slot_index, damage.what
-                )),
+                hole => problems.extend(hole_text(&hole)),
             }
             true
         },

@@ -1145,6 +1145,23 @@ fn check_pattern(
     }
 }
 
+/// What a reader's item other than a chunk says went missing or is damaged.
+pub(crate) fn hole_text(item: &Item<'_>) -> Option<String> {
+    match item {
+        Item::Chunk { .. } => None,
+        Item::Missing {
+            first_sequence,
+            count,
+        } => Some(format!(
+            "{count} chunks missing from sequence {first_sequence}"
+        )),
+        Item::Damage(damage) => Some(format!(
+            "damaged chunk on member {} slot {}: {}",
+            damage.member_index, damage.slot_index, damage.what
+        )),
+    }
+}
+
 /// `replay --send-to udp://HOST:PORT`: each recorded datagram sent again, in order, paced
 /// by the receive times with --pace.
 fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result<Finished> {
@@ -1195,16 +1212,7 @@ fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result
                     }
                     return sender.payload(payload, from_ns, to_ns, &mut problems);
                 }
-                Item::Missing {
-                    first_sequence,
-                    count,
-                } => problems.push(format!(
-                    "{count} chunks missing from sequence {first_sequence}"
-                )),
-                Item::Damage(damage) => problems.push(format!(
-                    "damaged chunk on member {} slot {}: {}",
-                    damage.member_index, damage.slot_index, damage.what
-                )),
+                hole => problems.extend(hole_text(&hole)),
             }
             true
         },

@@ -324,22 +324,12 @@ impl Source for CaptureSource {
         if !self.losses.is_empty() || self.take_block() {
             return Ok(true);
         }
-        let mut fds: Vec<libc::pollfd> = self
-            .interfaces
-            .iter()
-            .map(|interface| libc::pollfd {
-                fd: interface.socket.as_raw_fd(),
-                events: libc::POLLIN | libc::POLLERR,
-                revents: 0,
-            })
-            .collect();
-        let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: valid pollfds for sockets this source keeps open.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, timeout_ms) };
-        if ready < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(ready > 0 && self.take_block())
+        // POLLIN: the kernel handed a block over (or a socket error is there to report).
+        let ready = super::poll_readable(
+            self.interfaces.iter().map(|i| i.socket.as_raw_fd()),
+            timeout,
+        )?;
+        Ok(ready && self.take_block())
     }
 
     fn packs_records(&self) -> bool {

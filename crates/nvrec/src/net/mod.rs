@@ -4,7 +4,10 @@ mod capture;
 mod tcp;
 mod udp;
 
+use std::io;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 pub use capture::{CaptureSource, BLOCK_BYTES, BLOCK_COUNT, SNAPLEN_MAX};
 pub use tcp::TcpSource;
@@ -41,4 +44,23 @@ impl NetCounters {
             truncated: self.truncated.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Waits until one of `fds` is readable (or has an error to report), at most `timeout`;
+/// false if the time ran out.
+fn poll_readable(fds: impl Iterator<Item = RawFd>, timeout: Duration) -> io::Result<bool> {
+    let mut fds: Vec<libc::pollfd> = fds
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `fds` holds valid pollfds for descriptors the caller keeps open.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, timeout_ms) };
+    if ready < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ready > 0)
 }

@@ -182,27 +182,16 @@ impl Source for TcpSource {
     }
 
     fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
-        let mut fds: Vec<libc::pollfd> = self
-            .listeners
-            .iter()
-            .map(|listener| listener.as_raw_fd())
-            .chain(self.connections.iter().map(|c| c.socket.as_raw_fd()))
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
         if self.connections.iter().any(|c| c.closed) {
             return Ok(true);
         }
-        let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: valid pollfds for sockets this source keeps open.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, timeout_ms) };
-        if ready < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(ready > 0)
+        super::poll_readable(
+            self.listeners
+                .iter()
+                .map(|listener| listener.as_raw_fd())
+                .chain(self.connections.iter().map(|c| c.socket.as_raw_fd())),
+            timeout,
+        )
     }
 
     fn packs_records(&self) -> bool {

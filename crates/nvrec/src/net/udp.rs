@@ -275,22 +275,10 @@ impl Source for UdpSource {
         if !self.staged.is_empty() {
             return Ok(true);
         }
-        let mut fds: Vec<libc::pollfd> = self
-            .streams
-            .iter()
-            .map(|stream| libc::pollfd {
-                fd: stream.socket.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        let timeout_ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: `fds` holds valid pollfds for sockets this source keeps open.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, timeout_ms) };
-        if ready < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(ready > 0)
+        super::poll_readable(
+            self.streams.iter().map(|stream| stream.socket.as_raw_fd()),
+            timeout,
+        )
     }
 
     fn packs_records(&self) -> bool {
