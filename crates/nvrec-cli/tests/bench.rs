@@ -4,9 +4,25 @@
 
 mod common;
 
-use common::{json, nvrec, run, text, LoopDevice, Scratch};
+use common::{json, nvrec, run, text, LoopDevice, Scratch, Throttle};
 use std::path::Path;
 use std::process::Command;
+
+/// The kernel-throttle test compares rates the machine must hold, so it runs alone; the
+/// other tests run beside each other.
+static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    MACHINE
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
+    MACHINE
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Runs one bench with every output and checks that each came out whole.
 fn bench_with_outputs(scratch: &Scratch, name: &str, args: &[&str]) -> serde_json::Value {
@@ -109,12 +125,14 @@ fn every_bench(scratch: &Scratch, target: &str, label: &str) {
 
 #[test]
 fn every_bench_runs_on_the_simulated_drive() {
+    let _machine = beside_others();
     let scratch = Scratch::new("bench-sim");
     every_bench(&scratch, "sim:capacity=256M,cache=32M", "sim");
 }
 
 #[test]
 fn every_bench_runs_on_a_file() {
+    let _machine = beside_others();
     let scratch = Scratch::new("bench-file");
     // One file for every bench, made as large as the largest needs: a bench never grows a
     // file that exists.
@@ -128,6 +146,7 @@ fn every_bench_runs_on_a_file() {
 
 #[test]
 fn every_bench_runs_on_a_loop_device() {
+    let _machine = beside_others();
     let Some(device) = LoopDevice::new(128 << 20) else {
         return;
     };
@@ -137,6 +156,7 @@ fn every_bench_runs_on_a_loop_device() {
 
 #[test]
 fn fill_finds_the_simulated_cliff_through_the_command_line() {
+    let _machine = beside_others();
     let output = run(nvrec().args([
         "--json",
         "bench",
@@ -232,6 +252,7 @@ const MIB: f64 = 1048576.0;
 
 #[test]
 fn fill_finds_one_or_two_plateaus_on_the_simulated_drive_within_three_percent() {
+    let _machine = beside_others();
     plateaus_match_the_model(
         "sim:capacity=512M,cache=0,slow=1.6GB/s",
         &[(512.0 * MIB, 1.6e9)],
@@ -246,6 +267,7 @@ fn fill_finds_one_or_two_plateaus_on_the_simulated_drive_within_three_percent() 
 
 #[test]
 fn fill_finds_three_plateaus_on_the_simulated_drive_within_three_percent() {
+    let _machine = beside_others();
     plateaus_match_the_model(
         "sim:capacity=1G,dram=96M,dram-rate=6GB/s,cache=256M,fast=2.8GB/s,slow=1.6GB/s",
         &[
@@ -259,6 +281,7 @@ fn fill_finds_three_plateaus_on_the_simulated_drive_within_three_percent() {
 
 #[test]
 fn fill_finds_four_plateaus_on_the_simulated_drive_within_three_percent() {
+    let _machine = beside_others();
     plateaus_match_the_model(
         "sim:capacity=2G,dram=192M,dram-rate=6GB/s,cache=384M,fast=2.8GB/s,slow=1.6GB/s,\
          fold-at=1536M,fold=0.8GB/s",
@@ -274,6 +297,7 @@ fn fill_finds_four_plateaus_on_the_simulated_drive_within_three_percent() {
 
 #[test]
 fn a_fill_too_short_to_tell_says_how_long_to_run() {
+    let _machine = beside_others();
     let output = run(nvrec().args([
         "bench",
         "fill",
@@ -307,8 +331,242 @@ fn a_fill_too_short_to_tell_says_how_long_to_run() {
     );
 }
 
+/// One step of a kernel write limit: `bytes_per_s`, held until the kernel has let
+/// `until_bytes` through.
+struct Step {
+    bytes_per_s: u64,
+    until_bytes: u64,
+}
+
+/// A point of the kernel's count: seconds since the fill started, bytes let through.
+type Count = (f64, u64);
+
+/// What the kernel counted during a throttled fill.
+struct Counted {
+    /// Where the writes began, at each change of the limit, and where they ended.
+    counts: Vec<Count>,
+    /// The longest time the count stood still between the first write and the last.
+    still_s_max: f64,
+}
+
+/// A throttle's count stands still between its bursts (about 100 ms); longer, the machine
+/// held the writer back, not the throttle.
+const STILL_S_MAX: f64 = 0.3;
+/// Below this share of a step's limit, the machine could not keep up with the throttle.
+const HELD_FRACTION_MIN: f64 = 0.9;
+/// Fills tried before giving up on a machine that keeps holding the writer back.
+const THROTTLED_ATTEMPT_COUNT: usize = 3;
+
+impl Counted {
+    /// Why the kernel's count measured the machine rather than the throttle, if it did.
+    fn held_back(&self, steps: &[Step]) -> Option<String> {
+        if self.still_s_max > STILL_S_MAX {
+            return Some(format!(
+                "the writer stood still for {:.2} s",
+                self.still_s_max
+            ));
+        }
+        steps
+            .iter()
+            .zip(self.counts.windows(2))
+            .map(|(step, pair)| (step, kernel_rate(pair[0], pair[1])))
+            .find(|(step, rate)| *rate < HELD_FRACTION_MIN * step.bytes_per_s as f64)
+            .map(|(step, rate)| {
+                format!(
+                    "the writer kept {:.0} MB/s under a limit of {:.0} MB/s",
+                    rate / 1e6,
+                    step.bytes_per_s as f64 / 1e6
+                )
+            })
+    }
+}
+
+/// Bytes per second the kernel let through between two counts.
+fn kernel_rate((t0, b0): Count, (t1, b1): Count) -> f64 {
+    (b1 - b0) as f64 / (t1 - t0)
+}
+
+/// Runs `bench fill` over the first `steps.last().until_bytes` of `device` inside a blkio
+/// cgroup whose limit steps as the kernel's own byte count passes each step's end, again
+/// (up to [`THROTTLED_ATTEMPT_COUNT`] times) where the machine held the writer back
+/// ([`Counted::held_back`]). None (with the reason printed) where no blkio cgroup can
+/// throttle or the machine held the writer back every time.
+fn fill_under_steps(
+    device: &LoopDevice,
+    steps: &[Step],
+) -> Option<(serde_json::Value, Vec<Count>)> {
+    for _ in 0..THROTTLED_ATTEMPT_COUNT {
+        let (value, counted) = fill_once_under_steps(device, steps)?;
+        match counted.held_back(steps) {
+            None => return Some((value, counted.counts)),
+            Some(reason) => eprintln!("{reason}: held back by the machine"),
+        }
+    }
+    eprintln!(
+        "skipping: the machine held the writer back in {THROTTLED_ATTEMPT_COUNT} fills; \
+         the kernel's count would measure the machine, not the throttle"
+    );
+    None
+}
+
+fn fill_once_under_steps(
+    device: &LoopDevice,
+    steps: &[Step],
+) -> Option<(serde_json::Value, Counted)> {
+    let throttle = Throttle::new(device, steps[0].bytes_per_s)?;
+    let scratch = Scratch::new("bench-throttled");
+    let (stdout, stderr) = (scratch.path("fill.json"), scratch.path("fill.stderr"));
+    let size = steps[steps.len() - 1].until_bytes.to_string();
+    // 256 KiB transfers: a larger one io_uring submits without waiting may need splitting,
+    // which the block layer refuses to do without waiting; io_uring then submits it again,
+    // and the throttle counts (and charges) it twice.
+    let mut child = throttle.spawn(
+        &[
+            "--json",
+            "bench",
+            "fill",
+            device.device.to_str().unwrap(),
+            "--size",
+            &size,
+            "--io-size",
+            "256K",
+            "--no-verify",
+        ],
+        &stdout,
+        &stderr,
+    );
+    let counted = watch(&mut child, &throttle, steps);
+    let status = child.wait().unwrap();
+    let output = std::fs::read(&stdout).unwrap();
+    assert!(
+        status.success(),
+        "{status}: {}{}",
+        String::from_utf8_lossy(&output),
+        std::fs::read_to_string(&stderr).unwrap()
+    );
+    assert_eq!(
+        counted.counts.last().unwrap().1,
+        steps[steps.len() - 1].until_bytes,
+        "the kernel counted other than what was written"
+    );
+    Some((serde_json::from_slice(&output).unwrap(), counted))
+}
+
+/// Follows the kernel's count until `child` exits, setting each step's limit once the count
+/// has passed the step before.
+fn watch(child: &mut std::process::Child, throttle: &Throttle, steps: &[Step]) -> Counted {
+    let started = std::time::Instant::now();
+    let mut counts: Vec<Count> = Vec::new();
+    let mut last: Count = (0.0, 0);
+    let (mut step, mut still_s_max) = (0, 0.0f64);
+    while child.try_wait().unwrap().is_none() {
+        let bytes = throttle.written_bytes();
+        let now = started.elapsed().as_secs_f64();
+        if bytes != last.1 {
+            if last.1 == 0 {
+                counts.push((now, bytes));
+            } else {
+                still_s_max = still_s_max.max(now - last.0);
+            }
+            last = (now, bytes);
+        }
+        if step + 1 < steps.len() && bytes >= steps[step].until_bytes {
+            counts.push((now, bytes));
+            step += 1;
+            throttle.set(steps[step].bytes_per_s).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let end_bytes = throttle.written_bytes();
+    counts.push(if end_bytes == last.1 {
+        last
+    } else {
+        (started.elapsed().as_secs_f64(), end_bytes)
+    });
+    Counted {
+        counts,
+        still_s_max,
+    }
+}
+
+/// Every plateau of `value` within 10 % of the kernel's: its rate between two counts and its
+/// end at the second.
+fn plateaus_match_the_kernel(value: &serde_json::Value, counts: &[Count]) {
+    let plateaus = value["analysis"]["plateaus"].as_array().unwrap();
+    assert_eq!(
+        plateaus.len(),
+        counts.len() - 1,
+        "{plateaus:#?}\nthe kernel's counts: {counts:?}"
+    );
+    for (plateau, pair) in plateaus.iter().zip(counts.windows(2)) {
+        let (kernel_rate, b1) = (kernel_rate(pair[0], pair[1]), pair[1].1);
+        let rate = plateau["rate_bytes_per_s"].as_f64().unwrap();
+        let end = plateau["end_bytes"].as_f64().unwrap();
+        eprintln!(
+            "plateau {:.0} MB/s to {end} B; the kernel: {:.0} MB/s to {b1} B",
+            rate / 1e6,
+            kernel_rate / 1e6
+        );
+        assert!(
+            (rate / kernel_rate - 1.0).abs() <= 0.1,
+            "{rate} not {kernel_rate}: {plateau:#}"
+        );
+        assert!(
+            (end / b1 as f64 - 1.0).abs() <= 0.1,
+            "{end} not {b1}: {plateau:#}"
+        );
+    }
+}
+
+#[test]
+fn fill_finds_the_steps_of_a_kernel_throttle_within_ten_percent() {
+    let _machine = alone();
+    // A RAM-backed device whose write limit the kernel changes as the fill goes. The
+    // throttle dispatches in bursts about every 100 ms, so the fill's windows (tens of ms)
+    // swing between nothing and a burst: the plateaus must be the steps, not the bursts.
+    const GIB: u64 = 1 << 30;
+    let Some(device) = LoopDevice::new_filled(5 * GIB / 2) else {
+        return;
+    };
+    let two_steps = [
+        Step {
+            bytes_per_s: 600_000_000,
+            until_bytes: 3 * GIB / 2,
+        },
+        Step {
+            bytes_per_s: 250_000_000,
+            until_bytes: 5 * GIB / 2,
+        },
+    ];
+    let Some((value, counts)) = fill_under_steps(&device, &two_steps) else {
+        return;
+    };
+    plateaus_match_the_kernel(&value, &counts);
+    // Three steps of about 4 s each: a plateau needs several windows at the scale where the
+    // bursts average out.
+    let three_steps = [
+        Step {
+            bytes_per_s: 380_000_000,
+            until_bytes: 1_520_000_000,
+        },
+        Step {
+            bytes_per_s: 190_000_000,
+            until_bytes: 2_280_000_000,
+        },
+        Step {
+            bytes_per_s: 95_000_000,
+            until_bytes: 5 * GIB / 2,
+        },
+    ];
+    let Some((value, counts)) = fill_under_steps(&device, &three_steps) else {
+        return;
+    };
+    plateaus_match_the_kernel(&value, &counts);
+}
+
 #[test]
 fn bad_bench_arguments_are_usage_errors() {
+    let _machine = beside_others();
     for args in [
         vec!["bench", "fill", "sim:colour=blue"],
         vec!["bench", "fill", "sim:capacity=16M", "--size", "32M"],
@@ -322,6 +580,7 @@ fn bad_bench_arguments_are_usage_errors() {
 
 #[test]
 fn bench_refuses_a_device_holding_a_filesystem() {
+    let _machine = beside_others();
     let Some(device) = LoopDevice::new(64 << 20) else {
         return;
     };
@@ -381,6 +640,7 @@ fn rendered_chart_count(html: &Path) -> Option<(usize, usize)> {
 
 #[test]
 fn reports_render_in_headless_chromium() {
+    let _machine = beside_others();
     let scratch = Scratch::new("bench-render");
     for (name, args) in [
         (

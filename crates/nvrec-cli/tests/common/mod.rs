@@ -47,6 +47,17 @@ pub struct LoopDevice {
 impl LoopDevice {
     /// None (with the reason printed) where loop devices cannot be made here.
     pub fn new(size_bytes: u64) -> Option<LoopDevice> {
+        LoopDevice::make(size_bytes, Backing::Sparse)
+    }
+
+    /// Like [`LoopDevice::new`], over a file written through once: the memory behind it is
+    /// then the machine's own, so the device's speed is not that of the first touch of fresh
+    /// memory (a few hundred MB/s in a virtual machine).
+    pub fn new_filled(size_bytes: u64) -> Option<LoopDevice> {
+        LoopDevice::make(size_bytes, Backing::Filled)
+    }
+
+    fn make(size_bytes: u64, backing_kind: Backing) -> Option<LoopDevice> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("skipping: loop devices need root");
@@ -58,10 +69,20 @@ impl LoopDevice {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::File::create(&backing)
-            .unwrap()
-            .set_len(size_bytes)
-            .unwrap();
+        let mut file = std::fs::File::create(&backing).unwrap();
+        match backing_kind {
+            Backing::Sparse => file.set_len(size_bytes).unwrap(),
+            Backing::Filled => {
+                let zeros = vec![0u8; 8 << 20];
+                let mut left = size_bytes;
+                while left > 0 {
+                    let length = left.min(zeros.len() as u64) as usize;
+                    file.write_all(&zeros[..length]).unwrap();
+                    left -= length as u64;
+                }
+            }
+        }
+        drop(file);
         let output = Command::new("losetup")
             .args(["--find", "--show", "--direct-io=on"])
             .arg(&backing)
@@ -78,6 +99,22 @@ impl LoopDevice {
             }
         }
     }
+
+    /// The device's `major:minor`.
+    pub fn numbers(&self) -> String {
+        let name = self.device.file_name().unwrap().to_string_lossy();
+        std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+/// How a loop device's backing file is made.
+#[derive(Debug, Clone, Copy)]
+enum Backing {
+    Sparse,
+    Filled,
 }
 
 impl Drop for LoopDevice {
@@ -91,6 +128,95 @@ impl Drop for LoopDevice {
             std::thread::sleep(Duration::from_millis(100));
         }
         let _ = std::fs::remove_file(&self.backing);
+    }
+}
+
+/// A blkio cgroup (v1) that limits writes to one device, its limit changed at will; removed on
+/// drop. Only direct I/O is throttled (buffered writes reach the device from writeback, outside
+/// the cgroup), and only that of processes placed in the cgroup before they submit it.
+pub struct Throttle {
+    cgroup: PathBuf,
+    numbers: String,
+}
+
+impl Throttle {
+    /// None (with the reason printed) where no blkio cgroup can be made or take a limit.
+    pub fn new(device: &LoopDevice, bytes_per_s: u64) -> Option<Throttle> {
+        let hierarchy = Path::new("/sys/fs/cgroup/blkio");
+        if !hierarchy.join("blkio.throttle.write_bps_device").exists() {
+            eprintln!(
+                "skipping: no cgroup v1 blkio hierarchy at {}",
+                hierarchy.display()
+            );
+            return None;
+        }
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let cgroup = hierarchy.join(format!(
+            "nvrec-test-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        if let Err(error) = std::fs::create_dir(&cgroup) {
+            eprintln!("skipping: cannot make a blkio cgroup: {error}");
+            return None;
+        }
+        let throttle = Throttle {
+            cgroup,
+            numbers: device.numbers(),
+        };
+        if let Err(error) = throttle.set(bytes_per_s) {
+            eprintln!("skipping: the blkio cgroup takes no write limit: {error}");
+            return None;
+        }
+        Some(throttle)
+    }
+
+    /// Limits the cgroup's writes to the device to `bytes_per_s`.
+    pub fn set(&self, bytes_per_s: u64) -> std::io::Result<()> {
+        std::fs::write(
+            self.cgroup.join("blkio.throttle.write_bps_device"),
+            format!("{} {bytes_per_s}", self.numbers),
+        )
+    }
+
+    /// Bytes the kernel has let the cgroup write to the device so far.
+    pub fn written_bytes(&self) -> u64 {
+        let counts =
+            std::fs::read_to_string(self.cgroup.join("blkio.throttle.io_service_bytes")).unwrap();
+        let key = format!("{} Write ", self.numbers);
+        counts
+            .lines()
+            .find_map(|line| line.strip_prefix(&key))
+            .map_or(0, |bytes| bytes.trim().parse().unwrap())
+    }
+
+    /// `nvrec args`, placed in the cgroup before it starts, its stdout and stderr going to
+    /// files (a pipe nobody reads while the test watches would fill and stall it).
+    pub fn spawn(&self, args: &[&str], stdout: &Path, stderr: &Path) -> std::process::Child {
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec \"$@\"",
+            self.cgroup.display()
+        );
+        Command::new("sh")
+            .args(["-c", &script, "sh", env!("CARGO_BIN_EXE_nvrec")])
+            .args(args)
+            .stdout(std::fs::File::create(stdout).unwrap())
+            .stderr(std::fs::File::create(stderr).unwrap())
+            .spawn()
+            .unwrap()
+    }
+}
+
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        // The cgroup is empty once its processes have exited; retry briefly while the kernel
+        // finishes with the last one.
+        for _ in 0..20 {
+            if std::fs::remove_dir(&self.cgroup).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 

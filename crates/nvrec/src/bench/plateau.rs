@@ -2,10 +2,20 @@
 //! cache, direct to TLC, folding, throttled). Pure functions over [`Window`]s.
 //!
 //! The method, in the order it runs:
+//! 0. **Scale**: a device that regulates its rate in bursts longer than a window (a kernel
+//!    throttle dispatching once per slice, a drive's thermal control loop) gives windows that
+//!    swing between nothing and full speed around a steady rate, and windows near the burst
+//!    period beat with it. Where neighbouring windows differ by more than
+//!    [`WOBBLE_FRACTION_MAX`] of their rate on average, the windows are joined in pairs as
+//!    far as [`SCALE_ROOM`] times `window_count_min` windows remain, and the rest of the
+//!    method runs on the joined windows. A drive whose windows hold steady keeps its windows.
 //! 1. **Smoothing**: a running median of [`MEDIAN_WIDTH`] windows; a stall or a lucky window
 //!    alone (up to two in a row) leaves no trace, a step stays where it is.
-//! 2. **Noise**: the spread of the raw window rates from one window to the next, as a robust
-//!    standard deviation (median absolute difference of neighbours).
+//! 2. **Noise**: the spread of the raw window rates from one window to the next relative to
+//!    the smoothed rate (a drive's noise grows with its rate), as a standard deviation from
+//!    the mean relative difference of neighbours, each counted up to
+//!    [`NOISE_DIFFERENCE_MAX`]: a median would see none where most neighbours hold the same
+//!    count of bursts or transfers and a few hold one more, and a stall is no noise.
 //! 3. **Binary segmentation**: a stretch is split where splitting removes the most squared
 //!    error of the smoothed series, provided both sides last `window_count_min` windows and
 //!    their means differ by more than `step_fraction` of the higher and by more than
@@ -16,14 +26,25 @@
 //!    level before and end at the level after (medians of the raw rates); `x/r1 + (b - x)/r2
 //!    = d` gives the byte where it happened, so it does not depend on where windows fall.
 //! 6. **Rates**: each plateau's rate is its bytes over its time, boundary to boundary, never
-//!    one window; its spread is the 10th and 90th percentile of the windows wholly inside it.
+//!    one window; its spread is the 10th and 90th percentile of the windows (at the scale of
+//!    step 0) wholly inside it.
 
+use super::analysis::merge_windows;
 use super::driver::Window;
 
 /// Width of the running median, in windows.
 pub const MEDIAN_WIDTH: usize = 5;
 /// Standard errors by which two sides' means must differ for a split.
 pub const NOISE_Z: f64 = 4.0;
+/// Most a difference of neighbouring windows counts, relative to their level, in the noise.
+pub const NOISE_DIFFERENCE_MAX: f64 = 0.5;
+/// Mean relative difference of neighbouring windows' rates above which windows are joined
+/// (step 0 of the method). A drive's noise of a few percent stays far below it; a window
+/// that holds no burst next to one that holds a burst differs by 2.
+pub const WOBBLE_FRACTION_MAX: f64 = 0.25;
+/// Joining stops before fewer than this many times `window_count_min` windows would remain:
+/// room for a few of the shortest plateaus.
+pub const SCALE_ROOM: usize = 4;
 
 /// One stretch of the run at one rate.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -34,10 +55,10 @@ pub struct Plateau {
     pub end_s: f64,
     /// Bytes over time from its start to its end.
     pub rate_bytes_per_s: f64,
-    /// Spread of the rates of the windows wholly inside it.
+    /// Spread of the rates of the windows wholly inside it, at the scale the run was cut at.
     pub rate_p10_bytes_per_s: f64,
     pub rate_p90_bytes_per_s: f64,
-    /// Windows wholly inside it.
+    /// Windows wholly inside it, at the scale the run was cut at.
     pub window_count: usize,
 }
 
@@ -62,6 +83,7 @@ pub fn plateaus(windows: &[Window], end: RunEnd, settings: &PlateauSettings) -> 
     if windows.is_empty() {
         return Vec::new();
     }
+    let windows = &scaled(windows, settings);
     let rates: Vec<f64> = windows.iter().map(|w| w.rate_bytes_per_s).collect();
     let segments = segment(&rates, settings);
     let mut boundaries = vec![Boundary {
@@ -81,10 +103,39 @@ pub fn plateaus(windows: &[Window], end: RunEnd, settings: &PlateauSettings) -> 
         .collect()
 }
 
+/// The windows as they are where they hold steady, else joined in pairs as far as enough
+/// remain (step 0 of the method).
+pub fn scaled(windows: &[Window], settings: &PlateauSettings) -> Vec<Window> {
+    let least = SCALE_ROOM * settings.window_count_min.max(2);
+    let mut scaled = windows.to_vec();
+    let rates: Vec<f64> = scaled.iter().map(|w| w.rate_bytes_per_s).collect();
+    if wobble(&rates) <= WOBBLE_FRACTION_MAX {
+        return scaled;
+    }
+    while scaled.len() / 2 >= least {
+        scaled = scaled.chunks(2).map(merge_windows).collect();
+    }
+    scaled
+}
+
+/// The mean relative difference of neighbouring rates, each over the pair's mean (so at most
+/// 2); pairs of idle windows are left out, as they say nothing about a rate.
+pub fn wobble(rates: &[f64]) -> f64 {
+    let differences: Vec<f64> = rates
+        .windows(2)
+        .filter(|pair| pair[0] + pair[1] > 0.0)
+        .map(|pair| 2.0 * (pair[0] - pair[1]).abs() / (pair[0] + pair[1]))
+        .collect();
+    if differences.is_empty() {
+        return 0.0;
+    }
+    differences.iter().sum::<f64>() / differences.len() as f64
+}
+
 /// Half-open ranges of window indices, in order, covering `0..rates.len()`.
 pub fn segment(rates: &[f64], settings: &PlateauSettings) -> Vec<(usize, usize)> {
     let smoothed = running_median(rates, MEDIAN_WIDTH);
-    let noise = noise_sigma(rates);
+    let noise = noise_fraction(rates, &smoothed);
     let prefix = Prefix::new(&smoothed);
     let mut done = Vec::new();
     let mut todo = vec![(0, rates.len())];
@@ -113,14 +164,24 @@ pub fn running_median(values: &[f64], width: usize) -> Vec<f64> {
         .collect()
 }
 
-/// A robust standard deviation of the values about a level that changes rarely: the median
-/// of the absolute differences of neighbours, scaled for a normal distribution.
-fn noise_sigma(values: &[f64]) -> f64 {
+/// The standard deviation of the values about a level that changes rarely (`smoothed`), as a
+/// fraction of that level: the mean absolute difference of neighbours over the level, scaled
+/// for a normal distribution (E|x - y| = 2σ/√π). Relative, so that a fast stretch's wobble
+/// does not hide a step between two slower ones. Each difference counts up to
+/// [`NOISE_DIFFERENCE_MAX`]: a stall, which the smoothing removes, adds to the noise no more
+/// than a window that holds one burst more than its neighbour.
+fn noise_fraction(values: &[f64], smoothed: &[f64]) -> f64 {
     let differences: Vec<f64> = values
         .windows(2)
-        .map(|pair| (pair[1] - pair[0]).abs())
+        .zip(smoothed)
+        .filter(|(_, level)| **level > 0.0)
+        .map(|(pair, level)| ((pair[1] - pair[0]).abs() / level).min(NOISE_DIFFERENCE_MAX))
         .collect();
-    median(&differences) / (0.6745 * std::f64::consts::SQRT_2)
+    if differences.is_empty() {
+        return 0.0;
+    }
+    let mean = differences.iter().sum::<f64>() / differences.len() as f64;
+    mean * std::f64::consts::PI.sqrt() / 2.0
 }
 
 /// Prefix sums for the mean and squared error of any stretch in O(1).
@@ -147,7 +208,7 @@ impl Prefix {
 fn best_split(
     prefix: &Prefix,
     (from, to): (usize, usize),
-    noise: f64,
+    noise_fraction: f64,
     settings: &PlateauSettings,
 ) -> Option<usize> {
     let least = settings.window_count_min.max(2);
@@ -162,7 +223,8 @@ fn best_split(
     let at = (from + least..=to - least).max_by(|a, b| gain(*a).total_cmp(&gain(*b)))?;
     let (left, right) = (prefix.mean(from, at), prefix.mean(at, to));
     let difference = (left - right).abs();
-    let standard_error = noise * (1.0 / (at - from) as f64 + 1.0 / (to - at) as f64).sqrt();
+    let standard_error = noise_fraction
+        * (left * left / (at - from) as f64 + right * right / (to - at) as f64).sqrt();
     let step = difference > settings.step_fraction * left.abs().max(right.abs());
     (step && difference > NOISE_Z * standard_error).then_some(at)
 }
@@ -461,6 +523,90 @@ mod tests {
             ),
             vec![(0, 300)]
         );
+    }
+
+    /// Windows of `window_s` over a device that a throttle lets write each `(bytes, rate)` in
+    /// turn, dispatching every `slice_s` what the slice allows, at `burst_rate`.
+    fn bursty(
+        segments: &[(f64, f64)],
+        slice_s: f64,
+        burst_rate: f64,
+        window_s: f64,
+    ) -> Vec<Window> {
+        let allowed = |time: f64| {
+            let (mut t, mut bytes) = (0.0, 0.0);
+            for (length, rate) in segments {
+                let seconds = length / rate;
+                if time <= t + seconds {
+                    return bytes + (time - t) * rate;
+                }
+                (t, bytes) = (t + seconds, bytes + length);
+            }
+            bytes
+        };
+        let dispatched = |time: f64| {
+            let slice_start = (time / slice_s).floor() * slice_s;
+            let slice_bytes = allowed(slice_start + slice_s) - allowed(slice_start);
+            allowed(slice_start) + (burst_rate * (time - slice_start)).min(slice_bytes)
+        };
+        let total: f64 = segments.iter().map(|(length, _)| length).sum();
+        let mut windows = Vec::new();
+        let mut start = 0.0;
+        while dispatched(start) < total - 1.0 {
+            let end = start + window_s;
+            let (before, after) = (dispatched(start).round(), dispatched(end).round());
+            windows.push(Window {
+                start_s: start,
+                duration_s: window_s,
+                bytes: (after - before) as u64,
+                total_bytes: after as u64,
+                position_bytes: after as u64,
+                rate_bytes_per_s: (after - before) / window_s,
+                latency_max_us: 1000.0,
+            });
+            start = end;
+        }
+        windows
+    }
+
+    #[test]
+    fn a_throttle_dispatching_in_bursts_gives_its_steps_not_its_bursts() {
+        // A throttle that dispatches what each slice allows at once (3 GB/s), seen through
+        // windows shorter than its slice: most windows hold nothing, some a burst, and
+        // windows near the slice's length beat with it.
+        let mb = 1e6;
+        let models: [&[(f64, f64)]; 3] = [
+            &[(2000.0 * mb, 300.0 * mb)],
+            &[(1600.0 * mb, 800.0 * mb), (1100.0 * mb, 300.0 * mb)],
+            &[
+                (1600.0 * mb, 400.0 * mb),
+                (800.0 * mb, 200.0 * mb),
+                (400.0 * mb, 100.0 * mb),
+            ],
+        ];
+        for model in models {
+            for slice_s in [0.02, 0.05, 0.1] {
+                for window_s in [0.016, 0.024, 0.032, 0.047] {
+                    let windows = bursty(model, slice_s, 3000.0 * mb, window_s);
+                    let rates: Vec<f64> = windows.iter().map(|w| w.rate_bytes_per_s).collect();
+                    // Windows that hold nothing or a burst: neighbours differ by more than
+                    // the rate.
+                    if slice_s > 2.0 * window_s {
+                        assert!(wobble(&rates) > 1.0, "{slice_s} {window_s}");
+                    }
+                    assert_matches(&cut(&windows), model, 0.08);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn steady_windows_are_not_joined() {
+        let gb = 1e9;
+        let windows = series(&[(30.0 * gb, 2.0 * gb), (30.0 * gb, 1.0 * gb)], 0.1);
+        assert_eq!(scaled(&windows, &SETTINGS), windows);
+        assert_eq!(wobble(&[0.0, 0.0, 1.0, 1.0]), 1.0);
+        assert_eq!(wobble(&[0.0, 0.0]), 0.0);
     }
 
     #[test]
