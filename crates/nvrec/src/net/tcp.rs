@@ -155,7 +155,7 @@ impl TcpSource {
 
 impl Source for TcpSource {
     /// Reads connections in turn into `buf`, each read one record, until one has nothing or
-    /// the room left is under [`READ_BYTES_MIN`]: 0 then means the payload is full (see
+    /// the room left is under `READ_BYTES_MIN`: 0 then means the payload is full (see
     /// [`Source::packs_records`]); `Interrupted` when no connection had anything.
     fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
         self.accept()?;
