@@ -15,6 +15,7 @@ mod progress;
 mod recording_cmd;
 mod repair_cmd;
 mod selftest_cmd;
+mod serve;
 mod signal;
 mod telemetry;
 
@@ -112,6 +113,11 @@ enum Command {
     Devices(nvme_cmd::DevicesArgs),
     /// An NVMe drive's SMART / health log: temperatures, throttling, wear, data written.
     Health(nvme_cmd::HealthArgs),
+    /// Run as a service: recordings started and stopped over an HTTP API (Unix socket or
+    /// TCP), Prometheus metrics at /metrics, a live dashboard at /.
+    Serve(serve::ServeArgs),
+    /// Ask a running service (`nvrec serve`) how its recordings stand.
+    Status(serve::client::StatusArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -499,6 +505,8 @@ fn run(cli: Cli) -> Result<Finished> {
         Command::Export(args) => export_cmd::export(args, cli.json),
         Command::Verify(args) => recording_cmd::verify(args, cli.json),
         Command::Repair(args) => repair_cmd::repair(args, cli.json),
+        Command::Serve(args) => serve::run(args),
+        Command::Status(args) => serve::client::status(args, cli.json),
     }
 }
 

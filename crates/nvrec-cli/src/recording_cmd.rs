@@ -7,18 +7,19 @@ use nvrec::device::{Access, Safety};
 use nvrec::layout::{ChunkFlags, Content, RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::net::NetCounters;
 use nvrec::pattern::Pattern;
+use nvrec::recording::counters::RecordingCounters;
 use nvrec::recording::export::{first_content, PcapngExport};
 use nvrec::recording::reader::{self, Item};
-use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome};
+use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome, RecordReport};
 use nvrec::recording::{health, volume, Fill, MemberFailure, Stripe};
 use nvrec::source::{open_source, SourceSpec};
-use nvrec::stream::{ControlState, Progress};
+use nvrec::stream::{Control, ControlState, Progress};
 use nvrec::unit::{
     format_bytes, format_utc_ns, parse_duration, parse_rate_bytes_per_s, parse_size_bytes,
 };
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 fn size_arg(text: &str) -> Result<u64, String> {
@@ -151,6 +152,13 @@ pub struct RecordArgs {
     telemetry: crate::telemetry::TelemetryArgs,
 }
 
+impl RecordArgs {
+    #[cfg(test)]
+    pub fn targets_for_test(&self) -> &[PathBuf] {
+        &self.targets
+    }
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum MemberFailureArg {
     Retire,
@@ -159,12 +167,12 @@ enum MemberFailureArg {
 
 /// The scheduling policy and priority of the calling thread, as the kernel reports them.
 #[derive(Debug, Clone, serde::Serialize)]
-struct Scheduling {
+pub struct Scheduling {
     policy: &'static str,
     priority: i32,
 }
 
-fn scheduling() -> Scheduling {
+pub fn scheduling() -> Scheduling {
     // SAFETY: pid 0 is the calling thread; sched_getscheduler has no other input.
     let policy = unsafe { libc::sched_getscheduler(0) };
     // SAFETY: sched_param is a plain C struct of integers (glibc: one; musl: the sporadic
@@ -259,7 +267,21 @@ fn distinct_targets(targets: &[PathBuf]) -> Result<(), UsageError> {
     Ok(())
 }
 
-pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
+/// A recording checked and ready to start: what `record` runs, from the command line or
+/// from the service (`nvrec serve`). Making one opens, creates and writes nothing.
+#[derive(Debug)]
+pub struct RecordPlan {
+    pub targets: Vec<PathBuf>,
+    pub source_spec: SourceSpec,
+    pub options: RecordOptions,
+    pub telemetry: crate::telemetry::TelemetryArgs,
+    /// SCHED_FIFO priority for the recording thread (`--realtime`).
+    pub realtime_priority: Option<u8>,
+}
+
+/// Checks `args` as far as can be done without touching a target or the source: every
+/// mistake found here is a usage error, and nothing was created or opened.
+pub fn plan_record(args: RecordArgs) -> Result<RecordPlan> {
     distinct_targets(&args.targets)?;
     let chunk = args.chunk_size;
     if chunk == 0 || chunk > u32::MAX as u64 {
@@ -334,44 +356,125 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         },
         create_len_bytes: args.create_size,
     };
-    let (mut source, network) = open_record_source(&source_spec)?;
-    let created = crate::NewFiles::note(&args.targets);
-    let progress = Arc::new(Progress::default());
-    let display = progress::ProgressDisplay::start_with_network(
-        Arc::clone(&progress),
-        network.clone(),
-        "record".into(),
-        !json,
-    );
-    let monitor = crate::telemetry::start(&args.targets, &args.telemetry);
-    let realtime = if args.realtime {
-        enter_realtime(args.realtime_priority)
-    } else {
-        Ok(())
+    Ok(RecordPlan {
+        targets: args.targets,
+        source_spec,
+        options,
+        telemetry: args.telemetry,
+        realtime_priority: args.realtime.then_some(args.realtime_priority),
+    })
+}
+
+/// What a running recording shares with whoever watches it: the progress, a network
+/// source's counters, and the writer's live counters (filled in once the recording has
+/// begun).
+#[derive(Debug, Default)]
+pub struct RecordHandle {
+    pub progress: Arc<Progress>,
+    /// Set when a network source is opened.
+    pub network: OnceLock<Arc<NetCounters>>,
+    pub counters: OnceLock<RecordingCounters>,
+}
+
+/// An opened source, ready for [`run_record`].
+pub struct OpenedSource(Box<dyn nvrec::source::Source>);
+
+/// Opens the plan's source (binding a network source's sockets, whose counters `handle`
+/// then shows): before any target is touched, so that a source that cannot be opened
+/// leaves nothing behind.
+pub fn open_plan_source(plan: &RecordPlan, handle: &RecordHandle) -> Result<OpenedSource> {
+    let (source, network) = open_record_source(&plan.source_spec)?;
+    if let Some(network) = network {
+        let _ = handle.network.set(network);
+    }
+    Ok(OpenedSource(source))
+}
+
+/// How a recording run ended, with what the report needs.
+pub struct RecordRun {
+    pub report: Result<RecordReport>,
+    pub telemetry: Option<nvrec::nvme::monitor::Telemetry>,
+    pub scheduling: Scheduling,
+}
+
+/// Runs the plan on the calling thread until it ends: the data path, exactly as `nvrec
+/// record` runs it, stopped or aborted through `control`. Files it created are removed again
+/// if it failed before taking a byte.
+pub fn run_record(
+    plan: &RecordPlan,
+    source: OpenedSource,
+    handle: &RecordHandle,
+    control: &Control,
+) -> RecordRun {
+    let OpenedSource(mut source) = source;
+    let created = crate::NewFiles::note(&plan.targets);
+    let monitor = crate::telemetry::start(&plan.targets, &plan.telemetry);
+    let realtime = match plan.realtime_priority {
+        Some(priority) => enter_realtime(priority),
+        None => Ok(()),
     };
     let report = realtime.and_then(|()| {
-        writer::record(
-            &args.targets,
+        writer::record_counted(
+            &plan.targets,
             source.as_mut(),
-            &options,
-            &signal::CONTROL,
-            &progress,
+            &plan.options,
+            control,
+            &handle.progress,
+            &handle.counters,
         )
         .context("recording")
     });
     let scheduling = scheduling();
     let telemetry = crate::telemetry::finish(monitor);
-    drop(display);
     // A recording that failed before it took a byte leaves no file it created behind; one
     // that took data keeps it, whatever happened later.
     if report.is_ok()
-        || progress
+        || handle
+            .progress
             .done_bytes
             .load(std::sync::atomic::Ordering::Relaxed)
             > 0
     {
         created.keep();
     }
+    RecordRun {
+        report,
+        telemetry,
+        scheduling,
+    }
+}
+
+/// The exit status of a finished recording.
+pub fn record_exit_code(report: &RecordReport) -> u8 {
+    match report.outcome {
+        RecordOutcome::Failed => exit::FAILURE,
+        RecordOutcome::Aborted => exit::ABORTED,
+        RecordOutcome::TargetFull => exit::TARGET_FULL,
+        _ if report.degraded => exit::DEGRADED,
+        _ => exit::OK,
+    }
+}
+
+pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
+    let realtime = args.realtime;
+    let plan = plan_record(args)?;
+    let handle = RecordHandle::default();
+    let source = open_plan_source(&plan, &handle)?;
+    let display = progress::ProgressDisplay::start_with_network(
+        Arc::clone(&handle.progress),
+        handle.network.get().cloned(),
+        "record".into(),
+        !json,
+    );
+    let RecordRun {
+        report,
+        telemetry,
+        scheduling,
+    } = run_record(&plan, source, &handle, &signal::CONTROL);
+    drop(display);
+    let network = handle.network.get().cloned();
+    let source_spec = plan.source_spec;
+    let args_realtime = realtime;
     let report = report?;
     if json {
         let mut value = serde_json::to_value(&report)?;
@@ -481,7 +584,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             report.cpu_user_s,
             report.cpu_system_s
         );
-        if args.realtime {
+        if args_realtime {
             outln!(
                 "  scheduling    {} priority {}",
                 scheduling.policy,
@@ -505,13 +608,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
             outln!("  error         {error}");
         }
     }
-    Ok(Finished(match report.outcome {
-        RecordOutcome::Failed => exit::FAILURE,
-        RecordOutcome::Aborted => exit::ABORTED,
-        RecordOutcome::TargetFull => exit::TARGET_FULL,
-        _ if report.degraded => exit::DEGRADED,
-        _ => exit::OK,
-    }))
+    Ok(Finished(record_exit_code(&report)))
 }
 
 /// Why a member was retired, in words.
@@ -619,13 +716,34 @@ fn retirement_line(set: &volume::VolumeSet, retirement: &nvrec::layout::Retireme
     )
 }
 
+/// What `ls --json` prints about `set` (without `--scan`): members, problems, metadata
+/// damage and recordings.
+pub(crate) fn set_json(
+    set: &volume::VolumeSet,
+    entries: &[RecordingEntry],
+    damage: &[health::MetaDamage],
+) -> serde_json::Value {
+    let members: Vec<serde_json::Value> = (0..set.member_count())
+        .map(|index| serde_json::json!({"index": index, "path": volume::describe_member(set, index), "present": set.members[index].is_some()}))
+        .collect();
+    let complete = set.missing_indices().is_empty() && set.problems.is_empty();
+    serde_json::json!({
+        "set_uuid": set.set_uuid.to_string(),
+        "label": set.label,
+        "chunk_size_bytes": set.chunk_size_bytes,
+        "members": members,
+        "problems": set.problems,
+        "complete": complete,
+        "metadata_damage": damage,
+        "scan": null,
+        "recordings": entries.iter().map(entry_json).collect::<Vec<_>>(),
+    })
+}
+
 pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
     let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
     let entries = recordings(&set)?;
     let damage = health::check(&set)?;
-    let members: Vec<serde_json::Value> = (0..set.member_count())
-        .map(|index| serde_json::json!({"index": index, "path": volume::describe_member(&set, index), "present": set.members[index].is_some()}))
-        .collect();
     let complete = set.missing_indices().is_empty() && set.problems.is_empty();
     let whole = complete && !health::loses_anything(&damage);
     let scanned = if args.scan {
@@ -634,17 +752,8 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
         None
     };
     if json {
-        let value = serde_json::json!({
-            "set_uuid": set.set_uuid.to_string(),
-            "label": set.label,
-            "chunk_size_bytes": set.chunk_size_bytes,
-            "members": members,
-            "problems": set.problems,
-            "complete": complete,
-            "metadata_damage": damage,
-            "scan": scanned.as_ref().map(|(_, rows)| rows),
-            "recordings": entries.iter().map(entry_json).collect::<Vec<_>>(),
-        });
+        let mut value = set_json(&set, &entries, &damage);
+        value["scan"] = serde_json::json!(scanned.as_ref().map(|(_, rows)| rows));
         outln!("{value}");
     } else {
         outln!(

@@ -11,6 +11,7 @@
 //! - [`disk`]: a member's device: an open target, or a simulated disk with faults.
 //! - [`volume`]: formatting and opening volume sets, metadata I/O.
 //! - [`writer`]: the `record` command's engine room.
+//! - [`counters`]: a running recording's live counters, for a monitor on another thread.
 //! - [`reader`]: reading chunks back in sequence order: `replay`, `verify`, and recovery.
 //! - [`health`]: every metadata copy judged against the best one; what is lost.
 //! - [`scan`]: recordings found from their chunks alone.
@@ -21,6 +22,7 @@
 //! The format is specified in `docs/FORMAT.md`; this module follows its writing and
 //! reading rules.
 
+pub mod counters;
 pub mod disk;
 mod durability;
 pub mod export;

@@ -21,6 +21,7 @@
 //! Durability: every `sync_interval` the contiguous run of completed chunks is flushed and
 //! a checkpoint records where it ends and where each member's writer stands.
 
+use super::counters::{LossCause, MemberCounters, RecordingCounters};
 use super::disk::{self, Disk, Members};
 use super::durability::{Durability, DurabilityError};
 use super::volume::{self, now_ns, VolumeSet};
@@ -47,6 +48,7 @@ use crate::stream::{process_cpu_s, Control, ControlState, Progress};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Default pool for input someone else feeds (stdin, a file): room for stalls of about
@@ -551,6 +553,8 @@ struct Writer<'a> {
     /// Members retired, and not flushed since, when the checkpoint being made was offered:
     /// its flush covers everything they wrote.
     offered_flush: Vec<bool>,
+    /// Live counters for a monitor on another thread, when the caller asked for them.
+    counters: Option<&'a RecordingCounters>,
 }
 
 /// Records `source` onto the targets at `paths`. See the module docs.
@@ -564,6 +568,27 @@ pub fn record(
     record_on(Members::Paths(paths), source, options, control, progress)
 }
 
+/// As [`record`], and once the set is open and the recording begins, `counters` holds its
+/// live counters ([`RecordingCounters`]) for a monitor on another thread. A recording that
+/// fails before it begins leaves `counters` empty.
+pub fn record_counted(
+    paths: &[PathBuf],
+    source: &mut dyn Source,
+    options: &RecordOptions,
+    control: &Control,
+    progress: &Progress,
+    counters: &OnceLock<RecordingCounters>,
+) -> Result<RecordReport, RecordingError> {
+    record_inner(
+        Members::Paths(paths),
+        source,
+        options,
+        control,
+        progress,
+        Some(counters),
+    )
+}
+
 /// Records `source` onto `members`: targets by path, or simulated disks.
 pub fn record_on(
     members: Members<'_>,
@@ -571,6 +596,17 @@ pub fn record_on(
     options: &RecordOptions,
     control: &Control,
     progress: &Progress,
+) -> Result<RecordReport, RecordingError> {
+    record_inner(members, source, options, control, progress, None)
+}
+
+fn record_inner(
+    members: Members<'_>,
+    source: &mut dyn Source,
+    options: &RecordOptions,
+    control: &Control,
+    progress: &Progress,
+    counters: Option<&OnceLock<RecordingCounters>>,
 ) -> Result<RecordReport, RecordingError> {
     validate(options)?;
     let cpu_before = process_cpu_s();
@@ -612,6 +648,7 @@ pub fn record_on(
             options,
             control,
             progress,
+            counters,
         )?;
         writer.begin()?;
         writer.run();
@@ -657,6 +694,7 @@ impl<'a> Writer<'a> {
         options: &RecordOptions,
         control: &'a Control,
         progress: &'a Progress,
+        counters: Option<&'a OnceLock<RecordingCounters>>,
     ) -> Result<Writer<'a>, RecordingError> {
         let chunk_size_bytes = set.chunk_size_bytes;
         let k = options.io_chunk_count;
@@ -686,7 +724,7 @@ impl<'a> Writer<'a> {
                 caller_may_block: source.may_block(),
             },
         )?;
-        let members = set
+        let members: Vec<MemberState> = set
             .present()
             .zip(&checkpoint.members)
             .map(|(member, position)| {
@@ -725,6 +763,23 @@ impl<'a> Writer<'a> {
                 }
             })
             .collect();
+        let counters = counters.map(|slot| {
+            slot.get_or_init(|| {
+                RecordingCounters::new(
+                    recording_id,
+                    set.set_uuid.to_string(),
+                    set.present()
+                        .zip(&members)
+                        .map(|(member, state): (_, &MemberState)| {
+                            MemberCounters::new(member.disk.path().to_path_buf(), state.queue_depth)
+                        })
+                        .collect(),
+                    buffer_count,
+                    buffer_count as u64 * io_bytes,
+                    now_ns(),
+                )
+            })
+        });
         progress.done_bytes.store(0, Ordering::Relaxed);
         progress.lost_bytes.store(0, Ordering::Relaxed);
         progress.durable_bytes.store(0, Ordering::Relaxed);
@@ -803,6 +858,7 @@ impl<'a> Writer<'a> {
             },
             claim_limit: None,
             offered_flush: Vec::new(),
+            counters,
             set,
             durability,
             source,
@@ -919,6 +975,11 @@ impl<'a> Writer<'a> {
             }
             self.check_timeouts();
             self.poll_durability();
+            if let Some(counters) = self.counters {
+                counters.set_buffers_in_use(
+                    self.free.len().abs_diff(counters.buffer_count as usize) as u32,
+                );
+            }
             if !self.durability.busy() && self.due_for_checkpoint() {
                 if let Err(error) = self.offer_checkpoint() {
                     self.error.get_or_insert(error.to_string());
@@ -980,6 +1041,11 @@ impl<'a> Writer<'a> {
             }
             let flight = *flight;
             let io_bytes = flight.chunk_count as u64 * self.set.chunk_size_bytes as u64;
+            if let Some(counters) = self.counters {
+                let written_bytes = if flight.failed { 0 } else { io_bytes };
+                counters.members[flight.member as usize]
+                    .completed(written_bytes, flight.submitted.elapsed());
+            }
             let member = &mut self.members[flight.member as usize];
             member.completed(io_bytes);
             if let Some(at) = member

@@ -80,6 +80,9 @@ impl Writer<'_> {
                     };
                 }
                 if checkpoint.recording_id == self.recording_id {
+                    if let Some(counters) = self.counters {
+                        counters.checkpoint_durable(now_ns());
+                    }
                     self.progress
                         .durable_bytes
                         .store(checkpoint.durable_stream_bytes, Ordering::Relaxed);

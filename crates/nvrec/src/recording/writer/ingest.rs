@@ -82,7 +82,7 @@ impl Writer<'_> {
             .due_within_limit()
             .saturating_sub(self.stream_offset_bytes);
         let skipped = behind.saturating_sub(allowed) / capacity * capacity;
-        self.count_lost(skipped);
+        self.count_lost(skipped, LossCause::BehindRate);
         skipped > 0
     }
 
@@ -106,9 +106,12 @@ impl Writer<'_> {
 
     /// Counts `bytes` of input as lost: the stream moves past them and the next chunk
     /// (or the end marker) carries the gap.
-    fn count_lost(&mut self, bytes: u64) {
+    fn count_lost(&mut self, bytes: u64, cause: LossCause) {
         if bytes == 0 {
             return;
+        }
+        if let Some(counters) = self.counters {
+            counters.lost(cause, bytes);
         }
         self.stream_offset_bytes += bytes;
         self.lost_bytes += bytes;
@@ -138,7 +141,7 @@ impl Writer<'_> {
             let Some(buffer) = self.filling.or_else(|| self.free.pop()) else {
                 if self.options.rate_bytes_per_s.is_some() {
                     // No room: this payload is lost, counted, and marked in the stream.
-                    self.count_lost(remaining);
+                    self.count_lost(remaining, LossCause::NoBuffer);
                     progressed = true;
                     continue;
                 }

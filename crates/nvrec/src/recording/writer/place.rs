@@ -247,6 +247,9 @@ impl Writer<'_> {
             member.idle_since = None;
         }
         member.in_flight += 1;
+        if let Some(counters) = self.counters {
+            counters.members[member_index].submitted();
+        }
         member.chunk_count += chunk_count as u64;
         member.io_count += parts.len() as u64;
         member.since_checkpoint_slots += chunk_count as u64;

@@ -230,6 +230,9 @@ impl Writer<'_> {
             flight.parts_left = 0;
             self.redirects.push_back(number);
         }
+        if let Some(counters) = self.counters {
+            counters.members[member].retire();
+        }
         let retired = &mut self.members[member];
         retired.retired = true;
         retired.unflushed = true;

@@ -1,0 +1,502 @@
+//! The HTTP API: routes, the bearer token, the allowed targets, and the JSON errors.
+//!
+//! Every handler is control-path work: it parses, checks, reads counters, or hands a plan to
+//! a recording thread ([`super::registry`]). Blocking work (opening a volume set, asking a
+//! drive for its SMART log) runs on tokio's blocking threads, never on the data path.
+
+use super::{drives, metrics, Service};
+use crate::recording_cmd::{self, RecordArgs};
+use axum::body::Bytes;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use clap::Parser;
+use nvrec::device::{Access, Safety};
+use nvrec::source::SourceSpec;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long `POST /v1/recordings` waits for the recording to begin (its set formatted or
+/// opened, its buffers allocated) before it answers 201 with the state `starting`.
+const BEGIN_WAIT: Duration = Duration::from_secs(30);
+/// How long a stop or abort waits for the recording to end before answering with the
+/// state it is in (`stopping`, `aborting`).
+const END_WAIT: Duration = Duration::from_secs(60);
+
+/// A JSON error: `{"error": MESSAGE}` with its status.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// An error of the CLI, with the status its exit code stands for: bad arguments 400,
+    /// refused for safety (in use, holding data) 409, anything else 500.
+    fn from_cli(error: &anyhow::Error) -> ApiError {
+        let status = match crate::exit_code(error) {
+            crate::exit::USAGE => StatusCode::BAD_REQUEST,
+            crate::exit::REFUSED => StatusCode::CONFLICT,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, crate::error_text(error))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({ "error": self.message }))).into_response()
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+pub fn router(service: Arc<Service>) -> Router {
+    Router::new()
+        .route("/", get(dashboard))
+        .route("/metrics", get(metrics_text))
+        .route("/v1/recordings", post(start_recording).get(list_recordings))
+        .route("/v1/recordings/{id}", get(show_recording))
+        .route("/v1/recordings/{id}/stop", post(stop_recording))
+        .route("/v1/recordings/{id}/abort", post(abort_recording))
+        .route("/v1/volumes", get(volumes))
+        .route("/v1/drives", get(drives_json))
+        .route("/v1/service", get(service_json))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such resource") })
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&service),
+            require_token,
+        ))
+        .with_state(service)
+}
+
+/// With a token file, every request carries `Authorization: Bearer TOKEN`; a missing or
+/// wrong token gets 401 and nothing else happens. The dashboard's page itself holds no data
+/// and is served to anyone: its requests for data carry the token given in its address
+/// (`/#token=TOKEN`, a fragment, which the browser never sends).
+async fn require_token(
+    State(service): State<Arc<Service>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let page = request.method() == axum::http::Method::GET && request.uri().path() == "/";
+    if let (Some(token), false) = (&service.token, page) {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        if !given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())) {
+            let mut response = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token: send Authorization: Bearer TOKEN with the token of the service's --token-file",
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares without stopping at the first difference, so that the time taken says nothing
+/// about how much of a guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut difference = a.len() ^ b.len();
+    for (index, &byte) in a.iter().enumerate() {
+        difference |= (byte ^ b.get(index).copied().unwrap_or(0)) as usize;
+    }
+    difference == 0
+}
+
+async fn dashboard() -> Html<&'static str> {
+    Html(include_str!("dashboard.html"))
+}
+
+/// The metrics: OpenMetrics for a client that asks for it (Prometheus does), else the
+/// classic text format.
+async fn metrics_text(
+    State(service): State<Arc<Service>>,
+    headers: axum::http::HeaderMap,
+) -> ApiResult<Response> {
+    let text = metrics::encode(&service)
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "encoding the metrics"))?;
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("application/openmetrics-text"));
+    Ok(if openmetrics {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response()
+    } else {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            metrics::to_classic_text(&text),
+        )
+            .into_response()
+    })
+}
+
+/// `nvrec record`'s arguments, parsed from the request as the CLI parses its own.
+#[derive(Parser, Debug)]
+#[command(name = "nvrec record", no_binary_name = true)]
+struct RecordRequest {
+    #[command(flatten)]
+    args: RecordArgs,
+}
+
+/// Turns a request body (`{"targets": [...], "source": "pattern", "rate": "100M", ...}`)
+/// into `nvrec record`'s arguments: each key is an option (`sync_interval` or
+/// `sync-interval`), `true` a flag, a list a repeated option; `targets` are the targets.
+/// Values are passed as `--option=VALUE`, so that no value is ever read as an option.
+fn record_argv(body: &[u8]) -> ApiResult<Vec<String>> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|error| ApiError::bad_request(format!("the body is not JSON: {error}")))?;
+    let Value::Object(object) = value else {
+        return Err(ApiError::bad_request(
+            "the body is a JSON object of `nvrec record` options, such as \
+             {\"targets\": [\"/dev/nvme0n1\"], \"source\": \"pattern\", \"duration\": \"10s\"}",
+        ));
+    };
+    let scalar = |key: &str, value: &Value| -> ApiResult<String> {
+        match value {
+            Value::String(text) => Ok(text.clone()),
+            Value::Number(number) => Ok(number.to_string()),
+            _ => Err(ApiError::bad_request(format!(
+                "{key}: give a string or a number"
+            ))),
+        }
+    };
+    let mut argv = Vec::new();
+    let mut targets = Vec::new();
+    for (key, value) in &object {
+        if key == "targets" {
+            match value {
+                Value::Array(items) => {
+                    for item in items {
+                        targets.push(scalar(key, item)?);
+                    }
+                }
+                other => targets.push(scalar(key, other)?),
+            }
+            continue;
+        }
+        let option = format!("--{}", key.replace('_', "-"));
+        match value {
+            Value::Bool(true) => argv.push(option),
+            Value::Bool(false) | Value::Null => {}
+            Value::Array(items) => {
+                for item in items {
+                    argv.push(format!("{option}={}", scalar(key, item)?));
+                }
+            }
+            other => argv.push(format!("{option}={}", scalar(key, other)?)),
+        }
+    }
+    argv.push("--".into());
+    argv.extend(targets);
+    Ok(argv)
+}
+
+/// clap's message without its usage lines.
+fn clap_message(error: &clap::Error) -> String {
+    let text = error.render().to_string();
+    let text = text.split("\n\nUsage:").next().unwrap_or(&text);
+    let text = text
+        .split("\n\nFor more information")
+        .next()
+        .unwrap_or(text);
+    let text = text
+        .trim()
+        .trim_start_matches("error: ")
+        .replace("\n\n", "; ");
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+async fn start_recording(
+    State(service): State<Arc<Service>>,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    if service.is_shutting_down() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the service is shutting down",
+        ));
+    }
+    let argv = record_argv(&body)?;
+    let request = RecordRequest::try_parse_from(&argv)
+        .map_err(|error| ApiError::bad_request(clap_message(&error)))?;
+    let plan = recording_cmd::plan_record(request.args).map_err(|e| ApiError::from_cli(&e))?;
+    // Only the targets the service was started with, whatever else the request says.
+    for target in &plan.targets {
+        if !service.allowed.is_allowed(target) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "{} is not a target of this service (it was started with --allow-target {})",
+                    target.display(),
+                    service.allowed.describe()
+                ),
+            ));
+        }
+    }
+    match &plan.source_spec {
+        SourceSpec::Stdin => {
+            return Err(ApiError::bad_request(
+                "the service has no stdin to record: give \"source\": pattern, zero, \
+                 udp://ADDRESS:PORT, tcp://ADDRESS:PORT or capture:IFACE",
+            ))
+        }
+        SourceSpec::Path(path) => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "the service reads no files: --source {} is refused; give pattern, zero or a network source",
+                    path.display()
+                ),
+            ))
+        }
+        _ => {}
+    }
+    let recording = service.registry.start(plan).map_err(|error| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("starting the recording thread: {error}"),
+        )
+    })?;
+    // Until it has begun, a refusal (a target in use, holding a set) or a failure is this
+    // request's answer. The recording belongs to the service from here on: a client that
+    // goes away now cancels this wait, not the recording.
+    super::registry::wait_begun(&recording, BEGIN_WAIT).await;
+    if let Some(ended) = recording.ended() {
+        if recording.counters().is_none() {
+            service.registry.forget(recording.id);
+            let message = ended.report["error"]
+                .as_str()
+                .unwrap_or("the recording ended before it began")
+                .to_string();
+            let status = match ended.exit_code {
+                crate::exit::USAGE => StatusCode::BAD_REQUEST,
+                crate::exit::REFUSED => StatusCode::CONFLICT,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            return Err(ApiError::new(status, message));
+        }
+    }
+    Ok((StatusCode::CREATED, Json(recording.json(false))))
+}
+
+async fn list_recordings(State(service): State<Arc<Service>>) -> Json<Value> {
+    let recordings: Vec<Value> = service
+        .registry
+        .all()
+        .iter()
+        .map(|r| r.json(false))
+        .collect();
+    Json(json!({ "recordings": recordings }))
+}
+
+fn find(service: &Service, id: &str) -> ApiResult<Arc<super::registry::Recording>> {
+    id.parse::<u64>()
+        .ok()
+        .and_then(|id| service.registry.get(id))
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no recording {id} in this service (GET /v1/recordings lists them)"),
+            )
+        })
+}
+
+async fn show_recording(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(find(&service, &id)?.json(true)))
+}
+
+/// Stop: chunks already taken are written, the flush runs (Ctrl-C of `nvrec record`).
+async fn stop_recording(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    end_recording(&service, &id, false).await
+}
+
+/// Abort: chunks not yet submitted are dropped, in-flight ones complete, the flush runs
+/// (SIGTERM of `nvrec record`).
+async fn abort_recording(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    end_recording(&service, &id, true).await
+}
+
+async fn end_recording(service: &Service, id: &str, abort: bool) -> ApiResult<Json<Value>> {
+    let recording = find(service, id)?;
+    if recording.ended().is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("recording {id} has already ended ({})", recording.state()),
+        ));
+    }
+    if abort {
+        recording.control.request_abort();
+    } else {
+        recording.control.request_stop();
+    }
+    super::registry::wait_ended(&recording, END_WAIT).await;
+    Ok(Json(recording.json(false)))
+}
+
+/// What `nvrec ls --json` shows for the allowed targets, a volume set each (targets that
+/// hold no set, or do not exist yet, are listed with what is the matter).
+async fn volumes(State(service): State<Arc<Service>>) -> ApiResult<Json<Value>> {
+    let targets = service.allowed.paths.clone();
+    let value = tokio::task::spawn_blocking(move || volumes_json(&targets))
+        .await
+        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
+    Ok(Json(value))
+}
+
+fn volumes_json(targets: &[PathBuf]) -> Value {
+    // Which set each target belongs to, from its own superblock.
+    let mut sets: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    let mut others = Vec::new();
+    for target in targets {
+        match nvrec::recording::volume::open(
+            std::slice::from_ref(target),
+            Access::Read,
+            Safety::Check,
+        ) {
+            Ok(set) => sets
+                .entry(set.set_uuid.to_string())
+                .or_default()
+                .push(target.clone()),
+            Err(error) => others.push(json!({
+                "path": target.display().to_string(),
+                "error": crate::error_text(&anyhow::Error::new(error)),
+            })),
+        }
+    }
+    let sets: Vec<Value> = sets
+        .values()
+        .map(|members| {
+            let listed = nvrec::recording::volume::open(members, Access::Read, Safety::Check)
+                .map_err(anyhow::Error::new)
+                .and_then(|set| {
+                    let entries = recording_cmd::recordings(&set)?;
+                    let damage = nvrec::recording::health::check(&set)?;
+                    Ok(recording_cmd::set_json(&set, &entries, &damage))
+                });
+            listed.unwrap_or_else(|error| {
+                json!({
+                    "targets": members.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+                    "error": crate::error_text(&error),
+                })
+            })
+        })
+        .collect();
+    json!({ "volume_sets": sets, "not_volumes": others })
+}
+
+async fn drives_json(State(service): State<Arc<Service>>) -> Json<Value> {
+    Json(json!({ "drives": drives::snapshot(&service.drives) }))
+}
+
+async fn service_json(State(service): State<Arc<Service>>) -> Json<Value> {
+    Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "allowed_targets": service.allowed.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "running": service.registry.running().len(),
+        "uptime_s": service.started.elapsed().as_secs_f64(),
+        "shutting_down": service.is_shutting_down(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_becomes_record_arguments() {
+        let argv = record_argv(
+            br#"{"targets": ["/a", "/b"], "source": "pattern", "rate": "100M", "ring": true,
+                 "append": false, "sync_interval": 2}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            argv,
+            [
+                "--rate=100M",
+                "--ring",
+                "--source=pattern",
+                "--sync-interval=2",
+                "--",
+                "/a",
+                "/b"
+            ]
+        );
+        let request = RecordRequest::try_parse_from(&argv).unwrap();
+        assert_eq!(request.args.targets_for_test().len(), 2);
+    }
+
+    #[test]
+    fn a_value_is_never_an_option() {
+        let argv = record_argv(br#"{"targets": ["--overwrite"], "label": "--overwrite"}"#).unwrap();
+        let request = RecordRequest::try_parse_from(&argv).unwrap();
+        assert_eq!(
+            request.args.targets_for_test(),
+            [PathBuf::from("--overwrite")]
+        );
+    }
+
+    #[test]
+    fn unknown_options_get_clap_s_message() {
+        let argv = record_argv(br#"{"targets": ["/a"], "colour": "red"}"#).unwrap();
+        let error = RecordRequest::try_parse_from(&argv).unwrap_err();
+        let message = clap_message(&error);
+        assert!(
+            message.contains("unexpected argument '--colour"),
+            "{message}"
+        );
+        assert!(!message.contains("Usage"), "{message}");
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+}

@@ -1,0 +1,330 @@
+//! `nvrec serve`: a long-running process that owns recordings, driven over HTTP.
+//!
+//! The service listens on a Unix socket (or on TCP with `--listen`), checks a bearer token
+//! when it has one, and may only touch the targets it was started with (`--allow-target`).
+//! A recording it starts is planned exactly as `nvrec record` plans one and runs on a thread
+//! of its own exactly as `nvrec record` runs it ([`crate::recording_cmd::run_record`]): the
+//! HTTP side (axum on a small tokio runtime) only reads counters and sets stop and abort
+//! requests, so it stays off the data path.
+//!
+//! SIGTERM or SIGINT stops every recording cleanly (as Ctrl-C stops `nvrec record`: what
+//! was taken is written and flushed), waits for them, and exits; a second signal aborts
+//! them instead. Under systemd (`NOTIFY_SOCKET` set) the service says READY=1 once it
+//! listens, WATCHDOG=1 at half the watchdog interval while its event loop runs, and
+//! STOPPING=1 when it begins to stop.
+//!
+//! What it deliberately does not do: read files or stdin as a source (a client could
+//! otherwise copy any file the service can read onto a target), or write any path it was
+//! not started with.
+
+mod api;
+pub mod client;
+mod drives;
+mod metrics;
+mod registry;
+
+use crate::UsageError;
+use anyhow::{Context, Result};
+use clap::Args;
+use registry::Registry;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the service listens when neither `--socket` nor `--listen` is given.
+pub const SOCKET_DEFAULT: &str = "/run/nvrec/nvrec.sock";
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Listen on this Unix socket (created with mode 0660; a stale one is replaced).
+    #[arg(long, default_value = SOCKET_DEFAULT, conflicts_with = "listen")]
+    socket: PathBuf,
+    /// Listen on TCP at ADDRESS:PORT instead of a Unix socket. Any address but loopback
+    /// needs --token-file.
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    listen: Option<SocketAddr>,
+    /// A file holding the token every request must then carry (`Authorization: Bearer
+    /// TOKEN`); surrounding white space is ignored.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// A target (file or block device) recordings may use; give it once per target. A
+    /// request that names any other target is refused (403) and nothing happens.
+    #[arg(long = "allow-target", value_name = "PATH", required = true, num_args = 1..)]
+    allow_target: Vec<PathBuf>,
+}
+
+/// The targets the service may write.
+#[derive(Debug)]
+pub struct AllowedTargets {
+    pub paths: Vec<PathBuf>,
+}
+
+/// What a path names, so that `./a`, `a`, a link to it and another node of the same block
+/// device all count as the same target.
+#[derive(Debug, PartialEq, Eq)]
+enum Identity {
+    Device(u64),
+    File(u64, u64),
+    Missing(PathBuf),
+}
+
+fn identity(path: &Path) -> Identity {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.file_type().is_block_device() => Identity::Device(metadata.rdev()),
+        Ok(metadata) => Identity::File(metadata.dev(), metadata.ino()),
+        Err(_) => {
+            let parent = match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent,
+                _ => Path::new("."),
+            };
+            let parent = std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf());
+            Identity::Missing(parent.join(path.file_name().unwrap_or_default()))
+        }
+    }
+}
+
+impl AllowedTargets {
+    /// Whether `target` is one of the allowed targets (looked at now: a file the first
+    /// recording created is still the allowed one).
+    pub fn is_allowed(&self, target: &Path) -> bool {
+        let wanted = identity(target);
+        self.paths.iter().any(|allowed| identity(allowed) == wanted)
+    }
+
+    pub fn describe(&self) -> String {
+        self.paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// What every request handler shares.
+#[derive(Debug)]
+pub struct Service {
+    pub token: Option<String>,
+    pub allowed: AllowedTargets,
+    pub registry: Registry,
+    pub drives: drives::Drives,
+    pub started: Instant,
+    shutting_down: AtomicBool,
+}
+
+impl Service {
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}
+
+/// Where the service listens.
+enum Listener {
+    Unix(tokio::net::UnixListener, PathBuf),
+    Tcp(tokio::net::TcpListener),
+}
+
+fn read_token(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| UsageError(format!("--token-file {}: {error}", path.display())))?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(UsageError(format!(
+            "--token-file {} is empty: put a token in it (e.g. head -c 32 /dev/urandom | base64)",
+            path.display()
+        ))
+        .into());
+    }
+    if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(UsageError(format!(
+            "--token-file {}: the token may not contain white space",
+            path.display()
+        ))
+        .into());
+    }
+    Ok(token)
+}
+
+/// Binds a Unix socket at `path`, replacing a stale one (no service answers there) but
+/// nothing else.
+fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(metadata) = std::fs::symlink_metadata(path) {
+        if !metadata.file_type().is_socket() {
+            return Err(UsageError(format!(
+                "--socket {}: something that is not a socket is there; give another path",
+                path.display()
+            ))
+            .into());
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(UsageError(format!(
+                "--socket {}: a service already listens there",
+                path.display()
+            ))
+            .into());
+        }
+        std::fs::remove_file(path)
+            .with_context(|| format!("removing the stale socket {}", path.display()))?;
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {} for the socket", parent.display()))?;
+    }
+    let listener = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("listening on {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .with_context(|| format!("setting the mode of {}", path.display()))?;
+    Ok(listener)
+}
+
+/// Tells systemd (when it started us: `NOTIFY_SOCKET` is set) how the service stands.
+fn notify(states: &[sd_notify::NotifyState]) {
+    if let Err(error) = sd_notify::notify(states) {
+        errln!("nvrec serve: warning: telling systemd: {error}");
+    }
+}
+
+pub fn run(args: ServeArgs) -> Result<crate::Finished> {
+    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    if let Some(address) = args.listen {
+        if !address.ip().is_loopback() && token.is_none() {
+            return Err(UsageError(format!(
+                "--listen {address} is reachable from other machines: give --token-file too, \
+                 or listen on 127.0.0.1 or the Unix socket"
+            ))
+            .into());
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("nvrec-serve")
+        .enable_all()
+        .build()
+        .context("starting the service's runtime")?;
+    runtime.block_on(serve(args, token))
+}
+
+async fn serve(args: ServeArgs, token: Option<String>) -> Result<crate::Finished> {
+    let listener = match args.listen {
+        Some(address) => Listener::Tcp(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address}"))?,
+        ),
+        None => Listener::Unix(bind_unix(&args.socket)?, args.socket.clone()),
+    };
+    let service = Arc::new(Service {
+        token,
+        drives: drives::start(args.allow_target.clone()),
+        allowed: AllowedTargets {
+            paths: args.allow_target,
+        },
+        registry: Registry::default(),
+        started: Instant::now(),
+        shutting_down: AtomicBool::new(false),
+    });
+    let where_ = match &listener {
+        Listener::Unix(_, path) => path.display().to_string(),
+        Listener::Tcp(listener) => format!("http://{}", listener.local_addr()?),
+    };
+    errln!("nvrec serve: listening on {where_}");
+    let status = format!("listening on {where_}");
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&status),
+    ]);
+    if let Some(interval) = sd_notify::watchdog_enabled() {
+        // Kicked from the event loop, so a service whose loop is stuck is restarted.
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(interval / 2);
+            loop {
+                ticks.tick().await;
+                notify(&[sd_notify::NotifyState::Watchdog]);
+            }
+        });
+    }
+    let sampled = Arc::clone(&service);
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            ticks.tick().await;
+            for recording in sampled.registry.running() {
+                recording.sample();
+            }
+        }
+    });
+    let app = api::router(Arc::clone(&service));
+    let shutdown = shutdown_signal(Arc::clone(&service));
+    match listener {
+        Listener::Unix(listener, path) => {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await;
+            let _ = std::fs::remove_file(&path);
+            served.context("serving")?;
+        }
+        Listener::Tcp(listener) => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .context("serving")?;
+        }
+    }
+    errln!("nvrec serve: stopped");
+    Ok(crate::Finished(crate::exit::OK))
+}
+
+/// Resolves once a SIGTERM or SIGINT has arrived and every recording has ended: the first
+/// signal stops them (flush), a second aborts them.
+async fn shutdown_signal(service: Arc<Service>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        errln!("nvrec serve: warning: cannot watch SIGTERM and SIGINT; stop it with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    service.shutting_down.store(true, Ordering::SeqCst);
+    notify(&[
+        sd_notify::NotifyState::Stopping,
+        sd_notify::NotifyState::Status("stopping every recording (flush)"),
+    ]);
+    let running = service.registry.running();
+    errln!(
+        "nvrec serve: stopping {} recording(s) (a second signal aborts them)",
+        running.len()
+    );
+    for recording in &running {
+        recording.control.request_stop();
+    }
+    let ended = async {
+        for recording in running.clone() {
+            let _ = tokio::task::spawn_blocking(move || recording.join()).await;
+        }
+    };
+    tokio::select! {
+        _ = ended => {}
+        _ = async {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+        } => {
+            errln!("nvrec serve: aborting every recording");
+            for recording in &running {
+                recording.control.request_abort();
+            }
+            for recording in running.clone() {
+                let _ = tokio::task::spawn_blocking(move || recording.join()).await;
+            }
+        }
+    }
+}

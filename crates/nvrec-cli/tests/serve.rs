@@ -1,0 +1,963 @@
+//! `nvrec serve` end to end: the service binary on a Unix socket of a scratch directory, with
+//! scratch file targets, driven over HTTP (hyper's client): recordings started, listed,
+//! stopped and aborted; targets it was not given refused with nothing written; a missing or
+//! wrong token refused; a client that goes away mid-request; SIGTERM; `nvrec status`; the
+//! metrics checked by `promtool check metrics`; the dashboard in headless Chromium; and the
+//! systemd notifications on a NOTIFY_SOCKET this test makes.
+//!
+//! Tests that need TCP (Chromium cannot speak to a Unix socket) move their thread into a
+//! network namespace of its own first, so the address exists only there; they skip, saying
+//! why, where that is not permitted.
+
+mod common;
+
+use common::{json, nvrec, run, text, Scratch};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where a test's service listens.
+#[derive(Clone)]
+enum Endpoint {
+    Unix(PathBuf),
+    Tcp(String),
+}
+
+/// A running `nvrec serve`, stopped with SIGTERM (and reaped) when dropped.
+struct Service {
+    child: Option<Child>,
+    endpoint: Endpoint,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Service {
+    /// Starts the service on `scratch`/s.sock with `args` (allowed targets and options).
+    fn start(scratch: &Scratch, args: &[&str]) -> Service {
+        Service::start_with(scratch, args, &[])
+    }
+
+    fn start_with(scratch: &Scratch, args: &[&str], env: &[(&str, &str)]) -> Service {
+        let socket = scratch.path("s.sock");
+        let tcp = args.contains(&"--listen");
+        let mut command = nvrec();
+        command.arg("serve");
+        if !tcp {
+            command.arg("--socket").arg(&socket);
+        }
+        command
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("nvrec serve starts");
+        // Its stderr, collected on a thread; the first line says where it listens.
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (listening_tx, listening_rx) = std::sync::mpsc::channel();
+        {
+            let stderr = std::sync::Arc::clone(&stderr);
+            let pipe = child.stderr.take().unwrap();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if let Some(at) = line.strip_prefix("nvrec serve: listening on ") {
+                        let _ = listening_tx.send(at.to_string());
+                    }
+                    let mut all = stderr.lock().unwrap();
+                    all.push_str(&line);
+                    all.push('\n');
+                }
+            });
+        }
+        let at = listening_rx.recv_timeout(Duration::from_secs(20));
+        let Ok(at) = at else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the service did not start listening: {}",
+                stderr.lock().unwrap()
+            );
+        };
+        let endpoint = match at.strip_prefix("http://") {
+            Some(address) => Endpoint::Tcp(address.to_string()),
+            None => Endpoint::Unix(PathBuf::from(at)),
+        };
+        Service {
+            child: Some(child),
+            endpoint,
+            stderr,
+        }
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.call_with_token(method, path, body, None)
+    }
+
+    fn call_with_token(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> (u16, Value) {
+        let (status, bytes) = self.call_raw(method, path, body, token, None);
+        let value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, value)
+    }
+
+    fn call_raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+        accept: Option<&str>,
+    ) -> (u16, Vec<u8>) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut builder = hyper::Request::builder()
+                .method(method)
+                .uri(path)
+                .header("host", "nvrec");
+            if let Some(token) = token {
+                builder = builder.header("authorization", format!("Bearer {token}"));
+            }
+            if let Some(accept) = accept {
+                builder = builder.header("accept", accept);
+            }
+            let body = body.map(|b| b.to_string()).unwrap_or_default();
+            let request = builder.body(Full::new(Bytes::from(body))).unwrap();
+            let response = match &self.endpoint {
+                Endpoint::Unix(path) => {
+                    let stream = tokio::net::UnixStream::connect(path).await.unwrap();
+                    send(TokioIo::new(stream), request).await
+                }
+                Endpoint::Tcp(address) => {
+                    let stream = tokio::net::TcpStream::connect(address.as_str())
+                        .await
+                        .unwrap();
+                    send(TokioIo::new(stream), request).await
+                }
+            };
+            let status = response.status().as_u16();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            (status, bytes.to_vec())
+        })
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: kill with the pid of a child this test started and has not reaped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the service did not exit after SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.terminate();
+        }
+    }
+}
+
+async fn send<T>(
+    io: TokioIo<T>,
+    request: hyper::Request<Full<Bytes>>,
+) -> hyper::Response<hyper::body::Incoming>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.unwrap();
+    tokio::spawn(connection);
+    sender.send_request(request).await.unwrap()
+}
+
+fn path_text(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Waits until `ready` holds for the service's view of recording `id`.
+fn wait_for(service: &Service, id: u64, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, value) = service.call("GET", &format!("/v1/recordings/{id}"), None);
+        assert_eq!(status, 200, "{value}");
+        if ready(&value) {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "waited for {what}: {value}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Moves this thread (and what it starts) into a network namespace of its own with its
+/// loopback up; false, with the reason printed, where that is not permitted.
+fn own_network() -> bool {
+    // SAFETY: unshare takes a flag; it moves only the calling thread.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        eprintln!(
+            "skipping: no network namespace of our own ({})",
+            std::io::Error::last_os_error()
+        );
+        return false;
+    }
+    let up = Command::new("ip")
+        .args(["link", "set", "lo", "up"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !up {
+        eprintln!("skipping: could not bring the namespace's loopback up (iproute2?)");
+    }
+    up
+}
+
+#[test]
+fn a_recording_started_stopped_and_aborted_through_the_api() {
+    let scratch = Scratch::new("serve-api");
+    let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
+    let service = Service::start(
+        &scratch,
+        &[
+            "--allow-target",
+            &path_text(&a),
+            "--allow-target",
+            &path_text(&b),
+        ],
+    );
+    // Nothing yet.
+    let (status, list) = service.call("GET", "/v1/recordings", None);
+    assert_eq!(status, 200);
+    assert_eq!(list["recordings"], json!([]));
+
+    // Start: paced pattern, as `nvrec record` would take it.
+    let (status, started) = service.call(
+        "POST",
+        "/v1/recordings",
+        Some(json!({
+            "targets": [a, b],
+            "source": "pattern",
+            "seed": 5,
+            "rate": "40M",
+            "duration": "60s",
+            "create_size": "64M",
+            "ring": true,
+            "label": "api-run",
+        })),
+    );
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_u64().unwrap();
+    assert_eq!(started["label"], "api-run");
+    let running = wait_for(&service, id, "bytes recorded", |v| {
+        v["bytes"].as_u64() > Some(0) && v["history"].as_array().is_some_and(|h| !h.is_empty())
+    });
+    assert_eq!(running["state"], "recording");
+    let members = running["members"].as_array().unwrap();
+    assert_eq!(members.len(), 2);
+    assert!(members.iter().all(|m| m["state"] == "writing"));
+    assert!(running["checkpoints"]["count"].is_u64());
+    assert_eq!(running["lost"]["total_bytes"], 0);
+    assert!(running["buffer"]["count"].as_u64() > Some(0));
+    let (_, list) = service.call("GET", "/v1/recordings", None);
+    assert_eq!(list["recordings"][0]["id"], id);
+
+    // `nvrec status` sees it.
+    let output = run(nvrec()
+        .args(["status", "--socket"])
+        .arg(scratch.path("s.sock")));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("api-run"), "{}", text(&output));
+    let output = run(nvrec()
+        .args(["--json", "status", "--socket"])
+        .arg(scratch.path("s.sock"))
+        .arg(id.to_string()));
+    assert_eq!(json(&output)["id"], id);
+
+    // Stop: the CLI's Ctrl-C (flush, exit 0).
+    let (status, stopped) = service.call("POST", &format!("/v1/recordings/{id}/stop"), None);
+    assert_eq!(status, 200, "{stopped}");
+    assert_eq!(stopped["state"], "stopped", "{stopped}");
+    assert_eq!(stopped["exit_code"], 0);
+    let recording_id = stopped["report"]["recording_id"].as_u64().unwrap();
+    // Stopping it again is refused.
+    let (status, _) = service.call("POST", &format!("/v1/recordings/{id}/stop"), None);
+    assert_eq!(status, 409);
+    let (status, missing) = service.call("GET", "/v1/recordings/999", None);
+    assert_eq!(status, 404, "{missing}");
+
+    // A second recording, appended, aborted: the CLI's SIGTERM (exit 4).
+    let (status, second) = service.call(
+        "POST",
+        "/v1/recordings",
+        Some(json!({"targets": [a, b], "source": "pattern", "rate": "40M", "append": true, "label": "aborted"})),
+    );
+    assert_eq!(status, 201, "{second}");
+    let second_id = second["id"].as_u64().unwrap();
+    wait_for(&service, second_id, "bytes", |v| {
+        v["bytes"].as_u64() > Some(0)
+    });
+    let (status, aborted) =
+        service.call("POST", &format!("/v1/recordings/{second_id}/abort"), None);
+    assert_eq!(status, 200, "{aborted}");
+    assert_eq!(aborted["state"], "aborted", "{aborted}");
+    assert_eq!(aborted["exit_code"], 4);
+
+    // The volumes as `ls` shows them, and the drives (files: not NVMe, said so).
+    let (status, volumes) = service.call("GET", "/v1/volumes", None);
+    assert_eq!(status, 200);
+    let recordings = volumes["volume_sets"][0]["recordings"].as_array().unwrap();
+    assert_eq!(recordings.len(), 2, "{volumes}");
+    assert_eq!(recordings[0]["name"], "api-run");
+    assert_eq!(recordings[1]["state"], "aborted");
+    let (status, drives) = service.call("GET", "/v1/drives", None);
+    assert_eq!(status, 200);
+    assert_eq!(drives["drives"][0]["nvme"], false);
+    assert!(drives["drives"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not an NVMe device"));
+
+    // The same recording as one from the CLI: `verify` passes, `ls` and `replay` read it.
+    let output = run(nvrec().args(["--json", "verify"]).args([&a, &b]));
+    assert!(output.status.success(), "{}", text(&output));
+    let replayed = scratch.path("replay.bin");
+    let output = run(nvrec()
+        .args([
+            "replay",
+            "--recording",
+            &recording_id.to_string(),
+            "--output",
+        ])
+        .arg(&replayed)
+        .args([&a, &b]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        std::fs::metadata(&replayed).unwrap().len(),
+        stopped["report"]["stream_bytes"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn an_api_recording_replays_byte_for_byte_as_the_cli_s() {
+    let scratch = Scratch::new("serve-same");
+    let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
+    let (c, d) = (scratch.path("c.img"), scratch.path("d.img"));
+    // The CLI's recording.
+    let output = run(nvrec()
+        .args([
+            "record", "--source", "pattern", "--seed", "9", "--size", "6M",
+        ])
+        .args(["--create-size", "32M", "--label", "same"])
+        .args([&c, &d]));
+    assert!(output.status.success(), "{}", text(&output));
+    // The service's, with the same options.
+    let service = Service::start(
+        &scratch,
+        &[
+            "--allow-target",
+            &path_text(&a),
+            "--allow-target",
+            &path_text(&b),
+        ],
+    );
+    let (status, started) = service.call(
+        "POST",
+        "/v1/recordings",
+        Some(
+            json!({"targets": [a, b], "source": "pattern", "seed": 9, "size": "6M",
+                    "create_size": "32M", "label": "same"}),
+        ),
+    );
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_u64().unwrap();
+    let ended = wait_for(&service, id, "the end", |v| v.get("exit_code").is_some());
+    assert_eq!(ended["state"], "complete", "{ended}");
+    for targets in [[&a, &b], [&c, &d]] {
+        let output = run(nvrec().arg("verify").args(targets));
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    let replay = |targets: [&PathBuf; 2], name: &str| {
+        let out = scratch.path(name);
+        let output = run(nvrec().args(["replay", "--output"]).arg(&out).args(targets));
+        assert!(output.status.success(), "{}", text(&output));
+        std::fs::read(out).unwrap()
+    };
+    let from_api = replay([&a, &b], "api.bin");
+    let from_cli = replay([&c, &d], "cli.bin");
+    assert_eq!(from_api.len(), 6 << 20);
+    assert!(
+        from_api == from_cli,
+        "the API's recording differs from the CLI's"
+    );
+}
+
+#[test]
+fn targets_not_allowed_are_refused_and_nothing_is_written() {
+    let scratch = Scratch::new("serve-refuse");
+    let allowed = scratch.path("allowed.img");
+    let other = scratch.path("other.img");
+    std::fs::write(&other, vec![0x5a; 1 << 20]).unwrap();
+    let service = Service::start(&scratch, &["--allow-target", &path_text(&allowed)]);
+    for targets in [
+        vec![other.clone()],
+        vec![allowed.clone(), other.clone()],
+        vec![scratch.path("new.img")],
+    ] {
+        let (status, refused) = service.call(
+            "POST",
+            "/v1/recordings",
+            Some(json!({"targets": targets, "source": "pattern", "size": "1M", "create_size": "16M", "overwrite": true})),
+        );
+        assert_eq!(status, 403, "{refused}");
+        assert!(
+            refused["error"]
+                .as_str()
+                .unwrap()
+                .contains("is not a target of this service"),
+            "{refused}"
+        );
+    }
+    // Nothing happened: no file created, the other file untouched, no recording listed.
+    assert!(!allowed.exists());
+    assert!(!scratch.path("new.img").exists());
+    assert_eq!(std::fs::read(&other).unwrap(), vec![0x5a; 1 << 20]);
+    let (_, list) = service.call("GET", "/v1/recordings", None);
+    assert_eq!(list["recordings"], json!([]));
+    // The same target under another name is the allowed one.
+    let (status, _) = service.call(
+        "POST",
+        "/v1/recordings",
+        Some(
+            json!({"targets": [scratch.0.join(".").join("allowed.img")], "source": "pattern",
+                    "size": "1M", "create_size": "16M"}),
+        ),
+    );
+    assert_eq!(status, 201);
+
+    // Bad requests: the CLI's message, 400, nothing started.
+    for (body, says) in [
+        (
+            json!({"targets": [allowed], "source": "pattern", "size": "0"}),
+            "--size 0 records nothing",
+        ),
+        (
+            json!({"targets": [allowed], "source": "pattern", "colour": "red"}),
+            "unexpected argument '--colour'",
+        ),
+        (
+            json!({"targets": [allowed], "source": "pattern", "chunk_size": "100K"}),
+            "chunk",
+        ),
+        (json!({"targets": [allowed]}), "no stdin"),
+        (json!(["not", "an", "object"]), "JSON object"),
+    ] {
+        let (status, refused) = service.call("POST", "/v1/recordings", Some(body.clone()));
+        assert_eq!(status, 400, "{body}: {refused}");
+        assert!(
+            refused["error"].as_str().unwrap().contains(says),
+            "{body}: {refused}"
+        );
+    }
+    // A file as the source would copy it onto a target: refused.
+    let (status, refused) = service.call(
+        "POST",
+        "/v1/recordings",
+        Some(json!({"targets": [allowed], "source": path_text(&other)})),
+    );
+    assert_eq!(status, 403, "{refused}");
+    let (_, list) = service.call("GET", "/v1/recordings", None);
+    assert_eq!(list["recordings"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_missing_or_wrong_token_is_refused() {
+    let scratch = Scratch::new("serve-token");
+    let target = scratch.path("t.img");
+    let token_file = scratch.path("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let service = Service::start(
+        &scratch,
+        &[
+            "--allow-target",
+            &path_text(&target),
+            "--token-file",
+            &path_text(&token_file),
+        ],
+    );
+    let body =
+        json!({"targets": [target], "source": "pattern", "size": "1M", "create_size": "16M"});
+    for token in [None, Some("wrong"), Some("s3cret-token2"), Some("")] {
+        for (method, path, body) in [
+            ("GET", "/v1/recordings", None),
+            ("GET", "/metrics", None),
+            ("GET", "/v1/drives", None),
+            ("POST", "/v1/recordings", Some(body.clone())),
+        ] {
+            let (status, refused) = service.call_with_token(method, path, body, token);
+            assert_eq!(status, 401, "{method} {path} with {token:?}: {refused}");
+            assert!(refused["error"].as_str().unwrap().contains("token"));
+        }
+    }
+    assert!(!target.exists(), "a refused request wrote the target");
+    let (status, list) =
+        service.call_with_token("GET", "/v1/recordings", None, Some("s3cret-token"));
+    assert_eq!(status, 200);
+    assert_eq!(list["recordings"], json!([]));
+    let (status, started) =
+        service.call_with_token("POST", "/v1/recordings", Some(body), Some("s3cret-token"));
+    assert_eq!(status, 201, "{started}");
+    // The dashboard's page holds no data and needs no token; its requests do.
+    let (status, page) = service.call_raw("GET", "/", None, None, None);
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&page).contains("<html"));
+    // `nvrec status` sends the token from its file.
+    let output = run(nvrec()
+        .args(["--json", "status", "--socket"])
+        .arg(scratch.path("s.sock"))
+        .arg("--token-file")
+        .arg(&token_file));
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(nvrec()
+        .args(["status", "--socket"])
+        .arg(scratch.path("s.sock")));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(text(&output).contains("401"), "{}", text(&output));
+}
+
+#[test]
+fn a_reachable_address_needs_a_token() {
+    let output = run(nvrec().args([
+        "serve",
+        "--listen",
+        "0.0.0.0:9",
+        "--allow-target",
+        "/nonexistent/x.img",
+    ]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("--token-file"), "{}", text(&output));
+    let output = run(nvrec().args(["serve", "--socket", "/tmp/x.sock"]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
+
+#[test]
+fn the_service_survives_clients_that_go_away_and_sigterm_stops_every_recording() {
+    let scratch = Scratch::new("serve-term");
+    let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
+    let mut service = Service::start(
+        &scratch,
+        &[
+            "--allow-target",
+            &path_text(&a),
+            "--allow-target",
+            &path_text(&b),
+        ],
+    );
+    let socket = scratch.path("s.sock");
+    // A client that sends half a request and goes away.
+    {
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        stream
+            .write_all(
+                b"POST /v1/recordings HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"targ",
+            )
+            .unwrap();
+    }
+    // One that starts a recording and leaves before it has read the answer.
+    let body = json!({"targets": [a], "source": "pattern", "rate": "20M", "create_size": "64M",
+                      "ring": true, "label": "left"})
+    .to_string();
+    let mut leaving = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    write!(
+        leaving,
+        "POST /v1/recordings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // The service still answers others, and the recording runs; then the client leaves.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let first = loop {
+        let (status, list) = service.call("GET", "/v1/recordings", None);
+        assert_eq!(status, 200);
+        if let Some(first) = list["recordings"].as_array().unwrap().first() {
+            if first["bytes"].as_u64() > Some(0) {
+                break first.clone();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no recording from the client that left: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(leaving);
+    let id = first["id"].as_u64().unwrap();
+    let before = first["bytes"].as_u64().unwrap();
+    wait_for(&service, id, "more bytes after the client left", |v| {
+        v["state"] == "recording" && v["bytes"].as_u64() > Some(before)
+    });
+    assert_eq!(first["label"], "left");
+    // A second recording, on the other target, with no end of its own.
+    let (status, second) = service.call(
+        "POST",
+        "/v1/recordings",
+        Some(json!({"targets": [b], "source": "pattern", "rate": "20M", "create_size": "64M", "ring": true})),
+    );
+    assert_eq!(status, 201, "{second}");
+    wait_for(&service, second["id"].as_u64().unwrap(), "bytes", |v| {
+        v["bytes"].as_u64() > Some(0)
+    });
+    // SIGTERM: both stop cleanly (flushed, closed entries), and the service exits 0.
+    let status = service.terminate();
+    assert!(status.success(), "{status:?}: {}", service.stderr());
+    assert!(!socket.exists(), "the socket is removed at exit");
+    for target in [&a, &b] {
+        let output = run(nvrec().args(["--json", "ls"]).arg(target));
+        assert!(output.status.success(), "{}", text(&output));
+        assert_eq!(
+            json(&output)["recordings"][0]["state"],
+            "complete (ring)",
+            "{}",
+            text(&output)
+        );
+        let output = run(nvrec().arg("verify").arg(target));
+        assert!(output.status.success(), "{}", text(&output));
+    }
+}
+
+#[test]
+fn metrics_pass_promtool() {
+    let scratch = Scratch::new("serve-metrics");
+    let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
+    let service = Service::start(
+        &scratch,
+        &[
+            "--allow-target",
+            &path_text(&a),
+            "--allow-target",
+            &path_text(&b),
+        ],
+    );
+    let (status, started) = service.call(
+        "POST",
+        "/v1/recordings",
+        // Members in turn, so that both have written by the first checkpoint.
+        Some(
+            json!({"targets": [a, b], "source": "pattern", "rate": "40M", "create_size": "64M",
+                    "ring": true, "stripe": "round-robin"}),
+        ),
+    );
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_u64().unwrap();
+    wait_for(&service, id, "writes on both members", |v| {
+        v["members"]
+            .as_array()
+            .is_some_and(|m| m.iter().all(|m| m["written_bytes"].as_u64() > Some(0)))
+    });
+    let (status, body) = service.call_raw("GET", "/metrics", None, None, None);
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8(body).unwrap();
+    let value = |name: &str, labels: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|line| line.starts_with(name) && line.contains(labels))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} {labels} in:\n{metrics}"))
+    };
+    for member in ["0", "1"] {
+        let labels = format!("member=\"{member}\"");
+        assert!(value("nvrec_member_written_bytes_total", &labels) > 0.0);
+        assert!(value("nvrec_member_write_latency_seconds_count", &labels) > 0.0);
+        assert!(value("nvrec_member_queue_depth_in_use", &labels) >= 0.0);
+        assert_eq!(value("nvrec_member_retired", &labels), 0.0);
+    }
+    assert!(value("nvrec_recording_input_bytes_total", "recording=\"1\"") > 0.0);
+    assert_eq!(
+        value("nvrec_recording_lost_bytes_total", "cause=\"no_buffer\""),
+        0.0
+    );
+    assert_eq!(
+        value("nvrec_recording_lost_bytes_total", "cause=\"behind_rate\""),
+        0.0
+    );
+    assert!(value("nvrec_recording_buffer_occupancy_ratio", "recording=\"1\"") <= 1.0);
+    assert!(value("nvrec_recording_checkpoint_lag_seconds", "recording=\"1\"") >= 0.0);
+    assert!(value("nvrec_recording_checkpoints_total", "recording=\"1\"") >= 1.0);
+    // Prometheus asks for OpenMetrics and gets it.
+    let (status, body) = service.call_raw(
+        "GET",
+        "/metrics",
+        None,
+        None,
+        Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"),
+    );
+    assert_eq!(status, 200);
+    let openmetrics = String::from_utf8(body).unwrap();
+    assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+    assert!(openmetrics.contains("# TYPE nvrec_member_written_bytes counter"));
+
+    let Ok(mut promtool) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("skipping the promtool check: promtool not found (apt-get install prometheus)");
+        return;
+    };
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let output = promtool.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "promtool check metrics: {}\n{metrics}",
+        text(&output)
+    );
+}
+
+#[test]
+fn systemd_hears_ready_and_watchdog() {
+    let scratch = Scratch::new("serve-notify");
+    let notify_path = scratch.path("notify");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let target = scratch.path("t.img");
+    let mut service = Service::start_with(
+        &scratch,
+        &["--allow-target", &path_text(&target)],
+        &[
+            ("NOTIFY_SOCKET", &path_text(&notify_path)),
+            ("WATCHDOG_USEC", "200000"),
+        ],
+    );
+    let mut heard = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(heard.iter().any(|m: &String| m.contains("READY=1"))
+        && heard.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 2)
+    {
+        assert!(Instant::now() < deadline, "heard only {heard:?}");
+        let mut buffer = [0u8; 4096];
+        let length = notify.recv(&mut buffer).expect("a notification");
+        heard.push(String::from_utf8_lossy(&buffer[..length]).into_owned());
+    }
+    // Ready comes first: once it is said, the service answers.
+    assert!(heard[0].contains("READY=1"), "{heard:?}");
+    let (status, _) = service.call("GET", "/v1/recordings", None);
+    assert_eq!(status, 200);
+    let status = service.terminate();
+    assert!(status.success());
+    let mut stopping = false;
+    notify
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buffer = [0u8; 4096];
+    while let Ok(length) = notify.recv(&mut buffer) {
+        stopping |= String::from_utf8_lossy(&buffer[..length]).contains("STOPPING=1");
+    }
+    assert!(stopping, "no STOPPING=1 at SIGTERM");
+}
+
+#[test]
+fn the_unit_passes_systemd_analyze_verify() {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/systemd/nvrec.service");
+    let unit_text = std::fs::read_to_string(&unit).unwrap();
+    for line in [
+        "Type=notify",
+        "WatchdogSec=",
+        "LimitMEMLOCK=infinity",
+        "KillMode=mixed",
+    ] {
+        assert!(
+            unit_text.contains(line),
+            "{line} missing from {}",
+            unit.display()
+        );
+    }
+    let analyze = Path::new("/usr/bin/systemd-analyze");
+    if !analyze.exists() {
+        eprintln!("skipping: systemd-analyze not found (apt-get install systemd)");
+        return;
+    }
+    // The unit names /usr/bin/nvrec; verify wants the binary there, so a copy of the unit
+    // points at the binary just built.
+    let scratch = Scratch::new("serve-unit");
+    let copy = scratch.path("nvrec.service");
+    std::fs::write(
+        &copy,
+        unit_text.replace("/usr/bin/nvrec", env!("CARGO_BIN_EXE_nvrec")),
+    )
+    .unwrap();
+    let output = Command::new(analyze)
+        .args(["verify", "--man=no"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let said = text(&output);
+    assert!(output.status.success(), "systemd-analyze verify: {said}");
+    assert!(
+        !said.contains("nvrec.service:"),
+        "systemd-analyze has something to say about the unit: {said}"
+    );
+}
+
+/// Chromium's output for `url` once the page has polled (`--dump-dom`), or a screenshot.
+fn chromium(browser: &str, dir: &Path, url: &str, extra: &[String]) -> std::process::Output {
+    Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            "--window-size=1280,900",
+            "--virtual-time-budget=4000",
+        ])
+        .arg(format!("--user-data-dir={}", dir.display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("running chromium")
+}
+
+#[test]
+fn the_dashboard_draws_a_running_recording_in_chromium() {
+    let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok())
+    else {
+        eprintln!("skipped: chromium not found (apt-get install chromium)");
+        return;
+    };
+    let scratch = Scratch::new("serve-dashboard");
+    let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
+    // The network of this thread's own: Chromium speaks TCP, and the address is ours alone.
+    let result = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                if !own_network() {
+                    return None;
+                }
+                let token_file = scratch.path("token");
+                std::fs::write(&token_file, "dash-token").unwrap();
+                let service = Service::start(
+                    &scratch,
+                    &[
+                        "--listen",
+                        "127.0.0.1:0",
+                        "--token-file",
+                        &path_text(&token_file),
+                        "--allow-target",
+                        &path_text(&a),
+                        "--allow-target",
+                        &path_text(&b),
+                    ],
+                );
+                let (status, started) = service.call_with_token(
+                    "POST",
+                    "/v1/recordings",
+                    Some(
+                        json!({"targets": [a, b], "source": "pattern", "rate": "30M",
+                                "create_size": "64M", "ring": true, "label": "dashboard"}),
+                    ),
+                    Some("dash-token"),
+                );
+                assert_eq!(status, 201, "{started}");
+                // A few seconds of history to draw.
+                std::thread::sleep(Duration::from_secs(4));
+                let Endpoint::Tcp(address) = &service.endpoint else {
+                    unreachable!()
+                };
+                let url = format!("http://{address}/#token=dash-token");
+                let profile = scratch.path("profile");
+                let dom = chromium(browser, &profile, &url, &["--dump-dom".to_string()]);
+                let shot = scratch.path("dashboard.png");
+                let screenshot = chromium(
+                    browser,
+                    &profile,
+                    &url,
+                    &[format!("--screenshot={}", shot.display())],
+                );
+                Some((dom, screenshot, std::fs::read(&shot).unwrap_or_default()))
+            })
+            .join()
+            .unwrap()
+    });
+    let Some((dom, screenshot, png)) = result else {
+        return;
+    };
+    let dom_text = String::from_utf8_lossy(&dom.stdout).into_owned();
+    assert!(dom.status.success(), "chromium: {}", text(&dom));
+    // The page polled, found the recording, and drew its members' rates and buffer fill.
+    let attribute = |name: &str| -> Vec<u64> {
+        let key = format!("{name}=\"");
+        dom_text
+            .match_indices(&key)
+            .filter_map(|(at, _)| {
+                let rest = &dom_text[at + key.len()..];
+                rest[..rest.find('"')?].parse().ok()
+            })
+            .collect()
+    };
+    assert!(
+        attribute("data-polls").first() > Some(&0),
+        "the page never polled: {dom_text}"
+    );
+    assert!(dom_text.contains("data-state=\"recording\""), "{dom_text}");
+    let series = attribute("data-series");
+    let points = attribute("data-points");
+    assert_eq!(series.first(), Some(&2), "a line per member: {dom_text}");
+    assert!(
+        points.iter().all(|&p| p >= 2),
+        "charts without points: {points:?}"
+    );
+    assert!(
+        dom_text.matches("class=\"series\"").count() >= 3,
+        "{dom_text}"
+    );
+    assert!(dom_text.contains("not an NVMe device"), "{dom_text}");
+    // The screenshot: a PNG of the page, not a blank one.
+    assert!(
+        screenshot.status.success(),
+        "chromium: {}",
+        text(&screenshot)
+    );
+    assert!(png.starts_with(b"\x89PNG"), "no screenshot");
+    assert!(
+        png.len() > 20_000,
+        "a near-empty screenshot: {} bytes",
+        png.len()
+    );
+    if let Ok(dir) = std::env::var("NVREC_KEEP_DASHBOARD") {
+        std::fs::write(Path::new(&dir).join("dashboard.png"), &png).unwrap();
+    }
+}
