@@ -2,7 +2,11 @@
 //!
 //! Side A holds `veth0` with [`TestNet::address`]`(Side::A)`, side B `veth1` with the other
 //! address, both in a /24 that exists only inside the two namespaces (each namespace has
-//! its own routing table, so the addresses clash with nothing on the machine). Built with
+//! its own routing table, so the addresses clash with nothing on the machine).
+//!
+//! The network is quiet: IPv6 is off in both namespaces and each side knows the other's MAC
+//! address (a permanent neighbour entry), so no router solicitation, neighbour discovery or
+//! ARP frame ever crosses the pair, and a capture on it sees exactly what a test sent. Built with
 //! iproute2 (`ip netns add`, `ip link add ... type veth`), which needs root (CAP_SYS_ADMIN
 //! and CAP_NET_ADMIN). Code runs on a side either as a thread that entered the namespace
 //! ([`TestNet::enter`], [`TestNet::run_in`]) or as a process started there
@@ -58,6 +62,7 @@ pub struct TestNet {
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 const INTERFACES: [&str; 2] = ["veth0", "veth1"];
+const MACS: [&str; 2] = ["02:00:0a:e7:00:01", "02:00:0a:e7:00:02"];
 const ADDRESSES: [Ipv4Addr; 2] = [Ipv4Addr::new(10, 231, 0, 1), Ipv4Addr::new(10, 231, 0, 2)];
 
 impl TestNet {
@@ -109,8 +114,32 @@ impl TestNet {
             let interface = INTERFACES[side.index()];
             let address = format!("{}/24", ADDRESSES[side.index()]);
             ip(&["-n", name, "addr", "add", &address, "dev", interface])?;
+            ip(&[
+                "netns",
+                "exec",
+                name,
+                "sh",
+                "-c",
+                &format!("echo 1 > /proc/sys/net/ipv6/conf/{interface}/disable_ipv6"),
+            ])?;
+            let mac = MACS[side.index()];
+            ip(&["-n", name, "link", "set", interface, "address", mac])?;
             ip(&["-n", name, "link", "set", interface, "mtu", &mtu, "up"])?;
             ip(&["-n", name, "link", "set", "lo", "up"])?;
+            let other = side.other().index();
+            ip(&[
+                "-n",
+                name,
+                "neigh",
+                "replace",
+                &ADDRESSES[other].to_string(),
+                "lladdr",
+                MACS[other],
+                "dev",
+                interface,
+                "nud",
+                "permanent",
+            ])?;
         }
         Ok(net)
     }
