@@ -1,5 +1,6 @@
 //! `nvrec record`, `ls`, `replay`, `verify`: recordings on volume sets.
 
+use crate::archive_cmd::ChunkSource;
 use crate::{exit, parse_sources, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -606,11 +607,11 @@ fn retirement_json(retirement: &nvrec::layout::Retirement) -> serde_json::Value 
 }
 
 /// A line on a retired member, for `ls` and `verify`.
-fn retirement_line(set: &volume::VolumeSet, retirement: &nvrec::layout::Retirement) -> String {
+fn retirement_line(source: &ChunkSource, retirement: &nvrec::layout::Retirement) -> String {
     format!(
         "member {} ({}) retired at {}, stream offset {}: {}; its {} unfinished chunks are on member {}",
         retirement.member_index,
-        volume::describe_member(set, retirement.member_index as usize),
+        source.describe_member(retirement.member_index as usize),
         format_utc_ns(retirement.retired_ns),
         retirement.stream_offset_bytes,
         retirement_cause_text(retirement.cause, retirement.errno),
@@ -620,16 +621,27 @@ fn retirement_line(set: &volume::VolumeSet, retirement: &nvrec::layout::Retireme
 }
 
 pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = recordings(&set)?;
-    let damage = health::check(&set)?;
+    if let Some(url) = crate::archive_cmd::url_of(&args.targets)? {
+        if args.scan {
+            return Err(UsageError(
+                "--scan reads the chunk headers of drives; an archive's manifests list its recordings"
+                    .into(),
+            )
+            .into());
+        }
+        return crate::archive_cmd::ls(&url, json);
+    }
+    let source = ChunkSource::open(&args.targets)?;
+    let set = source.set().expect("not an archive");
+    let entries = recordings(set)?;
+    let damage = health::check(set)?;
     let members: Vec<serde_json::Value> = (0..set.member_count())
-        .map(|index| serde_json::json!({"index": index, "path": volume::describe_member(&set, index), "present": set.members[index].is_some()}))
+        .map(|index| serde_json::json!({"index": index, "path": volume::describe_member(set, index), "present": set.members[index].is_some()}))
         .collect();
     let complete = set.missing_indices().is_empty() && set.problems.is_empty();
     let whole = complete && !health::loses_anything(&damage);
     let scanned = if args.scan {
-        Some(crate::repair_cmd::scan_rows(&set, &entries)?)
+        Some(crate::repair_cmd::scan_rows(set, &entries)?)
     } else {
         None
     };
@@ -661,7 +673,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
             };
             outln!(
                 "  member {index}: {}{status}",
-                volume::describe_member(&set, index)
+                volume::describe_member(set, index)
             );
         }
         for problem in &set.problems {
@@ -709,7 +721,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                     }
                 );
                 for retirement in &entry.retirements {
-                    outln!("      DEGRADED: {}", retirement_line(&set, retirement));
+                    outln!("      DEGRADED: {}", retirement_line(&source, retirement));
                 }
             }
         }
@@ -839,9 +851,8 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
         )
         .into());
     }
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = recordings(&set)?;
-    let entry = reader::select(&entries, args.recording)?;
+    let source = ChunkSource::open(&args.targets)?;
+    let entry = source.select(args.recording)?;
     let mut out: Box<dyn Write> = match &args.output {
         Some(path) if !to_stdout => {
             let file = std::fs::File::create(path)
@@ -875,10 +886,9 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     };
     // A capture's PcapNg writer, once its first frame is met (it takes over `out`).
     let mut capture: Option<PcapngExport<Box<dyn Write>>> = None;
-    let summary = reader::read_recording_from(
-        &set,
+    let summary = source.read_from(
         &entry,
-        args.engine.choice(),
+        args.engine,
         from_ns,
         &signal::CONTROL,
         &progress,
@@ -1054,7 +1064,7 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
             errln!("  {filled_bytes} bytes of zeros written in place of the holes (--gaps zero)");
         }
         for retirement in &entry.retirements {
-            errln!("  degraded: {}", retirement_line(&set, retirement));
+            errln!("  degraded: {}", retirement_line(&source, retirement));
         }
         for problem in problems.iter().take(20) {
             errln!("  {problem}");
@@ -1468,19 +1478,28 @@ fn open_record_source(spec: &SourceSpec) -> Result<RecordSource> {
 }
 
 pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = recordings(&set)?;
+    let source = ChunkSource::open(&args.targets)?;
+    let entries = source.recordings()?;
     let selected: Vec<RecordingEntry> = match args.recording {
-        Some(id) => vec![reader::select(&entries, Some(id))?],
+        Some(id) => vec![source.select(Some(id))?],
         None => entries.clone(),
     };
     if selected.is_empty() {
         return Err(nvrec::recording::RecordingError::NoRecordings.into());
     }
     let mut results = Vec::new();
-    let damage = health::check(&set)?;
-    let mut all_good = set.missing_indices().is_empty()
-        && set.problems.is_empty()
+    // An archive has no members or metadata copies of its own: its manifests were read
+    // whole by `ChunkSource::open`, and what its objects hold is checked below.
+    let (damage, missing_members, member_problems) = match source.set() {
+        Some(set) => (
+            health::check(set)?,
+            set.missing_indices(),
+            set.problems.clone(),
+        ),
+        None => (Vec::new(), Vec::new(), Vec::new()),
+    };
+    let mut all_good = missing_members.is_empty()
+        && member_problems.is_empty()
         && !health::loses_anything(&damage);
     for entry in &selected {
         if signal::CONTROL.state() != ControlState::Run {
@@ -1497,10 +1516,10 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             format!("verify {}", entry.recording_id),
             !json,
         );
-        let summary = reader::read_recording(
-            &set,
+        let summary = source.read_from(
             entry,
-            args.engine.choice(),
+            args.engine,
+            None,
             &signal::CONTROL,
             &progress,
             &mut |item| {
@@ -1547,7 +1566,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                             format!(
                                 "member {} ({}) slot {} at offset {:#x}{}: {}",
                                 damage.member_index,
-                                volume::describe_member(&set, damage.member_index as usize),
+                                source.describe_member(damage.member_index as usize),
                                 damage.slot_index,
                                 damage.offset_bytes,
                                 damage
@@ -1609,28 +1628,24 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                 Some(bad) => outln!("recording {} ({}): BAD: first bad chunk: {bad}", entry.recording_id, state_text(entry)),
             }
             for retirement in &entry.retirements {
-                outln!("  DEGRADED: {}", retirement_line(&set, retirement));
-            }
-        }
-    }
-    if !set.problems.is_empty() || !set.missing_indices().is_empty() {
-        let missing = set.missing_indices();
-        if !json {
-            for index in &missing {
-                outln!("member {index} is missing");
-            }
-            for problem in &set.problems {
-                outln!("{}: {}", problem.path.display(), problem.problem);
+                outln!("  DEGRADED: {}", retirement_line(&source, retirement));
             }
         }
     }
     if !json {
+        for index in &missing_members {
+            outln!("member {index} is missing");
+        }
+        for problem in &member_problems {
+            outln!("{}: {}", problem.path.display(), problem.problem);
+        }
         print_damage(&damage);
     }
     if json {
+        let set_uuid = source.set().map(|set| set.set_uuid.to_string());
         outln!(
             "{}",
-            serde_json::json!({"set_uuid": set.set_uuid.to_string(), "good": all_good, "recordings": results, "missing_members": set.missing_indices(), "problems": set.problems, "metadata_damage": damage})
+            serde_json::json!({"set_uuid": set_uuid, "archive": source.archive_url(), "good": all_good, "recordings": results, "missing_members": missing_members, "problems": member_problems, "metadata_damage": damage})
         );
     }
     Ok(Finished(if all_good { exit::OK } else { exit::FAILURE }))
