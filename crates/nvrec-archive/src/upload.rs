@@ -492,13 +492,10 @@ fn upload_segment(
                 Some((upload_id, parts)),
             ) {
                 Ok(done) => return Ok(done),
-                // The store no longer knows the upload (aborted, expired, or completed
-                // just before a crash): begin again, the bytes are the same.
-                Err(ArchiveError::Store { source, .. })
-                    if matches!(*source, object_store::Error::NotFound { .. }) =>
-                {
-                    state.forget(&url, key)?
-                }
+                // The store refused the upload (it no longer knows it: aborted, expired, or
+                // completed just before a crash; stores say so in different ways): begin
+                // again, the bytes are the same. A store that is away fails again below.
+                Err(ArchiveError::Store { .. }) => state.forget(&url, key)?,
                 Err(error) => return Err(error),
             }
         }
@@ -646,4 +643,203 @@ fn multipart(
     )?;
     done.e_tag = put.e_tag;
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ArchiveUrl, Mode};
+    use nvrec::layout::{ChunkHeader, Uuid};
+
+    fn segment(len_bytes: usize, seed: u8) -> Segment {
+        let mut builder = SegmentBuilder::new(u64::MAX);
+        let payload_len = 100_000usize;
+        let mut sequence = 0u64;
+        while builder.is_empty() || (sequence as usize) * (payload_len + 128) < len_bytes {
+            let payload: Vec<u8> = (0..payload_len)
+                .map(|i| (i as u64 * 7 + sequence * 13 + u64::from(seed)) as u8)
+                .collect();
+            let header = ChunkHeader {
+                set_uuid: Uuid([3; 16]),
+                recording_id: 1,
+                member_index: 0,
+                stream_id: 0,
+                sequence,
+                slot_index: sequence,
+                timestamp_ns: 1 + sequence,
+                stream_offset_bytes: sequence * payload_len as u64,
+                gap_bytes: 0,
+                payload_len_bytes: payload_len as u32,
+                flags: if sequence == 0 {
+                    ChunkFlags::FIRST
+                } else {
+                    ChunkFlags::empty()
+                },
+            };
+            builder.push(&header, &payload).unwrap();
+            sequence += 1;
+        }
+        builder.take(0, "n/s/rec-000001/seg-000000".into())
+    }
+
+    struct Fixture {
+        archive: Archive,
+        state: State,
+        dir: std::path::PathBuf,
+        options: ArchiveOptions,
+        pacer: Pacer,
+    }
+
+    impl Fixture {
+        fn new(name: &str) -> Fixture {
+            let dir =
+                std::env::temp_dir().join(format!("nvrec-upload-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            Fixture {
+                archive: Archive::open(&ArchiveUrl::Memory, Mode::Write).unwrap(),
+                state: State::open(&dir.join("state.sqlite")).unwrap(),
+                dir,
+                options: ArchiveOptions::new("n".into()),
+                pacer: Pacer {
+                    rate_bytes_per_s: None,
+                    started: Instant::now(),
+                    sent_bytes: Mutex::new(0),
+                },
+            }
+        }
+
+        fn upload(&self, segment: &Segment) -> Result<SegmentUpload> {
+            upload_segment(
+                &self.archive,
+                &self.state,
+                segment,
+                &self.options,
+                &self.pacer,
+            )
+        }
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    #[test]
+    fn a_multipart_upload_resumes_with_the_parts_the_store_acknowledged() {
+        let fixture = Fixture::new("resume");
+        let segment = segment(30 << 20, 1);
+        let key = segment.info.key.clone();
+        let url = fixture.archive.url().to_string();
+        // A run that got two parts acknowledged, then died.
+        let store = fixture.archive.multipart.clone().unwrap();
+        let path = fixture.archive.path(&key);
+        let id = fixture
+            .archive
+            .runtime
+            .block_on(store.create_multipart(&path))
+            .unwrap();
+        fixture
+            .state
+            .begin_upload(
+                &url,
+                &key,
+                segment.info.size_bytes,
+                segment.info.crc32c,
+                &id,
+            )
+            .unwrap();
+        let part = PART_SIZE_BYTES_DEFAULT as usize;
+        for index in 0..2 {
+            let bytes = segment.bytes.slice(index * part..(index + 1) * part);
+            let acknowledged = fixture
+                .archive
+                .runtime
+                .block_on(store.put_part(&path, &id, index, bytes.into()))
+                .unwrap();
+            fixture
+                .state
+                .part_done(&url, &key, &id, index, &acknowledged.content_id)
+                .unwrap();
+        }
+        let done = fixture.upload(&segment).unwrap();
+        assert!(done.resumed);
+        assert_eq!(done.parts_kept, 2);
+        assert_eq!(
+            done.uploaded_bytes,
+            segment.info.size_bytes - 2 * part as u64
+        );
+        assert_eq!(fixture.archive.get(&key).unwrap(), segment.bytes);
+        // Again: the store holds it whole, nothing goes.
+        let again = fixture.upload(&segment).unwrap();
+        assert!(again.kept);
+        assert_eq!(again.uploaded_bytes, 0);
+    }
+
+    #[test]
+    fn an_upload_the_store_forgot_begins_again_and_a_lost_object_goes_again() {
+        let fixture = Fixture::new("forgot");
+        let segment = segment(12 << 20, 2);
+        let key = segment.info.key.clone();
+        let url = fixture.archive.url().to_string();
+        fixture
+            .state
+            .begin_upload(
+                &url,
+                &key,
+                segment.info.size_bytes,
+                segment.info.crc32c,
+                "999",
+            )
+            .unwrap();
+        fixture.state.part_done(&url, &key, "999", 0, "").unwrap();
+        let done = fixture.upload(&segment).unwrap();
+        assert_eq!(done.uploaded_bytes, segment.info.size_bytes);
+        assert_eq!(fixture.archive.get(&key).unwrap(), segment.bytes);
+        // The state says done, but the object is gone from the store: it goes again.
+        fixture
+            .archive
+            .runtime
+            .block_on(fixture.archive.store.delete(&fixture.archive.path(&key)))
+            .unwrap();
+        let done = fixture.upload(&segment).unwrap();
+        assert!(!done.kept);
+        assert_eq!(fixture.archive.get(&key).unwrap(), segment.bytes);
+    }
+
+    #[test]
+    fn bytes_that_are_not_the_recorded_chunks_never_leave() {
+        let fixture = Fixture::new("corrupt");
+        let mut segment = segment(6 << 20, 3);
+        let mut bytes = segment.bytes.to_vec();
+        bytes[4 << 20] ^= 1;
+        segment.bytes = bytes.into();
+        match fixture.upload(&segment) {
+            Err(ArchiveError::Checksum { .. }) => {}
+            other => panic!("uploaded: {:?}", other.map(|done| done.uploaded_bytes)),
+        }
+        assert!(fixture.archive.head(&segment.info.key).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_pacer_holds_the_average_rate() {
+        let pacer = Pacer {
+            rate_bytes_per_s: Some(50e6),
+            started: Instant::now(),
+            sent_bytes: Mutex::new(0),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        runtime.block_on(async {
+            for _ in 0..10 {
+                pacer.take(5_000_000).await;
+            }
+        });
+        // 50 MB at 50 MB/s: the last 5 MB may go at once, the rest waits.
+        let elapsed = started.elapsed().as_secs_f64();
+        assert!(elapsed >= 0.85, "{elapsed}");
+    }
 }
