@@ -22,7 +22,7 @@ pub enum FormatArg {
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
-    /// The members of the set.
+    /// The members of the set, or an archive (file://DIR, s3://BUCKET/PREFIX).
     #[arg(required = true)]
     targets: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "pcapng")]

@@ -4,7 +4,7 @@ use crate::archive_cmd::ChunkSource;
 use crate::{exit, parse_sources, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use nvrec::device::{Access, Safety};
+use nvrec::device::Safety;
 use nvrec::layout::{ChunkFlags, Content, RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::net::NetCounters;
 use nvrec::pattern::Pattern;
@@ -530,7 +530,7 @@ fn retirement_cause_text(cause: nvrec::layout::RetirementCause, errno: i32) -> S
 
 #[derive(Args, Debug)]
 pub struct LsArgs {
-    /// The members of a volume set.
+    /// The members of a volume set, or an archive (file://DIR, s3://BUCKET/PREFIX).
     #[arg(required = true)]
     targets: Vec<PathBuf>,
     /// Also read every chunk header and list the recordings the chunks hold, those whose
@@ -747,6 +747,7 @@ fn print_damage(damage: &[health::MetaDamage]) {
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
+    /// The members of a volume set, or an archive (file://DIR, s3://BUCKET/PREFIX).
     #[arg(required = true)]
     targets: Vec<PathBuf>,
     /// Which recording (default: the last).
@@ -1111,6 +1112,7 @@ fn write_zeros(out: &mut dyn Write, zeros: &[u8], len_bytes: u64) -> std::io::Re
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
+    /// The members of a volume set, or an archive (file://DIR, s3://BUCKET/PREFIX).
     #[arg(required = true)]
     targets: Vec<PathBuf>,
     /// Which recording (default: every one).
@@ -1176,9 +1178,8 @@ pub(crate) fn hole_text(item: &Item<'_>) -> Option<String> {
 /// by the receive times with --pace.
 fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result<Finished> {
     let destination = parse_udp_destination(destination)?;
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = recordings(&set)?;
-    let entry = reader::select(&entries, args.recording)?;
+    let source = ChunkSource::open(&args.targets)?;
+    let entry = source.select(args.recording)?;
     if !entry.flags.contains(RecordingFlags::RECORDS) {
         return Err(UsageError(format!(
             "recording {} holds a byte stream, not datagrams: --send-to replays datagrams",
@@ -1207,10 +1208,9 @@ fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "send".into(), !json);
     let mut problems: Vec<String> = Vec::new();
-    let summary = reader::read_recording_from(
-        &set,
+    let summary = source.read_from(
         &entry,
-        args.engine.choice(),
+        args.engine,
         from_ns,
         &signal::CONTROL,
         &progress,
