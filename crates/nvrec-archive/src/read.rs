@@ -148,7 +148,9 @@ pub fn read_recording(
             }
         })
     };
-    let mut next = Some(fetch(first_segment, first_chunk));
+    // A recording without chunks has no segment to fetch.
+    let mut next =
+        (first_segment < manifest.segments.len()).then(|| fetch(first_segment, first_chunk));
     let mut stopped = false;
     for index in first_segment..manifest.segments.len() {
         if control.state() != ControlState::Run || stopped {

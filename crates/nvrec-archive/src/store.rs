@@ -20,6 +20,12 @@ use object_store::{ObjectMeta, ObjectStore, PutPayload};
 
 use crate::{ArchiveError, Result};
 
+/// How long a request to S3 is retried (by `object_store`, with exponential backoff from
+/// 100 ms) before the run fails and leaves the rest to the next one: a connection lost for a
+/// moment is ridden out, a server that is gone is reported within this time.
+const RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+const RETRIES_MAX: usize = 6;
+
 /// Worker threads of the archive's runtime: enough to keep several requests in flight while
 /// the recorder and the reader keep theirs.
 const RUNTIME_THREADS: usize = 2;
@@ -142,8 +148,13 @@ impl Archive {
                     (Arc::new(store), None, String::new())
                 }
                 ArchiveUrl::S3 { bucket, prefix } => {
-                    let mut builder =
-                        object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+                    let mut builder = object_store::aws::AmazonS3Builder::from_env()
+                        .with_bucket_name(bucket)
+                        .with_retry(object_store::RetryConfig {
+                            backoff: object_store::BackoffConfig::default(),
+                            max_retries: RETRIES_MAX,
+                            retry_timeout: RETRY_TIMEOUT,
+                        });
                     if std::env::var_os("AWS_DEFAULT_REGION").is_none() {
                         if let Ok(region) = std::env::var("AWS_REGION") {
                             builder = builder.with_region(region);

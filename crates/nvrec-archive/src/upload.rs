@@ -44,8 +44,9 @@ pub const PARTS_IN_FLIGHT_DEFAULT: usize = 8;
 /// Segments read ahead while one uploads (each is held in memory).
 const SEGMENTS_AHEAD: usize = 1;
 /// Tries of a request that failed for a reason a retry may cure (a connection lost), with
-/// this pause before each; `object_store` itself retries with backoff underneath.
-const REQUEST_TRIES: u32 = 3;
+/// this pause before each; `object_store` itself retries with backoff underneath (see
+/// `store`), so one more try here covers what it does not (a directory, memory).
+const REQUEST_TRIES: u32 = 2;
 const RETRY_PAUSE: Duration = Duration::from_millis(500);
 
 /// How to archive.
