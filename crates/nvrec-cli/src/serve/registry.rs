@@ -97,15 +97,6 @@ impl Recording {
         .to_string()
     }
 
-    /// The latest rate: over the last sampler interval.
-    fn rate_bytes_per_s(&self) -> f64 {
-        let sampler = self.sampler.lock().expect("sampler state");
-        sampler
-            .history
-            .back()
-            .map_or(0.0, |sample| sample.rate_bytes_per_s)
-    }
-
     /// Takes a rate sample (called once a second for running recordings).
     pub fn sample(&self) {
         let Some(counters) = self.counters() else {
@@ -141,6 +132,11 @@ impl Recording {
         sampler.history.iter().cloned().collect()
     }
 
+    fn last_sample(&self) -> Option<Sample> {
+        let sampler = self.sampler.lock().expect("sampler state");
+        sampler.history.back().cloned()
+    }
+
     /// The recording as the API shows it.
     pub fn json(&self, with_history: bool) -> Value {
         let progress = &self.handle.progress;
@@ -160,7 +156,7 @@ impl Recording {
             let counts = network.snapshot();
             lost["kernel_dropped_datagrams"] = json!(counts.dropped_socket);
         }
-        let history = self.history();
+        let last = self.last_sample();
         let members: Vec<Value> = counters
             .map(|counters| {
                 counters
@@ -177,7 +173,7 @@ impl Recording {
                             "write_count": member.write_count(),
                             "in_flight": member.in_flight(),
                             "queue_depth": member.queue_depth,
-                            "rate_bytes_per_s": history.last().and_then(|s| s.member_rates_bytes_per_s.get(index)).copied().unwrap_or(0.0),
+                            "rate_bytes_per_s": last.as_ref().and_then(|s| s.member_rates_bytes_per_s.get(index)).copied().unwrap_or(0.0),
                             "write_latency_mean_s": if latency.count > 0 { latency.sum_ns as f64 / latency.count as f64 / 1e9 } else { 0.0 },
                         })
                     })
@@ -203,7 +199,10 @@ impl Recording {
             "set_uuid": counters.map(|c| c.set_uuid.clone()),
             "bytes": done_bytes,
             "total_bytes": progress.total_bytes.load(Ordering::Relaxed),
-            "rate_bytes_per_s": if ended.is_some() { 0.0 } else { self.rate_bytes_per_s() },
+            "rate_bytes_per_s": match (&ended, &last) {
+                (None, Some(sample)) => sample.rate_bytes_per_s,
+                _ => 0.0,
+            },
             "lost": lost,
             "buffer": counters.map(|c| json!({
                 "count": c.buffer_count,
@@ -227,7 +226,7 @@ impl Recording {
             value["report"] = ended.report.clone();
         }
         if with_history {
-            value["history"] = json!(history);
+            value["history"] = json!(self.history());
         }
         value
     }
