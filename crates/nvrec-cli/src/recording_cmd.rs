@@ -69,6 +69,18 @@ pub struct RecordArgs {
     /// interface to record several).
     #[arg(long, default_value = "stdin")]
     source: Vec<String>,
+    /// capture:IFACE: sockets per interface in a PACKET_FANOUT group (by flow), each drained
+    /// by a thread of its own (default: by the cores, one per two cores beyond two, 1 to 4).
+    #[arg(long, value_name = "N")]
+    capture_threads: Option<usize>,
+    /// capture:IFACE: bytes of a frame kept, at most 256K (the rest is counted truncated;
+    /// the original length is kept). Default 256K.
+    #[arg(long, value_parser = size_arg, value_name = "BYTES")]
+    snaplen: Option<u64>,
+    /// capture:IFACE: only frames that pass this classic BPF program, given as
+    /// `tcpdump -ddd EXPR` prints it (e.g. `tcpdump -ddd 'udp port 5000' > f.bpf`).
+    #[arg(long, value_name = "FILE")]
+    filter_bpf: Option<PathBuf>,
     /// Seed of the pattern source.
     #[arg(long, default_value = "0", value_parser = size_arg)]
     seed: u64,
@@ -274,6 +286,8 @@ fn distinct_targets(targets: &[PathBuf]) -> Result<(), UsageError> {
 pub struct RecordPlan {
     pub targets: Vec<PathBuf>,
     pub source_spec: SourceSpec,
+    /// A capture source's threads, snap length and filter.
+    pub capture: nvrec::net::CaptureOptions,
     pub options: RecordOptions,
     pub telemetry: crate::telemetry::TelemetryArgs,
     /// SCHED_FIFO priority for the recording thread (`--realtime`).
@@ -357,9 +371,11 @@ pub fn plan_record(args: RecordArgs) -> Result<RecordPlan> {
         },
         create_len_bytes: args.create_size,
     };
+    let capture = capture_options(&args, &source_spec)?;
     Ok(RecordPlan {
         targets: args.targets,
         source_spec,
+        capture,
         options,
         telemetry: args.telemetry,
         realtime_priority: args.realtime.then_some(args.realtime_priority),
@@ -384,7 +400,7 @@ pub struct OpenedSource(Box<dyn nvrec::source::Source>);
 /// then shows): before any target is touched, so that a source that cannot be opened
 /// leaves nothing behind.
 pub fn open_plan_source(plan: &RecordPlan, handle: &RecordHandle) -> Result<OpenedSource> {
-    let (source, network) = open_record_source(&plan.source_spec)?;
+    let (source, network) = open_record_source(&plan.source_spec, &plan.capture)?;
     if let Some(network) = network {
         let _ = handle.network.set(network);
     }
@@ -877,9 +893,15 @@ pub struct ReplayArgs {
     /// datagram's receive time).
     #[arg(long)]
     pace: bool,
-    /// Send a recording of datagrams back onto the network, one datagram per recorded one,
-    /// to udp://HOST:PORT, instead of writing their payloads out.
-    #[arg(long, value_name = "udp://HOST:PORT", conflicts_with = "output")]
+    /// Send the recording back onto the network instead of writing it out: a recording of
+    /// datagrams to udp://HOST:PORT, one datagram per recorded one; a capture onto the
+    /// interface iface:IFACE, each frame as recorded (AF_PACKET, root; a frame longer than
+    /// the interface sends is counted and skipped). With --pace, at the recorded times.
+    #[arg(
+        long,
+        value_name = "udp://HOST:PORT|iface:IFACE",
+        conflicts_with = "output"
+    )]
     send_to: Option<String>,
     /// A recording of network streams: only these streams (the order of the recording's
     /// --source options, or of the TCP connections accepted, from 0); repeat for several.
@@ -1285,8 +1307,18 @@ pub(crate) fn hole_text(item: &Item<'_>) -> Option<String> {
 
 /// `replay --send-to udp://HOST:PORT`: each recorded datagram sent again, in order, paced
 /// by the receive times with --pace.
-fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result<Finished> {
-    let destination = parse_udp_destination(destination)?;
+fn replay_to_network(args: &ReplayArgs, destination_text: &str, json: bool) -> Result<Finished> {
+    let interface = destination_text.strip_prefix("iface:");
+    if interface == Some("") {
+        return Err(UsageError(format!(
+            "--send-to {destination_text}: name the interface, as iface:eth0"
+        ))
+        .into());
+    }
+    let destination = match interface {
+        Some(_) => None,
+        None => Some(parse_udp_destination(destination_text)?),
+    };
     let source = ChunkSource::open(&args.targets)?;
     let entry = source.select(args.recording)?;
     if !entry.flags.contains(RecordingFlags::RECORDS) {
@@ -1296,15 +1328,28 @@ fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result
         ))
         .into());
     }
-    let bind: std::net::SocketAddr = if destination.is_ipv4() {
-        "0.0.0.0:0".parse()?
-    } else {
-        "[::]:0".parse()?
+    let output = match (interface, destination) {
+        (Some(interface), _) => {
+            Output::Interface(nvrec::net::FrameSender::open(interface).map_err(source_error)?)
+        }
+        (None, Some(destination)) => {
+            let bind: std::net::SocketAddr = if destination.is_ipv4() {
+                "0.0.0.0:0".parse()?
+            } else {
+                "[::]:0".parse()?
+            };
+            let socket =
+                std::net::UdpSocket::bind(bind).context("opening a UDP socket to send from")?;
+            Output::Udp {
+                socket,
+                destination,
+            }
+        }
+        (None, None) => unreachable!("a destination or an interface"),
     };
-    let socket = std::net::UdpSocket::bind(bind).context("opening a UDP socket to send from")?;
     let mut sender = DatagramSender {
-        socket,
-        destination,
+        output,
+        skipped: 0,
         streams: args.stream.clone(),
         pace: args.pace,
         origin: None,
@@ -1337,28 +1382,57 @@ fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result
         },
     )?;
     drop(display);
+    sender.finish();
     if let Some(error) = sender.error {
-        return Err(anyhow::Error::new(error).context(format!("sending to {destination}")));
+        return Err(anyhow::Error::new(error).context(format!("sending to {destination_text}")));
+    }
+    let too_large = match &sender.output {
+        Output::Interface(frames) => frames.report().too_large,
+        Output::Udp { .. } => 0,
+    };
+    if too_large > 0 {
+        problems.push(format!(
+            "{too_large} frames longer than the interface sends (GSO packets captured whole?) \
+             were not sent"
+        ));
+    }
+    if sender.skipped > 0 {
+        problems.push(format!(
+            "{} records are not captured frames and were not sent to an interface",
+            sender.skipped
+        ));
     }
     if json {
         outln!(
             "{}",
             serde_json::json!({
                 "recording_id": entry.recording_id,
-                "destination": destination.to_string(),
+                "destination": destination_text.strip_prefix("udp://").unwrap_or(destination_text),
                 "sent_datagrams": sender.sent,
                 "sent_bytes": sender.sent_bytes,
+                "too_large": too_large,
+                "skipped": sender.skipped,
                 "summary": summary,
                 "problems": problems,
             })
         );
     } else {
         errln!(
-            "nvrec replay: recording {} ({}): {} datagrams ({} bytes) sent to udp://{destination}",
+            "nvrec replay: recording {} ({}): {} {} ({} bytes) sent to {}",
             entry.recording_id,
             state_text(&entry),
             sender.sent,
-            sender.sent_bytes
+            if interface.is_some() {
+                "frames"
+            } else {
+                "datagrams"
+            },
+            sender.sent_bytes,
+            if destination_text.contains("://") || interface.is_some() {
+                destination_text.to_string()
+            } else {
+                format!("udp://{destination_text}")
+            }
         );
         for problem in &problems {
             errln!("  {problem}");
@@ -1370,9 +1444,11 @@ fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result
 
 fn parse_udp_destination(text: &str) -> Result<std::net::SocketAddr, UsageError> {
     use std::net::ToSocketAddrs;
-    let address = text
-        .strip_prefix("udp://")
-        .ok_or_else(|| UsageError(format!("--send-to {text}: give udp://HOST:PORT")))?;
+    let address = text.strip_prefix("udp://").ok_or_else(|| {
+        UsageError(format!(
+            "--send-to {text}: give udp://HOST:PORT or iface:IFACE"
+        ))
+    })?;
     address
         .to_socket_addrs()
         .ok()
@@ -1380,10 +1456,21 @@ fn parse_udp_destination(text: &str) -> Result<std::net::SocketAddr, UsageError>
         .ok_or_else(|| UsageError(format!("--send-to {text}: not an address and port")))
 }
 
-/// Sends the datagrams of payloads of records.
+/// Where a replay to the network sends.
+enum Output {
+    Udp {
+        socket: std::net::UdpSocket,
+        destination: std::net::SocketAddr,
+    },
+    /// Captured frames, as recorded, onto an interface.
+    Interface(nvrec::net::FrameSender),
+}
+
+/// Sends the datagrams (or frames) of payloads of records.
 struct DatagramSender {
-    socket: std::net::UdpSocket,
-    destination: std::net::SocketAddr,
+    output: Output,
+    /// Records that are not frames, met when sending to an interface.
+    skipped: u64,
     /// Only these streams (all when empty).
     streams: Vec<u16>,
     pace: bool,
@@ -1429,6 +1516,12 @@ impl DatagramSender {
             if to_ns.is_some_and(|to| packet.timestamp_ns >= to) {
                 return false;
             }
+            if matches!(self.output, Output::Interface(_))
+                && packet.content != nvrec::layout::Content::Ethernet
+            {
+                self.skipped += 1;
+                continue;
+            }
             if !self.wait_for(packet.timestamp_ns) || !self.send(packet.data) {
                 return false;
             }
@@ -1444,15 +1537,49 @@ impl DatagramSender {
         let (first_ns, started) = *self.origin.get_or_insert((timestamp_ns, Instant::now()));
         let due = Duration::from_nanos(timestamp_ns.saturating_sub(first_ns));
         match due.checked_sub(started.elapsed()) {
-            Some(wait) => sleep_unless_interrupted(wait),
+            Some(wait) => {
+                // Frames queued so far are due now: out with them before the pause.
+                self.finish();
+                self.error.is_none() && sleep_unless_interrupted(wait)
+            }
             None => signal::CONTROL.state() == ControlState::Run,
+        }
+    }
+
+    /// Sends what is queued (frames go out in batches).
+    fn finish(&mut self) {
+        if let Output::Interface(frames) = &mut self.output {
+            let before = frames.report();
+            if let Err(error) = frames.flush() {
+                self.error.get_or_insert(error);
+            }
+            let after = frames.report();
+            self.sent += after.frames - before.frames;
+            self.sent_bytes += after.bytes - before.bytes;
         }
     }
 
     /// Sends one datagram, waiting out a full transmit queue (ENOBUFS); false on failure.
     fn send(&mut self, data: &[u8]) -> bool {
+        let (socket, destination) = match &mut self.output {
+            Output::Udp {
+                socket,
+                destination,
+            } => (socket, *destination),
+            Output::Interface(frames) => {
+                let before = frames.report();
+                if let Err(error) = frames.send(data) {
+                    self.error = Some(error);
+                    return false;
+                }
+                let after = frames.report();
+                self.sent += after.frames - before.frames;
+                self.sent_bytes += after.bytes - before.bytes;
+                return true;
+            }
+        };
         loop {
-            match self.socket.send_to(data, self.destination) {
+            match socket.send_to(data, destination) {
                 Ok(_) => {
                     self.sent += 1;
                     self.sent_bytes += data.len() as u64;
@@ -1553,21 +1680,71 @@ fn write_record_data(
 /// listened on, is a mistake in the arguments.
 pub fn source_error(error: std::io::Error) -> anyhow::Error {
     use std::io::ErrorKind::{
-        AddrInUse, AddrNotAvailable, IsADirectory, NotFound, PermissionDenied,
+        AddrInUse, AddrNotAvailable, InvalidInput, IsADirectory, NotFound, PermissionDenied,
     };
     match error.kind() {
-        IsADirectory | NotFound | PermissionDenied | AddrInUse | AddrNotAvailable => {
-            UsageError(error.to_string()).into()
-        }
+        IsADirectory | NotFound | PermissionDenied | AddrInUse | AddrNotAvailable
+        | InvalidInput => UsageError(error.to_string()).into(),
         _ => error.into(),
     }
+}
+
+/// The capture options of `record`, checked; refused when the source is not a capture.
+fn capture_options(
+    args: &RecordArgs,
+    spec: &SourceSpec,
+) -> Result<nvrec::net::CaptureOptions, UsageError> {
+    let given =
+        args.capture_threads.is_some() || args.snaplen.is_some() || args.filter_bpf.is_some();
+    if given && !matches!(spec, SourceSpec::Capture(_)) {
+        return Err(UsageError(
+            "--capture-threads, --snaplen and --filter-bpf are for --source capture:IFACE".into(),
+        ));
+    }
+    let mut options = nvrec::net::CaptureOptions {
+        threads: args
+            .capture_threads
+            .unwrap_or_else(nvrec::net::default_capture_threads),
+        ..nvrec::net::CaptureOptions::default()
+    };
+    if !(1..=nvrec::net::CAPTURE_THREADS_MAX).contains(&options.threads) {
+        return Err(UsageError(format!(
+            "--capture-threads {}: give 1 to {}",
+            options.threads,
+            nvrec::net::CAPTURE_THREADS_MAX
+        )));
+    }
+    if let Some(snaplen) = args.snaplen {
+        if snaplen == 0 || snaplen > u64::from(nvrec::net::SNAPLEN_MAX) {
+            return Err(UsageError(format!(
+                "--snaplen {snaplen}: give 1 to {} bytes",
+                nvrec::net::SNAPLEN_MAX
+            )));
+        }
+        options.snaplen_bytes = snaplen as u32;
+    }
+    if let Some(path) = &args.filter_bpf {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| UsageError(format!("--filter-bpf {}: {error}", path.display())))?;
+        let program = nvrec::net::parse_bpf_program(&text).map_err(|error| {
+            UsageError(format!(
+                "--filter-bpf {}: {error} (make it with tcpdump -ddd EXPR)",
+                path.display()
+            ))
+        })?;
+        options.filter = Some(program);
+    }
+    Ok(options)
 }
 
 /// A source to record, and a network source's counters to show.
 type RecordSource = (Box<dyn nvrec::source::Source>, Option<Arc<NetCounters>>);
 
 /// Opens what `record` records.
-fn open_record_source(spec: &SourceSpec) -> Result<RecordSource> {
+fn open_record_source(
+    spec: &SourceSpec,
+    capture: &nvrec::net::CaptureOptions,
+) -> Result<RecordSource> {
     if let SourceSpec::Udp(addresses) = spec {
         let udp = nvrec::net::UdpSource::bind(addresses).map_err(source_error)?;
         let counters = udp.counters();
@@ -1579,7 +1756,7 @@ fn open_record_source(spec: &SourceSpec) -> Result<RecordSource> {
         return Ok((Box::new(tcp), Some(counters)));
     }
     if let SourceSpec::Capture(names) = spec {
-        let capture = nvrec::net::CaptureSource::open(names).map_err(source_error)?;
+        let capture = nvrec::net::CaptureSource::open_with(names, capture).map_err(source_error)?;
         let counters = capture.counters();
         return Ok((Box::new(capture), Some(counters)));
     }

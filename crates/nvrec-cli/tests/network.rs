@@ -483,6 +483,77 @@ fn a_capture_on_the_veth_pair_accounts_for_every_frame() {
     }
 }
 
+/// A capture sent back onto the wire from the other side: frames recorded on side B's
+/// interface (over two capture threads), replayed by side A onto its interface with
+/// --send-to iface:, arrive at a receiver on side B whole, once each and in order.
+#[test]
+fn a_capture_replayed_onto_an_interface_reaches_a_receiver_on_the_other_side() {
+    let Some(net) = test_network() else { return };
+    let scratch = Scratch::new("iface");
+    let target = scratch.path("c.img");
+    const COUNT: u64 = 2000;
+    const LEN: usize = 1000;
+    let port = SocketAddr::new(net.address(Side::B).into(), 5560);
+    let sink = UdpSocket::bind(port).unwrap();
+    let child = nvrec()
+        .args([
+            "--json",
+            "record",
+            "--source",
+            "capture:veth1",
+            "--capture-threads",
+            "2",
+            "--duration",
+            "2s",
+            "--create-size",
+            "256M",
+        ])
+        .arg(&target)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let mut options = SendOptions::new(port);
+    options.until = Until::Count(COUNT);
+    options.datagram_bytes = LEN;
+    options.segments = 1;
+    // With the checksum left to offload, the frames captured on a veth interface would not
+    // have it filled in, and side B would drop them when they come back.
+    options.no_checksum = true;
+    options.rate_bits_per_s = Some(100_000_000);
+    send_from_a(&net, options);
+    let report = finish(child);
+    assert_eq!(report["network"]["datagrams"], COUNT, "{report}");
+    drop(sink);
+    let mut receive = nvrec_netgen::ReceiveOptions::new(port);
+    receive.expect = Some(COUNT);
+    receive.idle = Duration::from_secs(3);
+    receive.duration = Some(Duration::from_secs(30));
+    let receiver = nvrec_netgen::recv::Receiver::bind(receive).unwrap();
+    let receiving = std::thread::spawn(move || receiver.run().unwrap());
+    let replayed = run(net
+        .command(Side::A, env!("CARGO_BIN_EXE_nvrec"))
+        .args(["--json", "replay", "--pace", "--send-to", "iface:veth0"])
+        .arg(&target));
+    assert!(replayed.status.success(), "{}", text(&replayed));
+    let replay = json(&replayed);
+    assert_eq!(replay["sent_datagrams"], COUNT, "{replay}");
+    assert_eq!(replay["too_large"], 0);
+    let received = receiving.join().unwrap();
+    assert!(received.check.is_perfect(), "{received:?}");
+    assert_eq!(received.check.unique, COUNT);
+    // Paced: 2000 datagrams of 1000 bytes at 100 Mbit/s took 0.16 s to record.
+    assert!(received.elapsed_s > 0.1, "{received:?}");
+    // An interface that is not there, and a recording of datagrams to an interface.
+    let output = run(nvrec()
+        .args(["replay", "--send-to", "iface:no-such-interface"])
+        .arg(&target));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let output = run(nvrec().args(["replay", "--send-to", "iface:"]).arg(&target));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
+
 #[test]
 fn a_recording_killed_mid_stream_exports_what_it_holds() {
     if !own_network() {
@@ -571,6 +642,7 @@ fn replay_sends_the_datagrams_back_onto_the_wire() {
         let mut receive = nvrec_netgen::ReceiveOptions::new(destination);
         receive.expect = Some(COUNT);
         receive.idle = Duration::from_secs(3);
+        receive.duration = Some(Duration::from_secs(30));
         let receiver = net
             .run_in(Side::A, move || {
                 nvrec_netgen::recv::Receiver::bind(receive).unwrap()
@@ -638,6 +710,10 @@ fn network_arguments_that_cannot_work_are_refused_before_anything_is_written() {
         &["--source", "capture:no-such-interface"],
         &["--source", "capture:"],
         &["--source", "http://127.0.0.1:80"],
+        &["--source", "udp://127.0.0.1:5000", "--capture-threads", "2"],
+        &["--source", "capture:lo", "--capture-threads", "0"],
+        &["--source", "capture:lo", "--snaplen", "300K"],
+        &["--source", "capture:lo", "--filter-bpf", "/nonexistent.bpf"],
     ];
     for case in cases {
         let output = run(nvrec()

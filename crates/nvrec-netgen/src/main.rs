@@ -51,6 +51,9 @@ enum Command {
         /// Streams, each with its own sequence numbers, to consecutive ports.
         #[arg(long, default_value_t = 1)]
         streams: u32,
+        /// Send without a UDP checksum (with --segments 1): frames complete as captured.
+        #[arg(long)]
+        no_checksum: bool,
     },
     /// Receive datagrams (recvmmsg with UDP GRO) and check them.
     Recv {
@@ -152,6 +155,7 @@ fn run(cli: Cli) -> std::io::Result<bool> {
             segments,
             batch,
             streams,
+            no_checksum,
         } => {
             let mut options = SendOptions::new(to);
             options.rate_bits_per_s = rate;
@@ -163,6 +167,7 @@ fn run(cli: Cli) -> std::io::Result<bool> {
             options.segments = segments;
             options.batch = batch;
             options.streams = streams;
+            options.no_checksum = no_checksum;
             let report = nvrec_netgen::send(&options)?;
             println!("{}", serde_json::to_string(&report).unwrap());
             Ok(true)

@@ -51,6 +51,10 @@ pub struct SendOptions {
     /// each with its own sequence numbers, sent to consecutive ports from the destination's.
     pub first_stream: u32,
     pub streams: u32,
+    /// Send without a UDP checksum (0, allowed over IPv4; SO_NO_CHECK): the frames on the
+    /// wire are then complete as they are, where with checksum offload a capture on a
+    /// virtual interface sees the checksum not yet filled in. Not with GSO.
+    pub no_checksum: bool,
 }
 
 impl SendOptions {
@@ -64,6 +68,7 @@ impl SendOptions {
             batch: 8,
             first_stream: 0,
             streams: 1,
+            no_checksum: false,
         }
     }
 }
@@ -110,6 +115,15 @@ pub fn send(options: &SendOptions) -> io::Result<SendReport> {
     let send_buffer: libc::c_int = 64 << 20;
     if set_option(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, send_buffer).is_err() {
         set_option(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, send_buffer)?;
+    }
+    if options.no_checksum {
+        if segments > 1 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no checksum needs one datagram per message (GSO needs the checksum)",
+            ));
+        }
+        set_option(fd, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1)?;
     }
     if segments > 1 {
         set_option(fd, SOL_UDP, UDP_SEGMENT, len as libc::c_int).map_err(|error| {

@@ -1,12 +1,26 @@
 //! Packet capture as a record source: `--source capture:IFACE`, one stream per interface.
 //!
-//! An AF_PACKET socket with a TPACKET_V3 receive ring: the kernel fills blocks of 1 MiB
-//! with frames (a virtual interface delivers GSO packets whole, up to 64 KiB and more, so a
-//! frame of up to [`SNAPLEN_MAX`] fits a block), hands a block over when it is full or
-//! [`BLOCK_TIMEOUT_MS`] old, and the recorder frames each frame into the chunk payload as a
-//! record (content Ethernet) straight from the ring, then gives the block back. The
-//! kernel's drop counter (PACKET_STATISTICS, which resets on every read) is read after each
-//! block; drops become a loss record before the next frame, where they happened.
+//! An AF_PACKET socket with a TPACKET_V3 receive ring: the kernel fills blocks of
+//! [`BLOCK_BYTES`] (1 MiB) or more with frames (a virtual interface delivers GSO packets
+//! whole, up to 64 KiB and more, so a frame of up to [`SNAPLEN_MAX`] fits a block), hands a
+//! block over when it is full or [`BLOCK_TIMEOUT_MS`] old, and the recorder frames each frame
+//! into the chunk payload as a record (content Ethernet), kept up to the snap length, then
+//! gives the block back. The kernel's drop counter (PACKET_STATISTICS, which resets on every
+//! read) is read after each block and whenever the ring is idle; drops become a loss record
+//! before the next frame, where they happened. An optional classic BPF program
+//! (SO_ATTACH_FILTER) is attached before the socket is bound, so no frame it rejects is
+//! ever seen.
+//!
+//! With [`CaptureOptions::threads`] above 1, each interface gets that many sockets in one
+//! PACKET_FANOUT group (by flow hash, so a flow's frames stay in order in one ring), and a
+//! thread per fanout member frames records from its rings into staging buffers of a payload's
+//! size, handed to the recorder over a bounded queue: the rings are drained in parallel and
+//! the recorder's thread only copies whole buffers of records. The counters count a record
+//! when it reaches the recorder, so what is counted is what is recorded. With one thread
+//! (the default where there are few cores) the recorder frames straight from the ring.
+//!
+//! Deliberately absent: filter compilation from an expression (no well-kept pure-Rust
+//! compiler exists; `tcpdump -ddd EXPR` prints the program [`parse_bpf_program`] reads).
 
 use super::NetCounters;
 use crate::layout::{
@@ -17,28 +31,138 @@ use crate::source::Source;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Bytes of a ring block, and blocks per ring: 64 MiB of ring per interface absorbs the
-/// input while the drives are busy.
+/// Bytes of a ring block (the least), and blocks per ring: 64 MiB of ring per socket
+/// absorbs the input while the drives are busy.
 pub const BLOCK_BYTES: u32 = 1 << 20;
 pub const BLOCK_COUNT: u32 = 64;
 /// A block is handed over at the latest this long after its first frame.
 pub const BLOCK_TIMEOUT_MS: u32 = 10;
 /// The longest frame kept whole (a block holds one with its headers).
 pub const SNAPLEN_MAX: u32 = 256 << 10;
+/// Fanout members (threads) per interface, at most.
+pub const CAPTURE_THREADS_MAX: usize = 16;
+/// Staging buffers per capture thread, filled or waiting for the recorder.
+const STAGING_BUFFERS: usize = 8;
+/// Instructions of a classic BPF program, at most (BPF_MAXINSNS).
+pub const BPF_INSTRUCTIONS_MAX: usize = 4096;
 
 // linux/if_packet.h and linux/socket.h.
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
+const PACKET_FANOUT: libc::c_int = 18;
+const PACKET_FANOUT_HASH: u32 = 0;
+const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 const ETH_P_ALL: u16 = 0x0003;
+
+/// How a capture is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureOptions {
+    /// Sockets in a fanout group per interface, each drained by a thread of its own; 1: one
+    /// socket per interface, drained by the recorder's thread.
+    pub threads: usize,
+    /// Bytes of a frame kept (the rest is counted truncated), at most [`SNAPLEN_MAX`].
+    pub snaplen_bytes: u32,
+    /// Bytes of a ring block (at least [`BLOCK_BYTES`], a multiple of the page size) and
+    /// blocks per ring.
+    pub block_bytes: u32,
+    pub block_count: u32,
+    /// A classic BPF program that frames must pass.
+    pub filter: Option<Vec<BpfInstruction>>,
+}
+
+impl Default for CaptureOptions {
+    fn default() -> Self {
+        CaptureOptions {
+            threads: 1,
+            snaplen_bytes: SNAPLEN_MAX,
+            block_bytes: BLOCK_BYTES,
+            block_count: BLOCK_COUNT,
+            filter: None,
+        }
+    }
+}
+
+/// Capture threads by the cores there are: one per two cores beyond the first two (the
+/// recorder's thread, the drives' completions and the kernel's receive path need cores of
+/// their own), at least 1, at most 4.
+pub fn default_capture_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores.saturating_sub(2) / 2).clamp(1, 4)
+}
+
+/// One instruction of a classic BPF program (struct sock_filter).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BpfInstruction {
+    pub code: u16,
+    pub jt: u8,
+    pub jf: u8,
+    pub k: u32,
+}
+
+/// Reads a classic BPF program as `tcpdump -ddd EXPR` prints it: the instruction count on
+/// the first line, then one instruction a line as four decimal numbers (code jt jf k).
+pub fn parse_bpf_program(text: &str) -> Result<Vec<BpfInstruction>, String> {
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .enumerate();
+    let (_, first) = lines
+        .next()
+        .ok_or("empty: give the output of tcpdump -ddd EXPR")?;
+    let count: usize = first
+        .parse()
+        .map_err(|_| format!("line 1: {first:?} is not the instruction count (tcpdump -ddd)"))?;
+    if count == 0 || count > BPF_INSTRUCTIONS_MAX {
+        return Err(format!(
+            "line 1: {count} instructions; a program has 1 to {BPF_INSTRUCTIONS_MAX}"
+        ));
+    }
+    let mut program = Vec::with_capacity(count);
+    for (index, line) in lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let parsed = match fields.as_slice() {
+            [code, jt, jf, k] => (|| {
+                Some(BpfInstruction {
+                    code: code.parse().ok()?,
+                    jt: jt.parse().ok()?,
+                    jf: jf.parse().ok()?,
+                    k: k.parse::<i64>().ok().and_then(|k| {
+                        u32::try_from(k)
+                            .ok()
+                            .or_else(|| i32::try_from(k).ok().map(|k| k as u32))
+                    })?,
+                })
+            })(),
+            _ => None,
+        };
+        let instruction = parsed.ok_or_else(|| {
+            format!(
+                "line {}: {line:?} is not an instruction (code jt jf k, decimal)",
+                index + 1
+            )
+        })?;
+        program.push(instruction);
+    }
+    if program.len() != count {
+        return Err(format!(
+            "line 1 says {count} instructions, {} follow",
+            program.len()
+        ));
+    }
+    Ok(program)
+}
 
 #[repr(C)]
 struct TpacketReq3 {
@@ -57,6 +181,12 @@ struct TpacketStatsV3 {
     packets: u32,
     drops: u32,
     freeze_q_cnt: u32,
+}
+
+#[repr(C)]
+struct SockFprog {
+    len: u16,
+    filter: *const BpfInstruction,
 }
 
 /// Offsets in a block descriptor (struct tpacket_block_desc with tpacket_hdr_v1).
@@ -80,11 +210,13 @@ mod frame {
 struct Ring {
     base: *mut u8,
     len: usize,
+    block_bytes: usize,
+    block_count: u32,
 }
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        // SAFETY: base and len are exactly the mapping made in `open_interface`.
+        // SAFETY: base and len are exactly the mapping made in `open_socket`.
         unsafe { libc::munmap(self.base.cast(), self.len) };
     }
 }
@@ -97,8 +229,10 @@ struct Cursor {
     offset: usize,
 }
 
-struct Interface {
-    name: String,
+/// One capture socket and its ring: an interface's, or one fanout member of it.
+struct Member {
+    /// The stream: the interface's index in the order given.
+    stream: u16,
     ring: Ring,
     /// Declared after the ring: the socket closes after the mapping is gone.
     socket: OwnedFd,
@@ -106,128 +240,62 @@ struct Interface {
     cursor: Option<Cursor>,
 }
 
-pub struct CaptureSource {
-    interfaces: Vec<Interface>,
-    /// Losses to frame before the next frame of their stream.
-    losses: VecDeque<Loss>,
-    next_interface: usize,
-    payload_capacity_bytes: usize,
-    counters: Arc<NetCounters>,
-}
+// SAFETY: the ring pointer refers to a mapping the member owns; one thread at a time uses it.
+unsafe impl Send for Member {}
 
-// SAFETY: the ring pointers refer to mappings the source owns; it is used by one thread
-// at a time.
-unsafe impl Send for CaptureSource {}
-
-impl CaptureSource {
-    /// Opens a capture ring on each interface (root or CAP_NET_RAW).
-    pub fn open(names: &[String]) -> io::Result<CaptureSource> {
-        let interfaces = names
-            .iter()
-            .map(|name| open_interface(name))
-            .collect::<io::Result<Vec<_>>>()?;
-        Ok(CaptureSource {
-            interfaces,
-            losses: VecDeque::new(),
-            next_interface: 0,
-            payload_capacity_bytes: usize::MAX,
-            counters: Arc::new(NetCounters::default()),
-        })
+impl Member {
+    fn block(&self, block: u32) -> *mut u8 {
+        debug_assert!((block as usize + 1) * self.ring.block_bytes <= self.ring.len);
+        // SAFETY: block < block_count, so the offset stays inside the mapping.
+        unsafe { self.ring.base.add(block as usize * self.ring.block_bytes) }
     }
 
-    pub fn counters(&self) -> Arc<NetCounters> {
-        Arc::clone(&self.counters)
-    }
-
-    /// Takes the next block the kernel handed over, on some interface, if any.
+    /// Takes the next block the kernel handed over, if any (true also while one is held).
     fn take_block(&mut self) -> bool {
-        for turn in 0..self.interfaces.len() {
-            let index = (self.next_interface + turn) % self.interfaces.len();
-            let interface = &mut self.interfaces[index];
-            if interface.cursor.is_some() {
-                self.next_interface = index;
-                return true;
-            }
-            let block = interface.next_block;
-            let descriptor = interface.block(block);
-            // SAFETY: the descriptor lies in the mapped ring; the kernel writes its status.
-            let status =
-                unsafe { std::ptr::read_volatile(descriptor.add(block::STATUS).cast::<u32>()) };
-            if status & TP_STATUS_USER == 0 {
-                continue;
-            }
-            fence(Ordering::Acquire);
-            // SAFETY: the block is ours (TP_STATUS_USER) until we set it back.
-            let (count, first) = unsafe {
-                (
-                    std::ptr::read(descriptor.add(block::PACKET_COUNT).cast::<u32>()),
-                    std::ptr::read(descriptor.add(block::FIRST_PACKET).cast::<u32>()),
-                )
-            };
-            interface.cursor = Some(Cursor {
-                block,
-                packets_left: count,
-                offset: first as usize,
-            });
-            self.next_interface = index;
+        if self.cursor.is_some() {
             return true;
         }
-        false
-    }
-
-    /// Reads the kernel's drop counter of interface `index` (it resets on each read).
-    fn note_drops(&mut self, index: usize, timestamp_ns: u64) {
-        let mut stats = TpacketStatsV3::default();
-        let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `stats`.
-        let result = unsafe {
-            libc::getsockopt(
-                self.interfaces[index].socket.as_raw_fd(),
-                SOL_PACKET,
-                PACKET_STATISTICS,
-                (&mut stats as *mut TpacketStatsV3).cast(),
-                &mut len,
+        let block = self.next_block;
+        let descriptor = self.block(block);
+        // SAFETY: the descriptor lies in the mapped ring; the kernel writes its status.
+        let status =
+            unsafe { std::ptr::read_volatile(descriptor.add(block::STATUS).cast::<u32>()) };
+        if status & TP_STATUS_USER == 0 {
+            return false;
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: the block is ours (TP_STATUS_USER) until we set it back.
+        let (count, first) = unsafe {
+            (
+                std::ptr::read(descriptor.add(block::PACKET_COUNT).cast::<u32>()),
+                std::ptr::read(descriptor.add(block::FIRST_PACKET).cast::<u32>()),
             )
         };
-        if result == 0 && stats.drops > 0 {
-            self.counters
-                .dropped_socket
-                .fetch_add(stats.drops as u64, Ordering::Relaxed);
-            self.losses.push_back(Loss {
-                stream: index as u16,
-                timestamp_ns,
-                cause: LossCause::CaptureDrop,
-                count: stats.drops as u64,
-                bytes: 0,
-            });
+        self.cursor = Some(Cursor {
+            block,
+            packets_left: count,
+            offset: first as usize,
+        });
+        if count == 0 {
+            self.give_back();
+            return false;
         }
+        true
     }
 
-    /// Frames the next loss or frame into `out` if it fits; its length, or 0.
-    fn place(&mut self, out: &mut [u8]) -> usize {
-        if let Some(loss) = self.losses.front() {
-            if out.len() < record_bytes(LOSS_DATA_BYTES) {
-                return 0;
-            }
-            let len = encode_loss(out, loss);
-            self.losses.pop_front();
-            return len;
-        }
-        let index = self.next_interface;
-        let Some(cursor) = self.interfaces[index].cursor else {
-            return 0;
-        };
-        let interface = &self.interfaces[index];
+    /// The frame at the cursor (a block must be held) and the offset of the next.
+    fn frame(&self) -> (Packet<'_>, usize) {
+        let cursor = self.cursor.expect("a block is held");
         // SAFETY: the frame lies in a block the kernel handed over (TP_STATUS_USER), at an
         // offset the kernel gave; its data lies `mac` bytes in, `snaplen` long.
-        let (packet, next_offset) = unsafe {
-            let header = interface.block(cursor.block).add(cursor.offset);
+        unsafe {
+            let header = self.block(cursor.block).add(cursor.offset);
             let read = |at: usize| std::ptr::read_unaligned(header.add(at).cast::<u32>());
             let mac = std::ptr::read_unaligned(header.add(frame::MAC).cast::<u16>());
             let snaplen = read(frame::SNAPLEN) as usize;
             let data = std::slice::from_raw_parts(header.add(mac as usize), snaplen);
             let packet = Packet {
-                stream: index as u16,
+                stream: self.stream,
                 content: Content::Ethernet,
                 timestamp_ns: read(frame::SEC) as u64 * 1_000_000_000 + read(frame::NSEC) as u64,
                 original_len: read(frame::LEN),
@@ -237,48 +305,28 @@ impl CaptureSource {
                 end: false,
             };
             (packet, read(frame::NEXT_OFFSET) as usize)
-        };
-        let empty_payload = out.len() >= self.payload_capacity_bytes;
-        let room = out.len().saturating_sub(RECORD_HEADER_BYTES) / 8 * 8;
-        let kept = if record_bytes(packet.data.len()) <= out.len() {
-            packet.data.len()
-        } else if empty_payload && room > 0 {
-            room
-        } else {
-            return 0;
-        };
-        let packet = Packet {
-            data: &packet.data[..kept],
-            ..packet
-        };
-        out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + kept].copy_from_slice(packet.data);
-        let len = encode_packet_header(out, &packet);
-        self.counters.datagrams.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes
-            .fetch_add(packet.original_len as u64, Ordering::Relaxed);
-        if packet.is_truncated() {
-            self.counters.truncated.fetch_add(1, Ordering::Relaxed);
         }
-        let timestamp_ns = packet.timestamp_ns;
-        self.advance(index, next_offset, timestamp_ns);
-        len
     }
 
-    /// Moves past the frame just framed; a block read to its end goes back to the kernel.
-    fn advance(&mut self, index: usize, next_offset: usize, timestamp_ns: u64) {
-        let interface = &mut self.interfaces[index];
-        let Some(cursor) = interface.cursor.as_mut() else {
-            return;
+    /// Moves past the frame just framed; true when that ended the block (given back).
+    fn advance(&mut self, next_offset: usize) -> bool {
+        let Some(cursor) = self.cursor.as_mut() else {
+            return false;
         };
         cursor.packets_left -= 1;
         cursor.offset += next_offset;
         if cursor.packets_left > 0 {
-            return;
+            return false;
         }
-        let block = cursor.block;
-        interface.cursor = None;
-        let descriptor = interface.block(block);
+        self.give_back();
+        true
+    }
+
+    fn give_back(&mut self) {
+        let Some(cursor) = self.cursor.take() else {
+            return;
+        };
+        let descriptor = self.block(cursor.block);
         fence(Ordering::Release);
         // SAFETY: the block is ours until this store gives it back to the kernel.
         unsafe {
@@ -287,49 +335,447 @@ impl CaptureSource {
                 TP_STATUS_KERNEL,
             )
         };
-        interface.next_block = (block + 1) % BLOCK_COUNT;
-        self.note_drops(index, timestamp_ns);
-        self.next_interface = (index + 1) % self.interfaces.len();
+        self.next_block = (cursor.block + 1) % self.ring.block_count;
+    }
+
+    /// The kernel's drop counter since the last read (PACKET_STATISTICS resets on read),
+    /// as a loss record to frame, if it rose.
+    fn drops(&self, timestamp_ns: u64) -> Option<Loss> {
+        let mut stats = TpacketStatsV3::default();
+        let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `stats`.
+        let result = unsafe {
+            libc::getsockopt(
+                self.socket.as_raw_fd(),
+                SOL_PACKET,
+                PACKET_STATISTICS,
+                (&mut stats as *mut TpacketStatsV3).cast(),
+                &mut len,
+            )
+        };
+        (result == 0 && stats.drops > 0).then_some(Loss {
+            stream: self.stream,
+            timestamp_ns,
+            cause: LossCause::CaptureDrop,
+            count: stats.drops as u64,
+            bytes: 0,
+        })
     }
 }
 
-impl Interface {
-    fn block(&self, block: u32) -> *mut u8 {
-        debug_assert!((block as usize + 1) * BLOCK_BYTES as usize <= self.ring.len);
-        // SAFETY: block < BLOCK_COUNT, so the offset stays inside the mapping.
-        unsafe { self.ring.base.add(block as usize * BLOCK_BYTES as usize) }
+/// Frames records from a set of members into payloads: the logic the recorder's thread
+/// runs with one capture thread, and each capture thread runs into its staging buffers.
+struct Framer {
+    members: Vec<Member>,
+    /// Losses to frame before the next frame.
+    losses: VecDeque<Loss>,
+    next_member: usize,
+    snaplen_bytes: usize,
+    last_timestamp_ns: u64,
+}
+
+/// What one framed record was, for the counters.
+#[derive(Debug, Clone, Copy)]
+enum Framed {
+    Frame { original_len: u32, truncated: bool },
+    Loss { count: u64 },
+}
+
+impl Framer {
+    /// A member with a block held or handed over, from the next in turn.
+    fn ready_member(&mut self) -> Option<usize> {
+        for turn in 0..self.members.len() {
+            let index = (self.next_member + turn) % self.members.len();
+            if self.members[index].take_block() {
+                self.next_member = index;
+                return Some(index);
+            }
+        }
+        None
+    }
+
+    /// Whether something waits to be framed.
+    fn ready(&mut self) -> bool {
+        !self.losses.is_empty() || self.ready_member().is_some()
+    }
+
+    /// Reads every member's drop counter (when idle: drops at the end of a burst are not
+    /// followed by another block).
+    fn note_idle_drops(&mut self) {
+        let timestamp_ns = self.last_timestamp_ns.max(super::udp::realtime_ns());
+        for member in &self.members {
+            self.losses.extend(member.drops(timestamp_ns));
+        }
+    }
+
+    /// Frames the next loss or frame into `out` if it fits (in an empty payload of
+    /// `capacity` bytes a frame too large is cut to fit); its length and what it was, or
+    /// None.
+    fn place(&mut self, out: &mut [u8], capacity: usize) -> Option<(usize, Framed)> {
+        if let Some(loss) = self.losses.front() {
+            if out.len() < record_bytes(LOSS_DATA_BYTES) {
+                return None;
+            }
+            let framed = Framed::Loss { count: loss.count };
+            let len = encode_loss(out, loss);
+            self.losses.pop_front();
+            return Some((len, framed));
+        }
+        let index = self.ready_member()?;
+        let member = &self.members[index];
+        let (packet, next_offset) = member.frame();
+        let wanted = packet.data.len().min(self.snaplen_bytes);
+        let empty_payload = out.len() >= capacity;
+        let room = out.len().saturating_sub(RECORD_HEADER_BYTES) / 8 * 8;
+        let kept = if record_bytes(wanted) <= out.len() {
+            wanted
+        } else if empty_payload && room > 0 {
+            room
+        } else {
+            return None;
+        };
+        let packet = Packet {
+            data: &packet.data[..kept],
+            ..packet
+        };
+        out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + kept].copy_from_slice(packet.data);
+        let len = encode_packet_header(out, &packet);
+        let framed = Framed::Frame {
+            original_len: packet.original_len,
+            truncated: packet.is_truncated(),
+        };
+        let timestamp_ns = packet.timestamp_ns;
+        self.last_timestamp_ns = timestamp_ns;
+        if self.members[index].advance(next_offset) {
+            let member = &self.members[index];
+            self.losses.extend(member.drops(timestamp_ns));
+            self.next_member = (index + 1) % self.members.len();
+        }
+        Some((len, framed))
+    }
+
+    fn poll(&mut self, timeout: Duration) -> io::Result<bool> {
+        if self.ready() {
+            return Ok(true);
+        }
+        // POLLIN: the kernel handed a block over (or a socket error is there to report).
+        let polled =
+            super::poll_readable(self.members.iter().map(|m| m.socket.as_raw_fd()), timeout)?;
+        if polled && self.ready() {
+            return Ok(true);
+        }
+        self.note_idle_drops();
+        Ok(!self.losses.is_empty())
+    }
+}
+
+fn count(counters: &NetCounters, framed: Framed) {
+    match framed {
+        Framed::Frame {
+            original_len,
+            truncated,
+        } => {
+            counters.datagrams.fetch_add(1, Ordering::Relaxed);
+            counters
+                .bytes
+                .fetch_add(original_len as u64, Ordering::Relaxed);
+            if truncated {
+                counters.truncated.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Framed::Loss { count } => {
+            counters.dropped_socket.fetch_add(count, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A buffer of whole records a capture thread framed, with where each ends and what it
+/// was.
+struct Staged {
+    data: Vec<u8>,
+    records: Vec<(usize, Framed)>,
+}
+
+/// The capture threads and the queue their buffers come over.
+struct Workers {
+    filled: Receiver<Staged>,
+    empty: SyncSender<Staged>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// The buffer being copied out, and the index of its next record.
+    current: Option<(Staged, usize, usize)>,
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+enum Mode {
+    /// The recorder's thread frames straight from the rings.
+    Direct(Framer),
+    /// Capture threads frame into staging buffers; set up at the first read, when the
+    /// payload size is known.
+    Threads {
+        framers: Vec<Framer>,
+        workers: Option<Workers>,
+    },
+}
+
+pub struct CaptureSource {
+    names: Vec<String>,
+    mode: Mode,
+    payload_capacity_bytes: usize,
+    counters: Arc<NetCounters>,
+}
+
+impl CaptureSource {
+    /// Opens a capture ring on each interface (root or CAP_NET_RAW), with the defaults.
+    pub fn open(names: &[String]) -> io::Result<CaptureSource> {
+        CaptureSource::open_with(names, &CaptureOptions::default())
+    }
+
+    /// Opens capture rings on each interface as `options` say.
+    pub fn open_with(names: &[String], options: &CaptureOptions) -> io::Result<CaptureSource> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        if !(1..=CAPTURE_THREADS_MAX).contains(&options.threads) {
+            return Err(invalid(format!(
+                "capture threads: 1 to {CAPTURE_THREADS_MAX}, not {}",
+                options.threads
+            )));
+        }
+        if options.snaplen_bytes == 0 || options.snaplen_bytes > SNAPLEN_MAX {
+            return Err(invalid(format!(
+                "snap length: 1 to {SNAPLEN_MAX} bytes, not {}",
+                options.snaplen_bytes
+            )));
+        }
+        if options.block_bytes < BLOCK_BYTES
+            || !options.block_bytes.is_power_of_two()
+            || options.block_count == 0
+        {
+            return Err(invalid(format!(
+                "ring blocks: a power of two of at least {BLOCK_BYTES} bytes, not {}",
+                options.block_bytes
+            )));
+        }
+        // A fanout group id per source and interface, unique among this process's sources.
+        static GROUPS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let mut framers: Vec<Framer> = (0..options.threads)
+            .map(|_| Framer {
+                members: Vec::new(),
+                losses: VecDeque::new(),
+                next_member: 0,
+                snaplen_bytes: options.snaplen_bytes as usize,
+                last_timestamp_ns: 0,
+            })
+            .collect();
+        for (stream, name) in names.iter().enumerate() {
+            let group = (options.threads > 1).then(|| {
+                let serial = GROUPS.fetch_add(1, Ordering::Relaxed);
+                ((std::process::id() as u32)
+                    .wrapping_mul(31)
+                    .wrapping_add(serial)
+                    & 0xffff) as u16
+            });
+            for framer in framers.iter_mut() {
+                framer
+                    .members
+                    .push(open_socket(name, stream as u16, options, group)?);
+            }
+        }
+        let mode = if options.threads == 1 {
+            Mode::Direct(framers.pop().expect("one framer"))
+        } else {
+            Mode::Threads {
+                framers,
+                workers: None,
+            }
+        };
+        Ok(CaptureSource {
+            names: names.to_vec(),
+            mode,
+            payload_capacity_bytes: usize::MAX,
+            counters: Arc::new(NetCounters::default()),
+        })
+    }
+
+    pub fn counters(&self) -> Arc<NetCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// Starts the capture threads (once), each with staging buffers of a payload's size.
+    fn workers(&mut self) -> &mut Workers {
+        let capacity = self.payload_capacity_bytes.min(64 << 20);
+        let Mode::Threads { framers, workers } = &mut self.mode else {
+            unreachable!("threads mode")
+        };
+        workers.get_or_insert_with(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let pool = STAGING_BUFFERS * framers.len();
+            let (filled_tx, filled) = std::sync::mpsc::sync_channel::<Staged>(pool);
+            let (empty, empty_rx) = std::sync::mpsc::sync_channel::<Staged>(pool);
+            let empty_rx = Arc::new(std::sync::Mutex::new(empty_rx));
+            for _ in 0..pool {
+                let _ = empty.send(Staged {
+                    data: vec![0u8; capacity],
+                    records: Vec::new(),
+                });
+            }
+            let threads = framers
+                .drain(..)
+                .enumerate()
+                .map(|(index, framer)| {
+                    let stop = Arc::clone(&stop);
+                    let filled = filled_tx.clone();
+                    let empty = Arc::clone(&empty_rx);
+                    std::thread::Builder::new()
+                        .name(format!("capture-{index}"))
+                        .spawn(move || capture_thread(framer, capacity, &stop, &filled, &empty))
+                        .expect("starting a capture thread")
+                })
+                .collect();
+            Workers {
+                filled,
+                empty,
+                stop,
+                threads,
+                current: None,
+            }
+        })
+    }
+}
+
+/// A capture thread: frames records from its members into staging buffers; a buffer goes
+/// to the recorder when the next record does not fit or the rings have nothing more now.
+fn capture_thread(
+    mut framer: Framer,
+    capacity: usize,
+    stop: &AtomicBool,
+    filled: &SyncSender<Staged>,
+    empty: &std::sync::Mutex<Receiver<Staged>>,
+) {
+    const WAIT: Duration = Duration::from_millis(20);
+    let mut staged: Option<Staged> = None;
+    while !stop.load(Ordering::Relaxed) {
+        if staged.is_none() {
+            let next = match empty.lock() {
+                Ok(rx) => rx.recv_timeout(WAIT),
+                Err(_) => break,
+            };
+            match next {
+                Ok(mut buffer) => {
+                    buffer.records.clear();
+                    staged = Some(buffer);
+                }
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        match framer.poll(WAIT) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(_) => break,
+        }
+        let buffer = staged.as_mut().expect("a buffer");
+        let mut used = 0;
+        while let Some((len, framed)) = framer.place(&mut buffer.data[used..], capacity) {
+            used += len;
+            buffer.records.push((used, framed));
+        }
+        if !buffer.records.is_empty() {
+            // The queue is full while the recorder is behind: wait, but not past a stop
+            // (the recorder may be gone; a blocking send would never return).
+            let mut buffer = staged.take().expect("a buffer");
+            loop {
+                match filled.try_send(buffer) {
+                    Ok(()) => break,
+                    Err(TrySendError::Full(back)) if !stop.load(Ordering::Relaxed) => {
+                        buffer = back;
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                    Err(_) => return,
+                }
+            }
+        }
     }
 }
 
 impl Source for CaptureSource {
     fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let capacity = self.payload_capacity_bytes;
+        let counters = Arc::clone(&self.counters);
+        if let Mode::Direct(framer) = &mut self.mode {
+            let mut written = 0;
+            while let Some((len, framed)) = framer.place(&mut buf[written..], capacity) {
+                count(&counters, framed);
+                written += len;
+            }
+            if written == 0 && !framer.ready() {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            return Ok(written);
+        }
+        let workers = self.workers();
         let mut written = 0;
         loop {
-            if self.losses.is_empty() && !self.take_block() {
-                break;
+            if workers.current.is_none() {
+                match workers.filled.try_recv() {
+                    Ok(staged) => workers.current = Some((staged, 0, 0)),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        return Err(io::Error::other("a capture thread ended"))
+                    }
+                }
             }
-            let placed = self.place(&mut buf[written..]);
-            if placed == 0 {
-                break;
+            let (staged, next, start) = workers.current.as_mut().expect("a buffer");
+            // Whole records that fit.
+            let mut end = *start;
+            let mut last = *next;
+            while last < staged.records.len()
+                && staged.records[last].0 - *start <= buf.len() - written
+            {
+                end = staged.records[last].0;
+                count(&counters, staged.records[last].1);
+                last += 1;
             }
-            written += placed;
+            let len = end - *start;
+            buf[written..written + len].copy_from_slice(&staged.data[*start..end]);
+            written += len;
+            *next = last;
+            *start = end;
+            if last < staged.records.len() {
+                break; // The next record does not fit.
+            }
+            let (staged, _, _) = workers.current.take().expect("a buffer");
+            let _ = workers.empty.send(staged);
         }
-        if written == 0 && self.losses.is_empty() && !self.take_block() {
+        if written == 0 && workers.current.is_none() {
             return Err(io::ErrorKind::Interrupted.into());
         }
         Ok(written)
     }
 
     fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
-        if !self.losses.is_empty() || self.take_block() {
+        if let Mode::Direct(framer) = &mut self.mode {
+            return framer.poll(timeout);
+        }
+        let workers = self.workers();
+        if workers.current.is_some() {
             return Ok(true);
         }
-        // POLLIN: the kernel handed a block over (or a socket error is there to report).
-        let ready = super::poll_readable(
-            self.interfaces.iter().map(|i| i.socket.as_raw_fd()),
-            timeout,
-        )?;
-        Ok(ready && self.take_block())
+        match workers.filled.recv_timeout(timeout) {
+            Ok(staged) => {
+                workers.current = Some((staged, 0, 0));
+                Ok(true)
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(false),
+            Err(RecvTimeoutError::Disconnected) => Err(io::Error::other("a capture thread ended")),
+        }
     }
 
     fn packs_records(&self) -> bool {
@@ -341,7 +787,12 @@ impl Source for CaptureSource {
     }
 }
 
-fn open_interface(name: &str) -> io::Result<Interface> {
+fn open_socket(
+    name: &str,
+    stream: u16,
+    options: &CaptureOptions,
+    fanout_group: Option<u16>,
+) -> io::Result<Member> {
     let named = |error: io::Error| io::Error::new(error.kind(), format!("capture:{name}: {error}"));
     let c_name = std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "an interface name has no NUL"))?;
@@ -353,31 +804,50 @@ fn open_interface(name: &str) -> io::Result<Interface> {
             "no such network interface",
         )));
     }
+    // Protocol 0: no frame is queued before the socket is bound (below), with its filter
+    // attached and its ring in place.
     // SAFETY: plain socket creation.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            ETH_P_ALL.to_be() as libc::c_int,
-        )
-    };
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return Err(named(io::Error::last_os_error()));
     }
     // SAFETY: the descriptor was just created and is owned by nothing else.
     let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+    if let Some(program) = &options.filter {
+        let fprog = SockFprog {
+            len: program.len() as u16,
+            filter: program.as_ptr(),
+        };
+        // SAFETY: SO_ATTACH_FILTER copies the program the sock_fprog points to.
+        let result = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&fprog as *const SockFprog).cast(),
+                std::mem::size_of::<SockFprog>() as u32,
+            )
+        };
+        if result != 0 {
+            let error = io::Error::last_os_error();
+            return Err(named(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the kernel refused the BPF program: {error}"),
+            )));
+        }
+    }
     set_packet_option(fd, PACKET_VERSION, &TPACKET_V3).map_err(named)?;
     let request = TpacketReq3 {
-        block_size: BLOCK_BYTES,
-        block_nr: BLOCK_COUNT,
+        block_size: options.block_bytes,
+        block_nr: options.block_count,
         frame_size: 2048,
-        frame_nr: BLOCK_BYTES / 2048 * BLOCK_COUNT,
+        frame_nr: options.block_bytes / 2048 * options.block_count,
         retire_blk_tov: BLOCK_TIMEOUT_MS,
         sizeof_priv: 0,
         feature_req_word: 0,
     };
     set_packet_option(fd, PACKET_RX_RING, &request).map_err(named)?;
-    let len = BLOCK_BYTES as usize * BLOCK_COUNT as usize;
+    let len = options.block_bytes as usize * options.block_count as usize;
     // SAFETY: maps the ring the kernel just made for this socket.
     let base = unsafe {
         libc::mmap(
@@ -395,6 +865,8 @@ fn open_interface(name: &str) -> io::Result<Interface> {
     let ring = Ring {
         base: base.cast(),
         len,
+        block_bytes: options.block_bytes as usize,
+        block_count: options.block_count,
     };
     // SAFETY: sockaddr_ll is plain data; the fields set are those bind reads.
     let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -412,8 +884,15 @@ fn open_interface(name: &str) -> io::Result<Interface> {
     if bound != 0 {
         return Err(named(io::Error::last_os_error()));
     }
-    Ok(Interface {
-        name: name.to_string(),
+    if let Some(group) = fanout_group {
+        // By flow hash (a flow's frames stay in one ring, in order), IP fragments
+        // reassembled first so that they hash alike.
+        let argument: u32 =
+            u32::from(group) | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG) << 16);
+        set_packet_option(fd, PACKET_FANOUT, &argument).map_err(named)?;
+    }
+    Ok(Member {
+        stream,
         ring,
         socket,
         next_block: 0,
@@ -440,9 +919,8 @@ fn set_packet_option<T>(fd: i32, option: libc::c_int, value: &T) -> io::Result<(
 
 impl std::fmt::Debug for CaptureSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.interfaces.iter().map(|i| i.name.as_str()).collect();
         f.debug_struct("CaptureSource")
-            .field("interfaces", &names)
+            .field("interfaces", &self.names)
             .finish()
     }
 }
@@ -452,6 +930,161 @@ mod tests {
     use super::*;
     use crate::layout::{records, Record};
     use std::net::UdpSocket;
+
+    fn capture_all(source: &mut CaptureSource) -> Vec<(Vec<u8>, u32)> {
+        source.set_payload_capacity(1 << 20);
+        let mut seen = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        while source.wait_readable(Duration::from_millis(300)).unwrap() {
+            let filled = match source.read_at(0, &mut buf) {
+                Ok(filled) => filled,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => panic!("{error}"),
+            };
+            for record in records(&buf[..filled]) {
+                if let Record::Packet(packet) = record.unwrap() {
+                    seen.push((packet.data.to_vec(), packet.original_len));
+                }
+            }
+        }
+        seen
+    }
+
+    /// Sends `count` datagrams of `len` bytes from `senders` sockets (flows) on the
+    /// loopback; each datagram's last byte is its index.
+    fn send_on_loopback(count: usize, len: usize, senders: usize) {
+        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sockets: Vec<UdpSocket> = (0..senders)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for index in 0..count {
+            let mut data = vec![0u8; len];
+            data[len - 1] = index as u8;
+            sockets[index % senders]
+                .send_to(&data, receiver.local_addr().unwrap())
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn bpf_programs_are_read_as_tcpdump_prints_them_and_refused_otherwise() {
+        let program =
+            parse_bpf_program("4\n128 0 0 0\n37 0 1 1000\n6 0 0 262144\n6 0 0 0\n").unwrap();
+        assert_eq!(program.len(), 4);
+        assert_eq!(
+            program[1],
+            BpfInstruction {
+                code: 37,
+                jt: 0,
+                jf: 1,
+                k: 1000
+            }
+        );
+        // A negative k (tcpdump prints some as signed) is its two's complement.
+        assert_eq!(parse_bpf_program("1\n6 0 0 -1").unwrap()[0].k, u32::MAX);
+        for bad in [
+            "",
+            "x",
+            "0",
+            "2\n6 0 0 0",
+            "1\n6 0 0",
+            "1\n6 0 0 0 0",
+            "1\n6 0 300 0",
+            "1\n6 0 0 99999999999",
+            "5000\n6 0 0 0",
+        ] {
+            assert!(parse_bpf_program(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Only frames longer than 1000 bytes pass the program: the short ones are never seen
+    /// (and not counted as drops).
+    #[test]
+    fn a_bpf_filter_keeps_only_the_frames_it_passes() {
+        if !crate::net::udp::tests::private_loopback() {
+            return;
+        }
+        let options = CaptureOptions {
+            filter: Some(
+                parse_bpf_program("4\n128 0 0 0\n37 0 1 1000\n6 0 0 262144\n6 0 0 0").unwrap(),
+            ),
+            ..CaptureOptions::default()
+        };
+        let mut source = CaptureSource::open_with(&["lo".to_string()], &options).unwrap();
+        send_on_loopback(20, 300, 1);
+        send_on_loopback(30, 1200, 1);
+        let seen = capture_all(&mut source);
+        assert_eq!(seen.len(), 2 * 30, "each long frame twice on the loopback");
+        assert!(seen.iter().all(|(data, _)| data.len() == 42 + 1200));
+        assert_eq!(source.counters().dropped_socket.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn frames_beyond_the_snap_length_are_cut_and_counted() {
+        if !crate::net::udp::tests::private_loopback() {
+            return;
+        }
+        let options = CaptureOptions {
+            snaplen_bytes: 100,
+            ..CaptureOptions::default()
+        };
+        let mut source = CaptureSource::open_with(&["lo".to_string()], &options).unwrap();
+        send_on_loopback(10, 500, 1);
+        let seen = capture_all(&mut source);
+        assert_eq!(seen.len(), 20);
+        assert!(seen
+            .iter()
+            .all(|(data, len)| data.len() == 100 && *len == 542));
+        assert_eq!(source.counters().truncated.load(Ordering::Relaxed), 20);
+    }
+
+    /// Three capture threads in a fanout group: every frame is recorded once, from
+    /// whichever ring its flow hashed to.
+    #[test]
+    fn a_fanout_over_threads_records_every_frame_once() {
+        if !crate::net::udp::tests::private_loopback() {
+            return;
+        }
+        let options = CaptureOptions {
+            threads: 3,
+            ..CaptureOptions::default()
+        };
+        let mut source = CaptureSource::open_with(&["lo".to_string()], &options).unwrap();
+        const COUNT: usize = 3000;
+        send_on_loopback(COUNT, 400, 8);
+        let seen = capture_all(&mut source);
+        let mut last_bytes: Vec<u8> = seen
+            .iter()
+            .filter(|(data, _)| data.len() == 442)
+            .map(|(data, _)| data[441])
+            .collect();
+        last_bytes.sort();
+        let mut expected: Vec<u8> = (0..COUNT).flat_map(|i| [i as u8, i as u8]).collect();
+        expected.sort();
+        assert_eq!(last_bytes, expected);
+        let counters = source.counters();
+        assert_eq!(counters.dropped_socket.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            counters.datagrams.load(Ordering::Relaxed),
+            seen.len() as u64
+        );
+        assert!(CaptureSource::open_with(
+            &["lo".to_string()],
+            &CaptureOptions {
+                threads: 0,
+                ..CaptureOptions::default()
+            }
+        )
+        .is_err());
+        assert!(CaptureSource::open_with(
+            &["lo".to_string()],
+            &CaptureOptions {
+                snaplen_bytes: SNAPLEN_MAX + 1,
+                ..CaptureOptions::default()
+            }
+        )
+        .is_err());
+    }
 
     /// Frames sent on the namespace's loopback are captured whole (loopback shows each
     /// frame twice, outgoing and incoming), with their timestamps and lengths.

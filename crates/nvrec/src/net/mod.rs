@@ -1,6 +1,7 @@
 //! Network sources: what arrives on sockets, recorded as records (`layout::records`).
 
 mod capture;
+mod inject;
 mod tcp;
 mod udp;
 
@@ -9,7 +10,11 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use capture::{CaptureSource, BLOCK_BYTES, BLOCK_COUNT, SNAPLEN_MAX};
+pub use capture::{
+    default_capture_threads, parse_bpf_program, BpfInstruction, CaptureOptions, CaptureSource,
+    BLOCK_BYTES, BLOCK_COUNT, BPF_INSTRUCTIONS_MAX, CAPTURE_THREADS_MAX, SNAPLEN_MAX,
+};
+pub use inject::{FrameSender, InjectReport};
 pub use tcp::TcpSource;
 pub use udp::{UdpSource, RECEIVE_BUFFER_BYTES};
 

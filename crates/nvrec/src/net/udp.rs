@@ -373,7 +373,7 @@ fn peer_address(name: &libc::sockaddr_storage, len: u32) -> Option<SocketAddr> {
     }
 }
 
-fn realtime_ns() -> u64 {
+pub(super) fn realtime_ns() -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
