@@ -19,9 +19,14 @@ use nvrec_archive::upload::{self, ArchiveOptions, Outcome};
 use nvrec_archive::{Archive, ArchiveUrl};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn size_arg(text: &str) -> Result<u64, String> {
     parse_size_bytes(text).map_err(|error| error.to_string())
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    nvrec::unit::parse_duration(text).map_err(|error| error.to_string())
 }
 
 fn rate_arg(text: &str) -> Result<f64, String> {
@@ -64,6 +69,13 @@ pub struct ArchiveArgs {
     catalog: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
+    /// Archive a recording still being written as it goes: each segment once it has filled,
+    /// the rest and the manifest when the recording ends (default: leave it for a later run).
+    #[arg(long)]
+    follow: bool,
+    /// With --follow: how often to look for newly filled segments.
+    #[arg(long, default_value = "1s", value_parser = duration_arg, requires = "follow")]
+    poll: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -389,6 +401,12 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
     options.part_size_bytes = args.part_size;
     options.parts_in_flight = args.parts_in_flight;
     options.engine = args.engine.choice();
+    if args.follow {
+        if args.poll.is_zero() {
+            return Err(UsageError("--poll must be longer than 0".into()).into());
+        }
+        options.live = upload::Live::Follow { poll: args.poll };
+    }
     // Everything about the arguments first, before the drives or the store are touched.
     options_check(&options)?;
     let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
@@ -426,9 +444,10 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
         for report in &reports {
             let what = match report.outcome {
                 Outcome::Archived => format!(
-                    "archived: {} segments ({} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
+                    "archived: {} segments ({} sent while recording, {} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
                     report.segment_count,
-                    report.segments_kept,
+                    report.segments_sent_live,
+                    report.segments_kept.saturating_sub(report.segments_sent_live),
                     report.segments_resumed,
                     format_bytes(report.archived_bytes),
                     report.chunk_count,
