@@ -12,10 +12,12 @@ use nvrec::recording::volume::{self, VolumeSet};
 use nvrec::stream::{Control, ControlState, Progress};
 use nvrec::unit::{format_bytes, format_utc_ns, parse_rate_bytes_per_s, parse_size_bytes};
 use nvrec_archive::catalog::{Catalog, Filter};
+use nvrec_archive::free::{self, Freed};
 use nvrec_archive::read::ArchivedRecording;
 use nvrec_archive::state::State;
 use nvrec_archive::store::Mode;
 use nvrec_archive::upload::{self, ArchiveOptions, Outcome};
+use nvrec_archive::Manifest;
 use nvrec_archive::{Archive, ArchiveUrl};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,6 +78,12 @@ pub struct ArchiveArgs {
     /// With --follow: how often to look for newly filled segments.
     #[arg(long, default_value = "1s", value_parser = duration_arg, requires = "follow")]
     poll: Duration,
+    /// Give a recording's space on the drives back once its archive is verified in the store
+    /// (its data slots discarded: TRIM, or holes punched in a file; its entry stays and
+    /// lists it, read it from the archive). Rings, recordings with holes and a running one
+    /// are kept. No recording may be running on the set.
+    #[arg(long)]
+    delete_after_verify: bool,
 }
 
 #[derive(Args, Debug)]
@@ -409,7 +417,14 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
     }
     // Everything about the arguments first, before the drives or the store are touched.
     options_check(&options)?;
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
+    // Freeing writes the members (a discard): opened for writing, which a running
+    // recording refuses.
+    let access = if args.delete_after_verify {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    let set = volume::open(&args.targets, access, Safety::Check)?;
     let archive = Archive::open(&url, Mode::Write)?;
     let state_path = args
         .state
@@ -430,6 +445,31 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
     .with_context(|| format!("archiving to {url}"))?;
     drop(display);
     let holes = reports.iter().any(|r| !r.holes.is_empty());
+    let mut freed: Vec<(u32, Freed)> = Vec::new();
+    if args.delete_after_verify {
+        let entries = reader::recordings(&set)?;
+        for report in &reports {
+            if !matches!(report.outcome, Outcome::Archived | Outcome::AlreadyArchived) {
+                continue;
+            }
+            let Some(entry) = entries
+                .iter()
+                .find(|e| e.recording_id == report.recording_id)
+            else {
+                continue;
+            };
+            let manifest =
+                Manifest::decode(&report.manifest_key, &archive.get(&report.manifest_key)?)?;
+            let outcome =
+                free::free_recording(&archive, &set, entry, &manifest).with_context(|| {
+                    format!(
+                        "freeing recording {} after its archive",
+                        report.recording_id
+                    )
+                })?;
+            freed.push((report.recording_id, outcome));
+        }
+    }
     if json {
         outln!(
             "{}",
@@ -438,6 +478,7 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
                 "node": options.node,
                 "set_uuid": set.set_uuid.to_string(),
                 "recordings": reports,
+                "freed": freed.iter().map(|(id, outcome)| serde_json::json!({"recording_id": id, "outcome": outcome})).collect::<Vec<_>>(),
             })
         );
     } else {
@@ -471,6 +512,14 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
             );
             if matches!(report.outcome, Outcome::Archived | Outcome::AlreadyArchived) {
                 outln!("  manifest {url}/{}", report.manifest_key);
+            }
+            match freed.iter().find(|(id, _)| *id == report.recording_id) {
+                Some((_, Freed::Freed { bytes })) => outln!(
+                    "  archive verified in the store: {} freed on the drives (its entry stays; read it from the archive)",
+                    format_bytes(*bytes)
+                ),
+                Some((_, Freed::Kept { why })) => outln!("  kept on the drives: {why}"),
+                None => {}
             }
             for hole in &report.holes {
                 outln!(
