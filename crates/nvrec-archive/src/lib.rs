@@ -16,6 +16,8 @@
 //! - [`upload`]: `nvrec archive`: a volume set's recordings into the store.
 //! - [`read`]: replay, verify and export straight from the store, through ranged GETs.
 //! - [`catalog`]: an SQLite catalog of archived recordings, rebuildable from the manifests.
+//! - [`free`]: `--delete-after-verify`: a recording's slots discarded once its archive is
+//!   verified in the store.
 //!
 //! The archive is a sink of the read pipeline: it takes chunks from
 //! [`nvrec::recording::reader`] in sequence order, as `replay` does, and gives them back in
@@ -23,9 +25,11 @@
 //! `export` read an archive with the code they read drives with.
 //!
 //! What it deliberately does not do: delete anything in the store (remote retention is left
-//! to the bucket's lifecycle rules), or change a recording on the drives.
+//! to the bucket's lifecycle rules), or write to the drives, but for the discard that
+//! `--delete-after-verify` asks for ([`free`]).
 
 pub mod catalog;
+pub mod free;
 pub mod manifest;
 pub mod read;
 pub mod segment;

@@ -56,6 +56,11 @@ impl SegmentBuilder {
         self.offsets.is_empty()
     }
 
+    /// The sequence and timestamp of the segment's first chunk, if it has one.
+    pub fn first(&self) -> Option<(u64, u64)> {
+        Some((self.first_sequence, *self.timestamps_ns.first()?))
+    }
+
     /// Whether a chunk with `payload_len_bytes` no longer fits (an empty segment takes any).
     pub fn is_full_for(&self, payload_len_bytes: usize) -> bool {
         !self.is_empty()

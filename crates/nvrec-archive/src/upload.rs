@@ -62,6 +62,18 @@ pub struct ArchiveOptions {
     /// Upload no faster than this, on average (spare bandwidth only).
     pub max_rate_bytes_per_s: Option<f64>,
     pub engine: EngineChoice,
+    /// What to do with a recording still being written.
+    pub live: Live,
+}
+
+/// What `archive` does with a recording still being written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Live {
+    /// Leave it for a later run.
+    Skip,
+    /// Follow it: every segment that has filled goes up as soon as it has (looking again
+    /// after each pause), and the rest with the manifest once the recording has ended.
+    Follow { poll: Duration },
 }
 
 impl ArchiveOptions {
@@ -74,6 +86,7 @@ impl ArchiveOptions {
             parts_in_flight: PARTS_IN_FLIGHT_DEFAULT,
             max_rate_bytes_per_s: None,
             engine: EngineChoice::Auto,
+            live: Live::Skip,
         }
     }
 
@@ -120,6 +133,24 @@ pub enum Outcome {
     Stopped,
 }
 
+/// Where reading a recording starts: at its first chunk, or (following a live recording)
+/// at the first chunk of the first segment not yet sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct SegmentStart {
+    index: u32,
+    sequence: u64,
+    timestamp_ns: u64,
+}
+
+/// Which segments of a reading go up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upto {
+    /// Every one, then the manifest: the recording has ended.
+    End,
+    /// Only those that filled (a live recording): the last one is still growing.
+    Sealed,
+}
+
 /// One recording's archive run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RecordingReport {
@@ -140,6 +171,8 @@ pub struct RecordingReport {
     pub uploaded_bytes: u64,
     /// Chunks missing or damaged on the drives: missing in the archive too.
     pub holes: Vec<Hole>,
+    /// Segments sent while the recording was still being written (--follow).
+    pub segments_sent_live: u64,
     pub elapsed_s: f64,
     pub rate_mib_per_s: f64,
 }
@@ -224,15 +257,46 @@ pub fn archive_set(
             archived_bytes: 0,
             uploaded_bytes: 0,
             holes: Vec::new(),
+            segments_sent_live: 0,
             elapsed_s: 0.0,
             rate_mib_per_s: 0.0,
         };
+        let started = Instant::now();
+        let mut entry = entry.clone();
         if entry.state == RecordingState::Open || live == Some(entry.recording_id) {
-            report.outcome = Outcome::Recording;
-            report.state = "recording".into();
-            reports.push(report);
-            continue;
+            match options.live {
+                Live::Skip => {
+                    report.outcome = Outcome::Recording;
+                    report.state = "recording".into();
+                    reports.push(report);
+                    continue;
+                }
+                Live::Follow { poll } => {
+                    match follow(
+                        archive,
+                        set,
+                        state,
+                        &entry,
+                        &dir,
+                        options,
+                        &pacer,
+                        control,
+                        progress,
+                        poll,
+                        &mut report,
+                    )? {
+                        Some(ended) => entry = ended,
+                        None => {
+                            report.outcome = Outcome::Stopped;
+                            reports.push(report);
+                            break;
+                        }
+                    }
+                    report.state = state_word(&entry).to_string();
+                }
+            }
         }
+        let entry = &entry;
         if let Some(manifest) = existing_manifest(archive, &report.manifest_key, entry)? {
             report.outcome = Outcome::AlreadyArchived;
             report.segment_count = manifest.segments.len() as u64;
@@ -247,7 +311,6 @@ pub fn archive_set(
             reports.push(report);
             continue;
         }
-        let started = Instant::now();
         let manifest = archive_recording(
             archive,
             set,
@@ -258,8 +321,11 @@ pub fn archive_set(
             &pacer,
             control,
             progress,
+            SegmentStart::default(),
+            Upto::End,
             &mut report,
-        )?;
+        )?
+        .1;
         report.elapsed_s = started.elapsed().as_secs_f64();
         report.rate_mib_per_s =
             report.archived_bytes as f64 / (1u64 << 20) as f64 / report.elapsed_s.max(1e-9);
@@ -316,24 +382,30 @@ fn archive_recording(
     pacer: &Pacer,
     control: &Control,
     progress: &Progress,
+    start: SegmentStart,
+    upto: Upto,
     report: &mut RecordingReport,
-) -> Result<Option<Manifest>> {
+) -> Result<(SegmentStart, Option<Manifest>)> {
     let (sender, receiver) = sync_channel::<Segment>(SEGMENTS_AHEAD);
     let mut segments: Vec<SegmentInfo> = Vec::new();
     let (read, upload_error) = std::thread::scope(|scope| {
         let reading = scope.spawn(move || {
             let mut builder = SegmentBuilder::new(options.segment_size_bytes);
-            let mut index = 0u32;
+            let mut index = start.index;
             let mut outcome = ReadOutcome::default();
             let mut failure: Option<ArchiveError> = None;
-            let summary = reader::read_recording(
+            let from_ns = (start != SegmentStart::default()).then_some(start.timestamp_ns);
+            let summary = reader::read_recording_from(
                 set,
                 entry,
                 options.engine,
+                from_ns,
                 control,
                 progress,
                 &mut |item| {
                     match item {
+                        // Chunks in segments already sent (following a live recording).
+                        Item::Chunk { header, .. } if header.sequence < start.sequence => {}
                         Item::Chunk { header, payload } => {
                             if builder.is_full_for(payload.len()) {
                                 let segment = builder.take(index, segment_key(dir, index));
@@ -375,11 +447,20 @@ fn archive_recording(
                 },
             );
             let complete = control.state() == ControlState::Run;
-            if failure.is_none() && complete && !builder.is_empty() {
+            // Where the next reading starts: the segment still filling.
+            let next = match builder.first() {
+                Some((sequence, timestamp_ns)) => SegmentStart {
+                    index,
+                    sequence,
+                    timestamp_ns,
+                },
+                None => SegmentStart { index, ..start },
+            };
+            if failure.is_none() && complete && upto == Upto::End && !builder.is_empty() {
                 let _ = sender.send(builder.take(index, segment_key(dir, index)));
             }
             drop(sender);
-            (summary, outcome, failure)
+            (summary, outcome, failure, next)
         });
         let mut upload_error: Option<ArchiveError> = None;
         for segment in receiver.iter() {
@@ -411,7 +492,7 @@ fn archive_recording(
     if let Some(error) = upload_error {
         return Err(error);
     }
-    let (summary, outcome, failure) = read;
+    let (summary, outcome, failure, next) = read;
     let summary: ReadSummary = summary?;
     if let Some(error) = failure {
         return Err(error);
@@ -421,8 +502,8 @@ fn archive_recording(
     report.payload_bytes = summary.payload_bytes;
     report.archived_bytes = segments.iter().map(|s| s.size_bytes).sum();
     report.holes = outcome.holes.clone();
-    if control.state() != ControlState::Run {
-        return Ok(None);
+    if control.state() != ControlState::Run || upto == Upto::Sealed {
+        return Ok((next, None));
     }
     let manifest = Manifest {
         format: MANIFEST_FORMAT.into(),
@@ -450,7 +531,67 @@ fn archive_recording(
         segments,
     };
     archive.put(&report.manifest_key, manifest.encode().into())?;
-    Ok(Some(manifest))
+    Ok((next, Some(manifest)))
+}
+
+/// Follows recording `entry` while it is being written: every segment that has filled
+/// is sent (each reading starts at the first segment not yet sent, found by time without
+/// reading what comes before it), then it waits `poll` and looks again. Returns the entry
+/// as it ended, or `None` when Ctrl-C or SIGTERM came first. Only what a checkpoint or a
+/// checked chunk made durable is read, as `ls` shows it; the recorder is never waited for
+/// and never slowed but by the drives' shared bandwidth (`--max-rate` bounds ours).
+#[allow(clippy::too_many_arguments)]
+fn follow(
+    archive: &Archive,
+    set: &VolumeSet,
+    state: &State,
+    entry: &RecordingEntry,
+    dir: &str,
+    options: &ArchiveOptions,
+    pacer: &Pacer,
+    control: &Control,
+    progress: &Progress,
+    poll: Duration,
+    report: &mut RecordingReport,
+) -> Result<Option<RecordingEntry>> {
+    let id = entry.recording_id;
+    // A ring overwrites its oldest chunks: what filled early is not what the archive of
+    // the ended recording holds, so a ring is only waited for.
+    let ring = entry.flags.contains(nvrec::layout::RecordingFlags::RING);
+    let mut start = SegmentStart::default();
+    loop {
+        if control.state() != ControlState::Run {
+            return Ok(None);
+        }
+        let still_live = set.live_recording()? == Some(id);
+        let now = reader::select(&reader::recordings(set)?, Some(id))?;
+        if !still_live {
+            return Ok(Some(now));
+        }
+        if !ring {
+            let mut pass = report.clone();
+            let (next, _) = archive_recording(
+                archive,
+                set,
+                state,
+                &now,
+                dir,
+                options,
+                pacer,
+                control,
+                progress,
+                start,
+                Upto::Sealed,
+                &mut pass,
+            )?;
+            report.segments_sent_live += u64::from(next.index - start.index);
+            start = next;
+        }
+        let deadline = Instant::now() + poll;
+        while Instant::now() < deadline && control.state() == ControlState::Run {
+            std::thread::sleep(Duration::from_millis(50).min(poll));
+        }
+    }
 }
 
 /// Whether a store error is worth another try: the connection, not the request.

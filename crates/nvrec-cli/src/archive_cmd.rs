@@ -12,16 +12,23 @@ use nvrec::recording::volume::{self, VolumeSet};
 use nvrec::stream::{Control, ControlState, Progress};
 use nvrec::unit::{format_bytes, format_utc_ns, parse_rate_bytes_per_s, parse_size_bytes};
 use nvrec_archive::catalog::{Catalog, Filter};
+use nvrec_archive::free::{self, Freed};
 use nvrec_archive::read::ArchivedRecording;
 use nvrec_archive::state::State;
 use nvrec_archive::store::Mode;
 use nvrec_archive::upload::{self, ArchiveOptions, Outcome};
+use nvrec_archive::Manifest;
 use nvrec_archive::{Archive, ArchiveUrl};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn size_arg(text: &str) -> Result<u64, String> {
     parse_size_bytes(text).map_err(|error| error.to_string())
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    nvrec::unit::parse_duration(text).map_err(|error| error.to_string())
 }
 
 fn rate_arg(text: &str) -> Result<f64, String> {
@@ -64,6 +71,19 @@ pub struct ArchiveArgs {
     catalog: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
+    /// Archive a recording still being written as it goes: each segment once it has filled,
+    /// the rest and the manifest when the recording ends (default: leave it for a later run).
+    #[arg(long)]
+    follow: bool,
+    /// With --follow: how often to look for newly filled segments.
+    #[arg(long, default_value = "1s", value_parser = duration_arg, requires = "follow")]
+    poll: Duration,
+    /// Give a recording's space on the drives back once its archive is verified in the store
+    /// (its data slots discarded: TRIM, or holes punched in a file; its entry stays and
+    /// lists it, read it from the archive). Rings, recordings with holes and a running one
+    /// are kept. No recording may be running on the set.
+    #[arg(long)]
+    delete_after_verify: bool,
 }
 
 #[derive(Args, Debug)]
@@ -389,9 +409,22 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
     options.part_size_bytes = args.part_size;
     options.parts_in_flight = args.parts_in_flight;
     options.engine = args.engine.choice();
+    if args.follow {
+        if args.poll.is_zero() {
+            return Err(UsageError("--poll must be longer than 0".into()).into());
+        }
+        options.live = upload::Live::Follow { poll: args.poll };
+    }
     // Everything about the arguments first, before the drives or the store are touched.
     options_check(&options)?;
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
+    // Freeing writes the members (a discard): opened for writing, which a running
+    // recording refuses.
+    let access = if args.delete_after_verify {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    let set = volume::open(&args.targets, access, Safety::Check)?;
     let archive = Archive::open(&url, Mode::Write)?;
     let state_path = args
         .state
@@ -412,6 +445,31 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
     .with_context(|| format!("archiving to {url}"))?;
     drop(display);
     let holes = reports.iter().any(|r| !r.holes.is_empty());
+    let mut freed: Vec<(u32, Freed)> = Vec::new();
+    if args.delete_after_verify {
+        let entries = reader::recordings(&set)?;
+        for report in &reports {
+            if !matches!(report.outcome, Outcome::Archived | Outcome::AlreadyArchived) {
+                continue;
+            }
+            let Some(entry) = entries
+                .iter()
+                .find(|e| e.recording_id == report.recording_id)
+            else {
+                continue;
+            };
+            let manifest =
+                Manifest::decode(&report.manifest_key, &archive.get(&report.manifest_key)?)?;
+            let outcome =
+                free::free_recording(&archive, &set, entry, &manifest).with_context(|| {
+                    format!(
+                        "freeing recording {} after its archive",
+                        report.recording_id
+                    )
+                })?;
+            freed.push((report.recording_id, outcome));
+        }
+    }
     if json {
         outln!(
             "{}",
@@ -420,15 +478,17 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
                 "node": options.node,
                 "set_uuid": set.set_uuid.to_string(),
                 "recordings": reports,
+                "freed": freed.iter().map(|(id, outcome)| serde_json::json!({"recording_id": id, "outcome": outcome})).collect::<Vec<_>>(),
             })
         );
     } else {
         for report in &reports {
             let what = match report.outcome {
                 Outcome::Archived => format!(
-                    "archived: {} segments ({} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
+                    "archived: {} segments ({} sent while recording, {} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
                     report.segment_count,
-                    report.segments_kept,
+                    report.segments_sent_live,
+                    report.segments_kept.saturating_sub(report.segments_sent_live),
                     report.segments_resumed,
                     format_bytes(report.archived_bytes),
                     report.chunk_count,
@@ -452,6 +512,14 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
             );
             if matches!(report.outcome, Outcome::Archived | Outcome::AlreadyArchived) {
                 outln!("  manifest {url}/{}", report.manifest_key);
+            }
+            match freed.iter().find(|(id, _)| *id == report.recording_id) {
+                Some((_, Freed::Freed { bytes })) => outln!(
+                    "  archive verified in the store: {} freed on the drives (its entry stays; read it from the archive)",
+                    format_bytes(*bytes)
+                ),
+                Some((_, Freed::Kept { why })) => outln!("  kept on the drives: {why}"),
+                None => {}
             }
             for hole in &report.holes {
                 outln!(

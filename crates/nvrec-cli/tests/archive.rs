@@ -813,3 +813,179 @@ fn garage_killed_mid_upload_then_resumed() {
     let output = run(garage.nvrec(&setup).args(["verify", &url]));
     assert!(output.status.success(), "{}", text(&output));
 }
+
+#[test]
+fn follow_archives_a_recording_while_it_is_written_and_it_loses_nothing() {
+    let setup = Setup::new("arch-follow");
+    let targets = setup.files(&["a.img", "b.img"]);
+    let url = format!("file://{}", setup.path("archive").display());
+    // 4 s of pattern at 20 MB/s: 80 MB, 16 segments of 5 MiB while it runs.
+    let recorder = nvrec()
+        .args([
+            "--json",
+            "record",
+            "--source",
+            "pattern",
+            "--rate",
+            "20MB/s",
+            "--duration",
+            "4s",
+        ])
+        .args(["--create-size", "96M"])
+        .args(&targets)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the recording shows in ls as recording.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let output = run(nvrec().args(["--json", "ls"]).args(&targets));
+        if output.status.success() && json(&output)["recordings"][0]["state"] == "recording" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the recording did not start: {}",
+            text(&output)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = setup.archive(
+        &url,
+        &targets,
+        &[
+            "--follow",
+            "--poll",
+            "200ms",
+            "--segment-size",
+            "5M",
+            "--part-size",
+            "5M",
+        ],
+    );
+    let recorded = recorder.wait_with_output().unwrap();
+    assert!(recorded.status.success(), "{}", text(&recorded));
+    assert_eq!(json(&recorded)["lost_bytes"], 0, "{}", text(&recorded));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["outcome"], "archived", "{report}");
+    assert_eq!(recording["state"], "complete", "{report}");
+    assert!(
+        recording["segments_sent_live"].as_u64().unwrap() >= 5,
+        "{report}"
+    );
+    // The segments sent while it ran are those of the ended recording: kept, not sent again.
+    assert!(
+        recording["segments_kept"].as_u64().unwrap()
+            >= recording["segments_sent_live"].as_u64().unwrap(),
+        "{report}"
+    );
+    let from_drives = run(nvrec().arg("replay").args(&targets));
+    assert!(from_drives.status.success(), "{}", text(&from_drives));
+    let from_archive = run(setup.nvrec().args(["replay", &url]));
+    assert!(from_archive.status.success(), "{}", text(&from_archive));
+    assert!(
+        from_drives.stdout.len() > 70_000_000,
+        "{}",
+        from_drives.stdout.len()
+    );
+    assert!(
+        from_drives.stdout == from_archive.stdout,
+        "the followed archive differs"
+    );
+    let output = run(setup.nvrec().args(["verify", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+}
+
+/// Bytes of a file the filesystem holds (holes not counted).
+fn allocated_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+#[test]
+fn delete_after_verify_frees_only_what_the_archive_holds() {
+    let setup = Setup::new("arch-free");
+    let targets = setup.files(&["a.img", "b.img"]);
+    let first = noise(30_000_000, 51);
+    let second = noise(6_000_000, 52);
+    two_recordings(&setup, &targets, &first, &second);
+    let before: u64 = targets.iter().map(|t| allocated_bytes(t)).sum();
+    let url = format!("file://{}", setup.path("archive").display());
+    let output = setup.archive(
+        &url,
+        &targets,
+        &[
+            "--recording",
+            "1",
+            "--delete-after-verify",
+            "--segment-size",
+            "8M",
+            "--part-size",
+            "5M",
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let freed = &report["freed"][0];
+    assert_eq!(freed["recording_id"], 1, "{report}");
+    let freed_bytes = freed["outcome"]["freed"]["bytes"].as_u64().unwrap();
+    assert!(freed_bytes >= first.len() as u64, "{report}");
+    assert!(
+        freed_bytes < first.len() as u64 + 2 * 1024 * 1024,
+        "{report}"
+    );
+    let after: u64 = targets.iter().map(|t| allocated_bytes(t)).sum();
+    assert!(
+        before - after >= first.len() as u64 * 9 / 10,
+        "{before} -> {after}"
+    );
+    // Recording 1 is read from the archive; recording 2, never archived, is whole on the drives.
+    let output = run(setup.nvrec().args(["replay", "--recording", "1", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        output.stdout == first,
+        "the archive of the freed recording differs"
+    );
+    let output = run(nvrec().args(["replay", "--recording", "2"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        output.stdout == second,
+        "the recording after the freed one was touched"
+    );
+    let output = run(nvrec().args(["verify", "--recording", "1"]).args(&targets));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    // Once its archive is damaged, nothing more is freed: recording 2 archived with a
+    // segment that is not what was uploaded is kept.
+    let output = setup.archive(
+        &url,
+        &targets,
+        &[
+            "--recording",
+            "2",
+            "--segment-size",
+            "8M",
+            "--part-size",
+            "5M",
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let segment = files_under(&setup.path("archive"))
+        .into_iter()
+        .find(|o| o.contains("rec-000002/seg-"))
+        .unwrap();
+    std::fs::write(setup.path("archive").join(segment), b"short").unwrap();
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--recording", "2", "--delete-after-verify"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let output = run(nvrec().args(["replay", "--recording", "2"]).args(&targets));
+    assert!(
+        output.stdout == second,
+        "a recording whose archive is damaged was freed"
+    );
+}
