@@ -1,14 +1,12 @@
 //! `nvrec export`: a recording of datagrams as a PcapNg file.
 
-use crate::recording_cmd::{hole_text, recordings, state_text};
+use crate::recording_cmd::{hole_text, state_text};
 use crate::{exit, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use nvrec::device::{Access, Safety};
 use nvrec::layout::{ChunkFlags, RecordingFlags};
 use nvrec::recording::export::PcapngExport;
-use nvrec::recording::reader::{self, Item};
-use nvrec::recording::volume;
+use nvrec::recording::reader::Item;
 use nvrec::stream::Progress;
 use nvrec::unit::parse_duration;
 use std::io::Write;
@@ -24,7 +22,7 @@ pub enum FormatArg {
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
-    /// The members of the set.
+    /// The members of the set, or an archive (file://DIR, s3://BUCKET/PREFIX).
     #[arg(required = true)]
     targets: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "pcapng")]
@@ -68,9 +66,8 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
     if to_stdout && json {
         return Err(UsageError("--json and --output - both want stdout".into()).into());
     }
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = recordings(&set)?;
-    let entry = reader::select(&entries, args.recording)?;
+    let source = crate::archive_cmd::ChunkSource::open(&args.targets)?;
+    let entry = source.select(args.recording)?;
     if !entry.flags.contains(RecordingFlags::RECORDS) {
         return Err(UsageError(format!(
             "recording {} holds a byte stream, not datagrams or packets: `nvrec replay` gives it back",
@@ -96,10 +93,9 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "export".into(), !json);
     let mut problems: Vec<String> = Vec::new();
     let mut failure: Option<anyhow::Error> = None;
-    let summary = reader::read_recording_from(
-        &set,
+    let summary = source.read_from(
         &entry,
-        args.engine.choice(),
+        args.engine,
         from_ns,
         &signal::CONTROL,
         &progress,

@@ -6,6 +6,7 @@
 // First, so that its printing macros (`outln!`, `out!`, `errln!`) are seen by every module.
 #[macro_use]
 mod output;
+mod archive_cmd;
 mod bench_cmd;
 mod bench_report;
 mod export_cmd;
@@ -93,7 +94,7 @@ enum Command {
     /// Record a stream onto one or more targets: striped, framed, checkpointed.
     #[command(after_help = AFTER_HELP)]
     Record(recording_cmd::RecordArgs),
-    /// List the recordings on a volume set.
+    /// List the recordings on a volume set, or in an archive (file://DIR, s3://BUCKET/PREFIX).
     Ls(recording_cmd::LsArgs),
     /// Reproduce a recorded stream byte-exactly, in order.
     Replay(recording_cmd::ReplayArgs),
@@ -101,6 +102,11 @@ enum Command {
     Export(export_cmd::ExportArgs),
     /// Check every chunk of the recordings: CRC, sequence, and the pattern.
     Verify(recording_cmd::VerifyArgs),
+    /// Copy finished recordings into object storage (file://DIR, s3://BUCKET/PREFIX) as
+    /// segments and a manifest each; resumable, checked against the chunks' CRCs.
+    Archive(archive_cmd::ArchiveArgs),
+    /// The catalog of archived recordings: list them, or rebuild it from an archive.
+    Catalog(archive_cmd::CatalogArgs),
     /// Rewrite damaged metadata copies from good ones; persist a crashed recording's end;
     /// with --scan, rebuild lost recording entries from their chunks.
     Repair(repair_cmd::RepairArgs),
@@ -459,6 +465,11 @@ fn exit_code(error: &anyhow::Error) -> u8 {
                 _ => {}
             }
         }
+        if let Some(error) = cause.downcast_ref::<nvrec_archive::ArchiveError>() {
+            if error.is_usage() {
+                return exit::USAGE;
+            }
+        }
         if let Some(error) = cause.downcast_ref::<nvrec::recording::RecordingError>() {
             if error.is_usage() {
                 return exit::USAGE;
@@ -507,6 +518,8 @@ fn run(cli: Cli) -> Result<Finished> {
         Command::Repair(args) => repair_cmd::repair(args, cli.json),
         Command::Serve(args) => serve::run(args),
         Command::Status(args) => serve::client::status(args, cli.json),
+        Command::Archive(args) => archive_cmd::archive(args, cli.json),
+        Command::Catalog(args) => archive_cmd::catalog(args, cli.json),
     }
 }
 

@@ -1,9 +1,10 @@
 //! `nvrec record`, `ls`, `replay`, `verify`: recordings on volume sets.
 
+use crate::archive_cmd::ChunkSource;
 use crate::{exit, parse_sources, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use nvrec::device::{Access, Safety};
+use nvrec::device::Safety;
 use nvrec::layout::{ChunkFlags, Content, RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::net::NetCounters;
 use nvrec::pattern::Pattern;
@@ -626,7 +627,7 @@ fn retirement_cause_text(cause: nvrec::layout::RetirementCause, errno: i32) -> S
 
 #[derive(Args, Debug)]
 pub struct LsArgs {
-    /// The members of a volume set.
+    /// The members of a volume set, or an archive (file://DIR, s3://BUCKET/PREFIX).
     #[arg(required = true)]
     targets: Vec<PathBuf>,
     /// Also read every chunk header and list the recordings the chunks hold, those whose
@@ -703,11 +704,11 @@ fn retirement_json(retirement: &nvrec::layout::Retirement) -> serde_json::Value 
 }
 
 /// A line on a retired member, for `ls` and `verify`.
-fn retirement_line(set: &volume::VolumeSet, retirement: &nvrec::layout::Retirement) -> String {
+fn retirement_line(source: &ChunkSource, retirement: &nvrec::layout::Retirement) -> String {
     format!(
         "member {} ({}) retired at {}, stream offset {}: {}; its {} unfinished chunks are on member {}",
         retirement.member_index,
-        volume::describe_member(set, retirement.member_index as usize),
+        source.describe_member(retirement.member_index as usize),
         format_utc_ns(retirement.retired_ns),
         retirement.stream_offset_bytes,
         retirement_cause_text(retirement.cause, retirement.errno),
@@ -741,18 +742,29 @@ pub(crate) fn set_json(
 }
 
 pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = recordings(&set)?;
-    let damage = health::check(&set)?;
+    if let Some(url) = crate::archive_cmd::url_of(&args.targets)? {
+        if args.scan {
+            return Err(UsageError(
+                "--scan reads the chunk headers of drives; an archive's manifests list its recordings"
+                    .into(),
+            )
+            .into());
+        }
+        return crate::archive_cmd::ls(&url, json);
+    }
+    let source = ChunkSource::open(&args.targets)?;
+    let set = source.set().expect("not an archive");
+    let entries = recordings(set)?;
+    let damage = health::check(set)?;
     let complete = set.missing_indices().is_empty() && set.problems.is_empty();
     let whole = complete && !health::loses_anything(&damage);
     let scanned = if args.scan {
-        Some(crate::repair_cmd::scan_rows(&set, &entries)?)
+        Some(crate::repair_cmd::scan_rows(set, &entries)?)
     } else {
         None
     };
     if json {
-        let mut value = set_json(&set, &entries, &damage);
+        let mut value = set_json(set, &entries, &damage);
         value["scan"] = serde_json::json!(scanned.as_ref().map(|(_, rows)| rows));
         outln!("{value}");
     } else {
@@ -770,7 +782,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
             };
             outln!(
                 "  member {index}: {}{status}",
-                volume::describe_member(&set, index)
+                volume::describe_member(set, index)
             );
         }
         for problem in &set.problems {
@@ -818,7 +830,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                     }
                 );
                 for retirement in &entry.retirements {
-                    outln!("      DEGRADED: {}", retirement_line(&set, retirement));
+                    outln!("      DEGRADED: {}", retirement_line(&source, retirement));
                 }
             }
         }
@@ -844,6 +856,7 @@ fn print_damage(damage: &[health::MetaDamage]) {
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
+    /// The members of a volume set, or an archive (file://DIR, s3://BUCKET/PREFIX).
     #[arg(required = true)]
     targets: Vec<PathBuf>,
     /// Which recording (default: the last).
@@ -948,9 +961,8 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
         )
         .into());
     }
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = recordings(&set)?;
-    let entry = reader::select(&entries, args.recording)?;
+    let source = ChunkSource::open(&args.targets)?;
+    let entry = source.select(args.recording)?;
     let mut out: Box<dyn Write> = match &args.output {
         Some(path) if !to_stdout => {
             let file = std::fs::File::create(path)
@@ -984,10 +996,9 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     };
     // A capture's PcapNg writer, once its first frame is met (it takes over `out`).
     let mut capture: Option<PcapngExport<Box<dyn Write>>> = None;
-    let summary = reader::read_recording_from(
-        &set,
+    let summary = source.read_from(
         &entry,
-        args.engine.choice(),
+        args.engine,
         from_ns,
         &signal::CONTROL,
         &progress,
@@ -1163,7 +1174,7 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
             errln!("  {filled_bytes} bytes of zeros written in place of the holes (--gaps zero)");
         }
         for retirement in &entry.retirements {
-            errln!("  degraded: {}", retirement_line(&set, retirement));
+            errln!("  degraded: {}", retirement_line(&source, retirement));
         }
         for problem in problems.iter().take(20) {
             errln!("  {problem}");
@@ -1210,6 +1221,7 @@ fn write_zeros(out: &mut dyn Write, zeros: &[u8], len_bytes: u64) -> std::io::Re
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
+    /// The members of a volume set, or an archive (file://DIR, s3://BUCKET/PREFIX).
     #[arg(required = true)]
     targets: Vec<PathBuf>,
     /// Which recording (default: every one).
@@ -1275,9 +1287,8 @@ pub(crate) fn hole_text(item: &Item<'_>) -> Option<String> {
 /// by the receive times with --pace.
 fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result<Finished> {
     let destination = parse_udp_destination(destination)?;
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = recordings(&set)?;
-    let entry = reader::select(&entries, args.recording)?;
+    let source = ChunkSource::open(&args.targets)?;
+    let entry = source.select(args.recording)?;
     if !entry.flags.contains(RecordingFlags::RECORDS) {
         return Err(UsageError(format!(
             "recording {} holds a byte stream, not datagrams: --send-to replays datagrams",
@@ -1306,10 +1317,9 @@ fn replay_to_network(args: &ReplayArgs, destination: &str, json: bool) -> Result
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "send".into(), !json);
     let mut problems: Vec<String> = Vec::new();
-    let summary = reader::read_recording_from(
-        &set,
+    let summary = source.read_from(
         &entry,
-        args.engine.choice(),
+        args.engine,
         from_ns,
         &signal::CONTROL,
         &progress,
@@ -1577,19 +1587,28 @@ fn open_record_source(spec: &SourceSpec) -> Result<RecordSource> {
 }
 
 pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let entries = recordings(&set)?;
+    let source = ChunkSource::open(&args.targets)?;
+    let entries = source.recordings()?;
     let selected: Vec<RecordingEntry> = match args.recording {
-        Some(id) => vec![reader::select(&entries, Some(id))?],
+        Some(id) => vec![source.select(Some(id))?],
         None => entries.clone(),
     };
     if selected.is_empty() {
         return Err(nvrec::recording::RecordingError::NoRecordings.into());
     }
     let mut results = Vec::new();
-    let damage = health::check(&set)?;
-    let mut all_good = set.missing_indices().is_empty()
-        && set.problems.is_empty()
+    // An archive has no members or metadata copies of its own: its manifests were read
+    // whole by `ChunkSource::open`, and what its objects hold is checked below.
+    let (damage, missing_members, member_problems) = match source.set() {
+        Some(set) => (
+            health::check(set)?,
+            set.missing_indices(),
+            set.problems.clone(),
+        ),
+        None => (Vec::new(), Vec::new(), Vec::new()),
+    };
+    let mut all_good = missing_members.is_empty()
+        && member_problems.is_empty()
         && !health::loses_anything(&damage);
     for entry in &selected {
         if signal::CONTROL.state() != ControlState::Run {
@@ -1606,10 +1625,10 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             format!("verify {}", entry.recording_id),
             !json,
         );
-        let summary = reader::read_recording(
-            &set,
+        let summary = source.read_from(
             entry,
-            args.engine.choice(),
+            args.engine,
+            None,
             &signal::CONTROL,
             &progress,
             &mut |item| {
@@ -1656,7 +1675,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                             format!(
                                 "member {} ({}) slot {} at offset {:#x}{}: {}",
                                 damage.member_index,
-                                volume::describe_member(&set, damage.member_index as usize),
+                                source.describe_member(damage.member_index as usize),
                                 damage.slot_index,
                                 damage.offset_bytes,
                                 damage
@@ -1718,28 +1737,24 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                 Some(bad) => outln!("recording {} ({}): BAD: first bad chunk: {bad}", entry.recording_id, state_text(entry)),
             }
             for retirement in &entry.retirements {
-                outln!("  DEGRADED: {}", retirement_line(&set, retirement));
-            }
-        }
-    }
-    if !set.problems.is_empty() || !set.missing_indices().is_empty() {
-        let missing = set.missing_indices();
-        if !json {
-            for index in &missing {
-                outln!("member {index} is missing");
-            }
-            for problem in &set.problems {
-                outln!("{}: {}", problem.path.display(), problem.problem);
+                outln!("  DEGRADED: {}", retirement_line(&source, retirement));
             }
         }
     }
     if !json {
+        for index in &missing_members {
+            outln!("member {index} is missing");
+        }
+        for problem in &member_problems {
+            outln!("{}: {}", problem.path.display(), problem.problem);
+        }
         print_damage(&damage);
     }
     if json {
+        let set_uuid = source.set().map(|set| set.set_uuid.to_string());
         outln!(
             "{}",
-            serde_json::json!({"set_uuid": set.set_uuid.to_string(), "good": all_good, "recordings": results, "missing_members": set.missing_indices(), "problems": set.problems, "metadata_damage": damage})
+            serde_json::json!({"set_uuid": set_uuid, "archive": source.archive_url(), "good": all_good, "recordings": results, "missing_members": missing_members, "problems": member_problems, "metadata_damage": damage})
         );
     }
     Ok(Finished(if all_good { exit::OK } else { exit::FAILURE }))

@@ -2,13 +2,18 @@
 //! export to PcapNg (read back by a reader of this file's own and, where installed, by
 //! tshark and capinfos), replay onto the wire, kill -9, and the arguments refused.
 //!
-//! Each test moves its thread into a network namespace of its own (unshare) and starts
-//! nvrec from there, so every address used exists only in that namespace; tests skip,
-//! saying why, where that is not permitted (not root).
+//! Each test moves its thread into a network namespace of its own and starts nvrec from
+//! there, so every address used exists only in that namespace: a bare one (unshare) with
+//! its loopback, or side B of a test network (`nvrec_netgen::TestNet`: two namespaces
+//! joined by a veth pair) whose side A runs the traffic generator. The datagrams are the
+//! generator's (sequence numbers and a pattern), checked by its checker. Tests skip, saying
+//! why, where that is not permitted (not root).
 
 mod common;
 
 use common::*;
+use nvrec_netgen::send::Until;
+use nvrec_netgen::{Checker, SendOptions, Side, TestNet};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
@@ -33,6 +38,26 @@ fn own_network() -> bool {
         eprintln!("skipping: could not bring the namespace's loopback up (iproute2?)");
     }
     up
+}
+
+/// A test network, this thread moved onto its side B (nvrec started from here records
+/// there); None, with the reason printed, where one cannot be made.
+fn test_network() -> Option<TestNet> {
+    if let Some(reason) = TestNet::unavailable() {
+        eprintln!("skipping: {reason}");
+        return None;
+    }
+    let net = TestNet::new().expect("making the test network");
+    net.enter(Side::B).expect("entering side B");
+    Some(net)
+}
+
+/// Sends from side A with the generator and returns its report.
+fn send_from_a(net: &TestNet, options: SendOptions) -> nvrec_netgen::SendReport {
+    net.run_in(Side::A, move || nvrec_netgen::send(&options).unwrap())
+        .unwrap()
+        .join()
+        .unwrap()
 }
 
 /// Starts `nvrec --json record` with `args` and waits until it listens on `probe` (and,
@@ -83,27 +108,24 @@ fn finish(child: Child) -> serde_json::Value {
     json(&output)
 }
 
-/// A datagram of `len` bytes: stream, sequence number, then bytes that depend on both.
+/// Datagram `sequence` of `stream`, `len` bytes: the generator's format.
 fn datagram(stream: u8, sequence: u32, len: usize) -> Vec<u8> {
-    let mut data = vec![stream];
-    data.extend_from_slice(&sequence.to_le_bytes());
-    data.extend((5..len).map(|at| (sequence as usize * 31 + at + stream as usize) as u8));
-    data
+    nvrec_netgen::datagram::make(stream.into(), sequence.into(), len)
 }
 
-/// The datagrams of a replay of fixed-size datagrams, checked: the sequence numbers seen.
+/// The datagrams of a replay of fixed-size datagrams, each checked against its pattern
+/// and stream: the sequence numbers seen, in order.
 fn sequences(replayed: &[u8], stream: u8, len: usize) -> Vec<u32> {
     assert_eq!(replayed.len() % len, 0);
+    let template = nvrec_netgen::datagram::Template::new();
     replayed
         .chunks(len)
-        .map(|data| {
-            let sequence = u32::from_le_bytes(data[1..5].try_into().unwrap());
-            assert_eq!(
-                data,
-                datagram(stream, sequence, len),
-                "content of {sequence}"
-            );
-            sequence
+        .map(|data| match template.check(data) {
+            nvrec_netgen::datagram::Verdict::Intact(header) => {
+                assert_eq!(header.stream, u32::from(stream));
+                header.sequence as u32
+            }
+            other => panic!("a replayed datagram is not as sent: {other:?}"),
         })
         .collect()
 }
@@ -134,9 +156,17 @@ const IDB: u32 = 1;
 const EPB: u32 = 6;
 const ISB: u32 = 5;
 
-/// tshark's and capinfos's word on a capture file, where they are installed.
+/// tshark's and capinfos's word on a capture file, where they are installed: the number of
+/// packets, which both must agree on.
 fn wireshark_count(path: &std::path::Path) -> Option<usize> {
-    let output = Command::new("tshark").arg("-r").arg(path).output().ok()?;
+    // One line per frame: a summary line may be several for payloads a dissector's
+    // heuristics take for another protocol.
+    let output = Command::new("tshark")
+        .arg("-r")
+        .arg(path)
+        .args(["-T", "fields", "-e", "frame.number"])
+        .output()
+        .ok()?;
     assert!(output.status.success(), "tshark: {}", text(&output));
     assert!(
         output.stderr.is_empty() || !text(&output).contains("appears to"),
@@ -150,26 +180,31 @@ fn wireshark_count(path: &std::path::Path) -> Option<usize> {
         .output()
         .ok()?;
     assert!(capinfos.status.success(), "capinfos: {}", text(&capinfos));
-    Some(String::from_utf8_lossy(&output.stdout).lines().count())
+    let tshark_count = String::from_utf8_lossy(&output.stdout).lines().count();
+    let capinfos_count: usize = String::from_utf8_lossy(&capinfos.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("Number of packets:"))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or_else(|| panic!("capinfos: {}", text(&capinfos)));
+    assert_eq!(tshark_count, capinfos_count, "tshark and capinfos agree");
+    Some(tshark_count)
 }
 
 #[test]
 fn udp_streams_round_trip_with_exact_counts() {
-    if !own_network() {
-        return;
-    }
+    let Some(net) = test_network() else { return };
     let scratch = Scratch::new("udp");
     let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
     let ports: [SocketAddr; 2] = [
-        "127.0.0.1:5301".parse().unwrap(),
-        "127.0.0.1:5302".parse().unwrap(),
+        "10.231.0.2:5301".parse().unwrap(),
+        "10.231.0.2:5302".parse().unwrap(),
     ];
     let child = start_recorder(
         &[
             "--source",
-            "udp://127.0.0.1:5301",
+            "udp://10.231.0.2:5301",
             "--source",
-            "udp://127.0.0.1:5302",
+            "udp://10.231.0.2:5302",
             "--duration",
             "3s",
             "--create-size",
@@ -180,19 +215,17 @@ fn udp_streams_round_trip_with_exact_counts() {
         ports[0],
         false,
     );
-    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
     const COUNT: u32 = 4000;
     const LEN: usize = 1200;
-    for sequence in 0..COUNT {
-        for (stream, port) in ports.iter().enumerate() {
-            sender
-                .send_to(&datagram(stream as u8, sequence, LEN), port)
-                .unwrap();
-        }
-        if sequence % 500 == 0 {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
+    // Two streams from the other namespace, over the veth pair, in GSO messages, paced.
+    let mut options = SendOptions::new(ports[0]);
+    options.streams = 2;
+    options.until = Until::Count(COUNT.into());
+    options.datagram_bytes = LEN;
+    options.rate_bits_per_s = Some(1_000_000_000);
+    let sent = send_from_a(&net, options);
+    assert_eq!(sent.datagrams, 2 * u64::from(COUNT));
+    assert!(sent.segments > 1, "sent with GSO");
     let report = finish(child);
     assert_eq!(report["network"]["datagrams"], 2 * COUNT as u64, "{report}");
     assert_eq!(report["network"]["dropped_socket"], 0);
@@ -207,6 +240,11 @@ fn udp_streams_round_trip_with_exact_counts() {
             (0..COUNT).collect::<Vec<_>>(),
             "stream {stream} whole and in order"
         );
+        let mut checker = Checker::new();
+        checker.fixed_size(&output.stdout, LEN);
+        let check = checker.report_expecting(1, COUNT.into());
+        assert!(check.is_perfect(), "{check:?}");
+        assert_eq!(check.unique, u64::from(COUNT));
     }
     let verified = run(nvrec().args(["--json", "verify"]).args([&a, &b]));
     assert!(verified.status.success(), "{}", text(&verified));
@@ -353,6 +391,98 @@ fn a_capture_keeps_every_frame_or_counts_it_dropped_and_replays_as_pcapng() {
     }
 }
 
+/// The data of the Enhanced Packet Blocks of a PcapNg file, read here without any library.
+fn pcapng_packets(bytes: &[u8]) -> Vec<Vec<u8>> {
+    pcapng_blocks(bytes);
+    let mut packets = Vec::new();
+    let mut at = 0;
+    while at + 12 <= bytes.len() {
+        let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        if kind == EPB {
+            let captured = u32::from_le_bytes(bytes[at + 20..at + 24].try_into().unwrap()) as usize;
+            packets.push(bytes[at + 28..at + 28 + captured].to_vec());
+        }
+        at += len;
+    }
+    packets
+}
+
+/// Frames sent across the veth pair, captured on side B: with the test network quiet
+/// (no ARP, no IPv6), the frames kept plus those the kernel says it dropped are exactly the
+/// frames sent, and every kept frame holds the generator's datagrams intact. Sent as GSO
+/// messages, a frame is a whole 64 KiB packet (the veth pair does not split it), kept whole.
+#[test]
+fn a_capture_on_the_veth_pair_accounts_for_every_frame() {
+    let Some(net) = test_network() else { return };
+    const LEN: usize = 1400;
+    // A socket for the datagrams (never read: the kernel drops what does not fit), so that
+    // side B sends no ICMP "port unreachable" back across the pair.
+    let _sink = UdpSocket::bind(SocketAddr::new(net.address(Side::B).into(), 5550)).unwrap();
+    for (segments, messages) in [(1usize, 3000u64), (44, 300)] {
+        let scratch = Scratch::new("veth-capture");
+        let target = scratch.path("c.img");
+        let child = nvrec()
+            .args([
+                "--json",
+                "record",
+                "--source",
+                "capture:veth1",
+                "--duration",
+                "3s",
+                "--create-size",
+                "512M",
+            ])
+            .arg(&target)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The ring is set up within moments; frames before it are not the recording's.
+        std::thread::sleep(Duration::from_millis(700));
+        let mut options = SendOptions::new(SocketAddr::new(net.address(Side::B).into(), 5550));
+        options.until = Until::Count(segments as u64 * messages);
+        options.datagram_bytes = LEN;
+        options.segments = segments;
+        options.batch = 1;
+        options.rate_bits_per_s = Some(2_000_000_000);
+        let sent = send_from_a(&net, options);
+        assert_eq!(sent.segments, segments);
+        let report = finish(child);
+        let kept = report["network"]["datagrams"].as_u64().unwrap();
+        let dropped = report["network"]["dropped_socket"].as_u64().unwrap();
+        assert_eq!(kept + dropped, messages, "GSO {segments}: {report}");
+        assert_eq!(report["network"]["truncated"], 0, "{report}");
+        let capture = scratch.path("c.pcapng");
+        let exported = run(nvrec()
+            .args(["export", "--output"])
+            .arg(&capture)
+            .arg(&target));
+        assert!(exported.status.success(), "{}", text(&exported));
+        let frames = pcapng_packets(&std::fs::read(&capture).unwrap());
+        assert_eq!(frames.len() as u64, kept);
+        let mut checker = Checker::new();
+        for frame in &frames {
+            // Ethernet (14), IPv4 (20), UDP (8), then the datagrams back to back.
+            assert_eq!(frame.len(), 42 + segments * LEN);
+            checker.fixed_size(&frame[42..], LEN);
+        }
+        let check = checker.report();
+        assert_eq!(
+            check.damaged + check.foreign + check.duplicates,
+            0,
+            "{check:?}"
+        );
+        assert_eq!(check.unique, kept * segments as u64);
+        if dropped == 0 {
+            assert!(check.is_perfect(), "{check:?}");
+        }
+        if let Some(packets) = wireshark_count(&capture) {
+            assert_eq!(packets as u64, kept);
+        }
+    }
+}
+
 #[test]
 fn a_recording_killed_mid_stream_exports_what_it_holds() {
     if !own_network() {
@@ -402,20 +532,20 @@ fn a_recording_killed_mid_stream_exports_what_it_holds() {
     assert_eq!(seen, (0..seen.len() as u32).collect::<Vec<_>>());
 }
 
+/// A recording of datagrams sent back onto the wire, to a receiver in the other namespace:
+/// every datagram once, in order, as sent; with --pace, over the time they took to arrive.
 #[test]
 fn replay_sends_the_datagrams_back_onto_the_wire() {
-    if !own_network() {
-        return;
-    }
+    let Some(net) = test_network() else { return };
     let scratch = Scratch::new("send");
     let target = scratch.path("s.img");
-    let port: SocketAddr = "127.0.0.1:5701".parse().unwrap();
+    let port: SocketAddr = "10.231.0.2:5701".parse().unwrap();
     let child = start_recorder(
         &[
             "--source",
-            "udp://127.0.0.1:5701",
+            "udp://10.231.0.2:5701",
             "--duration",
-            "2s",
+            "3s",
             "--create-size",
             "128M",
             target.to_str().unwrap(),
@@ -423,37 +553,61 @@ fn replay_sends_the_datagrams_back_onto_the_wire() {
         port,
         false,
     );
-    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
-    for sequence in 0..500u32 {
-        sender.send_to(&datagram(0, sequence, 900), port).unwrap();
-    }
-    finish(child);
-    let receiver = UdpSocket::bind("127.0.0.1:5702").unwrap();
-    receiver
-        .set_read_timeout(Some(Duration::from_secs(3)))
-        .unwrap();
-    // Room for every datagram sent: the test reads them only after the replay.
-    let room: libc::c_int = 16 << 20;
-    // SAFETY: passes a pointer to an int of the size given, for a socket we hold.
-    let set = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(&receiver),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&room as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        )
-    };
-    assert_eq!(set, 0);
-    let replay = run(nvrec()
-        .args(["--json", "replay", "--send-to", "udp://127.0.0.1:5702"])
-        .arg(&target));
-    assert!(replay.status.success(), "{}", text(&replay));
-    assert_eq!(json(&replay)["sent_datagrams"], 500, "{}", text(&replay));
-    let mut buf = vec![0u8; 2000];
-    for sequence in 0..500u32 {
-        let len = receiver.recv(&mut buf).unwrap();
-        assert_eq!(&buf[..len], datagram(0, sequence, 900));
+    const COUNT: u64 = 2000;
+    const LEN: usize = 900;
+    // 2000 datagrams of 900 bytes at 20 Mbit/s: 0.72 s.
+    let mut options = SendOptions::new(port);
+    options.until = Until::Count(COUNT);
+    options.datagram_bytes = LEN;
+    options.segments = 4;
+    options.batch = 1;
+    options.rate_bits_per_s = Some(20_000_000);
+    let sent = send_from_a(&net, options);
+    assert!(sent.elapsed_s > 0.6, "{sent:?}");
+    let report = finish(child);
+    assert_eq!(report["network"]["datagrams"], COUNT, "{report}");
+    for pace in [false, true] {
+        let destination = SocketAddr::new(net.address(Side::A).into(), 5702);
+        let mut receive = nvrec_netgen::ReceiveOptions::new(destination);
+        receive.expect = Some(COUNT);
+        receive.idle = Duration::from_secs(3);
+        let receiver = net
+            .run_in(Side::A, move || {
+                nvrec_netgen::recv::Receiver::bind(receive).unwrap()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let receiving = std::thread::spawn(move || receiver.run().unwrap());
+        let mut replay = nvrec();
+        replay
+            .args(["--json", "replay", "--send-to"])
+            .arg(format!("udp://{destination}"))
+            .arg(&target);
+        if pace {
+            replay.arg("--pace");
+        }
+        let started = Instant::now();
+        let replayed = run(&mut replay);
+        let took = started.elapsed();
+        assert!(replayed.status.success(), "{}", text(&replayed));
+        assert_eq!(
+            json(&replayed)["sent_datagrams"],
+            COUNT,
+            "{}",
+            text(&replayed)
+        );
+        let received = receiving.join().unwrap();
+        assert!(received.check.is_perfect(), "pace {pace}: {received:?}");
+        assert_eq!(received.check.unique, COUNT);
+        assert_eq!(received.check.bytes, COUNT * LEN as u64);
+        if pace {
+            assert!(
+                took.as_secs_f64() > 0.6 && received.elapsed_s > 0.6,
+                "paced like the original 0.72 s: took {took:?}, arrived over {} s",
+                received.elapsed_s
+            );
+        }
     }
 }
 

@@ -14,9 +14,7 @@
 //! `NVREC_SIM_CASES` sets the number of cases (default 1500), `NVREC_SIM_SEED` the first
 //! seed (default: drawn, and printed); a failure names the seed that repeats it (the
 //! faults and the crash point repeat; thread timing does not, so a rare failure may need
-//! a few runs). One kind of case is left out by default because it still fails in about
-//! one case in a thousand: a crash of a ring over several members
-//! (`NVREC_SIM_RING_CRASHES=all` runs them).
+//! a few runs).
 
 use nvrec::device::{Access, Safety};
 use nvrec::engine::{EngineChoice, IoOp, RangeFault, SimDisks};
@@ -127,12 +125,7 @@ impl Case {
         // Operations a run takes, roughly: a few per member to format and open, one per I/O,
         // a few per checkpoint; crashes are drawn over all of it and a little past the end.
         let estimate = 12 * members as u64 + limit_bytes / io_bytes * 3 / 2 + 16;
-        // A crash of a ring over several members still, in about one case in a thousand,
-        // recovers a run with a hole at its start (open; NVREC_SIM_RING_CRASHES=all runs
-        // them): such rings end cleanly here, then lose power.
-        let crashes = !ring || members == 1 || ring_crashes_everywhere();
-        let crash_at =
-            (below(&mut rng, 5) > 0 && crashes).then(|| 1 + below(&mut rng, estimate * 6 / 5));
+        let crash_at = (below(&mut rng, 5) > 0).then(|| 1 + below(&mut rng, estimate * 6 / 5));
         Case {
             seed,
             capacities,
@@ -461,10 +454,6 @@ fn watch(running: &[Mutex<Option<(u64, Instant)>>], finished: &AtomicBool) {
             }
         }
     }
-}
-
-fn ring_crashes_everywhere() -> bool {
-    std::env::var("NVREC_SIM_RING_CRASHES").is_ok_and(|value| value == "all")
 }
 
 fn case_count() -> u64 {

@@ -366,12 +366,20 @@ fn past_lost_writes(
                     && header.slot_index == this_slot
             };
             // A redirected chunk here was written after the write point, whatever its
-            // sequence (a retired member's write sent again).
+            // sequence (a retired member's write sent again), unless the checkpoint already
+            // placed it: a scan that goes round a lap comes back to the redirected run of a
+            // retirement written before the write point.
+            let known_redirect = || {
+                checkpoint.retirements.iter().any(|r| {
+                    r.redirect_member as usize == index && holds_redirect(r, slots, this_slot)
+                })
+            };
             let trace = match decode_chunk(slot_bytes) {
                 Ok(view)
                     if ours(&view.header)
                         && (view.header.sequence >= end_sequence
-                            || view.header.flags.contains(ChunkFlags::REDIRECTED)) =>
+                            || view.header.flags.contains(ChunkFlags::REDIRECTED)
+                                && !known_redirect()) =>
                 {
                     let seen = view.header.sequence;
                     past.highest_sequence =
@@ -1039,10 +1047,25 @@ pub fn read_recording_from(
             // Ring: what survives without a hole starts at the newest of the oldest chunks
             // of the members that overwrote their own (every member has found its first
             // chunk by now); with none, at the recording's first chunk.
+            // A member whose own chunks were all overwritten may still hold a retired
+            // member's redirected run: its oldest survivor, then.
+            let oldest_redirected = |member_index: u16| {
+                redirected
+                    .chunks
+                    .iter()
+                    .filter(|(header, _)| header.member_index == member_index)
+                    .map(|(header, _)| header.sequence)
+                    .min()
+            };
             let start = scans
                 .iter()
-                .filter_map(|scan| scan.first.filter(|&(_, overwrote)| overwrote))
-                .map(|(sequence, _)| sequence)
+                .filter_map(|scan| match scan.first {
+                    Some((sequence, overwrote)) => overwrote.then_some(sequence),
+                    None if entry.overwrote.get(scan.member_index as usize) == Some(&true) => {
+                        oldest_redirected(scan.member_index)
+                    }
+                    None => None,
+                })
                 .max()
                 .unwrap_or(entry.first_sequence);
             expected = Some(start.max(entry.first_sequence));
@@ -1055,6 +1078,7 @@ pub fn read_recording_from(
                     continue;
                 }
                 if !report_missing(&mut summary, each, want, header.sequence) {
+                    stop = true;
                     break;
                 }
                 expected = Some(header.sequence + 1);
@@ -1076,6 +1100,7 @@ pub fn read_recording_from(
             continue; // Older than the surviving run (ring) or a duplicate.
         }
         if !report_missing(&mut summary, each, want, header.sequence) {
+            stop = true;
             break;
         }
         expected = Some(header.sequence + 1);

@@ -1,0 +1,323 @@
+//! Reading in place: an archived recording handed out chunk by chunk, as the drives' reader
+//! hands it out ([`nvrec::recording::reader::Item`]), through ranged GETs.
+//!
+//! A time window starts within a few requests: the manifest's chunk index says which
+//! segment and which byte of it hold the first chunk at or after `from_ns`, and the read
+//! starts there (one GET for the manifest, one ranged GET for the data). Segments are
+//! fetched one ahead of the one being handed out. A segment read whole is summed and
+//! compared with the manifest's CRC32C; every chunk is decoded with both its CRCs checked
+//! and must be the recording's and in sequence. What fails is reported as damage (naming
+//! the object and the offset) or as missing sequences, and the chunks around it still
+//! come back: the chunk index says where the next one starts.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingFlags};
+use nvrec::recording::reader::{Damage, Item, ReadSummary};
+use nvrec::stream::{Control, ControlState, Progress};
+
+use crate::manifest::{Manifest, SegmentInfo, MANIFEST_NAME};
+use crate::segment::chunk_at;
+use crate::store::Archive;
+use crate::{ArchiveError, Result};
+
+/// An archived recording: its manifest, and its entry as the drives held it.
+#[derive(Debug, Clone)]
+pub struct ArchivedRecording {
+    pub manifest: Manifest,
+    pub entry: RecordingEntry,
+}
+
+/// A manifest that could not be read: its key and why.
+#[derive(Debug)]
+pub struct Unreadable {
+    pub key: String,
+    pub error: ArchiveError,
+}
+
+/// Every recording in the archive, ordered by start time; with the manifests that could
+/// not be read (a damaged one must be seen, not skipped silently).
+pub fn recordings(archive: &Archive) -> Result<(Vec<ArchivedRecording>, Vec<Unreadable>)> {
+    let mut found = Vec::new();
+    let mut unreadable = Vec::new();
+    for (key, _) in archive.list("")? {
+        if !key.ends_with(&format!("/{MANIFEST_NAME}")) {
+            continue;
+        }
+        let decoded = archive.get(&key).and_then(|bytes| {
+            let manifest = Manifest::decode(&key, &bytes)?;
+            let entry = manifest.recording_entry(&key)?;
+            Ok(ArchivedRecording { manifest, entry })
+        });
+        match decoded {
+            Ok(recording) => found.push(recording),
+            Err(error) => unreadable.push(Unreadable { key, error }),
+        }
+    }
+    found.sort_by(|a, b| {
+        (
+            a.manifest.start_ns,
+            &a.manifest.node,
+            &a.manifest.set_uuid,
+            a.manifest.recording_id,
+        )
+            .cmp(&(
+                b.manifest.start_ns,
+                &b.manifest.node,
+                &b.manifest.set_uuid,
+                b.manifest.recording_id,
+            ))
+    });
+    Ok((found, unreadable))
+}
+
+/// Where a read starts: the segment and the byte in it of the first chunk that began at
+/// `from_ns` or later (the start of the recording without a window).
+pub fn start_of(manifest: &Manifest, from_ns: Option<u64>) -> Option<(usize, usize)> {
+    let Some(from_ns) = from_ns else {
+        return Some((0, 0));
+    };
+    // Chunk timestamps rise with the sequence, so both searches are binary.
+    let segment = manifest
+        .segments
+        .partition_point(|s| s.last_timestamp_ns < from_ns);
+    let info = manifest.segments.get(segment)?;
+    let chunk = info.chunk_timestamps_ns.partition_point(|&t| t < from_ns);
+    Some((segment, chunk))
+}
+
+fn damage(info: &SegmentInfo, offset: u64, sequence: Option<u64>, what: String) -> Damage {
+    Damage {
+        member_index: 0,
+        member_path: format!("object {}", info.key),
+        slot_index: info.chunk_offsets.partition_point(|&o| o < offset) as u64,
+        offset_bytes: offset,
+        sequence,
+        what: format!("object {} at offset {offset}: {what}", info.key),
+    }
+}
+
+/// Reads `recording` from the archive in sequence order from the first chunk at or after
+/// `from_ns`, calling `each` for every chunk, hole and damage; stops when `each` returns
+/// false or `control` says so. Each request is counted in the summary's `read_bytes`.
+pub fn read_recording(
+    archive: &Archive,
+    recording: &ArchivedRecording,
+    from_ns: Option<u64>,
+    control: &Control,
+    progress: &Progress,
+    each: &mut dyn FnMut(Item<'_>) -> bool,
+) -> Result<ReadSummary> {
+    let started = Instant::now();
+    let manifest = &recording.manifest;
+    let entry = &recording.entry;
+    let mut summary = ReadSummary::default();
+    progress
+        .total_bytes
+        .store(manifest.payload_bytes, std::sync::atomic::Ordering::Relaxed);
+    progress
+        .done_bytes
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    let Some((first_segment, first_chunk)) = start_of(manifest, from_ns) else {
+        return Ok(finish(summary, started));
+    };
+    // A ring kept only its newest chunks, and a window starts where it starts: the first
+    // chunk read sets the sequence expected next.
+    let mut expected: Option<u64> =
+        if from_ns.is_some() || entry.flags.contains(RecordingFlags::RING) {
+            None
+        } else {
+            Some(entry.first_sequence)
+        };
+    let fetch = |index: usize, chunk: usize| {
+        let info = &manifest.segments[index];
+        let start = if chunk == 0 {
+            0
+        } else {
+            info.chunk_offsets[chunk]
+        };
+        let store = archive.store.clone();
+        let path = archive.path(&info.key);
+        let size = info.size_bytes;
+        archive.runtime.spawn(async move {
+            if start == 0 {
+                store.get(&path).await?.bytes().await
+            } else {
+                store.get_range(&path, start..size).await
+            }
+        })
+    };
+    // A recording without chunks has no segment to fetch.
+    let mut next =
+        (first_segment < manifest.segments.len()).then(|| fetch(first_segment, first_chunk));
+    let mut stopped = false;
+    for index in first_segment..manifest.segments.len() {
+        if control.state() != ControlState::Run || stopped {
+            break;
+        }
+        let info = &manifest.segments[index];
+        let start_chunk = if index == first_segment {
+            first_chunk
+        } else {
+            0
+        };
+        let start = info.chunk_offsets.get(start_chunk).copied().unwrap_or(0);
+        let fetched = archive
+            .runtime
+            .block_on(next.take().expect("a fetch per segment"))
+            .expect("a fetch does not panic");
+        if index + 1 < manifest.segments.len() {
+            next = Some(fetch(index + 1, 0));
+        }
+        let bytes: Bytes = match fetched {
+            Ok(bytes) => bytes,
+            Err(error @ object_store::Error::NotFound { .. }) => {
+                let what = format!("object missing: {error}");
+                summary.damage_count += 1;
+                if !each(Item::Damage(&damage(
+                    info,
+                    start,
+                    Some(info.first_sequence),
+                    what,
+                ))) {
+                    break;
+                }
+                continue;
+            }
+            Err(error) => return Err(archive.error("GET", &info.key, error)),
+        };
+        summary.read_bytes += bytes.len() as u64;
+        let expected_len = info.size_bytes - start;
+        if bytes.len() as u64 != expected_len {
+            summary.damage_count += 1;
+            let what = format!(
+                "object holds {} bytes from offset {start}, the manifest says {expected_len}",
+                bytes.len()
+            );
+            if !each(Item::Damage(&damage(info, start, None, what))) {
+                break;
+            }
+        } else if start == 0 {
+            let actual = nvrec::layout::crc32c(&bytes);
+            if actual != info.crc32c {
+                summary.damage_count += 1;
+                let what = format!(
+                    "object checksum mismatch: CRC32C {actual:#010x}, the manifest says {:#010x}",
+                    info.crc32c
+                );
+                if !each(Item::Damage(&damage(info, 0, None, what))) {
+                    break;
+                }
+            }
+        }
+        for chunk in start_chunk..info.chunk_offsets.len() {
+            if control.state() != ControlState::Run {
+                stopped = true;
+                break;
+            }
+            let offset = info.chunk_offsets[chunk];
+            let local = (offset - start) as usize;
+            let view = match chunk_at(&bytes, local) {
+                Ok((view, end)) => {
+                    let next_offset = info
+                        .chunk_offsets
+                        .get(chunk + 1)
+                        .copied()
+                        .unwrap_or(info.size_bytes);
+                    if (end as u64) + start != next_offset {
+                        Err(format!(
+                            "chunk ends at offset {}, the index says the next starts at {next_offset}",
+                            end as u64 + start
+                        ))
+                    } else if view.header.set_uuid.to_string() != manifest.set_uuid
+                        || view.header.recording_id != manifest.recording_id
+                    {
+                        Err(format!(
+                            "chunk of set {} recording {}, not of this recording",
+                            view.header.set_uuid, view.header.recording_id
+                        ))
+                    } else if view.header.sequence < entry.first_sequence
+                        || view.header.sequence >= entry.end_sequence
+                        || expected.is_some_and(|e| view.header.sequence < e)
+                    {
+                        Err(format!(
+                            "chunk sequence {} out of order (expected {} and on, below {})",
+                            view.header.sequence,
+                            expected.unwrap_or(entry.first_sequence),
+                            entry.end_sequence
+                        ))
+                    } else {
+                        Ok(view)
+                    }
+                }
+                Err(why) => Err(format!("chunk does not decode: {why}")),
+            };
+            let view = match view {
+                Ok(view) => view,
+                Err(what) => {
+                    summary.damage_count += 1;
+                    if !each(Item::Damage(&damage(info, offset, None, what))) {
+                        stopped = true;
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let header = view.header;
+            if let Some(expected) = expected.filter(|&e| header.sequence > e) {
+                let count = header.sequence - expected;
+                summary.missing_chunk_count += count;
+                if !each(Item::Missing {
+                    first_sequence: expected,
+                    count,
+                }) {
+                    stopped = true;
+                    break;
+                }
+            }
+            expected = Some(header.sequence + 1);
+            summary.chunk_count += 1;
+            summary.payload_bytes += view.payload.len() as u64;
+            summary.first_sequence.get_or_insert(header.sequence);
+            summary.last_sequence = Some(header.sequence);
+            if header.flags.contains(ChunkFlags::GAP) {
+                summary.gap_count += 1;
+                summary.lost_bytes += header.gap_bytes;
+            }
+            progress.done_bytes.fetch_add(
+                view.payload.len() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            if !each(Item::Chunk {
+                header: &header,
+                payload: view.payload,
+            }) {
+                stopped = true;
+                break;
+            }
+        }
+    }
+    if let Some(pending) = next {
+        pending.abort();
+    }
+    // The end of the recording: sequences it claims that no segment held.
+    if !stopped && control.state() == ControlState::Run {
+        if let Some(expected) = expected.filter(|&e| e < entry.end_sequence) {
+            let count = entry.end_sequence - expected;
+            summary.missing_chunk_count += count;
+            each(Item::Missing {
+                first_sequence: expected,
+                count,
+            });
+        }
+    }
+    Ok(finish(summary, started))
+}
+
+fn finish(mut summary: ReadSummary, started: Instant) -> ReadSummary {
+    summary.elapsed_s = started.elapsed().as_secs_f64();
+    summary.rate_mib_per_s =
+        summary.payload_bytes as f64 / (1u64 << 20) as f64 / summary.elapsed_s.max(1e-9);
+    summary
+}

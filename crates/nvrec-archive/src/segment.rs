@@ -1,0 +1,235 @@
+//! Segments: a recording's chunks back to back in one object, and their checksum.
+//!
+//! Each chunk is stored as the drives hold it, header and payload, without the padding
+//! to the slot size: `[header 128 B][payload][header][payload]...`. A chunk therefore
+//! decodes on its own ([`nvrec::layout::decode_chunk`]: both CRC32Cs checked), and a
+//! reader can start at any chunk the manifest's index names.
+//!
+//! The object's CRC32C is built while the segment is filled, from each chunk's header and
+//! its payload's CRC32C (the reader has just checked that payload against the chunk CRC
+//! on the drive), joined with `crc32c_combine`: no second pass over the data. Before the
+//! upload the bytes actually handed to the store are summed once more and must agree
+//! ([`Segment::check`]): a verified archive is then the recording, without a read-back.
+
+use bytes::Bytes;
+use nvrec::layout::{crc32c, decode_chunk, ChunkHeader, ChunkView, CHUNK_HEADER_SIZE_BYTES};
+
+use crate::manifest::SegmentInfo;
+use crate::{ArchiveError, Result};
+
+/// Segments are cut before the chunk that would make them larger than this (one chunk
+/// larger than it gets a segment of its own).
+pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 64 << 20;
+
+/// A segment being filled.
+pub struct SegmentBuilder {
+    bytes: Vec<u8>,
+    crc32c: u32,
+    capacity_bytes: u64,
+    first_sequence: u64,
+    last_sequence: u64,
+    offsets: Vec<u64>,
+    timestamps_ns: Vec<u64>,
+}
+
+/// A finished segment: its bytes and what the manifest says about it.
+pub struct Segment {
+    pub index: u32,
+    pub bytes: Bytes,
+    pub info: SegmentInfo,
+}
+
+impl SegmentBuilder {
+    pub fn new(capacity_bytes: u64) -> SegmentBuilder {
+        SegmentBuilder {
+            bytes: Vec::with_capacity(capacity_bytes.min(1 << 30) as usize),
+            crc32c: 0,
+            capacity_bytes,
+            first_sequence: 0,
+            last_sequence: 0,
+            offsets: Vec::new(),
+            timestamps_ns: Vec::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// Whether a chunk with `payload_len_bytes` no longer fits (an empty segment takes any).
+    pub fn is_full_for(&self, payload_len_bytes: usize) -> bool {
+        !self.is_empty()
+            && (self.bytes.len() + CHUNK_HEADER_SIZE_BYTES + payload_len_bytes) as u64
+                > self.capacity_bytes
+    }
+
+    /// Appends a chunk, framed as on the drive.
+    pub fn push(&mut self, header: &ChunkHeader, payload: &[u8]) -> Result<()> {
+        assert_eq!(header.payload_len_bytes as usize, payload.len());
+        let start = self.bytes.len();
+        let payload_crc = crc32c(payload);
+        self.bytes.resize(start + CHUNK_HEADER_SIZE_BYTES, 0);
+        self.bytes.extend_from_slice(payload);
+        header
+            .encode_into_with_payload_crc(&mut self.bytes[start..], payload_crc)
+            .map_err(|error| ArchiveError::Checksum {
+                key: format!("chunk sequence {}", header.sequence),
+                why: format!("its header does not encode again: {error}"),
+            })?;
+        let header_crc = crc32c(&self.bytes[start..start + CHUNK_HEADER_SIZE_BYTES]);
+        self.crc32c = crc32c::crc32c_combine(self.crc32c, header_crc, CHUNK_HEADER_SIZE_BYTES);
+        self.crc32c = crc32c::crc32c_combine(self.crc32c, payload_crc, payload.len());
+        if self.offsets.is_empty() {
+            self.first_sequence = header.sequence;
+        }
+        self.last_sequence = header.sequence;
+        self.offsets.push(start as u64);
+        self.timestamps_ns.push(header.timestamp_ns);
+        Ok(())
+    }
+
+    /// The segment, ready for `key`; the builder is empty again.
+    pub fn take(&mut self, index: u32, key: String) -> Segment {
+        let bytes = std::mem::replace(
+            &mut self.bytes,
+            Vec::with_capacity(self.capacity_bytes.min(1 << 30) as usize),
+        );
+        let offsets = std::mem::take(&mut self.offsets);
+        let timestamps_ns = std::mem::take(&mut self.timestamps_ns);
+        let info = SegmentInfo {
+            key,
+            size_bytes: bytes.len() as u64,
+            crc32c: std::mem::take(&mut self.crc32c),
+            e_tag: None,
+            chunk_count: offsets.len() as u64,
+            first_sequence: self.first_sequence,
+            last_sequence: self.last_sequence,
+            first_timestamp_ns: timestamps_ns.first().copied().unwrap_or(0),
+            last_timestamp_ns: timestamps_ns.last().copied().unwrap_or(0),
+            chunk_offsets: offsets,
+            chunk_timestamps_ns: timestamps_ns,
+        };
+        Segment {
+            index,
+            bytes: Bytes::from(bytes),
+            info,
+        }
+    }
+}
+
+impl Segment {
+    /// Sums the bytes about to be uploaded and compares them with the CRC32C built from
+    /// the recorded chunks.
+    pub fn check(&self) -> Result<()> {
+        let actual = crc32c(&self.bytes);
+        if actual == self.info.crc32c {
+            Ok(())
+        } else {
+            Err(ArchiveError::Checksum {
+                key: self.info.key.clone(),
+                why: format!(
+                    "the bytes to upload sum to CRC32C {actual:#010x}, the recorded chunks to {:#010x}",
+                    self.info.crc32c
+                ),
+            })
+        }
+    }
+}
+
+/// The chunk at `offset` of a segment's bytes (which may start anywhere in the object, at
+/// `base` of it), decoded and checked; returns it with the offset of the next one.
+pub fn chunk_at(
+    bytes: &[u8],
+    offset: usize,
+) -> std::result::Result<(ChunkView<'_>, usize), String> {
+    let rest = bytes.get(offset..).unwrap_or_default();
+    match decode_chunk(rest) {
+        Ok(view) => {
+            let end = offset + CHUNK_HEADER_SIZE_BYTES + view.payload.len();
+            Ok((view, end))
+        }
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvrec::layout::{ChunkFlags, Uuid};
+
+    fn header(sequence: u64, len: usize) -> ChunkHeader {
+        ChunkHeader {
+            set_uuid: Uuid([7; 16]),
+            recording_id: 1,
+            member_index: (sequence % 2) as u16,
+            stream_id: 0,
+            sequence,
+            slot_index: sequence / 2,
+            timestamp_ns: 1_000_000 + sequence,
+            stream_offset_bytes: sequence * 1000,
+            gap_bytes: 0,
+            payload_len_bytes: len as u32,
+            flags: if sequence == 0 {
+                ChunkFlags::FIRST
+            } else {
+                ChunkFlags::empty()
+            },
+        }
+    }
+
+    #[test]
+    fn the_checksum_built_from_the_chunks_is_the_objects() {
+        let mut builder = SegmentBuilder::new(1 << 20);
+        for sequence in 0..20u64 {
+            let len = (sequence as usize * 37) % 1000;
+            let payload: Vec<u8> = (0..len).map(|i| (i as u64 * 31 + sequence) as u8).collect();
+            builder.push(&header(sequence, len), &payload).unwrap();
+        }
+        let segment = builder.take(0, "seg".into());
+        assert!(builder.is_empty());
+        segment.check().unwrap();
+        assert_eq!(segment.info.crc32c, crc32c(&segment.bytes));
+        assert_eq!(segment.info.chunk_count, 20);
+        // Every chunk decodes where the index says, with its CRCs.
+        let mut offset = 0;
+        for (i, &start) in segment.info.chunk_offsets.iter().enumerate() {
+            assert_eq!(start as usize, offset);
+            let (view, next) = chunk_at(&segment.bytes, offset).unwrap();
+            assert_eq!(view.header.sequence, i as u64);
+            assert_eq!(
+                view.header.timestamp_ns,
+                segment.info.chunk_timestamps_ns[i]
+            );
+            offset = next;
+        }
+        assert_eq!(offset, segment.bytes.len());
+    }
+
+    #[test]
+    fn a_changed_byte_fails_the_check() {
+        let mut builder = SegmentBuilder::new(1 << 20);
+        builder.push(&header(0, 100), &[5u8; 100]).unwrap();
+        let mut segment = builder.take(0, "seg".into());
+        let mut bytes = segment.bytes.to_vec();
+        bytes[150] ^= 1;
+        segment.bytes = Bytes::from(bytes);
+        assert!(matches!(
+            segment.check(),
+            Err(ArchiveError::Checksum { .. })
+        ));
+        assert!(chunk_at(&segment.bytes, 0).is_err());
+    }
+
+    #[test]
+    fn segments_are_cut_before_the_chunk_that_overflows() {
+        let mut builder = SegmentBuilder::new(1000);
+        assert!(
+            !builder.is_full_for(5000),
+            "an empty segment takes any chunk"
+        );
+        builder.push(&header(0, 500), &[0; 500]).unwrap();
+        // 628 bytes so far; a header and 244 bytes make exactly 1000.
+        assert!(!builder.is_full_for(244));
+        assert!(builder.is_full_for(245));
+    }
+}

@@ -1,0 +1,260 @@
+//! The local state that makes an archive run resumable: a small SQLite file.
+//!
+//! It records, per archive URL and object key, the segment's size and CRC32C, the
+//! multipart upload in progress (its id) and the parts the store has acknowledged, and
+//! which objects are complete. After a kill -9 or a lost connection, the next run skips
+//! complete segments (after a HEAD confirms them), resumes the open upload with the parts
+//! still missing, and starts afresh where the store no longer knows the upload. Every
+//! row is written right after the store acknowledged what it describes, in its own
+//! transaction, so the file never claims more than the store holds. Objects are
+//! deterministic (same key, same bytes), so a part or object sent twice is harmless.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::{ArchiveError, Result};
+
+/// How long a write waits for another process holding the file.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A row of `objects`: size, CRC32C, upload id, done, entity tag.
+type ObjectRow = (i64, i64, Option<String>, bool, Option<String>);
+
+pub struct State {
+    connection: Connection,
+    path: PathBuf,
+}
+
+/// What the state says of one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectState {
+    /// Nothing recorded, or recorded for other bytes (another size or checksum).
+    Unknown,
+    /// A multipart upload was begun: its id and the parts acknowledged (index, part id).
+    Uploading {
+        upload_id: String,
+        parts: Vec<(usize, String)>,
+    },
+    /// The store holds it, with this entity tag.
+    Done { e_tag: Option<String> },
+}
+
+impl State {
+    /// Opens (creating) the state file at `path`.
+    pub fn open(path: &Path) -> Result<State> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| ArchiveError::Io {
+                what: format!("creating {}", parent.display()),
+                source,
+            })?;
+        }
+        let error = |source| ArchiveError::State {
+            path: path.display().to_string(),
+            source,
+        };
+        let connection = Connection::open(path).map_err(error)?;
+        connection.busy_timeout(BUSY_TIMEOUT).map_err(error)?;
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode = WAL;
+                 PRAGMA synchronous = FULL;
+                 CREATE TABLE IF NOT EXISTS objects (
+                     url TEXT NOT NULL,
+                     key TEXT NOT NULL,
+                     size_bytes INTEGER NOT NULL,
+                     crc32c INTEGER NOT NULL,
+                     upload_id TEXT,
+                     done INTEGER NOT NULL DEFAULT 0,
+                     e_tag TEXT,
+                     PRIMARY KEY (url, key)
+                 );
+                 CREATE TABLE IF NOT EXISTS parts (
+                     url TEXT NOT NULL,
+                     key TEXT NOT NULL,
+                     upload_id TEXT NOT NULL,
+                     part_index INTEGER NOT NULL,
+                     content_id TEXT NOT NULL,
+                     PRIMARY KEY (url, key, upload_id, part_index)
+                 );",
+            )
+            .map_err(error)?;
+        Ok(State {
+            connection,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn error(&self, source: rusqlite::Error) -> ArchiveError {
+        ArchiveError::State {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    /// What is known of `key` holding `size_bytes` with `crc32c`.
+    pub fn object(
+        &self,
+        url: &str,
+        key: &str,
+        size_bytes: u64,
+        crc32c: u32,
+    ) -> Result<ObjectState> {
+        let row: Option<ObjectRow> = self
+            .connection
+            .query_row(
+                "SELECT size_bytes, crc32c, upload_id, done, e_tag FROM objects WHERE url = ?1 AND key = ?2",
+                params![url, key],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
+            )
+            .optional()
+            .map_err(|e| self.error(e))?;
+        let Some((size, crc, upload_id, done, e_tag)) = row else {
+            return Ok(ObjectState::Unknown);
+        };
+        if size as u64 != size_bytes || crc as u32 != crc32c {
+            return Ok(ObjectState::Unknown);
+        }
+        if done {
+            return Ok(ObjectState::Done { e_tag });
+        }
+        let Some(upload_id) = upload_id else {
+            return Ok(ObjectState::Unknown);
+        };
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT part_index, content_id FROM parts WHERE url = ?1 AND key = ?2 AND upload_id = ?3 ORDER BY part_index",
+            )
+            .map_err(|e| self.error(e))?;
+        let parts = statement
+            .query_map(params![url, key, upload_id], |row| {
+                Ok((row.get::<_, i64>(0)? as usize, row.get::<_, String>(1)?))
+            })
+            .map_err(|e| self.error(e))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))?;
+        Ok(ObjectState::Uploading { upload_id, parts })
+    }
+
+    /// A multipart upload of `key` was begun (replacing whatever was recorded).
+    pub fn begin_upload(
+        &self,
+        url: &str,
+        key: &str,
+        size_bytes: u64,
+        crc32c: u32,
+        upload_id: &str,
+    ) -> Result<()> {
+        self.connection
+            .execute(
+                "INSERT OR REPLACE INTO objects (url, key, size_bytes, crc32c, upload_id, done, e_tag)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 0, NULL)",
+                params![url, key, size_bytes as i64, crc32c as i64, upload_id],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The store acknowledged part `index` of the upload.
+    pub fn part_done(
+        &self,
+        url: &str,
+        key: &str,
+        upload_id: &str,
+        index: usize,
+        content_id: &str,
+    ) -> Result<()> {
+        self.connection
+            .execute(
+                "INSERT OR REPLACE INTO parts (url, key, upload_id, part_index, content_id) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![url, key, upload_id, index as i64, content_id],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The store holds `key` whole.
+    pub fn object_done(
+        &self,
+        url: &str,
+        key: &str,
+        size_bytes: u64,
+        crc32c: u32,
+        e_tag: Option<&str>,
+    ) -> Result<()> {
+        self.connection
+            .execute(
+                "INSERT OR REPLACE INTO objects (url, key, size_bytes, crc32c, upload_id, done, e_tag)
+                 VALUES (?1, ?2, ?3, ?4, NULL, 1, ?5)",
+                params![url, key, size_bytes as i64, crc32c as i64, e_tag],
+            )
+            .map_err(|e| self.error(e))?;
+        self.connection
+            .execute(
+                "DELETE FROM parts WHERE url = ?1 AND key = ?2",
+                params![url, key],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// Forgets `key` (its upload is gone from the store, or its object is).
+    pub fn forget(&self, url: &str, key: &str) -> Result<()> {
+        self.connection
+            .execute(
+                "DELETE FROM objects WHERE url = ?1 AND key = ?2",
+                params![url, key],
+            )
+            .map_err(|e| self.error(e))?;
+        self.connection
+            .execute(
+                "DELETE FROM parts WHERE url = ?1 AND key = ?2",
+                params![url, key],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upload_survives_reopening_and_other_bytes_are_unknown() {
+        let dir = std::env::temp_dir().join(format!("nvrec-state-{}", std::process::id()));
+        let path = dir.join("state.sqlite");
+        {
+            let state = State::open(&path).unwrap();
+            assert_eq!(state.object("u", "k", 10, 1).unwrap(), ObjectState::Unknown);
+            state.begin_upload("u", "k", 10, 1, "up-1").unwrap();
+            state.part_done("u", "k", "up-1", 1, "p1").unwrap();
+            state.part_done("u", "k", "up-1", 0, "p0").unwrap();
+        }
+        let state = State::open(&path).unwrap();
+        assert_eq!(
+            state.object("u", "k", 10, 1).unwrap(),
+            ObjectState::Uploading {
+                upload_id: "up-1".into(),
+                parts: vec![(0, "p0".into()), (1, "p1".into())]
+            }
+        );
+        assert_eq!(state.object("u", "k", 10, 2).unwrap(), ObjectState::Unknown);
+        assert_eq!(
+            state.object("other", "k", 10, 1).unwrap(),
+            ObjectState::Unknown
+        );
+        state.object_done("u", "k", 10, 1, Some("etag")).unwrap();
+        assert_eq!(
+            state.object("u", "k", 10, 1).unwrap(),
+            ObjectState::Done {
+                e_tag: Some("etag".into())
+            }
+        );
+        state.forget("u", "k").unwrap();
+        assert_eq!(state.object("u", "k", 10, 1).unwrap(), ObjectState::Unknown);
+        drop(state);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,846 @@
+//! `nvrec archive`: every finished recording of a volume set into an archive.
+//!
+//! The read pipeline feeds it: [`nvrec::recording::reader::read_recording`] hands the
+//! chunks over in sequence order on a thread of its own, and they are packed into
+//! segments ([`crate::segment`]) while the previous segment uploads, so reading the
+//! drives and sending overlap. A segment goes up as one PUT (a directory: a file renamed
+//! into place) or, on S3, as a multipart upload of parts sent in parallel; each step the
+//! store acknowledges is written to the local state ([`crate::state`]) before the next, so
+//! a run killed at any point resumes where the store stands. The manifest goes last: a
+//! recording without one is not archived, whatever segments are there.
+//!
+//! Before any byte leaves, a segment's bytes are summed and compared with the checksum
+//! built from the recorded chunks ([`crate::segment::Segment::check`]). The upload never
+//! touches the drives' data or metadata: deleting after a verified archive is the
+//! caller's decision.
+
+use std::sync::mpsc::sync_channel;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use nvrec::engine::EngineChoice;
+use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingState};
+use nvrec::recording::reader::{self, Item, ReadSummary};
+use nvrec::recording::volume::VolumeSet;
+use nvrec::stream::{Control, ControlState, Progress};
+use object_store::multipart::PartId;
+use object_store::PutPayload;
+
+use crate::catalog::Catalog;
+use crate::manifest::{
+    encode_entry, manifest_key, recording_dir, segment_key, state_word, Hole, Loss, Manifest,
+    RetirementInfo, SegmentInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
+};
+use crate::segment::{Segment, SegmentBuilder, SEGMENT_SIZE_BYTES_DEFAULT};
+use crate::state::{ObjectState, State};
+use crate::store::Archive;
+use crate::{ArchiveError, Result};
+
+/// Part size of a multipart upload: S3 needs 5 MiB at least (but for the last part).
+pub const PART_SIZE_BYTES_DEFAULT: u64 = 8 << 20;
+/// Parts of one segment in flight at once.
+pub const PARTS_IN_FLIGHT_DEFAULT: usize = 8;
+/// Segments read ahead while one uploads (each is held in memory).
+const SEGMENTS_AHEAD: usize = 1;
+/// Tries of a request that failed for a reason a retry may cure (a connection lost), with
+/// this pause before each; `object_store` itself retries with backoff underneath (see
+/// `store`), so one more try here covers what it does not (a directory, memory).
+const REQUEST_TRIES: u32 = 2;
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// How to archive.
+#[derive(Debug, Clone)]
+pub struct ArchiveOptions {
+    /// Names this recorder in the keys and the catalog.
+    pub node: String,
+    /// Only this recording (default: every finished one).
+    pub recording: Option<u32>,
+    pub segment_size_bytes: u64,
+    pub part_size_bytes: u64,
+    pub parts_in_flight: usize,
+    /// Upload no faster than this, on average (spare bandwidth only).
+    pub max_rate_bytes_per_s: Option<f64>,
+    pub engine: EngineChoice,
+}
+
+impl ArchiveOptions {
+    pub fn new(node: String) -> ArchiveOptions {
+        ArchiveOptions {
+            node,
+            recording: None,
+            segment_size_bytes: SEGMENT_SIZE_BYTES_DEFAULT,
+            part_size_bytes: PART_SIZE_BYTES_DEFAULT,
+            parts_in_flight: PARTS_IN_FLIGHT_DEFAULT,
+            max_rate_bytes_per_s: None,
+            engine: EngineChoice::Auto,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        crate::manifest::check_node(&self.node)?;
+        if self.part_size_bytes < 5 << 20 {
+            return Err(ArchiveError::Usage(format!(
+                "part size {} bytes: S3 takes parts of 5 MiB and more",
+                self.part_size_bytes
+            )));
+        }
+        if self.segment_size_bytes < self.part_size_bytes {
+            return Err(ArchiveError::Usage(format!(
+                "segment size {} bytes is smaller than a part ({} bytes)",
+                self.segment_size_bytes, self.part_size_bytes
+            )));
+        }
+        if self.parts_in_flight == 0 {
+            return Err(ArchiveError::Usage(
+                "parts in flight must be 1 or more".into(),
+            ));
+        }
+        if self
+            .max_rate_bytes_per_s
+            .is_some_and(|rate| !(rate.is_finite() && rate > 0.0))
+        {
+            return Err(ArchiveError::Usage("--max-rate must be above 0".into()));
+        }
+        Ok(())
+    }
+}
+
+/// What became of one recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Archived by this run (segments the store held already were kept).
+    Archived,
+    /// Its manifest was there already, for this very entry.
+    AlreadyArchived,
+    /// Still being recorded: left for a later run.
+    Recording,
+    /// Ctrl-C or SIGTERM came first: resumed by the next run.
+    Stopped,
+}
+
+/// One recording's archive run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RecordingReport {
+    pub recording_id: u32,
+    pub label: String,
+    pub state: String,
+    pub outcome: Outcome,
+    pub manifest_key: String,
+    pub segment_count: u64,
+    /// Segments the store already held whole (an earlier run), not sent again.
+    pub segments_kept: u64,
+    /// Segments whose multipart upload was resumed, and the parts that were not sent again.
+    pub segments_resumed: u64,
+    pub parts_kept: u64,
+    pub chunk_count: u64,
+    pub payload_bytes: u64,
+    pub archived_bytes: u64,
+    pub uploaded_bytes: u64,
+    /// Chunks missing or damaged on the drives: missing in the archive too.
+    pub holes: Vec<Hole>,
+    pub elapsed_s: f64,
+    pub rate_mib_per_s: f64,
+}
+
+/// Paces uploads to an average rate.
+struct Pacer {
+    rate_bytes_per_s: Option<f64>,
+    started: Instant,
+    sent_bytes: Mutex<u64>,
+}
+
+impl Pacer {
+    /// Waits until `len_bytes` more may go.
+    async fn take(&self, len_bytes: u64) {
+        let Some(rate) = self.rate_bytes_per_s else {
+            return;
+        };
+        let due = {
+            let mut sent = self.sent_bytes.lock().expect("pacer lock");
+            *sent += len_bytes;
+            self.started + Duration::from_secs_f64(*sent as f64 / rate)
+        };
+        // Bytes due by now go at once; later ones wait for their time.
+        let allowance = Duration::from_secs_f64((len_bytes as f64 / rate).min(1.0));
+        if let Some(wait) = due.checked_duration_since(Instant::now() + allowance) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// What uploading one segment did.
+#[derive(Default)]
+struct SegmentUpload {
+    kept: bool,
+    resumed: bool,
+    parts_kept: u64,
+    uploaded_bytes: u64,
+    e_tag: Option<String>,
+}
+
+/// Archives the finished recordings of `set` (or `options.recording`). Recordings whose
+/// manifest is already in the archive for the same entry are left as they are.
+pub fn archive_set(
+    archive: &Archive,
+    set: &VolumeSet,
+    state: &State,
+    catalog: Option<&Catalog>,
+    options: &ArchiveOptions,
+    control: &Control,
+    progress: &Progress,
+) -> Result<Vec<RecordingReport>> {
+    options.validate()?;
+    let entries = reader::recordings(set)?;
+    let selected: Vec<RecordingEntry> = match options.recording {
+        Some(id) => vec![reader::select(&entries, Some(id))?],
+        None => entries,
+    };
+    let live = set.live_recording()?;
+    let pacer = Pacer {
+        rate_bytes_per_s: options.max_rate_bytes_per_s,
+        started: Instant::now(),
+        sent_bytes: Mutex::new(0),
+    };
+    let mut reports = Vec::new();
+    for entry in &selected {
+        if control.state() != ControlState::Run {
+            break;
+        }
+        let dir = recording_dir(&options.node, &set.set_uuid.to_string(), entry.recording_id);
+        let mut report = RecordingReport {
+            recording_id: entry.recording_id,
+            label: entry.name.to_string(),
+            state: state_word(entry).to_string(),
+            outcome: Outcome::Archived,
+            manifest_key: manifest_key(&dir),
+            segment_count: 0,
+            segments_kept: 0,
+            segments_resumed: 0,
+            parts_kept: 0,
+            chunk_count: 0,
+            payload_bytes: 0,
+            archived_bytes: 0,
+            uploaded_bytes: 0,
+            holes: Vec::new(),
+            elapsed_s: 0.0,
+            rate_mib_per_s: 0.0,
+        };
+        if entry.state == RecordingState::Open || live == Some(entry.recording_id) {
+            report.outcome = Outcome::Recording;
+            report.state = "recording".into();
+            reports.push(report);
+            continue;
+        }
+        if let Some(manifest) = existing_manifest(archive, &report.manifest_key, entry)? {
+            report.outcome = Outcome::AlreadyArchived;
+            report.segment_count = manifest.segments.len() as u64;
+            report.segments_kept = report.segment_count;
+            report.chunk_count = manifest.chunk_count;
+            report.payload_bytes = manifest.payload_bytes;
+            report.archived_bytes = manifest.archived_bytes;
+            report.holes = manifest.holes.clone();
+            if let Some(catalog) = catalog {
+                catalog.insert(&archive.url().to_string(), &manifest)?;
+            }
+            reports.push(report);
+            continue;
+        }
+        let started = Instant::now();
+        let manifest = archive_recording(
+            archive,
+            set,
+            state,
+            entry,
+            &dir,
+            options,
+            &pacer,
+            control,
+            progress,
+            &mut report,
+        )?;
+        report.elapsed_s = started.elapsed().as_secs_f64();
+        report.rate_mib_per_s =
+            report.archived_bytes as f64 / (1u64 << 20) as f64 / report.elapsed_s.max(1e-9);
+        match manifest {
+            Some(manifest) => {
+                if let Some(catalog) = catalog {
+                    catalog.insert(&archive.url().to_string(), &manifest)?;
+                }
+            }
+            None => report.outcome = Outcome::Stopped,
+        }
+        let stopped = report.outcome == Outcome::Stopped;
+        reports.push(report);
+        if stopped {
+            break;
+        }
+    }
+    Ok(reports)
+}
+
+/// The manifest at `key`, if there is one and it describes `entry` as it is now.
+fn existing_manifest(
+    archive: &Archive,
+    key: &str,
+    entry: &RecordingEntry,
+) -> Result<Option<Manifest>> {
+    if archive.head(key)?.is_none() {
+        return Ok(None);
+    }
+    let manifest = match Manifest::decode(key, &archive.get(key)?) {
+        Ok(manifest) => manifest,
+        // A damaged manifest is written anew below.
+        Err(ArchiveError::Manifest { .. }) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    Ok((manifest.entry == encode_entry(entry)?).then_some(manifest))
+}
+
+/// What the reader thread saw besides the chunks.
+#[derive(Default)]
+struct ReadOutcome {
+    losses: Vec<Loss>,
+    holes: Vec<Hole>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn archive_recording(
+    archive: &Archive,
+    set: &VolumeSet,
+    state: &State,
+    entry: &RecordingEntry,
+    dir: &str,
+    options: &ArchiveOptions,
+    pacer: &Pacer,
+    control: &Control,
+    progress: &Progress,
+    report: &mut RecordingReport,
+) -> Result<Option<Manifest>> {
+    let (sender, receiver) = sync_channel::<Segment>(SEGMENTS_AHEAD);
+    let mut segments: Vec<SegmentInfo> = Vec::new();
+    let (read, upload_error) = std::thread::scope(|scope| {
+        let reading = scope.spawn(move || {
+            let mut builder = SegmentBuilder::new(options.segment_size_bytes);
+            let mut index = 0u32;
+            let mut outcome = ReadOutcome::default();
+            let mut failure: Option<ArchiveError> = None;
+            let summary = reader::read_recording(
+                set,
+                entry,
+                options.engine,
+                control,
+                progress,
+                &mut |item| {
+                    match item {
+                        Item::Chunk { header, payload } => {
+                            if builder.is_full_for(payload.len()) {
+                                let segment = builder.take(index, segment_key(dir, index));
+                                index += 1;
+                                if sender.send(segment).is_err() {
+                                    return false; // The uploader failed.
+                                }
+                            }
+                            if header.flags.contains(ChunkFlags::GAP) {
+                                outcome.losses.push(Loss {
+                                    sequence: header.sequence,
+                                    stream_offset_bytes: header.stream_offset_bytes,
+                                    gap_bytes: header.gap_bytes,
+                                });
+                            }
+                            if let Err(error) = builder.push(header, payload) {
+                                failure = Some(error);
+                                return false;
+                            }
+                        }
+                        Item::Missing {
+                            first_sequence,
+                            count,
+                        } => outcome.holes.push(Hole {
+                            first_sequence: Some(first_sequence),
+                            chunk_count: count,
+                            what: "missing on the drives".into(),
+                        }),
+                        Item::Damage(damage) => outcome.holes.push(Hole {
+                            first_sequence: damage.sequence,
+                            chunk_count: 1,
+                            what: format!(
+                                "damaged on member {} slot {}: {}",
+                                damage.member_index, damage.slot_index, damage.what
+                            ),
+                        }),
+                    }
+                    true
+                },
+            );
+            let complete = control.state() == ControlState::Run;
+            if failure.is_none() && complete && !builder.is_empty() {
+                let _ = sender.send(builder.take(index, segment_key(dir, index)));
+            }
+            drop(sender);
+            (summary, outcome, failure)
+        });
+        let mut upload_error: Option<ArchiveError> = None;
+        for segment in receiver.iter() {
+            match upload_segment(archive, state, &segment, options, pacer) {
+                Ok(done) => {
+                    report.segments_kept += u64::from(done.kept);
+                    report.segments_resumed += u64::from(done.resumed);
+                    report.parts_kept += done.parts_kept;
+                    report.uploaded_bytes += done.uploaded_bytes;
+                    let mut info = segment.info;
+                    info.e_tag = done.e_tag;
+                    segments.push(info);
+                }
+                Err(error) => {
+                    upload_error = Some(error);
+                    break;
+                }
+            }
+            if control.state() == ControlState::Abort {
+                break;
+            }
+        }
+        drop(receiver);
+        (
+            reading.join().expect("the reader thread does not panic"),
+            upload_error,
+        )
+    });
+    if let Some(error) = upload_error {
+        return Err(error);
+    }
+    let (summary, outcome, failure) = read;
+    let summary: ReadSummary = summary?;
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    report.segment_count = segments.len() as u64;
+    report.chunk_count = segments.iter().map(|s| s.chunk_count).sum();
+    report.payload_bytes = summary.payload_bytes;
+    report.archived_bytes = segments.iter().map(|s| s.size_bytes).sum();
+    report.holes = outcome.holes.clone();
+    if control.state() != ControlState::Run {
+        return Ok(None);
+    }
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT.into(),
+        version: MANIFEST_VERSION,
+        node: options.node.clone(),
+        set_uuid: set.set_uuid.to_string(),
+        set_label: set.label.clone(),
+        recording_id: entry.recording_id,
+        label: entry.name.to_string(),
+        state: state_word(entry).into(),
+        start_ns: entry.start_ns,
+        end_ns: entry.end_ns,
+        first_sequence: entry.first_sequence,
+        end_sequence: entry.end_sequence,
+        stream_len_bytes: entry.stream_len_bytes,
+        lost_bytes: entry.lost_bytes,
+        chunk_size_bytes: set.chunk_size_bytes,
+        chunk_count: report.chunk_count,
+        payload_bytes: report.payload_bytes,
+        archived_bytes: report.archived_bytes,
+        losses: outcome.losses,
+        holes: outcome.holes,
+        retirements: entry.retirements.iter().map(RetirementInfo::of).collect(),
+        entry: encode_entry(entry)?,
+        segments,
+    };
+    archive.put(&report.manifest_key, manifest.encode().into())?;
+    Ok(Some(manifest))
+}
+
+/// Whether a store error is worth another try: the connection, not the request.
+fn retryable(error: &object_store::Error) -> bool {
+    matches!(error, object_store::Error::Generic { .. })
+}
+
+fn upload_segment(
+    archive: &Archive,
+    state: &State,
+    segment: &Segment,
+    options: &ArchiveOptions,
+    pacer: &Pacer,
+) -> Result<SegmentUpload> {
+    segment.check()?;
+    let url = archive.url().to_string();
+    let info = &segment.info;
+    let key = info.key.as_str();
+    match state.object(&url, key, info.size_bytes, info.crc32c)? {
+        ObjectState::Done { e_tag } => {
+            if archive
+                .head(key)?
+                .is_some_and(|meta| meta.size == info.size_bytes)
+            {
+                return Ok(SegmentUpload {
+                    kept: true,
+                    e_tag,
+                    ..SegmentUpload::default()
+                });
+            }
+            state.forget(&url, key)?;
+        }
+        ObjectState::Uploading { upload_id, parts } if archive.multipart.is_some() => {
+            match multipart(
+                archive,
+                state,
+                segment,
+                options,
+                pacer,
+                Some((upload_id, parts)),
+            ) {
+                Ok(done) => return Ok(done),
+                // The store refused the upload (it no longer knows it: aborted, expired, or
+                // completed just before a crash; stores say so in different ways): begin
+                // again, the bytes are the same. A store that is away fails again below.
+                Err(ArchiveError::Store { .. }) => state.forget(&url, key)?,
+                Err(error) => return Err(error),
+            }
+        }
+        _ => {}
+    }
+    if archive.multipart.is_some() && info.size_bytes > options.part_size_bytes {
+        return multipart(archive, state, segment, options, pacer, None);
+    }
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        archive.runtime.block_on(pacer.take(info.size_bytes));
+        let path = archive.path(key);
+        let result = archive.runtime.block_on(
+            archive
+                .store
+                .put(&path, PutPayload::from(segment.bytes.clone())),
+        );
+        match result {
+            Ok(put) => {
+                state.object_done(
+                    &url,
+                    key,
+                    info.size_bytes,
+                    info.crc32c,
+                    put.e_tag.as_deref(),
+                )?;
+                return Ok(SegmentUpload {
+                    uploaded_bytes: info.size_bytes,
+                    e_tag: put.e_tag,
+                    ..SegmentUpload::default()
+                });
+            }
+            Err(error) if retryable(&error) && tries < REQUEST_TRIES => {
+                std::thread::sleep(RETRY_PAUSE);
+            }
+            Err(error) => return Err(archive.error("PUT", key, error)),
+        }
+    }
+}
+
+/// Uploads `segment` as a multipart upload, resuming `resume` (its id and the parts the
+/// store acknowledged) where given.
+fn multipart(
+    archive: &Archive,
+    state: &State,
+    segment: &Segment,
+    options: &ArchiveOptions,
+    pacer: &Pacer,
+    resume: Option<(String, Vec<(usize, String)>)>,
+) -> Result<SegmentUpload> {
+    let store = archive.multipart.as_ref().expect("a multipart store");
+    let url = archive.url().to_string();
+    let info = &segment.info;
+    let key = info.key.as_str();
+    let path = archive.path(key);
+    let part_size = options.part_size_bytes as usize;
+    let part_count = segment.bytes.len().div_ceil(part_size).max(1);
+    let mut done = SegmentUpload::default();
+    let (upload_id, known) = match resume {
+        Some((id, parts)) => {
+            done.resumed = true;
+            (id, parts)
+        }
+        None => {
+            let id = archive
+                .runtime
+                .block_on(store.create_multipart(&path))
+                .map_err(|source| archive.error("create multipart upload", key, source))?;
+            state.begin_upload(&url, key, info.size_bytes, info.crc32c, &id)?;
+            (id, Vec::new())
+        }
+    };
+    let mut parts: Vec<Option<PartId>> = vec![None; part_count];
+    for (index, content_id) in known {
+        if index < part_count {
+            parts[index] = Some(PartId { content_id });
+            done.parts_kept += 1;
+        }
+    }
+    let missing: Vec<usize> = (0..part_count).filter(|&i| parts[i].is_none()).collect();
+    let upload_id_ref = &upload_id;
+    let result: Result<()> = archive.runtime.block_on(async {
+        let mut sends = futures::stream::iter(missing)
+            .map(|index| {
+                let start = index * part_size;
+                let end = (start + part_size).min(segment.bytes.len());
+                let bytes = segment.bytes.slice(start..end);
+                let path = &path;
+                async move {
+                    let mut tries = 0;
+                    loop {
+                        tries += 1;
+                        pacer.take(bytes.len() as u64).await;
+                        match store
+                            .put_part(path, upload_id_ref, index, PutPayload::from(bytes.clone()))
+                            .await
+                        {
+                            Ok(part) => return (index, bytes.len(), Ok(part)),
+                            Err(error) if retryable(&error) && tries < REQUEST_TRIES => {
+                                tokio::time::sleep(RETRY_PAUSE).await;
+                            }
+                            Err(error) => return (index, bytes.len(), Err(error)),
+                        }
+                    }
+                }
+            })
+            .buffer_unordered(options.parts_in_flight);
+        while let Some((index, len, result)) = sends.next().await {
+            let part = result.map_err(|source| archive.error("upload part", key, source))?;
+            state.part_done(&url, key, upload_id_ref, index, &part.content_id)?;
+            done.uploaded_bytes += len as u64;
+            parts[index] = Some(part);
+        }
+        Ok(())
+    });
+    result?;
+    let parts: Vec<PartId> = parts
+        .into_iter()
+        .map(|p| p.expect("every part sent"))
+        .collect();
+    let put = archive
+        .runtime
+        .block_on(store.complete_multipart(&path, &upload_id, parts))
+        .map_err(|source| archive.error("complete multipart upload", key, source))?;
+    // The store must now hold exactly the bytes given: its size says so (the checksum was
+    // compared before they left).
+    let size = archive.head(key)?.map(|meta| meta.size);
+    if size != Some(info.size_bytes) {
+        return Err(ArchiveError::Checksum {
+            key: key.to_string(),
+            why: format!(
+                "the store holds {} after the upload of {} bytes",
+                size.map_or("nothing".into(), |s| format!("{s} bytes")),
+                info.size_bytes
+            ),
+        });
+    }
+    state.object_done(
+        &url,
+        key,
+        info.size_bytes,
+        info.crc32c,
+        put.e_tag.as_deref(),
+    )?;
+    done.e_tag = put.e_tag;
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ArchiveUrl, Mode};
+    use nvrec::layout::{ChunkHeader, Uuid};
+
+    fn segment(len_bytes: usize, seed: u8) -> Segment {
+        let mut builder = SegmentBuilder::new(u64::MAX);
+        let payload_len = 100_000usize;
+        let mut sequence = 0u64;
+        while builder.is_empty() || (sequence as usize) * (payload_len + 128) < len_bytes {
+            let payload: Vec<u8> = (0..payload_len)
+                .map(|i| (i as u64 * 7 + sequence * 13 + u64::from(seed)) as u8)
+                .collect();
+            let header = ChunkHeader {
+                set_uuid: Uuid([3; 16]),
+                recording_id: 1,
+                member_index: 0,
+                stream_id: 0,
+                sequence,
+                slot_index: sequence,
+                timestamp_ns: 1 + sequence,
+                stream_offset_bytes: sequence * payload_len as u64,
+                gap_bytes: 0,
+                payload_len_bytes: payload_len as u32,
+                flags: if sequence == 0 {
+                    ChunkFlags::FIRST
+                } else {
+                    ChunkFlags::empty()
+                },
+            };
+            builder.push(&header, &payload).unwrap();
+            sequence += 1;
+        }
+        builder.take(0, "n/s/rec-000001/seg-000000".into())
+    }
+
+    struct Fixture {
+        archive: Archive,
+        state: State,
+        dir: std::path::PathBuf,
+        options: ArchiveOptions,
+        pacer: Pacer,
+    }
+
+    impl Fixture {
+        fn new(name: &str) -> Fixture {
+            let dir =
+                std::env::temp_dir().join(format!("nvrec-upload-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            Fixture {
+                archive: Archive::open(&ArchiveUrl::Memory, Mode::Write).unwrap(),
+                state: State::open(&dir.join("state.sqlite")).unwrap(),
+                dir,
+                options: ArchiveOptions::new("n".into()),
+                pacer: Pacer {
+                    rate_bytes_per_s: None,
+                    started: Instant::now(),
+                    sent_bytes: Mutex::new(0),
+                },
+            }
+        }
+
+        fn upload(&self, segment: &Segment) -> Result<SegmentUpload> {
+            upload_segment(
+                &self.archive,
+                &self.state,
+                segment,
+                &self.options,
+                &self.pacer,
+            )
+        }
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    #[test]
+    fn a_multipart_upload_resumes_with_the_parts_the_store_acknowledged() {
+        let fixture = Fixture::new("resume");
+        let segment = segment(30 << 20, 1);
+        let key = segment.info.key.clone();
+        let url = fixture.archive.url().to_string();
+        // A run that got two parts acknowledged, then died.
+        let store = fixture.archive.multipart.clone().unwrap();
+        let path = fixture.archive.path(&key);
+        let id = fixture
+            .archive
+            .runtime
+            .block_on(store.create_multipart(&path))
+            .unwrap();
+        fixture
+            .state
+            .begin_upload(
+                &url,
+                &key,
+                segment.info.size_bytes,
+                segment.info.crc32c,
+                &id,
+            )
+            .unwrap();
+        let part = PART_SIZE_BYTES_DEFAULT as usize;
+        for index in 0..2 {
+            let bytes = segment.bytes.slice(index * part..(index + 1) * part);
+            let acknowledged = fixture
+                .archive
+                .runtime
+                .block_on(store.put_part(&path, &id, index, bytes.into()))
+                .unwrap();
+            fixture
+                .state
+                .part_done(&url, &key, &id, index, &acknowledged.content_id)
+                .unwrap();
+        }
+        let done = fixture.upload(&segment).unwrap();
+        assert!(done.resumed);
+        assert_eq!(done.parts_kept, 2);
+        assert_eq!(
+            done.uploaded_bytes,
+            segment.info.size_bytes - 2 * part as u64
+        );
+        assert_eq!(fixture.archive.get(&key).unwrap(), segment.bytes);
+        // Again: the store holds it whole, nothing goes.
+        let again = fixture.upload(&segment).unwrap();
+        assert!(again.kept);
+        assert_eq!(again.uploaded_bytes, 0);
+    }
+
+    #[test]
+    fn an_upload_the_store_forgot_begins_again_and_a_lost_object_goes_again() {
+        let fixture = Fixture::new("forgot");
+        let segment = segment(12 << 20, 2);
+        let key = segment.info.key.clone();
+        let url = fixture.archive.url().to_string();
+        fixture
+            .state
+            .begin_upload(
+                &url,
+                &key,
+                segment.info.size_bytes,
+                segment.info.crc32c,
+                "999",
+            )
+            .unwrap();
+        fixture.state.part_done(&url, &key, "999", 0, "").unwrap();
+        let done = fixture.upload(&segment).unwrap();
+        assert_eq!(done.uploaded_bytes, segment.info.size_bytes);
+        assert_eq!(fixture.archive.get(&key).unwrap(), segment.bytes);
+        // The state says done, but the object is gone from the store: it goes again.
+        fixture
+            .archive
+            .runtime
+            .block_on(fixture.archive.store.delete(&fixture.archive.path(&key)))
+            .unwrap();
+        let done = fixture.upload(&segment).unwrap();
+        assert!(!done.kept);
+        assert_eq!(fixture.archive.get(&key).unwrap(), segment.bytes);
+    }
+
+    #[test]
+    fn bytes_that_are_not_the_recorded_chunks_never_leave() {
+        let fixture = Fixture::new("corrupt");
+        let mut segment = segment(6 << 20, 3);
+        let mut bytes = segment.bytes.to_vec();
+        bytes[4 << 20] ^= 1;
+        segment.bytes = bytes.into();
+        match fixture.upload(&segment) {
+            Err(ArchiveError::Checksum { .. }) => {}
+            other => panic!("uploaded: {:?}", other.map(|done| done.uploaded_bytes)),
+        }
+        assert!(fixture.archive.head(&segment.info.key).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_pacer_holds_the_average_rate() {
+        let pacer = Pacer {
+            rate_bytes_per_s: Some(50e6),
+            started: Instant::now(),
+            sent_bytes: Mutex::new(0),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        runtime.block_on(async {
+            for _ in 0..10 {
+                pacer.take(5_000_000).await;
+            }
+        });
+        // 50 MB at 50 MB/s: the last 5 MB may go at once, the rest waits.
+        let elapsed = started.elapsed().as_secs_f64();
+        assert!(elapsed >= 0.85, "{elapsed}");
+    }
+}

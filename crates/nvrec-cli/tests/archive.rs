@@ -1,0 +1,815 @@
+//! End-to-end tests of archives: `nvrec archive` to a directory (file://) and to a real S3
+//! server (Garage, single node on 127.0.0.1, started by the test in a temp dir on free
+//! ports and killed afterwards), then `ls`, `replay`, `verify`, `export` and `catalog` from
+//! there; kill -9 during an archive and a server killed mid-upload, then resumed; objects
+//! corrupted on purpose. The Garage tests skip, saying why, where no `garage` is installed
+//! (`.ci/run` installs it).
+
+mod common;
+
+use common::*;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A scratch dir with the archive's local files (state and catalog) kept inside it.
+struct Setup {
+    scratch: Scratch,
+}
+
+impl Setup {
+    fn new(name: &str) -> Setup {
+        Setup {
+            scratch: Scratch::new(name),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.scratch.path(name)
+    }
+
+    fn files(&self, names: &[&str]) -> Vec<PathBuf> {
+        names.iter().map(|name| self.path(name)).collect()
+    }
+
+    /// nvrec with its state and catalog in the scratch dir.
+    fn nvrec(&self) -> Command {
+        let mut command = nvrec();
+        command.env("XDG_STATE_HOME", self.path("state"));
+        command
+    }
+
+    fn archive(&self, url: &str, targets: &[PathBuf], extra: &[&str]) -> Output {
+        run(self
+            .nvrec()
+            .args(["--json", "archive", "--to", url, "--node", "bench-7"])
+            .args(extra)
+            .args(targets))
+    }
+}
+
+fn stdout_of(output: &Output) -> &[u8] {
+    &output.stdout
+}
+
+/// Records `data` from stdin (64 MiB files), and a second recording after it.
+fn two_recordings(setup: &Setup, targets: &[PathBuf], first: &[u8], second: &[u8]) {
+    let output = record_stdin(targets, first, &["--create-size", "64M", "--label", "one"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let output = record_stdin(targets, second, &["--append", "--label", "two"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let _ = setup;
+}
+
+/// The objects under `dir`, relative, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn a_directory_archive_replays_byte_exact_verifies_and_lists() {
+    let setup = Setup::new("arch-file");
+    let targets = setup.files(&["a.img", "b.img"]);
+    let first = noise(37_000_000 + 12_345, 5);
+    let second = noise(3_000_000, 6);
+    two_recordings(&setup, &targets, &first, &second);
+    let url = format!("file://{}", setup.path("archive").display());
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--segment-size", "8M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recordings = report["recordings"].as_array().unwrap();
+    assert_eq!(recordings.len(), 2, "{report}");
+    for recording in recordings {
+        assert_eq!(recording["outcome"], "archived", "{report}");
+    }
+    // 37 MB in segments of at most 8 MiB.
+    assert_eq!(recordings[0]["segment_count"], 5, "{report}");
+    // Every object the manifests name is there, and nothing else.
+    let objects = files_under(&setup.path("archive"));
+    assert_eq!(
+        objects
+            .iter()
+            .filter(|o| o.ends_with("manifest.json"))
+            .count(),
+        2,
+        "{objects:?}"
+    );
+    assert_eq!(
+        objects.iter().filter(|o| o.contains("/seg-")).count(),
+        6,
+        "{objects:?}"
+    );
+    assert!(
+        objects.iter().all(|o| o.starts_with("bench-7/")),
+        "{objects:?}"
+    );
+
+    // Read in place: byte-exact, verified, listed.
+    for (id, data) in [("1", &first), ("2", &second)] {
+        let output = run(setup.nvrec().args(["replay", "--recording", id, &url]));
+        assert!(output.status.success(), "{}", text(&output));
+        assert!(
+            stdout_of(&output) == &data[..],
+            "recording {id} differs from the archive"
+        );
+    }
+    let output = run(setup.nvrec().args(["verify", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("recording 1 (complete): OK"),
+        "{}",
+        text(&output)
+    );
+    let output = run(setup.nvrec().args(["--json", "ls", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    let listing = json(&output);
+    assert_eq!(listing["recordings"][0]["bytes"], first.len());
+    assert_eq!(listing["recordings"][1]["name"], "two");
+    assert_eq!(listing["recordings"][1]["node"], "bench-7");
+
+    // Again: nothing sent, nothing changed.
+    let before: Vec<_> = objects
+        .iter()
+        .map(|o| {
+            std::fs::metadata(setup.path("archive").join(o))
+                .unwrap()
+                .modified()
+                .unwrap()
+        })
+        .collect();
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--segment-size", "8M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(
+        report["recordings"][0]["outcome"], "already_archived",
+        "{report}"
+    );
+    assert_eq!(
+        report["recordings"][1]["outcome"], "already_archived",
+        "{report}"
+    );
+    let after: Vec<_> = objects
+        .iter()
+        .map(|o| {
+            std::fs::metadata(setup.path("archive").join(o))
+                .unwrap()
+                .modified()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(before, after);
+
+    // The catalog lists both; made again from the manifests alone, it lists the same.
+    let output = run(setup.nvrec().args(["--json", "catalog", "ls", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    let catalog = json(&output);
+    assert_eq!(
+        catalog["recordings"].as_array().unwrap().len(),
+        2,
+        "{catalog}"
+    );
+    std::fs::remove_dir_all(setup.path("state/nvrec")).unwrap();
+    let output = run(setup.nvrec().args(["catalog", "ls", &url]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let output = run(setup.nvrec().args(["--json", "catalog", "rebuild", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(setup
+        .nvrec()
+        .args(["--json", "catalog", "ls", "--label", "two", &url]));
+    let rebuilt = json(&output);
+    let rows = rebuilt["recordings"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rebuilt}");
+    assert_eq!(rows[0]["recording_id"], 2);
+    assert_eq!(rows[0]["stream_len_bytes"], second.len());
+    assert_eq!(rows[0]["node"], "bench-7");
+    let output = run(setup
+        .nvrec()
+        .args(["--json", "catalog", "ls", "--node", "elsewhere"]));
+    assert_eq!(json(&output)["recordings"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn a_time_window_from_the_archive_is_the_window_from_the_drives() {
+    let setup = Setup::new("arch-window");
+    let targets = setup.files(&["a.img"]);
+    let output = run(nvrec()
+        .args([
+            "record",
+            "--source",
+            "pattern",
+            "--rate",
+            "20MB/s",
+            "--duration",
+            "2s",
+            "--create-size",
+            "128M",
+        ])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let url = format!("file://{}", setup.path("archive").display());
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--segment-size", "5M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let window = ["--from", "0.5s", "--to", "1.2s"];
+    let from_drives = run(nvrec().arg("replay").args(window).args(&targets));
+    assert!(from_drives.status.success(), "{}", text(&from_drives));
+    let from_archive = run(setup.nvrec().arg("replay").args(window).arg(&url));
+    assert!(from_archive.status.success(), "{}", text(&from_archive));
+    assert!(
+        from_drives.stdout.len() > 5_000_000,
+        "{}",
+        from_drives.stdout.len()
+    );
+    assert!(
+        from_drives.stdout.len() < 20_000_000,
+        "{}",
+        from_drives.stdout.len()
+    );
+    assert!(
+        from_drives.stdout == from_archive.stdout,
+        "the windows differ"
+    );
+    // Pattern recordings verify from the archive too, their pattern checked.
+    let output = run(setup.nvrec().args(["verify", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("pattern checked"),
+        "{}",
+        text(&output)
+    );
+}
+
+#[test]
+fn corrupted_objects_fail_verify_and_replay_loudly() {
+    let setup = Setup::new("arch-corrupt");
+    let targets = setup.files(&["a.img"]);
+    let data = noise(12_000_000, 9);
+    let output = record_stdin(&targets, &data, &["--create-size", "32M"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--segment-size", "5M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let objects = files_under(&archive);
+    let segment = archive.join(objects.iter().find(|o| o.ends_with("seg-000001")).unwrap());
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[1_000_000] ^= 0x40;
+    std::fs::write(&segment, &bytes).unwrap();
+    let output = run(setup.nvrec().args(["verify", &url]));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(text(&output).contains("BAD"), "{}", text(&output));
+    let output = run(setup.nvrec().args(["--json", "verify", &url]));
+    let report = json(&output);
+    assert_eq!(report["good"], false);
+    let first_bad = report["recordings"][0]["first_bad"].as_str().unwrap();
+    assert!(first_bad.contains("seg-000001"), "{first_bad}");
+    assert!(first_bad.contains("checksum mismatch"), "{first_bad}");
+    // Replay gives back every chunk but the damaged one, and says which.
+    let output = run(setup.nvrec().args(["replay", &url]));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("does not decode"),
+        "{}",
+        text(&output)
+    );
+    assert!(output.stdout.len() < data.len());
+    assert!(output.stdout.len() >= data.len() - 128 * 1024);
+
+    // A segment cut short, and one gone.
+    std::fs::write(&segment, &bytes[..bytes.len() / 2]).unwrap();
+    let output = run(setup.nvrec().args(["verify", &url]));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    std::fs::remove_file(&segment).unwrap();
+    let output = run(setup.nvrec().args(["verify", &url]));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("object missing"),
+        "{}",
+        text(&output)
+    );
+
+    // A damaged manifest is named, never skipped silently.
+    let manifest = archive.join(
+        objects
+            .iter()
+            .find(|o| o.ends_with("manifest.json"))
+            .unwrap(),
+    );
+    std::fs::write(&manifest, b"{ not json").unwrap();
+    let output = run(setup.nvrec().args(["ls", &url]));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("UNREADABLE MANIFEST"),
+        "{}",
+        text(&output)
+    );
+}
+
+#[test]
+fn bad_archive_arguments_are_refused_before_anything_is_written() {
+    let setup = Setup::new("arch-usage");
+    let targets = setup.files(&["a.img"]);
+    let output = record_stdin(&targets, &noise(1000, 1), &["--create-size", "16M"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let dir = setup.path("archive");
+    let url = format!("file://{}", dir.display());
+    for (args, why) in [
+        (vec!["--to", "ftp://x"], "file://DIR or s3://"),
+        (vec!["--to", "s3://"], "name the bucket"),
+        (vec!["--to", url.as_str(), "--node", "a/b"], "node name"),
+        (vec!["--to", url.as_str(), "--part-size", "1M"], "5 MiB"),
+        (vec!["--to", url.as_str(), "--max-rate", "0"], "above 0"),
+        (
+            vec!["--to", url.as_str(), "--recording", "9"],
+            "recording 9",
+        ),
+    ] {
+        let output = run(setup.nvrec().arg("archive").args(&args).args(&targets));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
+        assert!(text(&output).contains(why), "{args:?}: {}", text(&output));
+    }
+    assert!(!dir.exists() || files_under(&dir).is_empty());
+    let output = run(setup
+        .nvrec()
+        .args(["ls", &format!("file://{}", setup.path("none").display())]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let output = run(setup.nvrec().args(["ls", &url]).arg(&targets[0]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
+
+#[test]
+fn kill_9_during_an_archive_to_a_directory_then_resume() {
+    let setup = Setup::new("arch-kill");
+    let targets = setup.files(&["a.img", "b.img"]);
+    let data = noise(60_000_000, 11);
+    let output = record_stdin(&targets, &data, &["--create-size", "64M"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    // Slowly (10 MB/s), so that the kill comes in the middle.
+    let mut child = setup
+        .nvrec()
+        .args([
+            "archive",
+            "--to",
+            &url,
+            "--node",
+            "n1",
+            "--segment-size",
+            "5M",
+            "--part-size",
+            "5M",
+        ])
+        .args(["--max-rate", "10MB/s"])
+        .args(&targets)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while files_under_or_none(&archive)
+        .iter()
+        .filter(|o| o.contains("/seg-"))
+        .count()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "no segment came");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let objects = files_under(&archive);
+    assert!(
+        !objects.iter().any(|o| o.ends_with("manifest.json")),
+        "{objects:?}"
+    );
+    let output = run(setup
+        .nvrec()
+        .args([
+            "--json",
+            "archive",
+            "--to",
+            &url,
+            "--node",
+            "n1",
+            "--segment-size",
+            "5M",
+            "--part-size",
+            "5M",
+        ])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["outcome"], "archived", "{report}");
+    assert!(
+        recording["segments_kept"].as_u64().unwrap() >= 3,
+        "{report}"
+    );
+    assert!(
+        recording["uploaded_bytes"].as_u64().unwrap()
+            < recording["archived_bytes"].as_u64().unwrap(),
+        "{report}"
+    );
+    // Exactly the segments the manifest names (12: 60 MB in 5 MiB), no temp files left.
+    let objects = files_under(&archive);
+    let segment_count = recording["segment_count"].as_u64().unwrap() as usize;
+    assert_eq!(objects.len(), segment_count + 1, "{objects:?}");
+    let output = run(setup.nvrec().args(["replay", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stdout == data, "the resumed archive differs");
+}
+
+fn files_under_or_none(dir: &Path) -> Vec<String> {
+    if dir.exists() {
+        files_under(dir)
+    } else {
+        Vec::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Garage: a real S3 server.
+
+const BUCKET: &str = "nvrec-test";
+
+/// A single-node Garage on 127.0.0.1, in a temp dir of its own, on free ports; killed and
+/// removed on drop.
+struct Garage {
+    dir: Scratch,
+    config: PathBuf,
+    child: Option<Child>,
+    s3_port: u16,
+    key_id: String,
+    secret: String,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn garage_cli(config: &Path, args: &[&str]) -> Output {
+    Command::new("garage")
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("garage runs")
+}
+
+impl Garage {
+    /// None, saying why, where garage is not installed.
+    fn start() -> Option<Garage> {
+        if Command::new("garage").arg("--version").output().is_err() {
+            eprintln!("skipped: no `garage` (cargo install garage --locked; .ci/run installs it)");
+            return None;
+        }
+        let dir = Scratch::new("garage");
+        let s3_port = free_port();
+        let rpc_port = free_port();
+        let config = dir.path("garage.toml");
+        let secret: String = noise(32, u64::from(s3_port))
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        std::fs::write(
+            &config,
+            format!(
+                "metadata_dir = \"{meta}\"\n\
+                 data_dir = \"{data}\"\n\
+                 db_engine = \"sqlite\"\n\
+                 replication_factor = 1\n\
+                 rpc_bind_addr = \"127.0.0.1:{rpc_port}\"\n\
+                 rpc_public_addr = \"127.0.0.1:{rpc_port}\"\n\
+                 rpc_secret = \"{secret}\"\n\
+                 [s3_api]\n\
+                 s3_region = \"garage\"\n\
+                 api_bind_addr = \"127.0.0.1:{s3_port}\"\n\
+                 root_domain = \".s3.garage.localhost\"\n",
+                meta = dir.path("meta").display(),
+                data = dir.path("data").display(),
+            ),
+        )
+        .unwrap();
+        let mut garage = Garage {
+            dir,
+            config,
+            child: None,
+            s3_port,
+            key_id: String::new(),
+            secret: String::new(),
+        };
+        garage.run_server();
+        let node = garage.cli(&["node", "id", "-q"]);
+        let node = node.trim().split('@').next().unwrap().to_string();
+        garage.cli(&["layout", "assign", "-z", "dc1", "-c", "1G", &node]);
+        garage.cli(&["layout", "apply", "--version", "1"]);
+        garage.cli(&["bucket", "create", BUCKET]);
+        let key = garage.cli(&["key", "create", "nvrec-test-key"]);
+        let field = |name: &str| {
+            key.lines()
+                .find_map(|line| line.trim().strip_prefix(name))
+                .map(|rest| rest.trim_start_matches(':').trim().to_string())
+                .unwrap_or_else(|| panic!("no {name} in: {key}"))
+        };
+        garage.key_id = field("Key ID");
+        garage.secret = field("Secret key");
+        garage.cli(&[
+            "bucket",
+            "allow",
+            "--read",
+            "--write",
+            "--owner",
+            BUCKET,
+            "--key",
+            "nvrec-test-key",
+        ]);
+        Some(garage)
+    }
+
+    /// Starts the server (again) and waits until it answers.
+    fn run_server(&mut self) {
+        let log = std::fs::File::create(self.dir.path("server.log")).unwrap();
+        let child = Command::new("garage")
+            .arg("-c")
+            .arg(&self.config)
+            .arg("server")
+            .env("RUST_LOG", "warn")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let output = garage_cli(&self.config, &["status"]);
+            if output.status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "garage did not come up: {}\n{}",
+                text(&output),
+                std::fs::read_to_string(self.dir.path("server.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn kill_server(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let output = garage_cli(&self.config, args);
+        assert!(
+            output.status.success(),
+            "garage {args:?}: {}",
+            text(&output)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// nvrec with the S3 settings of this server.
+    fn nvrec(&self, setup: &Setup) -> Command {
+        let mut command = setup.nvrec();
+        command
+            .env("AWS_ACCESS_KEY_ID", &self.key_id)
+            .env("AWS_SECRET_ACCESS_KEY", &self.secret)
+            .env("AWS_DEFAULT_REGION", "garage")
+            .env(
+                "AWS_ENDPOINT_URL",
+                format!("http://127.0.0.1:{}", self.s3_port),
+            )
+            .env("AWS_ALLOW_HTTP", "true");
+        command
+    }
+
+    /// Waits until the S3 API serves the bucket (the layout takes a moment to apply).
+    fn wait_for_s3(&self, setup: &Setup, url: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let output = run(self.nvrec(setup).args(["ls", url]));
+            if output.status.success() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "S3 API not ready: {}",
+                text(&output)
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
+impl Drop for Garage {
+    fn drop(&mut self) {
+        self.kill_server();
+    }
+}
+
+const S3_SIZES: [&str; 4] = ["--segment-size", "16M", "--part-size", "5M"];
+
+#[test]
+fn garage_round_trip_replays_byte_exact_and_verifies() {
+    let Some(garage) = Garage::start() else {
+        return;
+    };
+    let setup = Setup::new("arch-s3");
+    let targets = setup.files(&["a.img", "b.img"]);
+    let first = noise(41_000_000 + 777, 21);
+    let second = noise(2_000_000, 22);
+    two_recordings(&setup, &targets, &first, &second);
+    let url = format!("s3://{BUCKET}/lab");
+    garage.wait_for_s3(&setup, &url);
+    let output = run(garage
+        .nvrec(&setup)
+        .args(["--json", "archive", "--to", &url, "--node", "bench-7"])
+        .args(S3_SIZES)
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["recordings"][0]["outcome"], "archived", "{report}");
+    assert_eq!(report["recordings"][0]["segment_count"], 3, "{report}");
+    for (id, data) in [("1", &first), ("2", &second)] {
+        let output = run(garage
+            .nvrec(&setup)
+            .args(["replay", "--recording", id, &url]));
+        assert!(output.status.success(), "{}", text(&output));
+        assert!(
+            output.stdout == *data,
+            "recording {id} differs from the archive in S3"
+        );
+    }
+    let output = run(garage.nvrec(&setup).args(["verify", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(garage.nvrec(&setup).args(["--json", "ls", &url]));
+    let listing = json(&output);
+    assert_eq!(
+        listing["recordings"].as_array().unwrap().len(),
+        2,
+        "{listing}"
+    );
+    // Archived again: nothing sent.
+    let output = run(garage
+        .nvrec(&setup)
+        .args(["--json", "archive", "--to", &url, "--node", "bench-7"])
+        .args(S3_SIZES)
+        .args(&targets));
+    let report = json(&output);
+    assert_eq!(
+        report["recordings"][0]["outcome"], "already_archived",
+        "{report}"
+    );
+    // The catalog made again from the bucket alone.
+    std::fs::remove_dir_all(setup.path("state/nvrec")).unwrap();
+    let output = run(garage
+        .nvrec(&setup)
+        .args(["--json", "catalog", "rebuild", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["rebuilt"]["recording_count"], 2);
+}
+
+/// Archives slowly in the background, to be interrupted.
+fn slow_archive(garage: &Garage, setup: &Setup, url: &str, targets: &[PathBuf]) -> Child {
+    garage
+        .nvrec(setup)
+        .args([
+            "archive",
+            "--to",
+            url,
+            "--node",
+            "n1",
+            "--max-rate",
+            "8MB/s",
+        ])
+        .args(S3_SIZES)
+        .args(targets)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(setup.path("slow.log")).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn garage_kill_9_during_an_archive_then_resume() {
+    let Some(garage) = Garage::start() else {
+        return;
+    };
+    let setup = Setup::new("arch-s3-kill");
+    let targets = setup.files(&["a.img"]);
+    let data = noise(40_000_000, 31);
+    let output = record_stdin(&targets, &data, &["--create-size", "64M"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let url = format!("s3://{BUCKET}/kill");
+    garage.wait_for_s3(&setup, &url);
+    let mut child = slow_archive(&garage, &setup, &url, &targets);
+    // 1.5 s at 8 MB/s: the first segment (16 MiB) is halfway through its parts.
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let output = run(garage
+        .nvrec(&setup)
+        .args(["--json", "archive", "--to", &url, "--node", "n1"])
+        .args(S3_SIZES)
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["outcome"], "archived", "{report}");
+    assert!(
+        recording["segments_resumed"].as_u64().unwrap()
+            + recording["segments_kept"].as_u64().unwrap()
+            >= 1,
+        "{report}"
+    );
+    assert!(recording["parts_kept"].as_u64().unwrap() >= 1, "{report}");
+    assert!(
+        recording["uploaded_bytes"].as_u64().unwrap()
+            < recording["archived_bytes"].as_u64().unwrap(),
+        "{report}"
+    );
+    let output = run(garage.nvrec(&setup).args(["replay", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stdout == data, "the resumed archive differs");
+    let output = run(garage.nvrec(&setup).args(["verify", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+}
+
+#[test]
+fn garage_killed_mid_upload_then_resumed() {
+    let Some(mut garage) = Garage::start() else {
+        return;
+    };
+    let setup = Setup::new("arch-s3-down");
+    let targets = setup.files(&["a.img"]);
+    let data = noise(40_000_000, 41);
+    let output = record_stdin(&targets, &data, &["--create-size", "64M"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let url = format!("s3://{BUCKET}/down");
+    garage.wait_for_s3(&setup, &url);
+    let child = slow_archive(&garage, &setup, &url, &targets);
+    std::thread::sleep(Duration::from_millis(1500));
+    garage.kill_server();
+    // The archive fails (after its retries), saying so, and writes no manifest.
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        std::fs::read_to_string(setup.path("slow.log")).unwrap()
+    );
+    garage.run_server();
+    garage.wait_for_s3(&setup, &url);
+    let output = run(garage
+        .nvrec(&setup)
+        .args(["--json", "archive", "--to", &url, "--node", "n1"])
+        .args(S3_SIZES)
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["recordings"][0]["outcome"], "archived", "{report}");
+    let output = run(garage.nvrec(&setup).args(["replay", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(output.stdout == data, "the resumed archive differs");
+    let output = run(garage.nvrec(&setup).args(["verify", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+}

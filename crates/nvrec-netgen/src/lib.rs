@@ -1,0 +1,25 @@
+//! A traffic generator for testing and measuring nvrec's network sources.
+//!
+//! - [`datagram`]: the datagram format: a sequence number, a stream number and a payload
+//!   pattern derived from both, so that a receiver can tell loss, reordering, duplicates and
+//!   damage apart.
+//! - [`send`]: a paced sender (sendmmsg with UDP GSO, UDP_SEGMENT), at a rate in bits/s, for a
+//!   duration or a count.
+//! - [`recv`]: a receiver (recvmmsg with UDP GRO) and the [`check::Checker`] it feeds, which
+//!   also checks datagrams read back from a recording.
+//! - [`netns`]: two network namespaces joined by a veth pair, with addresses only inside
+//!   them, removed on drop: the test network of the tests and benchmarks.
+//!
+//! It deliberately knows nothing of nvrec's on-disk format: it checks what arrives on the
+//! wire or what a replay writes out, as any other client would.
+
+pub mod check;
+pub mod datagram;
+pub mod netns;
+pub mod recv;
+pub mod send;
+
+pub use check::{CheckReport, Checker};
+pub use netns::{Side, TestNet};
+pub use recv::{receive, ReceiveOptions, ReceiveReport};
+pub use send::{send, SendOptions, SendReport};
