@@ -79,7 +79,7 @@ impl FrameSender {
         })
     }
 
-    /// Queues a frame; sends the queue when it holds [`BATCH`].
+    /// Queues a frame; sends the queue when it holds `BATCH` frames.
     pub fn send(&mut self, frame: &[u8]) -> io::Result<()> {
         self.frames.push((self.queued.len(), frame.len()));
         self.queued.extend_from_slice(frame);
