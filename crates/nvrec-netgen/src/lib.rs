@@ -3,9 +3,9 @@
 //! - [`datagram`]: the datagram format: a sequence number, a stream number and a payload
 //!   pattern derived from both, so that a receiver can tell loss, reordering, duplicates and
 //!   damage apart.
-//! - [`send`]: a paced sender (sendmmsg with UDP GSO, UDP_SEGMENT), at a rate in bits/s, for a
+//! - [`mod@send`]: a paced sender (sendmmsg with UDP GSO, UDP_SEGMENT), at a rate in bits/s, for a
 //!   duration or a count.
-//! - [`recv`]: a receiver (recvmmsg with UDP GRO) and the [`check::Checker`] it feeds, which
+//! - [`mod@recv`]: a receiver (recvmmsg with UDP GRO) and the [`check::Checker`] it feeds, which
 //!   also checks datagrams read back from a recording.
 //! - [`netns`]: two network namespaces joined by a veth pair, with addresses only inside
 //!   them, removed on drop: the test network of the tests and benchmarks.

@@ -79,7 +79,7 @@ impl FrameSender {
         })
     }
 
-    /// Queues a frame; sends the queue when it holds [`BATCH`].
+    /// Queues a frame; sends the queue when it holds `BATCH` frames.
     pub fn send(&mut self, frame: &[u8]) -> io::Result<()> {
         self.frames.push((self.queued.len(), frame.len()));
         self.queued.extend_from_slice(frame);
@@ -165,7 +165,12 @@ mod tests {
         }
         use crate::layout::{records, Record};
         use crate::source::Source;
-        let mut capture = crate::net::CaptureSource::open(&["lo".to_string()]).unwrap();
+        let options = crate::net::CaptureOptions {
+            block_count: 8,
+            ..crate::net::CaptureOptions::default()
+        };
+        let mut capture =
+            crate::net::CaptureSource::open_with(&["lo".to_string()], &options).unwrap();
         capture.set_payload_capacity(1 << 20);
         let mut sender = FrameSender::open("lo").unwrap();
         let frames: Vec<Vec<u8>> = (0..100u8)

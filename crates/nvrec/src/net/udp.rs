@@ -489,6 +489,45 @@ pub(crate) mod tests {
         assert_eq!(counters.truncated.load(Ordering::Relaxed), 0);
     }
 
+    /// A GSO send of ten datagrams (the socket does not ask for UDP GRO: with it the kernel
+    /// would count a dropped GSO packet as one drop, not as its datagrams, and loss must be
+    /// exact) arrives as ten datagrams; each becomes a record.
+    #[test]
+    fn datagrams_coalesced_by_gro_become_a_record_each() {
+        if !private_loopback() {
+            return;
+        }
+        let (mut source, sender, local) = source_and_sender();
+        // linux/udp.h UDP_SEGMENT: the kernel cuts what is sent into datagrams of 500.
+        let segment: libc::c_int = 500;
+        // SAFETY: passes a pointer to an int of the size given, for a socket we hold.
+        let set = unsafe {
+            libc::setsockopt(
+                sender.as_raw_fd(),
+                libc::SOL_UDP,
+                103,
+                (&segment as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        assert_eq!(set, 0);
+        let data: Vec<u8> = (0..4700u32).map(|at| (at / 500) as u8).collect();
+        sender.send_to(&data, local).unwrap();
+        let mut seen = Vec::new();
+        for payload in read_all(&mut source, 1 << 20) {
+            for record in records(&payload) {
+                let Record::Packet(packet) = record.unwrap() else {
+                    panic!("no loss expected")
+                };
+                assert_eq!(packet.peer, Some(sender.local_addr().unwrap()));
+                seen.push(packet.data.to_vec());
+            }
+        }
+        let expected: Vec<Vec<u8>> = data.chunks(500).map(<[u8]>::to_vec).collect();
+        assert_eq!(seen, expected);
+        assert_eq!(source.counters().datagrams.load(Ordering::Relaxed), 10);
+    }
+
     #[test]
     fn a_datagram_larger_than_a_payload_is_cut_and_counted() {
         if !private_loopback() {
