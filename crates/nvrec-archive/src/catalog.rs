@@ -82,6 +82,7 @@ impl Catalog {
         connection
             .execute_batch(
                 "PRAGMA journal_mode = WAL;
+                 PRAGMA synchronous = NORMAL;
                  CREATE TABLE IF NOT EXISTS recordings (
                      archive_url TEXT NOT NULL,
                      manifest_key TEXT NOT NULL,

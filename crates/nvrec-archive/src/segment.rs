@@ -10,6 +10,9 @@
 //! on the drive), joined with `crc32c_combine`: no second pass over the data. Before the
 //! upload the bytes actually handed to the store are summed once more and must agree
 //! ([`Segment::check`]): a verified archive is then the recording, without a read-back.
+//! The join applies "append N zero bytes" to a CRC as a 32×32 matrix over GF(2) ([`Shift`]),
+//! made once per length: chunks have one payload length but for the last, so each join
+//! costs a few dozen XORs.
 
 use bytes::Bytes;
 use nvrec::layout::{crc32c, decode_chunk, ChunkHeader, ChunkView, CHUNK_HEADER_SIZE_BYTES};
@@ -21,10 +24,88 @@ use crate::{ArchiveError, Result};
 /// larger than it gets a segment of its own).
 pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 64 << 20;
 
+/// Appending `len` zero bytes to a CRC-32C's message, as a 32×32 matrix over GF(2) (one
+/// column a bit): `crc32c(a ++ b) == Shift::zeros(b.len()).times(crc32c(a)) ^ crc32c(b)`,
+/// the pre- and post-inversions cancelling as in zlib's `crc32_combine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shift([u32; 32]);
+
+impl Shift {
+    fn times(&self, mut vector: u32) -> u32 {
+        let mut sum = 0;
+        let mut column = 0;
+        while vector != 0 {
+            if vector & 1 != 0 {
+                sum ^= self.0[column];
+            }
+            vector >>= 1;
+            column += 1;
+        }
+        sum
+    }
+
+    /// This shift, then `next`.
+    fn then(&self, next: &Shift) -> Shift {
+        Shift(self.0.map(|column| next.times(column)))
+    }
+
+    fn zeros(len_bytes: usize) -> Shift {
+        // One zero bit of the reflected CRC: bit 0 feeds the polynomial back, the others
+        // move down by one.
+        let mut one_bit = [0u32; 32];
+        one_bit[0] = 0x82F6_3B78;
+        for (bit, column) in one_bit.iter_mut().enumerate().skip(1) {
+            *column = 1 << (bit - 1);
+        }
+        let mut power = Shift(one_bit);
+        for _ in 0..3 {
+            power = power.then(&power); // 2, 4, 8 bits: one byte.
+        }
+        let mut result = Shift(std::array::from_fn(|bit| 1u32 << bit));
+        let mut n = len_bytes;
+        while n > 0 {
+            if n & 1 == 1 {
+                result = result.then(&power);
+            }
+            power = power.then(&power);
+            n >>= 1;
+        }
+        result
+    }
+}
+
+/// The shifts of the last few lengths joined (a chunk header, the payload length).
+#[derive(Default)]
+struct Shifts(Vec<(usize, Shift)>);
+
+impl Shifts {
+    const KEPT: usize = 4;
+
+    /// `crc32c(a ++ b)` from `crc32c(a)`, `crc32c(b)` and `b.len()`.
+    fn combine(&mut self, crc_a: u32, crc_b: u32, len_b: usize) -> u32 {
+        if len_b == 0 {
+            return crc_a;
+        }
+        let shift = match self.0.iter().find(|(len, _)| *len == len_b) {
+            Some((_, shift)) => *shift,
+            None => {
+                let shift = Shift::zeros(len_b);
+                if self.0.len() == Self::KEPT {
+                    self.0.remove(0);
+                }
+                self.0.push((len_b, shift));
+                shift
+            }
+        };
+        shift.times(crc_a) ^ crc_b
+    }
+}
+
 /// A segment being filled.
 pub struct SegmentBuilder {
     bytes: Vec<u8>,
     crc32c: u32,
+    shifts: Shifts,
     capacity_bytes: u64,
     first_sequence: u64,
     last_sequence: u64,
@@ -44,6 +125,7 @@ impl SegmentBuilder {
         SegmentBuilder {
             bytes: Vec::with_capacity(capacity_bytes.min(1 << 30) as usize),
             crc32c: 0,
+            shifts: Shifts::default(),
             capacity_bytes,
             first_sequence: 0,
             last_sequence: 0,
@@ -82,8 +164,10 @@ impl SegmentBuilder {
                 why: format!("its header does not encode again: {error}"),
             })?;
         let header_crc = crc32c(&self.bytes[start..start + CHUNK_HEADER_SIZE_BYTES]);
-        self.crc32c = crc32c::crc32c_combine(self.crc32c, header_crc, CHUNK_HEADER_SIZE_BYTES);
-        self.crc32c = crc32c::crc32c_combine(self.crc32c, payload_crc, payload.len());
+        self.crc32c = self
+            .shifts
+            .combine(self.crc32c, header_crc, CHUNK_HEADER_SIZE_BYTES);
+        self.crc32c = self.shifts.combine(self.crc32c, payload_crc, payload.len());
         if self.offsets.is_empty() {
             self.first_sequence = header.sequence;
         }
@@ -93,12 +177,17 @@ impl SegmentBuilder {
         Ok(())
     }
 
-    /// The segment, ready for `key`; the builder is empty again.
-    pub fn take(&mut self, index: u32, key: String) -> Segment {
-        let bytes = std::mem::replace(
-            &mut self.bytes,
-            Vec::with_capacity(self.capacity_bytes.min(1 << 30) as usize),
-        );
+    /// The segment, ready for `key`; the builder is empty again, filling `reuse` (a
+    /// segment's memory that was uploaded: its pages are already there) where given.
+    pub fn take(&mut self, index: u32, key: String, reuse: Option<Vec<u8>>) -> Segment {
+        let next = match reuse {
+            Some(mut bytes) => {
+                bytes.clear();
+                bytes
+            }
+            None => Vec::with_capacity(self.capacity_bytes.min(1 << 30) as usize),
+        };
+        let bytes = std::mem::replace(&mut self.bytes, next);
         let offsets = std::mem::take(&mut self.offsets);
         let timestamps_ns = std::mem::take(&mut self.timestamps_ns);
         let info = SegmentInfo {
@@ -190,7 +279,7 @@ mod tests {
             let payload: Vec<u8> = (0..len).map(|i| (i as u64 * 31 + sequence) as u8).collect();
             builder.push(&header(sequence, len), &payload).unwrap();
         }
-        let segment = builder.take(0, "seg".into());
+        let segment = builder.take(0, "seg".into(), None);
         assert!(builder.is_empty());
         segment.check().unwrap();
         assert_eq!(segment.info.crc32c, crc32c(&segment.bytes));
@@ -214,7 +303,7 @@ mod tests {
     fn a_changed_byte_fails_the_check() {
         let mut builder = SegmentBuilder::new(1 << 20);
         builder.push(&header(0, 100), &[5u8; 100]).unwrap();
-        let mut segment = builder.take(0, "seg".into());
+        let mut segment = builder.take(0, "seg".into(), None);
         let mut bytes = segment.bytes.to_vec();
         bytes[150] ^= 1;
         segment.bytes = Bytes::from(bytes);
@@ -223,6 +312,43 @@ mod tests {
             Err(ArchiveError::Checksum { .. })
         ));
         assert!(chunk_at(&segment.bytes, 0).is_err());
+    }
+
+    #[test]
+    fn the_shift_joins_crcs_as_the_reference_does() {
+        let mut shifts = Shifts::default();
+        let mut state = 0x1234_5678_9abc_def0u64;
+        for len in [
+            1usize,
+            2,
+            7,
+            8,
+            128,
+            131_072 - 128,
+            131_072,
+            1 << 20,
+            1_000_003,
+        ] {
+            for _ in 0..3 {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let (a, b) = ((state >> 32) as u32, state as u32);
+                assert_eq!(
+                    shifts.combine(a, b, len),
+                    crc32c::crc32c_combine(a, b, len),
+                    "length {len}"
+                );
+            }
+        }
+        assert_eq!(shifts.0.len(), Shifts::KEPT);
+        assert_eq!(shifts.combine(7, 9, 0), 7);
+        let (a, b) = (b"chunk header".as_slice(), b" and its payload".as_slice());
+        let joined = [a, b].concat();
+        assert_eq!(
+            shifts.combine(crc32c(a), crc32c(b), b.len()),
+            crc32c(&joined)
+        );
     }
 
     #[test]

@@ -387,6 +387,8 @@ fn archive_recording(
     report: &mut RecordingReport,
 ) -> Result<(SegmentStart, Option<Manifest>)> {
     let (sender, receiver) = sync_channel::<Segment>(SEGMENTS_AHEAD);
+    // Uploaded segments' memory, back to the reader to fill again.
+    let (recycle, reuse) = sync_channel::<Vec<u8>>(SEGMENTS_AHEAD + 1);
     let mut segments: Vec<SegmentInfo> = Vec::new();
     let (read, upload_error) = std::thread::scope(|scope| {
         let reading = scope.spawn(move || {
@@ -408,7 +410,11 @@ fn archive_recording(
                         Item::Chunk { header, .. } if header.sequence < start.sequence => {}
                         Item::Chunk { header, payload } => {
                             if builder.is_full_for(payload.len()) {
-                                let segment = builder.take(index, segment_key(dir, index));
+                                let segment = builder.take(
+                                    index,
+                                    segment_key(dir, index),
+                                    reuse.try_recv().ok(),
+                                );
                                 index += 1;
                                 if sender.send(segment).is_err() {
                                     return false; // The uploader failed.
@@ -457,7 +463,7 @@ fn archive_recording(
                 None => SegmentStart { index, ..start },
             };
             if failure.is_none() && complete && upto == Upto::End && !builder.is_empty() {
-                let _ = sender.send(builder.take(index, segment_key(dir, index)));
+                let _ = sender.send(builder.take(index, segment_key(dir, index), None));
             }
             drop(sender);
             (summary, outcome, failure, next)
@@ -470,9 +476,14 @@ fn archive_recording(
                     report.segments_resumed += u64::from(done.resumed);
                     report.parts_kept += done.parts_kept;
                     report.uploaded_bytes += done.uploaded_bytes;
-                    let mut info = segment.info;
+                    let Segment {
+                        bytes, mut info, ..
+                    } = segment;
                     info.e_tag = done.e_tag;
                     segments.push(info);
+                    if let Ok(bytes) = bytes.try_into_mut() {
+                        let _ = recycle.try_send(Vec::from(bytes));
+                    }
                 }
                 Err(error) => {
                     upload_error = Some(error);
@@ -821,7 +832,7 @@ mod tests {
             builder.push(&header, &payload).unwrap();
             sequence += 1;
         }
-        builder.take(0, "n/s/rec-000001/seg-000000".into())
+        builder.take(0, "n/s/rec-000001/seg-000000".into(), None)
     }
 
     struct Fixture {
