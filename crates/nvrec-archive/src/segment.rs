@@ -10,7 +10,7 @@
 //! on the drive), joined with `crc32c_combine`: no second pass over the data. Before the
 //! upload the bytes actually handed to the store are summed once more and must agree
 //! ([`Segment::check`]): a verified archive is then the recording, without a read-back.
-//! The join applies "append N zero bytes" to a CRC as a 32×32 matrix over GF(2) ([`Shift`]),
+//! The join applies "append N zero bytes" to a CRC as a 32×32 matrix over GF(2) (`Shift`),
 //! made once per length: chunks have one payload length but for the last, so each join
 //! costs a few dozen XORs.
 
