@@ -322,14 +322,32 @@ pub fn record_then_kill_when_durable(
     kill_recorder(child, stdin);
 }
 
-/// Records `data` from stdin in 1 MiB pieces with a pause after each, waits 600 ms (for
-/// the last writes and a checkpoint), then kills the recorder with SIGKILL.
+/// Records `data` from stdin in 1 MiB pieces with a pause after each, waits until the
+/// recorder has read all of it (a loaded machine may leave it behind its input), then 600 ms
+/// more (for the last writes and a checkpoint), then kills the recorder with SIGKILL.
 pub fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause: Duration) {
     let (child, mut stdin) = stdin_recorder(targets, extra);
     for piece in data.chunks(1 << 20) {
         stdin.write_all(piece).unwrap();
         std::thread::sleep(pause);
     }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while bytes_read_by(child.id()) < data.len() as u64 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::thread::sleep(Duration::from_millis(600));
     kill_recorder(child, stdin);
+}
+
+/// Bytes process `pid` has read so far, by any read call (`rchar` of /proc/PID/io); 0 if
+/// it cannot be told.
+fn bytes_read_by(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|line| line.strip_prefix("rchar: "))
+                .and_then(|value| value.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
