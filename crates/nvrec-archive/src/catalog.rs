@@ -15,8 +15,6 @@ use crate::read;
 use crate::store::Archive;
 use crate::{ArchiveError, Result};
 
-const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
 pub struct Catalog {
     connection: Connection,
     path: PathBuf,
@@ -67,23 +65,14 @@ pub struct Rebuilt {
 
 impl Catalog {
     pub fn open(path: &Path) -> Result<Catalog> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| ArchiveError::Io {
-                what: format!("creating {}", parent.display()),
-                source,
-            })?;
-        }
         let error = |source| ArchiveError::Catalog {
             path: path.display().to_string(),
             source,
         };
-        let connection = Connection::open(path).map_err(error)?;
-        connection.busy_timeout(BUSY_TIMEOUT).map_err(error)?;
+        let connection = crate::state::open_database(path, error)?;
         connection
             .execute_batch(
-                "PRAGMA journal_mode = WAL;
-                 PRAGMA synchronous = NORMAL;
-                 CREATE TABLE IF NOT EXISTS recordings (
+                "CREATE TABLE IF NOT EXISTS recordings (
                      archive_url TEXT NOT NULL,
                      manifest_key TEXT NOT NULL,
                      node TEXT NOT NULL,

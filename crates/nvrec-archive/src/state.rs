@@ -47,26 +47,38 @@ pub enum ObjectState {
     Done { e_tag: Option<String> },
 }
 
+/// Opens (creating, with its folder) the SQLite file at `path` as the archive keeps its
+/// databases (the state and the catalog): WAL without an fsync a commit, and a wait for
+/// another process's lock.
+pub(crate) fn open_database(
+    path: &Path,
+    error: impl Fn(rusqlite::Error) -> ArchiveError,
+) -> Result<Connection> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|source| ArchiveError::Io {
+            what: format!("creating {}", parent.display()),
+            source,
+        })?;
+    }
+    let connection = Connection::open(path).map_err(&error)?;
+    connection.busy_timeout(BUSY_TIMEOUT).map_err(&error)?;
+    connection
+        .execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
+        .map_err(&error)?;
+    Ok(connection)
+}
+
 impl State {
     /// Opens (creating) the state file at `path`.
     pub fn open(path: &Path) -> Result<State> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| ArchiveError::Io {
-                what: format!("creating {}", parent.display()),
-                source,
-            })?;
-        }
         let error = |source| ArchiveError::State {
             path: path.display().to_string(),
             source,
         };
-        let connection = Connection::open(path).map_err(error)?;
-        connection.busy_timeout(BUSY_TIMEOUT).map_err(error)?;
+        let connection = open_database(path, error)?;
         connection
             .execute_batch(
-                "PRAGMA journal_mode = WAL;
-                 PRAGMA synchronous = NORMAL;
-                 CREATE TABLE IF NOT EXISTS objects (
+                "CREATE TABLE IF NOT EXISTS objects (
                      url TEXT NOT NULL,
                      key TEXT NOT NULL,
                      size_bytes INTEGER NOT NULL,
