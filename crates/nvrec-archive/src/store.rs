@@ -12,12 +12,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::multipart::MultipartStore;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, PutPayload};
 
+use crate::dir::DirectoryStore;
 use crate::{ArchiveError, Result};
 
 /// How long a request to S3 is retried (by `object_store`, with exponential backoff from
@@ -144,7 +144,7 @@ impl Archive {
                             "{url}: no such directory, so no archive there"
                         )));
                     }
-                    let store = LocalFileSystem::new_with_prefix(dir).map_err(store_error)?;
+                    let store = DirectoryStore::new(dir).map_err(store_error)?;
                     (Arc::new(store), None, String::new())
                 }
                 ArchiveUrl::S3 { bucket, prefix } => {

@@ -14,6 +14,7 @@
 //! touches the drives' data or metadata: deleting after a verified archive is the
 //! caller's decision.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use nvrec::engine::EngineChoice;
 use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingState};
+use nvrec::recording::load;
 use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::volume::VolumeSet;
 use nvrec::stream::{Control, ControlState, Progress};
@@ -173,27 +175,113 @@ pub struct RecordingReport {
     pub holes: Vec<Hole>,
     /// Segments sent while the recording was still being written (--follow).
     pub segments_sent_live: u64,
+    /// Seconds paused because a recorder on the same set was filling its buffer pool.
+    pub backoff_s: f64,
     pub elapsed_s: f64,
     pub rate_mib_per_s: f64,
 }
 
-/// Paces uploads to an average rate.
-struct Pacer {
+/// Above this share of the recorder's buffer pool in use, the archive pauses...
+const BACKOFF_HIGH_FILL: f64 = 0.5;
+/// ...until the pool is back to this share or less.
+const BACKOFF_LOW_FILL: f64 = 0.25;
+/// How often the recorder's load is looked at, while running and while paused.
+const BACKOFF_POLL: Duration = Duration::from_millis(20);
+
+/// Paces the archive: an average rate (`--max-rate`), and pauses while a recorder running
+/// on the same set needs the drives (its buffer pool fills: see
+/// [`nvrec::recording::load`]). Both the reading of the drives and the sending wait.
+struct Pacer<'a> {
     rate_bytes_per_s: Option<f64>,
     started: Instant,
     sent_bytes: Mutex<u64>,
+    /// The set whose recorder's load is watched, and what stops a pause early.
+    backoff: Option<(String, &'a Control)>,
+    /// When the load was last looked at.
+    looked: Mutex<Option<Instant>>,
+    /// Time spent paused for the recorder (not counted against the rate).
+    paused_ns: AtomicU64,
 }
 
-impl Pacer {
-    /// Waits until `len_bytes` more may go.
+impl<'a> Pacer<'a> {
+    fn new(rate_bytes_per_s: Option<f64>, backoff: Option<(String, &'a Control)>) -> Pacer<'a> {
+        Pacer {
+            rate_bytes_per_s,
+            started: Instant::now(),
+            sent_bytes: Mutex::new(0),
+            backoff,
+            looked: Mutex::new(None),
+            paused_ns: AtomicU64::new(0),
+        }
+    }
+
+    fn paused(&self) -> Duration {
+        Duration::from_nanos(self.paused_ns.load(Ordering::Relaxed))
+    }
+
+    /// Whether the recorder's pool is above `fill` now (false when none publishes a load).
+    fn recorder_above(&self, fill: f64) -> bool {
+        self.backoff.as_ref().is_some_and(|(set_uuid, _)| {
+            load::read(set_uuid).is_some_and(|load| load.peak_fill > fill)
+        })
+    }
+
+    /// Whether to pause now: the load is looked at no more often than [`BACKOFF_POLL`].
+    fn must_pause(&self) -> bool {
+        let Some((_, control)) = &self.backoff else {
+            return false;
+        };
+        {
+            let mut looked = self.looked.lock().expect("pacer lock");
+            if looked.is_some_and(|at| at.elapsed() < BACKOFF_POLL) {
+                return false;
+            }
+            *looked = Some(Instant::now());
+        }
+        control.state() == ControlState::Run && self.recorder_above(BACKOFF_HIGH_FILL)
+    }
+
+    /// Whether a pause goes on: the pool is not yet down to the low mark.
+    fn pause_goes_on(&self) -> bool {
+        self.backoff
+            .as_ref()
+            .is_some_and(|(_, control)| control.state() == ControlState::Run)
+            && self.recorder_above(BACKOFF_LOW_FILL)
+    }
+
+    fn add_pause(&self, since: Instant) {
+        self.paused_ns
+            .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Blocks while the recorder needs the drives (the reading side).
+    fn hold(&self) {
+        if !self.must_pause() {
+            return;
+        }
+        let since = Instant::now();
+        while self.pause_goes_on() {
+            std::thread::sleep(BACKOFF_POLL);
+        }
+        self.add_pause(since);
+    }
+
+    /// Waits while the recorder needs the drives, then until `len_bytes` more may go.
     async fn take(&self, len_bytes: u64) {
+        if self.must_pause() {
+            let since = Instant::now();
+            while self.pause_goes_on() {
+                tokio::time::sleep(BACKOFF_POLL).await;
+            }
+            self.add_pause(since);
+        }
         let Some(rate) = self.rate_bytes_per_s else {
             return;
         };
         let due = {
             let mut sent = self.sent_bytes.lock().expect("pacer lock");
             *sent += len_bytes;
-            self.started + Duration::from_secs_f64(*sent as f64 / rate)
+            self.started + self.paused() + Duration::from_secs_f64(*sent as f64 / rate)
         };
         // Bytes due by now go at once; later ones wait for their time.
         let allowance = Duration::from_secs_f64((len_bytes as f64 / rate).min(1.0));
@@ -231,11 +319,10 @@ pub fn archive_set(
         None => entries,
     };
     let live = set.live_recording()?;
-    let pacer = Pacer {
-        rate_bytes_per_s: options.max_rate_bytes_per_s,
-        started: Instant::now(),
-        sent_bytes: Mutex::new(0),
-    };
+    let pacer = Pacer::new(
+        options.max_rate_bytes_per_s,
+        Some((set.set_uuid.to_string(), control)),
+    );
     let mut reports = Vec::new();
     for entry in &selected {
         if control.state() != ControlState::Run {
@@ -258,10 +345,12 @@ pub fn archive_set(
             uploaded_bytes: 0,
             holes: Vec::new(),
             segments_sent_live: 0,
+            backoff_s: 0.0,
             elapsed_s: 0.0,
             rate_mib_per_s: 0.0,
         };
         let started = Instant::now();
+        let paused_before = pacer.paused();
         let mut entry = entry.clone();
         if entry.state == RecordingState::Open || live == Some(entry.recording_id) {
             match options.live {
@@ -327,6 +416,7 @@ pub fn archive_set(
         )?
         .1;
         report.elapsed_s = started.elapsed().as_secs_f64();
+        report.backoff_s = (pacer.paused() - paused_before).as_secs_f64();
         report.rate_mib_per_s =
             report.archived_bytes as f64 / (1u64 << 20) as f64 / report.elapsed_s.max(1e-9);
         match manifest {
@@ -379,7 +469,7 @@ fn archive_recording(
     entry: &RecordingEntry,
     dir: &str,
     options: &ArchiveOptions,
-    pacer: &Pacer,
+    pacer: &Pacer<'_>,
     control: &Control,
     progress: &Progress,
     start: SegmentStart,
@@ -409,6 +499,8 @@ fn archive_recording(
                         // Chunks in segments already sent (following a live recording).
                         Item::Chunk { header, .. } if header.sequence < start.sequence => {}
                         Item::Chunk { header, payload } => {
+                            // The drives are the recorder's first: wait while it needs them.
+                            pacer.hold();
                             if builder.is_full_for(payload.len()) {
                                 let segment = builder.take(
                                     index,
@@ -559,7 +651,7 @@ fn follow(
     entry: &RecordingEntry,
     dir: &str,
     options: &ArchiveOptions,
-    pacer: &Pacer,
+    pacer: &Pacer<'_>,
     control: &Control,
     progress: &Progress,
     poll: Duration,
@@ -615,7 +707,7 @@ fn upload_segment(
     state: &State,
     segment: &Segment,
     options: &ArchiveOptions,
-    pacer: &Pacer,
+    pacer: &Pacer<'_>,
 ) -> Result<SegmentUpload> {
     segment.check()?;
     let url = archive.url().to_string();
@@ -697,7 +789,7 @@ fn multipart(
     state: &State,
     segment: &Segment,
     options: &ArchiveOptions,
-    pacer: &Pacer,
+    pacer: &Pacer<'_>,
     resume: Option<(String, Vec<(usize, String)>)>,
 ) -> Result<SegmentUpload> {
     let store = archive.multipart.as_ref().expect("a multipart store");
@@ -840,7 +932,7 @@ mod tests {
         state: State,
         dir: std::path::PathBuf,
         options: ArchiveOptions,
-        pacer: Pacer,
+        pacer: Pacer<'static>,
     }
 
     impl Fixture {
@@ -853,11 +945,7 @@ mod tests {
                 state: State::open(&dir.join("state.sqlite")).unwrap(),
                 dir,
                 options: ArchiveOptions::new("n".into()),
-                pacer: Pacer {
-                    rate_bytes_per_s: None,
-                    started: Instant::now(),
-                    sent_bytes: Mutex::new(0),
-                },
+                pacer: Pacer::new(None, None),
             }
         }
 
@@ -976,11 +1064,7 @@ mod tests {
 
     #[test]
     fn the_pacer_holds_the_average_rate() {
-        let pacer = Pacer {
-            rate_bytes_per_s: Some(50e6),
-            started: Instant::now(),
-            sent_bytes: Mutex::new(0),
-        };
+        let pacer = Pacer::new(Some(50e6), None);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()

@@ -51,6 +51,8 @@ pub struct ArchiveArgs {
     #[arg(long)]
     recording: Option<u32>,
     /// Upload no faster than this on average (e.g. 200MB/s), to leave the rest for others.
+    /// Whatever the rate, reading and sending pause while a recorder running on the set
+    /// has more than half of its buffer pool in use, until it is down to a quarter.
     #[arg(long, value_parser = rate_arg)]
     max_rate: Option<f64>,
     /// Size of the segment objects (chunks are never split).
@@ -267,6 +269,9 @@ pub enum ChunkSource {
     Archive {
         archive: Archive,
         recordings: Vec<ArchivedRecording>,
+        /// Manifests that could not be read, each "KEY: why": what they describe is not
+        /// among `recordings`, so whoever checks the archive must count them as bad.
+        unreadable: Vec<String>,
     },
 }
 
@@ -283,6 +288,10 @@ impl ChunkSource {
                 Ok(ChunkSource::Archive {
                     archive,
                     recordings,
+                    unreadable: unreadable
+                        .iter()
+                        .map(|bad| format!("{}: {}", bad.key, bad.error))
+                        .collect(),
                 })
             }
             None => Ok(ChunkSource::Set(volume::open(
@@ -291,6 +300,45 @@ impl ChunkSource {
                 Safety::Check,
             )?)),
         }
+    }
+
+    /// Manifests of an archive that could not be read (none for a volume set).
+    pub fn unreadable(&self) -> &[String] {
+        match self {
+            ChunkSource::Set(_) => &[],
+            ChunkSource::Archive { unreadable, .. } => unreadable,
+        }
+    }
+
+    /// Checks, for an archive, that the store holds every object of each of `entries` as
+    /// it was uploaded, by HEAD requests (see [`nvrec_archive::free::verify_stored`]):
+    /// `None` for a volume set, else per entry what is wrong, if anything.
+    pub fn check_stored(&self, entries: &[RecordingEntry]) -> Option<Vec<Option<String>>> {
+        let ChunkSource::Archive {
+            archive,
+            recordings,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some(
+            entries
+                .iter()
+                .map(|entry| {
+                    let recording = recordings
+                        .iter()
+                        .find(|r| {
+                            r.entry.set_uuid == entry.set_uuid
+                                && r.entry.recording_id == entry.recording_id
+                        })
+                        .expect("entries of an archive come from its manifests");
+                    nvrec_archive::free::verify_stored(archive, &recording.manifest)
+                        .err()
+                        .map(|error| error.to_string())
+                })
+                .collect(),
+        )
     }
 
     /// The archive's URL, for an archive.
@@ -378,6 +426,7 @@ impl ChunkSource {
             ChunkSource::Archive {
                 archive,
                 recordings,
+                ..
             } => {
                 let recording = recordings
                     .iter()
@@ -512,6 +561,12 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
             );
             if matches!(report.outcome, Outcome::Archived | Outcome::AlreadyArchived) {
                 outln!("  manifest {url}/{}", report.manifest_key);
+            }
+            if report.backoff_s > 0.0 {
+                outln!(
+                    "  paused {:.1} s while the recorder on this set was filling its buffers",
+                    report.backoff_s
+                );
             }
             match freed.iter().find(|(id, _)| *id == report.recording_id) {
                 Some((_, Freed::Freed { bytes })) => outln!(

@@ -287,6 +287,10 @@ fn corrupted_objects_fail_verify_and_replay_loudly() {
     let output = run(setup.nvrec().args(["verify", &url]));
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     assert!(text(&output).contains("BAD"), "{}", text(&output));
+    // Rewritten in place, the object is no longer the one uploaded: HEAD says so too.
+    let output = run(setup.nvrec().args(["verify", "--stored", &url]));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(text(&output).contains("entity tag"), "{}", text(&output));
     let output = run(setup.nvrec().args(["--json", "verify", &url]));
     let report = json(&output);
     assert_eq!(report["good"], false);
@@ -308,11 +312,25 @@ fn corrupted_objects_fail_verify_and_replay_loudly() {
     std::fs::write(&segment, &bytes[..bytes.len() / 2]).unwrap();
     let output = run(setup.nvrec().args(["verify", &url]));
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let output = run(setup.nvrec().args(["--json", "verify", "--stored", &url]));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let first_bad = json(&output)["recordings"][0]["first_bad"].to_string();
+    assert!(
+        first_bad.contains("bytes, the manifest says"),
+        "{first_bad}"
+    );
     std::fs::remove_file(&segment).unwrap();
     let output = run(setup.nvrec().args(["verify", &url]));
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
     assert!(
         text(&output).contains("object missing"),
+        "{}",
+        text(&output)
+    );
+    let output = run(setup.nvrec().args(["verify", "--stored", &url]));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("missing from the store"),
         "{}",
         text(&output)
     );
@@ -325,13 +343,113 @@ fn corrupted_objects_fail_verify_and_replay_loudly() {
             .unwrap(),
     );
     std::fs::write(&manifest, b"{ not json").unwrap();
-    let output = run(setup.nvrec().args(["ls", &url]));
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
-    assert!(
-        text(&output).contains("UNREADABLE MANIFEST"),
-        "{}",
-        text(&output)
+    for command in [&["ls"][..], &["verify"], &["verify", "--stored"]] {
+        let output = run(setup.nvrec().args(command).arg(&url));
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{command:?}: {}",
+            text(&output)
+        );
+        assert!(
+            text(&output).contains("UNREADABLE MANIFEST"),
+            "{command:?}: {}",
+            text(&output)
+        );
+    }
+}
+
+#[test]
+fn verify_stored_passes_a_whole_archive_and_is_refused_for_drives() {
+    let setup = Setup::new("arch-stored");
+    let targets = setup.files(&["a.img"]);
+    let output = record_stdin(&targets, &noise(3_000_000, 4), &["--create-size", "16M"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let url = format!("file://{}", setup.path("archive").display());
+    let output = setup.archive(&url, &targets, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(setup.nvrec().args(["--json", "verify", "--stored", &url]));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["good"], true, "{report}");
+    assert_eq!(report["recordings"][0]["good"], true, "{report}");
+    let output = run(setup.nvrec().args(["verify", "--stored"]).args(&targets));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
+
+/// Publishes, as a recorder running on the set would, that its buffer pool is
+/// `peak_fill` full (a live process: this one; refreshed by the caller).
+fn publish_load(dir: &Path, set_uuid: &str, peak_fill: f64) {
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let path = dir.join(format!("nvrec-load-{set_uuid}"));
+    let staging = dir.join("staging");
+    let line = format!(
+        "nvrec-load-1 {} {peak_fill} 64 {at_ms}\n",
+        std::process::id()
     );
+    std::fs::write(&staging, line).unwrap();
+    std::fs::rename(&staging, &path).unwrap();
+}
+
+#[test]
+fn archive_pauses_while_the_recorder_on_the_set_fills_its_buffers() {
+    let setup = Setup::new("arch-backoff");
+    let targets = setup.files(&["a.img"]);
+    let output = record_stdin(&targets, &noise(8_000_000, 5), &["--create-size", "16M"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let set_uuid = json(&run(nvrec().args(["--json", "ls"]).args(&targets)))["set_uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let loads = setup.path("loads");
+    std::fs::create_dir_all(&loads).unwrap();
+    // The recorder's pool is 90 % full for 1.5 s, then down to 10 %.
+    publish_load(&loads, &set_uuid, 0.9);
+    let archive = setup
+        .nvrec()
+        .env("NVREC_LOAD_DIR", &loads)
+        .args(["--json", "archive", "--node", "n"])
+        .args([
+            "--to",
+            &format!("file://{}", setup.path("archive").display()),
+        ])
+        .args(&targets)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let busy_until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < busy_until {
+        publish_load(&loads, &set_uuid, 0.9);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    publish_load(&loads, &set_uuid, 0.1);
+    let output = archive.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let recording = &json(&output)["recordings"][0];
+    assert_eq!(recording["outcome"], "archived", "{recording}");
+    let paused = recording["backoff_s"].as_f64().unwrap();
+    assert!(paused >= 1.0, "paused {paused} s of the recorder's 1.5 s");
+    // A load that is stale (its recorder killed -9) holds nothing back.
+    std::fs::write(
+        loads.join(format!("nvrec-load-{set_uuid}")),
+        format!("nvrec-load-1 {} 1.0 64 1000\n", std::process::id()),
+    )
+    .unwrap();
+    let output = run(setup
+        .nvrec()
+        .env("NVREC_LOAD_DIR", &loads)
+        .args(["--json", "archive", "--node", "n2"])
+        .args([
+            "--to",
+            &format!("file://{}", setup.path("archive2").display()),
+        ])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["recordings"][0]["backoff_s"], 0.0);
 }
 
 #[test]
@@ -838,12 +956,22 @@ fn follow_archives_a_recording_while_it_is_written_and_it_loses_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Once the recording shows in ls as recording.
+    // Once the recording shows in ls as recording, and publishes its load.
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let load = loop {
         let output = run(nvrec().args(["--json", "ls"]).args(&targets));
-        if output.status.success() && json(&output)["recordings"][0]["state"] == "recording" {
-            break;
+        if output.status.success() {
+            let listed = json(&output);
+            let load = Path::new("/dev/shm").join(format!(
+                "nvrec-load-{}",
+                listed["set_uuid"].as_str().unwrap()
+            ));
+            if listed["recordings"][0]["state"] == "recording"
+                && std::fs::read_to_string(&load)
+                    .is_ok_and(|line| line.contains(&format!(" {} ", recorder.id())))
+            {
+                break load;
+            }
         }
         assert!(
             Instant::now() < deadline,
@@ -851,7 +979,7 @@ fn follow_archives_a_recording_while_it_is_written_and_it_loses_nothing() {
             text(&output)
         );
         std::thread::sleep(Duration::from_millis(50));
-    }
+    };
     let output = setup.archive(
         &url,
         &targets,
@@ -868,6 +996,10 @@ fn follow_archives_a_recording_while_it_is_written_and_it_loses_nothing() {
     let recorded = recorder.wait_with_output().unwrap();
     assert!(recorded.status.success(), "{}", text(&recorded));
     assert_eq!(json(&recorded)["lost_bytes"], 0, "{}", text(&recorded));
+    assert!(
+        !load.exists(),
+        "the ended recorder's load is still published"
+    );
     assert!(output.status.success(), "{}", text(&output));
     let report = json(&output);
     let recording = &report["recordings"][0];

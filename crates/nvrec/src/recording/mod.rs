@@ -28,6 +28,7 @@ mod durability;
 pub mod export;
 pub mod fuzzing;
 pub mod health;
+pub mod load;
 pub mod reader;
 pub mod repair;
 pub mod scan;

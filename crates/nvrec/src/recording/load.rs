@@ -1,0 +1,184 @@
+//! A running recording's load, published for the other programs on the machine: how full
+//! its buffer pool is. `nvrec archive` reads it and pauses while the recorder needs the
+//! drives (its pool filling means the targets fall behind the input).
+//!
+//! One small file per volume set, `nvrec-load-SET_UUID` in `/dev/shm` (or
+//! `$NVREC_LOAD_DIR`), replaced whole (written beside it, then renamed) every
+//! [`PUBLISH_INTERVAL`] with the highest fill seen since the previous one, sampled every
+//! [`SAMPLE_INTERVAL`] so that a short burst is not missed; removed when the recording
+//! ends. A file that was not replaced for [`STALE_AFTER`], or whose process is gone,
+//! means nothing: a recorder killed with -9 leaves it behind.
+//!
+//! The writer's data path knows nothing of this: a thread beside it reads the live
+//! counters ([`super::counters`]) it already keeps. What this does not do: throttle
+//! anyone. A reader decides what to do with the load.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::counters::RecordingCounters;
+
+pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
+pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
+pub const STALE_AFTER: Duration = Duration::from_secs(2);
+/// First word of the file, and its version.
+const MAGIC: &str = "nvrec-load-1";
+
+/// A recording's load as published.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    pub pid: u32,
+    /// Highest share of the buffer pool in use over the last interval, 0 to 1.
+    pub peak_fill: f64,
+    pub buffer_count: u32,
+    /// When it was published (ms since the epoch).
+    pub at_ms: u64,
+}
+
+impl Load {
+    fn encode(&self) -> String {
+        format!(
+            "{MAGIC} {} {:.4} {} {}\n",
+            self.pid, self.peak_fill, self.buffer_count, self.at_ms
+        )
+    }
+
+    fn decode(text: &str) -> Option<Load> {
+        let mut words = text.split_ascii_whitespace();
+        if words.next()? != MAGIC {
+            return None;
+        }
+        let load = Load {
+            pid: words.next()?.parse().ok()?,
+            peak_fill: words.next()?.parse().ok()?,
+            buffer_count: words.next()?.parse().ok()?,
+            at_ms: words.next()?.parse().ok()?,
+        };
+        (load.peak_fill.is_finite() && (0.0..=1.0).contains(&load.peak_fill)).then_some(load)
+    }
+}
+
+/// Where loads are published.
+pub fn load_dir() -> PathBuf {
+    std::env::var_os("NVREC_LOAD_DIR").map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from)
+}
+
+fn load_path(set_uuid: &str) -> PathBuf {
+    load_dir().join(format!("nvrec-load-{set_uuid}"))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
+}
+
+/// The load of the recording running on set `set_uuid`, if one publishes it now: `None`
+/// where there is no file, it is stale, or its process is gone.
+pub fn read(set_uuid: &str) -> Option<Load> {
+    let text = std::fs::read_to_string(load_path(set_uuid)).ok()?;
+    let load = Load::decode(&text)?;
+    let age_ms = now_ms().saturating_sub(load.at_ms);
+    let alive = std::path::Path::new(&format!("/proc/{}", load.pid)).exists();
+    (alive && age_ms <= STALE_AFTER.as_millis() as u64).then_some(load)
+}
+
+/// Writes `load` for set `set_uuid`, replacing what was there in one step.
+pub fn write(set_uuid: &str, load: &Load) -> std::io::Result<()> {
+    let path = load_path(set_uuid);
+    let mut staging = path.clone().into_os_string();
+    staging.push(format!(".{}", load.pid));
+    std::fs::write(&staging, load.encode())?;
+    std::fs::rename(&staging, &path)
+}
+
+/// Runs `run` while a thread beside it publishes the load of the recording whose counters
+/// `counters` gets once the writer has opened the set; the file is removed at the end.
+pub fn publish_while<R>(counters: &OnceLock<RecordingCounters>, run: impl FnOnce() -> R) -> R {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let publisher = std::thread::Builder::new()
+            .name("nvrec-load".into())
+            .spawn_scoped(scope, || publish_until(counters, &done));
+        let result = run();
+        done.store(true, Ordering::Relaxed);
+        if let Ok(publisher) = publisher {
+            let _ = publisher.join();
+        }
+        result
+    })
+}
+
+/// The publisher's loop. Failing to publish (no /dev/shm) only means nobody backs off.
+fn publish_until(counters: &OnceLock<RecordingCounters>, done: &AtomicBool) {
+    let mut published: Option<String> = None;
+    let mut peak = 0u32;
+    let mut last = std::time::Instant::now();
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(SAMPLE_INTERVAL);
+        let Some(counters) = counters.get() else {
+            continue;
+        };
+        peak = peak.max(counters.buffers_in_use());
+        if last.elapsed() < PUBLISH_INTERVAL {
+            continue;
+        }
+        let load = Load {
+            pid: std::process::id(),
+            peak_fill: (f64::from(peak) / f64::from(counters.buffer_count.max(1))).min(1.0),
+            buffer_count: counters.buffer_count,
+            at_ms: now_ms(),
+        };
+        if write(&counters.set_uuid, &load).is_ok() {
+            published = Some(counters.set_uuid.clone());
+        }
+        peak = 0;
+        last = std::time::Instant::now();
+    }
+    if let Some(set_uuid) = published {
+        let _ = std::fs::remove_file(load_path(&set_uuid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_load_reads_back_while_fresh_and_alive_and_not_after() {
+        let set = format!("test-{}-fresh", std::process::id());
+        let mut load = Load {
+            pid: std::process::id(),
+            peak_fill: 0.625,
+            buffer_count: 64,
+            at_ms: now_ms(),
+        };
+        write(&set, &load).unwrap();
+        assert_eq!(read(&set), Some(load));
+        // Stale: published too long ago.
+        load.at_ms -= STALE_AFTER.as_millis() as u64 + 1000;
+        write(&set, &load).unwrap();
+        assert_eq!(read(&set), None);
+        // Its process is gone (no such pid).
+        load.at_ms = now_ms();
+        load.pid = u32::MAX;
+        write(&set, &load).unwrap();
+        assert_eq!(read(&set), None);
+        std::fs::remove_file(load_path(&set)).unwrap();
+        assert_eq!(read(&set), None);
+    }
+
+    #[test]
+    fn damaged_files_mean_nothing() {
+        for text in [
+            "",
+            "nvrec-load-1 1 2.5 64 0",
+            "other 1 0.5 64 0",
+            "nvrec-load-1 x",
+        ] {
+            assert_eq!(Load::decode(text), None, "{text:?}");
+        }
+    }
+}
