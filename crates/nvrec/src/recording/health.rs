@@ -76,8 +76,8 @@ pub fn check(set: &VolumeSet) -> Result<Vec<MetaDamage>, RecordingError> {
     let retired = retired_members(set)?;
     checkpoints(set, &retired, &mut damage);
     let entries = set.recordings()?;
-    for slot in 0..set.recording_slot_count() {
-        entry_slot(set, slot, &retired, &mut damage);
+    for copies in set.all_entry_copies() {
+        entry_slot(set, &copies, &retired, &mut damage);
     }
     lost_entries(set, &entries, &mut damage)?;
     // Past the end of a truncated member nothing can be read: its truncation says so once.
@@ -217,14 +217,13 @@ fn slot_of(place: MetaPlace) -> u32 {
     }
 }
 
-fn entry_slot(set: &VolumeSet, slot: u32, retired: &[u16], damage: &mut Vec<MetaDamage>) {
-    let copies = set.entry_copies(slot);
+fn entry_slot(set: &VolumeSet, copies: &[MetaCopy], retired: &[u16], damage: &mut Vec<MetaDamage>) {
     let decode = |copy: &MetaCopy| set.entry_of(copy);
     let newest = copies
         .iter()
         .filter_map(|copy| decode(copy).ok())
         .max_by_key(|e| (e.recording_id, e.revision));
-    for copy in &copies {
+    for copy in copies {
         let MetaPlace::Entry { copy: index, .. } = copy.place else {
             continue;
         };

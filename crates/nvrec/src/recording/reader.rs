@@ -102,8 +102,27 @@ fn apply_recovery(entry: &mut RecordingEntry, recovered: &RecoveredEnd) {
 
 /// Finds the end of a recording that was open at the last checkpoint (a crash), reading
 /// only from the checkpoint forward. `None` when no recording was open.
+///
+/// A recording another program is writing right now is searched only for the chunks
+/// stamped before the search began, or the search would chase the recorder to its end (at
+/// a recorder's full rate, `ls` waited for as long as the recording ran); one that ended
+/// meanwhile is searched again whole. A crashed recording is searched whole, whatever its
+/// clock said.
 pub fn recovered_end(
     set: &VolumeSet,
+) -> Result<Option<(Checkpoint, RecoveredEnd)>, RecordingError> {
+    let live = set.live_recording()?.is_some();
+    let found = search_end(set, live)?;
+    if live && set.live_recording()?.is_none() {
+        return search_end(set, false);
+    }
+    Ok(found)
+}
+
+/// [`recovered_end`]'s search, up to the chunks stamped now where `bounded`.
+fn search_end(
+    set: &VolumeSet,
+    bounded: bool,
 ) -> Result<Option<(Checkpoint, RecoveredEnd)>, RecordingError> {
     let Some(checkpoint) = set.newest_checkpoint()? else {
         return Ok(None);
@@ -122,6 +141,11 @@ pub fn recovered_end(
         return Ok(None);
     }
     let ring = entry.flags.contains(RecordingFlags::RING);
+    let stamped_by_ns = bounded.then(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(u64::MAX, |since| since.as_nanos() as u64)
+    });
     // Each with the lap it was found in.
     let mut kept: Vec<(ChunkHeader, u64)> = Vec::new();
     let mut end_slots = Vec::new();
@@ -191,6 +215,7 @@ pub fn recovered_end(
                         && header.member_index as usize == index
                         && header.slot_index == this_slot
                         && header.sequence >= checkpoint.durable_sequence_end
+                        && stamped_by_ns.is_none_or(|by| header.timestamp_ns <= by)
                         && (last_sequence.is_none_or(|last| header.sequence > last)
                             || accounted(header))
                 };

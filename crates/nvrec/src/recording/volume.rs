@@ -10,7 +10,7 @@ use crate::buffer::BufferPool;
 use crate::device::{Access, OpenOptions, Safety};
 use crate::layout::{
     select_superblock, Checkpoint, Label, MemberPosition, RecordingEntry, Superblock,
-    SuperblockCopies, Uuid, VolumeLayout, SUPERBLOCK_SIZE_BYTES,
+    SuperblockCopies, Uuid, VolumeLayout, RECORDING_ENTRY_COPIES, SUPERBLOCK_SIZE_BYTES,
 };
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -226,13 +226,10 @@ impl VolumeSet {
         let mut copies = Vec::new();
         for member in self.present() {
             let layout = member.layout();
+            let area = IndexArea::read(member, layout.checkpoint_slot_count);
             for slot in 0..layout.checkpoint_slot_count {
                 let offset = layout.checkpoint_slot_offset_bytes(slot).unwrap_or(0);
-                copies.push(MetaCopy::read(
-                    member,
-                    MetaPlace::Checkpoint { slot },
-                    offset,
-                ));
+                copies.push(area.copy(member, MetaPlace::Checkpoint { slot }, offset));
             }
         }
         copies
@@ -262,14 +259,43 @@ impl VolumeSet {
             .map_or(0, |member| member.layout().recording_slot_count)
     }
 
+    /// Both copies of every recording table slot on every present member, by slot: the
+    /// table read in one request a member ([`IndexArea`]).
+    pub fn all_entry_copies(&self) -> Vec<Vec<MetaCopy>> {
+        let slot_count = self.recording_slot_count();
+        let areas: Vec<(&Member, IndexArea)> = self
+            .present()
+            .map(|member| {
+                let blocks =
+                    member.layout().checkpoint_slot_count + slot_count * RECORDING_ENTRY_COPIES;
+                (member, IndexArea::read(member, blocks))
+            })
+            .collect();
+        (0..slot_count)
+            .map(|slot| {
+                areas
+                    .iter()
+                    .flat_map(|(member, area)| {
+                        (0..RECORDING_ENTRY_COPIES).map(move |copy| {
+                            let offset = member
+                                .layout()
+                                .recording_entry_offset_bytes(slot, copy)
+                                .unwrap_or(0);
+                            area.copy(member, MetaPlace::Entry { slot, copy }, offset)
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Every recording the table knows, oldest first. Unreadable copies are passed over.
     pub fn recordings(&self) -> Result<Vec<RecordingEntry>, RecordingError> {
         let mut entries: Vec<RecordingEntry> = Vec::new();
-        for slot in 0..self.recording_slot_count() {
+        for copies in self.all_entry_copies() {
             // The highest (id, revision) wins: a slot reused by recording id + nR leaves
             // the older recording in the other copy.
-            let newest = self
-                .entry_copies(slot)
+            let newest = copies
                 .iter()
                 .filter_map(|copy| self.entry_of(copy).ok())
                 .max_by_key(|entry| (entry.recording_id, entry.revision));
@@ -383,6 +409,47 @@ impl MetaCopy {
             offset_bytes,
             bytes: read_meta(&member.disk, offset_bytes, member.layout().meta_block_bytes)
                 .map_err(|error| error.to_string()),
+        }
+    }
+}
+
+/// The first blocks of a member's index area (checkpoint slots, then the recording table),
+/// read at once: one request instead of one a block, which matters when a recorder keeps
+/// the drive's queue full (`ls` of a live recording read block by block waited behind it
+/// for as long as it ran). Where the one read fails, each block is read on its own, so
+/// that a bad block costs only its own copy.
+struct IndexArea {
+    start_bytes: u64,
+    bytes: Option<Vec<u8>>,
+}
+
+impl IndexArea {
+    fn read(member: &Member, blocks: u32) -> IndexArea {
+        let layout = member.layout();
+        let len = u64::from(blocks) * u64::from(layout.meta_block_bytes);
+        let bytes = usize::try_from(len)
+            .ok()
+            .and_then(|len| read_aligned(&member.disk, layout.index_offset_bytes, len).ok());
+        IndexArea {
+            start_bytes: layout.index_offset_bytes,
+            bytes,
+        }
+    }
+
+    /// The copy at `offset_bytes`: from the area where it holds it, else read alone.
+    fn copy(&self, member: &Member, place: MetaPlace, offset_bytes: u64) -> MetaCopy {
+        let block = member.layout().meta_block_bytes as usize;
+        let within = offset_bytes
+            .checked_sub(self.start_bytes)
+            .and_then(|at| usize::try_from(at).ok());
+        match (&self.bytes, within) {
+            (Some(bytes), Some(at)) if at + block <= bytes.len() => MetaCopy {
+                member_index: member.index(),
+                place,
+                offset_bytes,
+                bytes: Ok(bytes[at..at + block].to_vec()),
+            },
+            _ => MetaCopy::read(member, place, offset_bytes),
         }
     }
 }
