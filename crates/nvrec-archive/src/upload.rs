@@ -182,11 +182,15 @@ pub struct RecordingReport {
 }
 
 /// Above this share of the recorder's buffer pool in use, the archive pauses...
-const BACKOFF_HIGH_FILL: f64 = 0.5;
-/// ...until the pool is back to this share or less.
-const BACKOFF_LOW_FILL: f64 = 0.25;
+const BACKOFF_HIGH_FILL: f64 = 0.25;
+/// ...until the pool is back to this share or less, and for this long at least: a
+/// recorder at 80 % of the drives' rate drains a backlog slowly, and an archive that came
+/// back at once filled it again (measured: bench/archive's paced row lost data at 0.5/0.25
+/// and no minimum).
+const BACKOFF_LOW_FILL: f64 = 0.1;
+const BACKOFF_PAUSE_MIN: Duration = Duration::from_millis(250);
 /// How often the recorder's load is looked at, while running and while paused.
-const BACKOFF_POLL: Duration = Duration::from_millis(20);
+const BACKOFF_POLL: Duration = Duration::from_millis(10);
 
 /// Paces the archive: an average rate (`--max-rate`), and pauses while a recorder running
 /// on the same set needs the drives (its buffer pool fills: see
@@ -241,12 +245,13 @@ impl<'a> Pacer<'a> {
         control.state() == ControlState::Run && self.recorder_above(BACKOFF_HIGH_FILL)
     }
 
-    /// Whether a pause goes on: the pool is not yet down to the low mark.
-    fn pause_goes_on(&self) -> bool {
+    /// Whether a pause begun at `since` goes on: the pool is not yet down to the low mark,
+    /// or the pause is shorter than its minimum.
+    fn pause_goes_on(&self, since: Instant) -> bool {
         self.backoff
             .as_ref()
             .is_some_and(|(_, control)| control.state() == ControlState::Run)
-            && self.recorder_above(BACKOFF_LOW_FILL)
+            && (since.elapsed() < BACKOFF_PAUSE_MIN || self.recorder_above(BACKOFF_LOW_FILL))
     }
 
     fn add_pause(&self, since: Instant) {
@@ -260,7 +265,7 @@ impl<'a> Pacer<'a> {
             return;
         }
         let since = Instant::now();
-        while self.pause_goes_on() {
+        while self.pause_goes_on(since) {
             std::thread::sleep(BACKOFF_POLL);
         }
         self.add_pause(since);
@@ -270,7 +275,7 @@ impl<'a> Pacer<'a> {
     async fn take(&self, len_bytes: u64) {
         if self.must_pause() {
             let since = Instant::now();
-            while self.pause_goes_on() {
+            while self.pause_goes_on(since) {
                 tokio::time::sleep(BACKOFF_POLL).await;
             }
             self.add_pause(since);

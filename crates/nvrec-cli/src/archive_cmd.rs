@@ -52,7 +52,7 @@ pub struct ArchiveArgs {
     recording: Option<u32>,
     /// Upload no faster than this on average (e.g. 200MB/s), to leave the rest for others.
     /// Whatever the rate, reading and sending pause while a recorder running on the set
-    /// has more than half of its buffer pool in use, until it is down to a quarter.
+    /// has more than a quarter of its buffer pool in use, until it is down to a tenth.
     #[arg(long, value_parser = rate_arg)]
     max_rate: Option<f64>,
     /// Size of the segment objects (chunks are never split).

@@ -20,8 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::counters::RecordingCounters;
 
-pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
-pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
+pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(5);
+pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(25);
 pub const STALE_AFTER: Duration = Duration::from_secs(2);
 /// First word of the file, and its version.
 const MAGIC: &str = "nvrec-load-1";
