@@ -326,13 +326,7 @@ impl ChunkSource {
             entries
                 .iter()
                 .map(|entry| {
-                    let recording = recordings
-                        .iter()
-                        .find(|r| {
-                            r.entry.set_uuid == entry.set_uuid
-                                && r.entry.recording_id == entry.recording_id
-                        })
-                        .expect("entries of an archive come from its manifests");
+                    let recording = archived(recordings, entry);
                     nvrec_archive::free::verify_stored(archive, &recording.manifest)
                         .err()
                         .map(|error| error.to_string())
@@ -428,19 +422,24 @@ impl ChunkSource {
                 recordings,
                 ..
             } => {
-                let recording = recordings
-                    .iter()
-                    .find(|r| {
-                        r.entry.set_uuid == entry.set_uuid
-                            && r.entry.recording_id == entry.recording_id
-                    })
-                    .expect("entries of an archive come from its manifests");
+                let recording = archived(recordings, entry);
                 Ok(nvrec_archive::read::read_recording(
                     archive, recording, from_ns, control, progress, each,
                 )?)
             }
         }
     }
+}
+
+/// The archived recording that `entry` (one of the archive's own entries) came from.
+fn archived<'a>(
+    recordings: &'a [ArchivedRecording],
+    entry: &RecordingEntry,
+) -> &'a ArchivedRecording {
+    recordings
+        .iter()
+        .find(|r| r.entry.set_uuid == entry.set_uuid && r.entry.recording_id == entry.recording_id)
+        .expect("entries of an archive come from its manifests")
 }
 
 pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
