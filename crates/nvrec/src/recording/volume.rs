@@ -260,7 +260,7 @@ impl VolumeSet {
     }
 
     /// Both copies of every recording table slot on every present member, by slot: the
-    /// table read in one request a member ([`IndexArea`]).
+    /// table read in one request a member (see `IndexArea`).
     pub fn all_entry_copies(&self) -> Vec<Vec<MetaCopy>> {
         let slot_count = self.recording_slot_count();
         let areas: Vec<(&Member, IndexArea)> = self
