@@ -334,16 +334,23 @@ fn past_lost_writes(
     } else {
         from.0.saturating_sub(position.next_slot_index)
     };
-    let reach = (checkpoint.recovery_window_slots as u64)
-        .min(slots)
-        .saturating_sub(run_slots.saturating_add(1));
+    // How far past its checkpoint position the writer may have gone, slots of the walk:
+    // its writes and discards stay below the recovery window, or a lap less one write,
+    // plus the unused slots at the end of the member a lap of whole writes skips; never
+    // past `bound` (less than a lap: `bound` never comes back to the position).
+    let bound = (checkpoint.recovery_window_slots as u64).min(slots.saturating_sub(1));
+    let reach = bound.saturating_sub(run_slots);
     let mut past = PastEnd {
         end: from,
         highest_sequence: None,
         searched_slot_count: 0,
     };
     let (mut slot, mut lap) = from;
-    let mut remaining = reach;
+    // One slot more than the reach: the first one the writer cannot have touched, which
+    // shows whether blank slots up to the reach were discarded ahead of lost writes (it
+    // holds an older chunk) or never written. A writer that went as far as it may, trimming
+    // ahead, leaves no other slot after its discards to tell.
+    let mut remaining = if reach > 0 { reach + 1 } else { 0 };
     let mut blank_until = None;
     while remaining > 0 {
         if slot >= slots {
@@ -374,7 +381,9 @@ fn past_lost_writes(
                     r.redirect_member as usize == index && holds_redirect(r, slots, this_slot)
                 })
             };
+            let peek = remaining - within as u64 == 1;
             let trace = match decode_chunk(slot_bytes) {
+                _ if peek => false,
                 Ok(view)
                     if ours(&view.header)
                         && (view.header.sequence >= end_sequence

@@ -923,11 +923,22 @@ impl<'a> Writer<'a> {
             } else {
                 Vec::new()
             },
-            // A member that wrote more than a lap has overwritten its own oldest chunks.
+            // A member that wrote more than a lap has overwritten its own oldest chunks; so
+            // has one whose write point or discards went past its start a lap on, though it
+            // holds fewer chunks: a retired member's writes that failed (or did not complete
+            // in time, and may land yet) are not counted, but they went over its oldest
+            // chunks all the same, and a trim ahead of them discarded more.
             overwrote: if ring {
                 self.members
                     .iter()
-                    .map(|m| !open && m.chunk_count > m.usable_slots)
+                    .map(|m| {
+                        let laps = m.lap.saturating_sub(m.start_lap);
+                        let reached = m.next_slot.max(m.trimmed_to_slot);
+                        !open
+                            && (m.chunk_count > m.usable_slots
+                                || laps >= 2
+                                || laps == 1 && reached > m.start_slot)
+                    })
                     .collect()
             } else {
                 Vec::new()
