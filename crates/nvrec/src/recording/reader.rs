@@ -739,6 +739,12 @@ fn read_redirected(
                 let payload = bytes[view.header.payload_range()].to_vec();
                 return Some((view.header, payload));
             }
+            if view.header.sequence >= entry.end_sequence {
+                // Written past the end the entry claims (a crash before it was durable, or
+                // a failed recording that ends at its last complete run): not part of the
+                // recording, as on the member's own slots.
+                return None;
+            }
             damages.push(damage(
                 format!(
                     "redirected chunk outside the recording's sequences {}..{}",
@@ -755,6 +761,16 @@ fn read_redirected(
         // if the recording claims its sequence, the merge reports that sequence missing.
         Err(crate::layout::LayoutError::Blank { .. })
             if entry.state == RecordingState::Interrupted => {}
+        // A redirected write past the end the entry claims, torn by the crash: its header
+        // names it, and it is no part of the recording either.
+        Err(_)
+            if crate::layout::decode_chunk_header(&bytes).is_ok_and(|h| {
+                h.set_uuid == set.set_uuid
+                    && h.recording_id == entry.recording_id
+                    && h.member_index == retirement.redirect_member
+                    && h.slot_index == slot
+                    && h.sequence >= entry.end_sequence
+            }) => {}
         Ok(view) => damages.push(damage(
             "redirected chunk missing".into(),
             Some(view.header.sequence),
