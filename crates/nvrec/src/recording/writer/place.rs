@@ -270,8 +270,13 @@ impl Writer<'_> {
         let room = member
             .recovery_limit_slots
             .saturating_sub(member.since_durable_slots);
+        // Never the lap's last write either: a discard not yet flushed may be torn by a power
+        // cut, leaving discarded slots blank around older chunks it kept. Recovery tells a
+        // discard ahead of lost writes by the older chunk that follows blank slots, and at
+        // the end of the lap nothing would follow them (the slots a lap of whole writes
+        // leaves unused are blank too): the oldest survivors would seem to begin before them.
         let mut want_to = (member.next_slot + (TRIM_AHEAD_IO_COUNT * io_slots).min(room))
-            .min(member.usable_slots);
+            .min(member.usable_slots.saturating_sub(io_slots));
         // Never discard slots that a write in flight (of the lap before) still goes to.
         if let Some(&(_, oldest, _)) = member.pending.front() {
             let lap_start = member.lap * member.usable_slots;
