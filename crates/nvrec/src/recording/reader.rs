@@ -357,7 +357,8 @@ fn past_lost_writes(
             slot = 0;
             lap = lap.saturating_add(1);
             // Blank up to the end of the device: the slots a lap of whole writes leaves
-            // unused, or a discard there; nothing older follows in this lap.
+            // unused (a trim never reaches them: it keeps the lap's last write); nothing
+            // older follows in this lap.
             blank_until = None;
         }
         let count = SCAN_SLOTS_PER_READ.min(slots - slot).min(remaining);
