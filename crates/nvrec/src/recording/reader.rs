@@ -359,23 +359,31 @@ fn past_lost_writes(
     } else {
         from.0.saturating_sub(position.next_slot_index)
     };
-    let reach = (checkpoint.recovery_window_slots as u64)
-        .min(slots)
-        .saturating_sub(run_slots.saturating_add(1));
+    // How far past its checkpoint position the writer may have gone, slots of the walk:
+    // its writes and discards stay below the recovery window, or a lap less one write,
+    // plus the unused slots at the end of the member a lap of whole writes skips; never
+    // past `bound` (less than a lap: `bound` never comes back to the position).
+    let bound = (checkpoint.recovery_window_slots as u64).min(slots.saturating_sub(1));
+    let reach = bound.saturating_sub(run_slots);
     let mut past = PastEnd {
         end: from,
         highest_sequence: None,
         searched_slot_count: 0,
     };
     let (mut slot, mut lap) = from;
-    let mut remaining = reach;
+    // One slot more than the reach: the first one the writer cannot have touched, which
+    // shows whether blank slots up to the reach were discarded ahead of lost writes (it
+    // holds an older chunk) or never written. A writer that went as far as it may, trimming
+    // ahead, leaves no other slot after its discards to tell.
+    let mut remaining = if reach > 0 { reach + 1 } else { 0 };
     let mut blank_until = None;
     while remaining > 0 {
         if slot >= slots {
             slot = 0;
             lap = lap.saturating_add(1);
             // Blank up to the end of the device: the slots a lap of whole writes leaves
-            // unused, or a discard there; nothing older follows in this lap.
+            // unused (a trim never reaches them: it keeps the lap's last write); nothing
+            // older follows in this lap.
             blank_until = None;
         }
         let count = SCAN_SLOTS_PER_READ.min(slots - slot).min(remaining);
@@ -399,7 +407,9 @@ fn past_lost_writes(
                     r.redirect_member as usize == index && holds_redirect(r, slots, this_slot)
                 })
             };
+            let peek = remaining - within as u64 == 1;
             let trace = match decode_chunk(slot_bytes) {
+                _ if peek => false,
                 Ok(view)
                     if ours(&view.header)
                         && (view.header.sequence >= end_sequence
@@ -755,6 +765,12 @@ fn read_redirected(
                 let payload = bytes[view.header.payload_range()].to_vec();
                 return Some((view.header, payload));
             }
+            if view.header.sequence >= entry.end_sequence {
+                // Written past the end the entry claims (a crash before it was durable, or
+                // a failed recording that ends at its last complete run): not part of the
+                // recording, as on the member's own slots.
+                return None;
+            }
             damages.push(damage(
                 format!(
                     "redirected chunk outside the recording's sequences {}..{}",
@@ -771,6 +787,16 @@ fn read_redirected(
         // if the recording claims its sequence, the merge reports that sequence missing.
         Err(crate::layout::LayoutError::Blank { .. })
             if entry.state == RecordingState::Interrupted => {}
+        // A redirected write past the end the entry claims, torn by the crash: its header
+        // names it, and it is no part of the recording either.
+        Err(_)
+            if crate::layout::decode_chunk_header(&bytes).is_ok_and(|h| {
+                h.set_uuid == set.set_uuid
+                    && h.recording_id == entry.recording_id
+                    && h.member_index == retirement.redirect_member
+                    && h.slot_index == slot
+                    && h.sequence >= entry.end_sequence
+            }) => {}
         Ok(view) => damages.push(damage(
             "redirected chunk missing".into(),
             Some(view.header.sequence),

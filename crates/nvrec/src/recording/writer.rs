@@ -367,8 +367,18 @@ struct MemberState {
     pending: VecDeque<(u64, u64, u64)>,
     chunk_count: u64,
     io_count: u64,
-    /// Submitted I/Os not yet covered by a checkpoint: (first sequence, first slot, lap).
-    undurable: VecDeque<(u64, u64, u64)>,
+    /// Submitted I/Os not yet covered by a checkpoint: (first sequence, first slot, lap,
+    /// slots of redirected writes just before it).
+    undurable: VecDeque<(u64, u64, u64, u64)>,
+    /// Slots of a retired member's writes sent here since this member's last own write: they
+    /// lie just behind the write point, and hold older sequences than the write before them.
+    redirect_tail_slots: u64,
+    /// Such slots just before the position of the last checkpoint built, and of the last one
+    /// made durable. In a ring the writer overwrites the lap before up to its last write
+    /// before that position (the recovery limit); where that write is a redirected one, the
+    /// member's last own write before it holds the newest durable chunks, and is kept too.
+    checkpoint_guard_slots: u64,
+    durable_guard_slots: u64,
     /// Slots written past the positions of the last checkpoint built, and of the last one
     /// made durable: recovery searches forward from the latter, so it must stay below
     /// `recovery_limit_slots` (the recovery window, or in a ring a lap, less one write).
@@ -449,7 +459,10 @@ impl MemberState {
     fn can_take(&self, chunk_count: u64, ring: bool) -> bool {
         self.in_flight < self.queue_depth
             && (!ring || self.ring_clear(chunk_count))
-            && self.since_durable_slots + chunk_count + self.redirect_reserve_slots
+            && self.since_durable_slots
+                + chunk_count
+                + self.redirect_reserve_slots
+                + self.durable_guard_slots
                 <= self.recovery_limit_slots
     }
 
@@ -457,6 +470,8 @@ impl MemberState {
     /// [`MemberState::can_take`], into the room kept for it. (The durable frontier waits
     /// for these writes: without the room, a member that went as far as it may past the
     /// last checkpoint could wait for a checkpoint that waits for it.)
+    /// It leaves out the slots kept behind a redirected run (`durable_guard_slots`) for the
+    /// same reason.
     fn can_take_redirect(&self, chunk_count: u64, ring: bool) -> bool {
         self.in_flight < self.queue_depth
             && (!ring || self.ring_clear(chunk_count))
@@ -923,11 +938,22 @@ impl<'a> Writer<'a> {
             } else {
                 Vec::new()
             },
-            // A member that wrote more than a lap has overwritten its own oldest chunks.
+            // A member that wrote more than a lap has overwritten its own oldest chunks; so
+            // has one whose write point or discards went past its start a lap on, though it
+            // holds fewer chunks: a retired member's writes that failed (or did not complete
+            // in time, and may land yet) are not counted, but they went over its oldest
+            // chunks all the same, and a trim ahead of them discarded more.
             overwrote: if ring {
                 self.members
                     .iter()
-                    .map(|m| !open && m.chunk_count > m.usable_slots)
+                    .map(|m| {
+                        let laps = m.lap.saturating_sub(m.start_lap);
+                        let reached = m.next_slot.max(m.trimmed_to_slot);
+                        !open
+                            && (m.chunk_count > m.usable_slots
+                                || laps >= 2
+                                || laps == 1 && reached > m.start_slot)
+                    })
                     .collect()
             } else {
                 Vec::new()

@@ -89,6 +89,7 @@ impl Writer<'_> {
                 }
                 for member in &mut self.members {
                     member.since_durable_slots = member.since_checkpoint_slots;
+                    member.durable_guard_slots = member.checkpoint_guard_slots;
                 }
             }
             // A member whose flush or metadata write failed is retired where it may be;
@@ -140,6 +141,8 @@ impl Writer<'_> {
     /// have been seen), with each member's position at its oldest write not covered.
     pub(super) fn build_checkpoint(&mut self, recording_id: u32) -> Checkpoint {
         let durable_end = self.durable_sequence_end;
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
+        let k = self.k as u64;
         let positions = self
             .members
             .iter_mut()
@@ -147,19 +150,36 @@ impl Writer<'_> {
                 while member
                     .undurable
                     .front()
-                    .is_some_and(|&(sequence, _, _)| sequence < durable_end)
+                    .is_some_and(|&(sequence, ..)| sequence < durable_end)
                 {
                     member.undurable.pop_front();
                 }
-                let position = match member.undurable.front() {
-                    Some(&(_, slot, lap)) => MemberPosition {
-                        next_slot_index: slot,
-                        lap,
-                    },
-                    None => MemberPosition {
-                        next_slot_index: member.next_slot,
-                        lap: member.lap,
-                    },
+                let (position, guard) = match member.undurable.front() {
+                    Some(&(_, slot, lap, tail)) => (
+                        MemberPosition {
+                            next_slot_index: slot,
+                            lap,
+                        },
+                        tail,
+                    ),
+                    None => (
+                        MemberPosition {
+                            next_slot_index: member.next_slot,
+                            lap: member.lap,
+                        },
+                        member.redirect_tail_slots,
+                    ),
+                };
+                // Never so much that the member could take no write of its own (a checkpoint
+                // made after one moves the position past the redirected slots).
+                member.checkpoint_guard_slots = if ring {
+                    guard.min(
+                        member
+                            .recovery_limit_slots
+                            .saturating_sub(member.redirect_reserve_slots + k),
+                    )
+                } else {
+                    0
                 };
                 // Slots from that position to the write point (ring positions count laps).
                 let lap_slots = member.usable_slots.max(1);

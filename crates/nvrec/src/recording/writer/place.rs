@@ -227,12 +227,25 @@ impl Writer<'_> {
         }
         let member = &mut self.members[member_index];
         for (part, &(slot, first_chunk, _)) in parts.iter().enumerate() {
+            // Redirected slots just before this part: those before the write, and in a
+            // redirected write, its own first part.
+            let tail = match (redirected, part) {
+                (_, 0) => member.redirect_tail_slots,
+                (true, _) => member.redirect_tail_slots + first_part_count as u64,
+                (false, _) => 0,
+            };
             member.undurable.push_back((
                 first_sequence + first_chunk as u64,
                 slot,
                 lap + part as u64,
+                tail,
             ));
         }
+        member.redirect_tail_slots = if redirected {
+            member.redirect_tail_slots + chunk_count as u64
+        } else {
+            0
+        };
         member
             .pending
             .push_back((untag(user_data).0, ring_position, chunk_count as u64));
@@ -269,9 +282,14 @@ impl Writer<'_> {
         // checkpoint than writes may go.
         let room = member
             .recovery_limit_slots
-            .saturating_sub(member.since_durable_slots);
+            .saturating_sub(member.since_durable_slots + member.durable_guard_slots);
+        // Never the lap's last write either: a discard not yet flushed may be torn by a power
+        // cut, leaving discarded slots blank around older chunks it kept. Recovery tells a
+        // discard ahead of lost writes by the older chunk that follows blank slots, and at
+        // the end of the lap nothing would follow them (the slots a lap of whole writes
+        // leaves unused are blank too): the oldest survivors would seem to begin before them.
         let mut want_to = (member.next_slot + (TRIM_AHEAD_IO_COUNT * io_slots).min(room))
-            .min(member.usable_slots);
+            .min(member.usable_slots.saturating_sub(io_slots));
         // Never discard slots that a write in flight (of the lap before) still goes to.
         if let Some(&(_, oldest, _)) = member.pending.front() {
             let lap_start = member.lap * member.usable_slots;

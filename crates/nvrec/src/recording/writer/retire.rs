@@ -243,7 +243,7 @@ impl Writer<'_> {
             Some(flight) => {
                 retired
                     .undurable
-                    .retain(|&(sequence, _, _)| sequence < flight.first_sequence);
+                    .retain(|&(sequence, ..)| sequence < flight.first_sequence);
                 let meta = self.metas[flight.buffer as usize * self.k as usize];
                 (flight.first_sequence, meta.stream_offset_bytes, flight.slot)
             }
