@@ -291,10 +291,21 @@ fn stdin_recorder(targets: &[PathBuf], extra: &[&str]) -> (std::process::Child, 
 }
 
 /// Kills a recorder with SIGKILL (its stdin still open, so that it never sees an end).
-fn kill_recorder(mut child: std::process::Child, stdin: ChildStdin) {
+/// Kills the recorder with SIGKILL and waits until the kernel has let go of its targets:
+/// a dead process's io_uring (and the files it holds, with their recording locks) is torn
+/// down after the process is reaped, later still on a slow or failing device, and until
+/// then `ls` rightly shows the recording as running.
+fn kill_recorder(mut child: std::process::Child, stdin: ChildStdin, targets: &[PathBuf]) {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     drop(stdin);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let locked = |path: &PathBuf| {
+        std::fs::File::open(path).is_ok_and(|file| nvrec::device::is_recording(&file))
+    };
+    while targets.iter().any(locked) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// As [`record_then_kill`], but the kill comes once `ls` shows the recording durable up to
@@ -319,7 +330,7 @@ pub fn record_then_kill_when_durable(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    kill_recorder(child, stdin);
+    kill_recorder(child, stdin, targets);
 }
 
 /// Records `data` from stdin in 1 MiB pieces with a pause after each, waits until the
@@ -336,7 +347,7 @@ pub fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause:
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(600));
-    kill_recorder(child, stdin);
+    kill_recorder(child, stdin, targets);
 }
 
 /// Bytes process `pid` has read so far, by any read call (`rchar` of /proc/PID/io); 0 if
