@@ -7,7 +7,8 @@
 //! [`PUBLISH_INTERVAL`] with the highest fill seen since the previous one, sampled every
 //! [`SAMPLE_INTERVAL`] so that a short burst is not missed; removed when the recording
 //! ends. A file that was not replaced for [`STALE_AFTER`], or whose process is gone,
-//! means nothing: a recorder killed with -9 leaves it behind.
+//! means nothing: a recorder killed with -9 leaves it behind, and the next recording to
+//! start removes it.
 //!
 //! The writer's data path knows nothing of this: a thread beside it reads the live
 //! counters ([`super::counters`]) it already keeps. What this does not do: throttle
@@ -111,8 +112,27 @@ pub fn publish_while<R>(counters: &OnceLock<RecordingCounters>, run: impl FnOnce
     })
 }
 
+/// Removes the loads that mean nothing any more (their recorder killed with -9, so never
+/// removed): stale, or of a process that is gone.
+fn sweep_dead() {
+    let Ok(dir) = std::fs::read_dir(load_dir()) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(set_uuid) = name.to_str().and_then(|n| n.strip_prefix("nvrec-load-")) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if Load::decode(&text).is_some() && read(set_uuid).is_none() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// The publisher's loop. Failing to publish (no /dev/shm) only means nobody backs off.
 fn publish_until(counters: &OnceLock<RecordingCounters>, done: &AtomicBool) {
+    sweep_dead();
     let mut published: Option<String> = None;
     let mut peak = 0u32;
     let mut last = std::time::Instant::now();
@@ -166,8 +186,34 @@ mod tests {
         load.pid = u32::MAX;
         write(&set, &load).unwrap();
         assert_eq!(read(&set), None);
-        std::fs::remove_file(load_path(&set)).unwrap();
+        // (A sweep running beside this test may have removed it already.)
+        let _ = std::fs::remove_file(load_path(&set));
         assert_eq!(read(&set), None);
+    }
+
+    #[test]
+    fn a_starting_recording_sweeps_away_dead_loads_only() {
+        let alive = format!("test-{}-sweep-alive", std::process::id());
+        let dead = format!("test-{}-sweep-dead", std::process::id());
+        let load = Load {
+            pid: std::process::id(),
+            peak_fill: 0.5,
+            buffer_count: 8,
+            at_ms: now_ms(),
+        };
+        write(&alive, &load).unwrap();
+        write(
+            &dead,
+            &Load {
+                pid: u32::MAX,
+                ..load
+            },
+        )
+        .unwrap();
+        sweep_dead();
+        assert_eq!(read(&alive), Some(load));
+        assert!(!load_path(&dead).exists());
+        std::fs::remove_file(load_path(&alive)).unwrap();
     }
 
     #[test]
