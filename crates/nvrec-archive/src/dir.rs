@@ -130,7 +130,7 @@ fn write_all(file: &File, payload: &PutPayload, bounce: &mut BufferPool) -> std:
             filled += take;
             rest = &rest[take..];
             if filled == buffer.len() {
-                write_block(file, &buffer[..filled], offset)?;
+                file.write_all_at(&buffer[..filled], offset)?;
                 offset += filled as u64;
                 filled = 0;
             }
@@ -139,15 +139,10 @@ fn write_all(file: &File, payload: &PutPayload, bounce: &mut BufferPool) -> std:
     if filled > 0 {
         let padded = filled.next_multiple_of(SLOT_ALIGN_BYTES);
         buffer[filled..padded].fill(0);
-        write_block(file, &buffer[..padded], offset)?;
+        file.write_all_at(&buffer[..padded], offset)?;
         file.set_len(offset + filled as u64)?;
     }
     Ok(())
-}
-
-/// One aligned write at `offset`; a short write (a full disk) is an error.
-fn write_block(file: &File, block: &[u8], offset: u64) -> std::io::Result<()> {
-    file.write_all_at(block, offset)
 }
 
 /// Syncs the directory holding `path`, so that its new name survives a power cut.

@@ -235,23 +235,6 @@ impl VolumeSet {
         copies
     }
 
-    /// Both copies of recording table slot `slot` on every present member.
-    pub fn entry_copies(&self, slot: u32) -> Vec<MetaCopy> {
-        let mut copies = Vec::new();
-        for member in self.present() {
-            let layout = member.layout();
-            for copy in 0..2 {
-                let offset = layout.recording_entry_offset_bytes(slot, copy).unwrap_or(0);
-                copies.push(MetaCopy::read(
-                    member,
-                    MetaPlace::Entry { slot, copy },
-                    offset,
-                ));
-            }
-        }
-        copies
-    }
-
     /// Slots in the recording table (the first present member's geometry).
     pub fn recording_slot_count(&self) -> u32 {
         self.present()
