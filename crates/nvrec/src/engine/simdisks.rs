@@ -642,21 +642,27 @@ mod tests {
         set.engine(vec![0, 1], pool, config).unwrap()
     }
 
-    fn write(engine: &mut SimDisksEngine, file: u16, offset: u64, byte: u8) -> Vec<IoCompletion> {
-        engine.pool_mut().slot_mut(0).fill(byte);
+    /// Pushes a write of slot `slot` (filled with `byte`) to `file`; its completion's
+    /// `user_data` is `file << 32 | offset`.
+    fn push_write(engine: &mut SimDisksEngine, file: u16, slot: u32, offset: u64, byte: u8) {
+        engine.pool_mut().slot_mut(slot as usize).fill(byte);
         // SAFETY: the slot is touched again only after the completion, with no read into it
         // in flight meanwhile.
         unsafe {
             engine.push(IoRequest {
                 op: IoOp::Write,
                 file_index: file,
-                slot: 0,
+                slot,
                 slot_offset_bytes: 0,
                 offset_bytes: offset,
                 len_bytes: 8192,
-                user_data: offset,
+                user_data: (u64::from(file) << 32) | offset,
             });
         }
+    }
+
+    fn write(engine: &mut SimDisksEngine, file: u16, offset: u64, byte: u8) -> Vec<IoCompletion> {
+        push_write(engine, file, 0, offset, byte);
         let mut completions = Vec::new();
         engine.submit_and_reap(1, &mut completions).unwrap();
         completions
@@ -720,44 +726,34 @@ mod tests {
         assert!(write(&mut engine, 0, 65536, 1)[0].result.is_ok());
         let failed = write(&mut engine, 1, 61440, 1);
         assert_eq!(failed[0].result.unwrap_err().errno, libc::EIO);
-        set.stall(0, 2, Duration::from_millis(60));
+        // Disk 0 stalls at its next write; disk 1's write, given after it, completes first.
+        // Completion order, not elapsed time, is the claim: a loaded machine can pause this
+        // thread for any time, but it cannot reorder due times.
+        set.stall(0, 2, Duration::from_millis(300));
         let started = Instant::now();
-        write(&mut engine, 0, 0, 3);
+        push_write(&mut engine, 0, 0, 0, 3);
+        push_write(&mut engine, 1, 1, 0, 3);
+        let mut completions = Vec::new();
+        engine.submit_and_reap(1, &mut completions).unwrap();
+        assert_eq!(completions.len(), 1, "the other disk is not stalled");
+        assert_eq!(completions[0].user_data, 1 << 32, "disk 1 completes first");
+        engine.submit_and_reap(1, &mut completions).unwrap();
+        assert_eq!(completions[0].user_data, 0, "then the stalled write");
         assert!(
-            started.elapsed() >= Duration::from_millis(60),
+            started.elapsed() >= Duration::from_millis(300),
             "the stall holds the write"
-        );
-        let started = Instant::now();
-        write(&mut engine, 1, 0, 3);
-        assert!(
-            started.elapsed() < Duration::from_millis(60),
-            "the other disk is not stalled"
         );
         set.slow(1, 8192.0 * 20.0);
         let started = Instant::now();
         write(&mut engine, 1, 0, 4);
         assert!(started.elapsed() >= Duration::from_millis(45));
         engine.bound_waits(Duration::from_millis(5));
-        set.stall(1, 0, Duration::from_millis(200));
+        set.stall(1, 0, Duration::from_secs(1));
         let started = Instant::now();
-        engine.pool_mut().slot_mut(0).fill(5);
-        // SAFETY: the slot is touched again only after the completion, with no read into it
-        // in flight meanwhile.
-        unsafe {
-            engine.push(IoRequest {
-                op: IoOp::Write,
-                file_index: 1,
-                slot: 0,
-                slot_offset_bytes: 0,
-                offset_bytes: 0,
-                len_bytes: 8192,
-                user_data: 0,
-            });
-        }
-        let mut completions = Vec::new();
+        push_write(&mut engine, 1, 0, 0, 5);
         engine.submit_and_reap(1, &mut completions).unwrap();
         assert!(completions.is_empty(), "a bounded wait gives up");
-        assert!(started.elapsed() < Duration::from_millis(100));
+        assert!(started.elapsed() < Duration::from_secs(1));
         assert_eq!(engine.in_flight(), 1);
     }
 
