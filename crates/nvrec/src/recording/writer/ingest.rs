@@ -75,21 +75,28 @@ impl Writer<'_> {
             return false;
         };
         let capacity = self.payload_capacity_bytes as u64;
-        let allowed = ((rate * PACED_BACKLOG.as_secs_f64()) as u64)
-            .min(PACED_BACKLOG_MAX_BYTES)
-            .max(capacity);
         let behind = self
             .due_within_limit()
             .saturating_sub(self.stream_offset_bytes);
-        let skipped = behind.saturating_sub(allowed) / capacity * capacity;
+        let skipped = behind.saturating_sub(self.backlog_allowed(rate)) / capacity * capacity;
         self.count_lost(skipped, LossCause::BehindRate);
         skipped > 0
     }
 
+    /// How far behind its schedule a paced source at `rate` may be before the rest is lost:
+    /// [`PACED_BACKLOG`] at the rate, at most [`PACED_BACKLOG_MAX_BYTES`], at least a payload.
+    fn backlog_allowed(&self, rate: f64) -> u64 {
+        ((rate * PACED_BACKLOG.as_secs_f64()) as u64)
+            .min(PACED_BACKLOG_MAX_BYTES)
+            .max(self.payload_capacity_bytes as u64)
+    }
+
     /// When a paced recording stops (its duration reached, or a stop asked for), input was
-    /// due by then that had not been taken: at most the input's buffering, since anything
-    /// further behind was counted lost. It is reported as overdue, so that recorded, lost
-    /// and overdue add up to what the rate sent.
+    /// due by then that had not been taken. What the input's buffering holds is reported as
+    /// overdue; what lies further behind (the recorder was not scheduled for a while before
+    /// the stop) is lost, as it would have been had the recorder looked, and the end marker
+    /// carries it as a gap. So recorded, lost and overdue add up to what the rate sent, and
+    /// overdue is never more than the input could have buffered.
     pub(super) fn account_unproduced(&mut self) {
         let Some(rate) = self.options.rate_bytes_per_s else {
             return;
@@ -101,6 +108,11 @@ impl Writer<'_> {
         let until = self.options.duration.map_or(elapsed, |d| d.min(elapsed));
         let due = (until.as_secs_f64() * rate) as u64;
         let due = self.options.limit_bytes.map_or(due, |limit| due.min(limit));
+        let behind = due.saturating_sub(self.stream_offset_bytes);
+        self.count_lost(
+            behind.saturating_sub(self.backlog_allowed(rate)),
+            LossCause::BehindRate,
+        );
         self.overdue_bytes = due.saturating_sub(self.stream_offset_bytes);
     }
 
