@@ -205,27 +205,52 @@ impl Catalog {
     }
 }
 
+impl CatalogRow {
+    /// The row of the recording `m` describes, archived at `archive_url`.
+    pub fn of(archive_url: &str, m: &Manifest) -> CatalogRow {
+        CatalogRow {
+            archive_url: archive_url.to_string(),
+            manifest_key: m.key(),
+            node: m.node.clone(),
+            set_uuid: m.set_uuid.clone(),
+            recording_id: m.recording_id,
+            label: m.label.clone(),
+            state: m.state.clone(),
+            start_ns: m.start_ns,
+            end_ns: m.end_ns,
+            stream_len_bytes: m.stream_len_bytes,
+            lost_bytes: m.lost_bytes,
+            loss_count: m.losses.len() as u64,
+            hole_count: m.holes.len() as u64,
+            retirement_count: m.retirements.len() as u64,
+            archived_bytes: m.archived_bytes,
+            segment_count: m.segments.len() as u64,
+        }
+    }
+}
+
 fn insert_row(connection: &Connection, archive_url: &str, m: &Manifest) -> rusqlite::Result<()> {
+    let r = CatalogRow::of(archive_url, m);
     connection.execute(
         "INSERT OR REPLACE INTO recordings VALUES
          (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         params![
-            archive_url,
-            m.key(),
-            m.node,
-            m.set_uuid,
-            m.recording_id,
-            m.label,
-            m.state,
-            m.start_ns as i64,
-            m.end_ns as i64,
-            m.stream_len_bytes as i64,
-            m.lost_bytes as i64,
-            m.losses.len() as i64,
-            m.holes.len() as i64,
-            m.retirements.len() as i64,
-            m.archived_bytes as i64,
-            m.segments.len() as i64,
+            r.archive_url,
+            r.manifest_key,
+            r.node,
+            r.set_uuid,
+            r.recording_id,
+            r.label,
+            r.state,
+            r.start_ns as i64,
+            r.end_ns as i64,
+            r.stream_len_bytes as i64,
+            r.lost_bytes as i64,
+            r.loss_count as i64,
+            r.hole_count as i64,
+            r.retirement_count as i64,
+            r.archived_bytes as i64,
+            r.segment_count as i64,
         ],
     )?;
     Ok(())

@@ -14,7 +14,8 @@
 //! - [`manifest`]: the manifest and the object keys.
 //! - [`segment`]: chunks into segments (and back), with their checksums.
 //! - [`state`]: the local SQLite file that makes an archive run resumable.
-//! - [`upload`]: `nvrec archive`: a volume set's recordings into the store.
+//! - [`upload`]: `nvrec archive`: a volume set's recordings into the store, paced by `pace`
+//!   (`--max-rate`, and pauses while a recorder on the same set needs the drives).
 //! - [`read`]: replay, verify and export straight from the store, through ranged GETs.
 //! - [`catalog`]: an SQLite catalog of archived recordings, rebuildable from the manifests.
 //! - [`free`]: `--delete-after-verify`: a recording's slots discarded once its archive is
@@ -33,6 +34,7 @@ pub mod catalog;
 pub mod dir;
 pub mod free;
 pub mod manifest;
+mod pace;
 pub mod read;
 pub mod segment;
 pub mod state;

@@ -14,15 +14,12 @@
 //! touches the drives' data or metadata: deleting after a verified archive is the
 //! caller's decision.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::sync_channel;
-use std::sync::Mutex;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use nvrec::engine::EngineChoice;
 use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingState};
-use nvrec::recording::load;
 use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::volume::VolumeSet;
 use nvrec::stream::{Control, ControlState, Progress};
@@ -34,6 +31,7 @@ use crate::manifest::{
     encode_entry, manifest_key, recording_dir, segment_key, state_word, Hole, Loss, Manifest,
     RetirementInfo, SegmentInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
+use crate::pace::Pacer;
 use crate::segment::{Segment, SegmentBuilder, SEGMENT_SIZE_BYTES_DEFAULT};
 use crate::state::{ObjectState, State};
 use crate::store::Archive;
@@ -181,121 +179,6 @@ pub struct RecordingReport {
     pub rate_mib_per_s: f64,
 }
 
-/// Above this share of the recorder's buffer pool in use, the archive pauses...
-const BACKOFF_HIGH_FILL: f64 = 0.25;
-/// ...until the pool is back to this share or less, and for this long at least: a
-/// recorder at 80 % of the drives' rate drains a backlog slowly, and an archive that came
-/// back at once filled it again (measured: bench/archive's paced row lost data at 0.5/0.25
-/// and no minimum).
-const BACKOFF_LOW_FILL: f64 = 0.1;
-const BACKOFF_PAUSE_MIN: Duration = Duration::from_millis(250);
-/// How often the recorder's load is looked at, while running and while paused.
-const BACKOFF_POLL: Duration = Duration::from_millis(10);
-
-/// Paces the archive: an average rate (`--max-rate`), and pauses while a recorder running
-/// on the same set needs the drives (its buffer pool fills: see
-/// [`nvrec::recording::load`]). Both the reading of the drives and the sending wait.
-struct Pacer<'a> {
-    rate_bytes_per_s: Option<f64>,
-    started: Instant,
-    sent_bytes: Mutex<u64>,
-    /// The set whose recorder's load is watched, and what stops a pause early.
-    backoff: Option<(String, &'a Control)>,
-    /// When the load was last looked at.
-    looked: Mutex<Option<Instant>>,
-    /// Time spent paused for the recorder (not counted against the rate).
-    paused_ns: AtomicU64,
-}
-
-impl<'a> Pacer<'a> {
-    fn new(rate_bytes_per_s: Option<f64>, backoff: Option<(String, &'a Control)>) -> Pacer<'a> {
-        Pacer {
-            rate_bytes_per_s,
-            started: Instant::now(),
-            sent_bytes: Mutex::new(0),
-            backoff,
-            looked: Mutex::new(None),
-            paused_ns: AtomicU64::new(0),
-        }
-    }
-
-    fn paused(&self) -> Duration {
-        Duration::from_nanos(self.paused_ns.load(Ordering::Relaxed))
-    }
-
-    /// Whether the recorder's pool is above `fill` now (false when none publishes a load).
-    fn recorder_above(&self, fill: f64) -> bool {
-        self.backoff.as_ref().is_some_and(|(set_uuid, _)| {
-            load::read(set_uuid).is_some_and(|load| load.peak_fill > fill)
-        })
-    }
-
-    /// Whether to pause now: the load is looked at no more often than [`BACKOFF_POLL`].
-    fn must_pause(&self) -> bool {
-        let Some((_, control)) = &self.backoff else {
-            return false;
-        };
-        {
-            let mut looked = self.looked.lock().expect("pacer lock");
-            if looked.is_some_and(|at| at.elapsed() < BACKOFF_POLL) {
-                return false;
-            }
-            *looked = Some(Instant::now());
-        }
-        control.state() == ControlState::Run && self.recorder_above(BACKOFF_HIGH_FILL)
-    }
-
-    /// Whether a pause begun at `since` goes on: the pool is not yet down to the low mark,
-    /// or the pause is shorter than its minimum.
-    fn pause_goes_on(&self, since: Instant) -> bool {
-        self.backoff
-            .as_ref()
-            .is_some_and(|(_, control)| control.state() == ControlState::Run)
-            && (since.elapsed() < BACKOFF_PAUSE_MIN || self.recorder_above(BACKOFF_LOW_FILL))
-    }
-
-    fn add_pause(&self, since: Instant) {
-        self.paused_ns
-            .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    }
-
-    /// Blocks while the recorder needs the drives (the reading side).
-    fn hold(&self) {
-        if !self.must_pause() {
-            return;
-        }
-        let since = Instant::now();
-        while self.pause_goes_on(since) {
-            std::thread::sleep(BACKOFF_POLL);
-        }
-        self.add_pause(since);
-    }
-
-    /// Waits while the recorder needs the drives, then until `len_bytes` more may go.
-    async fn take(&self, len_bytes: u64) {
-        if self.must_pause() {
-            let since = Instant::now();
-            while self.pause_goes_on(since) {
-                tokio::time::sleep(BACKOFF_POLL).await;
-            }
-            self.add_pause(since);
-        }
-        let Some(rate) = self.rate_bytes_per_s else {
-            return;
-        };
-        let due = {
-            let mut sent = self.sent_bytes.lock().expect("pacer lock");
-            *sent += len_bytes;
-            self.started + self.paused() + Duration::from_secs_f64(*sent as f64 / rate)
-        };
-        // Bytes due by now go at once; later ones wait for their time.
-        let allowance = Duration::from_secs_f64((len_bytes as f64 / rate).min(1.0));
-        if let Some(wait) = due.checked_duration_since(Instant::now() + allowance) {
-            tokio::time::sleep(wait).await;
-        }
-    }
-}
-
 /// What uploading one segment did.
 #[derive(Default)]
 struct SegmentUpload {
@@ -304,6 +187,41 @@ struct SegmentUpload {
     parts_kept: u64,
     uploaded_bytes: u64,
     e_tag: Option<String>,
+}
+
+impl RecordingReport {
+    /// Counts what uploading one segment did.
+    fn add(&mut self, done: &SegmentUpload) {
+        self.segments_kept += u64::from(done.kept);
+        self.segments_resumed += u64::from(done.resumed);
+        self.parts_kept += done.parts_kept;
+        self.uploaded_bytes += done.uploaded_bytes;
+    }
+}
+
+/// Where segments go and how: the store, the local state that makes a run resumable, the
+/// options, and the pace.
+struct Uploader<'a> {
+    archive: &'a Archive,
+    state: &'a State,
+    options: &'a ArchiveOptions,
+    pacer: &'a Pacer<'a>,
+}
+
+/// Where the chunks come from: the drives of a set, read under the run's control and pace.
+/// The reading thread's share of a [`Job`] (the uploader's state stays on the sending one).
+struct Source<'a> {
+    set: &'a VolumeSet,
+    options: &'a ArchiveOptions,
+    pacer: &'a Pacer<'a>,
+    control: &'a Control,
+    progress: &'a Progress,
+}
+
+/// One archive run over a set: what it reads and where it sends.
+struct Job<'a> {
+    source: Source<'a>,
+    up: Uploader<'a>,
 }
 
 /// Archives the finished recordings of `set` (or `options.recording`). Recordings whose
@@ -328,6 +246,21 @@ pub fn archive_set(
         options.max_rate_bytes_per_s,
         Some((set.set_uuid.to_string(), control)),
     );
+    let job = Job {
+        source: Source {
+            set,
+            options,
+            pacer: &pacer,
+            control,
+            progress,
+        },
+        up: Uploader {
+            archive,
+            state,
+            options,
+            pacer: &pacer,
+        },
+    };
     let mut reports = Vec::new();
     for entry in &selected {
         if control.state() != ControlState::Run {
@@ -366,19 +299,7 @@ pub fn archive_set(
                     continue;
                 }
                 Live::Follow { poll } => {
-                    match follow(
-                        archive,
-                        set,
-                        state,
-                        &entry,
-                        &dir,
-                        options,
-                        &pacer,
-                        control,
-                        progress,
-                        poll,
-                        &mut report,
-                    )? {
+                    match follow(&job, &entry, &dir, poll, &mut report)? {
                         Some(ended) => entry = ended,
                         None => {
                             report.outcome = Outcome::Stopped;
@@ -406,15 +327,9 @@ pub fn archive_set(
             continue;
         }
         let manifest = archive_recording(
-            archive,
-            set,
-            state,
+            &job,
             entry,
             &dir,
-            options,
-            &pacer,
-            control,
-            progress,
             SegmentStart::default(),
             Upto::End,
             &mut report,
@@ -466,17 +381,23 @@ struct ReadOutcome {
     holes: Vec<Hole>,
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What reading a recording into segments came to.
+struct Reading {
+    summary: Result<ReadSummary>,
+    outcome: ReadOutcome,
+    /// A chunk that would not go into a segment.
+    failure: Option<ArchiveError>,
+    /// Where the next reading starts: the segment still filling.
+    next: SegmentStart,
+}
+
+/// Reads `entry` from `start` (or uploads it whole, `upto`): its chunks go into segments,
+/// each sent up as it fills while the next one is read, then the manifest (only once the
+/// recording has ended). Returns where a next reading starts, and the manifest written.
 fn archive_recording(
-    archive: &Archive,
-    set: &VolumeSet,
-    state: &State,
+    job: &Job<'_>,
     entry: &RecordingEntry,
     dir: &str,
-    options: &ArchiveOptions,
-    pacer: &Pacer<'_>,
-    control: &Control,
-    progress: &Progress,
     start: SegmentStart,
     upto: Upto,
     report: &mut RecordingReport,
@@ -485,94 +406,16 @@ fn archive_recording(
     // Uploaded segments' memory, back to the reader to fill again.
     let (recycle, reuse) = sync_channel::<Vec<u8>>(SEGMENTS_AHEAD + 1);
     let mut segments: Vec<SegmentInfo> = Vec::new();
-    let (read, upload_error) = std::thread::scope(|scope| {
-        let reading = scope.spawn(move || {
-            let mut builder = SegmentBuilder::new(options.segment_size_bytes);
-            let mut index = start.index;
-            let mut outcome = ReadOutcome::default();
-            let mut failure: Option<ArchiveError> = None;
-            let from_ns = (start != SegmentStart::default()).then_some(start.timestamp_ns);
-            let summary = reader::read_recording_from(
-                set,
-                entry,
-                options.engine,
-                from_ns,
-                control,
-                progress,
-                &mut |item| {
-                    match item {
-                        // Chunks in segments already sent (following a live recording).
-                        Item::Chunk { header, .. } if header.sequence < start.sequence => {}
-                        Item::Chunk { header, payload } => {
-                            // The drives are the recorder's first: wait while it needs them.
-                            pacer.hold();
-                            if builder.is_full_for(payload.len()) {
-                                let segment = builder.take(
-                                    index,
-                                    segment_key(dir, index),
-                                    reuse.try_recv().ok(),
-                                );
-                                index += 1;
-                                if sender.send(segment).is_err() {
-                                    return false; // The uploader failed.
-                                }
-                            }
-                            if header.flags.contains(ChunkFlags::GAP) {
-                                outcome.losses.push(Loss {
-                                    sequence: header.sequence,
-                                    stream_offset_bytes: header.stream_offset_bytes,
-                                    gap_bytes: header.gap_bytes,
-                                });
-                            }
-                            if let Err(error) = builder.push(header, payload) {
-                                failure = Some(error);
-                                return false;
-                            }
-                        }
-                        Item::Missing {
-                            first_sequence,
-                            count,
-                        } => outcome.holes.push(Hole {
-                            first_sequence: Some(first_sequence),
-                            chunk_count: count,
-                            what: "missing on the drives".into(),
-                        }),
-                        Item::Damage(damage) => outcome.holes.push(Hole {
-                            first_sequence: damage.sequence,
-                            chunk_count: 1,
-                            what: format!(
-                                "damaged on member {} slot {}: {}",
-                                damage.member_index, damage.slot_index, damage.what
-                            ),
-                        }),
-                    }
-                    true
-                },
-            );
-            let complete = control.state() == ControlState::Run;
-            // Where the next reading starts: the segment still filling.
-            let next = match builder.first() {
-                Some((sequence, timestamp_ns)) => SegmentStart {
-                    index,
-                    sequence,
-                    timestamp_ns,
-                },
-                None => SegmentStart { index, ..start },
-            };
-            if failure.is_none() && complete && upto == Upto::End && !builder.is_empty() {
-                let _ = sender.send(builder.take(index, segment_key(dir, index), None));
-            }
-            drop(sender);
-            (summary, outcome, failure, next)
-        });
+    let (reading, upload_error) = std::thread::scope(|scope| {
+        let reading = {
+            let source = &job.source;
+            scope.spawn(move || read_segments(source, entry, dir, start, upto, sender, reuse))
+        };
         let mut upload_error: Option<ArchiveError> = None;
         for segment in receiver.iter() {
-            match upload_segment(archive, state, &segment, options, pacer) {
+            match job.up.segment(&segment) {
                 Ok(done) => {
-                    report.segments_kept += u64::from(done.kept);
-                    report.segments_resumed += u64::from(done.resumed);
-                    report.parts_kept += done.parts_kept;
-                    report.uploaded_bytes += done.uploaded_bytes;
+                    report.add(&done);
                     let Segment {
                         bytes, mut info, ..
                     } = segment;
@@ -587,7 +430,7 @@ fn archive_recording(
                     break;
                 }
             }
-            if control.state() == ControlState::Abort {
+            if job.source.control.state() == ControlState::Abort {
                 break;
             }
         }
@@ -600,23 +443,129 @@ fn archive_recording(
     if let Some(error) = upload_error {
         return Err(error);
     }
-    let (summary, outcome, failure, next) = read;
-    let summary: ReadSummary = summary?;
-    if let Some(error) = failure {
+    let summary: ReadSummary = reading.summary?;
+    if let Some(error) = reading.failure {
         return Err(error);
     }
     report.segment_count = segments.len() as u64;
     report.chunk_count = segments.iter().map(|s| s.chunk_count).sum();
     report.payload_bytes = summary.payload_bytes;
     report.archived_bytes = segments.iter().map(|s| s.size_bytes).sum();
-    report.holes = outcome.holes.clone();
-    if control.state() != ControlState::Run || upto == Upto::Sealed {
-        return Ok((next, None));
+    report.holes = reading.outcome.holes.clone();
+    if job.source.control.state() != ControlState::Run || upto == Upto::Sealed {
+        return Ok((reading.next, None));
     }
-    let manifest = Manifest {
+    let manifest = manifest_of(job, entry, report, reading.outcome, segments)?;
+    job.up
+        .archive
+        .put(&report.manifest_key, manifest.encode().into())?;
+    Ok((reading.next, Some(manifest)))
+}
+
+/// The reading side of [`archive_recording`], on a thread of its own: the chunks of
+/// `entry` from `start` into segments, each given to `sender` as it fills (the last one
+/// too, when `upto` is the end), their memory taken back from `reuse`.
+fn read_segments(
+    source: &Source<'_>,
+    entry: &RecordingEntry,
+    dir: &str,
+    start: SegmentStart,
+    upto: Upto,
+    sender: SyncSender<Segment>,
+    reuse: Receiver<Vec<u8>>,
+) -> Reading {
+    let mut builder = SegmentBuilder::new(source.options.segment_size_bytes);
+    let mut index = start.index;
+    let mut outcome = ReadOutcome::default();
+    let mut failure: Option<ArchiveError> = None;
+    let from_ns = (start != SegmentStart::default()).then_some(start.timestamp_ns);
+    let summary = reader::read_recording_from(
+        source.set,
+        entry,
+        source.options.engine,
+        from_ns,
+        source.control,
+        source.progress,
+        &mut |item| {
+            match item {
+                // Chunks in segments already sent (following a live recording).
+                Item::Chunk { header, .. } if header.sequence < start.sequence => {}
+                Item::Chunk { header, payload } => {
+                    // The drives are the recorder's first: wait while it needs them.
+                    source.pacer.hold();
+                    if builder.is_full_for(payload.len()) {
+                        let segment =
+                            builder.take(index, segment_key(dir, index), reuse.try_recv().ok());
+                        index += 1;
+                        if sender.send(segment).is_err() {
+                            return false; // The uploader failed.
+                        }
+                    }
+                    if header.flags.contains(ChunkFlags::GAP) {
+                        outcome.losses.push(Loss {
+                            sequence: header.sequence,
+                            stream_offset_bytes: header.stream_offset_bytes,
+                            gap_bytes: header.gap_bytes,
+                        });
+                    }
+                    if let Err(error) = builder.push(header, payload) {
+                        failure = Some(error);
+                        return false;
+                    }
+                }
+                Item::Missing {
+                    first_sequence,
+                    count,
+                } => outcome.holes.push(Hole {
+                    first_sequence: Some(first_sequence),
+                    chunk_count: count,
+                    what: "missing on the drives".into(),
+                }),
+                Item::Damage(damage) => outcome.holes.push(Hole {
+                    first_sequence: damage.sequence,
+                    chunk_count: 1,
+                    what: format!(
+                        "damaged on member {} slot {}: {}",
+                        damage.member_index, damage.slot_index, damage.what
+                    ),
+                }),
+            }
+            true
+        },
+    );
+    let complete = source.control.state() == ControlState::Run;
+    let next = match builder.first() {
+        Some((sequence, timestamp_ns)) => SegmentStart {
+            index,
+            sequence,
+            timestamp_ns,
+        },
+        None => SegmentStart { index, ..start },
+    };
+    if failure.is_none() && complete && upto == Upto::End && !builder.is_empty() {
+        let _ = sender.send(builder.take(index, segment_key(dir, index), None));
+    }
+    Reading {
+        summary: summary.map_err(ArchiveError::from),
+        outcome,
+        failure,
+        next,
+    }
+}
+
+/// The manifest of `entry` archived as `segments`.
+fn manifest_of(
+    job: &Job<'_>,
+    entry: &RecordingEntry,
+    report: &RecordingReport,
+    outcome: ReadOutcome,
+    segments: Vec<SegmentInfo>,
+) -> Result<Manifest> {
+    let set = job.source.set;
+    Ok(Manifest {
         format: MANIFEST_FORMAT.into(),
         version: MANIFEST_VERSION,
-        node: options.node.clone(),
+        node: job.up.options.node.clone(),
         set_uuid: set.set_uuid.to_string(),
         set_label: set.label.clone(),
         recording_id: entry.recording_id,
@@ -637,9 +586,7 @@ fn archive_recording(
         retirements: entry.retirements.iter().map(RetirementInfo::of).collect(),
         entry: encode_entry(entry)?,
         segments,
-    };
-    archive.put(&report.manifest_key, manifest.encode().into())?;
-    Ok((next, Some(manifest)))
+    })
 }
 
 /// Follows recording `entry` while it is being written: every segment that has filled
@@ -648,17 +595,10 @@ fn archive_recording(
 /// as it ended, or `None` when Ctrl-C or SIGTERM came first. Only what a checkpoint or a
 /// checked chunk made durable is read, as `ls` shows it; the recorder is never waited for
 /// and never slowed but by the drives' shared bandwidth (`--max-rate` bounds ours).
-#[allow(clippy::too_many_arguments)]
 fn follow(
-    archive: &Archive,
-    set: &VolumeSet,
-    state: &State,
+    job: &Job<'_>,
     entry: &RecordingEntry,
     dir: &str,
-    options: &ArchiveOptions,
-    pacer: &Pacer<'_>,
-    control: &Control,
-    progress: &Progress,
     poll: Duration,
     report: &mut RecordingReport,
 ) -> Result<Option<RecordingEntry>> {
@@ -668,35 +608,22 @@ fn follow(
     let ring = entry.flags.contains(nvrec::layout::RecordingFlags::RING);
     let mut start = SegmentStart::default();
     loop {
-        if control.state() != ControlState::Run {
+        if job.source.control.state() != ControlState::Run {
             return Ok(None);
         }
-        let still_live = set.live_recording()? == Some(id);
-        let now = reader::select(&reader::recordings(set)?, Some(id))?;
+        let still_live = job.source.set.live_recording()? == Some(id);
+        let now = reader::select(&reader::recordings(job.source.set)?, Some(id))?;
         if !still_live {
             return Ok(Some(now));
         }
         if !ring {
             let mut pass = report.clone();
-            let (next, _) = archive_recording(
-                archive,
-                set,
-                state,
-                &now,
-                dir,
-                options,
-                pacer,
-                control,
-                progress,
-                start,
-                Upto::Sealed,
-                &mut pass,
-            )?;
+            let (next, _) = archive_recording(job, &now, dir, start, Upto::Sealed, &mut pass)?;
             report.segments_sent_live += u64::from(next.index - start.index);
             start = next;
         }
         let deadline = Instant::now() + poll;
-        while Instant::now() < deadline && control.state() == ControlState::Run {
+        while Instant::now() < deadline && job.source.control.state() == ControlState::Run {
             std::thread::sleep(Duration::from_millis(50).min(poll));
         }
     }
@@ -707,192 +634,197 @@ fn retryable(error: &object_store::Error) -> bool {
     matches!(error, object_store::Error::Generic { .. })
 }
 
-fn upload_segment(
-    archive: &Archive,
-    state: &State,
-    segment: &Segment,
-    options: &ArchiveOptions,
-    pacer: &Pacer<'_>,
-) -> Result<SegmentUpload> {
-    segment.check()?;
-    let url = archive.url().to_string();
-    let info = &segment.info;
-    let key = info.key.as_str();
-    match state.object(&url, key, info.size_bytes, info.crc32c)? {
-        ObjectState::Done { e_tag } => {
-            if archive
-                .head(key)?
-                .is_some_and(|meta| meta.size == info.size_bytes)
-            {
-                return Ok(SegmentUpload {
-                    kept: true,
-                    e_tag,
-                    ..SegmentUpload::default()
-                });
+impl Uploader<'_> {
+    /// Sends `segment` up, unless the store holds it whole already: as one PUT, or as a
+    /// multipart upload (resumed where the local state says the store stands).
+    fn segment(&self, segment: &Segment) -> Result<SegmentUpload> {
+        let Uploader {
+            archive,
+            state,
+            options,
+            pacer,
+        } = *self;
+        segment.check()?;
+        let url = archive.url().to_string();
+        let info = &segment.info;
+        let key = info.key.as_str();
+        match state.object(&url, key, info.size_bytes, info.crc32c)? {
+            ObjectState::Done { e_tag } => {
+                if archive
+                    .head(key)?
+                    .is_some_and(|meta| meta.size == info.size_bytes)
+                {
+                    return Ok(SegmentUpload {
+                        kept: true,
+                        e_tag,
+                        ..SegmentUpload::default()
+                    });
+                }
+                state.forget(&url, key)?;
             }
-            state.forget(&url, key)?;
+            ObjectState::Uploading { upload_id, parts } if archive.multipart.is_some() => {
+                match self.multipart(segment, Some((upload_id, parts))) {
+                    Ok(done) => return Ok(done),
+                    // The store refused the upload (it no longer knows it: aborted, expired, or
+                    // completed just before a crash; stores say so in different ways): begin
+                    // again, the bytes are the same. A store that is away fails again below.
+                    Err(ArchiveError::Store { .. }) => state.forget(&url, key)?,
+                    Err(error) => return Err(error),
+                }
+            }
+            _ => {}
         }
-        ObjectState::Uploading { upload_id, parts } if archive.multipart.is_some() => {
-            match multipart(
-                archive,
-                state,
-                segment,
-                options,
-                pacer,
-                Some((upload_id, parts)),
-            ) {
-                Ok(done) => return Ok(done),
-                // The store refused the upload (it no longer knows it: aborted, expired, or
-                // completed just before a crash; stores say so in different ways): begin
-                // again, the bytes are the same. A store that is away fails again below.
-                Err(ArchiveError::Store { .. }) => state.forget(&url, key)?,
-                Err(error) => return Err(error),
-            }
+        if archive.multipart.is_some() && info.size_bytes > options.part_size_bytes {
+            return self.multipart(segment, None);
         }
-        _ => {}
-    }
-    if archive.multipart.is_some() && info.size_bytes > options.part_size_bytes {
-        return multipart(archive, state, segment, options, pacer, None);
-    }
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        archive.runtime.block_on(pacer.take(info.size_bytes));
-        let path = archive.path(key);
-        let result = archive.runtime.block_on(
-            archive
-                .store
-                .put(&path, PutPayload::from(segment.bytes.clone())),
-        );
-        match result {
-            Ok(put) => {
-                state.object_done(
-                    &url,
-                    key,
-                    info.size_bytes,
-                    info.crc32c,
-                    put.e_tag.as_deref(),
-                )?;
-                return Ok(SegmentUpload {
-                    uploaded_bytes: info.size_bytes,
-                    e_tag: put.e_tag,
-                    ..SegmentUpload::default()
-                });
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            archive.runtime.block_on(pacer.take(info.size_bytes));
+            let path = archive.path(key);
+            let result = archive.runtime.block_on(
+                archive
+                    .store
+                    .put(&path, PutPayload::from(segment.bytes.clone())),
+            );
+            match result {
+                Ok(put) => {
+                    state.object_done(
+                        &url,
+                        key,
+                        info.size_bytes,
+                        info.crc32c,
+                        put.e_tag.as_deref(),
+                    )?;
+                    return Ok(SegmentUpload {
+                        uploaded_bytes: info.size_bytes,
+                        e_tag: put.e_tag,
+                        ..SegmentUpload::default()
+                    });
+                }
+                Err(error) if retryable(&error) && tries < REQUEST_TRIES => {
+                    std::thread::sleep(RETRY_PAUSE);
+                }
+                Err(error) => return Err(archive.error("PUT", key, error)),
             }
-            Err(error) if retryable(&error) && tries < REQUEST_TRIES => {
-                std::thread::sleep(RETRY_PAUSE);
-            }
-            Err(error) => return Err(archive.error("PUT", key, error)),
         }
     }
-}
 
-/// Uploads `segment` as a multipart upload, resuming `resume` (its id and the parts the
-/// store acknowledged) where given.
-fn multipart(
-    archive: &Archive,
-    state: &State,
-    segment: &Segment,
-    options: &ArchiveOptions,
-    pacer: &Pacer<'_>,
-    resume: Option<(String, Vec<(usize, String)>)>,
-) -> Result<SegmentUpload> {
-    let store = archive.multipart.as_ref().expect("a multipart store");
-    let url = archive.url().to_string();
-    let info = &segment.info;
-    let key = info.key.as_str();
-    let path = archive.path(key);
-    let part_size = options.part_size_bytes as usize;
-    let part_count = segment.bytes.len().div_ceil(part_size).max(1);
-    let mut done = SegmentUpload::default();
-    let (upload_id, known) = match resume {
-        Some((id, parts)) => {
-            done.resumed = true;
-            (id, parts)
+    /// Uploads `segment` as a multipart upload, resuming `resume` (its id and the parts the
+    /// store acknowledged) where given.
+    fn multipart(
+        &self,
+        segment: &Segment,
+        resume: Option<(String, Vec<(usize, String)>)>,
+    ) -> Result<SegmentUpload> {
+        let Uploader {
+            archive,
+            state,
+            options,
+            pacer,
+        } = *self;
+        let store = archive.multipart.as_ref().expect("a multipart store");
+        let url = archive.url().to_string();
+        let info = &segment.info;
+        let key = info.key.as_str();
+        let path = archive.path(key);
+        let part_size = options.part_size_bytes as usize;
+        let part_count = segment.bytes.len().div_ceil(part_size).max(1);
+        let mut done = SegmentUpload::default();
+        let (upload_id, known) = match resume {
+            Some((id, parts)) => {
+                done.resumed = true;
+                (id, parts)
+            }
+            None => {
+                let id = archive
+                    .runtime
+                    .block_on(store.create_multipart(&path))
+                    .map_err(|source| archive.error("create multipart upload", key, source))?;
+                state.begin_upload(&url, key, info.size_bytes, info.crc32c, &id)?;
+                (id, Vec::new())
+            }
+        };
+        let mut parts: Vec<Option<PartId>> = vec![None; part_count];
+        for (index, content_id) in known {
+            if index < part_count {
+                parts[index] = Some(PartId { content_id });
+                done.parts_kept += 1;
+            }
         }
-        None => {
-            let id = archive
-                .runtime
-                .block_on(store.create_multipart(&path))
-                .map_err(|source| archive.error("create multipart upload", key, source))?;
-            state.begin_upload(&url, key, info.size_bytes, info.crc32c, &id)?;
-            (id, Vec::new())
-        }
-    };
-    let mut parts: Vec<Option<PartId>> = vec![None; part_count];
-    for (index, content_id) in known {
-        if index < part_count {
-            parts[index] = Some(PartId { content_id });
-            done.parts_kept += 1;
-        }
-    }
-    let missing: Vec<usize> = (0..part_count).filter(|&i| parts[i].is_none()).collect();
-    let upload_id_ref = &upload_id;
-    let result: Result<()> = archive.runtime.block_on(async {
-        let mut sends = futures::stream::iter(missing)
-            .map(|index| {
-                let start = index * part_size;
-                let end = (start + part_size).min(segment.bytes.len());
-                let bytes = segment.bytes.slice(start..end);
-                let path = &path;
-                async move {
-                    let mut tries = 0;
-                    loop {
-                        tries += 1;
-                        pacer.take(bytes.len() as u64).await;
-                        match store
-                            .put_part(path, upload_id_ref, index, PutPayload::from(bytes.clone()))
-                            .await
-                        {
-                            Ok(part) => return (index, bytes.len(), Ok(part)),
-                            Err(error) if retryable(&error) && tries < REQUEST_TRIES => {
-                                tokio::time::sleep(RETRY_PAUSE).await;
+        let missing: Vec<usize> = (0..part_count).filter(|&i| parts[i].is_none()).collect();
+        let upload_id_ref = &upload_id;
+        let result: Result<()> = archive.runtime.block_on(async {
+            let mut sends = futures::stream::iter(missing)
+                .map(|index| {
+                    let start = index * part_size;
+                    let end = (start + part_size).min(segment.bytes.len());
+                    let bytes = segment.bytes.slice(start..end);
+                    let path = &path;
+                    async move {
+                        let mut tries = 0;
+                        loop {
+                            tries += 1;
+                            pacer.take(bytes.len() as u64).await;
+                            match store
+                                .put_part(
+                                    path,
+                                    upload_id_ref,
+                                    index,
+                                    PutPayload::from(bytes.clone()),
+                                )
+                                .await
+                            {
+                                Ok(part) => return (index, bytes.len(), Ok(part)),
+                                Err(error) if retryable(&error) && tries < REQUEST_TRIES => {
+                                    tokio::time::sleep(RETRY_PAUSE).await;
+                                }
+                                Err(error) => return (index, bytes.len(), Err(error)),
                             }
-                            Err(error) => return (index, bytes.len(), Err(error)),
                         }
                     }
-                }
-            })
-            .buffer_unordered(options.parts_in_flight);
-        while let Some((index, len, result)) = sends.next().await {
-            let part = result.map_err(|source| archive.error("upload part", key, source))?;
-            state.part_done(&url, key, upload_id_ref, index, &part.content_id)?;
-            done.uploaded_bytes += len as u64;
-            parts[index] = Some(part);
-        }
-        Ok(())
-    });
-    result?;
-    let parts: Vec<PartId> = parts
-        .into_iter()
-        .map(|p| p.expect("every part sent"))
-        .collect();
-    let put = archive
-        .runtime
-        .block_on(store.complete_multipart(&path, &upload_id, parts))
-        .map_err(|source| archive.error("complete multipart upload", key, source))?;
-    // The store must now hold exactly the bytes given: its size says so (the checksum was
-    // compared before they left).
-    let size = archive.head(key)?.map(|meta| meta.size);
-    if size != Some(info.size_bytes) {
-        return Err(ArchiveError::Checksum {
-            key: key.to_string(),
-            why: format!(
-                "the store holds {} after the upload of {} bytes",
-                size.map_or("nothing".into(), |s| format!("{s} bytes")),
-                info.size_bytes
-            ),
+                })
+                .buffer_unordered(options.parts_in_flight);
+            while let Some((index, len, result)) = sends.next().await {
+                let part = result.map_err(|source| archive.error("upload part", key, source))?;
+                state.part_done(&url, key, upload_id_ref, index, &part.content_id)?;
+                done.uploaded_bytes += len as u64;
+                parts[index] = Some(part);
+            }
+            Ok(())
         });
+        result?;
+        let parts: Vec<PartId> = parts
+            .into_iter()
+            .map(|p| p.expect("every part sent"))
+            .collect();
+        let put = archive
+            .runtime
+            .block_on(store.complete_multipart(&path, &upload_id, parts))
+            .map_err(|source| archive.error("complete multipart upload", key, source))?;
+        // The store must now hold exactly the bytes given: its size says so (the checksum was
+        // compared before they left).
+        let size = archive.head(key)?.map(|meta| meta.size);
+        if size != Some(info.size_bytes) {
+            return Err(ArchiveError::Checksum {
+                key: key.to_string(),
+                why: format!(
+                    "the store holds {} after the upload of {} bytes",
+                    size.map_or("nothing".into(), |s| format!("{s} bytes")),
+                    info.size_bytes
+                ),
+            });
+        }
+        state.object_done(
+            &url,
+            key,
+            info.size_bytes,
+            info.crc32c,
+            put.e_tag.as_deref(),
+        )?;
+        done.e_tag = put.e_tag;
+        Ok(done)
     }
-    state.object_done(
-        &url,
-        key,
-        info.size_bytes,
-        info.crc32c,
-        put.e_tag.as_deref(),
-    )?;
-    done.e_tag = put.e_tag;
-    Ok(done)
 }
 
 #[cfg(test)]
@@ -955,13 +887,13 @@ mod tests {
         }
 
         fn upload(&self, segment: &Segment) -> Result<SegmentUpload> {
-            upload_segment(
-                &self.archive,
-                &self.state,
-                segment,
-                &self.options,
-                &self.pacer,
-            )
+            Uploader {
+                archive: &self.archive,
+                state: &self.state,
+                options: &self.options,
+                pacer: &self.pacer,
+            }
+            .segment(segment)
         }
     }
 
@@ -1065,23 +997,5 @@ mod tests {
             other => panic!("uploaded: {:?}", other.map(|done| done.uploaded_bytes)),
         }
         assert!(fixture.archive.head(&segment.info.key).unwrap().is_none());
-    }
-
-    #[test]
-    fn the_pacer_holds_the_average_rate() {
-        let pacer = Pacer::new(Some(50e6), None);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        let started = Instant::now();
-        runtime.block_on(async {
-            for _ in 0..10 {
-                pacer.take(5_000_000).await;
-            }
-        });
-        // 50 MB at 50 MB/s: the last 5 MB may go at once, the rest waits.
-        let elapsed = started.elapsed().as_secs_f64();
-        assert!(elapsed >= 0.85, "{elapsed}");
     }
 }

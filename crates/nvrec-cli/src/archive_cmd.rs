@@ -11,7 +11,7 @@ use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::volume::{self, VolumeSet};
 use nvrec::stream::{Control, ControlState, Progress};
 use nvrec::unit::{format_bytes, format_utc_ns, parse_rate_bytes_per_s, parse_size_bytes};
-use nvrec_archive::catalog::{Catalog, Filter};
+use nvrec_archive::catalog::{Catalog, CatalogRow, Filter};
 use nvrec_archive::free::{self, Freed};
 use nvrec_archive::read::ArchivedRecording;
 use nvrec_archive::state::State;
@@ -667,33 +667,10 @@ pub fn ls(url: &ArchiveUrl, json: bool) -> Result<Finished> {
         if recordings.is_empty() {
             outln!("no recordings");
         } else {
-            outln!(
-                "{:<16} {:<8} {:>4}  {:<16} {:<23} {:>10} {:>12} {:>12} {:>5}  name",
-                "node",
-                "set",
-                "id",
-                "state",
-                "start (UTC)",
-                "duration",
-                "bytes",
-                "lost bytes",
-                "segs"
-            );
+            print_listing_header(Listing::Archive);
             for r in &recordings {
                 let m = &r.manifest;
-                outln!(
-                    "{:<16} {:<8} {:>4}  {:<16} {:<23} {:>9.1}s {:>12} {:>12} {:>5}  {}",
-                    m.node,
-                    m.set_uuid.get(..8).unwrap_or(&m.set_uuid),
-                    m.recording_id,
-                    m.state,
-                    format_utc_ns(m.start_ns),
-                    m.end_ns.saturating_sub(m.start_ns) as f64 / 1e9,
-                    m.stream_len_bytes.saturating_sub(m.lost_bytes),
-                    m.lost_bytes,
-                    m.segments.len(),
-                    m.label
-                );
+                print_listing_row(&CatalogRow::of(&url.to_string(), m), Listing::Archive);
                 for hole in &m.holes {
                     outln!("      HOLE: {} chunks: {}", hole.chunk_count, hole.what);
                 }
@@ -783,38 +760,61 @@ pub fn catalog(args: CatalogArgs, json: bool) -> Result<Finished> {
             } else if rows.is_empty() {
                 outln!("no recordings");
             } else {
-                outln!(
-                    "{:<16} {:<8} {:>4}  {:<16} {:<23} {:>10} {:>12} {:>12} {:>6}  name / archive",
-                    "node",
-                    "set",
-                    "id",
-                    "state",
-                    "start (UTC)",
-                    "duration",
-                    "bytes",
-                    "lost bytes",
-                    "holes"
-                );
+                print_listing_header(Listing::Catalog);
                 for row in &rows {
-                    outln!(
-                        "{:<16} {:<8} {:>4}  {:<16} {:<23} {:>9.1}s {:>12} {:>12} {:>6}  {} / {}",
-                        row.node,
-                        row.set_uuid.get(..8).unwrap_or(&row.set_uuid),
-                        row.recording_id,
-                        row.state,
-                        format_utc_ns(row.start_ns),
-                        row.end_ns.saturating_sub(row.start_ns) as f64 / 1e9,
-                        row.stream_len_bytes.saturating_sub(row.lost_bytes),
-                        row.lost_bytes,
-                        row.hole_count,
-                        row.label,
-                        row.archive_url
-                    );
+                    print_listing_row(row, Listing::Catalog);
                 }
             }
             Ok(Finished(exit::OK))
         }
     }
+}
+
+/// Which listing of archived recordings a line belongs to: `ls URL` (its last columns are
+/// the segments and the name) or `catalog ls` (the holes, the name and the archive).
+#[derive(Clone, Copy)]
+enum Listing {
+    Archive,
+    Catalog,
+}
+
+fn print_listing_header(listing: Listing) {
+    let (count, last) = match listing {
+        Listing::Archive => ("segs", "name"),
+        Listing::Catalog => ("holes", "name / archive"),
+    };
+    outln!(
+        "{:<16} {:<8} {:>4}  {:<16} {:<23} {:>10} {:>12} {:>12} {count:>6}  {last}",
+        "node",
+        "set",
+        "id",
+        "state",
+        "start (UTC)",
+        "duration",
+        "bytes",
+        "lost bytes",
+    );
+}
+
+fn print_listing_row(row: &CatalogRow, listing: Listing) {
+    let (count, last) = match listing {
+        Listing::Archive => (row.segment_count, row.label.clone()),
+        Listing::Catalog => (
+            row.hole_count,
+            format!("{} / {}", row.label, row.archive_url),
+        ),
+    };
+    outln!(
+        "{:<16} {:<8} {:>4}  {:<16} {:<23} {:>9.1}s {:>12} {:>12} {count:>6}  {last}",
+        row.node,
+        row.set_uuid.get(..8).unwrap_or(&row.set_uuid),
+        row.recording_id,
+        row.state,
+        format_utc_ns(row.start_ns),
+        row.end_ns.saturating_sub(row.start_ns) as f64 / 1e9,
+        row.stream_len_bytes.saturating_sub(row.lost_bytes),
+        row.lost_bytes,
+    );
 }
 
 #[cfg(test)]
