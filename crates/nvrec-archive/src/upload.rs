@@ -635,6 +635,13 @@ fn retryable(error: &object_store::Error) -> bool {
 }
 
 impl Uploader<'_> {
+    /// Writes down that the store holds the segment `info` describes, as entity `e_tag`.
+    fn object_done(&self, info: &SegmentInfo, e_tag: Option<&str>) -> Result<()> {
+        let url = self.archive.url().to_string();
+        self.state
+            .object_done(&url, &info.key, info.size_bytes, info.crc32c, e_tag)
+    }
+
     /// Sends `segment` up, unless the store holds it whole already: as one PUT, or as a
     /// multipart upload (resumed where the local state says the store stands).
     fn segment(&self, segment: &Segment) -> Result<SegmentUpload> {
@@ -689,13 +696,7 @@ impl Uploader<'_> {
             );
             match result {
                 Ok(put) => {
-                    state.object_done(
-                        &url,
-                        key,
-                        info.size_bytes,
-                        info.crc32c,
-                        put.e_tag.as_deref(),
-                    )?;
+                    self.object_done(info, put.e_tag.as_deref())?;
                     return Ok(SegmentUpload {
                         uploaded_bytes: info.size_bytes,
                         e_tag: put.e_tag,
@@ -815,13 +816,7 @@ impl Uploader<'_> {
                 ),
             });
         }
-        state.object_done(
-            &url,
-            key,
-            info.size_bytes,
-            info.crc32c,
-            put.e_tag.as_deref(),
-        )?;
+        self.object_done(info, put.e_tag.as_deref())?;
         done.e_tag = put.e_tag;
         Ok(done)
     }
