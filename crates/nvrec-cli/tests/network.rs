@@ -19,27 +19,6 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Moves this thread (and what it starts) into a fresh network namespace with its loopback
-/// up; false, with the reason printed, where that is not permitted.
-fn own_network() -> bool {
-    // SAFETY: unshare takes a flag; it moves only the calling thread.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        eprintln!(
-            "skipping: no network namespace of our own ({})",
-            std::io::Error::last_os_error()
-        );
-        return false;
-    }
-    let up = Command::new("ip")
-        .args(["link", "set", "lo", "up"])
-        .status()
-        .is_ok_and(|status| status.success());
-    if !up {
-        eprintln!("skipping: could not bring the namespace's loopback up (iproute2?)");
-    }
-    up
-}
-
 /// A test network, this thread moved onto its side B (nvrec started from here records
 /// there); None, with the reason printed, where one cannot be made.
 fn test_network() -> Option<TestNet> {

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{json, nvrec, run, text, Scratch};
+use common::{json, nvrec, own_network, run, text, Scratch};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -211,27 +211,6 @@ fn wait_for(service: &Service, id: u64, what: &str, ready: impl Fn(&Value) -> bo
         assert!(Instant::now() < deadline, "waited for {what}: {value}");
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// Moves this thread (and what it starts) into a network namespace of its own with its
-/// loopback up; false, with the reason printed, where that is not permitted.
-fn own_network() -> bool {
-    // SAFETY: unshare takes a flag; it moves only the calling thread.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        eprintln!(
-            "skipping: no network namespace of our own ({})",
-            std::io::Error::last_os_error()
-        );
-        return false;
-    }
-    let up = Command::new("ip")
-        .args(["link", "set", "lo", "up"])
-        .status()
-        .is_ok_and(|status| status.success());
-    if !up {
-        eprintln!("skipping: could not bring the namespace's loopback up (iproute2?)");
-    }
-    up
 }
 
 #[test]
