@@ -1,23 +1,97 @@
-//! The catalog: one SQLite table of archived recordings, from any number of nodes and
-//! archives, to find recordings by node, label, time, size and losses without listing
-//! buckets. It holds nothing the manifests do not: `rebuild` makes it again from the
-//! manifests in the archive alone (and `archive` adds each recording it writes).
+//! The catalog: one table of archived recordings, from any number of nodes and archives,
+//! to find recordings by node, label, time, size and losses without listing buckets. It
+//! holds nothing the manifests do not: `rebuild` makes it again from the manifests in the
+//! archive alone (and `archive` adds each recording it writes).
 //!
-//! The schema is plain SQL (`recordings`, keyed by archive URL and manifest key), so a
-//! shared server database can hold the same table.
+//! It lives in an SQLite file (one recorder's, the default) or in a PostgreSQL database
+//! that many recorder nodes share ([`CatalogLocation`]): the same table (`recordings`,
+//! keyed by archive URL and manifest key) and the same statements, in SQL both take, only
+//! the parameter marks differ. Each node adds its own rows; a row is replaced when its
+//! recording is archived again, so nodes never overwrite each other's.
 
-use std::path::{Path, PathBuf};
+use std::cell::RefCell;
+use std::fmt;
+use std::path::PathBuf;
 
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 
 use crate::manifest::Manifest;
 use crate::read;
 use crate::store::Archive;
 use crate::{ArchiveError, Result};
 
+/// Where a catalog lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CatalogLocation {
+    /// An SQLite file, made when first opened.
+    File(PathBuf),
+    /// A PostgreSQL database, by its connection URL (`postgres://user:password@host/db`,
+    /// or `postgresql://`); the table is made there when missing.
+    Postgres(String),
+}
+
+impl CatalogLocation {
+    /// A `postgres://` or `postgresql://` URL names a database; anything else a file.
+    pub fn parse(text: &str) -> CatalogLocation {
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            CatalogLocation::Postgres(text.to_string())
+        } else {
+            CatalogLocation::File(PathBuf::from(text))
+        }
+    }
+
+    /// Whether there is a catalog to read: a file must exist; a database is asked.
+    pub fn exists(&self) -> bool {
+        match self {
+            CatalogLocation::File(path) => path.exists(),
+            CatalogLocation::Postgres(_) => true,
+        }
+    }
+}
+
+/// The location as it may be shown: a database URL without its password.
+impl fmt::Display for CatalogLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CatalogLocation::File(path) => write!(f, "{}", path.display()),
+            CatalogLocation::Postgres(url) => f.write_str(&without_password(url)),
+        }
+    }
+}
+
+impl serde::Serialize for CatalogLocation {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// `scheme://user:password@rest` as `scheme://user:***@rest`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((user_info, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match user_info.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+/// The open database.
+enum Backend {
+    File(Connection),
+    /// The client's calls need it mutable; the catalog is used from one thread.
+    Postgres(RefCell<postgres::Client>),
+}
+
 pub struct Catalog {
-    connection: Connection,
-    path: PathBuf,
+    backend: Backend,
+    location: CatalogLocation,
 }
 
 /// One row of the catalog.
@@ -63,76 +137,273 @@ pub struct Rebuilt {
     pub unreadable: Vec<(String, String)>,
 }
 
-impl Catalog {
-    pub fn open(path: &Path) -> Result<Catalog> {
-        let error = |source| ArchiveError::Catalog {
-            path: path.display().to_string(),
-            source,
-        };
-        let connection = crate::state::open_database(path, error)?;
-        connection
-            .execute_batch(
-                "CREATE TABLE IF NOT EXISTS recordings (
-                     archive_url TEXT NOT NULL,
-                     manifest_key TEXT NOT NULL,
-                     node TEXT NOT NULL,
-                     set_uuid TEXT NOT NULL,
-                     recording_id INTEGER NOT NULL,
-                     label TEXT NOT NULL,
-                     state TEXT NOT NULL,
-                     start_ns INTEGER NOT NULL,
-                     end_ns INTEGER NOT NULL,
-                     stream_len_bytes INTEGER NOT NULL,
-                     lost_bytes INTEGER NOT NULL,
-                     loss_count INTEGER NOT NULL,
-                     hole_count INTEGER NOT NULL,
-                     retirement_count INTEGER NOT NULL,
-                     archived_bytes INTEGER NOT NULL,
-                     segment_count INTEGER NOT NULL,
-                     PRIMARY KEY (archive_url, manifest_key)
-                 );
-                 CREATE INDEX IF NOT EXISTS recordings_by_time ON recordings (start_ns, end_ns);
-                 CREATE INDEX IF NOT EXISTS recordings_by_node ON recordings (node, label);",
-            )
-            .map_err(error)?;
-        Ok(Catalog {
-            connection,
-            path: path.to_path_buf(),
-        })
+/// The columns of `recordings`, in the order rows are written and read.
+const COLUMNS: [&str; 16] = [
+    "archive_url",
+    "manifest_key",
+    "node",
+    "set_uuid",
+    "recording_id",
+    "label",
+    "state",
+    "start_ns",
+    "end_ns",
+    "stream_len_bytes",
+    "lost_bytes",
+    "loss_count",
+    "hole_count",
+    "retirement_count",
+    "archived_bytes",
+    "segment_count",
+];
+/// The table and its indexes; SQL that both databases take. Counts are BIGINT
+/// (nanoseconds and byte counts need 64 bits; SQLite reads BIGINT as its INTEGER).
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS recordings (
+     archive_url TEXT NOT NULL,
+     manifest_key TEXT NOT NULL,
+     node TEXT NOT NULL,
+     set_uuid TEXT NOT NULL,
+     recording_id BIGINT NOT NULL,
+     label TEXT NOT NULL,
+     state TEXT NOT NULL,
+     start_ns BIGINT NOT NULL,
+     end_ns BIGINT NOT NULL,
+     stream_len_bytes BIGINT NOT NULL,
+     lost_bytes BIGINT NOT NULL,
+     loss_count BIGINT NOT NULL,
+     hole_count BIGINT NOT NULL,
+     retirement_count BIGINT NOT NULL,
+     archived_bytes BIGINT NOT NULL,
+     segment_count BIGINT NOT NULL,
+     PRIMARY KEY (archive_url, manifest_key)
+ );
+ CREATE INDEX IF NOT EXISTS recordings_by_time ON recordings (start_ns, end_ns);
+ CREATE INDEX IF NOT EXISTS recordings_by_node ON recordings (node, label);";
+
+/// A value given to a statement.
+#[derive(Debug, Clone)]
+enum Value {
+    Text(String),
+    Int(i64),
+}
+
+impl CatalogRow {
+    /// The row's values in [`COLUMNS`] order.
+    fn values(&self) -> Vec<Value> {
+        let text = |s: &String| Value::Text(s.clone());
+        let int = |n: u64| Value::Int(n as i64);
+        vec![
+            text(&self.archive_url),
+            text(&self.manifest_key),
+            text(&self.node),
+            text(&self.set_uuid),
+            int(u64::from(self.recording_id)),
+            text(&self.label),
+            text(&self.state),
+            int(self.start_ns),
+            int(self.end_ns),
+            int(self.stream_len_bytes),
+            int(self.lost_bytes),
+            int(self.loss_count),
+            int(self.hole_count),
+            int(self.retirement_count),
+            int(self.archived_bytes),
+            int(self.segment_count),
+        ]
     }
 
-    fn error(&self, source: rusqlite::Error) -> ArchiveError {
-        ArchiveError::Catalog {
-            path: self.path.display().to_string(),
-            source,
+    /// The row from values read in [`COLUMNS`] order.
+    fn from_values(texts: [String; 6], ints: [i64; 10]) -> CatalogRow {
+        let [archive_url, manifest_key, node, set_uuid, label, state] = texts;
+        let n = |i: usize| ints[i] as u64;
+        CatalogRow {
+            archive_url,
+            manifest_key,
+            node,
+            set_uuid,
+            recording_id: ints[0] as u32,
+            label,
+            state,
+            start_ns: n(1),
+            end_ns: n(2),
+            stream_len_bytes: n(3),
+            lost_bytes: n(4),
+            loss_count: n(5),
+            hole_count: n(6),
+            retirement_count: n(7),
+            archived_bytes: n(8),
+            segment_count: n(9),
         }
+    }
+}
+
+/// The positions in [`COLUMNS`] of the text columns, read back as strings.
+const TEXT_READ: [usize; 6] = [0, 1, 2, 3, 5, 6];
+/// The positions in [`COLUMNS`] of the integer columns, read back as `i64`.
+const INT_READ: [usize; 10] = [4, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+
+impl Catalog {
+    /// Opens the catalog at `location`, making its table where missing.
+    pub fn open(location: &CatalogLocation) -> Result<Catalog> {
+        let backend = match location {
+            CatalogLocation::File(path) => {
+                let error = |source: rusqlite::Error| ArchiveError::Catalog {
+                    location: location.to_string(),
+                    source: Box::new(source),
+                };
+                Backend::File(crate::state::open_database(path, error)?)
+            }
+            CatalogLocation::Postgres(url) => {
+                let client = postgres::Client::connect(url, postgres::NoTls).map_err(|source| {
+                    ArchiveError::Catalog {
+                        location: location.to_string(),
+                        source: Box::new(source),
+                    }
+                })?;
+                Backend::Postgres(RefCell::new(client))
+            }
+        };
+        let catalog = Catalog {
+            backend,
+            location: location.clone(),
+        };
+        catalog.batch(SCHEMA)?;
+        Ok(catalog)
+    }
+
+    /// Where the catalog lives.
+    pub fn location(&self) -> &CatalogLocation {
+        &self.location
+    }
+
+    fn error(&self, source: impl std::error::Error + Send + Sync + 'static) -> ArchiveError {
+        ArchiveError::Catalog {
+            location: self.location.to_string(),
+            source: Box::new(source),
+        }
+    }
+
+    /// The mark of the `n`th parameter (from 1) in a statement.
+    fn mark(&self, n: usize) -> String {
+        match self.backend {
+            Backend::File(_) => format!("?{n}"),
+            Backend::Postgres(_) => format!("${n}"),
+        }
+    }
+
+    /// Runs statements without parameters.
+    fn batch(&self, sql: &str) -> Result<()> {
+        match &self.backend {
+            Backend::File(connection) => connection.execute_batch(sql).map_err(|e| self.error(e)),
+            Backend::Postgres(client) => client
+                .borrow_mut()
+                .batch_execute(sql)
+                .map_err(|e| self.error(e)),
+        }
+    }
+
+    /// Runs one statement with `values` for its parameters.
+    fn execute(&self, sql: &str, values: &[Value]) -> Result<()> {
+        match &self.backend {
+            Backend::File(connection) => connection
+                .execute(
+                    sql,
+                    rusqlite::params_from_iter(values.iter().map(sqlite_value)),
+                )
+                .map(drop)
+                .map_err(|e| self.error(e)),
+            Backend::Postgres(client) => client
+                .borrow_mut()
+                .execute(sql, &postgres_values(values))
+                .map(drop)
+                .map_err(|e| self.error(e)),
+        }
+    }
+
+    /// The rows a SELECT of [`COLUMNS`] returns.
+    fn query(&self, sql: &str, values: &[Value]) -> Result<Vec<CatalogRow>> {
+        match &self.backend {
+            Backend::File(connection) => {
+                let mut statement = connection.prepare(sql).map_err(|e| self.error(e))?;
+                let rows = statement
+                    .query_map(
+                        rusqlite::params_from_iter(values.iter().map(sqlite_value)),
+                        |row| {
+                            let texts = try_map(TEXT_READ, |i| row.get::<_, String>(i))?;
+                            let ints = try_map(INT_READ, |i| row.get::<_, i64>(i))?;
+                            Ok(CatalogRow::from_values(texts, ints))
+                        },
+                    )
+                    .map_err(|e| self.error(e))?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(|e| self.error(e))
+            }
+            Backend::Postgres(client) => {
+                let rows = client
+                    .borrow_mut()
+                    .query(sql, &postgres_values(values))
+                    .map_err(|e| self.error(e))?;
+                rows.iter()
+                    .map(|row| {
+                        let texts = try_map(TEXT_READ, |i| row.try_get::<_, String>(i))?;
+                        let ints = try_map(INT_READ, |i| row.try_get::<_, i64>(i))?;
+                        Ok(CatalogRow::from_values(texts, ints))
+                    })
+                    .collect::<std::result::Result<Vec<_>, postgres::Error>>()
+                    .map_err(|e| self.error(e))
+            }
+        }
+    }
+
+    /// The statement that adds a row, or replaces the row of the same recording.
+    fn upsert_sql(&self) -> String {
+        let marks: Vec<String> = (1..=COLUMNS.len()).map(|n| self.mark(n)).collect();
+        let updates: Vec<String> = COLUMNS[2..]
+            .iter()
+            .map(|column| format!("{column} = excluded.{column}"))
+            .collect();
+        format!(
+            "INSERT INTO recordings ({}) VALUES ({}) \
+             ON CONFLICT (archive_url, manifest_key) DO UPDATE SET {}",
+            COLUMNS.join(", "),
+            marks.join(", "),
+            updates.join(", ")
+        )
     }
 
     /// Adds (or replaces) the row of `manifest`, archived at `archive_url`.
     pub fn insert(&self, archive_url: &str, manifest: &Manifest) -> Result<()> {
-        insert_row(&self.connection, archive_url, manifest).map_err(|e| self.error(e))
+        let row = CatalogRow::of(archive_url, manifest);
+        self.execute(&self.upsert_sql(), &row.values())
     }
 
     /// Makes the rows of `archive` again from its manifests alone, in one transaction.
     pub fn rebuild(&mut self, archive: &Archive) -> Result<Rebuilt> {
         let url = archive.url().to_string();
         let (recordings, unreadable) = read::recordings(archive)?;
-        let path = self.path.display().to_string();
-        let error = |source| ArchiveError::Catalog {
-            path: path.clone(),
-            source,
-        };
-        let transaction = self.connection.transaction().map_err(error)?;
-        transaction
+        self.batch("BEGIN")?;
+        let written = self
             .execute(
-                "DELETE FROM recordings WHERE archive_url = ?1",
-                params![url],
+                &format!(
+                    "DELETE FROM recordings WHERE archive_url = {}",
+                    self.mark(1)
+                ),
+                &[Value::Text(url.clone())],
             )
-            .map_err(error)?;
-        for recording in &recordings {
-            insert_row(&transaction, &url, &recording.manifest).map_err(error)?;
+            .and_then(|()| {
+                let upsert = self.upsert_sql();
+                recordings.iter().try_for_each(|recording| {
+                    let row = CatalogRow::of(&url, &recording.manifest);
+                    self.execute(&upsert, &row.values())
+                })
+            });
+        match written {
+            Ok(()) => self.batch("COMMIT")?,
+            Err(error) => {
+                let _ = self.batch("ROLLBACK");
+                return Err(error);
+            }
         }
-        transaction.commit().map_err(error)?;
         Ok(Rebuilt {
             recording_count: recordings.len(),
             unreadable: unreadable
@@ -144,65 +415,67 @@ impl Catalog {
 
     /// The rows `filter` selects, by start time.
     pub fn list(&self, filter: &Filter) -> Result<Vec<CatalogRow>> {
-        let mut sql = String::from(
-            "SELECT archive_url, manifest_key, node, set_uuid, recording_id, label, state, start_ns,
-                    end_ns, stream_len_bytes, lost_bytes, loss_count, hole_count, retirement_count,
-                    archived_bytes, segment_count FROM recordings WHERE 1 = 1",
-        );
-        let mut values: Vec<rusqlite::types::Value> = Vec::new();
-        let mut condition = |sql_part: &str, value: rusqlite::types::Value| {
+        let mut sql = format!("SELECT {} FROM recordings WHERE 1 = 1", COLUMNS.join(", "));
+        let mut values: Vec<Value> = Vec::new();
+        let mut condition = |sql_part: &str, value: Value| {
             values.push(value);
-            sql.push_str(&format!(" AND {sql_part} ?{}", values.len()));
+            sql.push_str(&format!(" AND {sql_part} {}", self.mark(values.len())));
         };
+        let text = |s: &String| Value::Text(s.clone());
+        let int = |n: u64| Value::Int(n as i64);
         if let Some(url) = &filter.archive_url {
-            condition("archive_url =", url.clone().into());
+            condition("archive_url =", text(url));
         }
         if let Some(node) = &filter.node {
-            condition("node =", node.clone().into());
+            condition("node =", text(node));
         }
         if let Some(label) = &filter.label {
-            condition("label =", label.clone().into());
+            condition("label =", text(label));
         }
         if let Some(from) = filter.from_ns {
-            condition("end_ns >=", (from as i64).into());
+            condition("end_ns >=", int(from));
         }
         if let Some(to) = filter.to_ns {
-            condition("start_ns <", (to as i64).into());
+            condition("start_ns <", int(to));
         }
         if let Some(min) = filter.min_bytes {
-            condition("stream_len_bytes >=", (min as i64).into());
+            condition("stream_len_bytes >=", int(min));
         }
         if filter.with_losses {
             sql.push_str(" AND (lost_bytes > 0 OR hole_count > 0)");
         }
         sql.push_str(" ORDER BY start_ns, node, set_uuid, recording_id");
-        let mut statement = self.connection.prepare(&sql).map_err(|e| self.error(e))?;
-        let rows = statement
-            .query_map(rusqlite::params_from_iter(values), |row| {
-                Ok(CatalogRow {
-                    archive_url: row.get(0)?,
-                    manifest_key: row.get(1)?,
-                    node: row.get(2)?,
-                    set_uuid: row.get(3)?,
-                    recording_id: row.get(4)?,
-                    label: row.get(5)?,
-                    state: row.get(6)?,
-                    start_ns: row.get::<_, i64>(7)? as u64,
-                    end_ns: row.get::<_, i64>(8)? as u64,
-                    stream_len_bytes: row.get::<_, i64>(9)? as u64,
-                    lost_bytes: row.get::<_, i64>(10)? as u64,
-                    loss_count: row.get::<_, i64>(11)? as u64,
-                    hole_count: row.get::<_, i64>(12)? as u64,
-                    retirement_count: row.get::<_, i64>(13)? as u64,
-                    archived_bytes: row.get::<_, i64>(14)? as u64,
-                    segment_count: row.get::<_, i64>(15)? as u64,
-                })
-            })
-            .map_err(|e| self.error(e))?
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| self.error(e))?;
-        Ok(rows)
+        self.query(&sql, &values)
     }
+}
+
+/// `f` of each index, or the first error.
+fn try_map<const N: usize, T: Default, E>(
+    indexes: [usize; N],
+    f: impl Fn(usize) -> std::result::Result<T, E>,
+) -> std::result::Result<[T; N], E> {
+    let mut out: [T; N] = std::array::from_fn(|_| T::default());
+    for (slot, index) in out.iter_mut().zip(indexes) {
+        *slot = f(index)?;
+    }
+    Ok(out)
+}
+
+fn sqlite_value(value: &Value) -> rusqlite::types::Value {
+    match value {
+        Value::Text(text) => rusqlite::types::Value::Text(text.clone()),
+        Value::Int(n) => rusqlite::types::Value::Integer(*n),
+    }
+}
+
+fn postgres_values(values: &[Value]) -> Vec<&(dyn postgres::types::ToSql + Sync)> {
+    values
+        .iter()
+        .map(|value| match value {
+            Value::Text(text) => text as &(dyn postgres::types::ToSql + Sync),
+            Value::Int(n) => n as &(dyn postgres::types::ToSql + Sync),
+        })
+        .collect()
 }
 
 impl CatalogRow {
@@ -229,29 +502,35 @@ impl CatalogRow {
     }
 }
 
-fn insert_row(connection: &Connection, archive_url: &str, m: &Manifest) -> rusqlite::Result<()> {
-    let r = CatalogRow::of(archive_url, m);
-    connection.execute(
-        "INSERT OR REPLACE INTO recordings VALUES
-         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-        params![
-            r.archive_url,
-            r.manifest_key,
-            r.node,
-            r.set_uuid,
-            r.recording_id,
-            r.label,
-            r.state,
-            r.start_ns as i64,
-            r.end_ns as i64,
-            r.stream_len_bytes as i64,
-            r.lost_bytes as i64,
-            r.loss_count as i64,
-            r.hole_count as i64,
-            r.retirement_count as i64,
-            r.archived_bytes as i64,
-            r.segment_count as i64,
-        ],
-    )?;
-    Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_url_names_a_server_and_is_shown_without_its_password() {
+        let url = "postgres://nvrec:hunter2@db.lab:5433/recordings";
+        let location = CatalogLocation::parse(url);
+        assert_eq!(location, CatalogLocation::Postgres(url.into()));
+        assert_eq!(
+            location.to_string(),
+            "postgres://nvrec:***@db.lab:5433/recordings"
+        );
+        let bare = "postgresql://db.lab/recordings";
+        assert_eq!(CatalogLocation::parse(bare).to_string(), bare);
+        assert_eq!(
+            CatalogLocation::parse("/var/lib/nvrec/catalog.sqlite"),
+            CatalogLocation::File("/var/lib/nvrec/catalog.sqlite".into())
+        );
+    }
+
+    #[test]
+    fn one_upsert_statement_names_every_column_with_the_backends_marks() {
+        let dir = std::env::temp_dir().join(format!("nvrec-catalog-{}", std::process::id()));
+        let catalog = Catalog::open(&CatalogLocation::File(dir.join("c.sqlite"))).unwrap();
+        let sql = catalog.upsert_sql();
+        assert!(sql.contains("?16") && !sql.contains("?17") && !sql.contains('$'));
+        assert!(COLUMNS.iter().all(|column| sql.contains(column)));
+        drop(catalog);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

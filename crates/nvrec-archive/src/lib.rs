@@ -62,10 +62,11 @@ pub enum ArchiveError {
         path: String,
         source: rusqlite::Error,
     },
-    #[error("catalog {path}: {source}")]
+    /// The catalog's database (an SQLite file, or a PostgreSQL server) failed.
+    #[error("catalog {location}: {source}")]
     Catalog {
-        path: String,
-        source: rusqlite::Error,
+        location: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("manifest {key}: {why}")]
     Manifest { key: String, why: String },

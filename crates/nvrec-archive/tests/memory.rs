@@ -11,7 +11,7 @@ use nvrec::recording::volume;
 use nvrec::recording::writer::{self, RecordOptions};
 use nvrec::source::PatternSource;
 use nvrec::stream::{Control, Progress};
-use nvrec_archive::catalog::{Catalog, Filter};
+use nvrec_archive::catalog::{Catalog, CatalogLocation, Filter};
 use nvrec_archive::state::State;
 use nvrec_archive::store::{Archive, ArchiveUrl, Mode};
 use nvrec_archive::upload::{self, ArchiveOptions, Outcome};
@@ -61,7 +61,7 @@ fn a_recording_round_trips_through_the_in_memory_store() {
     let set = volume::open_members(Members::Sim(&sim), Access::Read, Safety::Check).unwrap();
     let dir = std::env::temp_dir().join(format!("nvrec-archive-memory-{}", std::process::id()));
     let state = State::open(&dir.join("state.sqlite")).unwrap();
-    let catalog = Catalog::open(&dir.join("catalog.sqlite")).unwrap();
+    let catalog = Catalog::open(&CatalogLocation::File(dir.join("catalog.sqlite"))).unwrap();
     let archive = Archive::open(&ArchiveUrl::Memory, Mode::Write).unwrap();
     let mut options = ArchiveOptions::new("sim".into());
     options.segment_size_bytes = 5 * MIB;
@@ -169,7 +169,7 @@ fn a_recording_round_trips_through_the_in_memory_store() {
     // The catalog, and the same catalog made again from the manifests alone.
     let listed = catalog.list(&Filter::default()).unwrap();
     assert_eq!(listed.len(), 2);
-    let mut rebuilt = Catalog::open(&dir.join("rebuilt.sqlite")).unwrap();
+    let mut rebuilt = Catalog::open(&CatalogLocation::File(dir.join("rebuilt.sqlite"))).unwrap();
     assert_eq!(rebuilt.rebuild(&archive).unwrap().recording_count, 2);
     assert_eq!(rebuilt.list(&Filter::default()).unwrap(), listed);
     let only_second = rebuilt

@@ -11,7 +11,7 @@ use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::volume::{self, VolumeSet};
 use nvrec::stream::{Control, ControlState, Progress};
 use nvrec::unit::{format_bytes, format_utc_ns, parse_rate_bytes_per_s, parse_size_bytes};
-use nvrec_archive::catalog::{Catalog, CatalogRow, Filter};
+use nvrec_archive::catalog::{Catalog, CatalogLocation, CatalogRow, Filter};
 use nvrec_archive::free::{self, Freed};
 use nvrec_archive::read::ArchivedRecording;
 use nvrec_archive::state::State;
@@ -67,10 +67,11 @@ pub struct ArchiveArgs {
     /// The resume state (SQLite). Default: $XDG_STATE_HOME/nvrec/archive-state.sqlite.
     #[arg(long)]
     state: Option<PathBuf>,
-    /// The catalog (SQLite) the archived recordings are added to. Default:
+    /// The catalog the archived recordings are added to: an SQLite file, or a PostgreSQL
+    /// database shared by many recorders (postgres://USER:PASSWORD@HOST/DB). Default:
     /// $XDG_STATE_HOME/nvrec/catalog.sqlite.
     #[arg(long)]
-    catalog: Option<PathBuf>,
+    catalog: Option<String>,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
     /// Archive a recording still being written as it goes: each segment once it has filled,
@@ -125,17 +126,20 @@ struct CatalogLsArgs {
     /// Only recordings that lost input or miss chunks.
     #[arg(long)]
     with_losses: bool,
-    /// The catalog. Default: $XDG_STATE_HOME/nvrec/catalog.sqlite.
+    /// The catalog: an SQLite file, or a PostgreSQL database (postgres://...). Default:
+    /// $XDG_STATE_HOME/nvrec/catalog.sqlite.
     #[arg(long)]
-    catalog: Option<PathBuf>,
+    catalog: Option<String>,
 }
 
 #[derive(Args, Debug)]
 struct CatalogRebuildArgs {
     /// The archive: file://DIR or s3://BUCKET/PREFIX.
     url: String,
+    /// The catalog: an SQLite file, or a PostgreSQL database (postgres://...). Default:
+    /// $XDG_STATE_HOME/nvrec/catalog.sqlite.
     #[arg(long)]
-    catalog: Option<PathBuf>,
+    catalog: Option<String>,
 }
 
 /// `2026-11-26T10:00:00Z` (or without the Z, or with a fraction of a second) or `@SECONDS`,
@@ -220,8 +224,11 @@ fn state_dir() -> PathBuf {
     }
 }
 
-fn catalog_path(given: Option<PathBuf>) -> PathBuf {
-    given.unwrap_or_else(|| state_dir().join("catalog.sqlite"))
+fn catalog_location(given: Option<String>) -> CatalogLocation {
+    given.map_or_else(
+        || CatalogLocation::File(state_dir().join("catalog.sqlite")),
+        |text| CatalogLocation::parse(&text),
+    )
 }
 
 /// This machine's name, made fit for a key.
@@ -478,7 +485,7 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
         .state
         .unwrap_or_else(|| state_dir().join("archive-state.sqlite"));
     let state = State::open(&state_path)?;
-    let catalog = Catalog::open(&catalog_path(args.catalog))?;
+    let catalog = Catalog::open(&catalog_location(args.catalog))?;
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "archive".into(), !json);
     let reports = upload::archive_set(
@@ -693,18 +700,17 @@ pub fn catalog(args: CatalogArgs, json: bool) -> Result<Finished> {
             let url =
                 ArchiveUrl::parse(&args.url).map_err(|error| UsageError(error.to_string()))?;
             let archive = Archive::open(&url, Mode::Read)?;
-            let path = catalog_path(args.catalog);
-            let mut catalog = Catalog::open(&path)?;
+            let location = catalog_location(args.catalog);
+            let mut catalog = Catalog::open(&location)?;
             let rebuilt = catalog.rebuild(&archive)?;
             if json {
                 outln!(
                     "{}",
-                    serde_json::json!({"archive": url.to_string(), "catalog": path, "rebuilt": rebuilt})
+                    serde_json::json!({"archive": url.to_string(), "catalog": location, "rebuilt": rebuilt})
                 );
             } else {
                 outln!(
-                    "catalog {}: {} recordings of {url}",
-                    path.display(),
+                    "catalog {location}: {} recordings of {url}",
                     rebuilt.recording_count
                 );
                 for (key, why) in &rebuilt.unreadable {
@@ -734,15 +740,14 @@ pub fn catalog(args: CatalogArgs, json: bool) -> Result<Finished> {
                     .into());
                 }
             }
-            let path = catalog_path(args.catalog);
-            if !path.exists() {
+            let location = catalog_location(args.catalog);
+            if !location.exists() {
                 return Err(UsageError(format!(
-                    "no catalog at {}: `nvrec archive` makes it, `nvrec catalog rebuild URL` makes it from an archive",
-                    path.display()
+                    "no catalog at {location}: `nvrec archive` makes it, `nvrec catalog rebuild URL` makes it from an archive"
                 ))
                 .into());
             }
-            let catalog = Catalog::open(&path)?;
+            let catalog = Catalog::open(&location)?;
             let rows = catalog.list(&Filter {
                 archive_url,
                 node: args.node,
@@ -755,7 +760,7 @@ pub fn catalog(args: CatalogArgs, json: bool) -> Result<Finished> {
             if json {
                 outln!(
                     "{}",
-                    serde_json::json!({"catalog": path, "recordings": rows})
+                    serde_json::json!({"catalog": location, "recordings": rows})
                 );
             } else if rows.is_empty() {
                 outln!("no recordings");
