@@ -69,8 +69,8 @@ pub struct ArchiveArgs {
     state: Option<PathBuf>,
     /// The catalog the archived recordings are added to: an SQLite file, or a PostgreSQL
     /// database shared by many recorders (postgres://USER:PASSWORD@HOST/DB). Default:
-    /// $XDG_STATE_HOME/nvrec/catalog.sqlite.
-    #[arg(long)]
+    /// $NVREC_CATALOG, else $XDG_STATE_HOME/nvrec/catalog.sqlite.
+    #[arg(long, env = "NVREC_CATALOG", hide_env_values = true)]
     catalog: Option<String>,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
@@ -127,8 +127,8 @@ struct CatalogLsArgs {
     #[arg(long)]
     with_losses: bool,
     /// The catalog: an SQLite file, or a PostgreSQL database (postgres://...). Default:
-    /// $XDG_STATE_HOME/nvrec/catalog.sqlite.
-    #[arg(long)]
+    /// $NVREC_CATALOG, else $XDG_STATE_HOME/nvrec/catalog.sqlite.
+    #[arg(long, env = "NVREC_CATALOG", hide_env_values = true)]
     catalog: Option<String>,
 }
 
@@ -137,8 +137,8 @@ struct CatalogRebuildArgs {
     /// The archive: file://DIR or s3://BUCKET/PREFIX.
     url: String,
     /// The catalog: an SQLite file, or a PostgreSQL database (postgres://...). Default:
-    /// $XDG_STATE_HOME/nvrec/catalog.sqlite.
-    #[arg(long)]
+    /// $NVREC_CATALOG, else $XDG_STATE_HOME/nvrec/catalog.sqlite.
+    #[arg(long, env = "NVREC_CATALOG", hide_env_values = true)]
     catalog: Option<String>,
 }
 

@@ -243,6 +243,18 @@ fn nodes_share_one_postgres_catalog_that_answers_as_sqlite_and_rebuilds_from_man
 
     let all = catalog_rows(&server.url, &[]);
     assert_eq!(all.len(), 3, "{all:?}");
+    // A node set up once, by the environment, finds the same catalog; its help shows no
+    // password.
+    let output = run(nvrec()
+        .args(["--json", "catalog", "ls"])
+        .env("NVREC_CATALOG", &server.url));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["recordings"].as_array().unwrap(), &all);
+    let help = run(nvrec().args(["catalog", "ls", "--help"]).env(
+        "NVREC_CATALOG",
+        "postgres://nvrec:hunter2@db.lab/recordings",
+    ));
+    assert!(!text(&help).contains("hunter2"), "{}", text(&help));
     let of_b = catalog_rows(&server.url, &["--node", "node-b"]);
     assert_eq!(of_b.len(), 1);
     assert_eq!(of_b[0]["stream_len_bytes"], 2 << 20);
