@@ -991,7 +991,7 @@ impl<'a> Writer<'a> {
                 SUBMIT_BATCH_IO_COUNT
             };
             for _ in 0..batch {
-                let produced = self.produce();
+                let produced = !self.hold_input() && self.produce();
                 let submitted = self.submit();
                 progressed |= produced || submitted;
                 if !produced && !submitted {
@@ -1040,6 +1040,17 @@ impl<'a> Writer<'a> {
                 break;
             }
         }
+    }
+
+    /// Whether to leave the source unread this turn: a byte stream that may block (a pipe)
+    /// while a sealed buffer waits for the drives (a write to complete, or, in a ring, a
+    /// checkpoint before the lap goes on). Its read can block for a sync interval (the
+    /// quiet rule), and the sealed buffer would wait as long though the drives can take it
+    /// sooner; so the loop waits for them first. The pipe's writer waits meanwhile, which
+    /// loses nothing. A record source (a socket, a capture ring) is read on: its input
+    /// does not wait.
+    fn hold_input(&self) -> bool {
+        self.source_may_block && !self.records && !self.ready.is_empty()
     }
 
     fn reap(&mut self, wait: bool) -> Result<(), RecordingError> {
