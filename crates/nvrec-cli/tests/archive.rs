@@ -614,7 +614,7 @@ impl Garage {
     /// None, saying why, where garage is not installed.
     fn start() -> Option<Garage> {
         if Command::new("garage").arg("--version").output().is_err() {
-            eprintln!("skipped: no `garage` (cargo install garage --locked; .ci/run installs it)");
+            nvrec_testkit::skip(nvrec_testkit::GARAGE, "no `garage` on the PATH");
             return None;
         }
         let dir = Scratch::new("garage");

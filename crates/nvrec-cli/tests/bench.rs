@@ -402,9 +402,12 @@ fn fill_under_steps(
             Some(reason) => eprintln!("{reason}: held back by the machine"),
         }
     }
-    eprintln!(
-        "skipping: the machine held the writer back in {THROTTLED_ATTEMPT_COUNT} fills; \
-         the kernel's count would measure the machine, not the throttle"
+    nvrec_testkit::skip(
+        nvrec_testkit::QUIET_MACHINE,
+        format_args!(
+            "the machine held the writer back in {THROTTLED_ATTEMPT_COUNT} fills; \
+             the kernel's count would measure the machine, not the throttle"
+        ),
     );
     None
 }
@@ -589,7 +592,7 @@ fn bench_refuses_a_device_holding_a_filesystem() {
         .arg(&device.device)
         .status();
     if !matches!(made, Ok(status) if status.success()) {
-        eprintln!("skipping: mkfs.ext4 is not available");
+        nvrec_testkit::skip(nvrec_testkit::MKFS_EXT4, "mkfs.ext4 failed");
         return;
     }
     let output = run(nvrec().args(["bench", "fill"]).arg(&device.device));
@@ -609,7 +612,7 @@ fn rendered_chart_count(html: &Path) -> Option<(usize, usize)> {
                 .is_ok_and(|out| out.status.success())
         });
     let Some(browser) = browser else {
-        eprintln!("skipping: chromium not found (apt-get install chromium)");
+        nvrec_testkit::skip(nvrec_testkit::CHROMIUM, "no chromium on the PATH");
         return None;
     };
     let output = Command::new(browser)

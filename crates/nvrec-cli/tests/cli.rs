@@ -305,7 +305,10 @@ fn a_loop_device_holding_a_filesystem_is_refused_unless_forced_and_never_while_m
         .arg(&device.device)
         .status();
     if !matches!(mkfs, Ok(status) if status.success()) {
-        eprintln!("skipping: mkfs.ext4 unavailable ({mkfs:?})");
+        nvrec_testkit::skip(
+            nvrec_testkit::MKFS_EXT4,
+            format_args!("mkfs.ext4 failed: {mkfs:?}"),
+        );
         return;
     }
     let output = run(nvrec().args(["write", "--size", "1M"]).arg(&device.device));

@@ -195,8 +195,7 @@ fn a_span_past_the_member_is_reported_not_walked() {
 #[test]
 fn verify_names_the_slot_of_a_chunk_the_device_cannot_read() {
     use nvrec_faultydisk::{Errno, FaultyDisk, Op, Options};
-    if let Some(why) = nvrec_faultydisk::skip_reason() {
-        eprintln!("skipping: {why}");
+    if no_faulty_disks() {
         return;
     }
     let backing = std::path::PathBuf::from(format!(

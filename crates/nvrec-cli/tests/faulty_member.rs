@@ -42,8 +42,7 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 
 impl Pair {
     fn new(name: &str, size: u64) -> Option<Pair> {
-        if let Some(why) = nvrec_faultydisk::skip_reason() {
-            eprintln!("skipping: {why}");
+        if no_faulty_disks() {
             return None;
         }
         let scratch = Scratch::new(name);
@@ -440,8 +439,7 @@ fn crash_case(seed: u64, disks: &[FaultyDisk; 2], devices: &[PathBuf]) {
 #[test]
 fn power_cuts_after_kill_9_lose_nothing_a_checkpoint_acknowledged() {
     let _serial = one_at_a_time();
-    if let Some(why) = nvrec_faultydisk::skip_reason() {
-        eprintln!("skipping: {why}");
+    if no_faulty_disks() {
         return;
     }
     let scratch = Scratch::new("crash");

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 /// there); None, with the reason printed, where one cannot be made.
 fn test_network() -> Option<TestNet> {
     if let Some(reason) = TestNet::unavailable() {
-        eprintln!("skipping: {reason}");
+        nvrec_testkit::skip(nvrec_testkit::NET_NAMESPACE, reason);
         return None;
     }
     let net = TestNet::new().expect("making the test network");

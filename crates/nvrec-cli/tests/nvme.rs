@@ -156,7 +156,10 @@ fn devices_quick_reads_sysfs_only() {
 #[test]
 fn health_of_a_non_nvme_device_says_so_and_exits_1() {
     let Some(device) = non_nvme_block_device() else {
-        eprintln!("skipping: no block device other than NVMe on this machine");
+        nvrec_testkit::skip(
+            nvrec_testkit::NON_NVME_BLOCK_DEVICE,
+            "no block device other than NVMe on this machine",
+        );
         return;
     };
     let output = run(nvrec().arg("health").arg(&device));
@@ -217,15 +220,21 @@ fn health_of_a_bad_path_is_a_usage_error() {
 #[test]
 fn health_of_an_nvme_controller_keeps_the_json_names() {
     let Some(controller) = names("/sys/class/nvme").into_iter().next() else {
-        eprintln!("skipping: no NVMe controller on this machine");
+        nvrec_testkit::skip(
+            nvrec_testkit::NVME_CONTROLLER,
+            "no NVMe controller on this machine",
+        );
         return;
     };
     let device = PathBuf::from("/dev").join(&controller);
     let output = run(nvrec().arg("--json").arg("health").arg(&device));
     if output.status.code() == Some(2) || output.stdout.is_empty() {
-        eprintln!(
-            "skipping: the admin passthrough is not allowed here: {}",
-            text(&output)
+        nvrec_testkit::skip(
+            nvrec_testkit::NVME_CONTROLLER,
+            format_args!(
+                "the admin passthrough is not allowed here: {}",
+                text(&output)
+            ),
         );
         return;
     }

@@ -8,9 +8,9 @@ use std::process::Command;
 #[test]
 fn health_devices_and_selftest_against_the_emulated_controller() {
     if std::env::var("NVREC_QEMU_TESTS").as_deref() != Ok("1") {
-        eprintln!(
-            "skipping: set NVREC_QEMU_TESTS=1 to boot QEMU's emulated NVMe controller \
-             (tests/qemu/check-health, about a minute; see HACKING.md)"
+        nvrec_testkit::skip(
+            nvrec_testkit::QEMU_OPT_IN,
+            "tests/qemu/check-health boots QEMU's emulated NVMe controller (HACKING.md)",
         );
         return;
     }

@@ -581,7 +581,10 @@ fn throttled(slow: &LoopDevice, bytes_per_s: u64, args: &[String]) -> Option<Out
         std::process::id()
     ));
     if std::fs::create_dir_all(&cgroup).is_err() {
-        eprintln!("skipping: no blkio cgroup to throttle a device with");
+        nvrec_testkit::skip(
+            nvrec_testkit::BLKIO_CGROUP,
+            "no blkio cgroup to throttle a device with",
+        );
         return None;
     }
     let dev = std::fs::read_to_string(format!(
@@ -722,7 +725,10 @@ fn realtime_runs_the_recording_under_sched_fifo_or_says_why_not() {
         return;
     }
     if !output.status.success() && text(&output).contains("Operation not permitted") {
-        eprintln!("skipped: root, but this cgroup gives no real-time time to SCHED_FIFO");
+        nvrec_testkit::skip(
+            nvrec_testkit::REALTIME,
+            "root, but this cgroup gives no real-time time to SCHED_FIFO",
+        );
         return;
     }
     assert!(output.status.success(), "{}", text(&output));

@@ -2,8 +2,9 @@
 //! (slow), or fail it.
 //!
 //! Every request passes [`FaultState::admit`] before it touches data: first the stall, then
-//! the rate limit, then the failure ranges, so that a failure added during a stall applies
-//! to the requests the stall held. Changes (inject, resume, clear) may come from any thread
+//! the rate limit, then the failures (dying, then the failure ranges; for an FSYNC, dying
+//! and then the flush rule), so that a failure added during a stall applies to the requests
+//! the stall held. Changes (inject, resume, clear) may come from any thread
 //! while requests wait; waiting requests sleep on condition variables that those changes
 //! signal, so `resume` and `clear` release them at once.
 //!
@@ -19,7 +20,7 @@ use crate::stats::{self, Counters};
 /// A request as the faults see it: what it does and which bytes it touches.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Access {
-    /// `Op::Read` or `Op::Write`; `None` for a request without a range (fsync).
+    /// `Op::Read` or `Op::Write`; `None` for a flush (FSYNC), which has no range.
     pub op: Option<Op>,
     /// First byte touched.
     pub offset: u64,
@@ -46,10 +47,22 @@ struct Pacer {
     generation: u64,
 }
 
+/// The failures in force for reads and writes: read on every request.
+#[derive(Debug, Default)]
+struct Failing {
+    /// `Fault::Fail` only, in the order added.
+    ranges: Vec<Fault>,
+    /// `Some(fail_reads)` while dying.
+    dying: Option<bool>,
+}
+
 /// The faults in force, shared by every request and every controller.
 #[derive(Debug)]
 pub(crate) struct FaultState {
-    fails: RwLock<Vec<Fault>>,
+    fails: RwLock<Failing>,
+    /// Flushes still let through before each later one fails; `None` without a flush rule.
+    /// Locked by flushes only, which are rare.
+    flush_rule: Mutex<Option<u64>>,
     stall: Mutex<Stall>,
     stall_changed: Condvar,
     stalling: AtomicBool,
@@ -68,7 +81,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl FaultState {
     pub fn new() -> FaultState {
         FaultState {
-            fails: RwLock::new(Vec::new()),
+            fails: RwLock::new(Failing::default()),
+            flush_rule: Mutex::new(None),
             stall: Mutex::new(Stall::Off),
             stall_changed: Condvar::new(),
             stalling: AtomicBool::new(false),
@@ -90,7 +104,9 @@ impl FaultState {
 
     pub fn inject(&self, fault: Fault) {
         match fault {
-            Fault::Fail { .. } => self.write_fails().push(fault),
+            Fault::Fail { .. } => self.write_fails().ranges.push(fault),
+            Fault::FailFlush { after } => *lock(&self.flush_rule) = Some(after),
+            Fault::Dying { fail_reads } => self.write_fails().dying = Some(fail_reads),
             Fault::Stall { duration } => {
                 let stall = match duration {
                     None => Stall::UntilResumed,
@@ -115,7 +131,8 @@ impl FaultState {
 
     /// Removes every fault and releases every waiting request.
     pub fn clear(&self) {
-        self.write_fails().clear();
+        *self.write_fails() = Failing::default();
+        *lock(&self.flush_rule) = None;
         self.set_stall(Stall::Off);
         let mut pacer = lock(&self.pacer);
         pacer.rate_bytes_per_s = 0;
@@ -126,7 +143,16 @@ impl FaultState {
 
     /// The faults in force, as values (an expired stall is not listed).
     pub fn faults(&self) -> Vec<Fault> {
-        let mut faults = self.read_fails().clone();
+        let (mut faults, dying) = {
+            let fails = self.read_fails();
+            (fails.ranges.clone(), fails.dying)
+        };
+        if let Some(after) = *lock(&self.flush_rule) {
+            faults.push(Fault::FailFlush { after });
+        }
+        if let Some(fail_reads) = dying {
+            faults.push(Fault::Dying { fail_reads });
+        }
         match *lock(&self.stall) {
             Stall::Off => {}
             Stall::UntilResumed => faults.push(Fault::Stall { duration: None }),
@@ -155,9 +181,17 @@ impl FaultState {
         if self.slowing.load(Ordering::Relaxed) && access.payload_bytes > 0 {
             self.pace(access.payload_bytes, counters);
         }
-        let op = access.op?;
+        let Some(op) = access.op else {
+            return self.admit_flush();
+        };
+        let fails = self.read_fails();
+        match fails.dying {
+            Some(_) if op == Op::Write => return Some(Errno::Eio),
+            Some(true) if op == Op::Read => return Some(Errno::Eio),
+            _ => {}
+        }
         let end = access.offset.saturating_add(access.len);
-        self.read_fails().iter().find_map(|fault| match fault {
+        fails.ranges.iter().find_map(|fault| match fault {
             Fault::Fail {
                 op: failing,
                 range,
@@ -167,6 +201,21 @@ impl FaultState {
             }
             _ => None,
         })
+    }
+
+    /// A flush's failure: EIO while dying, or once the flush rule has let its count through.
+    fn admit_flush(&self) -> Option<Errno> {
+        if self.read_fails().dying.is_some() {
+            return Some(Errno::Eio);
+        }
+        match &mut *lock(&self.flush_rule) {
+            None => None,
+            Some(0) => Some(Errno::Eio),
+            Some(after) => {
+                *after -= 1;
+                None
+            }
+        }
     }
 
     fn set_stall(&self, stall: Stall) {
@@ -239,11 +288,11 @@ impl FaultState {
         result.unwrap_or_else(|guard| guard)
     }
 
-    fn read_fails(&self) -> std::sync::RwLockReadGuard<'_, Vec<Fault>> {
+    fn read_fails(&self) -> std::sync::RwLockReadGuard<'_, Failing> {
         self.fails.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write_fails(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Fault>> {
+    fn write_fails(&self) -> std::sync::RwLockWriteGuard<'_, Failing> {
         self.fails.write().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -286,6 +335,104 @@ mod tests {
         assert_eq!(state.admit(read, &counters), None);
         state.clear();
         assert_eq!(state.admit(write(8192, 4096), &counters), None);
+    }
+
+    fn read(offset: u64, len: u64) -> Access {
+        Access {
+            op: Some(Op::Read),
+            ..write(offset, len)
+        }
+    }
+
+    fn flush() -> Access {
+        Access {
+            op: None,
+            offset: 0,
+            len: 0,
+            payload_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn a_flush_rule_fails_flushes_after_its_count_and_nothing_else() {
+        let state = FaultState::new();
+        let counters = Counters::default();
+        assert_eq!(state.admit(flush(), &counters), None, "no rule");
+        state.inject(Fault::FailFlush { after: 2 });
+        assert_eq!(state.faults(), vec![Fault::FailFlush { after: 2 }]);
+        assert_eq!(state.admit(flush(), &counters), None, "first let through");
+        assert_eq!(state.faults(), vec![Fault::FailFlush { after: 1 }]);
+        assert_eq!(state.admit(write(0, 4096), &counters), None, "writes work");
+        assert_eq!(state.admit(read(0, 4096), &counters), None, "reads work");
+        assert_eq!(state.admit(flush(), &counters), None, "second let through");
+        for _ in 0..3 {
+            assert_eq!(state.admit(flush(), &counters), Some(Errno::Eio));
+        }
+        assert_eq!(state.faults(), vec![Fault::FailFlush { after: 0 }]);
+        assert_eq!(state.admit(write(0, 4096), &counters), None);
+
+        // A new rule replaces the old one.
+        state.inject(Fault::FailFlush { after: 1 });
+        assert_eq!(state.admit(flush(), &counters), None);
+        assert_eq!(state.admit(flush(), &counters), Some(Errno::Eio));
+        state.clear();
+        assert_eq!(state.admit(flush(), &counters), None, "cleared");
+        assert_eq!(state.faults(), vec![]);
+    }
+
+    #[test]
+    fn dying_fails_writes_and_flushes_and_reads_only_when_asked() {
+        let state = FaultState::new();
+        let counters = Counters::default();
+        state.inject(Fault::Fail {
+            op: Op::Write,
+            range: 0..4096,
+            errno: Errno::Enospc,
+        });
+        state.inject(Fault::Dying { fail_reads: false });
+        assert_eq!(
+            state.admit(write(1 << 30, 4096), &counters),
+            Some(Errno::Eio)
+        );
+        assert_eq!(
+            state.admit(write(0, 4096), &counters),
+            Some(Errno::Eio),
+            "dying decides before the ranges"
+        );
+        let discard = Access {
+            payload_bytes: 0,
+            ..write(8192, 1 << 20)
+        };
+        assert_eq!(state.admit(discard, &counters), Some(Errno::Eio));
+        assert_eq!(state.admit(flush(), &counters), Some(Errno::Eio));
+        assert_eq!(state.admit(read(0, 4096), &counters), None, "reads work");
+        assert_eq!(
+            state.faults(),
+            vec![
+                Fault::Fail {
+                    op: Op::Write,
+                    range: 0..4096,
+                    errno: Errno::Enospc,
+                },
+                Fault::Dying { fail_reads: false }
+            ]
+        );
+
+        state.inject(Fault::Dying { fail_reads: true });
+        assert_eq!(state.admit(read(0, 4096), &counters), Some(Errno::Eio));
+        assert_eq!(state.admit(write(0, 4096), &counters), Some(Errno::Eio));
+        assert_eq!(state.admit(flush(), &counters), Some(Errno::Eio));
+
+        // Dying fails flushes without using up a flush rule's count.
+        state.inject(Fault::FailFlush { after: 1 });
+        assert_eq!(state.admit(flush(), &counters), Some(Errno::Eio));
+        assert!(state.faults().contains(&Fault::FailFlush { after: 1 }));
+
+        state.clear();
+        assert_eq!(state.admit(write(1 << 30, 4096), &counters), None);
+        assert_eq!(state.admit(read(0, 4096), &counters), None);
+        assert_eq!(state.admit(flush(), &counters), None);
+        assert_eq!(state.faults(), vec![]);
     }
 
     #[test]

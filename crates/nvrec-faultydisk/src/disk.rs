@@ -163,13 +163,43 @@ impl FaultyDisk {
         self.inject(Fault::Slow { rate_bytes_per_s });
     }
 
+    /// Makes every flush fail with EIO from now on, until [`FaultyDisk::clear`]; reads and
+    /// writes keep working. A flush is an FSYNC of `disk`, which is what the loop device
+    /// sends for a block-layer flush: `fsync`/`fdatasync` of the loop device, or an O_DSYNC
+    /// (FUA) write, which then fails too although its data was written. A failed flush
+    /// commits nothing. The control line `fail flush`.
+    pub fn fail_flushes(&self) {
+        self.fail_flushes_after(0);
+    }
+
+    /// Lets `successes` more flushes through, then fails every later one with EIO, until
+    /// [`FaultyDisk::clear`]. Replaces an earlier flush rule. The control line `fail flush
+    /// after=N`.
+    pub fn fail_flushes_after(&self, successes: u64) {
+        self.inject(Fault::FailFlush { after: successes });
+    }
+
+    /// Makes the disk a dying drive: every write, discard and flush fails with EIO from now
+    /// on; reads keep working (see [`FaultyDisk::dying_with_reads`]). [`FaultyDisk::clear`]
+    /// brings it back. The control line `dying`.
+    pub fn dying(&self) {
+        self.inject(Fault::Dying { fail_reads: false });
+    }
+
+    /// As [`FaultyDisk::dying`], and reads fail with EIO too: nothing works. The control
+    /// line `dying reads=eio`.
+    pub fn dying_with_reads(&self) {
+        self.inject(Fault::Dying { fail_reads: true });
+    }
+
     /// Loses every write not yet flushed, or with a seed keeps a seeded subset of their
     /// 4 KiB sectors ([`crate::torn_keep`]). Needs [`Durability::TrackUnflushed`].
     pub fn power_cut(&self, seed: Option<u64>) -> Result<PowerCut> {
         self.server.power_cut(seed)
     }
 
-    /// Removes every fault and releases every held request.
+    /// Removes every fault (failing ranges, flush rule, dying, stall, rate) and releases
+    /// every held request: the disk works again.
     pub fn clear(&self) {
         self.server.faults.clear();
     }

@@ -1,7 +1,8 @@
 //! Faults as values, and the text protocol of the control file that names them.
 //!
 //! A [`Fault`] is a condition the disk keeps until it is cleared: failing the requests that
-//! touch a byte range, stalling every request, or limiting throughput. A [`Command`] is one
+//! touch a byte range, failing flushes (FSYNC), dying (every write and flush failing at
+//! once), stalling every request, or limiting throughput. A [`Command`] is one
 //! line of the control file: a fault to add, or an action (resume, power cut, clear).
 //! Parsing and printing are pure; applying a command is `control`'s job, and the Rust API
 //! builds the same values, so the file and the API cannot drift apart.
@@ -95,6 +96,23 @@ pub enum Fault {
         /// The limit, at least 1.
         rate_bytes_per_s: u64,
     },
+    /// Flushes (FSYNC, which is what the loop device sends for a block-layer flush: `fsync`
+    /// or `fdatasync` of the device, an O_DSYNC or FUA write) fail with EIO once `after`
+    /// more have succeeded; `after: 0` fails the next one. A failed flush commits nothing
+    /// (with tracking, its unflushed writes stay unflushed). Reads and writes are not
+    /// touched. A new rule replaces the one before. (Only EIO: the loop device answers EIO
+    /// for whatever error its backing file's fsync returns.)
+    FailFlush {
+        /// Flushes still let through before every later one fails.
+        after: u64,
+    },
+    /// A dying drive: every write and discard fails with EIO, and so does every flush;
+    /// reads keep working unless `fail_reads`. Decided before the failing ranges (a dying
+    /// disk answers EIO whatever range matches). A new one replaces the one before.
+    Dying {
+        /// Reads fail with EIO too.
+        fail_reads: bool,
+    },
 }
 
 impl fmt::Display for Fault {
@@ -114,6 +132,10 @@ impl fmt::Display for Fault {
                 duration: Some(duration),
             } => write!(f, "stall {}ms", duration.as_millis()),
             Fault::Slow { rate_bytes_per_s } => write!(f, "slow {rate_bytes_per_s}"),
+            Fault::FailFlush { after: 0 } => write!(f, "fail flush"),
+            Fault::FailFlush { after } => write!(f, "fail flush after={after}"),
+            Fault::Dying { fail_reads: false } => write!(f, "dying"),
+            Fault::Dying { fail_reads: true } => write!(f, "dying reads=eio"),
         }
     }
 }
@@ -121,8 +143,9 @@ impl fmt::Display for Fault {
 /// One line of the control file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
-    /// Add a fault (`fail ...`, `stall [DURATION]`, `slow RATE`). A stall or a rate replaces
-    /// the one before.
+    /// Add a fault (`fail ...`, `fail flush [after=N]`, `dying [reads=eio]`, `stall
+    /// [DURATION]`, `slow RATE`). A stall, a rate, a flush rule or dying replaces the one
+    /// before; failing ranges add up.
     Inject(Fault),
     /// End a stall: every request it holds goes on (`resume`).
     Resume,
@@ -160,7 +183,9 @@ pub fn parse_commands(text: &str) -> Result<Vec<Command>, Error> {
 
 fn parse_words(words: &[&str]) -> Result<Command, String> {
     match words {
+        ["fail", "flush", rest @ ..] => parse_fail_flush(rest).map(Command::Inject),
         ["fail", rest @ ..] => parse_fail(rest).map(Command::Inject),
+        ["dying", rest @ ..] => parse_dying(rest).map(Command::Inject),
         ["stall"] => Ok(Command::Inject(Fault::Stall { duration: None })),
         ["stall", duration] => Ok(Command::Inject(Fault::Stall {
             duration: Some(parse_duration(duration)?),
@@ -171,7 +196,9 @@ fn parse_words(words: &[&str]) -> Result<Command, String> {
         ["power-cut"] => Ok(Command::PowerCut { seed: None }),
         ["power-cut", seed] => parse_seed(seed),
         _ => Err(
-            "expected fail, stall [DURATION], slow RATE, resume, power-cut [seed=N] or clear"
+            "expected fail read|write|any START LEN [eio|enospc], fail flush [after=N], \
+             dying [reads=eio|reads=ok], stall [DURATION], slow RATE, resume, \
+             power-cut [seed=N] or clear"
                 .to_string(),
         ),
     }
@@ -181,7 +208,12 @@ fn parse_fail(words: &[&str]) -> Result<Fault, String> {
     let (op, start, len, errno) = match words {
         [op, start, len] => (op, start, len, None),
         [op, start, len, errno] => (op, start, len, Some(errno)),
-        _ => return Err("expected fail read|write|any START LEN [eio|enospc]".to_string()),
+        _ => {
+            return Err(
+                "expected fail read|write|any START LEN [eio|enospc] or fail flush [after=N]"
+                    .to_string(),
+            )
+        }
     };
     let op = match *op {
         "read" => Op::Read,
@@ -207,6 +239,48 @@ fn parse_fail(words: &[&str]) -> Result<Fault, String> {
         range: start..end,
         errno,
     })
+}
+
+/// `fail flush [after=N] [eio]`: the words after `fail flush`.
+fn parse_fail_flush(words: &[&str]) -> Result<Fault, String> {
+    let mut after = None;
+    let mut errno_seen = false;
+    for word in words {
+        if let Some(value) = word.strip_prefix("after=") {
+            if after.is_some() {
+                return Err("after=N given twice".to_string());
+            }
+            let n = value
+                .parse()
+                .map_err(|_| format!("'{value}' is not a count of flushes"))?;
+            after = Some(n);
+        } else if matches!(*word, "eio" | "EIO") && !errno_seen {
+            errno_seen = true;
+        } else if matches!(*word, "enospc" | "ENOSPC") {
+            return Err(
+                "a flush fails with EIO only: the loop device answers EIO for any \
+                        error of its backing file's fsync"
+                    .to_string(),
+            );
+        } else {
+            return Err(format!(
+                "'{word}' is not after=N or eio (expected fail flush [after=N] [eio])"
+            ));
+        }
+    }
+    Ok(Fault::FailFlush {
+        after: after.unwrap_or(0),
+    })
+}
+
+/// `dying [reads=eio|reads=ok]`: the words after `dying`.
+fn parse_dying(words: &[&str]) -> Result<Fault, String> {
+    let fail_reads = match words {
+        [] | ["reads=ok"] => false,
+        ["reads=eio"] | ["reads=EIO"] => true,
+        _ => return Err("expected dying [reads=eio|reads=ok]".to_string()),
+    };
+    Ok(Fault::Dying { fail_reads })
 }
 
 fn parse_rate(text: &str) -> Result<Fault, String> {
@@ -327,6 +401,32 @@ mod tests {
                     rate_bytes_per_s: 5_000_000,
                 }),
             ),
+            ("fail flush", Command::Inject(Fault::FailFlush { after: 0 })),
+            (
+                "fail flush eio",
+                Command::Inject(Fault::FailFlush { after: 0 }),
+            ),
+            (
+                "fail flush after=3",
+                Command::Inject(Fault::FailFlush { after: 3 }),
+            ),
+            (
+                "fail flush after=3 EIO",
+                Command::Inject(Fault::FailFlush { after: 3 }),
+            ),
+            (
+                "fail flush eio after=0",
+                Command::Inject(Fault::FailFlush { after: 0 }),
+            ),
+            ("dying", Command::Inject(Fault::Dying { fail_reads: false })),
+            (
+                "dying reads=ok",
+                Command::Inject(Fault::Dying { fail_reads: false }),
+            ),
+            (
+                "dying reads=eio",
+                Command::Inject(Fault::Dying { fail_reads: true }),
+            ),
             ("resume", Command::Resume),
             ("clear", Command::Clear),
             ("power-cut", Command::PowerCut { seed: None }),
@@ -355,6 +455,17 @@ mod tests {
             "power-cut 7",
             "power-cut seed=x",
             "resume now",
+            "fail flush 0 4K",
+            "fail flush after=",
+            "fail flush after=-1",
+            "fail flush after=x",
+            "fail flush after=1 after=2",
+            "fail flush enospc",
+            "fail flush eio eio",
+            "dying now",
+            "dying reads",
+            "dying reads=enospc",
+            "dying reads=eio reads=ok",
         ];
         for line in cases {
             let err = line.parse::<Command>().unwrap_err();
@@ -377,6 +488,10 @@ mod tests {
             "stall",
             "stall 3000ms",
             "slow 10485760",
+            "fail flush",
+            "fail flush after=2",
+            "dying",
+            "dying reads=eio",
         ] {
             let Command::Inject(fault) = parse(line) else {
                 panic!("{line} is not a fault");

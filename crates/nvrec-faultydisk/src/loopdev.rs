@@ -133,18 +133,42 @@ fn losetup(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// Why faulty disks and loop devices cannot be used here (not root, no `/dev/fuse`, no
-/// `losetup`), or `None` when they can. Tests print it and skip.
-pub fn skip_reason() -> Option<String> {
+/// What this machine lacks to run faulty disks and loop devices; tests map it to the need
+/// they report when they skip (`nvrec_testkit::ROOT`, `FUSE`, `LOSETUP`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// Not root: mounting FUSE (here) and attaching loop devices need root.
+    Root,
+    /// No `/dev/fuse`.
+    Fuse,
+    /// No `losetup` to run.
+    Losetup,
+}
+
+/// What is missing to run faulty disks and loop devices here (not root, no `/dev/fuse`, no
+/// `losetup`) with a sentence saying so, or `None` when nothing is. Tests skip on it.
+pub fn missing_requirement() -> Option<(Missing, String)> {
     // SAFETY: geteuid cannot fail and touches no memory.
     if unsafe { libc::geteuid() } != 0 {
-        return Some("not root: mounting FUSE and attaching loop devices need root".to_string());
+        return Some((
+            Missing::Root,
+            "not root: mounting FUSE and attaching loop devices need root".to_string(),
+        ));
     }
     if !Path::new("/dev/fuse").exists() {
-        return Some("no /dev/fuse (modprobe fuse)".to_string());
+        return Some((Missing::Fuse, "no /dev/fuse (modprobe fuse)".to_string()));
     }
     if Command::new("losetup").arg("--version").output().is_err() {
-        return Some("no losetup (apt-get install util-linux)".to_string());
+        return Some((
+            Missing::Losetup,
+            "no losetup (apt-get install util-linux)".to_string(),
+        ));
     }
     None
+}
+
+/// Why faulty disks and loop devices cannot be used here (not root, no `/dev/fuse`, no
+/// `losetup`), or `None` when they can: [`missing_requirement`]'s sentence.
+pub fn skip_reason() -> Option<String> {
+    missing_requirement().map(|(_, why)| why)
 }

@@ -1,8 +1,9 @@
 //! `nvrec-faultydisk`: serves a faulty disk in the foreground until SIGINT or SIGTERM.
 //!
 //! Prints one line once `MOUNT/disk` and `MOUNT/ctl` are ready, so that scripts can wait for
-//! it; write commands to `MOUNT/ctl`, read it for the counters as JSON. On the signal it
-//! clears the faults and unmounts (lazily if a loop device is still attached).
+//! it; write commands to `MOUNT/ctl` (`--help` lists them: failing ranges, `fail flush`,
+//! `dying`, stalls, `slow`, power cuts, `clear`), read it for the counters as JSON. On the
+//! signal it clears the faults and unmounts (lazily if a loop device is still attached).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,9 +14,29 @@ use nvrec_faultydisk::{
     UNFLUSHED_MAX_BYTES_DEFAULT,
 };
 
+/// Control lines for `MOUNT/ctl`, shown after the options in `--help`.
+const CONTROL_HELP: &str = "\
+Control (one command a line, written to MOUNT/ctl; reading it gives counters as JSON):
+  fail read|write|any START LEN [eio|enospc]
+                      requests touching [START, START+LEN) fail (EIO by default)
+  fail flush [after=N]
+                      flushes (fsync/fdatasync of the loop device, O_DSYNC writes: FUSE FSYNC)
+                      fail with EIO, after N more succeed (0 by default); writes work
+  dying [reads=eio]   a dying drive: every write, discard and flush fails with EIO; reads
+                      work, or fail too with reads=eio
+  stall [DURATION]    hold every request until resume (or for DURATION: 3000ms, 3s)
+  resume              end a stall
+  slow RATE           reads and writes together at most RATE bytes/s (10M, 5MB/s)
+  power-cut [seed=N]  lose (or, seeded, tear) unflushed writes (needs --track-unflushed)
+  clear               remove every fault: the disk works again
+
+Example:
+  dev=$(losetup --find --show --direct-io=on MOUNT/disk)
+  echo dying > MOUNT/ctl; echo clear > MOUNT/ctl";
+
 /// Serve a file as a faulty disk over FUSE, for a loop device to sit on.
 #[derive(Parser, Debug)]
-#[command(version)]
+#[command(version, after_help = CONTROL_HELP)]
 struct Args {
     /// The file holding the disk's data (created sparse if missing).
     #[arg(long)]

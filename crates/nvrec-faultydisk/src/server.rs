@@ -112,7 +112,9 @@ impl Server {
         }
     }
 
-    /// An FSYNC: the loop device's flush. Commits every write so far.
+    /// An FSYNC: the loop device's flush. Commits every write so far, unless a flush rule or
+    /// dying fails it: then it commits nothing (unflushed writes stay unflushed, for a power
+    /// cut to lose) and answers EIO.
     pub fn serve_fsync(&self, reply: ReplyEmpty) {
         stats::bump(&self.counters.fsyncs);
         let access = Access {
@@ -121,7 +123,9 @@ impl Server {
             len: 0,
             payload_bytes: 0,
         };
-        self.faults.admit(access, &self.counters);
+        if let Some(errno) = self.faults.admit(access, &self.counters) {
+            return reply.error(self.failed(fuser::Errno::from_i32(errno.code())));
+        }
         match self.store.sync() {
             Ok(()) => reply.ok(),
             Err(err) => reply.error(self.failed(err.into())),

@@ -1,5 +1,6 @@
 //! The binary driven through its control file, as a shell script or the bench harness would:
-//! faults set and cleared by writing lines, counters read back as JSON, bad lines refused,
+//! faults (failing ranges and flushes, dying, stalls, slowness, power cuts) set and cleared
+//! by writing lines, counters read back as JSON, bad lines refused,
 //! and a clean exit on SIGTERM that leaves no mount behind.
 
 mod common;
@@ -9,8 +10,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{errno, is_mounted, open_direct, read, timed, write, TempFile};
-use nvrec_faultydisk::{skip_reason, LoopDevice};
+use common::{errno, is_mounted, open_direct, read, skipped, timed, write, TempFile};
+use nvrec_faultydisk::LoopDevice;
 
 const MIB: u64 = 1 << 20;
 
@@ -47,8 +48,7 @@ fn stop(mut child: Child) {
 
 #[test]
 fn the_control_file_drives_the_binary() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
+    if skipped() {
         return;
     }
     let backing = TempFile::new("ctl");
@@ -87,6 +87,27 @@ fn the_control_file_drives_the_binary() {
     let (_, took) = timed(|| write(&dev, 0, 262144, 3).unwrap());
     assert!(took >= Duration::from_millis(200), "{took:?}");
     ctl(&mount, "clear").unwrap();
+
+    ctl(&mount, "fail flush after=1\n").unwrap();
+    assert!(counters(&mount).contains("\"faults\":[\"fail flush after=1\"]"));
+    assert_eq!(errno(&dev.sync_all()), 0, "the one flush let through");
+    assert_eq!(errno(&write(&dev, 0, 4096, 5)), 0, "writes go on");
+    assert_eq!(errno(&dev.sync_all()), libc::EIO, "then fsync fails");
+    assert_eq!(errno(&dev.sync_data()), libc::EIO, "and fdatasync");
+    assert_eq!(
+        errno(&ctl(&mount, "fail flush enospc\n")),
+        libc::EINVAL,
+        "a flush fails with EIO only"
+    );
+    ctl(&mount, "clear\ndying\n").unwrap();
+    assert!(counters(&mount).contains("\"faults\":[\"dying\"]"));
+    assert_eq!(errno(&write(&dev, 0, 4096, 6)), libc::EIO, "dying: a write");
+    assert_eq!(errno(&dev.sync_all()), libc::EIO, "dying: fsync");
+    assert_eq!(read(&dev, 0, 4096).unwrap(), vec![5u8; 4096], "reads work");
+    ctl(&mount, "dying reads=eio\n").unwrap();
+    assert_eq!(errno(&read(&dev, 0, 4096)), libc::EIO, "dying reads=eio");
+    ctl(&mount, "clear\n").unwrap();
+    assert_eq!(errno(&write(&dev, 0, 4096, 6)), 0, "cleared");
 
     dev.sync_all().unwrap();
     write(&dev, 4 * MIB, 8192, 4).unwrap();

@@ -7,13 +7,12 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{errno, is_mounted, open_direct, read, write, TempFile};
-use nvrec_faultydisk::{skip_reason, FaultyDisk, LoopDevice, Options, Unmount};
+use common::{errno, is_mounted, open_direct, read, skipped, write, TempFile};
+use nvrec_faultydisk::{FaultyDisk, LoopDevice, Options, Unmount};
 
 #[test]
 fn a_busy_disk_unmounts_lazily_and_serves_until_its_loop_device_goes() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
+    if skipped() {
         return;
     }
     let backing = TempFile::new("teardown");

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 fn test_net() -> Option<TestNet> {
     if let Some(reason) = TestNet::unavailable() {
-        eprintln!("skipping: {reason}");
+        nvrec_testkit::skip(nvrec_testkit::NET_NAMESPACE, reason);
         return None;
     }
     Some(TestNet::new().expect("making the test network"))

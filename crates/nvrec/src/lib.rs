@@ -42,7 +42,10 @@ pub mod unit;
 pub(crate) fn under_qemu_user(test: &str, why: &str) -> bool {
     let emulated = std::env::var_os("NVREC_QEMU_USER").is_some();
     if emulated {
-        eprintln!("{test}: skipped under qemu-user: {why}");
+        nvrec_testkit::skip(
+            nvrec_testkit::REAL_KERNEL,
+            format_args!("{test}: skipped under qemu-user: {why}"),
+        );
     }
     emulated
 }

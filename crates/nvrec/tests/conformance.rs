@@ -52,7 +52,10 @@ fn engines() -> Vec<EngineKind> {
     let mut kinds = vec![EngineKind::Threads];
     match io_uring::IoUring::new(8) {
         Ok(_) => kinds.push(EngineKind::IoUring),
-        Err(error) => eprintln!("skipping the io_uring engine: {error}"),
+        Err(error) => nvrec_testkit::skip(
+            nvrec_testkit::IO_URING,
+            format_args!("the io_uring engine is left out: {error}"),
+        ),
     }
     kinds
 }

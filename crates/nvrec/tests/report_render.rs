@@ -225,7 +225,7 @@ fn sample_report_renders_in_headless_chromium() {
     assert!(html.len() < 200_000, "{} bytes", html.len());
 
     let Some(browser) = find_browser() else {
-        eprintln!("skipped: chromium not found (apt-get install chromium)");
+        nvrec_testkit::skip(nvrec_testkit::CHROMIUM, "no chromium on the PATH");
         return;
     };
     let dir = TempDir::new("report-render");

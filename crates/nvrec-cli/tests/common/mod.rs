@@ -13,6 +13,24 @@ pub fn nvrec() -> Command {
     Command::new(env!("CARGO_BIN_EXE_nvrec"))
 }
 
+/// True, with the skip reported, where faulty disks (FUSE under a loop device) cannot be made
+/// here; the test then returns.
+pub fn no_faulty_disks() -> bool {
+    let Some(why) = nvrec_faultydisk::skip_reason() else {
+        return false;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let need = if unsafe { libc::geteuid() } != 0 {
+        nvrec_testkit::ROOT
+    } else if !Path::new("/dev/fuse").exists() {
+        nvrec_testkit::FUSE
+    } else {
+        nvrec_testkit::LOSETUP
+    };
+    nvrec_testkit::skip(need, why);
+    true
+}
+
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
@@ -60,7 +78,7 @@ impl LoopDevice {
     fn make(size_bytes: u64, backing_kind: Backing) -> Option<LoopDevice> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipping: loop devices need root");
+            nvrec_testkit::skip(nvrec_testkit::ROOT, "loop devices need root");
             return None;
         }
         static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -94,7 +112,10 @@ impl LoopDevice {
             }
             other => {
                 let _ = std::fs::remove_file(&backing);
-                eprintln!("skipping: losetup failed: {other:?}");
+                nvrec_testkit::skip(
+                    nvrec_testkit::LOSETUP,
+                    format_args!("losetup failed: {other:?}"),
+                );
                 None
             }
         }
@@ -144,9 +165,9 @@ impl Throttle {
     pub fn new(device: &LoopDevice, bytes_per_s: u64) -> Option<Throttle> {
         let hierarchy = Path::new("/sys/fs/cgroup/blkio");
         if !hierarchy.join("blkio.throttle.write_bps_device").exists() {
-            eprintln!(
-                "skipping: no cgroup v1 blkio hierarchy at {}",
-                hierarchy.display()
+            nvrec_testkit::skip(
+                nvrec_testkit::BLKIO_CGROUP,
+                format_args!("no cgroup v1 blkio hierarchy at {}", hierarchy.display()),
             );
             return None;
         }
@@ -157,7 +178,10 @@ impl Throttle {
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
         if let Err(error) = std::fs::create_dir(&cgroup) {
-            eprintln!("skipping: cannot make a blkio cgroup: {error}");
+            nvrec_testkit::skip(
+                nvrec_testkit::BLKIO_CGROUP,
+                format_args!("cannot make a blkio cgroup: {error}"),
+            );
             return None;
         }
         let throttle = Throttle {
@@ -165,7 +189,10 @@ impl Throttle {
             numbers: device.numbers(),
         };
         if let Err(error) = throttle.set(bytes_per_s) {
-            eprintln!("skipping: the blkio cgroup takes no write limit: {error}");
+            nvrec_testkit::skip(
+                nvrec_testkit::BLKIO_CGROUP,
+                format_args!("the blkio cgroup takes no write limit: {error}"),
+            );
             return None;
         }
         Some(throttle)
@@ -368,9 +395,9 @@ fn bytes_read_by(pid: u32) -> u64 {
 pub fn own_network() -> bool {
     // SAFETY: unshare takes a flag; it moves only the calling thread.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-        eprintln!(
-            "skipping: no network namespace of our own ({})",
-            std::io::Error::last_os_error()
+        nvrec_testkit::skip(
+            nvrec_testkit::NET_NAMESPACE,
+            format_args!("unshare(CLONE_NEWNET): {}", std::io::Error::last_os_error()),
         );
         return false;
     }
@@ -379,7 +406,10 @@ pub fn own_network() -> bool {
         .status()
         .is_ok_and(|status| status.success());
     if !up {
-        eprintln!("skipping: could not bring the namespace's loopback up (iproute2?)");
+        nvrec_testkit::skip(
+            nvrec_testkit::NET_NAMESPACE,
+            "could not bring the namespace's loopback up (iproute2?)",
+        );
     }
     up
 }

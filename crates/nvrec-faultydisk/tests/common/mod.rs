@@ -10,7 +10,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nvrec_faultydisk::{skip_reason, Durability, FaultyDisk, LoopDevice, Options};
+use nvrec_faultydisk::{missing_requirement, Durability, FaultyDisk, LoopDevice, Missing, Options};
 
 /// Alignment of direct I/O buffers: a page covers every logical block size.
 pub const ALIGN_BYTES: usize = 4096;
@@ -51,10 +51,25 @@ pub struct Rig {
     mount_dir: PathBuf,
 }
 
-/// The rig for a test, or `None` (printed) where this machine cannot run it.
+/// Whether the calling test must skip, because this machine cannot run faulty disks and
+/// loop devices; if so, reported through `nvrec_testkit::skip` (which fails the test under
+/// `NVREC_NO_SKIP=1`). The test returns when this is true.
+pub fn skipped() -> bool {
+    let Some((missing, why)) = missing_requirement() else {
+        return false;
+    };
+    let need = match missing {
+        Missing::Root => nvrec_testkit::ROOT,
+        Missing::Fuse => nvrec_testkit::FUSE,
+        Missing::Losetup => nvrec_testkit::LOSETUP,
+    };
+    nvrec_testkit::skip(need, why);
+    true
+}
+
+/// The rig for a test, or `None` (reported by [`skipped`]) where this machine cannot run it.
 pub fn rig(name: &str, size_bytes: u64, durability: Durability) -> Option<Rig> {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
+    if skipped() {
         return None;
     }
     let backing = TempFile::new(name);

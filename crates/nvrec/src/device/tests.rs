@@ -353,7 +353,10 @@ impl LoopDevice {
     fn attach(backing: &Path, test: &str) -> Option<Self> {
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipping {test}: loop devices need root");
+            nvrec_testkit::skip(
+                nvrec_testkit::ROOT,
+                format_args!("{test}: loop devices need root"),
+            );
             return None;
         }
         let output = match Command::new("losetup")
@@ -363,14 +366,20 @@ impl LoopDevice {
         {
             Ok(output) => output,
             Err(e) => {
-                eprintln!("skipping {test}: cannot run losetup: {e}");
+                nvrec_testkit::skip(
+                    nvrec_testkit::LOSETUP,
+                    format_args!("{test}: cannot run losetup: {e}"),
+                );
                 return None;
             }
         };
         if !output.status.success() {
-            eprintln!(
-                "skipping {test}: losetup failed: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
+            nvrec_testkit::skip(
+                nvrec_testkit::LOSETUP,
+                format_args!(
+                    "{test}: losetup failed: {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ),
             );
             return None;
         }
@@ -417,14 +426,20 @@ impl Mount {
                 mount_point: mount_point.to_path_buf(),
             }),
             Ok(output) => {
-                eprintln!(
-                    "skipping {test}: mount failed: {}",
-                    String::from_utf8_lossy(&output.stderr).trim()
+                nvrec_testkit::skip(
+                    nvrec_testkit::MOUNT_EXT4,
+                    format_args!(
+                        "{test}: mount failed: {}",
+                        String::from_utf8_lossy(&output.stderr).trim()
+                    ),
                 );
                 None
             }
             Err(e) => {
-                eprintln!("skipping {test}: cannot run mount: {e}");
+                nvrec_testkit::skip(
+                    nvrec_testkit::MOUNT_EXT4,
+                    format_args!("{test}: cannot run mount: {e}"),
+                );
                 None
             }
         }
@@ -468,7 +483,10 @@ fn run_tool(program: &str, args: &[&std::ffi::OsStr], test: &str) -> bool {
             true
         }
         Err(e) => {
-            eprintln!("skipping {test}: cannot run {program}: {e}");
+            nvrec_testkit::skip(
+                nvrec_testkit::MOUNT_EXT4,
+                format_args!("{test}: cannot run {program}: {e}"),
+            );
             false
         }
     }
@@ -567,7 +585,10 @@ fn device_loop_mbr_signature_is_refused() {
     {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("skipping {TEST}: cannot run dd: {e}");
+            nvrec_testkit::skip(
+                nvrec_testkit::DD,
+                format_args!("{TEST}: cannot run dd: {e}"),
+            );
             return;
         }
     };

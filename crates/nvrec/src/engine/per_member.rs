@@ -449,7 +449,7 @@ mod tests {
         match PerMemberEngine::new(files, pool, config()) {
             Ok(engine) => Some(engine),
             Err((error, _)) => {
-                eprintln!("skipping: {error}");
+                nvrec_testkit::skip(nvrec_testkit::IO_URING, error);
                 None
             }
         }

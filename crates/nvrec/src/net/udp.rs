@@ -401,9 +401,9 @@ pub(crate) mod tests {
         }
         // SAFETY: unshare takes a flag; it moves only the calling thread.
         if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-            eprintln!(
-                "skipping: no network namespace of our own ({})",
-                io::Error::last_os_error()
+            nvrec_testkit::skip(
+                nvrec_testkit::NET_NAMESPACE,
+                format_args!("unshare(CLONE_NEWNET): {}", io::Error::last_os_error()),
             );
             return false;
         }
@@ -420,7 +420,10 @@ pub(crate) mod tests {
             let up = libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &mut request) == 0;
             libc::close(fd);
             if !up {
-                eprintln!("skipping: could not bring up the namespace's loopback");
+                nvrec_testkit::skip(
+                    nvrec_testkit::NET_NAMESPACE,
+                    "could not bring up the namespace's loopback",
+                );
             }
             up
         }
