@@ -81,6 +81,10 @@ pub struct RecordArgs {
     /// `tcpdump -ddd EXPR` prints it (e.g. `tcpdump -ddd 'udp port 5000' > f.bpf`).
     #[arg(long, value_name = "FILE")]
     filter_bpf: Option<PathBuf>,
+    /// The filter program itself, given inline by the service (which reads no files) in
+    /// place of --filter-bpf FILE: never an option, and no file is read when it is set.
+    #[arg(skip)]
+    filter_program: Option<Vec<nvrec::net::BpfInstruction>>,
     /// Seed of the pattern source.
     #[arg(long, default_value = "0", value_parser = size_arg)]
     seed: u64,
@@ -169,6 +173,17 @@ impl RecordArgs {
     #[cfg(test)]
     pub fn targets_for_test(&self) -> &[PathBuf] {
         &self.targets
+    }
+
+    /// The capture filter given inline (the service's `filter_bpf`), in place of
+    /// `--filter-bpf FILE`: planning then reads no file.
+    pub fn set_filter_program(&mut self, program: Vec<nvrec::net::BpfInstruction>) {
+        self.filter_program = Some(program);
+    }
+
+    /// The file `--filter-bpf` names, if any (the service refuses a request with one).
+    pub fn filter_bpf_file(&self) -> Option<&std::path::Path> {
+        self.filter_bpf.as_deref()
     }
 }
 
@@ -1752,8 +1767,10 @@ fn capture_options(
     args: &RecordArgs,
     spec: &SourceSpec,
 ) -> Result<nvrec::net::CaptureOptions, UsageError> {
-    let given =
-        args.capture_threads.is_some() || args.snaplen.is_some() || args.filter_bpf.is_some();
+    let given = args.capture_threads.is_some()
+        || args.snaplen.is_some()
+        || args.filter_bpf.is_some()
+        || args.filter_program.is_some();
     if given && !matches!(spec, SourceSpec::Capture(_)) {
         return Err(UsageError(
             "--capture-threads, --snaplen and --filter-bpf are for --source capture:IFACE".into(),
@@ -1781,7 +1798,9 @@ fn capture_options(
         }
         options.snaplen_bytes = snaplen as u32;
     }
-    if let Some(path) = &args.filter_bpf {
+    if let Some(program) = &args.filter_program {
+        options.filter = Some(program.clone());
+    } else if let Some(path) = &args.filter_bpf {
         let text = std::fs::read_to_string(path)
             .map_err(|error| UsageError(format!("--filter-bpf {}: {error}", path.display())))?;
         let program = nvrec::net::parse_bpf_program(&text).map_err(|error| {

@@ -1,9 +1,10 @@
 //! `nvrec serve` end to end: the service binary on a Unix socket of a scratch directory, with
 //! scratch file targets, driven over HTTP (hyper's client): recordings started, listed,
-//! stopped and aborted; targets it was not given refused with nothing written; a missing or
-//! wrong token refused; a client that goes away mid-request; SIGTERM; `nvrec status`; the
-//! metrics checked by `promtool check metrics`; the dashboard in headless Chromium; and the
-//! systemd notifications on a NOTIFY_SOCKET this test makes.
+//! stopped and aborted; targets it was not given refused with nothing written; every option
+//! of `record` that names a path refused, or (the capture filter) taken inline only; a
+//! missing or wrong token refused; a client that goes away mid-request; SIGTERM; `nvrec
+//! status`; the metrics checked by `promtool check metrics`; the dashboard in headless
+//! Chromium; and the systemd notifications on a NOTIFY_SOCKET this test makes.
 //!
 //! Tests that need TCP (Chromium cannot speak to a Unix socket) move their thread into a
 //! network namespace of its own first, so the address exists only there; they skip, saying
@@ -197,6 +198,23 @@ where
 
 fn path_text(path: &Path) -> String {
     path.display().to_string()
+}
+
+/// Runs `work` on a thread moved into a network namespace of its own (the services it
+/// starts live there too), named as the calling test so that a skip names it; `None`, the
+/// skip reported, where that is not permitted.
+fn in_own_network<T: Send>(work: impl FnOnce() -> T + Send) -> Option<T> {
+    let mut thread = std::thread::Builder::new();
+    if let Some(name) = std::thread::current().name() {
+        thread = thread.name(name.to_string());
+    }
+    std::thread::scope(|scope| {
+        thread
+            .spawn_scoped(scope, || own_network().then(work))
+            .expect("a thread")
+            .join()
+            .unwrap()
+    })
 }
 
 /// Waits until `ready` holds for the service's view of recording `id`.
@@ -470,6 +488,333 @@ fn targets_not_allowed_are_refused_and_nothing_is_written() {
     assert_eq!(list["recordings"].as_array().unwrap().len(), 1);
 }
 
+/// Every option of `nvrec record`, as `record --help` lists it, and whether it names a path
+/// (a file the service could be made to read or write). A new option fails
+/// `every_path_option_of_record_is_refused_or_inline_through_the_api` until it is classed
+/// here and, if it names a path, tried there.
+const RECORD_OPTIONS: &[(&str, bool)] = &[
+    ("TARGETS", true),
+    ("source", true),
+    ("filter-bpf", true),
+    ("capture-threads", false),
+    ("snaplen", false),
+    ("seed", false),
+    ("size", false),
+    ("duration", false),
+    ("rate", false),
+    ("chunk-size", false),
+    ("io-size", false),
+    ("queue-depth", false),
+    ("buffer", false),
+    ("stripe", false),
+    ("ring", false),
+    ("trim", false),
+    ("append", false),
+    ("overwrite", false),
+    ("label", false),
+    ("sync-interval", false),
+    // A size; what it creates are targets, which the allowed list covers.
+    ("create-size", false),
+    ("engine", false),
+    ("on-member-failure", false),
+    ("member-timeout", false),
+    ("force", false),
+    ("realtime", false),
+    ("realtime-priority", false),
+    ("health-interval", false),
+    ("no-health", false),
+    // The CLI's own: not options of a request.
+    ("json", false),
+    ("help", false),
+];
+
+/// `udp dst port PORT` over IPv4 as a classic BPF program, one `[code, jt, jf, k]` a line:
+/// the EtherType, the protocol, the destination port after the IP header; accept or drop.
+fn udp_port_program(port: u32) -> Vec<[i64; 4]> {
+    vec![
+        [40, 0, 0, 12],
+        [21, 0, 6, 0x0800],
+        [48, 0, 0, 23],
+        [21, 0, 4, 17],
+        [177, 0, 0, 14],
+        [72, 0, 0, 16],
+        [21, 0, 1, i64::from(port)],
+        [6, 0, 0, 262144],
+        [6, 0, 0, 0],
+    ]
+}
+
+/// The same program as `tcpdump -ddd` prints it: the count, then one instruction a line.
+fn ddd_text(program: &[[i64; 4]]) -> String {
+    let mut text = format!("{}\n", program.len());
+    for [code, jt, jf, k] in program {
+        text.push_str(&format!("{code} {jt} {jf} {k}\n"));
+    }
+    text
+}
+
+/// The audit of `record`'s options through the API: each that names a path (the targets,
+/// `source`, `filter_bpf`) is refused with nothing created and nothing of any file in the
+/// answer, or, for the capture filter, taken inline only. `filter_bpf` once named a file the
+/// service read (answering 400 with `/etc/shadow`'s first line): now it is the program
+/// itself, as tcpdump's text or a list of instructions, and a path is refused unread. Where
+/// this thread may have a network of its own, both inline forms filter a real capture of
+/// the loopback through the service.
+#[test]
+fn every_path_option_of_record_is_refused_or_inline_through_the_api() {
+    // Every option `record` has is classed above.
+    let help = run(nvrec().args(["record", "--help"]));
+    assert!(help.status.success(), "{}", text(&help));
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let mut listed: Vec<String> = help
+        .lines()
+        .filter_map(|line| {
+            let option = line
+                .strip_prefix("      --")
+                .or_else(|| line.strip_prefix("  -h, --"))?;
+            Some(option.split([' ', ',']).next()?.to_string())
+        })
+        .collect();
+    if help.lines().any(|line| line.trim() == "<TARGETS>...") {
+        listed.push("TARGETS".into());
+    }
+    listed.sort();
+    let mut classed: Vec<String> = RECORD_OPTIONS.iter().map(|(o, _)| o.to_string()).collect();
+    classed.sort();
+    assert_eq!(
+        listed, classed,
+        "class every option of `nvrec record` in RECORD_OPTIONS (does it name a path?), and try each that does here"
+    );
+
+    let scratch = Scratch::new("serve-paths");
+    let allowed = scratch.path("allowed.img");
+    // A file with a first line like /etc/shadow's, which no answer may show.
+    let secret = scratch.path("secret");
+    let secret_text = "root:$6$SECRET-SALT$SECRET-HASH:19000:0:99999:7:::\nsecond SECRET line\n";
+    std::fs::write(&secret, secret_text).unwrap();
+    let service = Service::start(&scratch, &["--allow-target", &path_text(&allowed)]);
+    let capture = |extra: Value| -> Value {
+        let mut body = json!({"targets": [allowed], "source": "capture:lo", "create_size": "16M"});
+        for (key, value) in extra.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        body
+    };
+    let shadow = "/etc/shadow";
+    let cases: Vec<(&str, Value, u16, &str)> = vec![
+        // The targets: only those the service was started with.
+        (
+            "a target that is a file it was not given",
+            json!({"targets": [secret], "source": "pattern", "size": "1M", "create_size": "16M", "overwrite": true}),
+            403,
+            "is not a target of this service",
+        ),
+        (
+            "/etc/shadow as a target",
+            json!({"targets": [shadow], "source": "pattern", "size": "1M", "force": true, "overwrite": true}),
+            403,
+            "is not a target of this service",
+        ),
+        (
+            "a new file as a target",
+            json!({"targets": [scratch.path("new.img")], "source": "pattern", "size": "1M", "create_size": "16M"}),
+            403,
+            "is not a target of this service",
+        ),
+        // The source: never a file.
+        (
+            "a file as the source",
+            json!({"targets": [allowed], "source": secret, "create_size": "16M"}),
+            403,
+            "reads no files",
+        ),
+        (
+            "/etc/shadow as the source",
+            json!({"targets": [allowed], "source": shadow, "create_size": "16M"}),
+            403,
+            "reads no files",
+        ),
+        // The capture filter: the program itself, never a path.
+        (
+            "filter_bpf naming /etc/shadow",
+            capture(json!({"filter_bpf": shadow})),
+            400,
+            "never a file",
+        ),
+        (
+            "filter_bpf naming a file",
+            capture(json!({"filter_bpf": secret})),
+            400,
+            "never a file",
+        ),
+        (
+            "filter-bpf naming /etc/shadow",
+            capture(json!({"filter-bpf": shadow})),
+            400,
+            "never a file",
+        ),
+        (
+            "filter_bpf naming a relative path",
+            capture(json!({"filter_bpf": "udp5000.bpf"})),
+            400,
+            "never a file",
+        ),
+        (
+            "filter_bpf as an object naming a file",
+            capture(json!({"filter_bpf": {"file": shadow}})),
+            400,
+            "never a file",
+        ),
+        (
+            "filter_bpf as a list naming a file",
+            capture(json!({"filter_bpf": [shadow]})),
+            400,
+            "is not [code, jt, jf, k]",
+        ),
+        (
+            "a key that carries --filter-bpf=/etc/shadow",
+            capture(json!({"filter-bpf=/etc/shadow": true})),
+            400,
+            "is not the name of an option",
+        ),
+        (
+            "filter_bpf naming /etc/shadow with the pattern source",
+            json!({"targets": [allowed], "source": "pattern", "size": "1M", "create_size": "16M", "filter_bpf": shadow}),
+            400,
+            "never a file",
+        ),
+    ];
+    let tried: Vec<&str> = cases
+        .iter()
+        .flat_map(|(_, body, _, _)| body.as_object().unwrap().keys())
+        .map(|key| key.split('=').next().unwrap())
+        .map(|key| match key {
+            "targets" => "TARGETS",
+            "filter_bpf" => "filter-bpf",
+            other => other,
+        })
+        .collect();
+    for (option, names_a_path) in RECORD_OPTIONS {
+        if *names_a_path {
+            assert!(tried.contains(option), "{option} names a path: try it here");
+        }
+    }
+    for (what, body, status, says) in &cases {
+        let (got, answer) = service.call("POST", "/v1/recordings", Some(body.clone()));
+        assert_eq!(got, *status, "{what}: {answer}");
+        let message = answer["error"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{what}: {answer}");
+        for read in ["root:", "SECRET", "second"] {
+            assert!(
+                !answer.to_string().contains(read),
+                "{what}: the answer quotes a file: {answer}"
+            );
+        }
+    }
+    // Nothing happened: nothing created, the file untouched, no recording listed.
+    assert!(!allowed.exists(), "a refused request created the target");
+    assert!(!scratch.path("new.img").exists());
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), secret_text);
+    let (_, list) = service.call("GET", "/v1/recordings", None);
+    assert_eq!(list["recordings"], json!([]));
+
+    // Inline, either form passes the checks: what fails is opening an interface that does
+    // not exist, after the filter was taken. A bad program is refused with what is wrong.
+    let program = udp_port_program(5000);
+    for filter in [json!(ddd_text(&program)), json!(program)] {
+        let body = capture(json!({"source": "capture:nvrec-none0", "filter_bpf": filter}));
+        let (status, answer) = service.call("POST", "/v1/recordings", Some(body));
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains("capture:nvrec-none0: no such network interface"),
+            "{answer}"
+        );
+    }
+    for (filter, says) in [
+        (
+            json!([[6, 0, 0]]),
+            "filter_bpf: instruction 0 is not [code, jt, jf, k]",
+        ),
+        (json!([]), "filter_bpf: 0 instructions"),
+        (
+            json!("2\n6 0 0 0\n"),
+            "filter_bpf: line 1 says 2 instructions",
+        ),
+        (json!(ddd_text(&program)), "are for --source capture:IFACE"),
+    ] {
+        let mut body = capture(json!({ "filter_bpf": filter }));
+        if says.contains("capture:IFACE") {
+            body["source"] = json!("pattern");
+        }
+        let (status, answer) = service.call("POST", "/v1/recordings", Some(body));
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer["error"].as_str().unwrap().contains(says), "{answer}");
+    }
+    assert!(!allowed.exists(), "a refused request created the target");
+    drop(service);
+
+    // A real capture of this thread's own loopback through the service, filtered by each
+    // form: only the port it names is kept.
+    in_own_network(|| {
+        let scratch = Scratch::new("serve-paths-capture");
+        let target = scratch.path("c.img");
+        let service = Service::start(&scratch, &["--allow-target", &path_text(&target)]);
+        let receivers: Vec<std::net::UdpSocket> = [5000, 5001]
+            .iter()
+            .map(|port| std::net::UdpSocket::bind(("127.0.0.1", *port)).unwrap())
+            .collect();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        const COUNT: u64 = 200;
+        let forms = [
+            (5000, json!(ddd_text(&udp_port_program(5000)))),
+            (5001, json!(udp_port_program(5001))),
+        ];
+        for (round, (port, filter)) in forms.into_iter().enumerate() {
+            let (status, started) = service.call(
+                "POST",
+                "/v1/recordings",
+                Some(json!({"targets": [target], "source": "capture:lo",
+                            "filter_bpf": filter, "create_size": "64M",
+                            "append": round > 0, "label": format!("port {port}")})),
+            );
+            assert_eq!(status, 201, "{started}");
+            let id = started["id"].as_u64().unwrap();
+            // As many to the other port, which the filter drops.
+            for sequence in 0..COUNT {
+                for receiver in &receivers {
+                    let datagram = format!("{sequence:>100}");
+                    sender
+                        .send_to(datagram.as_bytes(), receiver.local_addr().unwrap())
+                        .unwrap();
+                }
+            }
+            // The loopback shows each frame twice (sent, received).
+            let seen = |v: &Value| {
+                v["network"]["datagrams"].as_u64().unwrap_or(0)
+                    + v["network"]["dropped_socket"].as_u64().unwrap_or(0)
+            };
+            wait_for(&service, id, "the frames of the port", |v| {
+                seen(v) >= 2 * COUNT
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            let (status, stopped) =
+                service.call("POST", &format!("/v1/recordings/{id}/stop"), None);
+            assert_eq!(status, 200, "{stopped}");
+            assert_eq!(stopped["exit_code"], 0, "{stopped}");
+            assert_eq!(
+                seen(&stopped),
+                2 * COUNT,
+                "port {port}: only its frames pass: {stopped}"
+            );
+        }
+        let output = run(nvrec().arg("verify").arg(&target));
+        assert!(output.status.success(), "{}", text(&output));
+    });
+}
+
 #[test]
 fn a_missing_or_wrong_token_is_refused() {
     let scratch = Scratch::new("serve-token");
@@ -705,7 +1050,10 @@ fn metrics_pass_promtool() {
         .stderr(Stdio::piped())
         .spawn()
     else {
-        eprintln!("skipping the promtool check: promtool not found (apt-get install prometheus)");
+        nvrec_testkit::skip(
+            nvrec_testkit::PROMTOOL,
+            "promtool not found: the metrics were not run through promtool check metrics",
+        );
         return;
     };
     promtool
@@ -784,7 +1132,10 @@ fn the_unit_passes_systemd_analyze_verify() {
     }
     let analyze = Path::new("/usr/bin/systemd-analyze");
     if !analyze.exists() {
-        eprintln!("skipping: systemd-analyze not found (apt-get install systemd)");
+        nvrec_testkit::skip(
+            nvrec_testkit::SYSTEMD_ANALYZE,
+            format_args!("{} not found", analyze.display()),
+        );
         return;
     }
     // The unit names /usr/bin/nvrec; verify wants the binary there, so a copy of the unit
@@ -834,62 +1185,57 @@ fn the_dashboard_draws_a_running_recording_in_chromium() {
         .into_iter()
         .find(|b| Command::new(b).arg("--version").output().is_ok())
     else {
-        eprintln!("skipped: chromium not found (apt-get install chromium)");
+        nvrec_testkit::skip(
+            nvrec_testkit::CHROMIUM,
+            "none of chromium, chromium-browser, google-chrome runs",
+        );
         return;
     };
     let scratch = Scratch::new("serve-dashboard");
     let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
     // The network of this thread's own: Chromium speaks TCP, and the address is ours alone.
-    let result = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                if !own_network() {
-                    return None;
-                }
-                let token_file = scratch.path("token");
-                std::fs::write(&token_file, "dash-token").unwrap();
-                let service = Service::start(
-                    &scratch,
-                    &[
-                        "--listen",
-                        "127.0.0.1:0",
-                        "--token-file",
-                        &path_text(&token_file),
-                        "--allow-target",
-                        &path_text(&a),
-                        "--allow-target",
-                        &path_text(&b),
-                    ],
-                );
-                let (status, started) = service.call_with_token(
-                    "POST",
-                    "/v1/recordings",
-                    Some(
-                        json!({"targets": [a, b], "source": "pattern", "rate": "30M",
-                                "create_size": "64M", "ring": true, "label": "dashboard"}),
-                    ),
-                    Some("dash-token"),
-                );
-                assert_eq!(status, 201, "{started}");
-                // A few seconds of history to draw.
-                std::thread::sleep(Duration::from_secs(4));
-                let Endpoint::Tcp(address) = &service.endpoint else {
-                    unreachable!()
-                };
-                let url = format!("http://{address}/#token=dash-token");
-                let profile = scratch.path("profile");
-                let dom = chromium(browser, &profile, &url, &["--dump-dom".to_string()]);
-                let shot = scratch.path("dashboard.png");
-                let screenshot = chromium(
-                    browser,
-                    &profile,
-                    &url,
-                    &[format!("--screenshot={}", shot.display())],
-                );
-                Some((dom, screenshot, std::fs::read(&shot).unwrap_or_default()))
-            })
-            .join()
-            .unwrap()
+    let result = in_own_network(|| {
+        let token_file = scratch.path("token");
+        std::fs::write(&token_file, "dash-token").unwrap();
+        let service = Service::start(
+            &scratch,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                &path_text(&token_file),
+                "--allow-target",
+                &path_text(&a),
+                "--allow-target",
+                &path_text(&b),
+            ],
+        );
+        let (status, started) = service.call_with_token(
+            "POST",
+            "/v1/recordings",
+            Some(
+                json!({"targets": [a, b], "source": "pattern", "rate": "30M",
+                        "create_size": "64M", "ring": true, "label": "dashboard"}),
+            ),
+            Some("dash-token"),
+        );
+        assert_eq!(status, 201, "{started}");
+        // A few seconds of history to draw.
+        std::thread::sleep(Duration::from_secs(4));
+        let Endpoint::Tcp(address) = &service.endpoint else {
+            unreachable!()
+        };
+        let url = format!("http://{address}/#token=dash-token");
+        let profile = scratch.path("profile");
+        let dom = chromium(browser, &profile, &url, &["--dump-dom".to_string()]);
+        let shot = scratch.path("dashboard.png");
+        let screenshot = chromium(
+            browser,
+            &profile,
+            &url,
+            &[format!("--screenshot={}", shot.display())],
+        );
+        (dom, screenshot, std::fs::read(&shot).unwrap_or_default())
     });
     let Some((dom, screenshot, png)) = result else {
         return;

@@ -15,6 +15,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Parser;
 use nvrec::device::{Access, Safety};
+use nvrec::net::{BpfInstruction, BPF_INSTRUCTIONS_MAX};
 use nvrec::source::SourceSpec;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -174,11 +175,87 @@ struct RecordRequest {
     args: RecordArgs,
 }
 
+/// What a request asks `nvrec record` for: its arguments, and the capture filter given
+/// inline (never a file: the service reads none).
+#[derive(Debug)]
+struct RecordBody {
+    argv: Vec<String>,
+    filter: Option<Vec<BpfInstruction>>,
+}
+
+/// The answer to a `filter_bpf` that is not a program: it quotes nothing, neither the value
+/// nor anything from a file of that name (none is read).
+const FILTER_IS_INLINE: &str = "filter_bpf is the program itself, never a file (the service \
+     reads no files): give the text `tcpdump -ddd EXPR` prints, as a string (\"4\\n40 0 0 12\\n...\"), \
+     or its instructions as a list of [code, jt, jf, k] (\"filter_bpf\": [[40, 0, 0, 12], ...])";
+
+/// The capture filter of a request's `filter_bpf`: the text `tcpdump -ddd EXPR` prints, or
+/// a list of instructions `[code, jt, jf, k]` (struct sock_filter's fields, in its order and
+/// in tcpdump's). Anything else, a path above all, is refused without being opened.
+fn inline_filter(value: &Value) -> ApiResult<Option<Vec<BpfInstruction>>> {
+    let program = match value {
+        Value::Null | Value::Bool(false) => return Ok(None),
+        Value::String(text) => {
+            // tcpdump's text begins with the instruction count; a path never does.
+            let first = text.lines().map(str::trim).find(|line| !line.is_empty());
+            if first.is_none_or(|line| line.parse::<u64>().is_err()) {
+                return Err(ApiError::bad_request(FILTER_IS_INLINE));
+            }
+            nvrec::net::parse_bpf_program(text)
+                .map_err(|error| ApiError::bad_request(format!("filter_bpf: {error}")))?
+        }
+        Value::Array(items) => {
+            if items.is_empty() || items.len() > BPF_INSTRUCTIONS_MAX {
+                return Err(ApiError::bad_request(format!(
+                    "filter_bpf: {} instructions; a program has 1 to {BPF_INSTRUCTIONS_MAX}",
+                    items.len()
+                )));
+            }
+            items
+                .iter()
+                .enumerate()
+                .map(|(index, item)| {
+                    instruction(item).ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "filter_bpf: instruction {index} is not [code, jt, jf, k] \
+                             (code 0-65535, jt and jf 0-255, k 0-4294967295 or a negative 32-bit number)"
+                        ))
+                    })
+                })
+                .collect::<ApiResult<Vec<_>>>()?
+        }
+        _ => return Err(ApiError::bad_request(FILTER_IS_INLINE)),
+    };
+    Ok(Some(program))
+}
+
+/// One instruction, `[code, jt, jf, k]`; a negative k (tcpdump prints some so) is its two's
+/// complement.
+fn instruction(item: &Value) -> Option<BpfInstruction> {
+    let Value::Array(fields) = item else {
+        return None;
+    };
+    let [code, jt, jf, k] = fields.as_slice() else {
+        return None;
+    };
+    let k = k.as_i64()?;
+    Some(BpfInstruction {
+        code: u16::try_from(code.as_u64()?).ok()?,
+        jt: u8::try_from(jt.as_u64()?).ok()?,
+        jf: u8::try_from(jf.as_u64()?).ok()?,
+        k: u32::try_from(k)
+            .ok()
+            .or_else(|| i32::try_from(k).ok().map(|k| k as u32))?,
+    })
+}
+
 /// Turns a request body (`{"targets": [...], "source": "pattern", "rate": "100M", ...}`)
 /// into `nvrec record`'s arguments: each key is an option (`sync_interval` or
-/// `sync-interval`), `true` a flag, a list a repeated option; `targets` are the targets.
-/// Values are passed as `--option=VALUE`, so that no value is ever read as an option.
-fn record_argv(body: &[u8]) -> ApiResult<Vec<String>> {
+/// `sync-interval`), `true` a flag, a list a repeated option; `targets` are the targets;
+/// `filter_bpf` is the capture filter itself ([`inline_filter`]), never `--filter-bpf FILE`.
+/// Values are passed as `--option=VALUE`, so that no value is ever read as an option, and a
+/// key is an option's name only (letters, digits, `-`, `_`), so that no key carries a value.
+fn record_argv(body: &[u8]) -> ApiResult<RecordBody> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|error| ApiError::bad_request(format!("the body is not JSON: {error}")))?;
     let Value::Object(object) = value else {
@@ -198,7 +275,24 @@ fn record_argv(body: &[u8]) -> ApiResult<Vec<String>> {
     };
     let mut argv = Vec::new();
     let mut targets = Vec::new();
+    let mut filter = None;
     for (key, value) in &object {
+        let name_like = key.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !name_like {
+            return Err(ApiError::bad_request(format!(
+                "{key:?} is not the name of an option of `nvrec record` (letters, digits, - and _)"
+            )));
+        }
+        if key.replace('_', "-") == "filter-bpf" {
+            if filter.is_some() {
+                return Err(ApiError::bad_request("filter_bpf is given twice"));
+            }
+            filter = inline_filter(value)?;
+            continue;
+        }
         if key == "targets" {
             match value {
                 Value::Array(items) => {
@@ -224,7 +318,7 @@ fn record_argv(body: &[u8]) -> ApiResult<Vec<String>> {
     }
     argv.push("--".into());
     argv.extend(targets);
-    Ok(argv)
+    Ok(RecordBody { argv, filter })
 }
 
 /// clap's message without its usage lines.
@@ -252,9 +346,16 @@ async fn start_recording(
             "the service is shutting down",
         ));
     }
-    let argv = record_argv(&body)?;
-    let request = RecordRequest::try_parse_from(&argv)
+    let body = record_argv(&body)?;
+    let mut request = RecordRequest::try_parse_from(&body.argv)
         .map_err(|error| ApiError::bad_request(clap_message(&error)))?;
+    // The service reads no files: a filter comes inline or not at all.
+    if request.args.filter_bpf_file().is_some() {
+        return Err(ApiError::bad_request(FILTER_IS_INLINE));
+    }
+    if let Some(program) = body.filter {
+        request.args.set_filter_program(program);
+    }
     let plan = recording_cmd::plan_record(request.args).map_err(|e| ApiError::from_cli(&e))?;
     // Only the targets the service was started with, whatever else the request says.
     for target in &plan.targets {
@@ -453,7 +554,8 @@ mod tests {
             br#"{"targets": ["/a", "/b"], "source": "pattern", "rate": "100M", "ring": true,
                  "append": false, "sync_interval": 2}"#,
         )
-        .unwrap();
+        .unwrap()
+        .argv;
         assert_eq!(
             argv,
             [
@@ -472,7 +574,9 @@ mod tests {
 
     #[test]
     fn a_value_is_never_an_option() {
-        let argv = record_argv(br#"{"targets": ["--overwrite"], "label": "--overwrite"}"#).unwrap();
+        let argv = record_argv(br#"{"targets": ["--overwrite"], "label": "--overwrite"}"#)
+            .unwrap()
+            .argv;
         let request = RecordRequest::try_parse_from(&argv).unwrap();
         assert_eq!(
             request.args.targets_for_test(),
@@ -482,7 +586,9 @@ mod tests {
 
     #[test]
     fn unknown_options_get_clap_s_message() {
-        let argv = record_argv(br#"{"targets": ["/a"], "colour": "red"}"#).unwrap();
+        let argv = record_argv(br#"{"targets": ["/a"], "colour": "red"}"#)
+            .unwrap()
+            .argv;
         let error = RecordRequest::try_parse_from(&argv).unwrap_err();
         let message = clap_message(&error);
         assert!(
@@ -490,6 +596,77 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("Usage"), "{message}");
+    }
+
+    #[test]
+    fn a_filter_comes_inline_as_text_or_instructions() {
+        let text = "4\n128 0 0 0\n37 0 1 1000\n6 0 0 262144\n6 0 0 0\n";
+        let from_text = record_argv(
+            json!({"targets": ["/a"], "source": "capture:lo", "filter_bpf": text})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+        let from_list = record_argv(
+            br#"{"targets": ["/a"], "source": "capture:lo",
+                 "filter-bpf": [[128, 0, 0, 0], [37, 0, 1, 1000], [6, 0, 0, 262144], [6, 0, 0, 0]]}"#,
+        )
+        .unwrap();
+        let expected = nvrec::net::parse_bpf_program(text).unwrap();
+        assert_eq!(from_text.filter.as_deref(), Some(&expected[..]));
+        assert_eq!(from_list.filter.as_deref(), Some(&expected[..]));
+        // Never an option of the CLI: no --filter-bpf FILE to read.
+        assert_eq!(from_text.argv, ["--source=capture:lo", "--", "/a"]);
+        assert_eq!(from_list.argv, from_text.argv);
+        // A negative k is its two's complement, as in tcpdump's text.
+        let negative = inline_filter(&json!([[6, 0, 0, -1]])).unwrap().unwrap();
+        assert_eq!(negative[0].k, u32::MAX);
+        assert_eq!(inline_filter(&Value::Null).unwrap(), None);
+    }
+
+    #[test]
+    fn a_filter_that_names_a_file_is_refused_unread() {
+        for value in [
+            json!("/etc/shadow"),
+            json!("f.bpf"),
+            json!("./4"),
+            json!(""),
+            json!(true),
+            json!(4),
+            json!({"file": "/etc/shadow"}),
+        ] {
+            let error = inline_filter(&value).unwrap_err();
+            assert_eq!(error.status, StatusCode::BAD_REQUEST, "{value}");
+            assert_eq!(error.message, FILTER_IS_INLINE, "{value}");
+        }
+        for value in [
+            json!([]),
+            json!([[6, 0, 0]]),
+            json!([[6, 0, 300, 0]]),
+            json!([[70000, 0, 0, 0]]),
+            json!([[6, 0, 0, 99999999999u64]]),
+            json!([["6", 0, 0, 0]]),
+            json!("2\n6 0 0 0"),
+        ] {
+            let error = inline_filter(&value).unwrap_err();
+            assert_eq!(error.status, StatusCode::BAD_REQUEST, "{value}");
+            assert!(
+                error.message.starts_with("filter_bpf: "),
+                "{value}: {}",
+                error.message
+            );
+        }
+        // Nor can a key carry the option with a value of its own, or name it twice.
+        for body in [
+            &br#"{"targets": ["/a"], "filter-bpf=/etc/shadow": true}"#[..],
+            br#"{"targets": ["/a"], "filter_bpf": [[6, 0, 0, 0]], "filter-bpf": "1
+6 0 0 0"}"#,
+            br#"{"targets": ["/a"], "": true}"#,
+            br#"{"targets": ["/a"], "-filter-bpf": "/etc/shadow"}"#,
+        ] {
+            let error = record_argv(body).unwrap_err();
+            assert_eq!(error.status, StatusCode::BAD_REQUEST);
+        }
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //! STOPPING=1 when it begins to stop.
 //!
 //! What it deliberately does not do: read files or stdin as a source (a client could
-//! otherwise copy any file the service can read onto a target), or write any path it was
-//! not started with.
+//! otherwise copy any file the service can read onto a target), read any other file a
+//! request names (a capture filter comes inline, as the program itself, never as a path
+//! whose contents an error could show), or write any path it was not started with.
 
 mod api;
 pub mod client;
