@@ -11,6 +11,7 @@ use nvrec::pattern::Pattern;
 use nvrec::recording::counters::RecordingCounters;
 use nvrec::recording::export::{first_content, PcapngExport};
 use nvrec::recording::reader::{self, Item};
+use nvrec::recording::scan::Unaccounted;
 use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome, RecordReport};
 use nvrec::recording::{health, volume, Fill, MemberFailure, Stripe};
 use nvrec::source::{open_source, SourceSpec};
@@ -758,6 +759,17 @@ pub(crate) fn set_json(
     entries: &[RecordingEntry],
     damage: &[health::MetaDamage],
 ) -> serde_json::Value {
+    let unaccounted = crate::repair_cmd::unaccounted_of(set, entries);
+    set_json_with(set, entries, damage, &unaccounted)
+}
+
+/// [`set_json`], with what each of `entries` leaves unaccounted, looked for already.
+fn set_json_with(
+    set: &volume::VolumeSet,
+    entries: &[RecordingEntry],
+    damage: &[health::MetaDamage],
+    unaccounted: &[Unaccounted],
+) -> serde_json::Value {
     let members: Vec<serde_json::Value> = (0..set.member_count())
         .map(|index| serde_json::json!({"index": index, "path": volume::describe_member(set, index), "present": set.members[index].is_some()}))
         .collect();
@@ -771,8 +783,26 @@ pub(crate) fn set_json(
         "complete": complete,
         "metadata_damage": damage,
         "scan": null,
-        "recordings": entries.iter().map(entry_json).collect::<Vec<_>>(),
+        "recordings": entries.iter().zip(unaccounted).map(|(entry, found)| listed_json(entry, found)).collect::<Vec<_>>(),
     })
+}
+
+/// A recording as `ls` and `verify` show it in JSON: its entry, and the chunks past its end
+/// that the entry does not account for (`unaccounted` null when there are none).
+fn listed_json(entry: &RecordingEntry, found: &Unaccounted) -> serde_json::Value {
+    let mut value = entry_json(entry);
+    add_unaccounted(&mut value, found);
+    value
+}
+
+fn add_unaccounted(value: &mut serde_json::Value, found: &Unaccounted) {
+    value["unaccounted_chunks"] = found.chunk_count.into();
+    value["unaccounted_bytes"] = found.payload_bytes.into();
+    value["unaccounted"] = if found.chunk_count > 0 {
+        serde_json::json!(found)
+    } else {
+        serde_json::Value::Null
+    };
 }
 
 pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
@@ -791,14 +821,18 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
     let entries = recordings(set)?;
     let damage = health::check(set)?;
     let complete = set.missing_indices().is_empty() && set.problems.is_empty();
-    let whole = complete && !health::loses_anything(&damage);
+    // Chunks past an entry's end that it does not account for: the entry is wrong.
+    let unaccounted = crate::repair_cmd::unaccounted_of(set, &entries);
+    let whole = complete
+        && !health::loses_anything(&damage)
+        && unaccounted.iter().all(|found| found.chunk_count == 0);
     let scanned = if args.scan {
         Some(crate::repair_cmd::scan_rows(set, &entries)?)
     } else {
         None
     };
     if json {
-        let mut value = set_json(set, &entries, &damage);
+        let mut value = set_json_with(set, &entries, &damage, &unaccounted);
         value["scan"] = serde_json::json!(scanned.as_ref().map(|(_, rows)| rows));
         outln!("{value}");
     } else {
@@ -865,6 +899,15 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                 );
                 for retirement in &entry.retirements {
                     outln!("      DEGRADED: {}", retirement_line(&source, retirement));
+                }
+                if let Some(found) = unaccounted
+                    .iter()
+                    .find(|found| found.recording_id == entry.recording_id && found.chunk_count > 0)
+                {
+                    outln!(
+                        "      UNACCOUNTED: {} (nvrec repair extends the entry over them)",
+                        crate::repair_cmd::unaccounted_text(found)
+                    );
                 }
             }
         }
@@ -1952,6 +1995,20 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         if signal::CONTROL.state() != ControlState::Run {
             first_bad.get_or_insert_with(|| "interrupted before the end: not all verified".into());
         }
+        // Chunks of the recording past its entry's end that the entry does not claim (the
+        // slots right after its end on each member; an archive holds what its entry claims).
+        let unaccounted = source
+            .set()
+            .map(|set| nvrec::recording::scan::unaccounted(set, entry))
+            .unwrap_or_default();
+        if unaccounted.chunk_count > 0 {
+            first_bad.get_or_insert_with(|| {
+                format!(
+                    "its entry ends before {} chunks the recording holds: unaccounted (nvrec repair extends the entry over them)",
+                    unaccounted.chunk_count
+                )
+            });
+        }
         let good = first_bad.is_none();
         all_good &= good;
         results.push(serde_json::json!({
@@ -1972,6 +2029,9 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             "redirected_chunk_count": summary.redirected_chunk_count,
             "retirements": entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
         }));
+        if let Some(result) = results.last_mut() {
+            add_unaccounted(result, &unaccounted);
+        }
         if !json {
             match &first_bad {
                 None => outln!(
@@ -1996,6 +2056,12 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             }
             for retirement in &entry.retirements {
                 outln!("  DEGRADED: {}", retirement_line(&source, retirement));
+            }
+            if unaccounted.chunk_count > 0 {
+                outln!(
+                    "  UNACCOUNTED: {}",
+                    crate::repair_cmd::unaccounted_text(&unaccounted)
+                );
             }
         }
     }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use nvrec::device::{Access, Safety};
 use nvrec::layout::RecordingEntry;
-use nvrec::recording::scan::{self, Scan};
+use nvrec::recording::scan::{self, Scan, Unaccounted};
 use nvrec::recording::{repair, volume};
 use nvrec::unit::format_bytes;
 use std::path::PathBuf;
@@ -26,7 +26,8 @@ pub fn repair(args: RepairArgs, json: bool) -> Result<Finished> {
     let mut set = volume::open(&args.targets, Access::Write, Safety::Check)?;
     set.lock_for_recording()?;
     let report = repair::repair(&mut set, args.scan, &signal::CONTROL)?;
-    let whole = report.failed.is_empty() && report.left.is_empty();
+    let whole =
+        report.failed.is_empty() && report.left.is_empty() && report.unaccounted_left.is_empty();
     if json {
         outln!(
             "{}",
@@ -40,7 +41,7 @@ pub fn repair(args: RepairArgs, json: bool) -> Result<Finished> {
 
 fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
     outln!("volume set {}: repair", set.set_uuid);
-    if report.found.is_empty() {
+    if report.found.is_empty() && report.extended.is_empty() {
         outln!("  metadata was whole: nothing to repair");
     }
     for item in &report.found {
@@ -52,6 +53,14 @@ fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
     for id in &report.rebuilt_recordings {
         outln!("  rebuilt   recording {id} from its chunks (its name was lost with its entries)");
     }
+    for found in &report.extended {
+        outln!(
+            "  extended  recording {} over {}; it now ends at sequence {}",
+            found.recording_id,
+            unaccounted_text(found),
+            found.end_sequence
+        );
+    }
     for line in &report.rewrote {
         outln!("  rewrote   {line}");
     }
@@ -61,7 +70,14 @@ fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
     for item in &report.left {
         outln!("  LEFT      {item}");
     }
-    if report.left.is_empty() && report.failed.is_empty() {
+    for found in &report.unaccounted_left {
+        outln!(
+            "  LEFT      recording {}: {}",
+            found.recording_id,
+            unaccounted_text(found)
+        );
+    }
+    if report.left.is_empty() && report.failed.is_empty() && report.unaccounted_left.is_empty() {
         outln!("  the metadata is whole");
     }
 }
@@ -107,4 +123,44 @@ pub fn print_scan(found: &Scan, rows: &[serde_json::Value]) {
             );
         }
     }
+}
+
+/// Chunks of a recording its entry does not account for, in a line: how many, their
+/// bytes, their sequences and where they lie (`verify`, `ls`, `repair`).
+pub fn unaccounted_text(found: &Unaccounted) -> String {
+    let places: Vec<String> = found
+        .members
+        .iter()
+        .map(|on| {
+            let runs: Vec<String> = on
+                .slot_runs
+                .iter()
+                .map(|(first, end)| format!("{first}..{end}"))
+                .collect();
+            format!(
+                "member {} slots {} ({} chunk{})",
+                on.member_index,
+                runs.join(" and "),
+                on.chunk_count,
+                if on.chunk_count == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    format!(
+        "{} unaccounted chunks ({}) past the end of its entry, sequences {}..{}, on {}",
+        found.chunk_count,
+        format_bytes(found.payload_bytes),
+        found.first_sequence,
+        found.end_sequence,
+        places.join(", ")
+    )
+}
+
+/// What every recording of `entries` on `set` leaves unaccounted (`scan::unaccounted`: the
+/// slots right after each entry's end, one small read per member when there are none).
+pub fn unaccounted_of(set: &volume::VolumeSet, entries: &[RecordingEntry]) -> Vec<Unaccounted> {
+    entries
+        .iter()
+        .map(|entry| scan::unaccounted(set, entry))
+        .collect()
 }

@@ -14,8 +14,10 @@
 //! - [`counters`]: a running recording's live counters, for a monitor on another thread.
 //! - [`reader`]: reading chunks back in sequence order: `replay`, `verify`, and recovery.
 //! - [`health`]: every metadata copy judged against the best one; what is lost.
-//! - [`scan`]: recordings found from their chunks alone.
-//! - [`repair`]: damaged metadata rewritten from good copies, lost entries rebuilt.
+//! - [`scan`]: recordings found from their chunks alone, and the chunks past an entry's end
+//!   that it does not account for.
+//! - [`repair`]: damaged metadata rewritten from good copies, lost entries rebuilt, short
+//!   entries extended.
 //! - [`fuzzing`]: reading a damaged set never panics or runs away, as a property the fuzz
 //!   target and the tests share.
 //!

@@ -831,7 +831,7 @@ fn redirect_slots(retirement: &Retirement, slot_count: u64) -> impl Iterator<Ite
 }
 
 /// Whether `slot` took one of `retirement`'s redirected chunks (within the member).
-fn holds_redirect(retirement: &Retirement, slot_count: u64, slot: u64) -> bool {
+pub(crate) fn holds_redirect(retirement: &Retirement, slot_count: u64, slot: u64) -> bool {
     let (lap, first, count) = redirect_lap(retirement, slot_count);
     slot < lap && (slot + lap - first) % lap < count
 }

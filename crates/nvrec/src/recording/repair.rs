@@ -5,6 +5,10 @@
 //!    would do first), so the set no longer depends on recovery.
 //! 2. Each member's damaged superblock copy is rewritten from its other copy.
 //! 3. With `scan`, recordings whose entries are all lost are rebuilt from their chunks.
+//!    Then every entry that ends before chunks its recording holds (`scan::unaccounted`:
+//!    the slots right after its end on each member, never a scan of the drive) is extended
+//!    over them; the checkpoint, where it still stands at such an entry's end, moves past
+//!    them, so that the next recording neither overwrites them nor reuses their sequences.
 //! 4. A recording table slot with any damaged copy gets its newest entry rewritten to both
 //!    copies on every member (as two new revisions, so the rule "revision r in copy
 //!    r mod 2" holds).
@@ -18,7 +22,7 @@
 //! in the report and the rest go on.
 
 use super::health::{self, MetaDamage, Severity};
-use super::scan::{self, Scan};
+use super::scan::{self, Scan, Unaccounted};
 use super::volume::{write_meta, MetaPlace, VolumeSet};
 use super::{RecordingError, RECOVERY_WINDOW_SLOTS};
 use crate::layout::{Checkpoint, MemberPosition, RecordingEntry, SuperblockCopies};
@@ -37,6 +41,11 @@ pub struct RepairReport {
     pub recovered_recording: Option<u32>,
     /// Entries rebuilt from a scan of the chunks.
     pub rebuilt_recordings: Vec<u32>,
+    /// Entries extended over chunks of their recording that they did not account for:
+    /// what each was extended over.
+    pub extended: Vec<Unaccounted>,
+    /// Chunks still unaccounted for after the repair (looked for again on the disks).
+    pub unaccounted_left: Vec<Unaccounted>,
     /// Damage left after the repair (checked again from the disks).
     pub left: Vec<MetaDamage>,
 }
@@ -67,10 +76,89 @@ pub fn repair(
     if let (true, Some(found)) = (scan_chunks, &scanned) {
         rebuild_entries(set, found, &mut report)?;
     }
+    extend_entries(set, &mut report)?;
     entries(set, &report.found.clone(), &mut report)?;
     checkpoints(set, scanned.as_ref(), &mut report)?;
     report.left = health::check(set)?;
+    report.unaccounted_left = unaccounted_chunks(set)?;
     Ok(report)
+}
+
+/// What every entry of `set` leaves unaccounted, for the recordings that leave any.
+pub fn unaccounted_chunks(set: &VolumeSet) -> Result<Vec<Unaccounted>, RecordingError> {
+    Ok(set
+        .recordings()?
+        .iter()
+        .map(|entry| scan::unaccounted(set, entry))
+        .filter(|found| found.chunk_count > 0)
+        .collect())
+}
+
+/// Entries that end before chunks their recording holds: each extended over them, as a new
+/// revision on every member. A checkpoint of no open recording whose position on a member
+/// still stands where such an entry ended there moves past the chunks, and its next
+/// sequence past every one found, so that nothing extended over is overwritten or
+/// outnumbered by the next recording.
+fn extend_entries(set: &VolumeSet, report: &mut RepairReport) -> Result<(), RecordingError> {
+    let mut extended: Vec<(RecordingEntry, Unaccounted)> = Vec::new();
+    for entry in set.recordings()? {
+        let found = scan::unaccounted(set, &entry);
+        if found.chunk_count == 0 {
+            continue;
+        }
+        write_entry_everywhere(set, &found.extended_entry(&entry), report);
+        report.extended.push(found.clone());
+        extended.push((entry, found));
+    }
+    let Some(checkpoint) = set.newest_checkpoint()? else {
+        return Ok(());
+    };
+    if extended.is_empty() || checkpoint.recording_id != 0 {
+        return Ok(());
+    }
+    let mut next = checkpoint.clone();
+    for (entry, found) in &extended {
+        let past = found
+            .highest_sequence_seen
+            .map_or(0, |s| s.saturating_add(1))
+            .max(found.end_sequence);
+        next.durable_sequence_end = next.durable_sequence_end.max(past);
+        for on in &found.members {
+            let index = on.member_index as usize;
+            let (Some(position), Some(span)) =
+                (next.members.get_mut(index), entry.members.get(index))
+            else {
+                continue;
+            };
+            if position.next_slot_index == span.end_slot_index {
+                position.next_slot_index = on.end_slot_index;
+                if on.wrapped {
+                    position.lap = position.lap.saturating_add(1);
+                }
+            }
+        }
+    }
+    if next == checkpoint {
+        return Ok(());
+    }
+    next.generation = checkpoint.generation.saturating_add(1);
+    next.written_ns = super::volume::now_ns();
+    let bytes = next.encode()?;
+    for member in set.present() {
+        let result = member
+            .write_checkpoint(&bytes, next.generation)
+            .and_then(|()| member.flush());
+        note(
+            report,
+            result,
+            format!(
+                "member {} checkpoint generation {} (past the chunks an entry was extended over)",
+                member.index(),
+                next.generation
+            ),
+        );
+    }
+    Ok(())
 }
 
 fn note(report: &mut RepairReport, result: Result<(), RecordingError>, what: String) {

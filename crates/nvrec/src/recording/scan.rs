@@ -5,8 +5,13 @@
 //! A scan reads the header block of every data slot of every present member: it costs one
 //! small read per slot, which is why it runs only when asked (`ls --scan`, `repair --scan`)
 //! or when the set's checkpoints are all lost and the members' ends must be found.
+//!
+//! [`unaccounted`] is the cheap look that `ls`, `verify` and `repair` take at every
+//! recording: only the slots right after its entry's end on each member, for chunks of the
+//! recording that its entry does not claim.
 
-use super::volume::{read_meta, VolumeSet};
+use super::reader::holds_redirect;
+use super::volume::{read_meta, Member, VolumeSet};
 use super::RecordingError;
 use crate::layout::{
     decode_chunk_header, ChunkFlags, ChunkHeader, Label, MemberSpan, RecordingEntry,
@@ -250,6 +255,682 @@ impl Found {
             retirements: Vec::new(),
             start_laps: vec![0; set.member_count()],
             overwrote: vec![false; set.member_count()],
+        }
+    }
+}
+
+/// Chunks of a recording that its entry does not account for: on some member past the end
+/// the entry claims, going on from its `end_sequence` without a hole. A writer that failed
+/// (or a damaged entry) can leave them; read by the entry alone they are silently lost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Unaccounted {
+    pub recording_id: u32,
+    /// Chunks that go on from the entry's end without a hole, on any member: the recording
+    /// holds them and its entry does not claim them.
+    pub chunk_count: u64,
+    /// Their payload bytes.
+    pub payload_bytes: u64,
+    /// Their sequences: from the entry's `end_sequence` up to one before this.
+    pub first_sequence: u64,
+    pub end_sequence: u64,
+    /// The stream's length with them (lost bytes included).
+    pub stream_len_bytes: u64,
+    /// Stream bytes lost to gaps among them.
+    pub lost_bytes: u64,
+    /// When the last of them began (the entry's end when later).
+    pub end_ns: u64,
+    /// The last of them carries the end marker; with `ABORTED`.
+    pub end_marker: bool,
+    pub aborted: bool,
+    /// Where they lie, member by member (members that hold none left out).
+    pub members: Vec<UnaccountedOn>,
+    /// Chunks of the recording past its end that come after a sequence no member holds
+    /// there: not part of a stream without a hole, which recovery discards the same way
+    /// (FORMAT.md 8.4), so neither claimed nor counted above.
+    pub after_hole_chunk_count: u64,
+    /// The highest sequence of any chunk of the recording found past its end, after a hole
+    /// or not: a set's next sequence must be past it.
+    pub highest_sequence_seen: Option<u64>,
+    /// Slot headers read by the look, and reads that failed (each ends its member's look).
+    pub slots_read: u64,
+    pub unreadable_slots: u64,
+}
+
+/// The unaccounted chunks of a recording on one member.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnaccountedOn {
+    pub member_index: u16,
+    pub chunk_count: u64,
+    /// The slots that hold them, as `[first, end)` runs in the order they were written (a
+    /// ring's run that goes on at slot 0 is two).
+    pub slot_runs: Vec<(u64, u64)>,
+    /// Where the member's span ends once it covers them.
+    pub end_slot_index: u64,
+    /// The run went on at slot 0 (a ring's next lap).
+    pub wrapped: bool,
+    /// A ring member whose run went over the slot its part of the recording started at:
+    /// it overwrote its own oldest chunks of the recording.
+    pub overwrote: bool,
+}
+
+/// Looks past the end of `entry` on every present member of `set` for chunks of the
+/// recording that the entry does not claim.
+///
+/// Only the slots right after each member's span are read, one header block each, while
+/// they go on with the recording there: the set's uuid, the recording's id, this member and
+/// slot, a sequence at or past the entry's end and above the one before it on the member.
+/// The first slot that does not (blank, another recording or set, an older chunk of this
+/// one: a ring's earlier lap) ends the look, so a recording whose entry is right costs one
+/// small read per member; a ring's member one more, at slot 0, where its lap may end before
+/// the member's last slot. Never more than a lap of any member. An open entry (a recording
+/// running now, or a crash not yet recovered) has no end to look past: nothing is read. A
+/// retired member is skipped: it took no chunk after its retirement, and its slots from its
+/// first unfinished write on hold failed writes and leftovers of writes sent again.
+pub fn unaccounted(set: &VolumeSet, entry: &RecordingEntry) -> Unaccounted {
+    let mut result = Unaccounted {
+        recording_id: entry.recording_id,
+        first_sequence: entry.end_sequence,
+        end_sequence: entry.end_sequence,
+        stream_len_bytes: entry.stream_len_bytes,
+        end_ns: entry.end_ns,
+        ..Unaccounted::default()
+    };
+    if entry.state == RecordingState::Open {
+        return result;
+    }
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    let mut walks = Vec::new();
+    for member in set.present() {
+        let index = member.index();
+        if entry.retirements.iter().any(|r| r.member_index == index) {
+            continue;
+        }
+        let Some(&span) = entry.members.get(index as usize) else {
+            continue;
+        };
+        let walk = walk_past_end(set, entry, member, span.end_slot_index, &mut result);
+        if !walk.is_empty() {
+            walks.push((index, span, walk));
+        }
+    }
+    // The run without a hole from the entry's end, over every member.
+    let mut found: Vec<&ChunkHeader> = walks
+        .iter()
+        .flat_map(|(_, _, walk)| walk.iter().map(|(header, _)| header))
+        .collect();
+    found.sort_by_key(|header| header.sequence);
+    result.highest_sequence_seen = found.last().map(|header| header.sequence);
+    let mut end = entry.end_sequence;
+    let mut last: Option<&ChunkHeader> = None;
+    for header in found {
+        if header.sequence == end {
+            let Some(next) = end.checked_add(1) else {
+                break; // A sequence of 2^64 - 1 was never written.
+            };
+            end = next;
+            result.chunk_count += 1;
+            result.payload_bytes += u64::from(header.payload_len_bytes);
+            result.lost_bytes = result.lost_bytes.saturating_add(header.gap_bytes);
+            last = Some(header);
+        } else if header.sequence > end {
+            result.after_hole_chunk_count += 1;
+        }
+    }
+    result.end_sequence = end;
+    if let Some(last) = last {
+        result.stream_len_bytes = entry.stream_len_bytes.max(
+            last.stream_offset_bytes
+                .saturating_add(u64::from(last.payload_len_bytes)),
+        );
+        result.end_ns = entry.end_ns.max(last.timestamp_ns);
+        result.end_marker = last.flags.contains(ChunkFlags::END);
+        result.aborted = last.flags.contains(ChunkFlags::ABORTED);
+    }
+    for (index, span, walk) in walks {
+        let Some(last_at) = walk.iter().rposition(|(h, _)| h.sequence < end) else {
+            continue;
+        };
+        let held = &walk[..=last_at];
+        let mut slot_runs: Vec<(u64, u64)> = Vec::new();
+        for (header, _) in held {
+            match slot_runs.last_mut() {
+                Some(run) if run.1 == header.slot_index => run.1 += 1,
+                _ => slot_runs.push((header.slot_index, header.slot_index + 1)),
+            }
+        }
+        // Over its own start: the slot its part began at, after chunks of the recording
+        // there (the member's span held some, or the run had begun elsewhere).
+        let had_chunks = span.end_slot_index != span.start_slot_index
+            || entry.overwrote.get(index as usize) == Some(&true);
+        let overwrote = ring
+            && held.iter().enumerate().any(|(at, (header, _))| {
+                header.slot_index == span.start_slot_index && (at > 0 || had_chunks)
+            });
+        let (last_header, wrapped) = held[last_at];
+        result.members.push(UnaccountedOn {
+            member_index: index,
+            chunk_count: held.iter().filter(|(h, _)| h.sequence < end).count() as u64,
+            slot_runs,
+            end_slot_index: last_header.slot_index + 1,
+            wrapped,
+            overwrote,
+        });
+    }
+    result
+}
+
+/// The chunks that go on with `entry` on `member` from slot `origin` (where its span ends),
+/// in slot order, each with whether the look had gone on at slot 0 before it.
+fn walk_past_end(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    member: &Member,
+    origin: u64,
+    result: &mut Unaccounted,
+) -> Vec<(ChunkHeader, bool)> {
+    let layout = member.layout();
+    let slots = layout.data_slot_count;
+    let index = member.index();
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    let mut found = Vec::new();
+    if origin > slots {
+        return found; // A span past the member's slots: the reader reports it.
+    }
+    let (mut slot, mut wrapped) = (origin, false);
+    let mut last: Option<u64> = None;
+    let mut looked = 0u64;
+    while looked < slots {
+        if slot >= slots {
+            if !ring || wrapped {
+                break;
+            }
+            (slot, wrapped) = (0, true);
+        }
+        if wrapped && slot >= origin {
+            break; // Round to where the look began.
+        }
+        looked += 1;
+        let Some(offset) = layout.data_slot_offset_bytes(slot) else {
+            break;
+        };
+        let Ok(bytes) = read_meta(&member.disk, offset, layout.meta_block_bytes) else {
+            result.unreadable_slots += 1;
+            break;
+        };
+        result.slots_read += 1;
+        // A retired member's write sent again here, where the entry's retirements say: its
+        // sequence is lower than those before it.
+        let redirected = |header: &ChunkHeader| {
+            header.flags.contains(ChunkFlags::REDIRECTED)
+                && entry
+                    .retirements
+                    .iter()
+                    .any(|r| r.redirect_member == index && holds_redirect(r, slots, slot))
+        };
+        let goes_on = |header: &ChunkHeader| {
+            header.set_uuid == set.set_uuid
+                && header.recording_id == entry.recording_id
+                && header.member_index == index
+                && header.slot_index == slot
+                && header.sequence >= entry.end_sequence
+                && (redirected(header) || last.is_none_or(|last| header.sequence > last))
+        };
+        match decode_chunk_header(&bytes) {
+            Ok(header) if goes_on(&header) => {
+                if !redirected(&header) {
+                    last = Some(header.sequence);
+                }
+                found.push((header, wrapped));
+                slot += 1;
+            }
+            // A ring's lap may end before the member's last slot (the writer laps in whole
+            // writes): where the run stops, it may go on at slot 0 of the next lap, once.
+            _ if ring && !wrapped && slot > 0 => (slot, wrapped) = (0, true),
+            _ => break,
+        }
+    }
+    found
+}
+
+impl Unaccounted {
+    /// `entry` as its next revision, extended over the unaccounted chunks: its end, each
+    /// member's span, the stream's length, its lost bytes and its end time go on to the
+    /// last of them, and its state is what that chunk says (closed or aborted with the end
+    /// marker; without it an aborted recording stays aborted, any other is interrupted).
+    /// Only the revision changes where there is nothing to extend over.
+    pub fn extended_entry(&self, entry: &RecordingEntry) -> RecordingEntry {
+        let mut next = entry.clone();
+        next.revision = entry.revision.saturating_add(1);
+        if self.chunk_count == 0 {
+            return next;
+        }
+        next.end_sequence = self.end_sequence;
+        next.stream_len_bytes = self.stream_len_bytes;
+        next.lost_bytes = entry
+            .lost_bytes
+            .saturating_add(self.lost_bytes)
+            .min(next.stream_len_bytes);
+        next.end_ns = self.end_ns;
+        next.state = match (self.end_marker, self.aborted, entry.state) {
+            (true, false, _) => RecordingState::Closed,
+            (true, true, _) | (false, _, RecordingState::Aborted) => RecordingState::Aborted,
+            _ => RecordingState::Interrupted,
+        };
+        for on in &self.members {
+            let index = on.member_index as usize;
+            if let Some(span) = next.members.get_mut(index) {
+                span.end_slot_index = on.end_slot_index;
+            }
+            if on.overwrote {
+                if let Some(overwrote) = next.overwrote.get_mut(index) {
+                    *overwrote = true;
+                }
+            }
+        }
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{Access, Safety};
+    use crate::engine::{EngineChoice, SimDisks};
+    use crate::layout::{Checkpoint, MemberPosition};
+    use crate::pattern::Pattern;
+    use crate::recording::disk::Members;
+    use crate::recording::reader::{self, Item};
+    use crate::recording::volume::{self, write_meta};
+    use crate::recording::writer::{self, RecordOptions};
+    use crate::recording::{repair, Fill, Stripe};
+    use crate::source::PatternSource;
+    use crate::stream::Progress;
+
+    const DISK_BYTES: u64 = 4 << 20;
+    const CHUNK_BYTES: u32 = 8192;
+    const LOGICAL_BLOCK_BYTES: u32 = 512;
+    const SEED: u64 = 11;
+
+    /// Small chunks, in turn on the members, so that every member holds some of any run.
+    fn linear(limit_bytes: u64) -> RecordOptions {
+        RecordOptions {
+            chunk_size_bytes: CHUNK_BYTES,
+            io_chunk_count: 2,
+            queue_depth: 2,
+            buffer_bytes: 8 * 2 * u64::from(CHUNK_BYTES),
+            stripe: Stripe::RoundRobin,
+            limit_bytes: Some(limit_bytes),
+            pattern: true,
+            label: "past the end".into(),
+            ..RecordOptions::default()
+        }
+    }
+
+    /// `members` simulated disks holding each of `runs` in turn, closed cleanly.
+    fn recorded(members: usize, runs: &[RecordOptions]) -> SimDisks {
+        let sim = SimDisks::new(members, DISK_BYTES, LOGICAL_BLOCK_BYTES, 1);
+        for (at, options) in runs.iter().enumerate() {
+            let options = RecordOptions {
+                append: at > 0,
+                ..options.clone()
+            };
+            writer::record_on(
+                Members::Sim(&sim),
+                &mut PatternSource(Pattern::new(SEED)),
+                &options,
+                &Control::new(),
+                &Progress::default(),
+            )
+            .unwrap();
+        }
+        sim.crash();
+        SimDisks::from_images(sim.power_cut_images().unwrap(), LOGICAL_BLOCK_BYTES, 1)
+    }
+
+    fn open(sim: &SimDisks) -> VolumeSet {
+        volume::open_members(Members::Sim(sim), Access::Write, Safety::Check).unwrap()
+    }
+
+    /// Every chunk of recording `id` on the members, read slot by slot.
+    fn chunks_of(set: &VolumeSet, id: u32) -> Vec<ChunkHeader> {
+        let mut headers = Vec::new();
+        for member in set.present() {
+            let layout = member.layout();
+            for slot in 0..layout.data_slot_count {
+                let offset = layout.data_slot_offset_bytes(slot).unwrap();
+                let bytes = read_meta(&member.disk, offset, layout.meta_block_bytes).unwrap();
+                if let Ok(header) = decode_chunk_header(&bytes) {
+                    if header.set_uuid == set.set_uuid
+                        && header.recording_id == id
+                        && header.member_index == member.index()
+                        && header.slot_index == slot
+                    {
+                        headers.push(header);
+                    }
+                }
+            }
+        }
+        headers
+    }
+
+    /// Writes `entry` as a writer that claimed all but its last `cut` chunks would have
+    /// closed it (end, spans and stream length at the chunk before them); returns it.
+    fn shorten(set: &VolumeSet, entry: &RecordingEntry, cut: u64) -> RecordingEntry {
+        let end = entry.end_sequence - cut;
+        let kept: Vec<ChunkHeader> = chunks_of(set, entry.recording_id)
+            .into_iter()
+            .filter(|h| h.sequence < end)
+            .collect();
+        let last = kept.iter().max_by_key(|h| h.sequence).unwrap();
+        let mut short = entry.clone();
+        short.revision += 1;
+        short.end_sequence = end;
+        short.stream_len_bytes = last.stream_offset_bytes + u64::from(last.payload_len_bytes);
+        for (index, span) in short.members.iter_mut().enumerate() {
+            if let Some(h) = kept
+                .iter()
+                .filter(|h| h.member_index as usize == index)
+                .max_by_key(|h| h.sequence)
+            {
+                span.end_slot_index = h.slot_index + 1;
+            }
+        }
+        set.write_entry(&short).unwrap();
+        short
+    }
+
+    /// `entry` as its next revision, nothing else changed.
+    fn next_revision_of(entry: &RecordingEntry) -> RecordingEntry {
+        RecordingEntry {
+            revision: entry.revision + 1,
+            ..entry.clone()
+        }
+    }
+
+    /// Reads `entry` as verify does: (chunks, missing, damaged), every payload checked.
+    fn read_back(set: &VolumeSet, entry: &RecordingEntry) -> (u64, u64, u64) {
+        let pattern = Pattern::new(SEED);
+        let summary = reader::read_recording(
+            set,
+            entry,
+            EngineChoice::Auto,
+            &Control::new(),
+            &Progress::default(),
+            &mut |item| {
+                if let Item::Chunk { header, payload } = item {
+                    pattern
+                        .check(header.stream_offset_bytes, payload, 0)
+                        .unwrap();
+                }
+                true
+            },
+        )
+        .unwrap();
+        (
+            summary.chunk_count,
+            summary.missing_chunk_count,
+            summary.damage_count,
+        )
+    }
+
+    #[test]
+    fn a_recording_whose_entry_is_right_costs_one_read_per_member() {
+        let sim = recorded(2, &[linear(300 << 10)]);
+        let set = open(&sim);
+        let entry = set.recordings().unwrap().remove(0);
+        let found = unaccounted(&set, &entry);
+        assert_eq!(found.chunk_count, 0, "{found:?}");
+        assert_eq!(found.after_hole_chunk_count, 0, "{found:?}");
+        assert!(found.members.is_empty());
+        assert_eq!(found.slots_read, 2, "the slot after each member's end");
+        assert_eq!(found.extended_entry(&entry), next_revision_of(&entry));
+    }
+
+    #[test]
+    fn chunks_past_a_short_entry_are_found_and_extending_over_them_gives_the_entry_back() {
+        let sim = recorded(2, &[linear(300 << 10)]);
+        let set = open(&sim);
+        let entry = set.recordings().unwrap().remove(0);
+        let short = shorten(&set, &entry, 10);
+        assert_eq!(set.recordings().unwrap()[0], short);
+        let cut: Vec<ChunkHeader> = chunks_of(&set, 1)
+            .into_iter()
+            .filter(|h| h.sequence >= short.end_sequence)
+            .collect();
+        assert_eq!(cut.len(), 10);
+        let found = unaccounted(&set, &short);
+        assert_eq!(found.chunk_count, 10, "{found:?}");
+        assert_eq!(
+            found.payload_bytes,
+            cut.iter()
+                .map(|h| u64::from(h.payload_len_bytes))
+                .sum::<u64>()
+        );
+        assert_eq!(found.first_sequence, short.end_sequence);
+        assert_eq!(found.end_sequence, entry.end_sequence);
+        assert_eq!(found.highest_sequence_seen, Some(entry.end_sequence - 1));
+        assert_eq!(found.after_hole_chunk_count, 0);
+        assert!(found.end_marker && !found.aborted);
+        assert_eq!(found.members.len(), 2, "round robin: both hold some");
+        for on in &found.members {
+            let index = on.member_index as usize;
+            let here = cut.iter().filter(|h| h.member_index == on.member_index);
+            assert_eq!(on.chunk_count, here.count() as u64);
+            let span = (
+                short.members[index].end_slot_index,
+                entry.members[index].end_slot_index,
+            );
+            assert_eq!(on.slot_runs, vec![span]);
+            assert_eq!(on.end_slot_index, entry.members[index].end_slot_index);
+            assert!(!on.wrapped && !on.overwrote);
+        }
+        // The look went over the cut chunks and one slot more on each member.
+        assert_eq!(found.slots_read, 10 + 2);
+        assert_eq!(
+            found.extended_entry(&short),
+            next_revision_of(&short).with(&entry)
+        );
+    }
+
+    #[test]
+    fn the_next_recordings_chunks_are_not_counted_for_the_one_before() {
+        let sim = recorded(2, &[linear(200 << 10), linear(200 << 10)]);
+        let set = open(&sim);
+        let entries = set.recordings().unwrap();
+        assert_eq!(entries.len(), 2);
+        for entry in &entries {
+            let found = unaccounted(&set, entry);
+            assert_eq!(found.chunk_count, 0, "{found:?}");
+            assert_eq!(found.after_hole_chunk_count, 0, "{found:?}");
+        }
+        // The second begins right after the first on each member.
+        for index in 0..2 {
+            assert_eq!(
+                entries[1].members[index].start_slot_index,
+                entries[0].members[index].end_slot_index
+            );
+        }
+        let short = shorten(&set, &entries[0], 6);
+        let found = unaccounted(&set, &short);
+        assert_eq!(found.chunk_count, 6, "{found:?}");
+        assert_eq!(found.end_sequence, entries[0].end_sequence);
+        assert_eq!(
+            found.extended_entry(&short),
+            next_revision_of(&short).with(&entries[0])
+        );
+        assert_eq!(unaccounted(&set, &entries[1]).chunk_count, 0);
+    }
+
+    #[test]
+    fn a_wrapped_ring_has_nothing_past_its_end_and_a_short_one_is_found() {
+        let ring = RecordOptions {
+            fill: Fill::Ring { trim: false },
+            ..linear(6 << 20)
+        };
+        let sim = recorded(2, &[linear(200 << 10), ring]);
+        let set = open(&sim);
+        let entries = set.recordings().unwrap();
+        let ring = &entries[1];
+        assert!(ring.flags.contains(RecordingFlags::RING));
+        assert!(ring.overwrote.iter().all(|&o| o), "{:?}", ring.overwrote);
+        for entry in &entries {
+            let found = unaccounted(&set, entry);
+            assert_eq!(found.chunk_count, 0, "{found:?}");
+            assert_eq!(found.after_hole_chunk_count, 0, "{found:?}");
+            assert!(found.slots_read <= 4, "{found:?}");
+        }
+        // Where member 0's last lap began: the chunk at slot 0, and the one before it there
+        // (at the end of the lap before).
+        let on_0: Vec<ChunkHeader> = chunks_of(&set, ring.recording_id)
+            .into_iter()
+            .filter(|h| h.member_index == 0)
+            .collect();
+        let lap_start = on_0.iter().find(|h| h.slot_index == 0).unwrap().sequence;
+        let lap_before_end = on_0
+            .iter()
+            .map(|h| h.sequence)
+            .filter(|&q| q < lap_start)
+            .max()
+            .unwrap();
+        // A short ring entry: its older laps follow the chunks it does not claim, and end
+        // the look; a cut from the end of a lap goes on at slot 0.
+        for cut in [1, 7, 40, ring.end_sequence - lap_before_end] {
+            let short = shorten(&set, ring, cut);
+            let found = unaccounted(&set, &short);
+            assert_eq!(found.chunk_count, cut, "{found:?}");
+            assert_eq!(found.after_hole_chunk_count, 0, "{found:?}");
+            let wrapped = found.members.iter().any(|on| on.wrapped);
+            assert_eq!(wrapped, short.end_sequence <= lap_before_end, "{found:?}");
+            assert_eq!(
+                found.extended_entry(&short),
+                next_revision_of(&short).with(ring)
+            );
+            set.write_entry(&next_revision_of(&short).with(ring))
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn chunks_after_a_hole_are_counted_apart_and_not_claimed() {
+        let sim = recorded(2, &[linear(300 << 10)]);
+        let set = open(&sim);
+        let entry = set.recordings().unwrap().remove(0);
+        let short = shorten(&set, &entry, 12);
+        let cut: Vec<ChunkHeader> = chunks_of(&set, 1)
+            .into_iter()
+            .filter(|h| h.sequence >= short.end_sequence)
+            .collect();
+        // The first chunk past the end is lost (blank): the others do not go on from the
+        // entry's end.
+        let first = cut
+            .iter()
+            .find(|h| h.sequence == short.end_sequence)
+            .unwrap();
+        let member = set.members[first.member_index as usize].as_ref().unwrap();
+        let layout = member.layout();
+        let offset = layout.data_slot_offset_bytes(first.slot_index).unwrap();
+        let blank = vec![0u8; layout.meta_block_bytes as usize];
+        write_meta(&member.disk, offset, layout.meta_block_bytes, &blank).unwrap();
+        let found = unaccounted(&set, &short);
+        assert_eq!(found.chunk_count, 0, "{found:?}");
+        assert!(found.members.is_empty());
+        // The look ends at the blank slot on its member and sees every chunk on the other.
+        let elsewhere: Vec<&ChunkHeader> = cut
+            .iter()
+            .filter(|h| h.member_index != first.member_index)
+            .collect();
+        assert!(!elsewhere.is_empty());
+        assert_eq!(
+            found.after_hole_chunk_count,
+            elsewhere.len() as u64,
+            "{found:?}"
+        );
+        assert_eq!(
+            found.highest_sequence_seen,
+            elsewhere.iter().map(|h| h.sequence).max()
+        );
+        assert_eq!(found.extended_entry(&short), next_revision_of(&short));
+    }
+
+    #[test]
+    fn repair_extends_a_short_entry_and_moves_a_checkpoint_left_at_its_end() {
+        let sim = recorded(2, &[linear(300 << 10)]);
+        let mut set = open(&sim);
+        let entry = set.recordings().unwrap().remove(0);
+        let short = shorten(&set, &entry, 10);
+        // As a writer that also checkpointed only what the entry claims would leave it.
+        let checkpoint = set.newest_checkpoint().unwrap().unwrap();
+        set.write_checkpoint(&Checkpoint {
+            generation: checkpoint.generation + 1,
+            durable_sequence_end: short.end_sequence,
+            members: short
+                .members
+                .iter()
+                .map(|span| MemberPosition {
+                    next_slot_index: span.end_slot_index,
+                    lap: 0,
+                })
+                .collect(),
+            ..checkpoint
+        })
+        .unwrap();
+        let claimed = short.end_sequence - short.first_sequence;
+        assert_eq!(read_back(&set, &short), (claimed, 0, 0));
+        let report = repair::repair(&mut set, false, &Control::new()).unwrap();
+        assert!(report.found.is_empty(), "{:?}", report.found);
+        assert_eq!(report.extended.len(), 1, "{report:?}");
+        assert_eq!(report.extended[0].chunk_count, 10);
+        assert!(report.unaccounted_left.is_empty(), "{report:?}");
+        assert!(
+            report.failed.is_empty() && report.left.is_empty(),
+            "{report:?}"
+        );
+        let repaired = set.recordings().unwrap().remove(0);
+        assert_eq!(repaired, next_revision_of(&short).with(&entry));
+        assert_eq!(
+            read_back(&set, &repaired),
+            (entry.end_sequence - entry.first_sequence, 0, 0)
+        );
+        let moved = set.newest_checkpoint().unwrap().unwrap();
+        assert_eq!(moved.recording_id, 0);
+        assert_eq!(moved.durable_sequence_end, entry.end_sequence);
+        for (position, span) in moved.members.iter().zip(&entry.members) {
+            assert_eq!(position.next_slot_index, span.end_slot_index);
+        }
+        // The next recording goes after them: both read back whole.
+        writer::record_on(
+            Members::Sim(&sim),
+            &mut PatternSource(Pattern::new(SEED)),
+            &RecordOptions {
+                append: true,
+                ..linear(100 << 10)
+            },
+            &Control::new(),
+            &Progress::default(),
+        )
+        .unwrap();
+        let set = open(&sim);
+        let entries = set.recordings().unwrap();
+        assert_eq!(entries[1].first_sequence, entry.end_sequence);
+        for entry in &entries {
+            let (_, missing, damaged) = read_back(&set, entry);
+            assert_eq!((missing, damaged), (0, 0));
+            assert_eq!(unaccounted(&set, entry).chunk_count, 0);
+        }
+    }
+
+    /// What the extended entry must be: `self` (the next revision of the short one) with
+    /// the ends of the entry the writer would have written.
+    trait With {
+        fn with(self, whole: &RecordingEntry) -> RecordingEntry;
+    }
+
+    impl With for RecordingEntry {
+        fn with(self, whole: &RecordingEntry) -> RecordingEntry {
+            RecordingEntry {
+                revision: self.revision,
+                ..whole.clone()
+            }
         }
     }
 }
