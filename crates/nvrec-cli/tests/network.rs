@@ -343,8 +343,8 @@ fn a_capture_keeps_every_frame_or_counts_it_dropped_and_replays_as_pcapng() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The ring is set up within moments; frames before it are not the recording's.
-    std::thread::sleep(Duration::from_millis(700));
+    // Frames before the capture runs are not the recording's.
+    wait_for_capture();
     let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
     const COUNT: usize = 3000;
     for sequence in 0..COUNT as u32 {
@@ -417,8 +417,8 @@ fn a_capture_on_the_veth_pair_accounts_for_every_frame() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // The ring is set up within moments; frames before it are not the recording's.
-        std::thread::sleep(Duration::from_millis(700));
+        // Frames before the capture runs are not the recording's.
+        wait_for_capture();
         let mut options = SendOptions::new(SocketAddr::new(net.address(Side::B).into(), 5550));
         options.until = Until::Count(segments as u64 * messages);
         options.datagram_bytes = LEN;
@@ -492,7 +492,7 @@ fn a_capture_replayed_onto_an_interface_reaches_a_receiver_on_the_other_side() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture();
     let mut options = SendOptions::new(port);
     options.until = Until::Count(COUNT);
     options.datagram_bytes = LEN;

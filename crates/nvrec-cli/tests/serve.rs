@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{json, nvrec, own_network, run, text, Scratch};
+use common::{json, nvrec, own_network, run, text, wait_for_capture, Scratch};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -782,6 +782,8 @@ fn every_path_option_of_record_is_refused_or_inline_through_the_api() {
             );
             assert_eq!(status, 201, "{started}");
             let id = started["id"].as_u64().unwrap();
+            // Frames before the capture runs are not the recording's.
+            wait_for_capture();
             // As many to the other port, which the filter drops.
             for sequence in 0..COUNT {
                 for receiver in &receivers {

@@ -390,6 +390,30 @@ fn bytes_read_by(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Waits until a packet socket of this thread's network namespace is bound to an interface
+/// and running (`/proc/thread-self/net/packet`): a capture started from here is then taking
+/// frames. A fixed sleep is not enough on a loaded machine, where a recorder's start (its
+/// targets made and formatted first) can take longer than any guess.
+pub fn wait_for_capture() {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let table = std::fs::read_to_string("/proc/thread-self/net/packet").unwrap_or_default();
+        // sk RefCnt Type Proto Iface R Rmem User Inode: bound (Iface > 0) and running (R = 1).
+        let capturing = table.lines().skip(1).any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.len() > 5 && fields[4] != "0" && fields[5] == "1"
+        });
+        if capturing {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no capture running after 30 s:\n{table}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Moves this thread (and what it starts) into a fresh network namespace with its loopback
 /// up; false, with the reason printed, where that is not permitted.
 pub fn own_network() -> bool {
