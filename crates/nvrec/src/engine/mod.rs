@@ -32,7 +32,9 @@ use std::fs::File;
 
 pub use per_member::PerMemberEngine;
 pub use sim::{SimCounters, SimDrive, SimEngine, SimModel, SimSpecError, SIM_SPEC_KEYS};
-pub use simdisks::{RangeFault, SimDisks, SimDisksCounters, SimDisksEngine, TEAR_BLOCK_BYTES};
+pub use simdisks::{
+    DiskFault, FaultStart, RangeFault, SimDisks, SimDisksCounters, SimDisksEngine, TEAR_BLOCK_BYTES,
+};
 pub use threads::ThreadsEngine;
 pub use uring::UringEngine;
 

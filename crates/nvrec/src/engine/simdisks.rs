@@ -2,8 +2,10 @@
 //!
 //! A [`SimDisks`] is a set of small in-memory disks that the recording code formats, records
 //! onto, recovers and reads exactly as it does real targets (`recording::Members::Sim`),
-//! while a test injects faults: a failed read or write over a range (EIO, ENOSPC), a stall of
-//! chosen length, a member slowed to a rate, and a crash followed by a power cut. It differs
+//! while a test injects faults: a failed read or write over a range (EIO, ENOSPC), flushes
+//! that fail, a dying disk (every write, discard and flush fails, as a drive that is going
+//! does), each from a chosen moment (a disk's n-th write or n-th flush) or at once, a stall
+//! of chosen length, a member slowed to a rate, and a crash followed by a power cut. It differs
 //! from [`super::SimDrive`], which models one drive's *timing* in virtual time for the
 //! benches: this one models *durability*, in real time, so that the recorder's own timeouts
 //! see a stall.
@@ -12,7 +14,9 @@
 //! Every write (a chunk I/O from the engine, a metadata write, a discard) is logged per disk
 //! in submission order with its bytes. It lands in the disk's *current* contents (what reads
 //! see) when it completes. A flush makes the completed writes durable; writes still in flight
-//! stay volatile, as with `fdatasync`. [`SimDisks::crash`] freezes the set: every later
+//! stay volatile, as with `fdatasync`. A flush that fails makes nothing durable: what the disk
+//! completed since its last good flush stays volatile, and a power cut may drop or tear it
+//! ([`SimDisks::unflushed_writes`] says where it lies). [`SimDisks::crash`] freezes the set: every later
 //! operation fails with EIO, and each disk's power-cut image is its durable contents with each
 //! volatile write dropped, kept whole, or torn (some of its 4 KiB blocks kept), as the seed
 //! decides: what a drive with a volatile write cache may hold after losing power.
@@ -41,6 +45,56 @@ pub struct RangeFault {
     pub errno: i32,
 }
 
+/// When a fault begins, counted on its own disk from 1: the operation named is the first
+/// that fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultStart {
+    Now,
+    /// At the disk's n-th write (a chunk I/O, a metadata write or a discard).
+    AtWrite(u64),
+    /// At the disk's n-th flush.
+    AtFlush(u64),
+}
+
+/// A fault of one disk that may begin later (see [`SimDisks::fail_from`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskFault {
+    /// Operations of the fault's op over its range fail with its errno.
+    Range(RangeFault),
+    /// Every flush of `disk` fails with `errno`; writes still complete (they stay volatile).
+    FailingFlush { disk: usize, errno: i32 },
+    /// `disk` is dying: every write, discard and flush fails with EIO; reads still work.
+    Dying { disk: usize },
+}
+
+impl DiskFault {
+    pub fn disk(&self) -> usize {
+        match *self {
+            DiskFault::Range(fault) => fault.disk,
+            DiskFault::FailingFlush { disk, .. } | DiskFault::Dying { disk } => disk,
+        }
+    }
+
+    /// The errno an operation `op` over the range gets from this fault, if any.
+    fn fails(&self, op: IoOp, offset_bytes: u64, len_bytes: u64) -> Option<i32> {
+        match *self {
+            DiskFault::Range(fault) => (fault.op == op
+                && offset_bytes < fault.offset_bytes + fault.len_bytes
+                && fault.offset_bytes < offset_bytes + len_bytes)
+                .then_some(fault.errno),
+            DiskFault::FailingFlush { errno, .. } => (op == IoOp::Flush).then_some(errno),
+            DiskFault::Dying { .. } => (op != IoOp::Read).then_some(libc::EIO),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Timed {
+    fault: DiskFault,
+    start: FaultStart,
+    active: bool,
+}
+
 /// What happened to the set, for tests to check that a fault was reached.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SimDisksCounters {
@@ -49,6 +103,8 @@ pub struct SimDisksCounters {
     pub write_count: u64,
     pub flush_count: u64,
     pub failed_count: u64,
+    /// Flushes that failed (counted in `failed_count` too).
+    pub failed_flush_count: u64,
     pub stalled_count: u64,
 }
 
@@ -75,6 +131,11 @@ struct Disk {
     /// Volatile writes, in submission order.
     log: Vec<Logged>,
     write_count: u64,
+    /// Writes and flushes given to the disk, failed ones included (what [`FaultStart`]
+    /// counts).
+    given_writes: u64,
+    given_flushes: u64,
+    failed_flushes: u64,
     stall: Option<Stall>,
     rate_bytes_per_s: Option<f64>,
     busy_until: Option<Instant>,
@@ -87,6 +148,9 @@ impl Disk {
             current,
             log: Vec::new(),
             write_count: 0,
+            given_writes: 0,
+            given_flushes: 0,
+            failed_flushes: 0,
             stall: None,
             rate_bytes_per_s: None,
             busy_until: None,
@@ -157,7 +221,7 @@ impl Disk {
 #[derive(Debug)]
 struct State {
     disks: Vec<Disk>,
-    faults: Vec<RangeFault>,
+    faults: Vec<Timed>,
     logical_block_bytes: u32,
     next_id: u64,
     rng: u64,
@@ -204,13 +268,52 @@ impl State {
     fn fault(&self, disk: usize, op: IoOp, offset_bytes: u64, len_bytes: u64) -> Option<i32> {
         self.faults
             .iter()
-            .find(|fault| {
-                fault.disk == disk
-                    && fault.op == op
-                    && offset_bytes < fault.offset_bytes + fault.len_bytes
-                    && fault.offset_bytes < offset_bytes + len_bytes
-            })
-            .map(|fault| fault.errno)
+            .filter(|timed| timed.active && timed.fault.disk() == disk)
+            .find_map(|timed| timed.fault.fails(op, offset_bytes, len_bytes))
+    }
+
+    /// Bytes of a failing write at `offset_bytes` that land before the first range fault it
+    /// meets (whole logical blocks; none where the disk is dying or the write runs off it).
+    fn landed_prefix(&self, disk: usize, offset_bytes: u64, len_bytes: u64) -> u64 {
+        let capacity = self.disks[disk].current.len() as u64;
+        if offset_bytes + len_bytes > capacity {
+            return 0;
+        }
+        let mut first = offset_bytes + len_bytes;
+        for timed in self
+            .faults
+            .iter()
+            .filter(|t| t.active && t.fault.disk() == disk)
+        {
+            let fails = timed.fault.fails(IoOp::Write, offset_bytes, len_bytes);
+            match timed.fault {
+                DiskFault::Range(fault) if fails.is_some() => {
+                    first = first.min(fault.offset_bytes.max(offset_bytes));
+                }
+                DiskFault::Dying { .. } => return 0,
+                _ => {}
+            }
+        }
+        let lbs = self.logical_block_bytes as u64;
+        (first - offset_bytes) / lbs * lbs
+    }
+
+    /// Counts a write or flush given to `disk` and starts the faults it reaches.
+    fn given(&mut self, disk: usize, op: IoOp) {
+        let target = &mut self.disks[disk];
+        match op {
+            IoOp::Write => target.given_writes += 1,
+            IoOp::Flush => target.given_flushes += 1,
+            IoOp::Read => return,
+        }
+        let (writes, flushes) = (target.given_writes, target.given_flushes);
+        for timed in self.faults.iter_mut().filter(|t| t.fault.disk() == disk) {
+            timed.active |= match timed.start {
+                FaultStart::Now => true,
+                FaultStart::AtWrite(n) => writes >= n,
+                FaultStart::AtFlush(n) => flushes >= n,
+            };
+        }
     }
 
     fn check_range(
@@ -252,8 +355,24 @@ impl State {
             ));
         }
         self.counters.write_count += 1;
+        self.given(disk, IoOp::Write);
         if let Err(error) = self.check_range(disk, IoOp::Write, offset_bytes, data.len()) {
             self.counters.failed_count += 1;
+            // A device splits a long write: the pieces before the range a fault covers
+            // land all the same (volatile, as any completed write), though the write fails.
+            let prefix = self.landed_prefix(disk, offset_bytes, data.len() as u64) as usize;
+            if prefix > 0 {
+                let id = self.next_id;
+                self.next_id += 1;
+                let target = &mut self.disks[disk];
+                target.log.push(Logged {
+                    id,
+                    offset_bytes,
+                    data: data[..prefix].to_vec(),
+                    completed: false,
+                });
+                target.complete(id);
+            }
             return Err(error);
         }
         let id = self.next_id;
@@ -347,7 +466,50 @@ impl SimDisks {
 
     /// From now on, operations of `fault.op` overlapping its range fail with its errno.
     pub fn fail(&self, fault: RangeFault) {
-        self.lock().faults.push(fault);
+        self.fail_from(DiskFault::Range(fault), FaultStart::Now);
+    }
+
+    /// `fault` begins at `start` (at once, or at its disk's n-th write or flush) and lasts.
+    pub fn fail_from(&self, fault: DiskFault, start: FaultStart) {
+        self.lock().faults.push(Timed {
+            fault,
+            start,
+            active: start == FaultStart::Now,
+        });
+    }
+
+    /// Flushes of `disk` that failed so far.
+    pub fn failed_flushes(&self, disk: usize) -> u64 {
+        self.lock().disks[disk].failed_flushes
+    }
+
+    /// The writes `disk` completed and no flush made durable yet, in the order they were
+    /// given, as (offset in bytes, what was written): what a power cut may drop or tear.
+    pub fn unflushed_writes(&self, disk: usize) -> Vec<(u64, Vec<u8>)> {
+        self.lock().disks[disk]
+            .log
+            .iter()
+            .filter(|logged| logged.completed)
+            .map(|logged| (logged.offset_bytes, logged.data.clone()))
+            .collect()
+    }
+
+    /// What each disk reads as now (after a crash: as it did when the set crashed).
+    pub fn current_images(&self) -> Vec<Vec<u8>> {
+        self.lock()
+            .disks
+            .iter()
+            .map(|disk| disk.current.clone())
+            .collect()
+    }
+
+    /// What each disk holds for sure: every write a flush made durable.
+    pub fn durable_images(&self) -> Vec<Vec<u8>> {
+        self.lock()
+            .disks
+            .iter()
+            .map(|disk| disk.durable.clone())
+            .collect()
     }
 
     /// Disk `disk` stops completing anything for `duration`, starting at its `at_write`-th
@@ -410,7 +572,8 @@ impl SimDisks {
         self.write_at(disk, offset_bytes, &vec![0u8; len_bytes as usize])
     }
 
-    /// Makes the completed writes of `disk` durable; waits out a stall first.
+    /// Makes the completed writes of `disk` durable; waits out a stall first. A flush that
+    /// fails (a failing flush, a dying disk) makes nothing durable.
     pub fn flush(&self, disk: usize) -> Result<(), IoError> {
         let until = self.lock().disks[disk].stalled_until();
         if let Some(until) = until {
@@ -421,6 +584,13 @@ impl SimDisks {
             return Err(IoError::from_errno(IoOp::Flush, 0, 0, libc::EIO));
         }
         state.counters.flush_count += 1;
+        state.given(disk, IoOp::Flush);
+        if let Some(errno) = state.fault(disk, IoOp::Flush, 0, 0) {
+            state.counters.failed_count += 1;
+            state.counters.failed_flush_count += 1;
+            state.disks[disk].failed_flushes += 1;
+            return Err(IoError::from_errno(IoOp::Flush, 0, 0, errno));
+        }
         state.disks[disk].flush();
         Ok(())
     }
@@ -726,6 +896,15 @@ mod tests {
         assert!(write(&mut engine, 0, 65536, 1)[0].result.is_ok());
         let failed = write(&mut engine, 1, 61440, 1);
         assert_eq!(failed[0].result.unwrap_err().errno, libc::EIO);
+        // The block before the fault's range landed; the one in it did not.
+        let mut out = vec![0u8; 4096];
+        set.read_at(1, 61440, &mut out).unwrap();
+        assert!(
+            out.iter().all(|&b| b == 1),
+            "the piece before the fault lands"
+        );
+        set.read_at(1, 65536, &mut out).unwrap();
+        assert!(out.iter().all(|&b| b == 0), "the piece in it does not");
         // Disk 0 stalls at its next write; disk 1's write, given after it, completes first.
         // Completion order, not elapsed time, is the claim: a loaded machine can pause this
         // thread for any time, but it cannot reorder due times.
@@ -755,6 +934,97 @@ mod tests {
         assert!(completions.is_empty(), "a bounded wait gives up");
         assert!(started.elapsed() < Duration::from_secs(1));
         assert_eq!(engine.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_failing_flush_makes_nothing_durable_and_a_power_cut_may_drop_it() {
+        let mut seen = [false; 2];
+        for seed in 0..32 {
+            let set = SimDisks::new(2, 1 << 20, 4096, seed);
+            set.fail_from(
+                DiskFault::FailingFlush {
+                    disk: 0,
+                    errno: libc::EIO,
+                },
+                FaultStart::AtFlush(2),
+            );
+            set.write_at(0, 0, &[1u8; 4096]).unwrap();
+            set.flush(0).unwrap();
+            assert!(set.unflushed_writes(0).is_empty());
+            set.write_at(0, 4096, &[2u8; 4096]).unwrap();
+            set.write_at(1, 0, &[3u8; 4096]).unwrap();
+            let failed = set.flush(0).unwrap_err();
+            assert_eq!(failed.errno, libc::EIO);
+            assert!(set.flush(0).is_err(), "the fault lasts");
+            set.flush(1).unwrap();
+            assert_eq!(set.failed_flushes(0), 2);
+            assert_eq!(set.failed_flushes(1), 0);
+            assert_eq!(set.counters().failed_flush_count, 2);
+            assert_eq!(set.unflushed_writes(0), vec![(4096, vec![2u8; 4096])]);
+            assert_eq!(set.durable_images()[0][4096], 0);
+            let mut out = vec![0u8; 4096];
+            set.read_at(0, 4096, &mut out).unwrap();
+            assert!(out.iter().all(|&b| b == 2), "reads see the completed write");
+            set.crash();
+            let images = set.power_cut_images().unwrap();
+            assert_eq!(images[0][0], 1, "flushed before the fault");
+            assert_eq!(images[1][0], 3, "the other disk flushed");
+            seen[usize::from(images[0][4096] == 2)] = true;
+        }
+        assert_eq!(
+            seen, [true; 2],
+            "the unflushed write is kept or lost by seed"
+        );
+    }
+
+    #[test]
+    fn a_dying_disk_fails_writes_discards_and_flushes_from_its_nth_write_and_reads_on() {
+        let set = SimDisks::new(2, 1 << 20, 4096, 5);
+        set.fail_from(DiskFault::Dying { disk: 1 }, FaultStart::AtWrite(3));
+        let mut engine = engine(&set);
+        assert!(write(&mut engine, 1, 0, 1)[0].result.is_ok());
+        set.write_at(1, 8192, &[2u8; 4096]).unwrap();
+        set.flush(1).unwrap();
+        let failed = write(&mut engine, 1, 16384, 3);
+        assert_eq!(failed[0].result.unwrap_err().errno, libc::EIO);
+        assert!(set.write_at(1, 32768, &[4u8; 4096]).is_err());
+        assert!(set.discard(1, 0, 4096).is_err());
+        assert!(set.flush(1).is_err());
+        let mut out = vec![0u8; 4096];
+        set.read_at(1, 8192, &mut out).unwrap();
+        assert!(out.iter().all(|&b| b == 2), "a dying disk still reads");
+        assert!(
+            write(&mut engine, 0, 0, 5)[0].result.is_ok(),
+            "disk 0 lives"
+        );
+        set.flush(0).unwrap();
+        // A fault that starts at a flush: the writes before it complete.
+        let set = SimDisks::new(1, 1 << 20, 4096, 5);
+        set.fail_from(DiskFault::Dying { disk: 0 }, FaultStart::AtFlush(2));
+        set.write_at(0, 0, &[1u8; 4096]).unwrap();
+        set.flush(0).unwrap();
+        set.write_at(0, 4096, &[1u8; 4096]).unwrap();
+        assert!(set.flush(0).is_err());
+        assert!(set.write_at(0, 8192, &[1u8; 4096]).is_err());
+        // A range fault that starts later.
+        let set = SimDisks::new(1, 1 << 20, 4096, 5);
+        set.fail_from(
+            DiskFault::Range(RangeFault {
+                disk: 0,
+                op: IoOp::Write,
+                offset_bytes: 0,
+                len_bytes: 4096,
+                errno: libc::ENOSPC,
+            }),
+            FaultStart::AtWrite(2),
+        );
+        set.write_at(0, 0, &[1u8; 4096]).unwrap();
+        assert!(
+            set.write_at(0, 4096, &[1u8; 4096]).is_ok(),
+            "outside the range"
+        );
+        let failed = set.write_at(0, 0, &[1u8; 4096]).unwrap_err();
+        assert_eq!(failed.errno, libc::ENOSPC);
     }
 
     #[test]

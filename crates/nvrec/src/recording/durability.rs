@@ -13,11 +13,18 @@
 //! 2. only then does it write the checkpoint to its slot on every member, again all at once,
 //!    each followed by a flush of that member.
 //!
-//! A checkpoint therefore never reaches any member before every chunk it claims is durable
-//! on every member. While one is being made, [`Durability::busy`] is true and the writer
-//! does not build another; [`Durability::poll`] hands back the outcome of the one that
-//! finished, and [`Durability::finish`] waits for it. A member that stalls delays only the
-//! checkpoint, never the writes of the other members.
+//! A checkpoint therefore never reaches any member before every flush before it succeeded.
+//! While one is being made, [`Durability::busy`] is true and the writer does not build
+//! another; [`Durability::poll`] hands back the outcome of the one that finished, and
+//! [`Durability::finish`] waits for it. A member that stalls delays only the checkpoint,
+//! never the writes of the other members.
+//!
+//! # Failures
+//! The outcome names every member whose flush or metadata write failed, not only the
+//! first, so that the writer retires each of them (or fails, where none is left). When a
+//! flush fails, the checkpoint is not written anywhere (what it claims of that member may
+//! not be durable); when its write fails on some members, it is made on the others, and
+//! the outcome says so: recovery reads the newest checkpoint any member holds.
 
 use super::volume::{Member, VolumeSet};
 use super::RecordingError;
@@ -25,15 +32,37 @@ use crate::layout::Checkpoint;
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::thread::Scope;
 
-/// A checkpoint that could not be made durable, and the member that failed, when it was
-/// one member's flush or write.
+/// What became of an offered checkpoint.
 #[derive(Debug)]
-pub(super) struct DurabilityError {
-    pub(super) member: Option<usize>,
-    pub(super) error: RecordingError,
+pub(super) struct Outcome {
+    /// The checkpoint, where at least one member holds it durably.
+    pub(super) made: Option<Checkpoint>,
+    /// Each member whose flush or checkpoint write (or the flush after it) failed, with
+    /// why, in member order.
+    pub(super) failed: Vec<(usize, RecordingError)>,
+    /// A failure no member is to blame for (the checkpoint did not encode, the coordinator
+    /// is gone).
+    pub(super) error: Option<RecordingError>,
 }
 
-type Outcome = Result<Checkpoint, DurabilityError>;
+impl Outcome {
+    /// A checkpoint made on every member it went to.
+    pub(super) fn made(checkpoint: Checkpoint) -> Outcome {
+        Outcome {
+            made: Some(checkpoint),
+            failed: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn error(error: RecordingError) -> Outcome {
+        Outcome {
+            made: None,
+            failed: Vec::new(),
+            error: Some(error),
+        }
+    }
+}
 
 /// A checkpoint, the members that take it, and the members to flush first.
 struct Offer {
@@ -59,7 +88,7 @@ impl Durability {
         let (done, outcomes) = mpsc::sync_channel(1);
         scope.spawn(move || {
             for offer in offered {
-                let outcome = make_durable(set, &offer).map(|()| offer.checkpoint);
+                let outcome = make_durable(set, offer);
                 if done.send(outcome).is_err() {
                     break;
                 }
@@ -111,10 +140,7 @@ impl Durability {
             Err(TryRecvError::Empty) => None,
             Err(TryRecvError::Disconnected) => {
                 self.busy = false;
-                Some(Err(DurabilityError {
-                    member: None,
-                    error: coordinator_gone(),
-                }))
+                Some(Outcome::error(coordinator_gone()))
             }
         }
     }
@@ -125,12 +151,11 @@ impl Durability {
             return None;
         }
         self.busy = false;
-        Some(self.outcomes.recv().unwrap_or_else(|_| {
-            Err(DurabilityError {
-                member: None,
-                error: coordinator_gone(),
-            })
-        }))
+        Some(
+            self.outcomes
+                .recv()
+                .unwrap_or_else(|_| Outcome::error(coordinator_gone())),
+        )
     }
 }
 
@@ -141,28 +166,40 @@ fn coordinator_gone() -> RecordingError {
     }
 }
 
-/// Flushes the members to flush, then writes the checkpoint to each live one (each write
-/// flushed).
-fn make_durable(set: &VolumeSet, offer: &Offer) -> Result<(), DurabilityError> {
-    let checkpoint = &offer.checkpoint;
-    let bytes = checkpoint.encode().map_err(|error| DurabilityError {
-        member: None,
-        error: error.into(),
-    })?;
-    on_every_member(set, &offer.flush, Member::flush)?;
-    on_every_member(set, &offer.live, |member| {
+/// Flushes the members to flush, then, if every flush succeeded, writes the checkpoint to
+/// each live one (each write flushed).
+fn make_durable(set: &VolumeSet, offer: Offer) -> Outcome {
+    let checkpoint = offer.checkpoint;
+    let bytes = match checkpoint.encode() {
+        Ok(bytes) => bytes,
+        Err(error) => return Outcome::error(error.into()),
+    };
+    let (_, failed) = on_every_member(set, &offer.flush, Member::flush);
+    if !failed.is_empty() {
+        return Outcome {
+            made: None,
+            failed,
+            error: None,
+        };
+    }
+    let (succeeded, failed) = on_every_member(set, &offer.live, |member| {
         member.write_checkpoint(&bytes, checkpoint.generation)?;
         member.flush()
-    })
+    });
+    Outcome {
+        made: (succeeded > 0).then_some(checkpoint),
+        failed,
+        error: None,
+    }
 }
 
-/// Runs `work` on every live member at once, one thread each; the first error wins,
-/// naming its member.
-fn on_every_member(
+/// Runs `work` on every member `live` marks (all where it is shorter) at once, one thread
+/// each. Returns how many succeeded, and each failure with its member, in member order.
+pub(super) fn on_every_member(
     set: &VolumeSet,
     live: &[bool],
     work: impl Fn(&Member) -> Result<(), RecordingError> + Sync,
-) -> Result<(), DurabilityError> {
+) -> (usize, Vec<(usize, RecordingError)>) {
     let work = &work;
     std::thread::scope(|scope| {
         let running: Vec<_> = set
@@ -170,16 +207,14 @@ fn on_every_member(
             .filter(|member| live.get(member.index() as usize).copied().unwrap_or(true))
             .map(|member| (member.index(), scope.spawn(move || work(member))))
             .collect();
-        let mut first_error = None;
+        let mut succeeded = 0;
+        let mut failed = Vec::new();
         for (index, thread) in running {
-            let outcome = thread.join().expect("a member's flush thread panicked");
-            if let (Err(error), None) = (outcome, &first_error) {
-                first_error = Some(DurabilityError {
-                    member: Some(index as usize),
-                    error,
-                });
+            match thread.join().expect("a member's flush thread panicked") {
+                Ok(()) => succeeded += 1,
+                Err(error) => failed.push((index as usize, error)),
             }
         }
-        first_error.map_or(Ok(()), Err)
+        (succeeded, failed)
     })
 }

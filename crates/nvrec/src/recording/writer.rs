@@ -23,7 +23,7 @@
 
 use super::counters::{LossCause, MemberCounters, RecordingCounters};
 use super::disk::{self, Disk, Members};
-use super::durability::{Durability, DurabilityError};
+use super::durability::{self as coordinator, Durability, Outcome};
 use super::volume::{self, now_ns, VolumeSet};
 use super::{Fill, MemberFailure, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
 use crate::buffer::BufferPool;
@@ -37,11 +37,13 @@ use crate::layout::{
     RecordingEntry, RecordingFlags, RecordingState, Retirement, CHUNK_HEADER_SIZE_BYTES,
 };
 use retire::{tag, untag, Stale};
+use rewrite::{Done, Gate, Rewrite, RewriteFlight};
 
 mod checkpoint;
 mod ingest;
 mod place;
 mod retire;
+mod rewrite;
 mod stripe;
 use crate::source::Source;
 use crate::stream::{process_cpu_s, Control, ControlState, Progress};
@@ -258,7 +260,22 @@ pub struct RecordReport {
     pub retirements: Vec<RetirementReport>,
     /// Some member was retired: the recording is whole but its redundancy of drives is not.
     pub degraded: bool,
+    /// Failures of a member that neither ended the recording nor retired it: the flush of a
+    /// member already retired, the closing checkpoint after the entry was closed.
+    pub member_errors: Vec<MemberErrorReport>,
     pub error: Option<String>,
+}
+
+/// A member's flush or metadata write that failed where no retirement tells of it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MemberErrorReport {
+    pub member_index: u16,
+    pub path: PathBuf,
+    pub error: String,
+    /// Chunks the member completed since its last flush that succeeded: the entry counts
+    /// them (they are on the drive, and reads find them), but the drive never confirmed
+    /// them durable, so a power cut may take them.
+    pub unflushed_chunk_count: u64,
 }
 
 /// A retired member, as reports show it.
@@ -321,8 +338,10 @@ struct Flight {
     /// I/Os of this write not yet completed: two when a ring write goes on at slot 0.
     parts_left: u8,
     failed: bool,
-    /// The member's slot the write starts at.
+    /// The member's slot the write starts at, and its ring position (lap x lap slots +
+    /// slot; the slot in a linear recording): the order of the member's writes.
     slot: u64,
+    position: u64,
     /// Times the write was sent again to another member (its completions carry it, so that
     /// a late completion of an earlier attempt is told apart).
     attempt: u8,
@@ -331,6 +350,9 @@ struct Flight {
     /// The write still owns `buffer` in the kernel (an attempt that never completed):
     /// the next attempt copies it into a buffer of its own.
     needs_copy: bool,
+    /// A failed write given up: how many of its chunks, from the first, its member holds
+    /// whole all the same (`stream_end_bytes` and `lost_bytes_through` then end there).
+    landed: u32,
 }
 
 /// The end a closed entry states.
@@ -345,6 +367,7 @@ struct Claimed {
 struct Placed {
     parts: u8,
     slot: u64,
+    position: u64,
     stream_end_bytes: u64,
 }
 
@@ -392,6 +415,13 @@ struct MemberState {
     frontier_end_slot: u64,
     /// Retired, and not flushed since: writes it completed may not be durable yet.
     unflushed: bool,
+    /// Retired, and its flush failed: it is not flushed again (a drive that fails its
+    /// flushes fails them all), and what it completed since its last good flush stays as
+    /// durable as the drive made it.
+    flush_failed: bool,
+    /// Writes completed here since the last flush that succeeded, in the order they
+    /// completed: what a failing flush leaves in doubt (see `rewrite.rs`).
+    completed_unflushed: VecDeque<Done>,
     start_slot: u64,
     start_lap: u64,
     /// For the rate estimate: bytes completed and time spent with I/O in flight (both
@@ -559,15 +589,29 @@ struct Writer<'a> {
     redirect_to: Option<usize>,
     /// Earlier attempts still in the kernel: their buffers come back when they complete.
     stale: Vec<Stale>,
-    /// Set after a failure: the entry claims only the durable frontier.
+    /// Set after a failure: the entry claims the frontier of completed writes, as recovery
+    /// after a crash would find it.
     claimed: Option<Claimed>,
-    /// What the last durable checkpoint claimed, and the most a failed recording may claim
-    /// once a retired member's completed writes could not be flushed.
-    durable_claim: Claimed,
-    claim_limit: Option<Claimed>,
     /// Members retired, and not flushed since, when the checkpoint being made was offered:
     /// its flush covers everything they wrote.
     offered_flush: Vec<bool>,
+    /// Members live when the checkpoint being made was offered (its metadata went to them).
+    offered_live: Vec<bool>,
+    /// How many of each member's `completed_unflushed` there were when the checkpoint being
+    /// made was offered (0 for a member it does not flush): what its flush covers.
+    offered_unflushed: Vec<usize>,
+    /// Writes a member whose flush failed had completed since its last good flush, to be
+    /// read back from it and written to the redirect member (see `rewrite.rs`); and those
+    /// written, not yet completed.
+    rewrites: VecDeque<Rewrite>,
+    rewrite_flights: Vec<RewriteFlight>,
+    next_rewrite: u64,
+    /// New writes held back for a retired member's next flush (see `rewrite.rs`).
+    gate: Option<Gate>,
+    /// Discards ahead of a ring's write point that failed, by member: each fails its member
+    /// once the write being placed is out.
+    trim_failures: Vec<(usize, RecordingError)>,
+    member_errors: Vec<MemberErrorReport>,
     /// Live counters for a monitor on another thread, when the caller asked for them.
     counters: Option<&'a RecordingCounters>,
 }
@@ -866,13 +910,15 @@ impl<'a> Writer<'a> {
             redirect_to: None,
             stale: Vec::new(),
             claimed: None,
-            durable_claim: Claimed {
-                sequence_end: next_sequence,
-                stream_bytes: 0,
-                lost_bytes: 0,
-            },
-            claim_limit: None,
             offered_flush: Vec::new(),
+            offered_live: Vec::new(),
+            offered_unflushed: Vec::new(),
+            rewrites: VecDeque::new(),
+            rewrite_flights: Vec::new(),
+            next_rewrite: 0,
+            gate: None,
+            trim_failures: Vec::new(),
+            member_errors: Vec::new(),
             counters,
             set,
             durability,
@@ -961,10 +1007,27 @@ impl<'a> Writer<'a> {
         })
     }
 
+    /// Opens the entry and writes the recording's first checkpoint, on every member that
+    /// takes them: one that fails is retired before the first chunk (or, with none to
+    /// take its place, the recording does not begin).
     fn begin(&mut self) -> Result<(), RecordingError> {
         let entry = self.entry(RecordingState::Open, 1)?;
-        self.set.write_entry(&entry)?;
+        let bytes = entry.encode()?;
+        let (taken, failure) = self.on_live_members(|member| {
+            member.write_entry(&bytes, &entry)?;
+            member.flush()
+        });
+        if let Some(error) = failure.filter(|_| taken == 0 || self.error.is_some()) {
+            return Err(error);
+        }
         self.write_checkpoint(self.recording_id)?;
+        if let Some(error) = &self.error {
+            // A member failed where none could take its place: nothing was recorded yet.
+            return Err(RecordingError::Io {
+                what: "beginning the recording".into(),
+                source: std::io::Error::other(error.clone()),
+            });
+        }
         self.started = Instant::now();
         Ok(())
     }
@@ -1001,6 +1064,7 @@ impl<'a> Writer<'a> {
             }
             self.check_timeouts();
             self.poll_durability();
+            self.gate_expired();
             if let Some(counters) = self.counters {
                 counters.set_buffers_in_use(
                     self.free.len().abs_diff(counters.buffer_count as usize) as u32,
@@ -1063,6 +1127,10 @@ impl<'a> Writer<'a> {
             if self.stale_completed(completion.user_data) {
                 continue;
             }
+            if rewrite::is_rewrite(completion.user_data) {
+                self.rewrite_completed(completion);
+                continue;
+            }
             let (number, _) = untag(completion.user_data);
             let flight = self
                 .flights
@@ -1098,6 +1166,17 @@ impl<'a> Writer<'a> {
                 continue;
             }
             self.flights.complete(number);
+            let done = Done {
+                first_sequence: flight.first_sequence,
+                chunk_count: flight.chunk_count,
+                slot: flight.slot,
+                position: flight.position,
+                stream_offset_bytes: self.metas[flight.buffer as usize * self.k as usize]
+                    .stream_offset_bytes,
+            };
+            self.members[flight.member as usize]
+                .completed_unflushed
+                .push_back(done);
             // The buffer is free as soon as its write completes; the flight stays until the
             // frontier passes it, for the durability accounting only. (Freeing at the
             // frontier would let one slow member hold every buffer of the fast ones.)
@@ -1115,9 +1194,15 @@ impl<'a> Writer<'a> {
             }
             self.flights.pop_front();
             let member = &mut self.members[front.member as usize];
-            member.frontier_end_slot = member
-                .frontier_end_slot
-                .max(front.slot + front.chunk_count as u64);
+            // A retired member's write sent here lies in its retirement's run, which
+            // readers find by the retirement: the member's own span ends after its own
+            // writes (a run placed after own writes that never completed would otherwise
+            // take those slots into the span of a failed recording).
+            if front.attempt == 0 {
+                member.frontier_end_slot = member
+                    .frontier_end_slot
+                    .max(front.slot + front.chunk_count as u64);
+            }
             self.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
             self.durable_stream_bytes = front.stream_end_bytes;
             self.durable_lost_bytes = front.lost_bytes_through;
@@ -1133,6 +1218,11 @@ impl<'a> Writer<'a> {
     fn end(&mut self) -> Result<(), RecordingError> {
         if let Some(outcome) = self.durability.finish() {
             self.checkpoint_made(outcome);
+        }
+        if self.gate.is_some() {
+            // The retired member's flush, here: what it left in doubt joins its run first.
+            self.flush_retired();
+            self.gate = None;
         }
         if self.state() == ControlState::Abort || self.error.is_some() || self.full {
             // Nothing more is written: the stream ends after the last chunk submitted.
@@ -1157,38 +1247,112 @@ impl<'a> Writer<'a> {
             } else if checkpoints_in_a_row < 2 {
                 // Nothing in flight, yet no member takes the write: one has gone as far
                 // past the last durable checkpoint as recovery searches. Make one here.
-                self.write_checkpoint(self.recording_id)?;
+                if let Err(error) = self.write_checkpoint(self.recording_id) {
+                    self.error.get_or_insert(error.to_string());
+                }
                 checkpoints_in_a_row += 1;
             } else {
                 self.error
                     .get_or_insert("no member takes the rest of the recording".into());
             }
         }
+        // A retired member's writes still waiting go out first, to their consecutive slots
+        // of one member: the end marker must not land among them (the retirement names
+        // where they are by their first slot and their count).
+        while !self.redirects.is_empty() || !self.rewrites.is_empty() {
+            if self.submit_redirects() | self.submit_rewrites() {
+                continue;
+            }
+            if self.engine.in_flight() == 0 {
+                break;
+            }
+            if let Err(error) = self.reap(true) {
+                self.error.get_or_insert(error.to_string());
+                break;
+            }
+        }
         // The end-of-recording marker: an empty chunk, in the slot kept for it.
         self.write_end_marker();
         self.drain();
-        self.flush_retired();
-        let live = self.live();
-        self.set.flush_members(&live)?;
-        let state = if self.error.is_some() || self.state() == ControlState::Abort {
-            RecordingState::Aborted
-        } else {
-            RecordingState::Closed
-        };
-        if self.error.is_some() {
-            self.claim_only_the_frontier();
+        self.flush_for_close();
+        if !self.close_entry()? {
+            // No member took the closed entry: the open one stays, with the checkpoint that
+            // names the recording, and recovery finds its end on the drives as after a
+            // crash (never a closed entry that claims less than they hold).
+            self.error
+                .get_or_insert("the closed entry could not be written to any member".into());
+            return Ok(());
         }
-        let entry = self.entry(state, 2)?;
-        self.set.write_entry_on(&entry, &live)?;
-        self.progress
-            .durable_bytes
-            .store(entry.stream_len_bytes, Ordering::Relaxed);
         self.durable_sequence_end = self.next_sequence;
-        self.write_checkpoint(0)
+        self.write_idle_checkpoint();
+        Ok(())
     }
 
-    /// What the closed entry claims: everything taken, or after a failure only the
-    /// durable frontier (the writes past a failed one are not a stream without a hole).
+    /// Writes the closed entry to every live member. A member that fails is retired (or
+    /// the recording fails) and the entry, which now says so, goes again to the others as
+    /// the next revision. Returns whether any member holds a closed entry.
+    fn close_entry(&mut self) -> Result<bool, RecordingError> {
+        let mut closed = false;
+        for revision in 2..3 + self.members.len() as u64 {
+            let state = if self.error.is_some() || self.state() == ControlState::Abort {
+                RecordingState::Aborted
+            } else {
+                RecordingState::Closed
+            };
+            if self.error.is_some() && self.claimed.is_none() {
+                self.claim_only_the_frontier();
+            }
+            let entry = self.entry(state, revision)?;
+            let bytes = entry.encode()?;
+            let (retired, failed) = (self.retirements.len(), self.error.is_some());
+            let (taken, _) = self.on_live_members(|member| {
+                member.write_entry(&bytes, &entry)?;
+                member.flush()
+            });
+            if taken > 0 {
+                closed = true;
+                self.progress
+                    .durable_bytes
+                    .store(entry.stream_len_bytes, Ordering::Relaxed);
+            }
+            let changed = self.retirements.len() != retired || self.error.is_some() != failed;
+            if taken == 0 || !changed {
+                break;
+            }
+        }
+        Ok(closed)
+    }
+
+    /// The set's checkpoint after the entry is closed (no recording open), on every live
+    /// member that takes it. One that fails is noted, not retired: the recording is closed
+    /// already, and a set whose newest checkpoint still names a closed recording gets its
+    /// idle checkpoint from the next recording's recovery.
+    fn write_idle_checkpoint(&mut self) {
+        let checkpoint = self.build_checkpoint(0);
+        let bytes = match checkpoint.encode() {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                self.error.get_or_insert(error.to_string());
+                return;
+            }
+        };
+        let generation = checkpoint.generation;
+        let (taken, failed) = coordinator::on_every_member(self.set, &self.live(), |member| {
+            member.write_checkpoint(&bytes, generation)?;
+            member.flush()
+        });
+        for (member, error) in failed {
+            self.note_member_error(member, error.to_string());
+        }
+        if taken > 0 {
+            self.offered_flush = vec![false; self.members.len()];
+            self.offered_unflushed = vec![0; self.members.len()];
+            self.checkpoint_made(Outcome::made(checkpoint));
+        }
+    }
+
+    /// What the closed entry claims: everything taken, or after a failure the frontier of
+    /// completed writes (the writes past a failed one are not a stream without a hole).
     fn claimed(&self) -> Claimed {
         self.claimed.unwrap_or(Claimed {
             sequence_end: self.next_sequence,
@@ -1197,14 +1361,33 @@ impl<'a> Writer<'a> {
         })
     }
 
-    /// After a failure: the recording ends at the frontier of completed writes; what was
-    /// taken past it counts as unrecorded.
+    /// After a failure: the recording ends at the frontier of completed writes, every chunk
+    /// up to the first write that did not complete, wherever it went, as recovery after a
+    /// crash finds them; what was taken past it counts as unrecorded.
     fn claim_only_the_frontier(&mut self) {
-        let claimed = self.claim_limit.unwrap_or(Claimed {
+        let mut claimed = Claimed {
             sequence_end: self.durable_sequence_end,
             stream_bytes: self.durable_stream_bytes,
             lost_bytes: self.durable_lost_bytes,
-        });
+        };
+        // The failed write the frontier stopped at, with what landed of it (the frontier
+        // itself, which checkpoints claim, stops before it: a checkpoint's positions are
+        // where whole writes begin).
+        if let Some((&front, true)) = self.flights.front() {
+            if front.failed && front.landed > 0 && front.first_sequence == claimed.sequence_end {
+                claimed = Claimed {
+                    sequence_end: front.first_sequence + front.landed as u64,
+                    stream_bytes: front.stream_end_bytes,
+                    lost_bytes: front.lost_bytes_through,
+                };
+                if front.attempt == 0 {
+                    let member = &mut self.members[front.member as usize];
+                    member.frontier_end_slot = member
+                        .frontier_end_slot
+                        .max(front.slot + front.landed as u64);
+                }
+            }
+        }
         let past_bytes = (self.stream_offset_bytes - claimed.stream_bytes)
             - (self.lost_bytes - claimed.lost_bytes);
         self.recorded_stream_bytes -= past_bytes.min(self.recorded_stream_bytes);
@@ -1216,9 +1399,9 @@ impl<'a> Writer<'a> {
     /// meanwhile.
     fn drain(&mut self) {
         loop {
-            let progressed = self.submit_redirects();
+            let progressed = self.submit_redirects() | self.submit_rewrites();
             if self.engine.in_flight() == 0 {
-                if self.redirects.is_empty() || !progressed {
+                if self.redirects.is_empty() && self.rewrites.is_empty() || !progressed {
                     break;
                 }
                 continue;
@@ -1232,6 +1415,29 @@ impl<'a> Writer<'a> {
             self.error
                 .get_or_insert("a retired member's writes could not be written elsewhere".into());
         }
+    }
+
+    /// Makes everything completed durable before the entry claims it. A live member whose
+    /// flush fails is retired here (the entry names it), and what it completed since its
+    /// last good flush is written again elsewhere first, then flushed in turn; a retired
+    /// member whose flush fails is noted.
+    fn flush_for_close(&mut self) {
+        for _ in 0..=self.members.len() {
+            self.flush_live();
+            self.flush_retired();
+            if self.rewrites.is_empty() {
+                break;
+            }
+            self.drain();
+            if !self.rewrites.is_empty() && self.engine.in_flight() == 0 {
+                // The redirect member went as far past the last durable checkpoint as
+                // recovery searches: a checkpoint here makes room.
+                if self.write_checkpoint(self.recording_id).is_ok() {
+                    self.drain();
+                }
+            }
+        }
+        self.rewrites_given_up();
     }
 
     fn write_end_marker(&mut self) {
@@ -1373,6 +1579,7 @@ impl<'a> Writer<'a> {
                 .map(|retirement| RetirementReport::new(self.set, retirement))
                 .collect(),
             degraded: !self.retirements.is_empty(),
+            member_errors: self.member_errors.clone(),
             error: self.error.clone(),
         }
     }

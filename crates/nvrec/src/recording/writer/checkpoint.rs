@@ -1,11 +1,27 @@
 //! Checkpoints: when one is due, what it claims (the durable frontier, each member's oldest
 //! write not covered, the retirements), and what its outcome from the durability
 //! coordinator changes.
+//!
+//! A member whose flush or metadata write fails is a failing member, as one whose write
+//! fails: it is retired while another member remains (see `retire.rs`), and the recording
+//! fails only where none does. Where its flush failed, what it completed since its last
+//! good flush is written again elsewhere (see `rewrite.rs`). A member retired for another
+//! cause is flushed until one flush succeeds, so that what it completed before it failed
+//! is durable; where that flush fails too, it is noted (the report counts the chunks the
+//! drive never confirmed) and not tried again, and the recording goes on: its chunks are
+//! on the drive, and the entry counts them.
 
 use super::*;
+use crate::recording::volume::Member;
 
 impl Writer<'_> {
     pub(super) fn due_for_checkpoint(&self) -> bool {
+        if self.rewrites_hold_checkpoints() {
+            return false;
+        }
+        if self.gate.is_some_and(|gate| !gate.offered) {
+            return true; // A retired member's flush is waited for.
+        }
         // Slots alone call for a new checkpoint only once the frontier has moved: while a
         // member lags, another checkpoint would claim nothing more.
         let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
@@ -31,6 +47,19 @@ impl Writer<'_> {
             .iter()
             .map(|member| member.retired && member.unflushed)
             .collect();
+        self.offered_live = live.clone();
+        if let Some(gate) = self.gate.as_mut() {
+            gate.offered |= flush.get(gate.member).copied().unwrap_or(false);
+        }
+        self.offered_unflushed = self
+            .members
+            .iter()
+            .zip(&flush)
+            .map(|(member, &flushed)| match flushed {
+                true => member.completed_unflushed.len(),
+                false => 0,
+            })
+            .collect();
         self.durability.offer(checkpoint, live, flush)
     }
 
@@ -43,11 +72,77 @@ impl Writer<'_> {
             .collect()
     }
 
-    /// The flush of a retired member failed: what it completed since its last flush may be
-    /// gone, so the recording can claim no more than the last durable checkpoint.
-    pub(super) fn retired_flush_failed(&mut self, what: String) {
-        self.error.get_or_insert(what);
-        self.claim_limit = Some(self.durable_claim);
+    /// The flush of a retired member failed: it is not flushed again, and the recording
+    /// goes on. What it completed since its last good flush is on the drive (reads find
+    /// it, and so does recovery) and the entry counts it; the report names the member and
+    /// how many chunks the drive never confirmed durable. (Ending the recording here, or
+    /// claiming no more than the last checkpoint, would leave everything the other members
+    /// hold past it out of the entry: a silent loss.)
+    pub(super) fn retired_flush_failed(&mut self, member: usize, error: &RecordingError) {
+        if self.members[member].flush_failed || self.gated_flush_failed(member) {
+            return;
+        }
+        self.note_member_error(member, error.to_string());
+        let state = &mut self.members[member];
+        state.unflushed = false;
+        state.flush_failed = true;
+    }
+
+    /// Records a failure of `member` that ends nothing, for the report.
+    pub(super) fn note_member_error(&mut self, member: usize, error: String) {
+        self.member_errors.push(MemberErrorReport {
+            member_index: member as u16,
+            path: self.set.members[member]
+                .as_ref()
+                .map(|m| m.disk.path().to_path_buf())
+                .unwrap_or_default(),
+            error,
+            unflushed_chunk_count: self.unflushed_chunk_count(member),
+        });
+    }
+
+    /// A flush or metadata write of `member` failed: a live member fails (it is retired,
+    /// or the recording fails), a retired one is flushed no more.
+    pub(super) fn member_io_failed(&mut self, member: usize, error: &RecordingError) {
+        if self.members[member].retired {
+            self.retired_flush_failed(member, error);
+        } else if is_flush_failure(error) {
+            let cause = retire::cause_of_io(error);
+            self.member_flush_failed(member, cause, error.to_string());
+        } else {
+            let cause = retire::cause_of_io(error);
+            self.member_failed(member, cause, error.to_string());
+        }
+    }
+
+    /// Runs `work` (a metadata write, a flush) on every live member at once, here and now;
+    /// each member that fails is a failing member ([`Writer::member_io_failed`]). Returns how
+    /// many members took it, and the first failure.
+    pub(super) fn on_live_members(
+        &mut self,
+        work: impl Fn(&Member) -> Result<(), RecordingError> + Sync,
+    ) -> (usize, Option<RecordingError>) {
+        let (taken, failed) = coordinator::on_every_member(self.set, &self.live(), work);
+        let mut first = None;
+        for (member, error) in failed {
+            self.member_io_failed(member, &error);
+            first.get_or_insert(error);
+        }
+        (taken, first)
+    }
+
+    /// Flushes every live member here and now.
+    pub(super) fn flush_live(&mut self) {
+        let live = self.live();
+        let (_, failed) = coordinator::on_every_member(self.set, &live, Member::flush);
+        for (index, member) in self.members.iter_mut().enumerate() {
+            if live[index] && !failed.iter().any(|&(failed, _)| failed == index) {
+                member.completed_unflushed.clear();
+            }
+        }
+        for (member, error) in failed {
+            self.member_io_failed(member, &error);
+        }
     }
 
     /// Which members still take writes and metadata.
@@ -63,61 +158,81 @@ impl Writer<'_> {
         }
     }
 
-    pub(super) fn checkpoint_made(&mut self, outcome: Result<Checkpoint, DurabilityError>) {
-        match outcome {
-            Ok(checkpoint) => {
-                self.checkpoint_count += 1;
-                for (member, flushed) in self.members.iter_mut().zip(&self.offered_flush) {
-                    if *flushed {
-                        member.unflushed = false;
-                    }
-                }
-                if checkpoint.recording_id == self.recording_id {
-                    self.durable_claim = Claimed {
-                        sequence_end: checkpoint.durable_sequence_end,
-                        stream_bytes: checkpoint.durable_stream_bytes,
-                        lost_bytes: checkpoint.durable_lost_bytes,
-                    };
-                }
-                if checkpoint.recording_id == self.recording_id {
-                    if let Some(counters) = self.counters {
-                        counters.checkpoint_durable(now_ns());
-                    }
-                    self.progress
-                        .durable_bytes
-                        .store(checkpoint.durable_stream_bytes, Ordering::Relaxed);
-                }
-                for member in &mut self.members {
-                    member.since_durable_slots = member.since_checkpoint_slots;
-                    member.durable_guard_slots = member.checkpoint_guard_slots;
+    pub(super) fn checkpoint_made(&mut self, outcome: Outcome) {
+        // A checkpoint offered since a retirement held new writes back has flushed the
+        // retired member: its outcome says whether what that member completed is durable.
+        let gate = self.gate.filter(|gate| gate.offered);
+        if let Some(checkpoint) = outcome.made {
+            self.checkpoint_count += 1;
+            for (member, flushed) in self.members.iter_mut().zip(&self.offered_flush) {
+                if *flushed {
+                    member.unflushed = false;
                 }
             }
-            // A member whose flush or metadata write failed is retired where it may be;
-            // the next checkpoint goes to the others.
-            Err(DurabilityError {
-                member: Some(member),
-                error,
-            }) if self.members[member].retired => self.retired_flush_failed(error.to_string()),
-            Err(DurabilityError {
-                member: Some(member),
-                error,
-            }) => self.member_failed(member, retire::cause_of_io(&error), error.to_string()),
-            Err(DurabilityError {
-                member: None,
-                error,
-            }) => {
-                self.error.get_or_insert(error.to_string());
+            // Every flush before the checkpoint succeeded: what they covered is durable.
+            for (member, &covered) in self.members.iter_mut().zip(&self.offered_unflushed) {
+                let covered = covered.min(member.completed_unflushed.len());
+                member.completed_unflushed.drain(..covered);
             }
+            if checkpoint.recording_id == self.recording_id {
+                if let Some(counters) = self.counters {
+                    counters.checkpoint_durable(now_ns());
+                }
+                self.progress
+                    .durable_bytes
+                    .store(checkpoint.durable_stream_bytes, Ordering::Relaxed);
+            }
+            for member in &mut self.members {
+                member.since_durable_slots = member.since_checkpoint_slots;
+                member.durable_guard_slots = member.checkpoint_guard_slots;
+            }
+        }
+        // A member whose flush or metadata write failed is retired where it may be; the
+        // next checkpoint goes to the others. One that was live when the checkpoint was
+        // offered and has been retired since (its write failed meanwhile) stays retired as
+        // it is: it is flushed again as a retired member.
+        for (member, error) in outcome.failed {
+            let was_live = self.offered_live.get(member).copied().unwrap_or(true);
+            // Its flush failing matters to a retirement waiting for it; its metadata
+            // write failing does not (the flush before it succeeded).
+            let gated =
+                self.gate.is_some_and(|gate| gate.member == member) && is_flush_failure(&error);
+            if was_live && self.members[member].retired && !gated {
+                continue;
+            }
+            self.member_io_failed(member, &error);
+        }
+        if gate.is_some() {
+            self.gate = None;
+        }
+        if let Some(error) = outcome.error {
+            self.error.get_or_insert(error.to_string());
         }
     }
 
-    /// Writes a checkpoint here and now (at the start and the end of a recording).
+    /// Writes a checkpoint here and now (at the start of a recording, and at its end when a
+    /// member must move on first): every member flushed (a live one that fails is retired,
+    /// a retired one is noted), then the checkpoint written to the live members. Fails only
+    /// where no member took it.
     pub(super) fn write_checkpoint(&mut self, recording_id: u32) -> Result<(), RecordingError> {
-        let checkpoint = self.build_checkpoint(recording_id);
+        self.flush_live();
         self.flush_retired();
+        let checkpoint = self.build_checkpoint(recording_id);
+        let bytes = checkpoint.encode()?;
+        let generation = checkpoint.generation;
+        let (taken, failure) = self.on_live_members(|member| {
+            member.write_checkpoint(&bytes, generation)?;
+            member.flush()
+        });
+        if taken == 0 {
+            return Err(failure.unwrap_or_else(|| RecordingError::Io {
+                what: "writing a checkpoint".into(),
+                source: std::io::Error::other("no member is left to take it"),
+            }));
+        }
         self.offered_flush = vec![false; self.members.len()];
-        self.set.write_checkpoint_on(&checkpoint, &self.live())?;
-        self.checkpoint_made(Ok(checkpoint));
+        self.offered_unflushed = vec![0; self.members.len()];
+        self.checkpoint_made(Outcome::made(checkpoint));
         Ok(())
     }
 
@@ -131,8 +246,11 @@ impl Writer<'_> {
                 continue;
             };
             match member.flush() {
-                Ok(()) => self.members[index].unflushed = false,
-                Err(error) => self.retired_flush_failed(error.to_string()),
+                Ok(()) => {
+                    self.members[index].unflushed = false;
+                    self.members[index].completed_unflushed.clear();
+                }
+                Err(error) => self.retired_flush_failed(index, &error),
             }
         }
     }
@@ -209,4 +327,10 @@ impl Writer<'_> {
             retirements: self.retirements.clone(),
         }
     }
+}
+
+/// Whether a member's failure was its flush ([`Member::flush`]'s error), which leaves what
+/// it completed since its last good flush in doubt.
+fn is_flush_failure(error: &RecordingError) -> bool {
+    matches!(error, RecordingError::Io { what, .. } if what.starts_with("flushing "))
 }

@@ -150,7 +150,13 @@ impl Writer<'_> {
                 }
                 break;
             }
-            let Some(buffer) = self.filling.or_else(|| self.free.pop()) else {
+            // Rewrites after a failed flush keep a few free buffers (see `rewrite.rs`).
+            let buffer = match self.filling {
+                Some(buffer) => Some(buffer),
+                None if self.input_may_take_buffers() => self.free.pop(),
+                None => None,
+            };
+            let Some(buffer) = buffer else {
                 if self.options.rate_bytes_per_s.is_some() {
                     // No room: this payload is lost, counted, and marked in the stream.
                     self.count_lost(remaining, LossCause::NoBuffer);

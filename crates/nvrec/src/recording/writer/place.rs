@@ -7,14 +7,19 @@ use super::*;
 impl Writer<'_> {
     /// Sends ready buffers to members. Returns whether anything was submitted.
     pub(super) fn submit(&mut self) -> bool {
-        // A retired member's writes go out again first, one after another on one member.
-        let mut progressed = self.submit_redirects();
-        if !self.redirects.is_empty() {
+        // A retired member's writes go out again first, one after another on one member:
+        // those it had not completed (the frontier waits for them), and those it had
+        // completed and never made durable.
+        let mut progressed = self.submit_redirects() | self.submit_rewrites();
+        if !self.redirects.is_empty() || !self.rewrites.is_empty() || self.gate.is_some() {
             return progressed;
         }
         while let Some(&buffer) = self.ready.front() {
             if self.flights.len() >= self.flight_limit {
                 break; // The frontier must move first: wait for the oldest write.
+            }
+            if !self.trim_failures.is_empty() {
+                break; // A member failed: it is retired before anything else goes out.
             }
             if self.engine.in_flight() + self.max_parts() > self.engine_queue_depth {
                 break;
@@ -37,7 +42,16 @@ impl Writer<'_> {
                 self.drop_buffer(buffer);
             }
         }
+        self.trims_failed();
         progressed
+    }
+
+    /// Fails the members whose discard ahead of the write point failed (a dying drive
+    /// fails its discards with its writes): each is retired, its writes sent elsewhere.
+    pub(super) fn trims_failed(&mut self) {
+        for (member, error) in std::mem::take(&mut self.trim_failures) {
+            self.member_io_failed(member, &error);
+        }
     }
 
     /// I/Os one write may need: two in a ring (the end of a lap, then slot 0).
@@ -76,10 +90,12 @@ impl Writer<'_> {
             parts_left: placed.parts,
             failed: false,
             slot: placed.slot,
+            position: placed.position,
             attempt: 0,
             submitted: Instant::now(),
             error: None,
             needs_copy: false,
+            landed: 0,
         });
         self.next_sequence += chunk_count as u64;
         Ok(())
@@ -270,11 +286,14 @@ impl Writer<'_> {
         Ok(Placed {
             parts: parts.len() as u8,
             slot: first_slot,
+            position: ring_position,
             stream_end_bytes,
         })
     }
 
-    /// Ring with trim: keep the slots ahead of the write point discarded.
+    /// Ring with trim: keep the slots ahead of the write point discarded. A discard that
+    /// fails is kept in `trim_failures`, to fail its member once the write being placed is
+    /// out (nothing was discarded that a write needs: the write goes on).
     pub(super) fn trim_ahead(&mut self, member_index: usize) -> Result<(), RecordingError> {
         let io_slots = self.k as u64;
         let member = &self.members[member_index];
@@ -308,16 +327,19 @@ impl Writer<'_> {
         let layout = target_member.layout();
         let offset = layout.data_slot_offset_bytes(from).unwrap_or(0);
         let len = (want_to - from) * layout.chunk_size_bytes as u64;
-        target_member
-            .disk
-            .discard(offset, len)
-            .map_err(|source| RecordingError::Io {
+        if let Err(source) = target_member.disk.discard(offset, len) {
+            let error = RecordingError::Io {
                 what: format!(
                     "discarding ahead of the write point on {}",
                     target_member.disk.path().display()
                 ),
                 source,
-            })?;
+            };
+            if !self.trim_failures.iter().any(|&(m, _)| m == member_index) {
+                self.trim_failures.push((member_index, error));
+            }
+            return Ok(());
+        }
         self.members[member_index].trimmed_to_slot = want_to;
         Ok(())
     }

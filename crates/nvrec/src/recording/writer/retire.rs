@@ -17,9 +17,18 @@
 //!
 //! The durable frontier never passes a retired write until its new attempt completed, so
 //! nothing acknowledged depends on the failed member. With [`MemberFailure::Stop`], or
-//! when no member can take the work, the recording fails as it always did.
+//! when no member can take the work, the recording fails as it always did, and its entry
+//! claims every chunk up to the first write that did not complete (see `checkpoint.rs` for
+//! flushes and metadata writes that fail, which fail their member the same way).
+//!
+//! A retirement names one run of consecutive slots on one member for the writes it sent
+//! again. Where such a write fails there too, the run is cut before it: the recording ends
+//! before it (the last member), or it goes on with the writes it retires (another one),
+//! unless a later write of the run completed, which a run cannot tell; the recording then
+//! fails rather than leave a hole where a reader expects a chunk.
 
-use super::{volume, Fill, Flight, RecordingError, Writer};
+use super::rewrite::GATE_LIMIT;
+use super::{volume, Done, Fill, Flight, Gate, RecordingError, Rewrite, Writer};
 use crate::engine::IoErrorKind;
 use crate::layout::{Retirement, RetirementCause, RETIREMENTS_MAX};
 use crate::recording::MemberFailure;
@@ -137,8 +146,30 @@ impl Writer<'_> {
     pub(super) fn member_failed(
         &mut self,
         member: usize,
+        cause: (RetirementCause, i32),
+        what: String,
+    ) {
+        self.member_failed_with(member, cause, what, false);
+    }
+
+    /// As [`Writer::member_failed`], for a member whose flush failed: what it completed
+    /// since its last good flush is written again elsewhere with its unfinished writes
+    /// (see `rewrite.rs`).
+    pub(super) fn member_flush_failed(
+        &mut self,
+        member: usize,
+        cause: (RetirementCause, i32),
+        what: String,
+    ) {
+        self.member_failed_with(member, cause, what, true);
+    }
+
+    fn member_failed_with(
+        &mut self,
+        member: usize,
         (cause, errno): (RetirementCause, i32),
         what: String,
+        in_doubt: bool,
     ) {
         // A retired member's writes all went elsewhere, but one that failed after it was
         // retired (its completion came later than the failure that retired it) still has
@@ -151,14 +182,19 @@ impl Writer<'_> {
         }
         let target = match self.options.on_member_failure {
             MemberFailure::Retire
-                if self.retirements.len() < RETIREMENTS_MAX && self.redirects.is_empty() =>
+                if self.retirements.len() < RETIREMENTS_MAX
+                    && self.redirects.is_empty()
+                    && self.rewrites.is_empty() =>
             {
                 self.redirect_target(member)
             }
             _ => None,
         };
+        // Writes of an earlier retirement sent here and not completed go elsewhere again:
+        // that retirement's run of redirected slots here must end before them.
+        let target = target.filter(|_| self.cut_runs_before_unfinished(member));
         match target {
-            Some(target) => self.retire(member, target, cause, errno),
+            Some(target) => self.retire(member, target, (cause, errno), in_doubt),
             None => {
                 self.error.get_or_insert(what);
                 self.give_up(member);
@@ -168,18 +204,146 @@ impl Writer<'_> {
 
     /// Failed writes of `member` that will not be sent again: the frontier stops at them.
     fn give_up(&mut self, member: usize) {
-        let given_up: Vec<(u64, u32)> = self
+        let given_up: Vec<(u64, Flight)> = self
             .flights
             .iter()
             .filter(|&(_, f, done)| {
                 f.member as usize == member && f.failed && f.parts_left == 0 && !done
             })
-            .map(|(number, f, _)| (number, f.buffer))
+            .map(|(number, f, _)| (number, *f))
             .collect();
-        for (number, buffer) in given_up {
-            self.buffer_chunk_counts[buffer as usize] = 0;
-            self.free.push(buffer);
+        for (number, flight) in given_up {
+            // A write that failed may have landed in part (a device that splits it fails
+            // one piece): the chunks it holds from the first on, whole, are the
+            // recording's, as recovery would find them.
+            let landed = self.landed_of(&flight);
+            let base = flight.buffer as usize * self.k as usize;
+            if landed == flight.chunk_count {
+                // All of it, after all: a completed write.
+                let done = Done {
+                    first_sequence: flight.first_sequence,
+                    chunk_count: flight.chunk_count,
+                    slot: flight.slot,
+                    position: flight.position,
+                    stream_offset_bytes: self.metas[base].stream_offset_bytes,
+                };
+                self.members[member].completed_unflushed.push_back(done);
+                if let Some(f) = self.flights.get_mut(number) {
+                    f.failed = false;
+                    f.error = None;
+                }
+            } else if landed > 0 {
+                let last = self.metas[base + landed as usize - 1];
+                let gaps_after: u64 = (landed..flight.chunk_count)
+                    .map(|index| self.metas[base + index as usize].gap_bytes)
+                    .sum();
+                if let Some(f) = self.flights.get_mut(number) {
+                    f.landed = landed;
+                    f.stream_end_bytes = last.stream_offset_bytes + last.payload_len_bytes as u64;
+                    f.lost_bytes_through = flight.lost_bytes_through.saturating_sub(gaps_after);
+                }
+            }
+            self.buffer_chunk_counts[flight.buffer as usize] = 0;
+            self.free.push(flight.buffer);
             self.flights.complete(number);
+            if flight.attempt > 0 && landed < flight.chunk_count {
+                let slots = self.slots_of(member, flight.slot, flight.chunk_count);
+                self.cut_run_at(member, slots[landed as usize]);
+            }
+        }
+    }
+
+    /// How many chunks of `flight`'s write, from the first, its member holds whole: each
+    /// decodes and is the chunk of this recording, member, slot and sequence it wrote.
+    fn landed_of(&self, flight: &Flight) -> u32 {
+        let Some(member) = self.set.members[flight.member as usize].as_ref() else {
+            return 0;
+        };
+        let layout = member.layout();
+        let slots = self.slots_of(flight.member as usize, flight.slot, flight.chunk_count);
+        for (index, &slot) in slots.iter().enumerate() {
+            let whole = layout
+                .data_slot_offset_bytes(slot)
+                .and_then(|offset| {
+                    volume::read_aligned(&member.disk, offset, self.chunk_bytes()).ok()
+                })
+                .is_some_and(|bytes| {
+                    crate::layout::decode_chunk(&bytes).is_ok_and(|view| {
+                        let header = view.header;
+                        header.set_uuid == self.set.set_uuid
+                            && header.recording_id == self.recording_id
+                            && header.member_index == flight.member
+                            && header.slot_index == slot
+                            && header.sequence == flight.first_sequence + index as u64
+                    })
+                });
+            if !whole {
+                return index as u32;
+            }
+        }
+        flight.chunk_count
+    }
+
+    /// Where `slot` lies in `retirement`'s run of redirected slots (0 for its first), if it
+    /// does.
+    fn run_position(retirement: &Retirement, slot: u64) -> Option<u64> {
+        let lap = retirement.redirect_lap_slots.max(1);
+        let position = (slot % lap + lap - retirement.redirect_first_slot % lap) % lap;
+        (position < u64::from(retirement.redirect_slot_count)).then_some(position)
+    }
+
+    /// Before `member` is retired: each earlier retirement whose redirected writes went to
+    /// it, and of which some have not completed (they go elsewhere with `member`'s own),
+    /// gets its run cut before the first of them. Returns false, cutting nothing, where a
+    /// write of such a run after that one has completed: the run would then have a hole,
+    /// which a retirement record cannot tell, and `member` is not retired.
+    fn cut_runs_before_unfinished(&mut self, member: usize) -> bool {
+        let mut cuts = Vec::new();
+        for (index, retirement) in self.retirements.iter().enumerate() {
+            if retirement.redirect_member as usize != member {
+                continue;
+            }
+            let in_run = |flight: &Flight| {
+                (flight.member as usize == member && flight.attempt > 0)
+                    .then(|| Self::run_position(retirement, flight.slot))
+                    .flatten()
+            };
+            let unfinished = self
+                .flights
+                .iter()
+                .filter(|&(_, _, done)| !done)
+                .filter_map(|(_, flight, _)| in_run(flight))
+                .min();
+            let Some(cut) = unfinished else { continue };
+            let completed_after = self
+                .flights
+                .iter()
+                .filter(|&(_, _, done)| done)
+                .any(|(_, flight, _)| in_run(flight).is_some_and(|at| at > cut));
+            if completed_after {
+                return false;
+            }
+            cuts.push((index, cut));
+        }
+        for (index, cut) in cuts {
+            self.retirements[index].redirect_slot_count = cut as u32;
+        }
+        true
+    }
+
+    /// Ends the run of redirected slots on `member` that holds `slot` just before it: a
+    /// retired member's write sent again there failed for good, and the recording ends
+    /// before it (the frontier stops at it). The slots after it hold nothing the recording
+    /// claims, and a reader that took them for redirected chunks would find them blank.
+    pub(super) fn cut_run_at(&mut self, member: usize, slot: u64) {
+        for retirement in self.retirements.iter_mut().rev() {
+            if retirement.redirect_member as usize != member {
+                continue;
+            }
+            if let Some(before) = Self::run_position(retirement, slot) {
+                retirement.redirect_slot_count = before as u32;
+                return;
+            }
         }
     }
 
@@ -205,9 +369,22 @@ impl Writer<'_> {
             })
     }
 
-    /// Retires `member`: its outstanding writes go to `target` next, in order.
-    fn retire(&mut self, member: usize, target: usize, cause: RetirementCause, errno: i32) {
+    /// Retires `member`: its outstanding writes go to `target` next, in order; and where
+    /// its flush failed (`in_doubt`), first the writes it completed since its last good
+    /// flush, read back from it.
+    fn retire(
+        &mut self,
+        member: usize,
+        target: usize,
+        (cause, errno): (RetirementCause, i32),
+        in_doubt: bool,
+    ) {
         let again = self.members[member].retired;
+        let flush_failed = in_doubt;
+        let in_doubt: Vec<Done> = match in_doubt && !again {
+            true => std::mem::take(&mut self.members[member].completed_unflushed).into(),
+            false => Vec::new(),
+        };
         let mut first: Option<Flight> = None;
         for (number, flight, done) in self.flights.iter_mut() {
             if flight.member as usize != member || done || again && !flight.failed {
@@ -235,24 +412,71 @@ impl Writer<'_> {
         }
         let retired = &mut self.members[member];
         retired.retired = true;
-        retired.unflushed = true;
+        // What it completed is flushed by the next checkpoint, or, where its flush failed,
+        // written again elsewhere.
+        retired.unflushed = !flush_failed;
+        retired.flush_failed |= flush_failed;
         retired.pending.clear();
         // Its span keeps its write point: writes after the first unfinished one may have
         // completed there (completions come in any order), and they are not sent again.
-        let (first_sequence, stream_offset_bytes, retired_first_slot) = match first {
-            Some(flight) => {
+        // The retirement starts at the first chunk that goes elsewhere (in sequence), and
+        // its void at the first of their slots (in the member's order of writes).
+        let mut starts: Vec<Done> = in_doubt.clone();
+        if let Some(flight) = first {
+            starts.push(Done {
+                first_sequence: flight.first_sequence,
+                chunk_count: flight.chunk_count,
+                slot: flight.slot,
+                position: flight.position,
+                stream_offset_bytes: self.metas[flight.buffer as usize * self.k as usize]
+                    .stream_offset_bytes,
+            });
+        }
+        let earliest = starts
+            .iter()
+            .min_by_key(|done| done.first_sequence)
+            .copied();
+        let void = starts.iter().min_by_key(|done| done.position).copied();
+        let (first_sequence, stream_offset_bytes, retired_first_slot) = match (earliest, void) {
+            (Some(earliest), Some(void)) => {
                 retired
                     .undurable
-                    .retain(|&(sequence, ..)| sequence < flight.first_sequence);
-                let meta = self.metas[flight.buffer as usize * self.k as usize];
-                (flight.first_sequence, meta.stream_offset_bytes, flight.slot)
+                    .retain(|&(sequence, ..)| sequence < earliest.first_sequence);
+                (
+                    earliest.first_sequence,
+                    earliest.stream_offset_bytes,
+                    void.slot,
+                )
             }
-            None => (
+            _ => (
                 self.next_sequence,
                 self.stream_offset_bytes,
                 retired.next_slot,
             ),
         };
+        let outstanding: u64 = self
+            .redirects
+            .iter()
+            .filter_map(|&number| self.flights.get(number))
+            .map(|flight| flight.chunk_count as u64)
+            .sum();
+        let rewrites = self.within_room(member, target, in_doubt, outstanding);
+        self.rewrites.extend(
+            rewrites
+                .into_iter()
+                .map(|done| Rewrite { from: member, done }),
+        );
+        // A member whose write failed is flushed by the next checkpoint, offered at once:
+        // until then its run stays open (see `rewrite.rs`). One that timed out would stall
+        // that flush as it stalled its writes.
+        if !flush_failed && !again && cause != RetirementCause::Timeout {
+            self.gate = Some(Gate {
+                member,
+                void_position: void.map_or(u64::MAX, |void| void.position),
+                offered: false,
+                until: Instant::now() + GATE_LIMIT.min(self.options.member_timeout),
+            });
+        }
         let lap_slots = match self.options.fill {
             Fill::Ring { .. } => self.members[target].usable_slots,
             Fill::Linear => self.members[target].data_slot_count,
@@ -339,6 +563,7 @@ impl Writer<'_> {
                 member: target as u16,
                 parts_left: placed.parts,
                 slot: placed.slot,
+                position: placed.position,
                 submitted: Instant::now(),
                 needs_copy: false,
                 ..flight
@@ -346,6 +571,7 @@ impl Writer<'_> {
             self.redirects.pop_front();
             progressed = true;
         }
+        self.trims_failed();
         progressed
     }
 
@@ -370,5 +596,357 @@ impl Writer<'_> {
         self.metas.copy_within(from * k..(from + 1) * k, to * k);
         self.constant_payload_bytes
             .copy_within(from * k..(from + 1) * k, to * k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Members that fail on simulated disks: their writes, their flushes, their metadata.
+    use super::super::{record_on, RecordOptions, RecordOutcome, RecordReport};
+    use crate::device::{Access, Safety};
+    use crate::engine::{DiskFault, EngineChoice, FaultStart, IoOp, RangeFault, SimDisks};
+    use crate::layout::{decode_chunk, RecordingEntry, RecordingState, VolumeLayout};
+    use crate::pattern::Pattern;
+    use crate::recording::disk::Members;
+    use crate::recording::reader::{self, Item};
+    use crate::recording::{volume, Fill, RecordingError};
+    use crate::source::PatternSource;
+    use crate::stream::{Control, Progress};
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    const MIB: u64 = 1 << 20;
+    const CHUNK: u32 = 8192;
+    const DISK_BYTES: u64 = 4 * MIB;
+    const SEED: u64 = 0x5eed;
+
+    fn options(limit_bytes: u64) -> RecordOptions {
+        RecordOptions {
+            chunk_size_bytes: CHUNK,
+            io_chunk_count: 2,
+            queue_depth: 4,
+            buffer_bytes: 16 * 2 * CHUNK as u64,
+            sync_interval: Duration::from_millis(1),
+            engine: EngineChoice::Auto,
+            limit_bytes: Some(limit_bytes),
+            pattern: true,
+            member_timeout: Duration::from_secs(5),
+            ..RecordOptions::default()
+        }
+    }
+
+    fn record(sim: &SimDisks, options: &RecordOptions) -> Result<RecordReport, RecordingError> {
+        let mut source = PatternSource(Pattern::new(SEED));
+        record_on(
+            Members::Sim(sim),
+            &mut source,
+            options,
+            &Control::new(),
+            &Progress::default(),
+        )
+    }
+
+    /// The recording as the tools see the disks now (no power cut): its entry, recovered
+    /// where it is open, and the end of its stream read back, which must be one run of
+    /// the pattern without a hole; and the sequences of its chunks on the disks.
+    fn as_the_tools_see_it(sim: &SimDisks) -> (RecordingEntry, u64, BTreeSet<u64>) {
+        read_images(sim.current_images())
+    }
+
+    /// As [`as_the_tools_see_it`], after a power cut that drops every write not flushed.
+    fn after_a_power_cut(sim: &SimDisks) -> (RecordingEntry, u64, BTreeSet<u64>) {
+        read_images(sim.durable_images())
+    }
+
+    fn read_images(images: Vec<Vec<u8>>) -> (RecordingEntry, u64, BTreeSet<u64>) {
+        let now = SimDisks::from_images(images, 4096, 1);
+        let set = volume::open_members(Members::Sim(&now), Access::Read, Safety::Check).unwrap();
+        let entries = reader::recordings(&set).unwrap();
+        let entry = entries.last().expect("a recording").clone();
+        let pattern = Pattern::new(SEED);
+        let mut end = 0;
+        let mut problems = Vec::new();
+        reader::read_recording(
+            &set,
+            &entry,
+            EngineChoice::Auto,
+            &Control::new(),
+            &Progress::default(),
+            &mut |item| {
+                match item {
+                    Item::Chunk { header, payload } => {
+                        if header.stream_offset_bytes != end
+                            || pattern
+                                .check(header.stream_offset_bytes, payload, CHUNK as u64)
+                                .is_err()
+                        {
+                            problems.push(format!("chunk {} out of the run", header.sequence));
+                        }
+                        end = header.stream_offset_bytes + payload.len() as u64;
+                    }
+                    Item::Missing {
+                        first_sequence,
+                        count,
+                    } => problems.push(format!("{count} missing from {first_sequence}")),
+                    Item::Damage(damage) => problems.push(format!("{damage:?}")),
+                }
+                true
+            },
+        )
+        .unwrap();
+        assert!(problems.is_empty(), "{problems:?}\n{entry:?}");
+        let mut sequences = BTreeSet::new();
+        for member in set.present() {
+            let layout = member.layout();
+            for slot in 0..layout.data_slot_count {
+                let offset = layout.data_slot_offset_bytes(slot).unwrap();
+                let bytes = volume::read_aligned(&member.disk, offset, CHUNK as usize).unwrap();
+                if let Ok(view) = decode_chunk(&bytes) {
+                    if view.header.recording_id == entry.recording_id {
+                        sequences.insert(view.header.sequence);
+                    }
+                }
+            }
+        }
+        (entry, end, sequences)
+    }
+
+    /// Whether the entry claims every chunk on the disks: the last one, or up to a hole
+    /// (a write that never landed) where chunks follow it.
+    fn claims_all(entry: &RecordingEntry, sequences: &BTreeSet<u64>) -> bool {
+        let claimed = entry.first_sequence..entry.end_sequence;
+        match sequences.last() {
+            None => true,
+            Some(&last) if last < entry.end_sequence => true,
+            Some(_) => !sequences.contains(&entry.end_sequence) && claimed.end > claimed.start,
+        }
+    }
+
+    #[test]
+    fn a_member_whose_flushes_fail_is_retired_and_the_recording_goes_on() {
+        // From a write on: its next flush fails, at a checkpoint (one is made whenever the
+        // last one is done) or at the close.
+        let cases = [
+            (Fill::Linear, FaultStart::AtWrite(16)),
+            (Fill::Ring { trim: true }, FaultStart::AtWrite(16)),
+            (Fill::Linear, FaultStart::AtWrite(30)),
+            (Fill::Ring { trim: true }, FaultStart::AtWrite(30)),
+        ];
+        let mut rewritten = 0;
+        for (fill, start) in cases {
+            let sim = SimDisks::new(2, DISK_BYTES, 4096, 1);
+            // Slow enough for a few checkpoints, at least.
+            sim.slow(0, 100e6);
+            sim.slow(1, 100e6);
+            sim.fail_from(
+                DiskFault::FailingFlush {
+                    disk: 1,
+                    errno: libc::EIO,
+                },
+                start,
+            );
+            // Whole on one member, should the other fail early.
+            let limit = 3 * MIB / 2;
+            let report = record(
+                &sim,
+                &RecordOptions {
+                    fill,
+                    sync_interval: Duration::ZERO,
+                    ..options(limit)
+                },
+            )
+            .unwrap();
+            assert_eq!(report.outcome, RecordOutcome::Complete, "{report:?}");
+            assert!(report.error.is_none(), "{report:?}");
+            assert!(report.degraded);
+            assert_eq!(report.retirements[0].member_index, 1, "{report:?}");
+            assert_eq!(report.retirements[0].errno, libc::EIO);
+            assert!(sim.failed_flushes(1) > 0);
+            let (entry, end, sequences) = as_the_tools_see_it(&sim);
+            assert_eq!(entry.state, RecordingState::Closed);
+            assert_eq!(entry.retirements.len(), report.retirements.len());
+            if fill == Fill::Linear {
+                assert_eq!(entry.stream_len_bytes, limit);
+            }
+            assert_eq!(end, entry.stream_len_bytes, "{fill:?}");
+            assert_eq!(
+                sequences.last(),
+                Some(&(entry.end_sequence - 1)),
+                "every chunk"
+            );
+            // What it had completed since its last good flush went to the other member
+            // too: the member holds nothing the recording needs that a power cut takes.
+            assert!(report.member_errors.is_empty(), "{report:?}");
+            rewritten += report.retirements[0].redirect_chunk_count;
+            let (after, end, _) = after_a_power_cut(&sim);
+            assert_eq!(after.stream_len_bytes, entry.stream_len_bytes, "{fill:?}");
+            assert_eq!(
+                end, entry.stream_len_bytes,
+                "{fill:?}: whole after a power cut"
+            );
+        }
+        assert!(rewritten > 0, "some chunks were written again");
+    }
+
+    #[test]
+    fn a_dying_member_is_retired_and_its_failed_flush_ends_nothing() {
+        for fill in [Fill::Linear, Fill::Ring { trim: true }] {
+            let sim = SimDisks::new(2, DISK_BYTES, 4096, 2);
+            sim.fail_from(DiskFault::Dying { disk: 1 }, FaultStart::AtWrite(16));
+            // Whole on one member, should the other fail early.
+            let limit = 3 * MIB / 2;
+            let report = record(
+                &sim,
+                &RecordOptions {
+                    fill,
+                    ..options(limit)
+                },
+            )
+            .unwrap();
+            assert_eq!(report.outcome, RecordOutcome::Complete, "{report:?}");
+            assert!(report.error.is_none(), "{report:?}");
+            assert_eq!(report.retirements.len(), 1, "{report:?}");
+            assert_eq!(report.retirements[0].member_index, 1);
+            // Its writes failed, and the checkpoint offered at once found its flush failing
+            // too (or its flush failed first): what it completed since its last good flush
+            // went to the other member with its unfinished writes. It is flushed no more.
+            assert!(report.member_errors.is_empty(), "{report:?}");
+            let failed_flushes = sim.failed_flushes(1);
+            assert!(
+                (1..=2).contains(&failed_flushes),
+                "{failed_flushes} failed flushes"
+            );
+            let (entry, end, sequences) = as_the_tools_see_it(&sim);
+            assert_eq!(entry.state, RecordingState::Closed);
+            if fill == Fill::Linear {
+                assert_eq!(entry.stream_len_bytes, limit, "{entry:?}");
+            }
+            assert_eq!(end, entry.stream_len_bytes);
+            assert_eq!(report.stream_bytes, entry.stream_len_bytes);
+            assert_eq!(
+                sequences.last(),
+                Some(&(entry.end_sequence - 1)),
+                "every chunk"
+            );
+            // A power cut takes what the dying member never made durable: the recording
+            // has it elsewhere.
+            let (after, end, _) = after_a_power_cut(&sim);
+            assert_eq!(after.stream_len_bytes, entry.stream_len_bytes, "{fill:?}");
+            assert_eq!(
+                end, entry.stream_len_bytes,
+                "{fill:?}: whole after a power cut"
+            );
+        }
+    }
+
+    #[test]
+    fn a_member_whose_checkpoint_write_fails_is_retired() {
+        let sim = SimDisks::new(2, DISK_BYTES, 4096, 3);
+        let layout = VolumeLayout::compute(DISK_BYTES, CHUNK, 4096).unwrap();
+        sim.fail_from(
+            DiskFault::Range(RangeFault {
+                disk: 0,
+                op: IoOp::Write,
+                offset_bytes: layout.index_offset_bytes,
+                len_bytes: layout.data_offset_bytes - layout.index_offset_bytes,
+                errno: libc::EIO,
+            }),
+            FaultStart::AtWrite(16),
+        );
+        let limit = 3 * MIB / 2;
+        let report = record(&sim, &options(limit)).unwrap();
+        assert_eq!(report.outcome, RecordOutcome::Complete, "{report:?}");
+        assert_eq!(report.retirements.len(), 1, "{report:?}");
+        assert_eq!(report.retirements[0].member_index, 0);
+        let (entry, end, sequences) = as_the_tools_see_it(&sim);
+        assert_eq!(entry.stream_len_bytes, limit);
+        assert_eq!(end, limit);
+        assert_eq!(
+            sequences.last(),
+            Some(&(entry.end_sequence - 1)),
+            "every chunk"
+        );
+    }
+
+    #[test]
+    fn one_member_dies_while_another_is_retired_and_the_last_carries_on() {
+        let sim = SimDisks::new(3, DISK_BYTES, 4096, 4);
+        let layout = VolumeLayout::compute(DISK_BYTES, CHUNK, 4096).unwrap();
+        sim.fail(RangeFault {
+            disk: 0,
+            op: IoOp::Write,
+            offset_bytes: layout.data_offset_bytes + 8 * CHUNK as u64,
+            len_bytes: CHUNK as u64,
+            errno: libc::EIO,
+        });
+        sim.fail_from(DiskFault::Dying { disk: 2 }, FaultStart::AtWrite(24));
+        let limit = 3 * MIB / 2;
+        let report = record(&sim, &options(limit)).unwrap();
+        assert_eq!(report.outcome, RecordOutcome::Complete, "{report:?}");
+        let retired: Vec<u16> = report.retirements.iter().map(|r| r.member_index).collect();
+        assert_eq!(retired, [0, 2], "{report:?}");
+        let (entry, end, sequences) = as_the_tools_see_it(&sim);
+        assert_eq!(entry.stream_len_bytes, limit);
+        assert_eq!(end, limit);
+        assert_eq!(
+            sequences.last(),
+            Some(&(entry.end_sequence - 1)),
+            "every chunk"
+        );
+    }
+
+    #[test]
+    fn a_failed_write_that_landed_in_part_is_claimed_as_far_as_it_landed() {
+        // One member: a write of four chunks at slot 8 fails on its third (the device
+        // split it, and the pieces before the fault landed).
+        let sim = SimDisks::new(1, DISK_BYTES, 4096, 6);
+        let layout = VolumeLayout::compute(DISK_BYTES, CHUNK, 4096).unwrap();
+        sim.fail(RangeFault {
+            disk: 0,
+            op: IoOp::Write,
+            offset_bytes: layout.data_offset_bytes + 10 * CHUNK as u64,
+            len_bytes: CHUNK as u64,
+            errno: libc::EIO,
+        });
+        let options = RecordOptions {
+            io_chunk_count: 4,
+            ..options(MIB)
+        };
+        let report = record(&sim, &options).unwrap();
+        assert_eq!(report.outcome, RecordOutcome::Failed, "{report:?}");
+        let (entry, end, sequences) = as_the_tools_see_it(&sim);
+        // On one member, chunk n is in slot n: the entry ends at the first that is not
+        // there, after the two that landed.
+        assert_eq!(entry.end_sequence, 10, "{entry:?}");
+        assert_eq!(report.end_sequence, 10, "{report:?}");
+        assert!(claims_all(&entry, &sequences), "{entry:?}");
+        assert_eq!(end, entry.stream_len_bytes);
+        assert_eq!(report.stream_bytes, entry.stream_len_bytes);
+    }
+
+    #[test]
+    fn the_last_member_failing_its_flush_ends_the_recording_with_everything_it_holds() {
+        for members in [1, 2] {
+            let sim = SimDisks::new(members, DISK_BYTES, 4096, 5);
+            for disk in 0..members {
+                sim.fail_from(
+                    DiskFault::Dying { disk },
+                    FaultStart::AtWrite(20 + disk as u64),
+                );
+            }
+            let report = record(&sim, &options(3 * MIB)).unwrap();
+            assert_eq!(report.outcome, RecordOutcome::Failed, "{report:?}");
+            assert!(report.error.is_some());
+            assert!(report.stream_bytes > 0, "{report:?}");
+            let (entry, end, sequences) = as_the_tools_see_it(&sim);
+            // Whether the closed entry or the open one with recovery: what the drives hold.
+            assert_ne!(entry.state, RecordingState::Open);
+            assert_eq!(end, entry.stream_len_bytes);
+            assert_eq!(entry.stream_len_bytes, report.stream_bytes, "{report:?}");
+            assert!(
+                claims_all(&entry, &sequences),
+                "{members} members: {entry:?}"
+            );
+        }
     }
 }

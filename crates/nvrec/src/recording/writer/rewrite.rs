@@ -1,0 +1,522 @@
+//! Rewrites: a member whose flush fails never made durable what it completed since its last
+//! flush that succeeded, though the writer let go of those buffers when the writes
+//! completed. A power cut may take them from it, and the recording would then miss chunks
+//! that it claims, while `record` said (exit 6) that every byte is on the others.
+//!
+//! So a member retired because its flush failed has those writes read back from it (a
+//! drive that fails its flushes still reads what it holds) and written again to the
+//! member that takes its unfinished writes, with their own sequence numbers, as redirected
+//! chunks: the retirement's run of redirected slots holds both, one after the other, and
+//! the member's slots from its first such write on are its void (`retired_first_slot`), as
+//! for its unfinished writes. A chunk that does not read back whole is lost with the
+//! member; the report counts it among the member's unconfirmed chunks.
+//!
+//! A member retired because a write failed has not shown yet whether its flush works: the
+//! next checkpoint flushes it. Until that checkpoint's outcome (at most [`GATE_LIMIT`]),
+//! no new write goes out (its retirement's run of redirected slots stays open), so that
+//! where that flush fails too, the writes it left in doubt join the run as above. A member
+//! that timed out is not waited for (its flush would stall as its writes did); where its
+//! flush fails later, or the wait ran out, what it held unflushed is noted in the report.
+//!
+//! Until the rewrites have completed, no checkpoint is offered (it would claim them while
+//! their only copy is the one the failed flush left in doubt), unless the redirect member
+//! cannot take the next one before a checkpoint makes room; and the source leaves a few
+//! free buffers to them (a paced source may lose what comes meanwhile, counted).
+
+use super::*;
+use crate::layout::decode_chunk;
+
+/// Rewrites are tagged with this bit in the flight number of their completions.
+const REWRITE_BIT: u64 = 1 << 55;
+
+/// Free buffers the source leaves to rewrites.
+const REWRITE_BUFFERS: usize = 4;
+
+/// The longest a retirement holds new writes back for its member's next flush.
+pub(super) const GATE_LIMIT: Duration = Duration::from_millis(250);
+
+/// New writes held back until a retired member's next flush tells whether what it
+/// completed is durable.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Gate {
+    pub(super) member: usize,
+    /// The ring position where its retirement's void starts.
+    pub(super) void_position: u64,
+    /// A checkpoint that flushes it was offered since.
+    pub(super) offered: bool,
+    pub(super) until: Instant,
+}
+
+/// A write a member completed: where it went and what it held.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Done {
+    pub(super) first_sequence: u64,
+    pub(super) chunk_count: u32,
+    pub(super) slot: u64,
+    /// Its ring position (lap x lap slots + slot; the slot in a linear recording).
+    pub(super) position: u64,
+    /// The stream offset of its first chunk.
+    pub(super) stream_offset_bytes: u64,
+}
+
+/// A write of a retired member to be read back from it and written again.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rewrite {
+    pub(super) from: usize,
+    pub(super) done: Done,
+}
+
+/// A rewrite in flight on the redirect member.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RewriteFlight {
+    user_data: u64,
+    buffer: u32,
+    from: usize,
+    done: Done,
+    /// Where it went.
+    member: usize,
+    placed: Done,
+    parts_left: u8,
+    failed: Option<IoError>,
+    submitted: Instant,
+}
+
+/// Whether a completion is a rewrite's.
+pub(super) fn is_rewrite(user_data: u64) -> bool {
+    untag(user_data).0 & REWRITE_BIT != 0
+}
+
+impl Writer<'_> {
+    /// Whether a rewrite holds the next checkpoint back (see the module docs).
+    pub(super) fn rewrites_hold_checkpoints(&self) -> bool {
+        if !self.rewrite_flights.is_empty() {
+            return true;
+        }
+        let (Some(rewrite), Some(target)) = (self.rewrites.front(), self.redirect_to) else {
+            return false;
+        };
+        let member = &self.members[target];
+        // Room past the last durable checkpoint: without it, only a checkpoint helps.
+        member.since_durable_slots + rewrite.done.chunk_count as u64 <= member.recovery_limit_slots
+    }
+
+    /// Whether the source may take a free buffer: while rewrites wait for buffers, or a
+    /// retirement waits to know whether there will be any, it leaves a few to them (one
+    /// rewrite goes out per free buffer, and each frees its buffer when it completes).
+    pub(super) fn input_may_take_buffers(&self) -> bool {
+        let reserve = match self.rewrites.is_empty() && self.gate.is_none() {
+            true => 0,
+            false => REWRITE_BUFFERS,
+        };
+        self.free.len() > reserve
+    }
+
+    /// Of the writes `member` left in doubt, those the run of redirected slots on `target`
+    /// has room for after `outstanding` chunks of its unfinished writes, in sequence order:
+    /// in a linear recording, the slots the target has left; in a ring, half a lap of it
+    /// (a run longer than a lap would overwrite itself, and one as long would overwrite
+    /// every chunk the target holds), the newest first. The rest is noted.
+    pub(super) fn within_room(
+        &mut self,
+        member: usize,
+        target: usize,
+        mut in_doubt: Vec<Done>,
+        outstanding: u64,
+    ) -> Vec<Done> {
+        in_doubt.sort_by_key(|done| done.first_sequence);
+        let state = &self.members[target];
+        let room = match self.options.fill {
+            Fill::Linear => state.usable_slots.saturating_sub(state.next_slot),
+            Fill::Ring { .. } => state.usable_slots / 2,
+        }
+        .saturating_sub(outstanding);
+        let mut kept = 0u64;
+        let mut from = in_doubt.len();
+        while from > 0 && kept + in_doubt[from - 1].chunk_count as u64 <= room {
+            from -= 1;
+            kept += in_doubt[from].chunk_count as u64;
+        }
+        let left: u64 = in_doubt[..from]
+            .iter()
+            .map(|done| done.chunk_count as u64)
+            .sum();
+        if left > 0 {
+            self.note_unconfirmed(
+                member,
+                left,
+                "chunks it completed since its last good flush did not fit on the member \
+                 that took its writes: they stay where the failed flush left them",
+            );
+        }
+        in_doubt.split_off(from)
+    }
+
+    /// A retired member's flush failed while its retirement held new writes back: what it
+    /// completed since its last good flush joins the retirement's run, as for a member
+    /// retired because its flush failed. Returns false where the run cannot take them (a
+    /// later retirement came since): they are then noted by the caller.
+    pub(super) fn gated_flush_failed(&mut self, member: usize) -> bool {
+        let Some(gate) = self.gate.filter(|gate| gate.member == member) else {
+            return false;
+        };
+        self.gate = None;
+        let Some(target) = self.redirect_to else {
+            return false;
+        };
+        let latest = self.retirements.last().map(|r| r.member_index as usize);
+        if latest != Some(member) {
+            return false;
+        }
+        let in_doubt: Vec<Done> = std::mem::take(&mut self.members[member].completed_unflushed)
+            .into_iter()
+            .collect();
+        let run = self.retirements.last().map_or(0, |r| r.redirect_slot_count) as u64;
+        let outstanding: u64 = run
+            + self
+                .redirects
+                .iter()
+                .filter_map(|&number| self.flights.get(number))
+                .map(|flight| flight.chunk_count as u64)
+                .sum::<u64>();
+        // The retirement starts where the stream stood at the first chunk that goes
+        // elsewhere, its void at the first of their slots.
+        let earliest = in_doubt
+            .iter()
+            .min_by_key(|done| done.first_sequence)
+            .copied();
+        let void = in_doubt.iter().min_by_key(|done| done.position).copied();
+        let retirement = self
+            .retirements
+            .last_mut()
+            .expect("the member's retirement");
+        if let Some(earliest) = earliest.filter(|e| e.first_sequence < retirement.first_sequence) {
+            retirement.first_sequence = earliest.first_sequence;
+            retirement.stream_offset_bytes = earliest.stream_offset_bytes;
+        }
+        if let Some(void) = void.filter(|v| v.position < gate.void_position) {
+            retirement.retired_first_slot = void.slot;
+        }
+        let state = &mut self.members[member];
+        state.unflushed = false;
+        state.flush_failed = true;
+        let rewrites = self.within_room(member, target, in_doubt, outstanding);
+        self.rewrites.extend(
+            rewrites
+                .into_iter()
+                .map(|done| Rewrite { from: member, done }),
+        );
+        true
+    }
+
+    /// Lets new writes go again once the retired member's flush has had its chance.
+    pub(super) fn gate_expired(&mut self) {
+        if self.gate.is_some_and(|gate| Instant::now() >= gate.until) {
+            self.gate = None;
+        }
+    }
+
+    /// Chunks `member` completed since its last good flush.
+    pub(super) fn unflushed_chunk_count(&self, member: usize) -> u64 {
+        self.members[member]
+            .completed_unflushed
+            .iter()
+            .map(|done| done.chunk_count as u64)
+            .sum()
+    }
+
+    /// Sends the queued rewrites to the redirect member, as far as its queue, its room and
+    /// the free buffers allow. Returns whether anything moved.
+    pub(super) fn submit_rewrites(&mut self) -> bool {
+        let mut progressed = false;
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
+        while let (Some(&rewrite), Some(target)) = (self.rewrites.front(), self.redirect_to) {
+            let count = rewrite.done.chunk_count;
+            let state = &self.members[target];
+            if !ring && state.next_slot + count as u64 > state.usable_slots {
+                // No room left on the member (it filled meanwhile).
+                self.rewrites_given_up();
+                break;
+            }
+            let room = self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth;
+            if !room || !self.members[target].can_take_redirect(count as u64, ring) {
+                break;
+            }
+            let Some(buffer) = self.free.pop() else {
+                if self.engine.in_flight() == 0 {
+                    // Every buffer waits, filled, behind the rewrites: none comes back. What
+                    // is left stays where the failed flush left it, noted.
+                    self.rewrites_given_up();
+                }
+                break;
+            };
+            self.rewrites.pop_front();
+            progressed = true;
+            let (whole, overwritten) = self.read_back(rewrite, buffer);
+            if whole < count && overwritten {
+                // A later lap of the member went over it: gone as a ring drops its oldest.
+                if whole + 1 < count {
+                    let rest = self.rest_of(rewrite, whole + 1);
+                    self.rewrites.push_front(rest);
+                }
+            } else if whole < count {
+                // Lost with the member: chunk `whole` did not read back. The rest goes on
+                // its own, after it.
+                self.note_unconfirmed(
+                    rewrite.from,
+                    1,
+                    "chunks it completed since its last good flush did not read back from it \
+                     after the flush failed: they were never made durable elsewhere",
+                );
+                if whole + 1 < count {
+                    let skip = whole + 1;
+                    let rest = self.rest_of(rewrite, skip);
+                    self.rewrites.push_front(rest);
+                }
+            }
+            if whole == 0 {
+                self.buffer_chunk_counts[buffer as usize] = 0;
+                self.free.push(buffer);
+                continue;
+            }
+            let user_data = tag(REWRITE_BIT | self.next_rewrite, 1);
+            self.next_rewrite += 1;
+            let placed = match self.place(
+                buffer,
+                target,
+                whole,
+                rewrite.done.first_sequence,
+                user_data,
+            ) {
+                Ok(placed) => placed,
+                Err(error) => {
+                    self.error.get_or_insert(error.to_string());
+                    self.free.push(buffer);
+                    self.rewrites.clear();
+                    break;
+                }
+            };
+            let retirement = self.retirements.last_mut().expect("a retirement rewrites");
+            if retirement.redirect_slot_count == 0 {
+                retirement.redirect_first_slot = placed.slot;
+            }
+            retirement.redirect_slot_count += whole;
+            // The chunks count where they land.
+            let from = &mut self.members[rewrite.from];
+            from.chunk_count = from.chunk_count.saturating_sub(whole as u64);
+            self.rewrite_flights.push(RewriteFlight {
+                user_data,
+                buffer,
+                from: rewrite.from,
+                done: Done {
+                    chunk_count: whole,
+                    ..rewrite.done
+                },
+                member: target,
+                placed: Done {
+                    first_sequence: rewrite.done.first_sequence,
+                    chunk_count: whole,
+                    slot: placed.slot,
+                    position: placed.position,
+                    stream_offset_bytes: self.metas[buffer as usize * self.k as usize]
+                        .stream_offset_bytes,
+                },
+                parts_left: placed.parts,
+                failed: None,
+                submitted: Instant::now(),
+            });
+        }
+        progressed
+    }
+
+    /// Reads `rewrite` back from its member into `buffer` and describes its chunks for
+    /// framing. Returns how many chunks, from the first, read back whole (each decodes,
+    /// and is the chunk of this recording, member, slot and sequence written there), and
+    /// whether the next one was overwritten by a later chunk of the recording (a ring).
+    fn read_back(&mut self, rewrite: Rewrite, buffer: u32) -> (u32, bool) {
+        let set = self.set;
+        let Some(member) = set.members[rewrite.from].as_ref() else {
+            return (0, false);
+        };
+        let chunk_bytes = self.chunk_bytes();
+        let count = rewrite.done.chunk_count;
+        let slots = self.slots_of(rewrite.from, rewrite.done.slot, count);
+        let layout = member.layout();
+        let bytes = self.engine.pool_mut().slot_mut(buffer as usize);
+        // Runs of consecutive slots: one read each (a ring write may go on at slot 0).
+        let mut index = 0usize;
+        while index < count as usize {
+            let mut end = index + 1;
+            while end < count as usize && slots[end] == slots[end - 1] + 1 {
+                end += 1;
+            }
+            let Some(offset) = layout.data_slot_offset_bytes(slots[index]) else {
+                return (index as u32, false);
+            };
+            let into = &mut bytes[index * chunk_bytes..end * chunk_bytes];
+            if member.disk.read_exact_at(into, offset).is_err() {
+                return (index as u32, false);
+            }
+            index = end;
+        }
+        let base = buffer as usize * self.k as usize;
+        let mut whole = 0;
+        let mut overwritten = false;
+        for (index, &slot) in slots.iter().enumerate() {
+            let view = match decode_chunk(&bytes[index * chunk_bytes..(index + 1) * chunk_bytes]) {
+                Ok(view) => view,
+                Err(_) => break,
+            };
+            let header = view.header;
+            let sequence = rewrite.done.first_sequence + index as u64;
+            let ours = header.set_uuid == set.set_uuid
+                && header.recording_id == self.recording_id
+                && header.member_index as usize == rewrite.from
+                && header.slot_index == slot;
+            if !(ours && header.sequence == sequence) {
+                overwritten = ours && header.sequence > sequence;
+                break;
+            }
+            self.metas[base + index] = ChunkMeta {
+                timestamp_ns: header.timestamp_ns,
+                stream_offset_bytes: header.stream_offset_bytes,
+                gap_bytes: header.gap_bytes,
+                payload_len_bytes: header.payload_len_bytes,
+                payload_crc32c: crate::layout::crc32c(view.payload),
+                end: header.flags.contains(ChunkFlags::END),
+            };
+            self.constant_payload_bytes[base + index] = 0;
+            whole += 1;
+        }
+        self.buffer_chunk_counts[buffer as usize] = whole;
+        (whole, overwritten)
+    }
+
+    /// The slots of a write of `count` chunks at `slot` of `member` (in a ring, one that
+    /// reaches the end of the lap went on at slot 0).
+    pub(super) fn slots_of(&self, member: usize, slot: u64, count: u32) -> Vec<u64> {
+        let state = &self.members[member];
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
+        (0..count as u64)
+            .map(|index| match slot + index {
+                at if ring && at >= state.usable_slots => at - state.usable_slots,
+                at => at,
+            })
+            .collect()
+    }
+
+    /// What is left of `rewrite` from its chunk `skip` on (its stream offset is read back
+    /// with it).
+    fn rest_of(&self, rewrite: Rewrite, skip: u32) -> Rewrite {
+        let slots = self.slots_of(rewrite.from, rewrite.done.slot, rewrite.done.chunk_count);
+        let usable = self.members[rewrite.from].usable_slots.max(1);
+        let lap = rewrite.done.position / usable;
+        let slot = slots[skip as usize];
+        let lap = if slot < rewrite.done.slot {
+            lap + 1
+        } else {
+            lap
+        };
+        Rewrite {
+            from: rewrite.from,
+            done: Done {
+                first_sequence: rewrite.done.first_sequence + skip as u64,
+                chunk_count: rewrite.done.chunk_count - skip,
+                slot,
+                position: match self.options.fill {
+                    Fill::Ring { .. } => lap * usable + slot,
+                    Fill::Linear => slot,
+                },
+                stream_offset_bytes: rewrite.done.stream_offset_bytes,
+            },
+        }
+    }
+
+    /// A part of a rewrite completed.
+    pub(super) fn rewrite_completed(&mut self, completion: IoCompletion) {
+        let Some(at) = self
+            .rewrite_flights
+            .iter()
+            .position(|flight| flight.user_data == completion.user_data)
+        else {
+            return;
+        };
+        if let Err(error) = completion.result {
+            self.rewrite_flights[at].failed.get_or_insert(error);
+        }
+        self.rewrite_flights[at].parts_left -= 1;
+        if self.rewrite_flights[at].parts_left > 0 {
+            return;
+        }
+        let flight = self.rewrite_flights.swap_remove(at);
+        let io_bytes = flight.placed.chunk_count as u64 * self.set.chunk_size_bytes as u64;
+        if let Some(counters) = self.counters {
+            let written_bytes = if flight.failed.is_some() { 0 } else { io_bytes };
+            counters.members[flight.member].completed(written_bytes, flight.submitted.elapsed());
+        }
+        let member = &mut self.members[flight.member];
+        member.completed(io_bytes);
+        let (number, _) = untag(flight.user_data);
+        if let Some(at) = member.pending.iter().position(|&(n, _, _)| n == number) {
+            member.pending.remove(at);
+        }
+        self.buffer_chunk_counts[flight.buffer as usize] = 0;
+        self.free.push(flight.buffer);
+        match flight.failed {
+            None => member.completed_unflushed.push_back(flight.placed),
+            Some(error) => {
+                // The chunks stay where the failed flush left them; the member they went to
+                // fails as a member whose write fails does.
+                let path = volume::describe_member(self.set, flight.member);
+                self.note_unconfirmed(
+                    flight.from,
+                    flight.done.chunk_count as u64,
+                    "chunks it completed since its last good flush could not be written again \
+                     elsewhere: they stay where the failed flush left them",
+                );
+                // Its slots hold nothing: the run ends before them.
+                self.cut_run_at(flight.member, flight.placed.slot);
+                let cause = match error.kind {
+                    crate::engine::IoErrorKind::TargetFull => {
+                        crate::layout::RetirementCause::TargetFull
+                    }
+                    _ => crate::layout::RetirementCause::WriteFailed,
+                };
+                self.member_failed(
+                    flight.member,
+                    (cause, error.errno),
+                    format!("{path}: {error}"),
+                );
+            }
+        }
+    }
+
+    /// Rewrites that cannot go out stay where the failed flush left them, noted.
+    pub(super) fn rewrites_given_up(&mut self) {
+        while let Some(rewrite) = self.rewrites.pop_front() {
+            self.note_unconfirmed(
+                rewrite.from,
+                rewrite.done.chunk_count as u64,
+                "chunks it completed since its last good flush could not be written again \
+                 elsewhere: they stay where the failed flush left them",
+            );
+        }
+    }
+
+    /// Notes `chunks` of `member` that no drive confirmed durable, for `why` (one note per
+    /// member and reason, counting them all).
+    fn note_unconfirmed(&mut self, member: usize, chunks: u64, why: &str) {
+        let noted = self
+            .member_errors
+            .iter_mut()
+            .find(|e| e.member_index as usize == member && e.error == why);
+        match noted {
+            Some(noted) => noted.unflushed_chunk_count += chunks,
+            None => {
+                self.note_member_error(member, why.to_string());
+                if let Some(noted) = self.member_errors.last_mut() {
+                    noted.unflushed_chunk_count = chunks;
+                }
+            }
+        }
+    }
+}
