@@ -486,7 +486,9 @@ pub fn record_exit_code(report: &RecordReport) -> u8 {
         RecordOutcome::Failed => exit::FAILURE,
         RecordOutcome::Aborted => exit::ABORTED,
         RecordOutcome::TargetFull => exit::TARGET_FULL,
-        _ if report.degraded => exit::DEGRADED,
+        // A member whose flush or metadata write failed where no retirement tells of it is a
+        // failing drive too: never an exit that says all is well.
+        _ if report.degraded || !report.member_errors.is_empty() => exit::DEGRADED,
         _ => exit::OK,
     }
 }
@@ -638,6 +640,15 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
                 retirement.first_sequence,
                 retirement.stream_offset_bytes,
                 retirement.redirect_member
+            );
+        }
+        for failure in &report.member_errors {
+            outln!(
+                "  MEMBER ERROR  member {} ({}): {}; {} chunks it completed since its last good flush were never confirmed durable",
+                failure.member_index,
+                failure.path.display(),
+                failure.error,
+                failure.unflushed_chunk_count
             );
         }
         if let Some(error) = &report.error {
