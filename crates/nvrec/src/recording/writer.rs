@@ -1166,14 +1166,7 @@ impl<'a> Writer<'a> {
                 continue;
             }
             self.flights.complete(number);
-            let done = Done {
-                first_sequence: flight.first_sequence,
-                chunk_count: flight.chunk_count,
-                slot: flight.slot,
-                position: flight.position,
-                stream_offset_bytes: self.metas[flight.buffer as usize * self.k as usize]
-                    .stream_offset_bytes,
-            };
+            let done = self.done_of(&flight);
             self.members[flight.member as usize]
                 .completed_unflushed
                 .push_back(done);

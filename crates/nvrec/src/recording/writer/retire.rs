@@ -410,6 +410,12 @@ impl Writer<'_> {
         if let Some(counters) = self.counters {
             counters.members[member].retire();
         }
+        // The retirement starts at the first chunk that goes elsewhere (in sequence), and
+        // its void at the first of their slots (in the member's order of writes).
+        let mut starts: Vec<Done> = in_doubt.clone();
+        if let Some(flight) = first {
+            starts.push(self.done_of(&flight));
+        }
         let retired = &mut self.members[member];
         retired.retired = true;
         // What it completed is flushed by the next checkpoint, or, where its flush failed,
@@ -419,19 +425,6 @@ impl Writer<'_> {
         retired.pending.clear();
         // Its span keeps its write point: writes after the first unfinished one may have
         // completed there (completions come in any order), and they are not sent again.
-        // The retirement starts at the first chunk that goes elsewhere (in sequence), and
-        // its void at the first of their slots (in the member's order of writes).
-        let mut starts: Vec<Done> = in_doubt.clone();
-        if let Some(flight) = first {
-            starts.push(Done {
-                first_sequence: flight.first_sequence,
-                chunk_count: flight.chunk_count,
-                slot: flight.slot,
-                position: flight.position,
-                stream_offset_bytes: self.metas[flight.buffer as usize * self.k as usize]
-                    .stream_offset_bytes,
-            });
-        }
         let earliest = starts
             .iter()
             .min_by_key(|done| done.first_sequence)

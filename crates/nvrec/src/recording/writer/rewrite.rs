@@ -87,6 +87,18 @@ pub(super) fn is_rewrite(user_data: u64) -> bool {
 }
 
 impl Writer<'_> {
+    /// What a completed write of `flight` put on its member, as a rewrite needs it.
+    pub(super) fn done_of(&self, flight: &Flight) -> Done {
+        Done {
+            first_sequence: flight.first_sequence,
+            chunk_count: flight.chunk_count,
+            slot: flight.slot,
+            position: flight.position,
+            stream_offset_bytes: self.metas[flight.buffer as usize * self.k as usize]
+                .stream_offset_bytes,
+        }
+    }
+
     /// Whether a rewrite holds the next checkpoint back (see the module docs).
     pub(super) fn rewrites_hold_checkpoints(&self) -> bool {
         if !self.rewrite_flights.is_empty() {
