@@ -7,6 +7,7 @@
 //! - [`mod@unit`]: byte sizes and durations as users write them (`128K`, `4G`, `500ms`).
 //! - [`pattern`]: the seekable, incompressible test pattern and its checker.
 //! - [`buffer`]: the aligned buffer pool allocated once at start.
+//! - [`clock`]: time as the recording code reads it, real or virtual (simulated disks).
 //! - [`engine`]: how bytes reach a target: io_uring, or a portable thread pool.
 //! - [`device`]: opening targets, probing size and alignment, safety checks, sysfs facts.
 //! - [`source`] and [`sink`]: where written bytes come from and where read bytes go.
@@ -18,6 +19,7 @@
 
 pub mod bench;
 pub mod buffer;
+pub mod clock;
 pub mod device;
 pub mod engine;
 pub mod inflight;

@@ -29,6 +29,7 @@ use super::{
     IoRequest,
 };
 use crate::buffer::BufferPool;
+use crate::clock::Clock;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -414,6 +415,7 @@ impl State {
 #[derive(Debug, Clone)]
 pub struct SimDisks {
     state: Arc<Mutex<State>>,
+    clock: Clock,
 }
 
 impl SimDisks {
@@ -440,7 +442,13 @@ impl SimDisks {
         };
         SimDisks {
             state: Arc::new(Mutex::new(state)),
+            clock: Clock::Real,
         }
+    }
+
+    /// The clock the set's I/O runs on: what the code that uses the set reads time from.
+    pub fn clock(&self) -> Clock {
+        self.clock.clone()
     }
 
     /// Whether `other` is a handle on the same set.

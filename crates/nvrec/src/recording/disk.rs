@@ -8,6 +8,7 @@
 
 use super::RecordingError;
 use crate::buffer::BufferPool;
+use crate::clock::Clock;
 use crate::device::{self, OpenOptions, Target};
 use crate::engine::{self, EngineChoice, EngineConfig, IoError, OpenedEngine, SimDisks};
 use std::os::unix::fs::FileExt;
@@ -73,6 +74,14 @@ fn io_error(error: IoError) -> std::io::Error {
 }
 
 impl Disk {
+    /// The clock this disk's I/O runs on.
+    pub fn clock(&self) -> Clock {
+        match self {
+            Disk::Target(_) => Clock::Real,
+            Disk::Sim { set, .. } => set.clock(),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         match self {
             Disk::Target(target) => &target.path,

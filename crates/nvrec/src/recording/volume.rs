@@ -7,6 +7,7 @@
 use super::disk::{Disk, Members};
 use super::RecordingError;
 use crate::buffer::BufferPool;
+use crate::clock::Clock;
 use crate::device::{Access, OpenOptions, Safety};
 use crate::layout::{
     select_superblock, Checkpoint, Label, MemberPosition, RecordingEntry, Superblock,
@@ -163,6 +164,13 @@ impl VolumeSet {
 
     pub fn present(&self) -> impl Iterator<Item = &Member> {
         self.members.iter().flatten()
+    }
+
+    /// The clock the members' I/O runs on: virtual on simulated disks, real otherwise.
+    pub fn clock(&self) -> Clock {
+        self.present()
+            .next()
+            .map_or(Clock::Real, |member| member.disk.clock())
     }
 
     /// The newest checkpoint over every slot of every member. A copy that cannot be read

@@ -24,9 +24,10 @@
 use super::counters::{LossCause, MemberCounters, RecordingCounters};
 use super::disk::{self, Disk, Members};
 use super::durability::{self as coordinator, Durability, Outcome};
-use super::volume::{self, now_ns, VolumeSet};
+use super::volume::{self, VolumeSet};
 use super::{Fill, MemberFailure, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
 use crate::buffer::BufferPool;
+use crate::clock::Clock;
 use crate::device::{Access, Safety};
 use crate::engine::{
     self, EngineChoice, EngineConfig, EngineKind, IoCompletion, IoError, IoOp, IoRequest,
@@ -442,21 +443,21 @@ const ADAPTIVE_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 const RATE_WINDOW_NS: u64 = 200_000_000;
 
 impl MemberState {
-    fn completed(&mut self, bytes: u64) {
+    fn completed(&mut self, bytes: u64, now: Instant) {
         self.in_flight -= 1;
         self.rate_bytes += bytes;
         if self.in_flight == 0 {
             if let Some(since) = self.busy_since.take() {
-                self.busy_ns += since.elapsed().as_nanos() as u64;
+                self.busy_ns += now.saturating_duration_since(since).as_nanos() as u64;
             }
-            self.idle_since = Some(Instant::now());
+            self.idle_since = Some(now);
         }
         if self.busy_ns > RATE_WINDOW_NS {
             self.busy_ns /= 2;
             self.rate_bytes /= 2;
             if let Some(since) = self.busy_since.as_mut() {
                 // Keep the open busy period's share consistent with the halving.
-                let open_ns = since.elapsed().as_nanos() as u64;
+                let open_ns = now.saturating_duration_since(*since).as_nanos() as u64;
                 *since += Duration::from_nanos(open_ns / 2);
             }
         }
@@ -614,6 +615,8 @@ struct Writer<'a> {
     member_errors: Vec<MemberErrorReport>,
     /// Live counters for a monitor on another thread, when the caller asked for them.
     counters: Option<&'a RecordingCounters>,
+    /// Where time comes from: the members' clock (virtual on simulated disks).
+    clock: Clock,
 }
 
 /// Records `source` onto the targets at `paths`. See the module docs.
@@ -755,6 +758,7 @@ impl<'a> Writer<'a> {
         progress: &'a Progress,
         counters: Option<&'a OnceLock<RecordingCounters>>,
     ) -> Result<Writer<'a>, RecordingError> {
+        let clock = set.clock();
         let chunk_size_bytes = set.chunk_size_bytes;
         let k = options.io_chunk_count;
         let io_bytes = chunk_size_bytes as u64 * k as u64;
@@ -835,7 +839,7 @@ impl<'a> Writer<'a> {
                         .collect(),
                     buffer_count,
                     buffer_count as u64 * io_bytes,
-                    now_ns(),
+                    clock.wall_ns(),
                 )
             })
         });
@@ -897,14 +901,14 @@ impl<'a> Writer<'a> {
             checkpoint_generation: checkpoint.generation,
             checkpointed_sequence_end: next_sequence,
             checkpoint_count: 0,
-            last_checkpoint: Instant::now(),
+            last_checkpoint: clock.now(),
             source_done: false,
             full: false,
             unrecorded_bytes: 0,
             overdue_bytes: 0,
             error: None,
-            started: Instant::now(),
-            start_ns: now_ns(),
+            started: clock.now(),
+            start_ns: clock.wall_ns(),
             retirements: Vec::new(),
             redirects: VecDeque::new(),
             redirect_to: None,
@@ -923,6 +927,7 @@ impl<'a> Writer<'a> {
             set,
             durability,
             source,
+            clock,
         })
     }
 
@@ -960,7 +965,7 @@ impl<'a> Writer<'a> {
                 self.claimed().sequence_end
             },
             start_ns: self.start_ns,
-            end_ns: if open { 0 } else { now_ns() },
+            end_ns: if open { 0 } else { self.clock.wall_ns() },
             stream_len_bytes: if open { 0 } else { self.claimed().stream_bytes },
             lost_bytes: if open { 0 } else { self.claimed().lost_bytes },
             name: Label::new(&self.options.label)
@@ -1028,13 +1033,13 @@ impl<'a> Writer<'a> {
                 source: std::io::Error::other(error.clone()),
             });
         }
-        self.started = Instant::now();
+        self.started = self.clock.now();
         Ok(())
     }
 
     fn state(&self) -> ControlState {
         if let Some(duration) = self.options.duration {
-            if self.started.elapsed() >= duration {
+            if self.clock.since(self.started) >= duration {
                 self.control.request_stop();
             }
         }
@@ -1149,10 +1154,10 @@ impl<'a> Writer<'a> {
             if let Some(counters) = self.counters {
                 let written_bytes = if flight.failed { 0 } else { io_bytes };
                 counters.members[flight.member as usize]
-                    .completed(written_bytes, flight.submitted.elapsed());
+                    .completed(written_bytes, self.clock.since(flight.submitted));
             }
             let member = &mut self.members[flight.member as usize];
-            member.completed(io_bytes);
+            member.completed(io_bytes, self.clock.now());
             if let Some(at) = member
                 .pending
                 .iter()
@@ -1449,7 +1454,7 @@ impl<'a> Writer<'a> {
             }
         };
         self.metas[buffer as usize * self.k as usize] = ChunkMeta {
-            timestamp_ns: now_ns(),
+            timestamp_ns: self.clock.wall_ns(),
             stream_offset_bytes: self.stream_offset_bytes,
             gap_bytes: std::mem::take(&mut self.pending_gap_bytes),
             payload_len_bytes: 0,
@@ -1495,7 +1500,7 @@ impl<'a> Writer<'a> {
     }
 
     fn report(&self, cpu_before: (f64, f64)) -> RecordReport {
-        let elapsed = self.started.elapsed();
+        let elapsed = self.clock.since(self.started);
         let cpu_after = process_cpu_s();
         let outcome = if self.error.is_some() {
             RecordOutcome::Failed

@@ -25,7 +25,7 @@ impl Writer<'_> {
         // Slots alone call for a new checkpoint only once the frontier has moved: while a
         // member lags, another checkpoint would claim nothing more.
         let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
-        self.last_checkpoint.elapsed() >= self.options.sync_interval
+        self.clock.since(self.last_checkpoint) >= self.options.sync_interval
             || moved
                 && self.members.iter().any(|member| {
                     // Also halfway to how far a member may go past the last durable
@@ -176,7 +176,7 @@ impl Writer<'_> {
             }
             if checkpoint.recording_id == self.recording_id {
                 if let Some(counters) = self.counters {
-                    counters.checkpoint_durable(now_ns());
+                    counters.checkpoint_durable(self.clock.wall_ns());
                 }
                 self.progress
                     .durable_bytes
@@ -308,11 +308,11 @@ impl Writer<'_> {
             .collect();
         self.checkpoint_generation += 1;
         self.checkpointed_sequence_end = durable_end;
-        self.last_checkpoint = Instant::now();
+        self.last_checkpoint = self.clock.now();
         Checkpoint {
             set_uuid: self.set.set_uuid,
             generation: self.checkpoint_generation,
-            written_ns: now_ns(),
+            written_ns: self.clock.wall_ns(),
             recording_id,
             recovery_window_slots: RECOVERY_WINDOW_SLOTS,
             recording_first_sequence: if recording_id == 0 {

@@ -43,19 +43,19 @@ impl Writer<'_> {
         if let Some(rate) = self.options.rate_bytes_per_s {
             let due_at =
                 (self.stream_offset_bytes + self.payload_capacity_bytes as u64) as f64 / rate;
-            let wait = due_at - self.started.elapsed().as_secs_f64();
+            let wait = due_at - self.clock.since(self.started).as_secs_f64();
             if wait > 0.0 {
-                std::thread::sleep(Duration::from_secs_f64(wait.min(0.05)));
+                self.clock.sleep(Duration::from_secs_f64(wait.min(0.05)));
             }
         } else {
-            std::thread::sleep(Duration::from_millis(1));
+            self.clock.sleep(Duration::from_millis(1));
         }
     }
 
     /// Payload bytes the paced source has produced by now (all bytes when unpaced).
     pub(super) fn due_bytes(&self) -> u64 {
         match self.options.rate_bytes_per_s {
-            Some(rate) => (self.started.elapsed().as_secs_f64() * rate) as u64,
+            Some(rate) => (self.clock.since(self.started).as_secs_f64() * rate) as u64,
             None => u64::MAX,
         }
     }
@@ -104,7 +104,7 @@ impl Writer<'_> {
         if self.source_done {
             return;
         }
-        let elapsed = self.started.elapsed();
+        let elapsed = self.clock.since(self.started);
         let until = self.options.duration.map_or(elapsed, |d| d.min(elapsed));
         let due = (until.as_secs_f64() * rate) as u64;
         let due = self.options.limit_bytes.map_or(due, |limit| due.min(limit));
@@ -172,12 +172,13 @@ impl Writer<'_> {
             let stream_offset_bytes = self.stream_offset_bytes;
             let timestamp_ns = match self.options.rate_bytes_per_s {
                 Some(rate) => self.start_ns + (stream_offset_bytes as f64 / rate * 1e9) as u64,
-                None => now_ns(),
+                None => self.clock.wall_ns(),
             };
             let chunk_slot = buffer as usize * self.k as usize + index as usize;
             let draining = self.state() != ControlState::Run;
             if draining {
-                self.drain_started.get_or_insert_with(Instant::now);
+                let now = self.clock.now();
+                self.drain_started.get_or_insert(now);
             }
             let constant = self.constant_source;
             let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)

@@ -92,7 +92,7 @@ impl Writer<'_> {
             slot: placed.slot,
             position: placed.position,
             attempt: 0,
-            submitted: Instant::now(),
+            submitted: self.clock.now(),
             error: None,
             needs_copy: false,
             landed: 0,
@@ -272,7 +272,7 @@ impl Writer<'_> {
             member.trimmed_to_slot = 0;
         }
         if member.in_flight == 0 {
-            member.busy_since = Some(Instant::now());
+            member.busy_since = Some(self.clock.now());
             member.idle_since = None;
         }
         member.in_flight += 1;

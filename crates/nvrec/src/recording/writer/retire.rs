@@ -32,7 +32,6 @@ use super::{volume, Done, Fill, Flight, Gate, RecordingError, Rewrite, Writer};
 use crate::engine::IoErrorKind;
 use crate::layout::{Retirement, RetirementCause, RETIREMENTS_MAX};
 use crate::recording::MemberFailure;
-use std::time::Instant;
 
 /// Flight numbers live in the low 56 bits of a completion's tag, the attempt in the top 8.
 const ATTEMPT_SHIFT: u32 = 56;
@@ -130,7 +129,7 @@ impl Writer<'_> {
             let Some(flight) = self.flights.get(number) else {
                 continue;
             };
-            if flight.submitted.elapsed() >= timeout {
+            if self.clock.since(flight.submitted) >= timeout {
                 let path = volume::describe_member(self.set, member);
                 let what = format!(
                     "{path}: a write did not complete within {:.3} s (--member-timeout)",
@@ -467,7 +466,7 @@ impl Writer<'_> {
                 member,
                 void_position: void.map_or(u64::MAX, |void| void.position),
                 offered: false,
-                until: Instant::now() + GATE_LIMIT.min(self.options.member_timeout),
+                until: self.clock.now() + GATE_LIMIT.min(self.options.member_timeout),
             });
         }
         let lap_slots = match self.options.fill {
@@ -479,7 +478,7 @@ impl Writer<'_> {
             member_index: member as u16,
             cause,
             errno,
-            retired_ns: volume::now_ns(),
+            retired_ns: self.clock.wall_ns(),
             stream_offset_bytes,
             first_sequence,
             redirect_member: target as u16,
@@ -557,7 +556,7 @@ impl Writer<'_> {
                 parts_left: placed.parts,
                 slot: placed.slot,
                 position: placed.position,
-                submitted: Instant::now(),
+                submitted: self.clock.now(),
                 needs_copy: false,
                 ..flight
             };

@@ -222,7 +222,7 @@ impl Writer<'_> {
 
     /// Lets new writes go again once the retired member's flush has had its chance.
     pub(super) fn gate_expired(&mut self) {
-        if self.gate.is_some_and(|gate| Instant::now() >= gate.until) {
+        if self.gate.is_some_and(|gate| self.clock.now() >= gate.until) {
             self.gate = None;
         }
     }
@@ -334,7 +334,7 @@ impl Writer<'_> {
                 },
                 parts_left: placed.parts,
                 failed: None,
-                submitted: Instant::now(),
+                submitted: self.clock.now(),
             });
         }
         progressed
@@ -463,10 +463,12 @@ impl Writer<'_> {
         let io_bytes = flight.placed.chunk_count as u64 * self.set.chunk_size_bytes as u64;
         if let Some(counters) = self.counters {
             let written_bytes = if flight.failed.is_some() { 0 } else { io_bytes };
-            counters.members[flight.member].completed(written_bytes, flight.submitted.elapsed());
+            counters.members[flight.member]
+                .completed(written_bytes, self.clock.since(flight.submitted));
         }
+        let now = self.clock.now();
         let member = &mut self.members[flight.member];
-        member.completed(io_bytes);
+        member.completed(io_bytes, now);
         let (number, _) = untag(flight.user_data);
         if let Some(at) = member.pending.iter().position(|&(n, _, _)| n == number) {
             member.pending.remove(at);

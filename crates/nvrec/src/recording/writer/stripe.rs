@@ -43,7 +43,7 @@ impl Writer<'_> {
                 // being waited for, so that a slow member never fills up with work a fast
                 // one would finish first. Until rates are known, the shortest queue; ties
                 // rotate.
-                let now = Instant::now();
+                let now = self.clock.now();
                 let count = self.members.len();
                 // Light load: when every member that has room is idle, any of them finishes
                 // the write at once (and rates measured on a trickle of writes say little).
