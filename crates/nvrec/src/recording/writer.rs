@@ -37,10 +37,14 @@ use crate::layout::{
     payload_capacity_bytes, Checkpoint, ChunkFlags, ChunkHeader, Label, MemberPosition, MemberSpan,
     RecordingEntry, RecordingFlags, RecordingState, Retirement, CHUNK_HEADER_SIZE_BYTES,
 };
-use retire::{tag, untag, Stale};
+use frontier::Frontier;
+use ingest::Ingest;
+use place::Placement;
+use retire::{tag, untag, Retiring};
 use rewrite::{Done, Gate, Rewrite, RewriteFlight};
 
 mod checkpoint;
+mod frontier;
 mod ingest;
 mod place;
 mod retire;
@@ -522,6 +526,12 @@ impl MemberState {
     }
 }
 
+/// The recording loop: it moves events between the stages, each of which owns its state
+/// (see the module docs): [`Ingest`] (buffers, pacing, loss), [`Placement`] (members'
+/// slots, laps and limits; sequence numbers), [`Frontier`] (writes in flight, the durable
+/// frontier, checkpoint content) and [`Retiring`] (retirements, redirects, rewrites,
+/// stale attempts). What is left here is what every stage reads: the set, the source, the
+/// engine, the options, time, and the recording's identity and first failure.
 struct Writer<'a> {
     set: &'a VolumeSet,
     durability: Durability,
@@ -531,88 +541,19 @@ struct Writer<'a> {
     progress: &'a Progress,
     engine: Box<dyn engine::Engine>,
     fallback_reason: Option<String>,
-    payload_capacity_bytes: u32,
     k: u32,
-    metas: Vec<ChunkMeta>,
-    buffer_chunk_counts: Vec<u32>,
-    /// The source may wait for input: queued writes go to the kernel before every read.
-    source_may_block: bool,
-    /// The source gives records (datagrams, packets): chunks and entry are flagged so.
-    records: bool,
-    /// A record source asked to stop has given what it held (see `wants_input`), and since
-    /// when it has been giving it.
-    drained: bool,
-    drain_started: Option<Instant>,
-    /// For a constant source: how many payload bytes each chunk slot already holds from an
-    /// earlier fill (0 = none), and the CRC32C of a payload of a given length.
-    constant_source: bool,
-    constant_payload_bytes: Vec<u32>,
-    constant_crc32c: Option<(u32, u32)>,
-    free: Vec<u32>,
-    ready: VecDeque<u32>,
-    filling: Option<u32>,
-    flights: InFlight<Flight>,
-    flight_limit: usize,
     /// I/Os the engine takes at once: a ring write split at the end of a lap is two.
     engine_queue_depth: u32,
     completions: Vec<IoCompletion>,
-    members: Vec<MemberState>,
-    rr_next: usize,
     recording_id: u32,
     first_sequence: u64,
-    next_sequence: u64,
-    stream_offset_bytes: u64,
-    lost_bytes: u64,
-    pending_gap_bytes: u64,
-    /// Gap bytes carried by the chunks submitted so far (chunks go out in stream order).
-    submitted_gap_bytes: u64,
-    gap_count: u64,
-    recorded_stream_bytes: u64,
-    durable_sequence_end: u64,
-    durable_stream_bytes: u64,
-    durable_lost_bytes: u64,
-    checkpoint_generation: u64,
-    /// The durable frontier the last checkpoint built claimed.
-    checkpointed_sequence_end: u64,
-    checkpoint_count: u64,
-    last_checkpoint: Instant,
-    source_done: bool,
-    full: bool,
-    unrecorded_bytes: u64,
-    overdue_bytes: u64,
     error: Option<String>,
     started: Instant,
     start_ns: u64,
-    /// Members retired so far, and the writes of the newest one still to be sent again
-    /// (flight numbers, in sequence order) to `redirect_to`.
-    retirements: Vec<Retirement>,
-    redirects: VecDeque<u64>,
-    redirect_to: Option<usize>,
-    /// Earlier attempts still in the kernel: their buffers come back when they complete.
-    stale: Vec<Stale>,
-    /// Set after a failure: the entry claims the frontier of completed writes, as recovery
-    /// after a crash would find it.
-    claimed: Option<Claimed>,
-    /// Members retired, and not flushed since, when the checkpoint being made was offered:
-    /// its flush covers everything they wrote.
-    offered_flush: Vec<bool>,
-    /// Members live when the checkpoint being made was offered (its metadata went to them).
-    offered_live: Vec<bool>,
-    /// How many of each member's `completed_unflushed` there were when the checkpoint being
-    /// made was offered (0 for a member it does not flush): what its flush covers.
-    offered_unflushed: Vec<usize>,
-    /// Writes a member whose flush failed had completed since its last good flush, to be
-    /// read back from it and written to the redirect member (see `rewrite.rs`); and those
-    /// written, not yet completed.
-    rewrites: VecDeque<Rewrite>,
-    rewrite_flights: Vec<RewriteFlight>,
-    next_rewrite: u64,
-    /// New writes held back for a retired member's next flush (see `rewrite.rs`).
-    gate: Option<Gate>,
-    /// Discards ahead of a ring's write point that failed, by member: each fails its member
-    /// once the write being placed is out.
-    trim_failures: Vec<(usize, RecordingError)>,
-    member_errors: Vec<MemberErrorReport>,
+    ingest: Ingest,
+    placement: Placement,
+    frontier: Frontier,
+    retiring: Retiring,
     /// Live counters for a monitor on another thread, when the caller asked for them.
     counters: Option<&'a RecordingCounters>,
     /// Where time comes from: the members' clock (virtual on simulated disks).
@@ -857,6 +798,8 @@ impl<'a> Writer<'a> {
             (options.member_timeout / 4)
                 .clamp(Duration::from_millis(1), Duration::from_millis(100)),
         );
+        let payload_capacity = payload_capacity_bytes(chunk_size_bytes);
+        let flight_limit = flight_count_max(buffer_count);
         Ok(Writer {
             options: RecordOptions {
                 chunk_size_bytes,
@@ -866,63 +809,23 @@ impl<'a> Writer<'a> {
             progress,
             engine,
             fallback_reason: opened.fallback_reason,
-            payload_capacity_bytes: payload_capacity_bytes(chunk_size_bytes),
             k,
-            metas: vec![ChunkMeta::default(); buffer_count as usize * k as usize],
-            buffer_chunk_counts: vec![0; buffer_count as usize],
-            constant_source: source.is_constant(),
-            source_may_block: source.may_block(),
-            records: source.packs_records(),
-            drained: false,
-            drain_started: None,
-            constant_payload_bytes: vec![0; buffer_count as usize * k as usize],
-            constant_crc32c: None,
-            free: (0..buffer_count).rev().collect(),
-            ready: VecDeque::with_capacity(buffer_count as usize),
-            filling: None,
-            flights: InFlight::with_capacity(flight_count_max(buffer_count)),
-            flight_limit: flight_count_max(buffer_count),
             engine_queue_depth: queue_depth,
             completions: Vec::with_capacity(buffer_count as usize),
-            members,
-            rr_next: 0,
             recording_id,
             first_sequence: next_sequence,
-            next_sequence,
-            stream_offset_bytes: 0,
-            lost_bytes: 0,
-            pending_gap_bytes: 0,
-            submitted_gap_bytes: 0,
-            gap_count: 0,
-            recorded_stream_bytes: 0,
-            durable_sequence_end: next_sequence,
-            durable_stream_bytes: 0,
-            durable_lost_bytes: 0,
-            checkpoint_generation: checkpoint.generation,
-            checkpointed_sequence_end: next_sequence,
-            checkpoint_count: 0,
-            last_checkpoint: clock.now(),
-            source_done: false,
-            full: false,
-            unrecorded_bytes: 0,
-            overdue_bytes: 0,
             error: None,
             started: clock.now(),
             start_ns: clock.wall_ns(),
-            retirements: Vec::new(),
-            redirects: VecDeque::new(),
-            redirect_to: None,
-            stale: Vec::new(),
-            claimed: None,
-            offered_flush: Vec::new(),
-            offered_live: Vec::new(),
-            offered_unflushed: Vec::new(),
-            rewrites: VecDeque::new(),
-            rewrite_flights: Vec::new(),
-            next_rewrite: 0,
-            gate: None,
-            trim_failures: Vec::new(),
-            member_errors: Vec::new(),
+            ingest: Ingest::new(buffer_count, k, payload_capacity, &*source),
+            placement: Placement::new(members, next_sequence),
+            frontier: Frontier::new(
+                flight_limit,
+                next_sequence,
+                checkpoint.generation,
+                clock.now(),
+            ),
+            retiring: Retiring::default(),
             counters,
             set,
             durability,
@@ -948,7 +851,7 @@ impl<'a> Writer<'a> {
         if self.options.pattern {
             flags.insert(RecordingFlags::PATTERN);
         }
-        if self.records {
+        if self.ingest.records {
             flags.insert(RecordingFlags::RECORDS);
         }
         let open = state == RecordingState::Open;
@@ -971,11 +874,12 @@ impl<'a> Writer<'a> {
             name: Label::new(&self.options.label)
                 .map_err(|e| RecordingError::Usage(format!("label: {e}")))?,
             members: self
+                .placement
                 .members
                 .iter()
                 .map(|m| MemberSpan {
                     start_slot_index: m.start_slot,
-                    end_slot_index: match (open, ring, self.claimed) {
+                    end_slot_index: match (open, ring, self.frontier.claimed) {
                         (true, _, _) => m.start_slot,
                         // A failed linear recording ends where its claim does.
                         (false, false, Some(_)) => m.frontier_end_slot,
@@ -983,9 +887,13 @@ impl<'a> Writer<'a> {
                     },
                 })
                 .collect(),
-            retirements: self.retirements.clone(),
+            retirements: self.retiring.retirements.clone(),
             start_laps: if ring {
-                self.members.iter().map(|m| m.start_lap as u32).collect()
+                self.placement
+                    .members
+                    .iter()
+                    .map(|m| m.start_lap as u32)
+                    .collect()
             } else {
                 Vec::new()
             },
@@ -995,7 +903,8 @@ impl<'a> Writer<'a> {
             // in time, and may land yet) are not counted, but they went over its oldest
             // chunks all the same, and a trim ahead of them discarded more.
             overwrote: if ring {
-                self.members
+                self.placement
+                    .members
                     .iter()
                     .map(|m| {
                         let laps = m.lap.saturating_sub(m.start_lap);
@@ -1053,7 +962,7 @@ impl<'a> Writer<'a> {
             let mut progressed = false;
             let mut stuck = false;
             // A source that may block gets its queued writes handed over before each read.
-            let batch = if self.source_may_block {
+            let batch = if self.ingest.source_may_block {
                 1
             } else {
                 SUBMIT_BATCH_IO_COUNT
@@ -1072,7 +981,10 @@ impl<'a> Writer<'a> {
             self.gate_expired();
             if let Some(counters) = self.counters {
                 counters.set_buffers_in_use(
-                    self.free.len().abs_diff(counters.buffer_count as usize) as u32,
+                    self.ingest
+                        .free
+                        .len()
+                        .abs_diff(counters.buffer_count as usize) as u32,
                 );
             }
             if !self.durability.busy() && self.due_for_checkpoint() {
@@ -1085,15 +997,15 @@ impl<'a> Writer<'a> {
             }
             let input_over = !self.wants_input();
             if input_over {
-                self.seal_filling();
+                self.ingest.seal_filling();
             }
-            if input_over && self.ready.is_empty() && self.redirects.is_empty() {
+            if input_over && self.ingest.ready.is_empty() && self.retiring.redirects.is_empty() {
                 break;
             }
             if input_over && self.state() == ControlState::Abort {
                 break;
             }
-            if self.full && self.engine.in_flight() == 0 {
+            if self.placement.full && self.engine.in_flight() == 0 {
                 break;
             }
             if self.engine.in_flight() == 0 {
@@ -1119,7 +1031,7 @@ impl<'a> Writer<'a> {
     /// loses nothing. A record source (a socket, a capture ring) is read on: its input
     /// does not wait.
     fn hold_input(&self) -> bool {
-        self.source_may_block && !self.records && !self.ready.is_empty()
+        self.ingest.source_may_block && !self.ingest.records && !self.ingest.ready.is_empty()
     }
 
     fn reap(&mut self, wait: bool) -> Result<(), RecordingError> {
@@ -1138,6 +1050,7 @@ impl<'a> Writer<'a> {
             }
             let (number, _) = untag(completion.user_data);
             let flight = self
+                .frontier
                 .flights
                 .get_mut(number)
                 .expect("a completion of a write in flight");
@@ -1156,7 +1069,7 @@ impl<'a> Writer<'a> {
                 counters.members[flight.member as usize]
                     .completed(written_bytes, self.clock.since(flight.submitted));
             }
-            let member = &mut self.members[flight.member as usize];
+            let member = &mut self.placement.members[flight.member as usize];
             member.completed(io_bytes, self.clock.now());
             if let Some(at) = member
                 .pending
@@ -1170,28 +1083,27 @@ impl<'a> Writer<'a> {
                 failed.get_or_insert(flight.member as usize);
                 continue;
             }
-            self.flights.complete(number);
+            self.frontier.flights.complete(number);
             let done = self.done_of(&flight);
-            self.members[flight.member as usize]
+            self.placement.members[flight.member as usize]
                 .completed_unflushed
                 .push_back(done);
             // The buffer is free as soon as its write completes; the flight stays until the
             // frontier passes it, for the durability accounting only. (Freeing at the
             // frontier would let one slow member hold every buffer of the fast ones.)
-            self.buffer_chunk_counts[flight.buffer as usize] = 0;
-            self.free.push(flight.buffer);
+            self.ingest.free_buffer(flight.buffer);
         }
         self.completions = completions;
         if let Some(member) = failed {
             self.write_failed(member);
         }
         result?;
-        while let Some((&front, true)) = self.flights.front() {
+        while let Some((&front, true)) = self.frontier.flights.front() {
             if front.failed {
                 break; // Failed and given up: the frontier stops here.
             }
-            self.flights.pop_front();
-            let member = &mut self.members[front.member as usize];
+            self.frontier.flights.pop_front();
+            let member = &mut self.placement.members[front.member as usize];
             // A retired member's write sent here lies in its retirement's run, which
             // readers find by the retirement: the member's own span ends after its own
             // writes (a run placed after own writes that never completed would otherwise
@@ -1201,12 +1113,12 @@ impl<'a> Writer<'a> {
                     .frontier_end_slot
                     .max(front.slot + front.chunk_count as u64);
             }
-            self.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
-            self.durable_stream_bytes = front.stream_end_bytes;
-            self.durable_lost_bytes = front.lost_bytes_through;
+            self.frontier.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
+            self.frontier.durable_stream_bytes = front.stream_end_bytes;
+            self.frontier.durable_lost_bytes = front.lost_bytes_through;
             self.progress
                 .done_bytes
-                .store(self.durable_stream_bytes, Ordering::Relaxed);
+                .store(self.frontier.durable_stream_bytes, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -1217,26 +1129,26 @@ impl<'a> Writer<'a> {
         if let Some(outcome) = self.durability.finish() {
             self.checkpoint_made(outcome);
         }
-        if self.gate.is_some() {
+        if self.retiring.gate.is_some() {
             // The retired member's flush, here: what it left in doubt joins its run first.
             self.flush_retired();
-            self.gate = None;
+            self.retiring.gate = None;
         }
-        if self.state() == ControlState::Abort || self.error.is_some() || self.full {
+        if self.state() == ControlState::Abort || self.error.is_some() || self.placement.full {
             // Nothing more is written: the stream ends after the last chunk submitted.
-            self.seal_filling();
-            while let Some(buffer) = self.ready.pop_back() {
-                self.drop_buffer(buffer);
+            self.ingest.seal_filling();
+            while let Some(buffer) = self.ingest.ready.pop_back() {
+                self.ingest.drop_buffer(buffer);
             }
         } else {
-            self.seal_filling();
+            self.ingest.seal_filling();
             self.account_unproduced();
         }
         // Submit the rest, waiting for room as needed.
         let mut checkpoints_in_a_row = 0;
-        while (!self.ready.is_empty() || !self.redirects.is_empty())
+        while (!self.ingest.ready.is_empty() || !self.retiring.redirects.is_empty())
             && self.error.is_none()
-            && !self.full
+            && !self.placement.full
         {
             if self.submit() {
                 checkpoints_in_a_row = 0;
@@ -1257,7 +1169,7 @@ impl<'a> Writer<'a> {
         // A retired member's writes still waiting go out first, to their consecutive slots
         // of one member: the end marker must not land among them (the retirement names
         // where they are by their first slot and their count).
-        while !self.redirects.is_empty() || !self.rewrites.is_empty() {
+        while !self.retiring.redirects.is_empty() || !self.retiring.rewrites.is_empty() {
             if self.submit_redirects() | self.submit_rewrites() {
                 continue;
             }
@@ -1281,7 +1193,7 @@ impl<'a> Writer<'a> {
                 .get_or_insert("the closed entry could not be written to any member".into());
             return Ok(());
         }
-        self.durable_sequence_end = self.next_sequence;
+        self.frontier.durable_sequence_end = self.placement.next_sequence;
         self.write_idle_checkpoint();
         Ok(())
     }
@@ -1291,18 +1203,18 @@ impl<'a> Writer<'a> {
     /// the next revision. Returns whether any member holds a closed entry.
     fn close_entry(&mut self) -> Result<bool, RecordingError> {
         let mut closed = false;
-        for revision in 2..3 + self.members.len() as u64 {
+        for revision in 2..3 + self.placement.members.len() as u64 {
             let state = if self.error.is_some() || self.state() == ControlState::Abort {
                 RecordingState::Aborted
             } else {
                 RecordingState::Closed
             };
-            if self.error.is_some() && self.claimed.is_none() {
+            if self.error.is_some() && self.frontier.claimed.is_none() {
                 self.claim_only_the_frontier();
             }
             let entry = self.entry(state, revision)?;
             let bytes = entry.encode()?;
-            let (retired, failed) = (self.retirements.len(), self.error.is_some());
+            let (retired, failed) = (self.retiring.retirements.len(), self.error.is_some());
             let (taken, _) = self.on_live_members(|member| {
                 member.write_entry(&bytes, &entry)?;
                 member.flush()
@@ -1313,7 +1225,8 @@ impl<'a> Writer<'a> {
                     .durable_bytes
                     .store(entry.stream_len_bytes, Ordering::Relaxed);
             }
-            let changed = self.retirements.len() != retired || self.error.is_some() != failed;
+            let changed =
+                self.retiring.retirements.len() != retired || self.error.is_some() != failed;
             if taken == 0 || !changed {
                 break;
             }
@@ -1335,16 +1248,17 @@ impl<'a> Writer<'a> {
             }
         };
         let generation = checkpoint.generation;
-        let (taken, failed) = coordinator::on_every_member(self.set, &self.live(), |member| {
-            member.write_checkpoint(&bytes, generation)?;
-            member.flush()
-        });
+        let (taken, failed) =
+            coordinator::on_every_member(self.set, &self.placement.live(), |member| {
+                member.write_checkpoint(&bytes, generation)?;
+                member.flush()
+            });
         for (member, error) in failed {
             self.note_member_error(member, error.to_string());
         }
         if taken > 0 {
-            self.offered_flush = vec![false; self.members.len()];
-            self.offered_unflushed = vec![0; self.members.len()];
+            self.frontier.offered_flush = vec![false; self.placement.members.len()];
+            self.frontier.offered_unflushed = vec![0; self.placement.members.len()];
             self.checkpoint_made(Outcome::made(checkpoint));
         }
     }
@@ -1352,10 +1266,10 @@ impl<'a> Writer<'a> {
     /// What the closed entry claims: everything taken, or after a failure the frontier of
     /// completed writes (the writes past a failed one are not a stream without a hole).
     fn claimed(&self) -> Claimed {
-        self.claimed.unwrap_or(Claimed {
-            sequence_end: self.next_sequence,
-            stream_bytes: self.stream_offset_bytes,
-            lost_bytes: self.lost_bytes,
+        self.frontier.claimed.unwrap_or(Claimed {
+            sequence_end: self.placement.next_sequence,
+            stream_bytes: self.ingest.stream_offset_bytes,
+            lost_bytes: self.ingest.lost_bytes,
         })
     }
 
@@ -1364,14 +1278,14 @@ impl<'a> Writer<'a> {
     /// crash finds them; what was taken past it counts as unrecorded.
     fn claim_only_the_frontier(&mut self) {
         let mut claimed = Claimed {
-            sequence_end: self.durable_sequence_end,
-            stream_bytes: self.durable_stream_bytes,
-            lost_bytes: self.durable_lost_bytes,
+            sequence_end: self.frontier.durable_sequence_end,
+            stream_bytes: self.frontier.durable_stream_bytes,
+            lost_bytes: self.frontier.durable_lost_bytes,
         };
         // The failed write the frontier stopped at, with what landed of it (the frontier
         // itself, which checkpoints claim, stops before it: a checkpoint's positions are
         // where whole writes begin).
-        if let Some((&front, true)) = self.flights.front() {
+        if let Some((&front, true)) = self.frontier.flights.front() {
             if front.failed && front.landed > 0 && front.first_sequence == claimed.sequence_end {
                 claimed = Claimed {
                     sequence_end: front.first_sequence + front.landed as u64,
@@ -1379,18 +1293,18 @@ impl<'a> Writer<'a> {
                     lost_bytes: front.lost_bytes_through,
                 };
                 if front.attempt == 0 {
-                    let member = &mut self.members[front.member as usize];
+                    let member = &mut self.placement.members[front.member as usize];
                     member.frontier_end_slot = member
                         .frontier_end_slot
                         .max(front.slot + front.landed as u64);
                 }
             }
         }
-        let past_bytes = (self.stream_offset_bytes - claimed.stream_bytes)
-            - (self.lost_bytes - claimed.lost_bytes);
-        self.recorded_stream_bytes -= past_bytes.min(self.recorded_stream_bytes);
-        self.unrecorded_bytes += past_bytes;
-        self.claimed = Some(claimed);
+        let past_bytes = (self.ingest.stream_offset_bytes - claimed.stream_bytes)
+            - (self.ingest.lost_bytes - claimed.lost_bytes);
+        self.ingest.recorded_stream_bytes -= past_bytes.min(self.ingest.recorded_stream_bytes);
+        self.ingest.unrecorded_bytes += past_bytes;
+        self.frontier.claimed = Some(claimed);
     }
 
     /// Waits for every write in flight, sending again the writes of a member that fails
@@ -1399,7 +1313,9 @@ impl<'a> Writer<'a> {
         loop {
             let progressed = self.submit_redirects() | self.submit_rewrites();
             if self.engine.in_flight() == 0 {
-                if self.redirects.is_empty() && self.rewrites.is_empty() || !progressed {
+                if self.retiring.redirects.is_empty() && self.retiring.rewrites.is_empty()
+                    || !progressed
+                {
                     break;
                 }
                 continue;
@@ -1409,7 +1325,7 @@ impl<'a> Writer<'a> {
                 break;
             }
         }
-        if !self.redirects.is_empty() {
+        if !self.retiring.redirects.is_empty() {
             self.error
                 .get_or_insert("a retired member's writes could not be written elsewhere".into());
         }
@@ -1420,14 +1336,14 @@ impl<'a> Writer<'a> {
     /// last good flush is written again elsewhere first, then flushed in turn; a retired
     /// member whose flush fails is noted.
     fn flush_for_close(&mut self) {
-        for _ in 0..=self.members.len() {
+        for _ in 0..=self.placement.members.len() {
             self.flush_live();
             self.flush_retired();
-            if self.rewrites.is_empty() {
+            if self.retiring.rewrites.is_empty() {
                 break;
             }
             self.drain();
-            if !self.rewrites.is_empty() && self.engine.in_flight() == 0 {
+            if !self.retiring.rewrites.is_empty() && self.engine.in_flight() == 0 {
                 // The redirect member went as far past the last durable checkpoint as
                 // recovery searches: a checkpoint here makes room.
                 if self.write_checkpoint(self.recording_id).is_ok() {
@@ -1439,35 +1355,35 @@ impl<'a> Writer<'a> {
     }
 
     fn write_end_marker(&mut self) {
-        let buffer = match self.free.pop() {
+        let buffer = match self.ingest.free.pop() {
             Some(buffer) => buffer,
             None => {
-                while self.free.is_empty() && self.engine.in_flight() > 0 {
+                while self.ingest.free.is_empty() && self.engine.in_flight() > 0 {
                     if self.reap(true).is_err() {
                         return;
                     }
                 }
-                match self.free.pop() {
+                match self.ingest.free.pop() {
                     Some(buffer) => buffer,
                     None => return,
                 }
             }
         };
-        self.metas[buffer as usize * self.k as usize] = ChunkMeta {
+        self.ingest.metas[buffer as usize * self.k as usize] = ChunkMeta {
             timestamp_ns: self.clock.wall_ns(),
-            stream_offset_bytes: self.stream_offset_bytes,
-            gap_bytes: std::mem::take(&mut self.pending_gap_bytes),
+            stream_offset_bytes: self.ingest.stream_offset_bytes,
+            gap_bytes: std::mem::take(&mut self.ingest.pending_gap_bytes),
             payload_len_bytes: 0,
             payload_crc32c: crate::layout::crc32c(&[]),
             end: true,
         };
-        if self.metas[buffer as usize * self.k as usize].gap_bytes > 0 {
-            self.gap_count += 1;
+        if self.ingest.metas[buffer as usize * self.k as usize].gap_bytes > 0 {
+            self.ingest.gap_count += 1;
         }
-        self.buffer_chunk_counts[buffer as usize] = 1;
+        self.ingest.buffer_chunk_counts[buffer as usize] = 1;
         // Any member with a free slot takes it (the writers kept one slot each for this).
-        let member_index = (0..self.members.len()).find(|&index| {
-            let member = &self.members[index];
+        let member_index = (0..self.placement.members.len()).find(|&index| {
+            let member = &self.placement.members[index];
             !member.retired
                 && match self.options.fill {
                     Fill::Linear => member.next_slot < member.data_slot_count,
@@ -1480,14 +1396,14 @@ impl<'a> Writer<'a> {
                     self.error.get_or_insert(error.to_string());
                 }
             }
-            None => self.free.push(buffer),
+            None => self.ingest.free.push(buffer),
         }
     }
 
     fn submit_end(&mut self, buffer: u32, member_index: usize) -> Result<(), RecordingError> {
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         loop {
-            let member = &self.members[member_index];
+            let member = &self.placement.members[member_index];
             let member_ready =
                 member.in_flight < member.queue_depth && (!ring || member.ring_clear(1));
             if member_ready && self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth
@@ -1504,7 +1420,7 @@ impl<'a> Writer<'a> {
         let cpu_after = process_cpu_s();
         let outcome = if self.error.is_some() {
             RecordOutcome::Failed
-        } else if self.full {
+        } else if self.placement.full {
             RecordOutcome::TargetFull
         } else {
             match self.control.state() {
@@ -1513,12 +1429,13 @@ impl<'a> Writer<'a> {
                     RecordOutcome::Complete
                 }
                 ControlState::Stop => RecordOutcome::Stopped,
-                ControlState::Run if self.source_done => RecordOutcome::SourceEnded,
+                ControlState::Run if self.ingest.source_done => RecordOutcome::SourceEnded,
                 ControlState::Run => RecordOutcome::Complete,
             }
         };
         let chunk_bytes = self.chunk_bytes() as u64;
         let written_bytes: u64 = self
+            .placement
             .members
             .iter()
             .map(|m| m.chunk_count * chunk_bytes)
@@ -1534,25 +1451,26 @@ impl<'a> Writer<'a> {
             engine_features: self.engine.features(),
             engine_fallback_reason: self.fallback_reason.clone(),
             chunk_size_bytes: self.set.chunk_size_bytes,
-            payload_capacity_bytes: self.payload_capacity_bytes,
+            payload_capacity_bytes: self.ingest.payload_capacity_bytes,
             io_size_bytes: chunk_bytes * self.k as u64,
             queue_depth: self.options.queue_depth,
             buffer_bytes: self.engine.pool().total_bytes() as u64,
             first_sequence: self.first_sequence,
             end_sequence: self.claimed().sequence_end,
             chunk_count: self.claimed().sequence_end - self.first_sequence,
-            stream_bytes: self.recorded_stream_bytes,
+            stream_bytes: self.ingest.recorded_stream_bytes,
             lost_bytes: self.claimed().lost_bytes,
-            gap_count: self.gap_count,
+            gap_count: self.ingest.gap_count,
             written_bytes,
-            unrecorded_bytes: self.unrecorded_bytes,
-            overdue_bytes: self.overdue_bytes,
-            checkpoint_count: self.checkpoint_count,
+            unrecorded_bytes: self.ingest.unrecorded_bytes,
+            overdue_bytes: self.ingest.overdue_bytes,
+            checkpoint_count: self.frontier.checkpoint_count,
             elapsed_s: elapsed.as_secs_f64(),
-            rate_mib_per_s: crate::unit::rate_mib_per_s(self.recorded_stream_bytes, elapsed),
+            rate_mib_per_s: crate::unit::rate_mib_per_s(self.ingest.recorded_stream_bytes, elapsed),
             cpu_user_s: cpu_after.0 - cpu_before.0,
             cpu_system_s: cpu_after.1 - cpu_before.1,
             members: self
+                .placement
                 .members
                 .iter()
                 .enumerate()
@@ -1572,12 +1490,13 @@ impl<'a> Writer<'a> {
                 })
                 .collect(),
             retirements: self
+                .retiring
                 .retirements
                 .iter()
                 .map(|retirement| RetirementReport::new(self.set, retirement))
                 .collect(),
-            degraded: !self.retirements.is_empty(),
-            member_errors: self.member_errors.clone(),
+            degraded: !self.retiring.retirements.is_empty(),
+            member_errors: self.retiring.member_errors.clone(),
             error: self.error.clone(),
         }
     }

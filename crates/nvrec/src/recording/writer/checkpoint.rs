@@ -19,15 +19,15 @@ impl Writer<'_> {
         if self.rewrites_hold_checkpoints() {
             return false;
         }
-        if self.gate.is_some_and(|gate| !gate.offered) {
+        if self.retiring.gate.is_some_and(|gate| !gate.offered) {
             return true; // A retired member's flush is waited for.
         }
         // Slots alone call for a new checkpoint only once the frontier has moved: while a
         // member lags, another checkpoint would claim nothing more.
-        let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
-        self.clock.since(self.last_checkpoint) >= self.options.sync_interval
+        let moved = self.frontier.durable_sequence_end > self.frontier.checkpointed_sequence_end;
+        self.clock.since(self.frontier.last_checkpoint) >= self.options.sync_interval
             || moved
-                && self.members.iter().any(|member| {
+                && self.placement.members.iter().any(|member| {
                     // Also halfway to how far a member may go past the last durable
                     // checkpoint (the recovery window; in a ring, half a lap), so that
                     // the next one is made before a member has to wait for it.
@@ -39,19 +39,21 @@ impl Writer<'_> {
     /// flushes the members and writes it while the data path goes on.
     pub(super) fn offer_checkpoint(&mut self) -> Result<(), RecordingError> {
         let checkpoint = self.build_checkpoint(self.recording_id);
-        let live = self.live();
-        let flush = self.flush_set();
+        let live = self.placement.live();
+        let flush = self.placement.flush_set();
         // Only a member retired when the flush starts has all its writes covered by it.
-        self.offered_flush = self
+        self.frontier.offered_flush = self
+            .placement
             .members
             .iter()
             .map(|member| member.retired && member.unflushed)
             .collect();
-        self.offered_live = live.clone();
-        if let Some(gate) = self.gate.as_mut() {
+        self.frontier.offered_live = live.clone();
+        if let Some(gate) = self.retiring.gate.as_mut() {
             gate.offered |= flush.get(gate.member).copied().unwrap_or(false);
         }
-        self.offered_unflushed = self
+        self.frontier.offered_unflushed = self
+            .placement
             .members
             .iter()
             .zip(&flush)
@@ -63,15 +65,6 @@ impl Writer<'_> {
         self.durability.offer(checkpoint, live, flush)
     }
 
-    /// The members a checkpoint flushes: the live ones, and those retired since their
-    /// last flush (what they completed before they failed is claimed).
-    pub(super) fn flush_set(&self) -> Vec<bool> {
-        self.members
-            .iter()
-            .map(|member| !member.retired || member.unflushed)
-            .collect()
-    }
-
     /// The flush of a retired member failed: it is not flushed again, and the recording
     /// goes on. What it completed since its last good flush is on the drive (reads find
     /// it, and so does recovery) and the entry counts it; the report names the member and
@@ -79,18 +72,18 @@ impl Writer<'_> {
     /// claiming no more than the last checkpoint, would leave everything the other members
     /// hold past it out of the entry: a silent loss.)
     pub(super) fn retired_flush_failed(&mut self, member: usize, error: &RecordingError) {
-        if self.members[member].flush_failed || self.gated_flush_failed(member) {
+        if self.placement.members[member].flush_failed || self.gated_flush_failed(member) {
             return;
         }
         self.note_member_error(member, error.to_string());
-        let state = &mut self.members[member];
+        let state = &mut self.placement.members[member];
         state.unflushed = false;
         state.flush_failed = true;
     }
 
     /// Records a failure of `member` that ends nothing, for the report.
     pub(super) fn note_member_error(&mut self, member: usize, error: String) {
-        self.member_errors.push(MemberErrorReport {
+        self.retiring.member_errors.push(MemberErrorReport {
             member_index: member as u16,
             path: self.set.members[member]
                 .as_ref()
@@ -104,7 +97,7 @@ impl Writer<'_> {
     /// A flush or metadata write of `member` failed: a live member fails (it is retired,
     /// or the recording fails), a retired one is flushed no more.
     pub(super) fn member_io_failed(&mut self, member: usize, error: &RecordingError) {
-        if self.members[member].retired {
+        if self.placement.members[member].retired {
             self.retired_flush_failed(member, error);
         } else if is_flush_failure(error) {
             let cause = retire::cause_of_io(error);
@@ -122,7 +115,7 @@ impl Writer<'_> {
         &mut self,
         work: impl Fn(&Member) -> Result<(), RecordingError> + Sync,
     ) -> (usize, Option<RecordingError>) {
-        let (taken, failed) = coordinator::on_every_member(self.set, &self.live(), work);
+        let (taken, failed) = coordinator::on_every_member(self.set, &self.placement.live(), work);
         let mut first = None;
         for (member, error) in failed {
             self.member_io_failed(member, &error);
@@ -133,9 +126,9 @@ impl Writer<'_> {
 
     /// Flushes every live member here and now.
     pub(super) fn flush_live(&mut self) {
-        let live = self.live();
+        let live = self.placement.live();
         let (_, failed) = coordinator::on_every_member(self.set, &live, Member::flush);
-        for (index, member) in self.members.iter_mut().enumerate() {
+        for (index, member) in self.placement.members.iter_mut().enumerate() {
             if live[index] && !failed.iter().any(|&(failed, _)| failed == index) {
                 member.completed_unflushed.clear();
             }
@@ -143,11 +136,6 @@ impl Writer<'_> {
         for (member, error) in failed {
             self.member_io_failed(member, &error);
         }
-    }
-
-    /// Which members still take writes and metadata.
-    pub(super) fn live(&self) -> Vec<bool> {
-        self.members.iter().map(|member| !member.retired).collect()
     }
 
     /// Takes the outcome of a checkpoint the coordinator finished: recovery now starts
@@ -161,16 +149,26 @@ impl Writer<'_> {
     pub(super) fn checkpoint_made(&mut self, outcome: Outcome) {
         // A checkpoint offered since a retirement held new writes back has flushed the
         // retired member: its outcome says whether what that member completed is durable.
-        let gate = self.gate.filter(|gate| gate.offered);
+        let gate = self.retiring.gate.filter(|gate| gate.offered);
         if let Some(checkpoint) = outcome.made {
-            self.checkpoint_count += 1;
-            for (member, flushed) in self.members.iter_mut().zip(&self.offered_flush) {
+            self.frontier.checkpoint_count += 1;
+            for (member, flushed) in self
+                .placement
+                .members
+                .iter_mut()
+                .zip(&self.frontier.offered_flush)
+            {
                 if *flushed {
                     member.unflushed = false;
                 }
             }
             // Every flush before the checkpoint succeeded: what they covered is durable.
-            for (member, &covered) in self.members.iter_mut().zip(&self.offered_unflushed) {
+            for (member, &covered) in self
+                .placement
+                .members
+                .iter_mut()
+                .zip(&self.frontier.offered_unflushed)
+            {
                 let covered = covered.min(member.completed_unflushed.len());
                 member.completed_unflushed.drain(..covered);
             }
@@ -182,7 +180,7 @@ impl Writer<'_> {
                     .durable_bytes
                     .store(checkpoint.durable_stream_bytes, Ordering::Relaxed);
             }
-            for member in &mut self.members {
+            for member in &mut self.placement.members {
                 member.since_durable_slots = member.since_checkpoint_slots;
                 member.durable_guard_slots = member.checkpoint_guard_slots;
             }
@@ -192,18 +190,23 @@ impl Writer<'_> {
         // offered and has been retired since (its write failed meanwhile) stays retired as
         // it is: it is flushed again as a retired member.
         for (member, error) in outcome.failed {
-            let was_live = self.offered_live.get(member).copied().unwrap_or(true);
+            let was_live = self
+                .frontier
+                .offered_live
+                .get(member)
+                .copied()
+                .unwrap_or(true);
             // Its flush failing matters to a retirement waiting for it; its metadata
             // write failing does not (the flush before it succeeded).
-            let gated =
-                self.gate.is_some_and(|gate| gate.member == member) && is_flush_failure(&error);
-            if was_live && self.members[member].retired && !gated {
+            let gated = self.retiring.gate.is_some_and(|gate| gate.member == member)
+                && is_flush_failure(&error);
+            if was_live && self.placement.members[member].retired && !gated {
                 continue;
             }
             self.member_io_failed(member, &error);
         }
         if gate.is_some() {
-            self.gate = None;
+            self.retiring.gate = None;
         }
         if let Some(error) = outcome.error {
             self.error.get_or_insert(error.to_string());
@@ -230,16 +233,16 @@ impl Writer<'_> {
                 source: std::io::Error::other("no member is left to take it"),
             }));
         }
-        self.offered_flush = vec![false; self.members.len()];
-        self.offered_unflushed = vec![0; self.members.len()];
+        self.frontier.offered_flush = vec![false; self.placement.members.len()];
+        self.frontier.offered_unflushed = vec![0; self.placement.members.len()];
         self.checkpoint_made(Outcome::made(checkpoint));
         Ok(())
     }
 
     /// Flushes the members retired since their last flush, here and now.
     pub(super) fn flush_retired(&mut self) {
-        for index in 0..self.members.len() {
-            if !(self.members[index].retired && self.members[index].unflushed) {
+        for index in 0..self.placement.members.len() {
+            if !(self.placement.members[index].retired && self.placement.members[index].unflushed) {
                 continue;
             }
             let Some(member) = self.set.members[index].as_ref() else {
@@ -247,8 +250,8 @@ impl Writer<'_> {
             };
             match member.flush() {
                 Ok(()) => {
-                    self.members[index].unflushed = false;
-                    self.members[index].completed_unflushed.clear();
+                    self.placement.members[index].unflushed = false;
+                    self.placement.members[index].completed_unflushed.clear();
                 }
                 Err(error) => self.retired_flush_failed(index, &error),
             }
@@ -258,10 +261,11 @@ impl Writer<'_> {
     /// A checkpoint of everything up to the durable frontier (writes whose completions
     /// have been seen), with each member's position at its oldest write not covered.
     pub(super) fn build_checkpoint(&mut self, recording_id: u32) -> Checkpoint {
-        let durable_end = self.durable_sequence_end;
+        let durable_end = self.frontier.durable_sequence_end;
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         let k = self.k as u64;
         let positions = self
+            .placement
             .members
             .iter_mut()
             .map(|member| {
@@ -306,12 +310,12 @@ impl Writer<'_> {
                 position
             })
             .collect();
-        self.checkpoint_generation += 1;
-        self.checkpointed_sequence_end = durable_end;
-        self.last_checkpoint = self.clock.now();
+        self.frontier.checkpoint_generation += 1;
+        self.frontier.checkpointed_sequence_end = durable_end;
+        self.frontier.last_checkpoint = self.clock.now();
         Checkpoint {
             set_uuid: self.set.set_uuid,
-            generation: self.checkpoint_generation,
+            generation: self.frontier.checkpoint_generation,
             written_ns: self.clock.wall_ns(),
             recording_id,
             recovery_window_slots: RECOVERY_WINDOW_SLOTS,
@@ -321,10 +325,10 @@ impl Writer<'_> {
                 self.first_sequence
             },
             durable_sequence_end: durable_end,
-            durable_stream_bytes: self.durable_stream_bytes,
-            durable_lost_bytes: self.durable_lost_bytes,
+            durable_stream_bytes: self.frontier.durable_stream_bytes,
+            durable_lost_bytes: self.frontier.durable_lost_bytes,
             members: positions,
-            retirements: self.retirements.clone(),
+            retirements: self.retiring.retirements.clone(),
         }
     }
 }

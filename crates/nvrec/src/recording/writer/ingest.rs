@@ -11,6 +11,156 @@ use super::*;
 const PACED_BACKLOG: Duration = Duration::from_millis(250);
 const PACED_BACKLOG_MAX_BYTES: u64 = 64 << 20;
 
+/// The ingest stage's state: the pool's buffers as the source fills them, and the stream
+/// as it came (offsets, what was lost and where the next gap goes).
+pub(super) struct Ingest {
+    /// Chunks per buffer (one I/O).
+    pub(super) k: u32,
+    pub(super) payload_capacity_bytes: u32,
+    /// Per chunk slot of every buffer: what the source put there.
+    pub(super) metas: Vec<ChunkMeta>,
+    /// Per buffer: chunks filled.
+    pub(super) buffer_chunk_counts: Vec<u32>,
+    /// The source may wait for input: queued writes go to the kernel before every read.
+    pub(super) source_may_block: bool,
+    /// The source gives records (datagrams, packets): chunks and entry are flagged so.
+    pub(super) records: bool,
+    /// A record source asked to stop has given what it held (see `wants_input`), and since
+    /// when it has been giving it.
+    pub(super) drained: bool,
+    pub(super) drain_started: Option<Instant>,
+    /// For a constant source: how many payload bytes each chunk slot already holds from an
+    /// earlier fill (0 = none), and the CRC32C of a payload of a given length.
+    pub(super) constant_source: bool,
+    pub(super) constant_payload_bytes: Vec<u32>,
+    pub(super) constant_crc32c: Option<(u32, u32)>,
+    /// Buffers free, filled and waiting for a member (in stream order), being filled.
+    pub(super) free: Vec<u32>,
+    pub(super) ready: VecDeque<u32>,
+    pub(super) filling: Option<u32>,
+    /// The stream offset of the next byte, and the bytes lost so far (in it).
+    pub(super) stream_offset_bytes: u64,
+    pub(super) lost_bytes: u64,
+    /// Lost since the last chunk filled: the next chunk carries it as its gap.
+    pub(super) pending_gap_bytes: u64,
+    pub(super) gap_count: u64,
+    pub(super) recorded_stream_bytes: u64,
+    /// The source has ended.
+    pub(super) source_done: bool,
+    /// Taken from the source and not written (abort, full), and due from a paced source
+    /// when it stopped and not taken.
+    pub(super) unrecorded_bytes: u64,
+    pub(super) overdue_bytes: u64,
+}
+
+impl Ingest {
+    /// `buffer_count` free buffers of `k` chunks, for `source`.
+    pub(super) fn new(
+        buffer_count: u32,
+        k: u32,
+        payload_capacity_bytes: u32,
+        source: &dyn Source,
+    ) -> Ingest {
+        let slots = buffer_count as usize * k as usize;
+        Ingest {
+            k,
+            payload_capacity_bytes,
+            metas: vec![ChunkMeta::default(); slots],
+            buffer_chunk_counts: vec![0; buffer_count as usize],
+            source_may_block: source.may_block(),
+            records: source.packs_records(),
+            drained: false,
+            drain_started: None,
+            constant_source: source.is_constant(),
+            constant_payload_bytes: vec![0; slots],
+            constant_crc32c: None,
+            free: (0..buffer_count).rev().collect(),
+            ready: VecDeque::with_capacity(buffer_count as usize),
+            filling: None,
+            stream_offset_bytes: 0,
+            lost_bytes: 0,
+            pending_gap_bytes: 0,
+            gap_count: 0,
+            recorded_stream_bytes: 0,
+            source_done: false,
+            unrecorded_bytes: 0,
+            overdue_bytes: 0,
+        }
+    }
+
+    /// How far behind its schedule a paced source at `rate` may be before the rest is lost:
+    /// [`PACED_BACKLOG`] at the rate, at most [`PACED_BACKLOG_MAX_BYTES`], at least a payload.
+    pub(super) fn backlog_allowed(&self, rate: f64) -> u64 {
+        ((rate * PACED_BACKLOG.as_secs_f64()) as u64)
+            .min(PACED_BACKLOG_MAX_BYTES)
+            .max(self.payload_capacity_bytes as u64)
+    }
+
+    /// `bytes` of input are lost: the stream moves past them, and the next chunk (or the
+    /// end marker) carries them as its gap.
+    pub(super) fn lose(&mut self, bytes: u64) {
+        self.stream_offset_bytes += bytes;
+        self.lost_bytes += bytes;
+        self.pending_gap_bytes += bytes;
+    }
+
+    /// The source filled the next chunk of `buffer` (at the stream offset) with
+    /// `payload_len_bytes`: it takes the gap lost before it, and the stream moves on.
+    pub(super) fn chunk_filled(
+        &mut self,
+        buffer: u32,
+        timestamp_ns: u64,
+        payload_len_bytes: u32,
+        payload_crc32c: u32,
+    ) {
+        let index = self.buffer_chunk_counts[buffer as usize];
+        let gap_bytes = std::mem::take(&mut self.pending_gap_bytes);
+        self.metas[(buffer * self.k + index) as usize] = ChunkMeta {
+            timestamp_ns,
+            stream_offset_bytes: self.stream_offset_bytes,
+            gap_bytes,
+            payload_len_bytes,
+            payload_crc32c,
+            end: false,
+        };
+        self.gap_count += u64::from(gap_bytes > 0);
+        self.buffer_chunk_counts[buffer as usize] = index + 1;
+        self.stream_offset_bytes += payload_len_bytes as u64;
+        self.recorded_stream_bytes += payload_len_bytes as u64;
+    }
+
+    /// `buffer`'s write is done with it (completed, or given up): it is free again.
+    pub(super) fn free_buffer(&mut self, buffer: u32) {
+        self.buffer_chunk_counts[buffer as usize] = 0;
+        self.free.push(buffer);
+    }
+
+    /// Moves the buffer being filled, if it holds anything, to the ready FIFO.
+    pub(super) fn seal_filling(&mut self) {
+        if let Some(buffer) = self.filling.take() {
+            if self.buffer_chunk_counts[buffer as usize] > 0 {
+                self.ready.push_back(buffer);
+            } else {
+                self.free.push(buffer);
+            }
+        }
+    }
+
+    /// Gives up a buffer that was filled but will not be written (abort, full target).
+    /// Buffers are dropped from the tail of the input, so the stream is rewound to the
+    /// start of the first dropped chunk: the recording stays one contiguous stream.
+    pub(super) fn drop_buffer(&mut self, buffer: u32) {
+        let base = buffer as usize * self.k as usize;
+        for index in 0..self.buffer_chunk_counts[buffer as usize] as usize {
+            let meta = self.metas[base + index];
+            self.unrecorded_bytes += meta.payload_len_bytes as u64;
+            self.recorded_stream_bytes -= meta.payload_len_bytes as u64;
+            self.stream_offset_bytes = self.stream_offset_bytes.min(meta.stream_offset_bytes);
+        }
+        self.free_buffer(buffer);
+    }
+}
+
 impl Writer<'_> {
     /// Whether the source may be read now: it has data left and we are running, or, for a
     /// record source (the network) asked to stop, it still holds what arrived before the
@@ -20,29 +170,30 @@ impl Writer<'_> {
             ControlState::Run => true,
             // At most a sync interval of it: input that keeps coming is not drained for ever.
             ControlState::Stop => {
-                self.records
-                    && !self.drained
-                    && self
-                        .drain_started
-                        .is_none_or(|started| started.elapsed() < self.options.sync_interval)
+                self.ingest.records
+                    && !self.ingest.drained
+                    && self.ingest.drain_started.is_none_or(|started| {
+                        self.clock.since(started) < self.options.sync_interval
+                    })
             }
             ControlState::Abort => false,
         };
-        !self.source_done
-            && !self.full
+        !self.ingest.source_done
+            && !self.placement.full
             && self.error.is_none()
             && running
             && self
                 .options
                 .limit_bytes
-                .is_none_or(|limit| self.stream_offset_bytes < limit)
+                .is_none_or(|limit| self.ingest.stream_offset_bytes < limit)
     }
 
     /// For a paced source with nothing in flight: wait until the next payload is due.
     pub(super) fn sleep_until_due(&self) {
         if let Some(rate) = self.options.rate_bytes_per_s {
-            let due_at =
-                (self.stream_offset_bytes + self.payload_capacity_bytes as u64) as f64 / rate;
+            let due_at = (self.ingest.stream_offset_bytes
+                + self.ingest.payload_capacity_bytes as u64) as f64
+                / rate;
             let wait = due_at - self.clock.since(self.started).as_secs_f64();
             if wait > 0.0 {
                 self.clock.sleep(Duration::from_secs_f64(wait.min(0.05)));
@@ -74,21 +225,14 @@ impl Writer<'_> {
         let Some(rate) = self.options.rate_bytes_per_s else {
             return false;
         };
-        let capacity = self.payload_capacity_bytes as u64;
+        let capacity = self.ingest.payload_capacity_bytes as u64;
         let behind = self
             .due_within_limit()
-            .saturating_sub(self.stream_offset_bytes);
-        let skipped = behind.saturating_sub(self.backlog_allowed(rate)) / capacity * capacity;
+            .saturating_sub(self.ingest.stream_offset_bytes);
+        let skipped =
+            behind.saturating_sub(self.ingest.backlog_allowed(rate)) / capacity * capacity;
         self.count_lost(skipped, LossCause::BehindRate);
         skipped > 0
-    }
-
-    /// How far behind its schedule a paced source at `rate` may be before the rest is lost:
-    /// [`PACED_BACKLOG`] at the rate, at most [`PACED_BACKLOG_MAX_BYTES`], at least a payload.
-    fn backlog_allowed(&self, rate: f64) -> u64 {
-        ((rate * PACED_BACKLOG.as_secs_f64()) as u64)
-            .min(PACED_BACKLOG_MAX_BYTES)
-            .max(self.payload_capacity_bytes as u64)
     }
 
     /// When a paced recording stops (its duration reached, or a stop asked for), input was
@@ -101,19 +245,19 @@ impl Writer<'_> {
         let Some(rate) = self.options.rate_bytes_per_s else {
             return;
         };
-        if self.source_done {
+        if self.ingest.source_done {
             return;
         }
         let elapsed = self.clock.since(self.started);
         let until = self.options.duration.map_or(elapsed, |d| d.min(elapsed));
         let due = (until.as_secs_f64() * rate) as u64;
         let due = self.options.limit_bytes.map_or(due, |limit| due.min(limit));
-        let behind = due.saturating_sub(self.stream_offset_bytes);
+        let behind = due.saturating_sub(self.ingest.stream_offset_bytes);
         self.count_lost(
-            behind.saturating_sub(self.backlog_allowed(rate)),
+            behind.saturating_sub(self.ingest.backlog_allowed(rate)),
             LossCause::BehindRate,
         );
-        self.overdue_bytes = due.saturating_sub(self.stream_offset_bytes);
+        self.ingest.overdue_bytes = due.saturating_sub(self.ingest.stream_offset_bytes);
     }
 
     /// Counts `bytes` of input as lost: the stream moves past them and the next chunk
@@ -125,35 +269,33 @@ impl Writer<'_> {
         if let Some(counters) = self.counters {
             counters.lost(cause, bytes);
         }
-        self.stream_offset_bytes += bytes;
-        self.lost_bytes += bytes;
-        self.pending_gap_bytes += bytes;
+        self.ingest.lose(bytes);
         self.progress
             .lost_bytes
-            .store(self.lost_bytes, Ordering::Relaxed);
+            .store(self.ingest.lost_bytes, Ordering::Relaxed);
     }
 
     /// Takes data from the source into buffers. Returns whether anything moved.
     pub(super) fn produce(&mut self) -> bool {
         let mut progressed = self.wants_input() && self.drop_backlog();
-        let capacity = self.payload_capacity_bytes as u64;
+        let capacity = self.ingest.payload_capacity_bytes as u64;
         while self.wants_input() {
             let remaining = self.options.limit_bytes.map_or(capacity, |limit| {
-                (limit - self.stream_offset_bytes).min(capacity)
+                (limit - self.ingest.stream_offset_bytes).min(capacity)
             });
-            if self.due_bytes() < self.stream_offset_bytes + remaining {
+            if self.due_bytes() < self.ingest.stream_offset_bytes + remaining {
                 // Paced: the next payload has not arrived yet. Send what is filled only when
                 // the targets are about to idle; while writes are in flight, the buffer keeps
                 // filling, so that I/Os stay whole instead of one chunk each.
-                if self.engine.in_flight() < self.members.len() as u32 {
-                    self.seal_filling();
+                if self.engine.in_flight() < self.placement.members.len() as u32 {
+                    self.ingest.seal_filling();
                 }
                 break;
             }
             // Rewrites after a failed flush keep a few free buffers (see `rewrite.rs`).
-            let buffer = match self.filling {
+            let buffer = match self.ingest.filling {
                 Some(buffer) => Some(buffer),
-                None if self.input_may_take_buffers() => self.free.pop(),
+                None if self.input_may_take_buffers() => self.ingest.free.pop(),
                 None => None,
             };
             let Some(buffer) = buffer else {
@@ -165,11 +307,11 @@ impl Writer<'_> {
                 }
                 break; // Back-pressure: the source waits.
             };
-            self.filling = Some(buffer);
-            let index = self.buffer_chunk_counts[buffer as usize];
+            self.ingest.filling = Some(buffer);
+            let index = self.ingest.buffer_chunk_counts[buffer as usize];
             let chunk_bytes = self.chunk_bytes();
             let start = index as usize * chunk_bytes + CHUNK_HEADER_SIZE_BYTES;
-            let stream_offset_bytes = self.stream_offset_bytes;
+            let stream_offset_bytes = self.ingest.stream_offset_bytes;
             let timestamp_ns = match self.options.rate_bytes_per_s {
                 Some(rate) => self.start_ns + (stream_offset_bytes as f64 / rate * 1e9) as u64,
                 None => self.clock.wall_ns(),
@@ -178,9 +320,9 @@ impl Writer<'_> {
             let draining = self.state() != ControlState::Run;
             if draining {
                 let now = self.clock.now();
-                self.drain_started.get_or_insert(now);
+                self.ingest.drain_started.get_or_insert(now);
             }
-            let constant = self.constant_source;
+            let constant = self.ingest.constant_source;
             let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
                 [start..start + remaining as usize];
             // Input that can go quiet (a pipe) is not held in memory much longer than a
@@ -188,114 +330,162 @@ impl Writer<'_> {
             // at a stop takes only what is there already.
             let quiet_after = match draining {
                 true => Some(Duration::ZERO),
-                false => self.source_may_block.then_some(self.options.sync_interval),
+                false => self
+                    .ingest
+                    .source_may_block
+                    .then_some(self.options.sync_interval),
             };
             let mut quiet = false;
             let mut packed = false;
-            let filled = if constant && self.constant_payload_bytes[chunk_slot] as u64 == remaining
-            {
-                // A constant source filled this slot before: the bytes are already there.
-                remaining as usize
-            } else {
-                let filled = match crate::stream::fill_until_quiet(
-                    &mut *self.source,
-                    stream_offset_bytes,
-                    payload,
-                    self.control,
-                    quiet_after,
-                ) {
-                    Ok(filled) => {
-                        quiet = filled.quiet;
-                        packed = filled.packed;
-                        filled.bytes
-                    }
-                    Err(error) => {
-                        self.error
-                            .get_or_insert(format!("reading the source: {error}"));
-                        0
-                    }
+            let filled =
+                if constant && self.ingest.constant_payload_bytes[chunk_slot] as u64 == remaining {
+                    // A constant source filled this slot before: the bytes are already there.
+                    remaining as usize
+                } else {
+                    let filled = match crate::stream::fill_until_quiet(
+                        &mut *self.source,
+                        stream_offset_bytes,
+                        payload,
+                        self.control,
+                        quiet_after,
+                    ) {
+                        Ok(filled) => {
+                            quiet = filled.quiet;
+                            packed = filled.packed;
+                            filled.bytes
+                        }
+                        Err(error) => {
+                            self.error
+                                .get_or_insert(format!("reading the source: {error}"));
+                            0
+                        }
+                    };
+                    self.ingest.constant_payload_bytes[chunk_slot] =
+                        if constant { filled as u32 } else { 0 };
+                    filled
                 };
-                self.constant_payload_bytes[chunk_slot] = if constant { filled as u32 } else { 0 };
-                filled
-            };
             progressed = true;
             if draining && (filled as u64) < remaining && !packed {
-                self.drained = true; // What was there is taken; the stop goes on.
+                self.ingest.drained = true; // What was there is taken; the stop goes on.
             }
             if filled == 0 {
                 if !quiet && !packed {
-                    self.source_done = true;
+                    self.ingest.source_done = true;
                 }
-                self.seal_filling();
+                self.ingest.seal_filling();
                 break;
             }
-            let payload_crc32c = match self.constant_crc32c {
+            let payload_crc32c = match self.ingest.constant_crc32c {
                 Some((len, crc)) if constant && len == filled as u32 => crc,
                 _ => {
                     let crc = crate::layout::crc32c(&payload[..filled]);
                     if constant {
-                        self.constant_crc32c = Some((filled as u32, crc));
+                        self.ingest.constant_crc32c = Some((filled as u32, crc));
                     }
                     crc
                 }
             };
-            self.metas[buffer as usize * self.k as usize + index as usize] = ChunkMeta {
-                timestamp_ns,
-                stream_offset_bytes,
-                gap_bytes: std::mem::take(&mut self.pending_gap_bytes),
-                payload_len_bytes: filled as u32,
-                payload_crc32c,
-                end: false,
-            };
-            if self.metas[buffer as usize * self.k as usize + index as usize].gap_bytes > 0 {
-                self.gap_count += 1;
-            }
-            self.buffer_chunk_counts[buffer as usize] = index + 1;
-            self.stream_offset_bytes += filled as u64;
-            self.recorded_stream_bytes += filled as u64;
+            self.ingest
+                .chunk_filled(buffer, timestamp_ns, filled as u32, payload_crc32c);
             if (filled as u64) < remaining && !packed {
                 // A short chunk: the source went quiet (the chunk goes out as it is), or it
                 // ended (or was interrupted by a stop) mid-payload. (A record source's chunk
                 // that holds as many whole records as fit is not short: the next chunk
                 // takes the next record.)
                 if !quiet && self.state() == ControlState::Run {
-                    self.source_done = true;
+                    self.ingest.source_done = true;
                 }
-                self.seal_filling();
+                self.ingest.seal_filling();
                 break;
             }
             if index + 1 == self.k {
-                self.seal_filling();
+                self.ingest.seal_filling();
                 // Let submission run between buffers so that I/O starts early.
                 break;
             }
         }
         progressed
     }
+}
 
-    /// Moves the buffer being filled, if it holds anything, to the ready FIFO.
-    pub(super) fn seal_filling(&mut self) {
-        if let Some(buffer) = self.filling.take() {
-            if self.buffer_chunk_counts[buffer as usize] > 0 {
-                self.ready.push_back(buffer);
-            } else {
-                self.free.push(buffer);
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pattern::Pattern;
+    use crate::source::PatternSource;
+
+    fn ingest(buffers: u32, k: u32) -> Ingest {
+        Ingest::new(buffers, k, 1000, &PatternSource(Pattern::new(1)))
     }
 
-    /// Gives up a buffer that was filled but will not be written (abort, full target).
-    /// Buffers are dropped from the tail of the input, so the stream is rewound to the
-    /// start of the first dropped chunk: the recording stays one contiguous stream.
-    pub(super) fn drop_buffer(&mut self, buffer: u32) {
-        let base = buffer as usize * self.k as usize;
-        for index in 0..self.buffer_chunk_counts[buffer as usize] as usize {
-            let meta = self.metas[base + index];
-            self.unrecorded_bytes += meta.payload_len_bytes as u64;
-            self.recorded_stream_bytes -= meta.payload_len_bytes as u64;
-            self.stream_offset_bytes = self.stream_offset_bytes.min(meta.stream_offset_bytes);
+    /// Fills the next buffer with `chunks` chunks of `len` bytes, and seals it.
+    fn fill(ingest: &mut Ingest, chunks: u32, len: u32) -> u32 {
+        let buffer = ingest.free.pop().unwrap();
+        ingest.filling = Some(buffer);
+        for _ in 0..chunks {
+            ingest.chunk_filled(buffer, 0, len, 0);
         }
-        self.buffer_chunk_counts[buffer as usize] = 0;
-        self.free.push(buffer);
+        ingest.seal_filling();
+        buffer
+    }
+
+    #[test]
+    fn a_loss_goes_into_the_next_chunk_as_its_gap_and_only_that_one() {
+        let mut ingest = ingest(2, 4);
+        let buffer = ingest.free.pop().unwrap();
+        ingest.chunk_filled(buffer, 0, 1000, 0);
+        ingest.lose(3000);
+        ingest.chunk_filled(buffer, 0, 1000, 0);
+        ingest.chunk_filled(buffer, 0, 1000, 0);
+        let metas = &ingest.metas[(buffer * 4) as usize..][..3];
+        assert_eq!(
+            metas
+                .iter()
+                .map(|m| (m.stream_offset_bytes, m.gap_bytes))
+                .collect::<Vec<_>>(),
+            [(0, 0), (4000, 3000), (5000, 0)]
+        );
+        assert_eq!(ingest.stream_offset_bytes, 6000);
+        assert_eq!((ingest.lost_bytes, ingest.gap_count), (3000, 1));
+        assert_eq!(ingest.recorded_stream_bytes, 3000);
+    }
+
+    #[test]
+    fn sealing_an_empty_buffer_frees_it_and_a_full_one_joins_the_ready_queue_in_order() {
+        let mut ingest = ingest(3, 2);
+        let first = fill(&mut ingest, 2, 1000);
+        let second = fill(&mut ingest, 1, 500);
+        let empty = ingest.free.pop().unwrap();
+        ingest.filling = Some(empty);
+        ingest.seal_filling();
+        assert_eq!(ingest.ready, [first, second]);
+        assert_eq!(ingest.free, [empty]);
+        assert_eq!(ingest.filling, None);
+    }
+
+    #[test]
+    fn dropping_buffers_from_the_tail_rewinds_the_stream_to_the_first_dropped_chunk() {
+        let mut ingest = ingest(3, 2);
+        fill(&mut ingest, 2, 1000);
+        let second = fill(&mut ingest, 2, 1000);
+        let third = fill(&mut ingest, 1, 700);
+        assert_eq!(ingest.stream_offset_bytes, 4700);
+        ingest.ready.pop_back();
+        ingest.drop_buffer(third);
+        ingest.ready.pop_back();
+        ingest.drop_buffer(second);
+        assert_eq!(ingest.stream_offset_bytes, 2000);
+        assert_eq!(ingest.recorded_stream_bytes, 2000);
+        assert_eq!(ingest.unrecorded_bytes, 2700);
+        assert_eq!(ingest.buffer_chunk_counts[second as usize], 0);
+        assert!(ingest.free.contains(&second) && ingest.free.contains(&third));
+    }
+
+    #[test]
+    fn a_paced_backlog_is_a_quarter_second_bounded_by_64_mib_and_a_payload() {
+        let ingest = ingest(1, 1);
+        assert_eq!(ingest.backlog_allowed(1e6), 250_000);
+        assert_eq!(ingest.backlog_allowed(1e12), PACED_BACKLOG_MAX_BYTES);
+        assert_eq!(ingest.backlog_allowed(1.0), 1000, "at least one payload");
     }
 }

@@ -4,6 +4,50 @@
 
 use super::*;
 
+/// The placement stage's state: every member's slots, laps and limits, which member comes
+/// next, and the sequence numbers given out.
+pub(super) struct Placement {
+    pub(super) members: Vec<MemberState>,
+    /// Where round-robin (and ties of adaptive striping) go on.
+    pub(super) rr_next: usize,
+    /// The sequence number of the next chunk placed.
+    pub(super) next_sequence: u64,
+    /// Gap bytes carried by the chunks submitted so far (chunks go out in stream order).
+    pub(super) submitted_gap_bytes: u64,
+    /// Discards ahead of a ring's write point that failed, by member: each fails its member
+    /// once the write being placed is out.
+    pub(super) trim_failures: Vec<(usize, RecordingError)>,
+    /// No member has room for another write.
+    pub(super) full: bool,
+}
+
+impl Placement {
+    pub(super) fn new(members: Vec<MemberState>, next_sequence: u64) -> Placement {
+        Placement {
+            members,
+            rr_next: 0,
+            next_sequence,
+            submitted_gap_bytes: 0,
+            trim_failures: Vec::new(),
+            full: false,
+        }
+    }
+
+    /// The members a checkpoint flushes: the live ones, and those retired since their
+    /// last flush (what they completed before they failed is claimed).
+    pub(super) fn flush_set(&self) -> Vec<bool> {
+        self.members
+            .iter()
+            .map(|member| !member.retired || member.unflushed)
+            .collect()
+    }
+
+    /// Which members still take writes and metadata.
+    pub(super) fn live(&self) -> Vec<bool> {
+        self.members.iter().map(|member| !member.retired).collect()
+    }
+}
+
 impl Writer<'_> {
     /// Sends ready buffers to members. Returns whether anything was submitted.
     pub(super) fn submit(&mut self) -> bool {
@@ -11,35 +55,41 @@ impl Writer<'_> {
         // those it had not completed (the frontier waits for them), and those it had
         // completed and never made durable.
         let mut progressed = self.submit_redirects() | self.submit_rewrites();
-        if !self.redirects.is_empty() || !self.rewrites.is_empty() || self.gate.is_some() {
+        if !self.retiring.redirects.is_empty()
+            || !self.retiring.rewrites.is_empty()
+            || self.retiring.gate.is_some()
+        {
             return progressed;
         }
-        while let Some(&buffer) = self.ready.front() {
-            if self.flights.len() >= self.flight_limit {
+        while let Some(&buffer) = self.ingest.ready.front() {
+            if self.frontier.flights.len() >= self.frontier.flight_limit {
                 break; // The frontier must move first: wait for the oldest write.
             }
-            if !self.trim_failures.is_empty() {
+            if !self.placement.trim_failures.is_empty() {
                 break; // A member failed: it is retired before anything else goes out.
             }
             if self.engine.in_flight() + self.max_parts() > self.engine_queue_depth {
                 break;
             }
-            let chunk_count = self.buffer_chunk_counts[buffer as usize];
-            let Some(member_index) = self.choose_member(chunk_count) else {
+            let chunk_count = self.ingest.buffer_chunk_counts[buffer as usize];
+            let now = self.clock.now();
+            let (fill, stripe) = (self.options.fill, self.options.stripe);
+            let Some(member_index) = self.placement.choose_member(chunk_count, fill, stripe, now)
+            else {
                 break;
             };
-            self.ready.pop_front();
+            self.ingest.ready.pop_front();
             if let Err(error) = self.submit_buffer(buffer, member_index, chunk_count) {
                 self.error.get_or_insert(error.to_string());
-                self.free.push(buffer);
+                self.ingest.free.push(buffer);
                 break;
             }
             progressed = true;
         }
-        if self.full {
+        if self.placement.full {
             // Nothing more fits: what is buffered cannot be recorded.
-            while let Some(buffer) = self.ready.pop_front() {
-                self.drop_buffer(buffer);
+            while let Some(buffer) = self.ingest.ready.pop_front() {
+                self.ingest.drop_buffer(buffer);
             }
         }
         self.trims_failed();
@@ -49,7 +99,7 @@ impl Writer<'_> {
     /// Fails the members whose discard ahead of the write point failed (a dying drive
     /// fails its discards with its writes): each is retired, its writes sent elsewhere.
     pub(super) fn trims_failed(&mut self) {
-        for (member, error) in std::mem::take(&mut self.trim_failures) {
+        for (member, error) in std::mem::take(&mut self.placement.trim_failures) {
             self.member_io_failed(member, &error);
         }
     }
@@ -69,8 +119,8 @@ impl Writer<'_> {
         member_index: usize,
         chunk_count: u32,
     ) -> Result<(), RecordingError> {
-        let number = self.flights.front_number() + self.flights.len() as u64;
-        let first_sequence = self.next_sequence;
+        let number = self.frontier.flights.front_number() + self.frontier.flights.len() as u64;
+        let first_sequence = self.placement.next_sequence;
         let placed = self.place(
             buffer,
             member_index,
@@ -78,7 +128,7 @@ impl Writer<'_> {
             first_sequence,
             tag(number, 0),
         )?;
-        self.flights.push(Flight {
+        self.frontier.flights.push(Flight {
             buffer,
             member: member_index as u16,
             first_sequence,
@@ -86,7 +136,7 @@ impl Writer<'_> {
             stream_end_bytes: placed.stream_end_bytes,
             // Not the loss counted so far: input lost after this write's chunks were cut
             // belongs to later chunks (it would exceed the stream this write ends).
-            lost_bytes_through: self.submitted_gap_bytes,
+            lost_bytes_through: self.placement.submitted_gap_bytes,
             parts_left: placed.parts,
             failed: false,
             slot: placed.slot,
@@ -97,7 +147,7 @@ impl Writer<'_> {
             needs_copy: false,
             landed: 0,
         });
-        self.next_sequence += chunk_count as u64;
+        self.placement.next_sequence += chunk_count as u64;
         Ok(())
     }
 
@@ -116,7 +166,7 @@ impl Writer<'_> {
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         if let Fill::Ring { trim } = self.options.fill {
             // A position at the end of the lap (as a checkpoint may hold) is slot 0 of the next.
-            let member = &mut self.members[member_index];
+            let member = &mut self.placement.members[member_index];
             let (_, lap, slot) = member.ring_next();
             if lap != member.lap {
                 member.trimmed_to_slot = 0;
@@ -128,7 +178,7 @@ impl Writer<'_> {
             }
         }
         let chunk_bytes = self.chunk_bytes();
-        let member = &self.members[member_index];
+        let member = &self.placement.members[member_index];
         let first_slot = member.next_slot;
         let lap = member.lap;
         let usable_slots = member.usable_slots;
@@ -165,7 +215,7 @@ impl Writer<'_> {
         if self.options.pattern {
             flags.insert(ChunkFlags::PATTERN);
         }
-        if self.records {
+        if self.ingest.records {
             flags.insert(ChunkFlags::RECORDS);
         }
         if redirected {
@@ -173,7 +223,7 @@ impl Writer<'_> {
         }
         let mut stream_end_bytes = 0;
         for index in 0..chunk_count as usize {
-            let meta = self.metas[base + index];
+            let meta = self.ingest.metas[base + index];
             let sequence = first_sequence + index as u64;
             let mut chunk_flags = flags;
             if sequence == self.first_sequence {
@@ -206,7 +256,7 @@ impl Writer<'_> {
             header.encode_into_with_payload_crc(slot, meta.payload_crc32c)?;
             stream_end_bytes = meta.stream_offset_bytes + meta.payload_len_bytes as u64;
             if !redirected {
-                self.submitted_gap_bytes += meta.gap_bytes;
+                self.placement.submitted_gap_bytes += meta.gap_bytes;
             }
         }
         // The I/Os: (first slot, first chunk of the buffer, chunk count).
@@ -241,7 +291,7 @@ impl Writer<'_> {
                 });
             }
         }
-        let member = &mut self.members[member_index];
+        let member = &mut self.placement.members[member_index];
         for (part, &(slot, first_chunk, _)) in parts.iter().enumerate() {
             // Redirected slots just before this part: those before the write, and in a
             // redirected write, its own first part.
@@ -296,7 +346,7 @@ impl Writer<'_> {
     /// out (nothing was discarded that a write needs: the write goes on).
     pub(super) fn trim_ahead(&mut self, member_index: usize) -> Result<(), RecordingError> {
         let io_slots = self.k as u64;
-        let member = &self.members[member_index];
+        let member = &self.placement.members[member_index];
         // Discarding overwrites as a write does: no further past the last durable
         // checkpoint than writes may go.
         let room = member
@@ -335,12 +385,17 @@ impl Writer<'_> {
                 ),
                 source,
             };
-            if !self.trim_failures.iter().any(|&(m, _)| m == member_index) {
-                self.trim_failures.push((member_index, error));
+            if !self
+                .placement
+                .trim_failures
+                .iter()
+                .any(|&(m, _)| m == member_index)
+            {
+                self.placement.trim_failures.push((member_index, error));
             }
             return Ok(());
         }
-        self.members[member_index].trimmed_to_slot = want_to;
+        self.placement.members[member_index].trimmed_to_slot = want_to;
         Ok(())
     }
 }

@@ -28,10 +28,14 @@
 //! fails rather than leave a hole where a reader expects a chunk.
 
 use super::rewrite::GATE_LIMIT;
-use super::{volume, Done, Fill, Flight, Gate, RecordingError, Rewrite, Writer};
+use super::{
+    volume, Done, Fill, Flight, Gate, MemberErrorReport, RecordingError, Rewrite, RewriteFlight,
+    Writer,
+};
 use crate::engine::IoErrorKind;
 use crate::layout::{Retirement, RetirementCause, RETIREMENTS_MAX};
 use crate::recording::MemberFailure;
+use std::collections::VecDeque;
 
 /// Flight numbers live in the low 56 bits of a completion's tag, the attempt in the top 8.
 const ATTEMPT_SHIFT: u32 = 56;
@@ -47,6 +51,29 @@ pub(super) fn untag(user_data: u64) -> (u64, u8) {
         user_data & ((1 << ATTEMPT_SHIFT) - 1),
         (user_data >> ATTEMPT_SHIFT) as u8,
     )
+}
+
+/// The retirement stage's state: the members retired, where their writes go again, what a
+/// failing flush left to write again, and earlier attempts still in the kernel.
+#[derive(Default)]
+pub(super) struct Retiring {
+    /// Members retired so far, and the writes of the newest one still to be sent again
+    /// (flight numbers, in sequence order) to `redirect_to`.
+    pub(super) retirements: Vec<Retirement>,
+    pub(super) redirects: VecDeque<u64>,
+    pub(super) redirect_to: Option<usize>,
+    /// Earlier attempts still in the kernel: their buffers come back when they complete.
+    pub(super) stale: Vec<Stale>,
+    /// Writes a member whose flush failed had completed since its last good flush, to be
+    /// read back from it and written to the redirect member (see `rewrite.rs`); and those
+    /// written, not yet completed.
+    pub(super) rewrites: VecDeque<Rewrite>,
+    pub(super) rewrite_flights: Vec<RewriteFlight>,
+    pub(super) next_rewrite: u64,
+    /// New writes held back for a retired member's next flush (see `rewrite.rs`).
+    pub(super) gate: Option<Gate>,
+    /// Failures that ended nothing, for the report.
+    pub(super) member_errors: Vec<MemberErrorReport>,
 }
 
 /// An earlier attempt still in the kernel: its buffer is freed when its parts complete.
@@ -74,26 +101,31 @@ pub(super) fn cause_of_io(error: &RecordingError) -> (RetirementCause, i32) {
 impl Writer<'_> {
     /// Takes a completion of an earlier attempt, if it is one. Returns whether it was.
     pub(super) fn stale_completed(&mut self, user_data: u64) -> bool {
-        let Some(at) = self.stale.iter().position(|s| s.user_data == user_data) else {
+        let Some(at) = self
+            .retiring
+            .stale
+            .iter()
+            .position(|s| s.user_data == user_data)
+        else {
             return false;
         };
-        self.stale[at].parts_left -= 1;
-        if self.stale[at].parts_left > 0 {
+        self.retiring.stale[at].parts_left -= 1;
+        if self.retiring.stale[at].parts_left > 0 {
             return true;
         }
-        let stale = self.stale.swap_remove(at);
+        let stale = self.retiring.stale.swap_remove(at);
         // If the write has not gone out again yet, its next attempt takes the buffer back
         // as it is (its contents are intact); otherwise the buffer is free.
         let (number, _) = untag(user_data);
         let waiting = self
+            .frontier
             .flights
             .get_mut(number)
             .filter(|flight| flight.needs_copy && flight.buffer == stale.buffer);
         match waiting {
             Some(flight) => flight.needs_copy = false,
             None => {
-                self.buffer_chunk_counts[stale.buffer as usize] = 0;
-                self.free.push(stale.buffer);
+                self.ingest.free_buffer(stale.buffer);
             }
         }
         true
@@ -101,7 +133,7 @@ impl Writer<'_> {
 
     /// A write of `member` came back failed (its flight holds the error).
     pub(super) fn write_failed(&mut self, member: usize) {
-        let Some((_, flight, _)) = self.flights.iter().find(|&(_, f, done)| {
+        let Some((_, flight, _)) = self.frontier.flights.iter().find(|&(_, f, done)| {
             f.member as usize == member && f.failed && f.parts_left == 0 && !done
         }) else {
             return;
@@ -119,14 +151,14 @@ impl Writer<'_> {
     /// member timeout fail their member.
     pub(super) fn check_timeouts(&mut self) {
         let timeout = self.options.member_timeout;
-        for member in 0..self.members.len() {
-            if self.members[member].retired {
+        for member in 0..self.placement.members.len() {
+            if self.placement.members[member].retired {
                 continue;
             }
-            let Some(&(number, _, _)) = self.members[member].pending.front() else {
+            let Some(&(number, _, _)) = self.placement.members[member].pending.front() else {
                 continue;
             };
-            let Some(flight) = self.flights.get(number) else {
+            let Some(flight) = self.frontier.flights.get(number) else {
                 continue;
             };
             if self.clock.since(flight.submitted) >= timeout {
@@ -173,17 +205,17 @@ impl Writer<'_> {
         // A retired member's writes all went elsewhere, but one that failed after it was
         // retired (its completion came later than the failure that retired it) still has
         // to: it gets a retirement record of its own.
-        let failed_after = self.flights.iter().any(|(_, f, done)| {
+        let failed_after = self.frontier.flights.iter().any(|(_, f, done)| {
             f.member as usize == member && f.failed && f.parts_left == 0 && !done
         });
-        if self.members[member].retired && !failed_after {
+        if self.placement.members[member].retired && !failed_after {
             return;
         }
         let target = match self.options.on_member_failure {
             MemberFailure::Retire
-                if self.retirements.len() < RETIREMENTS_MAX
-                    && self.redirects.is_empty()
-                    && self.rewrites.is_empty() =>
+                if self.retiring.retirements.len() < RETIREMENTS_MAX
+                    && self.retiring.redirects.is_empty()
+                    && self.retiring.rewrites.is_empty() =>
             {
                 self.redirect_target(member)
             }
@@ -204,6 +236,7 @@ impl Writer<'_> {
     /// Failed writes of `member` that will not be sent again: the frontier stops at them.
     fn give_up(&mut self, member: usize) {
         let given_up: Vec<(u64, Flight)> = self
+            .frontier
             .flights
             .iter()
             .filter(|&(_, f, done)| {
@@ -224,27 +257,28 @@ impl Writer<'_> {
                     chunk_count: flight.chunk_count,
                     slot: flight.slot,
                     position: flight.position,
-                    stream_offset_bytes: self.metas[base].stream_offset_bytes,
+                    stream_offset_bytes: self.ingest.metas[base].stream_offset_bytes,
                 };
-                self.members[member].completed_unflushed.push_back(done);
-                if let Some(f) = self.flights.get_mut(number) {
+                self.placement.members[member]
+                    .completed_unflushed
+                    .push_back(done);
+                if let Some(f) = self.frontier.flights.get_mut(number) {
                     f.failed = false;
                     f.error = None;
                 }
             } else if landed > 0 {
-                let last = self.metas[base + landed as usize - 1];
+                let last = self.ingest.metas[base + landed as usize - 1];
                 let gaps_after: u64 = (landed..flight.chunk_count)
-                    .map(|index| self.metas[base + index as usize].gap_bytes)
+                    .map(|index| self.ingest.metas[base + index as usize].gap_bytes)
                     .sum();
-                if let Some(f) = self.flights.get_mut(number) {
+                if let Some(f) = self.frontier.flights.get_mut(number) {
                     f.landed = landed;
                     f.stream_end_bytes = last.stream_offset_bytes + last.payload_len_bytes as u64;
                     f.lost_bytes_through = flight.lost_bytes_through.saturating_sub(gaps_after);
                 }
             }
-            self.buffer_chunk_counts[flight.buffer as usize] = 0;
-            self.free.push(flight.buffer);
-            self.flights.complete(number);
+            self.ingest.free_buffer(flight.buffer);
+            self.frontier.flights.complete(number);
             if flight.attempt > 0 && landed < flight.chunk_count {
                 let slots = self.slots_of(member, flight.slot, flight.chunk_count);
                 self.cut_run_at(member, slots[landed as usize]);
@@ -298,7 +332,7 @@ impl Writer<'_> {
     /// which a retirement record cannot tell, and `member` is not retired.
     fn cut_runs_before_unfinished(&mut self, member: usize) -> bool {
         let mut cuts = Vec::new();
-        for (index, retirement) in self.retirements.iter().enumerate() {
+        for (index, retirement) in self.retiring.retirements.iter().enumerate() {
             if retirement.redirect_member as usize != member {
                 continue;
             }
@@ -308,6 +342,7 @@ impl Writer<'_> {
                     .flatten()
             };
             let unfinished = self
+                .frontier
                 .flights
                 .iter()
                 .filter(|&(_, _, done)| !done)
@@ -315,6 +350,7 @@ impl Writer<'_> {
                 .min();
             let Some(cut) = unfinished else { continue };
             let completed_after = self
+                .frontier
                 .flights
                 .iter()
                 .filter(|&(_, _, done)| done)
@@ -325,7 +361,7 @@ impl Writer<'_> {
             cuts.push((index, cut));
         }
         for (index, cut) in cuts {
-            self.retirements[index].redirect_slot_count = cut as u32;
+            self.retiring.retirements[index].redirect_slot_count = cut as u32;
         }
         true
     }
@@ -335,7 +371,7 @@ impl Writer<'_> {
     /// before it (the frontier stops at it). The slots after it hold nothing the recording
     /// claims, and a reader that took them for redirected chunks would find them blank.
     pub(super) fn cut_run_at(&mut self, member: usize, slot: u64) {
-        for retirement in self.retirements.iter_mut().rev() {
+        for retirement in self.retiring.retirements.iter_mut().rev() {
             if retirement.redirect_member as usize != member {
                 continue;
             }
@@ -350,20 +386,21 @@ impl Writer<'_> {
     /// the one least far along.
     fn redirect_target(&self, member: usize) -> Option<usize> {
         let outstanding: u64 = self
+            .frontier
             .flights
             .iter()
             .filter(|&(_, f, done)| f.member as usize == member && !done)
             .map(|(_, f, _)| f.chunk_count as u64)
             .sum();
         let ring = matches!(self.options.fill, Fill::Ring { .. });
-        (0..self.members.len())
-            .filter(|&index| index != member && !self.members[index].retired)
+        (0..self.placement.members.len())
+            .filter(|&index| index != member && !self.placement.members[index].retired)
             .filter(|&index| {
-                let m = &self.members[index];
+                let m = &self.placement.members[index];
                 ring || m.next_slot + outstanding <= m.usable_slots
             })
             .min_by_key(|&index| {
-                let m = &self.members[index];
+                let m = &self.placement.members[index];
                 (m.lap * m.usable_slots + m.next_slot) * 1024 / m.usable_slots.max(1)
             })
     }
@@ -378,19 +415,19 @@ impl Writer<'_> {
         (cause, errno): (RetirementCause, i32),
         in_doubt: bool,
     ) {
-        let again = self.members[member].retired;
+        let again = self.placement.members[member].retired;
         let flush_failed = in_doubt;
         let in_doubt: Vec<Done> = match in_doubt && !again {
-            true => std::mem::take(&mut self.members[member].completed_unflushed).into(),
+            true => std::mem::take(&mut self.placement.members[member].completed_unflushed).into(),
             false => Vec::new(),
         };
         let mut first: Option<Flight> = None;
-        for (number, flight, done) in self.flights.iter_mut() {
+        for (number, flight, done) in self.frontier.flights.iter_mut() {
             if flight.member as usize != member || done || again && !flight.failed {
                 continue;
             }
             if flight.parts_left > 0 {
-                self.stale.push(Stale {
+                self.retiring.stale.push(Stale {
                     user_data: tag(number, flight.attempt),
                     buffer: flight.buffer,
                     parts_left: flight.parts_left,
@@ -399,12 +436,12 @@ impl Writer<'_> {
             }
             first.get_or_insert(*flight);
             // Not written there after all: the chunks count where they land.
-            self.members[member].chunk_count -= flight.chunk_count as u64;
+            self.placement.members[member].chunk_count -= flight.chunk_count as u64;
             flight.attempt = flight.attempt.wrapping_add(1).max(1);
             flight.failed = false;
             flight.error = None;
             flight.parts_left = 0;
-            self.redirects.push_back(number);
+            self.retiring.redirects.push_back(number);
         }
         if let Some(counters) = self.counters {
             counters.members[member].retire();
@@ -415,7 +452,7 @@ impl Writer<'_> {
         if let Some(flight) = first {
             starts.push(self.done_of(&flight));
         }
-        let retired = &mut self.members[member];
+        let retired = &mut self.placement.members[member];
         retired.retired = true;
         // What it completed is flushed by the next checkpoint, or, where its flush failed,
         // written again elsewhere.
@@ -441,19 +478,20 @@ impl Writer<'_> {
                 )
             }
             _ => (
-                self.next_sequence,
-                self.stream_offset_bytes,
+                self.placement.next_sequence,
+                self.ingest.stream_offset_bytes,
                 retired.next_slot,
             ),
         };
         let outstanding: u64 = self
+            .retiring
             .redirects
             .iter()
-            .filter_map(|&number| self.flights.get(number))
+            .filter_map(|&number| self.frontier.flights.get(number))
             .map(|flight| flight.chunk_count as u64)
             .sum();
         let rewrites = self.within_room(member, target, in_doubt, outstanding);
-        self.rewrites.extend(
+        self.retiring.rewrites.extend(
             rewrites
                 .into_iter()
                 .map(|done| Rewrite { from: member, done }),
@@ -462,7 +500,7 @@ impl Writer<'_> {
         // until then its run stays open (see `rewrite.rs`). One that timed out would stall
         // that flush as it stalled its writes.
         if !flush_failed && !again && cause != RetirementCause::Timeout {
-            self.gate = Some(Gate {
+            self.retiring.gate = Some(Gate {
                 member,
                 void_position: void.map_or(u64::MAX, |void| void.position),
                 offered: false,
@@ -470,11 +508,11 @@ impl Writer<'_> {
             });
         }
         let lap_slots = match self.options.fill {
-            Fill::Ring { .. } => self.members[target].usable_slots,
-            Fill::Linear => self.members[target].data_slot_count,
+            Fill::Ring { .. } => self.placement.members[target].usable_slots,
+            Fill::Linear => self.placement.members[target].data_slot_count,
         };
-        self.redirect_to = Some(target);
-        self.retirements.push(Retirement {
+        self.retiring.redirect_to = Some(target);
+        self.retiring.retirements.push(Retirement {
             member_index: member as u16,
             cause,
             errno,
@@ -496,33 +534,44 @@ impl Writer<'_> {
     /// already claims everything before `flight` (the frontier waits for it), so no later
     /// checkpoint makes room.
     fn redirect_cannot_go(&self, target: usize, flight: &Flight) -> bool {
-        self.members[target].in_flight == 0
+        self.placement.members[target].in_flight == 0
             && !self.durability.busy()
-            && self.durable_sequence_end == flight.first_sequence
-            && self.checkpointed_sequence_end == self.durable_sequence_end
-            && self.members[target].since_durable_slots
-                == self.members[target].since_checkpoint_slots
+            && self.frontier.durable_sequence_end == flight.first_sequence
+            && self.frontier.checkpointed_sequence_end == self.frontier.durable_sequence_end
+            && self.placement.members[target].since_durable_slots
+                == self.placement.members[target].since_checkpoint_slots
     }
 
     pub(super) fn submit_redirects(&mut self) -> bool {
         let mut progressed = false;
         let ring = matches!(self.options.fill, Fill::Ring { .. });
-        while let (Some(&number), Some(target)) = (self.redirects.front(), self.redirect_to) {
-            let flight = *self.flights.get(number).expect("a redirect is in flight");
+        while let (Some(&number), Some(target)) =
+            (self.retiring.redirects.front(), self.retiring.redirect_to)
+        {
+            let flight = *self
+                .frontier
+                .flights
+                .get(number)
+                .expect("a redirect is in flight");
             let room = self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth;
-            if !room || !self.members[target].can_take_redirect(flight.chunk_count as u64, ring) {
+            if !room
+                || !self.placement.members[target]
+                    .can_take_redirect(flight.chunk_count as u64, ring)
+            {
                 if self.redirect_cannot_go(target, &flight) {
                     self.error.get_or_insert(format!(
                         "{}: no room for a retired member's writes until a checkpoint that \
                          waits for them",
                         volume::describe_member(self.set, target)
                     ));
-                    self.redirects.clear();
+                    self.retiring.redirects.clear();
                 }
                 break;
             }
             let buffer = if flight.needs_copy {
-                let Some(buffer) = self.free.pop() else { break };
+                let Some(buffer) = self.ingest.free.pop() else {
+                    break;
+                };
                 self.copy_buffer(flight.buffer, buffer);
                 buffer
             } else {
@@ -538,16 +587,21 @@ impl Writer<'_> {
                 Ok(placed) => placed,
                 Err(error) => {
                     self.error.get_or_insert(error.to_string());
-                    self.redirects.clear();
+                    self.retiring.redirects.clear();
                     break;
                 }
             };
-            let retirement = self.retirements.last_mut().expect("a retirement redirects");
+            let retirement = self
+                .retiring
+                .retirements
+                .last_mut()
+                .expect("a retirement redirects");
             if retirement.redirect_slot_count == 0 {
                 retirement.redirect_first_slot = placed.slot;
             }
             retirement.redirect_slot_count += flight.chunk_count;
             *self
+                .frontier
                 .flights
                 .get_mut(number)
                 .expect("a redirect is in flight") = Flight {
@@ -560,7 +614,7 @@ impl Writer<'_> {
                 needs_copy: false,
                 ..flight
             };
-            self.redirects.pop_front();
+            self.retiring.redirects.pop_front();
             progressed = true;
         }
         self.trims_failed();
@@ -584,9 +638,12 @@ impl Writer<'_> {
             )
         };
         let (from, to) = (from as usize, to as usize);
-        self.buffer_chunk_counts[to] = self.buffer_chunk_counts[from];
-        self.metas.copy_within(from * k..(from + 1) * k, to * k);
-        self.constant_payload_bytes
+        self.ingest.buffer_chunk_counts[to] = self.ingest.buffer_chunk_counts[from];
+        self.ingest
+            .metas
+            .copy_within(from * k..(from + 1) * k, to * k);
+        self.ingest
+            .constant_payload_bytes
             .copy_within(from * k..(from + 1) * k, to * k);
     }
 }

@@ -94,20 +94,22 @@ impl Writer<'_> {
             chunk_count: flight.chunk_count,
             slot: flight.slot,
             position: flight.position,
-            stream_offset_bytes: self.metas[flight.buffer as usize * self.k as usize]
+            stream_offset_bytes: self.ingest.metas[flight.buffer as usize * self.k as usize]
                 .stream_offset_bytes,
         }
     }
 
     /// Whether a rewrite holds the next checkpoint back (see the module docs).
     pub(super) fn rewrites_hold_checkpoints(&self) -> bool {
-        if !self.rewrite_flights.is_empty() {
+        if !self.retiring.rewrite_flights.is_empty() {
             return true;
         }
-        let (Some(rewrite), Some(target)) = (self.rewrites.front(), self.redirect_to) else {
+        let (Some(rewrite), Some(target)) =
+            (self.retiring.rewrites.front(), self.retiring.redirect_to)
+        else {
             return false;
         };
-        let member = &self.members[target];
+        let member = &self.placement.members[target];
         // Room past the last durable checkpoint: without it, only a checkpoint helps.
         member.since_durable_slots + rewrite.done.chunk_count as u64 <= member.recovery_limit_slots
     }
@@ -116,11 +118,11 @@ impl Writer<'_> {
     /// retirement waits to know whether there will be any, it leaves a few to them (one
     /// rewrite goes out per free buffer, and each frees its buffer when it completes).
     pub(super) fn input_may_take_buffers(&self) -> bool {
-        let reserve = match self.rewrites.is_empty() && self.gate.is_none() {
+        let reserve = match self.retiring.rewrites.is_empty() && self.retiring.gate.is_none() {
             true => 0,
             false => REWRITE_BUFFERS,
         };
-        self.free.len() > reserve
+        self.ingest.free.len() > reserve
     }
 
     /// Of the writes `member` left in doubt, those the run of redirected slots on `target`
@@ -136,7 +138,7 @@ impl Writer<'_> {
         outstanding: u64,
     ) -> Vec<Done> {
         in_doubt.sort_by_key(|done| done.first_sequence);
-        let state = &self.members[target];
+        let state = &self.placement.members[target];
         let room = match self.options.fill {
             Fill::Linear => state.usable_slots.saturating_sub(state.next_slot),
             Fill::Ring { .. } => state.usable_slots / 2,
@@ -168,26 +170,36 @@ impl Writer<'_> {
     /// retired because its flush failed. Returns false where the run cannot take them (a
     /// later retirement came since): they are then noted by the caller.
     pub(super) fn gated_flush_failed(&mut self, member: usize) -> bool {
-        let Some(gate) = self.gate.filter(|gate| gate.member == member) else {
+        let Some(gate) = self.retiring.gate.filter(|gate| gate.member == member) else {
             return false;
         };
-        self.gate = None;
-        let Some(target) = self.redirect_to else {
+        self.retiring.gate = None;
+        let Some(target) = self.retiring.redirect_to else {
             return false;
         };
-        let latest = self.retirements.last().map(|r| r.member_index as usize);
+        let latest = self
+            .retiring
+            .retirements
+            .last()
+            .map(|r| r.member_index as usize);
         if latest != Some(member) {
             return false;
         }
-        let in_doubt: Vec<Done> = std::mem::take(&mut self.members[member].completed_unflushed)
-            .into_iter()
-            .collect();
-        let run = self.retirements.last().map_or(0, |r| r.redirect_slot_count) as u64;
+        let in_doubt: Vec<Done> =
+            std::mem::take(&mut self.placement.members[member].completed_unflushed)
+                .into_iter()
+                .collect();
+        let run = self
+            .retiring
+            .retirements
+            .last()
+            .map_or(0, |r| r.redirect_slot_count) as u64;
         let outstanding: u64 = run
             + self
+                .retiring
                 .redirects
                 .iter()
-                .filter_map(|&number| self.flights.get(number))
+                .filter_map(|&number| self.frontier.flights.get(number))
                 .map(|flight| flight.chunk_count as u64)
                 .sum::<u64>();
         // The retirement starts where the stream stood at the first chunk that goes
@@ -198,6 +210,7 @@ impl Writer<'_> {
             .copied();
         let void = in_doubt.iter().min_by_key(|done| done.position).copied();
         let retirement = self
+            .retiring
             .retirements
             .last_mut()
             .expect("the member's retirement");
@@ -208,11 +221,11 @@ impl Writer<'_> {
         if let Some(void) = void.filter(|v| v.position < gate.void_position) {
             retirement.retired_first_slot = void.slot;
         }
-        let state = &mut self.members[member];
+        let state = &mut self.placement.members[member];
         state.unflushed = false;
         state.flush_failed = true;
         let rewrites = self.within_room(member, target, in_doubt, outstanding);
-        self.rewrites.extend(
+        self.retiring.rewrites.extend(
             rewrites
                 .into_iter()
                 .map(|done| Rewrite { from: member, done }),
@@ -222,14 +235,18 @@ impl Writer<'_> {
 
     /// Lets new writes go again once the retired member's flush has had its chance.
     pub(super) fn gate_expired(&mut self) {
-        if self.gate.is_some_and(|gate| self.clock.now() >= gate.until) {
-            self.gate = None;
+        if self
+            .retiring
+            .gate
+            .is_some_and(|gate| self.clock.now() >= gate.until)
+        {
+            self.retiring.gate = None;
         }
     }
 
     /// Chunks `member` completed since its last good flush.
     pub(super) fn unflushed_chunk_count(&self, member: usize) -> u64 {
-        self.members[member]
+        self.placement.members[member]
             .completed_unflushed
             .iter()
             .map(|done| done.chunk_count as u64)
@@ -241,19 +258,21 @@ impl Writer<'_> {
     pub(super) fn submit_rewrites(&mut self) -> bool {
         let mut progressed = false;
         let ring = matches!(self.options.fill, Fill::Ring { .. });
-        while let (Some(&rewrite), Some(target)) = (self.rewrites.front(), self.redirect_to) {
+        while let (Some(&rewrite), Some(target)) =
+            (self.retiring.rewrites.front(), self.retiring.redirect_to)
+        {
             let count = rewrite.done.chunk_count;
-            let state = &self.members[target];
+            let state = &self.placement.members[target];
             if !ring && state.next_slot + count as u64 > state.usable_slots {
                 // No room left on the member (it filled meanwhile).
                 self.rewrites_given_up();
                 break;
             }
             let room = self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth;
-            if !room || !self.members[target].can_take_redirect(count as u64, ring) {
+            if !room || !self.placement.members[target].can_take_redirect(count as u64, ring) {
                 break;
             }
-            let Some(buffer) = self.free.pop() else {
+            let Some(buffer) = self.ingest.free.pop() else {
                 if self.engine.in_flight() == 0 {
                     // Every buffer waits, filled, behind the rewrites: none comes back. What
                     // is left stays where the failed flush left it, noted.
@@ -261,14 +280,14 @@ impl Writer<'_> {
                 }
                 break;
             };
-            self.rewrites.pop_front();
+            self.retiring.rewrites.pop_front();
             progressed = true;
             let (whole, overwritten) = self.read_back(rewrite, buffer);
             if whole < count && overwritten {
                 // A later lap of the member went over it: gone as a ring drops its oldest.
                 if whole + 1 < count {
                     let rest = self.rest_of(rewrite, whole + 1);
-                    self.rewrites.push_front(rest);
+                    self.retiring.rewrites.push_front(rest);
                 }
             } else if whole < count {
                 // Lost with the member: chunk `whole` did not read back. The rest goes on
@@ -282,16 +301,15 @@ impl Writer<'_> {
                 if whole + 1 < count {
                     let skip = whole + 1;
                     let rest = self.rest_of(rewrite, skip);
-                    self.rewrites.push_front(rest);
+                    self.retiring.rewrites.push_front(rest);
                 }
             }
             if whole == 0 {
-                self.buffer_chunk_counts[buffer as usize] = 0;
-                self.free.push(buffer);
+                self.ingest.free_buffer(buffer);
                 continue;
             }
-            let user_data = tag(REWRITE_BIT | self.next_rewrite, 1);
-            self.next_rewrite += 1;
+            let user_data = tag(REWRITE_BIT | self.retiring.next_rewrite, 1);
+            self.retiring.next_rewrite += 1;
             let placed = match self.place(
                 buffer,
                 target,
@@ -302,20 +320,24 @@ impl Writer<'_> {
                 Ok(placed) => placed,
                 Err(error) => {
                     self.error.get_or_insert(error.to_string());
-                    self.free.push(buffer);
-                    self.rewrites.clear();
+                    self.ingest.free.push(buffer);
+                    self.retiring.rewrites.clear();
                     break;
                 }
             };
-            let retirement = self.retirements.last_mut().expect("a retirement rewrites");
+            let retirement = self
+                .retiring
+                .retirements
+                .last_mut()
+                .expect("a retirement rewrites");
             if retirement.redirect_slot_count == 0 {
                 retirement.redirect_first_slot = placed.slot;
             }
             retirement.redirect_slot_count += whole;
             // The chunks count where they land.
-            let from = &mut self.members[rewrite.from];
+            let from = &mut self.placement.members[rewrite.from];
             from.chunk_count = from.chunk_count.saturating_sub(whole as u64);
-            self.rewrite_flights.push(RewriteFlight {
+            self.retiring.rewrite_flights.push(RewriteFlight {
                 user_data,
                 buffer,
                 from: rewrite.from,
@@ -329,7 +351,7 @@ impl Writer<'_> {
                     chunk_count: whole,
                     slot: placed.slot,
                     position: placed.position,
-                    stream_offset_bytes: self.metas[buffer as usize * self.k as usize]
+                    stream_offset_bytes: self.ingest.metas[buffer as usize * self.k as usize]
                         .stream_offset_bytes,
                 },
                 parts_left: placed.parts,
@@ -388,7 +410,7 @@ impl Writer<'_> {
                 overwritten = ours && header.sequence > sequence;
                 break;
             }
-            self.metas[base + index] = ChunkMeta {
+            self.ingest.metas[base + index] = ChunkMeta {
                 timestamp_ns: header.timestamp_ns,
                 stream_offset_bytes: header.stream_offset_bytes,
                 gap_bytes: header.gap_bytes,
@@ -396,17 +418,17 @@ impl Writer<'_> {
                 payload_crc32c: crate::layout::crc32c(view.payload),
                 end: header.flags.contains(ChunkFlags::END),
             };
-            self.constant_payload_bytes[base + index] = 0;
+            self.ingest.constant_payload_bytes[base + index] = 0;
             whole += 1;
         }
-        self.buffer_chunk_counts[buffer as usize] = whole;
+        self.ingest.buffer_chunk_counts[buffer as usize] = whole;
         (whole, overwritten)
     }
 
     /// The slots of a write of `count` chunks at `slot` of `member` (in a ring, one that
     /// reaches the end of the lap went on at slot 0).
     pub(super) fn slots_of(&self, member: usize, slot: u64, count: u32) -> Vec<u64> {
-        let state = &self.members[member];
+        let state = &self.placement.members[member];
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         (0..count as u64)
             .map(|index| match slot + index {
@@ -420,7 +442,7 @@ impl Writer<'_> {
     /// with it).
     fn rest_of(&self, rewrite: Rewrite, skip: u32) -> Rewrite {
         let slots = self.slots_of(rewrite.from, rewrite.done.slot, rewrite.done.chunk_count);
-        let usable = self.members[rewrite.from].usable_slots.max(1);
+        let usable = self.placement.members[rewrite.from].usable_slots.max(1);
         let lap = rewrite.done.position / usable;
         let slot = slots[skip as usize];
         let lap = if slot < rewrite.done.slot {
@@ -446,6 +468,7 @@ impl Writer<'_> {
     /// A part of a rewrite completed.
     pub(super) fn rewrite_completed(&mut self, completion: IoCompletion) {
         let Some(at) = self
+            .retiring
             .rewrite_flights
             .iter()
             .position(|flight| flight.user_data == completion.user_data)
@@ -453,13 +476,15 @@ impl Writer<'_> {
             return;
         };
         if let Err(error) = completion.result {
-            self.rewrite_flights[at].failed.get_or_insert(error);
+            self.retiring.rewrite_flights[at]
+                .failed
+                .get_or_insert(error);
         }
-        self.rewrite_flights[at].parts_left -= 1;
-        if self.rewrite_flights[at].parts_left > 0 {
+        self.retiring.rewrite_flights[at].parts_left -= 1;
+        if self.retiring.rewrite_flights[at].parts_left > 0 {
             return;
         }
-        let flight = self.rewrite_flights.swap_remove(at);
+        let flight = self.retiring.rewrite_flights.swap_remove(at);
         let io_bytes = flight.placed.chunk_count as u64 * self.set.chunk_size_bytes as u64;
         if let Some(counters) = self.counters {
             let written_bytes = if flight.failed.is_some() { 0 } else { io_bytes };
@@ -467,14 +492,13 @@ impl Writer<'_> {
                 .completed(written_bytes, self.clock.since(flight.submitted));
         }
         let now = self.clock.now();
-        let member = &mut self.members[flight.member];
+        let member = &mut self.placement.members[flight.member];
         member.completed(io_bytes, now);
         let (number, _) = untag(flight.user_data);
         if let Some(at) = member.pending.iter().position(|&(n, _, _)| n == number) {
             member.pending.remove(at);
         }
-        self.buffer_chunk_counts[flight.buffer as usize] = 0;
-        self.free.push(flight.buffer);
+        self.ingest.free_buffer(flight.buffer);
         match flight.failed {
             None => member.completed_unflushed.push_back(flight.placed),
             Some(error) => {
@@ -506,7 +530,7 @@ impl Writer<'_> {
 
     /// Rewrites that cannot go out stay where the failed flush left them, noted.
     pub(super) fn rewrites_given_up(&mut self) {
-        while let Some(rewrite) = self.rewrites.pop_front() {
+        while let Some(rewrite) = self.retiring.rewrites.pop_front() {
             self.note_unconfirmed(
                 rewrite.from,
                 rewrite.done.chunk_count as u64,
@@ -520,6 +544,7 @@ impl Writer<'_> {
     /// member and reason, counting them all).
     fn note_unconfirmed(&mut self, member: usize, chunks: u64, why: &str) {
         let noted = self
+            .retiring
             .member_errors
             .iter_mut()
             .find(|e| e.member_index as usize == member && e.error == why);
@@ -527,7 +552,7 @@ impl Writer<'_> {
             Some(noted) => noted.unflushed_chunk_count += chunks,
             None => {
                 self.note_member_error(member, why.to_string());
-                if let Some(noted) = self.member_errors.last_mut() {
+                if let Some(noted) = self.retiring.member_errors.last_mut() {
                     noted.unflushed_chunk_count = chunks;
                 }
             }
