@@ -1098,24 +1098,7 @@ impl<'a> Writer<'a> {
             self.write_failed(member);
         }
         result?;
-        while let Some((&front, true)) = self.frontier.flights.front() {
-            if front.failed {
-                break; // Failed and given up: the frontier stops here.
-            }
-            self.frontier.flights.pop_front();
-            let member = &mut self.placement.members[front.member as usize];
-            // A retired member's write sent here lies in its retirement's run, which
-            // readers find by the retirement: the member's own span ends after its own
-            // writes (a run placed after own writes that never completed would otherwise
-            // take those slots into the span of a failed recording).
-            if front.attempt == 0 {
-                member.frontier_end_slot = member
-                    .frontier_end_slot
-                    .max(front.slot + front.chunk_count as u64);
-            }
-            self.frontier.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
-            self.frontier.durable_stream_bytes = front.stream_end_bytes;
-            self.frontier.durable_lost_bytes = front.lost_bytes_through;
+        if self.frontier.advance(&mut self.placement.members) {
             self.progress
                 .done_bytes
                 .store(self.frontier.durable_stream_bytes, Ordering::Relaxed);
@@ -1277,29 +1260,7 @@ impl<'a> Writer<'a> {
     /// up to the first write that did not complete, wherever it went, as recovery after a
     /// crash finds them; what was taken past it counts as unrecorded.
     fn claim_only_the_frontier(&mut self) {
-        let mut claimed = Claimed {
-            sequence_end: self.frontier.durable_sequence_end,
-            stream_bytes: self.frontier.durable_stream_bytes,
-            lost_bytes: self.frontier.durable_lost_bytes,
-        };
-        // The failed write the frontier stopped at, with what landed of it (the frontier
-        // itself, which checkpoints claim, stops before it: a checkpoint's positions are
-        // where whole writes begin).
-        if let Some((&front, true)) = self.frontier.flights.front() {
-            if front.failed && front.landed > 0 && front.first_sequence == claimed.sequence_end {
-                claimed = Claimed {
-                    sequence_end: front.first_sequence + front.landed as u64,
-                    stream_bytes: front.stream_end_bytes,
-                    lost_bytes: front.lost_bytes_through,
-                };
-                if front.attempt == 0 {
-                    let member = &mut self.placement.members[front.member as usize];
-                    member.frontier_end_slot = member
-                        .frontier_end_slot
-                        .max(front.slot + front.landed as u64);
-                }
-            }
-        }
+        let claimed = self.frontier.claim_at_failure(&mut self.placement.members);
         let past_bytes = (self.ingest.stream_offset_bytes - claimed.stream_bytes)
             - (self.ingest.lost_bytes - claimed.lost_bytes);
         self.ingest.recorded_stream_bytes -= past_bytes.min(self.ingest.recorded_stream_bytes);

@@ -55,4 +55,179 @@ impl Frontier {
             offered_unflushed: Vec::new(),
         }
     }
+
+    /// Whether another write may be put in flight: the frontier's window has room.
+    pub(super) fn has_room(&self) -> bool {
+        self.flights.len() < self.flight_limit
+    }
+
+    /// The number the next write in flight gets.
+    pub(super) fn next_number(&self) -> u64 {
+        self.flights.front_number() + self.flights.len() as u64
+    }
+
+    /// Moves the frontier over the writes completed in order from the oldest, up to the
+    /// first not completed or failed and given up; each member's own span (`members`)
+    /// grows to the end of its writes passed. Returns whether it moved.
+    pub(super) fn advance(&mut self, members: &mut [MemberState]) -> bool {
+        let mut moved = false;
+        while let Some((&front, true)) = self.flights.front() {
+            if front.failed {
+                break; // Failed and given up: the frontier stops here.
+            }
+            self.flights.pop_front();
+            // A retired member's write sent here lies in its retirement's run, which
+            // readers find by the retirement: the member's own span ends after its own
+            // writes (a run placed after own writes that never completed would otherwise
+            // take those slots into the span of a failed recording).
+            if front.attempt == 0 {
+                let member = &mut members[front.member as usize];
+                member.frontier_end_slot = member
+                    .frontier_end_slot
+                    .max(front.slot + front.chunk_count as u64);
+            }
+            self.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
+            self.durable_stream_bytes = front.stream_end_bytes;
+            self.durable_lost_bytes = front.lost_bytes_through;
+            moved = true;
+        }
+        moved
+    }
+
+    /// What a recording that failed claims: the frontier, and the failed write it stopped
+    /// at as far as that write landed (the frontier itself, which checkpoints claim, stops
+    /// before it: a checkpoint's positions are where whole writes begin).
+    pub(super) fn claim_at_failure(&self, members: &mut [MemberState]) -> Claimed {
+        let claimed = Claimed {
+            sequence_end: self.durable_sequence_end,
+            stream_bytes: self.durable_stream_bytes,
+            lost_bytes: self.durable_lost_bytes,
+        };
+        let Some((&front, true)) = self.flights.front() else {
+            return claimed;
+        };
+        if !(front.failed && front.landed > 0 && front.first_sequence == claimed.sequence_end) {
+            return claimed;
+        }
+        if front.attempt == 0 {
+            let member = &mut members[front.member as usize];
+            member.frontier_end_slot = member
+                .frontier_end_slot
+                .max(front.slot + front.landed as u64);
+        }
+        Claimed {
+            sequence_end: front.first_sequence + front.landed as u64,
+            stream_bytes: front.stream_end_bytes,
+            lost_bytes: front.lost_bytes_through,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write of 4 chunks (sequences from `first`) to `member` at `slot`; its stream ends
+    /// at 1000 bytes a chunk.
+    fn flight(member: u16, first: u64, slot: u64) -> Flight {
+        Flight {
+            buffer: first as u32,
+            member,
+            first_sequence: first,
+            chunk_count: 4,
+            stream_end_bytes: (first + 4) * 1000,
+            lost_bytes_through: first,
+            parts_left: 1,
+            failed: false,
+            slot,
+            position: slot,
+            attempt: 0,
+            submitted: Instant::now(),
+            error: None,
+            needs_copy: false,
+            landed: 0,
+        }
+    }
+
+    fn frontier_of(flights: &[Flight]) -> Frontier {
+        let mut frontier = Frontier::new(8, 0, 1, Instant::now());
+        for &f in flights {
+            frontier.flights.push(f);
+        }
+        frontier
+    }
+
+    fn members() -> Vec<MemberState> {
+        (0..2).map(|_| MemberState::default()).collect()
+    }
+
+    #[test]
+    fn the_frontier_passes_only_writes_completed_in_order_from_the_oldest() {
+        let mut frontier = frontier_of(&[flight(0, 0, 0), flight(1, 4, 0), flight(0, 8, 4)]);
+        let mut members = members();
+        frontier.flights.complete(1);
+        frontier.flights.complete(2);
+        assert!(
+            !frontier.advance(&mut members),
+            "the oldest is still in flight"
+        );
+        assert_eq!(frontier.durable_sequence_end, 0);
+        frontier.flights.complete(0);
+        assert!(frontier.advance(&mut members));
+        assert_eq!(frontier.durable_sequence_end, 12);
+        assert_eq!(frontier.durable_stream_bytes, 12_000);
+        assert_eq!(frontier.durable_lost_bytes, 8);
+        assert_eq!(
+            (members[0].frontier_end_slot, members[1].frontier_end_slot),
+            (8, 4)
+        );
+        assert!(frontier.flights.front().is_none());
+    }
+
+    #[test]
+    fn a_failed_write_given_up_stops_the_frontier_and_a_failure_claims_what_landed_of_it() {
+        let mut failed = flight(1, 4, 10);
+        failed.failed = true;
+        failed.landed = 3;
+        failed.stream_end_bytes = 7000;
+        let mut frontier = frontier_of(&[flight(0, 0, 0), failed, flight(0, 8, 4)]);
+        let mut members = members();
+        for number in 0..3 {
+            frontier.flights.complete(number);
+        }
+        frontier.advance(&mut members);
+        assert_eq!(
+            frontier.durable_sequence_end, 4,
+            "stops before the failed write"
+        );
+        let claimed = frontier.claim_at_failure(&mut members);
+        assert_eq!((claimed.sequence_end, claimed.stream_bytes), (7, 7000));
+        assert_eq!(
+            members[1].frontier_end_slot, 13,
+            "its member's span takes what landed"
+        );
+    }
+
+    #[test]
+    fn a_redirected_write_moves_the_frontier_but_not_its_members_own_span() {
+        let mut redirected = flight(1, 0, 20);
+        redirected.attempt = 1;
+        let mut frontier = frontier_of(&[redirected]);
+        let mut members = members();
+        frontier.flights.complete(0);
+        frontier.advance(&mut members);
+        assert_eq!(frontier.durable_sequence_end, 4);
+        assert_eq!(members[1].frontier_end_slot, 0);
+    }
+
+    #[test]
+    fn the_window_of_writes_in_flight_is_bounded() {
+        let mut frontier = Frontier::new(2, 100, 1, Instant::now());
+        assert_eq!(frontier.next_number(), 0);
+        frontier.flights.push(flight(0, 100, 0));
+        assert!(frontier.has_room());
+        frontier.flights.push(flight(0, 104, 4));
+        assert!(!frontier.has_room());
+        assert_eq!(frontier.next_number(), 2);
+    }
 }

@@ -55,14 +55,11 @@ impl Writer<'_> {
         // those it had not completed (the frontier waits for them), and those it had
         // completed and never made durable.
         let mut progressed = self.submit_redirects() | self.submit_rewrites();
-        if !self.retiring.redirects.is_empty()
-            || !self.retiring.rewrites.is_empty()
-            || self.retiring.gate.is_some()
-        {
+        if self.retiring.holds_new_writes() {
             return progressed;
         }
         while let Some(&buffer) = self.ingest.ready.front() {
-            if self.frontier.flights.len() >= self.frontier.flight_limit {
+            if !self.frontier.has_room() {
                 break; // The frontier must move first: wait for the oldest write.
             }
             if !self.placement.trim_failures.is_empty() {
@@ -119,7 +116,7 @@ impl Writer<'_> {
         member_index: usize,
         chunk_count: u32,
     ) -> Result<(), RecordingError> {
-        let number = self.frontier.flights.front_number() + self.frontier.flights.len() as u64;
+        let number = self.frontier.next_number();
         let first_sequence = self.placement.next_sequence;
         let placed = self.place(
             buffer,

@@ -36,6 +36,7 @@ use crate::engine::IoErrorKind;
 use crate::layout::{Retirement, RetirementCause, RETIREMENTS_MAX};
 use crate::recording::MemberFailure;
 use std::collections::VecDeque;
+use std::time::Instant;
 
 /// Flight numbers live in the low 56 bits of a completion's tag, the attempt in the top 8.
 const ATTEMPT_SHIFT: u32 = 56;
@@ -76,6 +77,57 @@ pub(super) struct Retiring {
     pub(super) member_errors: Vec<MemberErrorReport>,
 }
 
+impl Retiring {
+    /// Whether new writes wait: a retired member's writes are still to go out again
+    /// (redirects, rewrites), or a retirement holds them back for its member's flush.
+    pub(super) fn holds_new_writes(&self) -> bool {
+        !self.redirects.is_empty() || !self.rewrites.is_empty() || self.gate.is_some()
+    }
+
+    /// An earlier attempt of a write, tagged `user_data`, is still in the kernel with
+    /// `parts_left` I/Os of `buffer`: its completions are told apart by the tag.
+    pub(super) fn keep_stale(&mut self, user_data: u64, buffer: u32, parts_left: u8) {
+        self.stale.push(Stale {
+            user_data,
+            buffer,
+            parts_left,
+        });
+    }
+
+    /// Takes a completion tagged `user_data` if it is one of an earlier attempt.
+    pub(super) fn stale_part_done(&mut self, user_data: u64) -> StalePart {
+        let Some(at) = self.stale.iter().position(|s| s.user_data == user_data) else {
+            return StalePart::NotStale;
+        };
+        self.stale[at].parts_left -= 1;
+        match self.stale[at].parts_left {
+            0 => StalePart::Done(self.stale.swap_remove(at)),
+            _ => StalePart::MoreToCome,
+        }
+    }
+
+    /// Whether the gate holding new writes back has been up for as long as it may be, at
+    /// `now`; it is then lifted.
+    pub(super) fn gate_expired(&mut self, now: Instant) -> bool {
+        let expired = self.gate.is_some_and(|gate| now >= gate.until);
+        if expired {
+            self.gate = None;
+        }
+        expired
+    }
+}
+
+/// What a completion is to [`Retiring::stale_part_done`].
+#[derive(Debug)]
+pub(super) enum StalePart {
+    /// A completion of a write's current attempt.
+    NotStale,
+    /// Of an earlier attempt with I/Os still in the kernel.
+    MoreToCome,
+    /// The last I/O of an earlier attempt: its buffer is the kernel's no more.
+    Done(Stale),
+}
+
 /// An earlier attempt still in the kernel: its buffer is freed when its parts complete.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Stale {
@@ -101,19 +153,11 @@ pub(super) fn cause_of_io(error: &RecordingError) -> (RetirementCause, i32) {
 impl Writer<'_> {
     /// Takes a completion of an earlier attempt, if it is one. Returns whether it was.
     pub(super) fn stale_completed(&mut self, user_data: u64) -> bool {
-        let Some(at) = self
-            .retiring
-            .stale
-            .iter()
-            .position(|s| s.user_data == user_data)
-        else {
-            return false;
+        let stale = match self.retiring.stale_part_done(user_data) {
+            StalePart::NotStale => return false,
+            StalePart::MoreToCome => return true,
+            StalePart::Done(stale) => stale,
         };
-        self.retiring.stale[at].parts_left -= 1;
-        if self.retiring.stale[at].parts_left > 0 {
-            return true;
-        }
-        let stale = self.retiring.stale.swap_remove(at);
         // If the write has not gone out again yet, its next attempt takes the buffer back
         // as it is (its contents are intact); otherwise the buffer is free.
         let (number, _) = untag(user_data);
@@ -427,11 +471,8 @@ impl Writer<'_> {
                 continue;
             }
             if flight.parts_left > 0 {
-                self.retiring.stale.push(Stale {
-                    user_data: tag(number, flight.attempt),
-                    buffer: flight.buffer,
-                    parts_left: flight.parts_left,
-                });
+                let user_data = tag(number, flight.attempt);
+                (self.retiring).keep_stale(user_data, flight.buffer, flight.parts_left);
                 flight.needs_copy = true;
             }
             first.get_or_insert(*flight);
@@ -645,6 +686,65 @@ impl Writer<'_> {
         self.ingest
             .constant_payload_bytes
             .copy_within(from * k..(from + 1) * k, to * k);
+    }
+}
+
+#[cfg(test)]
+mod stage_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn an_earlier_attempt_frees_its_buffer_only_with_its_last_part() {
+        let mut retiring = Retiring::default();
+        retiring.keep_stale(tag(7, 0), 3, 2);
+        assert!(matches!(
+            retiring.stale_part_done(tag(7, 1)),
+            StalePart::NotStale
+        ));
+        assert!(matches!(
+            retiring.stale_part_done(tag(7, 0)),
+            StalePart::MoreToCome
+        ));
+        match retiring.stale_part_done(tag(7, 0)) {
+            StalePart::Done(stale) => assert_eq!(stale.buffer, 3),
+            other => panic!("{other:?}"),
+        }
+        assert!(retiring.stale.is_empty());
+        assert!(matches!(
+            retiring.stale_part_done(tag(7, 0)),
+            StalePart::NotStale
+        ));
+    }
+
+    #[test]
+    fn new_writes_wait_for_redirects_rewrites_and_a_gate_until_it_expires() {
+        let mut retiring = Retiring::default();
+        assert!(!retiring.holds_new_writes());
+        retiring.redirects.push_back(4);
+        assert!(retiring.holds_new_writes());
+        retiring.redirects.clear();
+        let now = Instant::now();
+        retiring.gate = Some(Gate {
+            member: 1,
+            void_position: 0,
+            offered: false,
+            until: now + Duration::from_millis(250),
+        });
+        assert!(retiring.holds_new_writes());
+        assert!(!retiring.gate_expired(now + Duration::from_millis(249)));
+        assert!(retiring.holds_new_writes());
+        assert!(retiring.gate_expired(now + Duration::from_millis(250)));
+        assert!(!retiring.holds_new_writes());
+    }
+
+    #[test]
+    fn tags_carry_the_flight_number_and_the_attempt() {
+        assert_eq!(untag(tag(12345, 3)), (12345, 3));
+        assert_eq!(
+            untag(tag((1 << ATTEMPT_SHIFT) - 1, 255)),
+            ((1 << ATTEMPT_SHIFT) - 1, 255)
+        );
     }
 }
 

@@ -235,13 +235,8 @@ impl Writer<'_> {
 
     /// Lets new writes go again once the retired member's flush has had its chance.
     pub(super) fn gate_expired(&mut self) {
-        if self
-            .retiring
-            .gate
-            .is_some_and(|gate| self.clock.now() >= gate.until)
-        {
-            self.retiring.gate = None;
-        }
+        let now = self.clock.now();
+        self.retiring.gate_expired(now);
     }
 
     /// Chunks `member` completed since its last good flush.

@@ -193,7 +193,11 @@ mod tests {
         assert_eq!(chosen, [Some(1), Some(1)]);
         assert_eq!(placement.live(), [false, true]);
         placement.members[0].unflushed = true;
-        assert_eq!(placement.flush_set(), [true, true], "retired, not flushed since");
+        assert_eq!(
+            placement.flush_set(),
+            [true, true],
+            "retired, not flushed since"
+        );
     }
 
     #[test]
@@ -209,10 +213,18 @@ mod tests {
             member.busy_since = Some(now);
         }
         let chosen = placement.choose_member(4, Fill::Linear, Stripe::Adaptive, now);
-        assert_eq!(chosen, Some(1), "three times the rate: done sooner with one more");
+        assert_eq!(
+            chosen,
+            Some(1),
+            "three times the rate: done sooner with one more"
+        );
         placement.members[1].in_flight = 6;
         let chosen = placement.choose_member(4, Fill::Linear, Stripe::Adaptive, now);
-        assert_eq!(chosen, Some(0), "two writes at 100 MB/s end before seven at 300 MB/s");
+        assert_eq!(
+            chosen,
+            Some(0),
+            "two writes at 100 MB/s end before seven at 300 MB/s"
+        );
     }
 
     #[test]
