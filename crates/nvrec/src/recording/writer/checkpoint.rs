@@ -181,8 +181,7 @@ impl Writer<'_> {
                     .store(checkpoint.durable_stream_bytes, Ordering::Relaxed);
             }
             for member in &mut self.placement.members {
-                member.since_durable_slots = member.since_checkpoint_slots;
-                member.durable_guard_slots = member.checkpoint_guard_slots;
+                member.checkpoint_durable();
             }
         }
         // A member whose flush or metadata write failed is retired where it may be; the
@@ -268,47 +267,7 @@ impl Writer<'_> {
             .placement
             .members
             .iter_mut()
-            .map(|member| {
-                while member
-                    .undurable
-                    .front()
-                    .is_some_and(|&(sequence, ..)| sequence < durable_end)
-                {
-                    member.undurable.pop_front();
-                }
-                let (position, guard) = match member.undurable.front() {
-                    Some(&(_, slot, lap, tail)) => (
-                        MemberPosition {
-                            next_slot_index: slot,
-                            lap,
-                        },
-                        tail,
-                    ),
-                    None => (
-                        MemberPosition {
-                            next_slot_index: member.next_slot,
-                            lap: member.lap,
-                        },
-                        member.redirect_tail_slots,
-                    ),
-                };
-                // Never so much that the member could take no write of its own (a checkpoint
-                // made after one moves the position past the redirected slots).
-                member.checkpoint_guard_slots = if ring {
-                    guard.min(
-                        member
-                            .recovery_limit_slots
-                            .saturating_sub(member.redirect_reserve_slots + k),
-                    )
-                } else {
-                    0
-                };
-                // Slots from that position to the write point (ring positions count laps).
-                let lap_slots = member.usable_slots.max(1);
-                member.since_checkpoint_slots = (member.lap * lap_slots + member.next_slot)
-                    .saturating_sub(position.lap * lap_slots + position.next_slot_index);
-                position
-            })
+            .map(|member| member.checkpoint_position(durable_end, ring, k))
             .collect();
         self.frontier.checkpoint_generation += 1;
         self.frontier.checkpointed_sequence_end = durable_end;

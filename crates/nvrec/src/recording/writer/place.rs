@@ -4,6 +4,211 @@
 
 use super::*;
 
+#[derive(Debug, Default)]
+pub(super) struct MemberState {
+    /// Retired after a failure: takes no more writes, and no metadata.
+    pub(super) retired: bool,
+    pub(super) next_slot: u64,
+    pub(super) lap: u64,
+    pub(super) usable_slots: u64,
+    pub(super) data_slot_count: u64,
+    /// Writes (buffers) in flight on this member.
+    pub(super) in_flight: u32,
+    /// Writes this member may have in flight.
+    pub(super) queue_depth: u32,
+    /// Writes in flight, in the order they were submitted: (flight number, ring position of
+    /// the first slot, slot count). Completions arrive in any order, and in a ring a write
+    /// waits until it cannot touch a slot of any of these (see `ring_clear`): two writes to
+    /// one slot in flight together could land in either order.
+    pub(super) pending: VecDeque<(u64, u64, u64)>,
+    pub(super) chunk_count: u64,
+    pub(super) io_count: u64,
+    /// Submitted I/Os not yet covered by a checkpoint: (first sequence, first slot, lap,
+    /// slots of redirected writes just before it).
+    pub(super) undurable: VecDeque<(u64, u64, u64, u64)>,
+    /// Slots of a retired member's writes sent here since this member's last own write: they
+    /// lie just behind the write point, and hold older sequences than the write before them.
+    pub(super) redirect_tail_slots: u64,
+    /// Such slots just before the position of the last checkpoint built, and of the last one
+    /// made durable. In a ring the writer overwrites the lap before up to its last write
+    /// before that position (the recovery limit); where that write is a redirected one, the
+    /// member's last own write before it holds the newest durable chunks, and is kept too.
+    pub(super) checkpoint_guard_slots: u64,
+    pub(super) durable_guard_slots: u64,
+    /// Slots written past the positions of the last checkpoint built, and of the last one
+    /// made durable: recovery searches forward from the latter, so it must stay below
+    /// `recovery_limit_slots` (the recovery window, or in a ring a lap, less one write).
+    pub(super) since_checkpoint_slots: u64,
+    pub(super) since_durable_slots: u64,
+    pub(super) recovery_limit_slots: u64,
+    /// Slots below the recovery limit kept for a retired member's writes sent here.
+    pub(super) redirect_reserve_slots: u64,
+    pub(super) trimmed_to_slot: u64,
+    /// Linear: just past this member's last write that the durable frontier has passed.
+    pub(super) frontier_end_slot: u64,
+    /// Retired, and not flushed since: writes it completed may not be durable yet.
+    pub(super) unflushed: bool,
+    /// Retired, and its flush failed: it is not flushed again (a drive that fails its
+    /// flushes fails them all), and what it completed since its last good flush stays as
+    /// durable as the drive made it.
+    pub(super) flush_failed: bool,
+    /// Writes completed here since the last flush that succeeded, in the order they
+    /// completed: what a failing flush leaves in doubt (see `rewrite.rs`).
+    pub(super) completed_unflushed: VecDeque<Done>,
+    pub(super) start_slot: u64,
+    pub(super) start_lap: u64,
+    /// For the rate estimate: bytes completed and time spent with I/O in flight (both
+    /// halved now and then, so that the estimate follows a drive that slows down).
+    pub(super) rate_bytes: u64,
+    pub(super) busy_ns: u64,
+    pub(super) busy_since: Option<Instant>,
+    /// Since when nothing has been in flight (None before the first write).
+    pub(super) idle_since: Option<Instant>,
+}
+
+/// A member idle this long while adaptive striping sends elsewhere gets the next I/O: its
+/// rate estimate is refreshed only by the writes it gets, and a member whose first writes
+/// were slow would otherwise be left out for good.
+pub(super) const ADAPTIVE_PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Busy time after which the rate estimate's history is halved.
+const RATE_WINDOW_NS: u64 = 200_000_000;
+
+impl MemberState {
+    pub(super) fn completed(&mut self, bytes: u64, now: Instant) {
+        self.in_flight -= 1;
+        self.rate_bytes += bytes;
+        if self.in_flight == 0 {
+            if let Some(since) = self.busy_since.take() {
+                self.busy_ns += now.saturating_duration_since(since).as_nanos() as u64;
+            }
+            self.idle_since = Some(now);
+        }
+        if self.busy_ns > RATE_WINDOW_NS {
+            self.busy_ns /= 2;
+            self.rate_bytes /= 2;
+            if let Some(since) = self.busy_since.as_mut() {
+                // Keep the open busy period's share consistent with the halving.
+                let open_ns = now.saturating_duration_since(*since).as_nanos() as u64;
+                *since += Duration::from_nanos(open_ns / 2);
+            }
+        }
+    }
+
+    /// Where the next ring write starts, counted in slots from the start of lap 0
+    /// (lap x usable slots + slot), and the lap and slot that is.
+    pub(super) fn ring_next(&self) -> (u64, u64, u64) {
+        let (lap, slot) = if self.next_slot >= self.usable_slots {
+            (self.lap + 1, 0)
+        } else {
+            (self.lap, self.next_slot)
+        };
+        (lap * self.usable_slots + slot, lap, slot)
+    }
+
+    /// Whether a ring write of `slot_count` slots at the write point touches no slot of a
+    /// write still in flight: everything in flight and the new write must lie within one
+    /// lap's worth of ring positions.
+    pub(super) fn ring_clear(&self, slot_count: u64) -> bool {
+        let (position, _, _) = self.ring_next();
+        self.pending
+            .front()
+            .is_none_or(|&(_, oldest, _)| position + slot_count <= oldest + self.usable_slots)
+    }
+
+    /// Whether a write of `chunk_count` chunks may go to this member now: its queue has
+    /// room, in a ring the write touches no slot still being written, and recovery could
+    /// still find it from the last durable checkpoint.
+    pub(super) fn can_take(&self, chunk_count: u64, ring: bool) -> bool {
+        self.in_flight < self.queue_depth
+            && (!ring || self.ring_clear(chunk_count))
+            && self.since_durable_slots
+                + chunk_count
+                + self.redirect_reserve_slots
+                + self.durable_guard_slots
+                <= self.recovery_limit_slots
+    }
+
+    /// Whether a retired member's write of `chunk_count` chunks may go here now: as
+    /// [`MemberState::can_take`], into the room kept for it. (The durable frontier waits
+    /// for these writes: without the room, a member that went as far as it may past the
+    /// last checkpoint could wait for a checkpoint that waits for it.)
+    /// It leaves out the slots kept behind a redirected run (`durable_guard_slots`) for the
+    /// same reason.
+    pub(super) fn can_take_redirect(&self, chunk_count: u64, ring: bool) -> bool {
+        self.in_flight < self.queue_depth
+            && (!ring || self.ring_clear(chunk_count))
+            && self.since_durable_slots + chunk_count <= self.recovery_limit_slots
+    }
+
+    /// Bytes per second written while busy, once something has completed.
+    pub(super) fn rate(&self, now: Instant) -> Option<f64> {
+        if self.rate_bytes == 0 {
+            return None;
+        }
+        let open_ns = self.busy_since.map_or(0, |since| {
+            now.saturating_duration_since(since).as_nanos() as u64
+        });
+        let busy_ns = self.busy_ns + open_ns;
+        (busy_ns > 0).then(|| self.rate_bytes as f64 / (busy_ns as f64 / 1e9))
+    }
+
+    /// Where a checkpoint that claims up to `durable_end` puts this member: at its oldest
+    /// write not covered (or its write point); notes the slots from there to the write
+    /// point, and in a ring the redirected slots just before that position, which the
+    /// writer must not overwrite a lap on.
+    pub(super) fn checkpoint_position(
+        &mut self,
+        durable_end: u64,
+        ring: bool,
+        k: u64,
+    ) -> MemberPosition {
+        while self
+            .undurable
+            .front()
+            .is_some_and(|&(sequence, ..)| sequence < durable_end)
+        {
+            self.undurable.pop_front();
+        }
+        let (position, guard) = match self.undurable.front() {
+            Some(&(_, slot, lap, tail)) => (
+                MemberPosition {
+                    next_slot_index: slot,
+                    lap,
+                },
+                tail,
+            ),
+            None => (
+                MemberPosition {
+                    next_slot_index: self.next_slot,
+                    lap: self.lap,
+                },
+                self.redirect_tail_slots,
+            ),
+        };
+        // Never so much that the member could take no write of its own (a checkpoint
+        // made after one moves the position past the redirected slots).
+        self.checkpoint_guard_slots = match ring {
+            true => guard.min(
+                self.recovery_limit_slots
+                    .saturating_sub(self.redirect_reserve_slots + k),
+            ),
+            false => 0,
+        };
+        // Slots from that position to the write point (ring positions count laps).
+        let lap_slots = self.usable_slots.max(1);
+        self.since_checkpoint_slots = (self.lap * lap_slots + self.next_slot)
+            .saturating_sub(position.lap * lap_slots + position.next_slot_index);
+        position
+    }
+
+    /// The checkpoint last built is durable: recovery starts from its position now.
+    pub(super) fn checkpoint_durable(&mut self) {
+        self.since_durable_slots = self.since_checkpoint_slots;
+        self.durable_guard_slots = self.checkpoint_guard_slots;
+    }
+}
+
 /// The placement stage's state: every member's slots, laps and limits, which member comes
 /// next, and the sequence numbers given out.
 pub(super) struct Placement {
@@ -394,5 +599,88 @@ impl Writer<'_> {
         }
         self.placement.members[member_index].trimmed_to_slot = want_to;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member() -> MemberState {
+        MemberState {
+            usable_slots: 100,
+            recovery_limit_slots: 50,
+            redirect_reserve_slots: 8,
+            ..MemberState::default()
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_puts_a_member_at_its_oldest_write_it_does_not_cover() {
+        let mut member = member();
+        member
+            .undurable
+            .extend([(0, 0, 0, 0), (8, 4, 0, 0), (16, 8, 0, 0)]);
+        member.next_slot = 12;
+        let position = member.checkpoint_position(8, false, 4);
+        assert_eq!((position.next_slot_index, position.lap), (4, 0));
+        assert_eq!(member.undurable.len(), 2, "writes it covers are forgotten");
+        assert_eq!(member.since_checkpoint_slots, 8);
+        member.checkpoint_durable();
+        assert_eq!(member.since_durable_slots, 8);
+    }
+
+    #[test]
+    fn with_everything_covered_a_member_is_at_its_write_point_a_lap_on() {
+        let mut member = member();
+        member.undurable.push_back((0, 96, 0, 0));
+        (member.next_slot, member.lap) = (4, 1);
+        let position = member.checkpoint_position(4, true, 4);
+        assert_eq!((position.next_slot_index, position.lap), (4, 1));
+        assert_eq!(member.since_checkpoint_slots, 0);
+    }
+
+    #[test]
+    fn in_a_ring_the_redirected_slots_before_the_position_are_guarded_within_the_limit() {
+        let mut member = member();
+        member.undurable.push_back((20, 30, 2, 12));
+        (member.next_slot, member.lap) = (38, 2);
+        member.checkpoint_position(0, true, 4);
+        assert_eq!(member.checkpoint_guard_slots, 12);
+        assert_eq!(member.since_checkpoint_slots, 8);
+        member.undurable[0].3 = 45;
+        member.checkpoint_position(0, true, 4);
+        assert_eq!(
+            member.checkpoint_guard_slots,
+            50 - 8 - 4,
+            "room kept for its own write"
+        );
+        member.checkpoint_position(0, false, 4);
+        assert_eq!(
+            member.checkpoint_guard_slots, 0,
+            "linear: nothing is overwritten"
+        );
+    }
+
+    #[test]
+    fn a_ring_write_waits_until_it_touches_no_slot_in_flight_and_recovery_finds_it() {
+        let mut member = member();
+        member.queue_depth = 4;
+        member.next_slot = 96;
+        member.pending.push_back((0, 8, 4)); // ring positions 8..12, in flight
+        assert!(member.can_take(4, true));
+        assert!(
+            !member.can_take(16, true),
+            "would reach slot 8 of the next lap"
+        );
+        member.since_durable_slots = 40;
+        assert!(
+            !member.can_take(4, true),
+            "40 + 4 + 8 reserved > the limit of 50"
+        );
+        assert!(
+            member.can_take_redirect(4, true),
+            "the reserve is for redirects"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Striping: which member the next write goes to (adaptive, by expected finish time, or
 //! round-robin), among the live members with room.
 
-use super::place::Placement;
+use super::place::{MemberState, Placement, ADAPTIVE_PROBE_INTERVAL};
 use super::*;
 
 impl Placement {
