@@ -22,17 +22,8 @@ impl Writer<'_> {
         if self.retiring.gate.is_some_and(|gate| !gate.offered) {
             return true; // A retired member's flush is waited for.
         }
-        // Slots alone call for a new checkpoint only once the frontier has moved: while a
-        // member lags, another checkpoint would claim nothing more.
-        let moved = self.frontier.durable_sequence_end > self.frontier.checkpointed_sequence_end;
-        self.clock.since(self.frontier.last_checkpoint) >= self.options.sync_interval
-            || moved
-                && self.placement.members.iter().any(|member| {
-                    // Also halfway to how far a member may go past the last durable
-                    // checkpoint (the recovery window; in a ring, half a lap), so that
-                    // the next one is made before a member has to wait for it.
-                    member.since_checkpoint_slots >= (member.recovery_limit_slots / 2).max(1)
-                })
+        let now = self.clock.now();
+        (self.frontier).due(now, self.options.sync_interval, &self.placement.members)
     }
 
     /// Hands a checkpoint of what has completed to the durability coordinator, which
@@ -41,27 +32,10 @@ impl Writer<'_> {
         let checkpoint = self.build_checkpoint(self.recording_id);
         let live = self.placement.live();
         let flush = self.placement.flush_set();
-        // Only a member retired when the flush starts has all its writes covered by it.
-        self.frontier.offered_flush = self
-            .placement
-            .members
-            .iter()
-            .map(|member| member.retired && member.unflushed)
-            .collect();
-        self.frontier.offered_live = live.clone();
+        (self.frontier).offered(&self.placement.members, &live, &flush);
         if let Some(gate) = self.retiring.gate.as_mut() {
             gate.offered |= flush.get(gate.member).copied().unwrap_or(false);
         }
-        self.frontier.offered_unflushed = self
-            .placement
-            .members
-            .iter()
-            .zip(&flush)
-            .map(|(member, &flushed)| match flushed {
-                true => member.completed_unflushed.len(),
-                false => 0,
-            })
-            .collect();
         self.durability.offer(checkpoint, live, flush)
     }
 
@@ -151,27 +125,7 @@ impl Writer<'_> {
         // retired member: its outcome says whether what that member completed is durable.
         let gate = self.retiring.gate.filter(|gate| gate.offered);
         if let Some(checkpoint) = outcome.made {
-            self.frontier.checkpoint_count += 1;
-            for (member, flushed) in self
-                .placement
-                .members
-                .iter_mut()
-                .zip(&self.frontier.offered_flush)
-            {
-                if *flushed {
-                    member.unflushed = false;
-                }
-            }
-            // Every flush before the checkpoint succeeded: what they covered is durable.
-            for (member, &covered) in self
-                .placement
-                .members
-                .iter_mut()
-                .zip(&self.frontier.offered_unflushed)
-            {
-                let covered = covered.min(member.completed_unflushed.len());
-                member.completed_unflushed.drain(..covered);
-            }
+            self.frontier.made(&mut self.placement.members);
             if checkpoint.recording_id == self.recording_id {
                 if let Some(counters) = self.counters {
                     counters.checkpoint_durable(self.clock.wall_ns());
@@ -179,9 +133,6 @@ impl Writer<'_> {
                 self.progress
                     .durable_bytes
                     .store(checkpoint.durable_stream_bytes, Ordering::Relaxed);
-            }
-            for member in &mut self.placement.members {
-                member.checkpoint_durable();
             }
         }
         // A member whose flush or metadata write failed is retired where it may be; the
@@ -260,21 +211,13 @@ impl Writer<'_> {
     /// A checkpoint of everything up to the durable frontier (writes whose completions
     /// have been seen), with each member's position at its oldest write not covered.
     pub(super) fn build_checkpoint(&mut self, recording_id: u32) -> Checkpoint {
-        let durable_end = self.frontier.durable_sequence_end;
         let ring = matches!(self.options.fill, Fill::Ring { .. });
-        let k = self.k as u64;
-        let positions = self
-            .placement
-            .members
-            .iter_mut()
-            .map(|member| member.checkpoint_position(durable_end, ring, k))
-            .collect();
-        self.frontier.checkpoint_generation += 1;
-        self.frontier.checkpointed_sequence_end = durable_end;
-        self.frontier.last_checkpoint = self.clock.now();
+        let now = self.clock.now();
+        let members = &mut self.placement.members;
+        let (generation, positions) = self.frontier.build(members, ring, self.k as u64, now);
         Checkpoint {
             set_uuid: self.set.set_uuid,
-            generation: self.frontier.checkpoint_generation,
+            generation,
             written_ns: self.clock.wall_ns(),
             recording_id,
             recovery_window_slots: RECOVERY_WINDOW_SLOTS,
@@ -283,7 +226,7 @@ impl Writer<'_> {
             } else {
                 self.first_sequence
             },
-            durable_sequence_end: durable_end,
+            durable_sequence_end: self.frontier.checkpointed_sequence_end,
             durable_stream_bytes: self.frontier.durable_stream_bytes,
             durable_lost_bytes: self.frontier.durable_lost_bytes,
             members: positions,

@@ -121,6 +121,75 @@ impl Frontier {
             lost_bytes: front.lost_bytes_through,
         }
     }
+
+    /// Whether a checkpoint is due at `now`: a sync interval since the last one, or,
+    /// once the frontier has moved, a member halfway to how far it may go past the last
+    /// durable checkpoint (the recovery window; in a ring, half a lap), so that the next
+    /// one is made before a member has to wait for it. (Slots alone call for one only once
+    /// the frontier has moved: while a member lags, another would claim nothing more.)
+    pub(super) fn due(&self, now: Instant, interval: Duration, members: &[MemberState]) -> bool {
+        let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
+        now.saturating_duration_since(self.last_checkpoint) >= interval
+            || moved
+                && members.iter().any(|member| {
+                    member.since_checkpoint_slots >= (member.recovery_limit_slots / 2).max(1)
+                })
+    }
+
+    /// A checkpoint goes to the members `live` marks after a flush of those `flush` marks:
+    /// notes what that flush covers (a retired member's every write; of each member
+    /// flushed, the writes it has completed so far).
+    pub(super) fn offered(&mut self, members: &[MemberState], live: &[bool], flush: &[bool]) {
+        self.offered_flush = members
+            .iter()
+            .map(|member| member.retired && member.unflushed)
+            .collect();
+        self.offered_live = live.to_vec();
+        self.offered_unflushed = members
+            .iter()
+            .zip(flush)
+            .map(|(member, &flushed)| match flushed {
+                true => member.completed_unflushed.len(),
+                false => 0,
+            })
+            .collect();
+    }
+
+    /// The checkpoint offered was made: every flush before it succeeded, so what they
+    /// covered is durable, and recovery starts from its positions.
+    pub(super) fn made(&mut self, members: &mut [MemberState]) {
+        self.checkpoint_count += 1;
+        for (member, &flushed) in members.iter_mut().zip(&self.offered_flush) {
+            member.unflushed &= !flushed;
+        }
+        for (member, &covered) in members.iter_mut().zip(&self.offered_unflushed) {
+            let covered = covered.min(member.completed_unflushed.len());
+            member.completed_unflushed.drain(..covered);
+        }
+        for member in members {
+            member.checkpoint_durable();
+        }
+    }
+
+    /// The next checkpoint's numbers: the frontier it claims (and, for each member, the
+    /// position `members` give for it) is taken as built at `now`.
+    pub(super) fn build(
+        &mut self,
+        members: &mut [MemberState],
+        ring: bool,
+        k: u64,
+        now: Instant,
+    ) -> (u64, Vec<MemberPosition>) {
+        let durable_end = self.durable_sequence_end;
+        let positions = members
+            .iter_mut()
+            .map(|member| member.checkpoint_position(durable_end, ring, k))
+            .collect();
+        self.checkpoint_generation += 1;
+        self.checkpointed_sequence_end = durable_end;
+        self.last_checkpoint = now;
+        (self.checkpoint_generation, positions)
+    }
 }
 
 #[cfg(test)]
@@ -229,5 +298,62 @@ mod tests {
         frontier.flights.push(flight(0, 104, 4));
         assert!(!frontier.has_room());
         assert_eq!(frontier.next_number(), 2);
+    }
+
+    #[test]
+    fn a_checkpoint_is_due_after_the_interval_or_when_a_member_is_halfway_to_its_limit() {
+        let start = Instant::now();
+        let mut frontier = Frontier::new(8, 0, 1, start);
+        let mut members = members();
+        members[0].recovery_limit_slots = 100;
+        members[0].since_checkpoint_slots = 60;
+        let second = Duration::from_secs(1);
+        assert!(
+            !frontier.due(start, second, &members),
+            "the frontier has not moved"
+        );
+        frontier.durable_sequence_end = 4;
+        assert!(frontier.due(start, second, &members));
+        members[0].since_checkpoint_slots = 49;
+        assert!(!frontier.due(start, second, &members));
+        assert!(frontier.due(start + second, second, &members));
+    }
+
+    #[test]
+    fn a_checkpoint_made_makes_durable_exactly_what_its_flush_covered() {
+        let mut frontier = Frontier::new(8, 0, 1, Instant::now());
+        let mut members = members();
+        let done = |first| Done {
+            first_sequence: first,
+            chunk_count: 4,
+            slot: first,
+            position: first,
+            stream_offset_bytes: first * 1000,
+        };
+        members[0].completed_unflushed.extend([done(0), done(8)]);
+        members[1].retired = true;
+        members[1].unflushed = true;
+        members[1].completed_unflushed.push_back(done(4));
+        members[0].since_checkpoint_slots = 8;
+        frontier.offered(&members, &[true, false], &[true, true]);
+        // Completed after the offer: its flush may have started before them.
+        members[0].completed_unflushed.push_back(done(12));
+        frontier.made(&mut members);
+        assert_eq!(frontier.checkpoint_count, 1);
+        assert_eq!(members[0].completed_unflushed.len(), 1);
+        assert_eq!(members[0].completed_unflushed[0].first_sequence, 12);
+        assert!(members[1].completed_unflushed.is_empty());
+        assert!(!members[1].unflushed, "the retired member was flushed");
+        assert_eq!(members[0].since_durable_slots, 8);
+    }
+
+    #[test]
+    fn building_a_checkpoint_claims_the_frontier_and_counts_a_generation() {
+        let mut frontier = Frontier::new(8, 0, 6, Instant::now());
+        let mut members = members();
+        frontier.durable_sequence_end = 12;
+        let (generation, positions) = frontier.build(&mut members, false, 4, Instant::now());
+        assert_eq!((generation, positions.len()), (7, 2));
+        assert_eq!(frontier.checkpointed_sequence_end, 12);
     }
 }
