@@ -889,7 +889,6 @@ impl<'a> Writer<'a> {
         let result = self
             .engine
             .submit_and_reap(u32::from(wait), &mut completions);
-        let mut failed: Option<usize> = None;
         for completion in completions.drain(..) {
             if self.stale_completed(completion.user_data) {
                 continue;
@@ -930,7 +929,7 @@ impl<'a> Writer<'a> {
             }
             if flight.failed {
                 // The buffer stays: the write may go to another member.
-                failed.get_or_insert(flight.member as usize);
+                self.retiring.failing(flight.member as usize);
                 continue;
             }
             self.frontier.flights.complete(number);
@@ -944,9 +943,7 @@ impl<'a> Writer<'a> {
             self.ingest.free_buffer(flight.buffer);
         }
         self.completions = completions;
-        if let Some(member) = failed {
-            self.write_failed(member);
-        }
+        self.handle_failures();
         result?;
         if self.frontier.advance(&mut self.placement.members) {
             self.progress
@@ -1002,7 +999,10 @@ impl<'a> Writer<'a> {
         // A retired member's writes still waiting go out first, to their consecutive slots
         // of one member: the end marker must not land among them (the retirement names
         // where they are by their first slot and their count).
-        while !self.retiring.redirects.is_empty() || !self.retiring.rewrites.is_empty() {
+        while !self.retiring.redirects.is_empty()
+            || !self.retiring.rewrites.is_empty()
+            || !self.retiring.failing.is_empty()
+        {
             if self.submit_redirects() | self.submit_rewrites() {
                 continue;
             }

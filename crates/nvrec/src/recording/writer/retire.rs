@@ -73,11 +73,31 @@ pub(super) struct Retiring {
     pub(super) next_rewrite: u64,
     /// New writes held back for a retired member's next flush (see `rewrite.rs`).
     pub(super) gate: Option<Gate>,
+    /// Members with a failed write not yet handled, in the order they failed: one is
+    /// retired at a time, once the writes of the one before have gone out again (several
+    /// may fail in one batch of completions).
+    pub(super) failing: Vec<usize>,
     /// Failures that ended nothing, for the report.
     pub(super) member_errors: Vec<MemberErrorReport>,
 }
 
 impl Retiring {
+    /// A write of `member` failed: it is to be handled (once, however many failed).
+    pub(super) fn failing(&mut self, member: usize) {
+        if !self.failing.contains(&member) {
+            self.failing.push(member);
+        }
+    }
+
+    /// The next member whose failure may be handled now: none while a retirement's
+    /// writes are still to go out again.
+    pub(super) fn next_failing(&mut self) -> Option<usize> {
+        if self.failing.is_empty() || !self.redirects.is_empty() || !self.rewrites.is_empty() {
+            return None;
+        }
+        Some(self.failing.remove(0))
+    }
+
     /// Whether new writes wait: a retired member's writes are still to go out again
     /// (redirects, rewrites), or a retirement holds them back for its member's flush.
     pub(super) fn holds_new_writes(&self) -> bool {
@@ -173,6 +193,17 @@ impl Writer<'_> {
             }
         }
         true
+    }
+
+    /// Handles the failed writes not handled yet, a member at a time, as far as the
+    /// retirements before let (see [`Retiring::next_failing`]). Returns whether it did.
+    pub(super) fn handle_failures(&mut self) -> bool {
+        let mut handled = false;
+        while let Some(member) = self.retiring.next_failing() {
+            self.write_failed(member);
+            handled = true;
+        }
+        handled
     }
 
     /// A write of `member` came back failed (its flight holds the error).
@@ -439,6 +470,8 @@ impl Writer<'_> {
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         (0..self.placement.members.len())
             .filter(|&index| index != member && !self.placement.members[index].retired)
+            // Not one whose write has failed too and waits to be handled.
+            .filter(|index| !self.retiring.failing.contains(index))
             .filter(|&index| {
                 let m = &self.placement.members[index];
                 ring || m.next_slot + outstanding <= m.usable_slots
@@ -584,7 +617,9 @@ impl Writer<'_> {
     }
 
     pub(super) fn submit_redirects(&mut self) -> bool {
-        let mut progressed = false;
+        // A member that failed while another's writes were going out again is retired
+        // once they have.
+        let mut progressed = self.handle_failures();
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         while let (Some(&number), Some(target)) =
             (self.retiring.redirects.front(), self.retiring.redirect_to)
@@ -1014,6 +1049,36 @@ mod tests {
             sequences.last(),
             Some(&(entry.end_sequence - 1)),
             "every chunk"
+        );
+    }
+
+    #[test]
+    fn two_members_whose_writes_fail_together_are_both_retired_and_nothing_is_claimed_blank() {
+        let sim = SimDisks::new(3, DISK_BYTES, 4096, 5);
+        let layout = VolumeLayout::compute(DISK_BYTES, CHUNK, 4096).unwrap();
+        // Member 0 fails every write, member 1 only its first (one I/O): both come back
+        // failed in the first batch of completions, and member 1 has nothing later that
+        // would fail it again.
+        for (disk, slots) in [(0, layout.data_slot_count), (1, 2)] {
+            sim.fail(RangeFault {
+                disk,
+                op: IoOp::Write,
+                offset_bytes: layout.data_offset_bytes,
+                len_bytes: slots * CHUNK as u64,
+                errno: libc::EIO,
+            });
+        }
+        let limit = MIB;
+        let report = record(&sim, &options(limit)).unwrap();
+        assert_eq!(report.outcome, RecordOutcome::Complete, "{report:?}");
+        let retired: BTreeSet<u16> = report.retirements.iter().map(|r| r.member_index).collect();
+        assert_eq!(retired, BTreeSet::from([0, 1]), "{report:?}");
+        let (entry, end, sequences) = as_the_tools_see_it(&sim);
+        assert_eq!((entry.stream_len_bytes, end), (limit, limit));
+        assert_eq!(
+            sequences.len() as u64,
+            entry.end_sequence,
+            "every chunk, none blank"
         );
     }
 
