@@ -35,6 +35,14 @@ impl Members<'_> {
         self.len() == 0
     }
 
+    /// The clock the members' I/O runs on: virtual on simulated disks, real otherwise.
+    pub fn clock(&self) -> Clock {
+        match self {
+            Members::Paths(_) => Clock::Real,
+            Members::Sim(set) => set.clock(),
+        }
+    }
+
     /// Opens every member (`options` applies to paths: access, creation, safety checks).
     pub fn open(&self, options: &OpenOptions) -> Result<Vec<Disk>, RecordingError> {
         match self {
@@ -79,6 +87,27 @@ impl Disk {
         match self {
             Disk::Target(_) => Clock::Real,
             Disk::Sim { set, .. } => set.clock(),
+        }
+    }
+
+    /// The set of simulated disks this disk is one of, if it is simulated.
+    pub fn simulated(&self) -> Option<&SimDisks> {
+        match self {
+            Disk::Target(_) => None,
+            Disk::Sim { set, .. } => Some(set),
+        }
+    }
+
+    /// A second handle on a simulated disk (`None` for a target, whose file is not
+    /// shared so).
+    pub fn clone_simulated(&self) -> Option<Disk> {
+        match self {
+            Disk::Target(_) => None,
+            Disk::Sim { set, index, path } => Some(Disk::Sim {
+                set: set.clone(),
+                index: *index,
+                path: path.clone(),
+            }),
         }
     }
 

@@ -23,7 +23,6 @@ use crate::layout::{
 use crate::stream::{process_cpu_s, Control, ControlState, Progress};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 /// Slots per read when scanning a member (2 MiB reads with the default 128 KiB chunks).
 pub const SCAN_SLOTS_PER_READ: u64 = 16;
@@ -141,11 +140,7 @@ fn search_end(
         return Ok(None);
     }
     let ring = entry.flags.contains(RecordingFlags::RING);
-    let stamped_by_ns = bounded.then(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(u64::MAX, |since| since.as_nanos() as u64)
-    });
+    let stamped_by_ns = bounded.then(|| set.clock().wall_ns());
     // Each with the lap it was found in.
     let mut kept: Vec<(ChunkHeader, u64)> = Vec::new();
     let mut end_slots = Vec::new();
@@ -469,7 +464,7 @@ pub fn recover(set: &VolumeSet) -> Result<Option<RecoveredEnd>, RecordingError> 
                         .collect();
                     set.write_checkpoint(&Checkpoint {
                         generation: checkpoint.generation.saturating_add(1),
-                        written_ns: volume::now_ns(),
+                        written_ns: set.clock().wall_ns(),
                         recording_id: 0,
                         recording_first_sequence: 0,
                         durable_sequence_end: entry
@@ -499,7 +494,7 @@ pub fn recover(set: &VolumeSet) -> Result<Option<RecoveredEnd>, RecordingError> 
     );
     set.write_checkpoint(&Checkpoint {
         generation: checkpoint.generation.saturating_add(1),
-        written_ns: volume::now_ns(),
+        written_ns: set.clock().wall_ns(),
         recording_id: 0,
         recording_first_sequence: 0,
         durable_sequence_end: next_sequence,
@@ -897,7 +892,8 @@ pub fn read_recording_from(
     each: &mut dyn FnMut(Item<'_>) -> bool,
 ) -> Result<ReadSummary, RecordingError> {
     let cpu_before = process_cpu_s();
-    let started = Instant::now();
+    let clock = set.clock();
+    let started = clock.now();
     let ring = entry.flags.contains(RecordingFlags::RING);
     let chunk_bytes = set.chunk_size_bytes as u64;
     let member_count = set.member_count();
@@ -1180,7 +1176,7 @@ pub fn read_recording_from(
     }
     // Let in-flight reads finish before the pool goes away (the engine's drop waits too).
     drop(engine);
-    let elapsed = started.elapsed();
+    let elapsed = clock.since(started);
     let cpu_after = process_cpu_s();
     summary.elapsed_s = elapsed.as_secs_f64();
     summary.rate_mib_per_s = crate::unit::rate_mib_per_s(summary.payload_bytes, elapsed);

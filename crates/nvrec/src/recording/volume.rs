@@ -9,6 +9,7 @@ use super::RecordingError;
 use crate::buffer::BufferPool;
 use crate::clock::Clock;
 use crate::device::{Access, OpenOptions, Safety};
+use crate::engine::SimDisks;
 use crate::layout::{
     select_superblock, Checkpoint, Label, MemberPosition, RecordingEntry, Superblock,
     SuperblockCopies, Uuid, VolumeLayout, RECORDING_ENTRY_COPIES, SUPERBLOCK_SIZE_BYTES,
@@ -38,6 +39,20 @@ pub fn random_uuid() -> Result<Uuid, RecordingError> {
     Ok(Uuid::from_random_bytes(bytes))
 }
 
+/// A new set's uuid: random from the kernel for targets; on simulated disks, drawn from
+/// the set's seeded generator, so that a simulated run writes the same bytes every time.
+fn new_set_uuid(members: &Members<'_>) -> Result<Uuid, RecordingError> {
+    match members {
+        Members::Paths(_) => random_uuid(),
+        Members::Sim(set) => {
+            let mut bytes = [0u8; 16];
+            bytes[..8].copy_from_slice(&set.draw_u64().to_le_bytes());
+            bytes[8..].copy_from_slice(&set.draw_u64().to_le_bytes());
+            Ok(Uuid::from_random_bytes(bytes))
+        }
+    }
+}
+
 /// One member of an open set.
 #[derive(Debug)]
 pub struct Member {
@@ -53,6 +68,15 @@ impl Member {
 
     pub fn index(&self) -> u16 {
         self.superblock.member_index
+    }
+
+    /// A second handle on a member on a simulated disk (`None` on a target).
+    fn clone_simulated(&self) -> Option<Member> {
+        Some(Member {
+            disk: self.disk.clone_simulated()?,
+            superblock: self.superblock.clone(),
+            copies: self.copies,
+        })
     }
 
     /// Makes what was written durable (fdatasync).
@@ -171,6 +195,34 @@ impl VolumeSet {
         self.present()
             .next()
             .map_or(Clock::Real, |member| member.disk.clock())
+    }
+
+    /// The simulated disks the members are on, where they are simulated.
+    pub fn simulated(&self) -> Option<&SimDisks> {
+        self.present()
+            .next()
+            .and_then(|member| member.disk.simulated())
+    }
+
+    /// A second handle on a set whose members are all simulated disks, as it is open now
+    /// (`None` where a member is a target): for work the set's own thread carries out
+    /// later, out of reach of a borrow of the set.
+    pub fn clone_simulated(&self) -> Option<VolumeSet> {
+        let members = self
+            .members
+            .iter()
+            .map(|member| match member {
+                Some(member) => member.clone_simulated().map(Some),
+                None => Some(None),
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(VolumeSet {
+            set_uuid: self.set_uuid,
+            label: self.label.clone(),
+            chunk_size_bytes: self.chunk_size_bytes,
+            members,
+            problems: self.problems.clone(),
+        })
     }
 
     /// The newest checkpoint over every slot of every member. A copy that cannot be read
@@ -460,16 +512,25 @@ pub fn read_aligned(
     offset_bytes: u64,
     len_bytes: usize,
 ) -> Result<Vec<u8>, RecordingError> {
+    let failed = |source| RecordingError::Io {
+        what: format!(
+            "reading {len_bytes} bytes at {offset_bytes:#x} of {}",
+            disk.path().display()
+        ),
+        source,
+    };
+    if disk.simulated().is_some() {
+        // No direct I/O to align for: straight into the result (the simulation reads its
+        // whole index this way many times a case).
+        let mut bytes = vec![0u8; len_bytes];
+        disk.read_exact_at(&mut bytes, offset_bytes)
+            .map_err(failed)?;
+        return Ok(bytes);
+    }
     let mut buffer = BufferPool::new(1, len_bytes.next_multiple_of(4096))?;
     let slot = buffer.slot_mut(0);
     disk.read_exact_at(&mut slot[..len_bytes], offset_bytes)
-        .map_err(|source| RecordingError::Io {
-            what: format!(
-                "reading {len_bytes} bytes at {offset_bytes:#x} of {}",
-                disk.path().display()
-            ),
-            source,
-        })?;
+        .map_err(failed)?;
     Ok(slot[..len_bytes].to_vec())
 }
 
@@ -622,8 +683,8 @@ pub fn format(
             members.len()
         )));
     }
-    let set_uuid = random_uuid()?;
-    let created_ns = now_ns();
+    let set_uuid = new_set_uuid(&members)?;
+    let created_ns = members.clock().wall_ns();
     let label =
         Label::new(label).map_err(|error| RecordingError::Usage(format!("label: {error}")))?;
     let options = OpenOptions {
