@@ -26,12 +26,17 @@ pub fn repair(args: RepairArgs, json: bool) -> Result<Finished> {
     let mut set = volume::open(&args.targets, Access::Write, Safety::Check)?;
     set.lock_for_recording()?;
     let report = repair::repair(&mut set, args.scan, &signal::CONTROL)?;
-    let whole =
-        report.failed.is_empty() && report.left.is_empty() && report.unaccounted_left.is_empty();
+    // A member that was not there was not repaired, and the chunks it holds were out of
+    // reach: never whole, whatever the members present say.
+    let whole = report.failed.is_empty()
+        && report.left.is_empty()
+        && report.unaccounted_left.is_empty()
+        && report.missing_members.is_empty()
+        && set.problems.is_empty();
     if json {
         outln!(
             "{}",
-            serde_json::json!({"set_uuid": set.set_uuid.to_string(), "whole": whole, "report": report})
+            serde_json::json!({"set_uuid": set.set_uuid.to_string(), "whole": whole, "report": report, "problems": set.problems})
         );
     } else {
         print_report(&set, &report);
@@ -41,14 +46,34 @@ pub fn repair(args: RepairArgs, json: bool) -> Result<Finished> {
 
 fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
     outln!("volume set {}: repair", set.set_uuid);
-    if report.found.is_empty() && report.extended.is_empty() {
+    let complete = report.missing_members.is_empty() && set.problems.is_empty();
+    if report.found.is_empty() && report.extended.is_empty() && complete {
         outln!("  metadata was whole: nothing to repair");
+    }
+    for &index in &report.missing_members {
+        outln!(
+            "  MISSING   member {index}: not repaired, and the chunks it holds cannot be read \
+             (repair again with it present)"
+        );
+    }
+    for problem in &set.problems {
+        outln!(
+            "  NOT A MEMBER {}: {}",
+            problem.path.display(),
+            problem.problem
+        );
     }
     for item in &report.found {
         outln!("  found     {item}");
     }
     if let Some(id) = report.recovered_recording {
         outln!("  recovered recording {id}: its end after the crash is written into its entry");
+    }
+    if let Some(id) = report.unrecovered_recording {
+        outln!(
+            "  LEFT      recording {id} crashed: its end is not written while members are \
+             missing (they may hold its chunks past what the others show)"
+        );
     }
     for id in &report.rebuilt_recordings {
         outln!("  rebuilt   recording {id} from its chunks (its name was lost with its entries)");
@@ -77,7 +102,11 @@ fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
             unaccounted_text(found)
         );
     }
-    if report.left.is_empty() && report.failed.is_empty() && report.unaccounted_left.is_empty() {
+    if report.left.is_empty()
+        && report.failed.is_empty()
+        && report.unaccounted_left.is_empty()
+        && complete
+    {
         outln!("  the metadata is whole");
     }
 }

@@ -288,7 +288,13 @@ fn after_kill_9_a_degraded_recording_comes_back_with_its_retirement() {
     let recording = &listing["recordings"][0];
     assert_eq!(recording["state"], "interrupted", "{listing}");
     assert_eq!(recording["degraded"], true, "{listing}");
-    let back = replay(&targets);
+    check_replays_all_but_the_last_chunk(&targets, &data);
+}
+
+/// After a kill -9 of a recorder that had read all of `data`: `replay` gives it all but at
+/// most the last chunk (its tail that no write had taken yet), byte for byte.
+fn check_replays_all_but_the_last_chunk(targets: &[PathBuf], data: &[u8]) {
+    let back = replay(targets);
     assert!(back.status.success(), "{}", text(&back));
     assert!(
         back.stdout.len() + CHUNK >= data.len(),
@@ -682,6 +688,23 @@ fn when_some_is_durable(targets: &[PathBuf]) -> u64 {
     .durable_stream_bytes
 }
 
+/// A paced pattern recording (see [`spawn_pattern`]) onto the rig, `fault` done to its
+/// first faulty disk once a checkpoint has made some of the recording durable; what
+/// `record` said.
+fn faulted_once_durable(
+    rig: &Rig,
+    rate_bytes_per_s: u64,
+    seconds: u64,
+    extra: &[&str],
+    fault: impl FnOnce(&FaultyDisk),
+) -> Output {
+    let targets = rig.targets();
+    let child = spawn_pattern(&targets, rate_bytes_per_s, seconds, extra);
+    when_some_is_durable(&targets);
+    fault(&rig.disks[0]);
+    finish(child)
+}
+
 fn u64_at(value: &serde_json::Value, key: &str) -> u64 {
     value[key]
         .as_u64()
@@ -821,6 +844,13 @@ fn entry_covers_every_chunk(
 /// EIO) and every byte of its `due_bytes` recorded, lost or overdue: the report, `ls`,
 /// `ls --scan`, `verify` and `replay` agree.
 fn check_degraded(rig: &Rig, output: &Output, retired: &[usize], due_bytes: u64) {
+    let retired: Vec<(usize, i32)> = retired.iter().map(|&m| (m, libc::EIO)).collect();
+    check_retired(rig, output, &retired, due_bytes);
+}
+
+/// As [`check_degraded`], each member of `retired` retired with its errno (0 for a
+/// timeout).
+fn check_retired(rig: &Rig, output: &Output, retired: &[(usize, i32)], due_bytes: u64) {
     let targets = rig.targets();
     assert_eq!(output.status.code(), Some(6), "degraded: {}", text(output));
     let report = json(output);
@@ -828,17 +858,21 @@ fn check_degraded(rig: &Rig, output: &Output, retired: &[usize], due_bytes: u64)
     assert_eq!(report["outcome"], "complete", "{report}");
     assert_eq!(report["degraded"], true, "{report}");
     assert!(report["error"].is_null(), "{report}");
-    let mut named: Vec<usize> = report["retirements"]
+    let mut named: Vec<(usize, i32)> = report["retirements"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| u64_at(r, "member_index") as usize)
+        .map(|r| {
+            (
+                u64_at(r, "member_index") as usize,
+                u64_at(r, "errno") as i32,
+            )
+        })
         .collect();
     named.sort_unstable();
-    assert_eq!(named, retired, "the retired members: {report}");
+    assert_eq!(named, retired, "the retired members and why: {report}");
     for retirement in report["retirements"].as_array().unwrap() {
         let member = u64_at(retirement, "member_index") as usize;
-        assert_eq!(retirement["errno"], libc::EIO, "{report}");
         assert_eq!(
             retirement["path"],
             targets[member].to_str().unwrap(),
@@ -868,7 +902,8 @@ fn check_degraded(rig: &Rig, output: &Output, retired: &[usize], due_bytes: u64)
         .map(|r| u64_at(r, "member_index") as usize)
         .collect();
     listed.sort_unstable();
-    assert_eq!(listed, retired, "ls names the retired members: {entry}");
+    let members: Vec<usize> = retired.iter().map(|&(member, _)| member).collect();
+    assert_eq!(listed, members, "ls names the retired members: {entry}");
 }
 
 /// A recording that ended with an error because its last member died: what it claims is
@@ -892,8 +927,12 @@ fn check_failed_with_every_chunk_claimed(rig: &Rig, output: &Output) -> serde_js
 
 const RATE: u64 = 300_000_000;
 
-/// What a test prints of a `record --json` report.
+/// What a test prints of a `record --json` report (the error alone, where the recording
+/// never began).
 fn summary(report: &serde_json::Value) -> String {
+    if report["outcome"].is_null() {
+        return format!("error {}", report["error"]);
+    }
     let members: Vec<String> = report["members"]
         .as_array()
         .into_iter()
@@ -1010,13 +1049,9 @@ fn a_member_whose_flushes_fail_is_retired_though_its_writes_succeed() {
     let Some(rig) = Rig::new("flushes", 1, 1, 1 << 30) else {
         return;
     };
-    let targets = rig.targets();
-    let child = spawn_pattern(&targets, RATE, 3, &[]);
-    when_some_is_durable(&targets);
     // Its writes still succeed, but none is ever made durable: the member is retired at
     // its next flush.
-    rig.disks[0].fail_flushes();
-    let output = finish(child);
+    let output = faulted_once_durable(&rig, RATE, 3, &[], FaultyDisk::fail_flushes);
     let stats = rig.disks[0].stats();
     assert!(stats.failed > 0, "a flush failed: {}", stats.to_json());
     check_degraded(&rig, &output, &[rig.member_of(0)], due(RATE, 3));
@@ -1025,23 +1060,35 @@ fn a_member_whose_flushes_fail_is_retired_though_its_writes_succeed() {
 #[test]
 fn a_member_whose_flushes_fail_holds_nothing_the_recording_needs_after_a_power_cut() {
     let _serial = one_at_a_time();
-    // The faulty member keeps its writes in memory until a flush commits them.
-    let options = Options {
+    let Some(rig) = Rig::with("flushes-cut", 1, 1, 1 << 30, tracking_unflushed()) else {
+        return;
+    };
+    let output = faulted_once_durable(&rig, RATE, 3, &[], FaultyDisk::fail_flushes);
+    // Exit 6 says every byte is on the other members: what the member wrote after its last
+    // flush that succeeded was never durable there, and a power cut takes it.
+    cut_power(&rig, &output);
+    // And nothing at all is lost: exit 6 says every byte is on the other members.
+    check_degraded(&rig, &output, &[1], due(RATE, 3));
+}
+
+/// Faulty disks that keep their writes in memory until a flush commits them, so that a
+/// power cut takes what no flush made durable.
+fn tracking_unflushed() -> Options {
+    Options {
         durability: nvrec_faultydisk::Durability::TrackUnflushed {
             max_bytes: 768 << 20,
         },
         ..Options::default()
-    };
-    let Some(rig) = Rig::with("flushes-cut", 1, 1, 1 << 30, options) else {
-        return;
-    };
-    let targets = rig.targets();
-    let child = spawn_pattern(&targets, RATE, 3, &[]);
-    when_some_is_durable(&targets);
-    rig.disks[0].fail_flushes();
-    let output = finish(child);
-    // Exit 6 says every byte is on the other members: what the member wrote after its last
-    // flush that succeeded was never durable there, and a power cut takes it.
+    }
+}
+
+/// A power cut on the rig's first faulty disk (started [`tracking_unflushed`]) after the
+/// recording that `output` reports: it loses what the member wrote after its last flush
+/// that succeeded. Never silent, at the least: whatever the cut took, `record` reported as
+/// chunks the member never confirmed durable, and `verify` names it. Returns the chunks
+/// `verify` finds missing.
+fn cut_power(rig: &Rig, output: &Output) -> u64 {
+    let member = rig.member_of(0);
     rig.disks[0].clear();
     let cut = rig.disks[0].power_cut(None).unwrap();
     let _ = std::process::Command::new("blockdev")
@@ -1049,27 +1096,24 @@ fn a_member_whose_flushes_fail_holds_nothing_the_recording_needs_after_a_power_c
         .arg(rig.devices[0].path())
         .status();
     eprintln!(
-        "  the power cut lost {} unflushed bytes of member 1",
+        "  the power cut lost {} unflushed bytes of member {member}",
         cut.sectors_dropped * 4096
     );
-    // Never silent, at the least: whatever the cut took, `record` reported as chunks
-    // the member never confirmed durable, and `verify` names it.
-    let report = json(&output);
+    let report = json(output);
     let unconfirmed: u64 = report["member_errors"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["member_index"] == 1)
+        .filter(|e| e["member_index"] == member)
         .map(|e| u64_at(e, "unflushed_chunk_count"))
         .sum();
-    let verified = json(&run(nvrec().args(["--json", "verify"]).args(&targets)));
+    let verified = json(&run(nvrec().args(["--json", "verify"]).args(rig.targets())));
     let missing = u64_at(&verified["recordings"][0], "missing_chunk_count");
     assert!(
         missing <= unconfirmed,
         "{missing} chunks lost to the cut, {unconfirmed} reported unconfirmed: {report}\n{verified}"
     );
-    // And nothing at all is lost: exit 6 says every byte is on the other members.
-    check_degraded(&rig, &output, &[1], due(RATE, 3));
+    missing
 }
 
 #[test]
@@ -1199,11 +1243,7 @@ fn the_only_member_dying_ends_the_recording_with_an_error_and_its_entry_covers_e
     let Some(rig) = Rig::new("dies-alone", 0, 1, 1 << 30) else {
         return;
     };
-    let targets = rig.targets();
-    let child = spawn_pattern(&targets, RATE, 3, &[]);
-    when_some_is_durable(&targets);
-    rig.disks[0].dying();
-    let output = finish(child);
+    let output = faulted_once_durable(&rig, RATE, 3, &[], FaultyDisk::dying);
     let report = check_failed_with_every_chunk_claimed(&rig, &output);
     assert!(
         report["retirements"].as_array().unwrap().is_empty(),
@@ -1228,4 +1268,332 @@ fn every_member_dying_ends_the_recording_with_an_error_and_its_entry_covers_ever
     let report = check_failed_with_every_chunk_claimed(&rig, &output);
     assert_eq!(report["retirements"][0]["member_index"], 0, "{report}");
     assert_eq!(report["retirements"][0]["errno"], libc::EIO, "{report}");
+}
+
+// The moments and combinations around a member's death: before the recording starts,
+// inside a checkpoint, after a stall, together with a full drive, and under `repair`.
+
+/// Runs `during` while `disk` dies at a flush: `successes` more flushes go through while
+/// writes still succeed, the next one fails, and from then on (within a millisecond) every
+/// write and flush fails too: a drive that dies at a flush.
+fn dies_at_flush<R>(disk: &FaultyDisk, successes: u64, during: impl FnOnce() -> R) -> R {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let failed_before = disk.stats().failed;
+    disk.fail_flushes_after(successes);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if disk.stats().failed > failed_before {
+                    disk.dying();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let result = during();
+        done.store(true, Ordering::Relaxed);
+        result
+    })
+}
+
+/// Checks that the tools find no recording on `targets` (after a `record` that failed
+/// before its recording began): `ls` finds no set, or one without recordings, and `verify`
+/// and `replay` fail without a byte.
+fn check_no_recording(targets: &[PathBuf], case: &str) {
+    let listed = run(nvrec().args(["--json", "ls"]).args(targets));
+    let listing = json(&listed);
+    assert!(
+        listing["recordings"]
+            .as_array()
+            .is_none_or(|recordings| recordings.is_empty()),
+        "{case}: ls lists no recording: {listing}"
+    );
+    let verified = run(nvrec().arg("verify").args(targets));
+    assert_ne!(
+        verified.status.code(),
+        Some(0),
+        "{case}: {}",
+        text(&verified)
+    );
+    let back = replay(targets);
+    assert_ne!(back.status.code(), Some(0), "{case}: {}", stderr(&back));
+    assert!(back.stdout.is_empty(), "{case}: replay gave bytes");
+}
+
+#[test]
+fn a_member_dying_before_the_recording_starts_is_refused_at_format_or_retired_before_its_first_chunk(
+) {
+    let _serial = one_at_a_time();
+    let Some(rig) = Rig::new("dies-at-start", 1, 1, 256 << 20) else {
+        return;
+    };
+    let targets = rig.targets();
+    let disk = &rig.disks[0];
+    let device = rig.devices[0].path().to_str().unwrap().to_string();
+    let data = noise(8 << 20, 65);
+    // First dead from the start (the first write of the format fails), then dying at the
+    // n-th flush: the format's, the entry's that opens the recording, its first
+    // checkpoint's; until the member dies after it took chunks.
+    let (mut refused, mut retired_at_start) = (0, 0);
+    for successes in [
+        None,
+        Some(0),
+        Some(1),
+        Some(2),
+        Some(3),
+        Some(4),
+        Some(5),
+        Some(6),
+    ] {
+        disk.clear();
+        for target in &targets {
+            wipe_ends(target);
+        }
+        let output = match successes {
+            None => {
+                disk.dying();
+                record_stdin(&targets, &data, &[])
+            }
+            Some(n) => dies_at_flush(disk, n, || record_stdin(&targets, &data, &[])),
+        };
+        disk.clear();
+        let case = match successes {
+            None => "dead from the start".to_string(),
+            Some(n) => format!("dying at the flush after {n}"),
+        };
+        let report = json(&output);
+        eprintln!(
+            "  {case}: exit {:?}, {}",
+            output.status.code(),
+            summary(&report)
+        );
+        if output.status.code() == Some(1) {
+            // Refused: the error names the member and why, and nothing is a recording.
+            let error = report["error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains(&device) && error.contains("Input/output error"),
+                "{case}: {report}"
+            );
+            check_no_recording(&targets, &case);
+            refused += 1;
+            continue;
+        }
+        // Retired, and the recording whole on the other member.
+        assert_eq!(output.status.code(), Some(6), "{case}: {}", text(&output));
+        let retirement = &report["retirements"][0];
+        assert_eq!(retirement["member_index"], 1, "{case}: {report}");
+        assert_eq!(retirement["errno"], libc::EIO, "{case}: {report}");
+        assert_eq!(
+            report["stream_bytes"],
+            data.len() as u64,
+            "{case}: {report}"
+        );
+        assert_eq!(report["lost_bytes"], 0, "{case}: {report}");
+        let listing = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
+        assert_eq!(
+            listing["recordings"][0]["state"], "complete",
+            "{case}: {listing}"
+        );
+        assert_eq!(verify(&targets)["recordings"][0]["good"], true, "{case}");
+        let back = replay(&targets);
+        assert!(back.status.success(), "{case}: {}", stderr(&back));
+        assert!(back.stdout == data, "{case}: replay is byte-exact");
+        if u64_at(retirement, "stream_offset_bytes") > 0 {
+            break; // It died after it took chunks: past the start.
+        }
+        assert_eq!(report["members"][1]["chunk_count"], 0, "{case}: {report}");
+        retired_at_start += 1;
+    }
+    assert!(
+        refused > 0 && retired_at_start > 0,
+        "{refused} refused, {retired_at_start} retired at the start"
+    );
+}
+
+/// Waits until `disk` has had no flush for 150 ms (with checkpoints every 500 ms, the time
+/// between two of them) and returns the generation of the set's newest checkpoint then.
+fn between_checkpoints(disk: &FaultyDisk, targets: &[PathBuf]) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut fsyncs = disk.stats().fsyncs;
+    let mut since = std::time::Instant::now();
+    while since.elapsed() < Duration::from_millis(150) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the member never had a quiet moment"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        let now = disk.stats().fsyncs;
+        if now != fsyncs {
+            (fsyncs, since) = (now, std::time::Instant::now());
+        }
+    }
+    let generation = checkpointed(targets)
+        .expect("a checkpoint names the recording")
+        .generation;
+    assert_eq!(
+        disk.stats().fsyncs,
+        fsyncs,
+        "a checkpoint began while the test looked"
+    );
+    generation
+}
+
+/// The newest checkpoint `targets` hold (a member alone, or several), read as they are.
+fn newest_on(targets: &[PathBuf]) -> nvrec::layout::Checkpoint {
+    nvrec::recording::volume::open(
+        targets,
+        nvrec::device::Access::Read,
+        nvrec::device::Safety::Check,
+    )
+    .unwrap()
+    .newest_checkpoint()
+    .unwrap()
+    .expect("a checkpoint")
+}
+
+#[test]
+fn a_member_dying_inside_a_checkpoint_is_retired_and_every_byte_replays() {
+    let _serial = one_at_a_time();
+    // A checkpoint flushes the member, then writes the checkpoint to it and flushes again.
+    // The member dies at the first (the checkpoint goes nowhere) or at the second (it holds
+    // the checkpoint, never confirmed).
+    for within in [0u64, 1] {
+        let Some(rig) = Rig::new(&format!("dies-in-checkpoint-{within}"), 1, 1, 1 << 30) else {
+            return;
+        };
+        let targets = rig.targets();
+        let disk = &rig.disks[0];
+        let rate = 150_000_000;
+        let child = spawn_pattern(&targets, rate, 2, &["--sync-interval", "500ms"]);
+        when_some_is_durable(&targets);
+        let before = between_checkpoints(disk, &targets);
+        let output = dies_at_flush(disk, within, || finish(child));
+        eprintln!("  dying at flush {within} of the checkpoint after generation {before}");
+        check_degraded(&rig, &output, &[1], due(rate, 2));
+        // Where it died: the member's own newest checkpoint is the one before (or, dying
+        // at the second flush, the one it died in); the other member went on.
+        let own = newest_on(&[rig.devices[0].path().to_path_buf()]).generation;
+        assert_eq!(
+            own,
+            before + within,
+            "the member died inside the checkpoint after {before}"
+        );
+        assert!(
+            newest_on(&rig.healthy).generation > own,
+            "checkpoints went on without it"
+        );
+    }
+}
+
+#[test]
+fn a_member_stalled_past_the_timeout_whose_flushes_then_fail_loses_nothing_unreported() {
+    let _serial = one_at_a_time();
+    let Some(rig) = Rig::with("stall-flush", 1, 1, 1 << 30, tracking_unflushed()) else {
+        return;
+    };
+    let targets = rig.targets();
+    let rate = 150_000_000;
+    // Retired for the timeout; its flushes, held by the stall, then fail.
+    let output = faulted_once_durable(&rig, rate, 3, &["--member-timeout", "1s"], |disk| {
+        disk.stall_for(Duration::from_millis(2500));
+        disk.fail_flushes();
+    });
+    let stats = rig.disks[0].stats();
+    assert!(
+        stats.stalled > Duration::ZERO && stats.failed > 0,
+        "{}",
+        stats.to_json()
+    );
+    let report = json(&output);
+    assert_eq!(report["retirements"][0]["cause"], "timeout", "{report}");
+    let missing = cut_power(&rig, &output);
+    if missing == 0 {
+        check_retired(&rig, &output, &[(1, 0)], due(rate, 3));
+        return;
+    }
+    // What the cut took was reported: exit 6 with the member's error, and `verify` and
+    // `replay` say chunks are missing.
+    eprintln!("  {missing} chunks lost to the cut: {}", summary(&report));
+    assert_eq!(output.status.code(), Some(6), "{}", text(&output));
+    let verified = run(nvrec().args(["--json", "verify"]).args(&targets));
+    assert_eq!(verified.status.code(), Some(1), "{}", text(&verified));
+    assert_eq!(json(&verified)["recordings"][0]["good"], false);
+    let back = replay(&targets);
+    assert_ne!(back.status.code(), Some(0), "{}", stderr(&back));
+}
+
+#[test]
+fn a_full_member_whose_flushes_fail_too_loses_nothing_after_a_power_cut() {
+    let _serial = one_at_a_time();
+    let Some(rig) = Rig::with("full-flush", 1, 1, 1 << 30, tracking_unflushed()) else {
+        return;
+    };
+    // Full from here on, and none of its flushes makes anything durable any more.
+    let output = faulted_once_durable(&rig, RATE, 3, &[], |disk| {
+        disk.fail(Op::Write, DATA_AREA..1 << 30, Errno::Enospc);
+        disk.fail_flushes();
+    });
+    let report = json(&output);
+    assert_eq!(report["retirements"][0]["cause"], "target_full", "{report}");
+    assert_eq!(cut_power(&rig, &output), 0, "{report}");
+    check_retired(&rig, &output, &[(1, libc::ENOSPC)], due(RATE, 3));
+}
+
+#[test]
+fn repair_with_a_dying_member_after_kill_9_says_what_it_could_not_repair() {
+    let _serial = one_at_a_time();
+    let Some(rig) = Rig::new("repair-dying", 1, 1, 256 << 20) else {
+        return;
+    };
+    let targets = rig.targets();
+    let device = rig.devices[0].path().to_str().unwrap().to_string();
+    let data = noise(40 << 20, 66);
+    // No checkpoint after the one that opens the recording: its end is found from the
+    // chunks on both members.
+    let extra = ["--sync-interval", "5s", "--stripe", "round-robin"];
+    record_then_kill(&targets, &extra, &data, Duration::from_millis(10));
+    rig.disks[0].dying_with_reads();
+    // Given every member: refused, naming the one that cannot be read.
+    let repaired = run(nvrec().arg("repair").args(&targets));
+    assert_ne!(repaired.status.code(), Some(0), "{}", text(&repaired));
+    assert!(text(&repaired).contains(&device), "{}", text(&repaired));
+    // Given the members that can be read: what it could not repair is said, never whole.
+    let repaired = run(nvrec().args(["--json", "repair"]).arg(&rig.healthy[0]));
+    assert_eq!(repaired.status.code(), Some(1), "{}", text(&repaired));
+    let report = json(&repaired);
+    assert_eq!(report["whole"], false, "{report}");
+    assert_eq!(
+        report["report"]["missing_members"],
+        serde_json::json!([1]),
+        "{report}"
+    );
+    assert_eq!(report["report"]["unrecovered_recording"], 1, "{report}");
+    let said = run(nvrec().arg("repair").arg(&rig.healthy[0]));
+    assert_eq!(said.status.code(), Some(1), "{}", text(&said));
+    assert!(
+        text(&said).contains("MISSING   member 1"),
+        "{}",
+        text(&said)
+    );
+    assert!(
+        !text(&said).contains("nothing to repair"),
+        "{}",
+        text(&said)
+    );
+    // `verify` does not call the recording good while its chunks cannot be read.
+    for given in [&targets[..], &rig.healthy[..]] {
+        let verified = run(nvrec().args(["--json", "verify"]).args(given));
+        assert_eq!(verified.status.code(), Some(1), "{}", text(&verified));
+        assert_eq!(
+            json(&verified)["recordings"][0]["good"],
+            false,
+            "{}",
+            text(&verified)
+        );
+    }
+    // The drive comes back: the repair cut nothing off, every byte recorded is there.
+    rig.disks[0].clear();
+    check_replays_all_but_the_last_chunk(&targets, &data);
+    assert_eq!(verify(&targets)["recordings"][0]["good"], true);
 }

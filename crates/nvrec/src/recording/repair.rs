@@ -19,13 +19,17 @@
 //!    outnumbered by what comes next).
 //!
 //! Every write goes to the members that are present; a member whose write fails is named
-//! in the report and the rest go on.
+//! in the report and the rest go on. A member that is missing (not given, or not readable as
+//! one: a dying drive) is named too, and its copies are not repaired. Step 1 waits for it:
+//! a crashed recording's end is searched for on every member, and one that is missing may
+//! hold its chunks past what the others show, so an end written without it would cut them
+//! off while the report called the set whole.
 
 use super::health::{self, MetaDamage, Severity};
 use super::scan::{self, Scan, Unaccounted};
 use super::volume::{write_meta, MetaPlace, VolumeSet};
 use super::{RecordingError, RECOVERY_WINDOW_SLOTS};
-use crate::layout::{Checkpoint, MemberPosition, RecordingEntry, SuperblockCopies};
+use crate::layout::{Checkpoint, MemberPosition, RecordingEntry, RecordingState, SuperblockCopies};
 use crate::stream::Control;
 
 /// What `repair` did.
@@ -39,6 +43,12 @@ pub struct RepairReport {
     pub failed: Vec<String>,
     /// The recovered end written for a crashed recording, if one was.
     pub recovered_recording: Option<u32>,
+    /// A crashed recording whose end was not written because members are missing (step 1
+    /// waits for every member): it stays open, and the reader recovers it on each read.
+    pub unrecovered_recording: Option<u32>,
+    /// Members of the set that were not there to repair (not given, or not readable as a
+    /// member): their metadata copies and chunks are out of reach.
+    pub missing_members: Vec<u16>,
     /// Entries rebuilt from a scan of the chunks.
     pub rebuilt_recordings: Vec<u32>,
     /// Entries extended over chunks of their recording that they did not account for:
@@ -58,10 +68,13 @@ pub fn repair(
 ) -> Result<RepairReport, RecordingError> {
     let mut report = RepairReport {
         found: health::check(set)?,
+        missing_members: set.missing_indices(),
         ..RepairReport::default()
     };
     if let Some(checkpoint) = set.newest_checkpoint()? {
-        if super::reader::recover(set)?.is_some() {
+        if !report.missing_members.is_empty() && crashed(set, &checkpoint)? {
+            report.unrecovered_recording = Some(checkpoint.recording_id);
+        } else if super::reader::recover(set)?.is_some() {
             report.recovered_recording = Some(checkpoint.recording_id);
         }
     }
@@ -82,6 +95,15 @@ pub fn repair(
     report.left = health::check(set)?;
     report.unaccounted_left = unaccounted_chunks(set)?;
     Ok(report)
+}
+
+/// Whether `checkpoint` names a recording whose entry is still open: one that crashed (or
+/// runs), whose end recovery searches for.
+fn crashed(set: &VolumeSet, checkpoint: &Checkpoint) -> Result<bool, RecordingError> {
+    Ok(checkpoint.recording_id != 0
+        && set.recordings()?.iter().any(|entry| {
+            entry.recording_id == checkpoint.recording_id && entry.state == RecordingState::Open
+        }))
 }
 
 /// What every entry of `set` leaves unaccounted, for the recordings that leave any.
@@ -142,7 +164,7 @@ fn extend_entries(set: &VolumeSet, report: &mut RepairReport) -> Result<(), Reco
         return Ok(());
     }
     next.generation = checkpoint.generation.saturating_add(1);
-    next.written_ns = super::volume::now_ns();
+    next.written_ns = set.clock().wall_ns();
     let bytes = next.encode()?;
     for member in set.present() {
         let result = member
@@ -307,7 +329,7 @@ fn checkpoints(
     for step in 1..=slot_count as u64 {
         let mut next = base.clone();
         next.generation = base.generation + step;
-        next.written_ns = super::volume::now_ns();
+        next.written_ns = set.clock().wall_ns();
         let bytes = next.encode()?;
         for member in set.present() {
             let result = member
@@ -351,7 +373,7 @@ fn rebuilt_checkpoint(set: &VolumeSet, found: &Scan) -> Result<Checkpoint, Recor
     Ok(Checkpoint {
         set_uuid: set.set_uuid,
         generation: 1,
-        written_ns: super::volume::now_ns(),
+        written_ns: set.clock().wall_ns(),
         recording_id: 0,
         recovery_window_slots: RECOVERY_WINDOW_SLOTS,
         recording_first_sequence: next_sequence,
