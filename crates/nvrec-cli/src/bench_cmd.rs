@@ -24,8 +24,11 @@ pub enum BenchCommand {
     Fill(FillArgs),
     /// A ring's second lap: the rate before and after the wrap, without and with TRIM.
     Overwrite(OverwriteArgs),
-    /// CrystalDiskMark (cdm, cdm-nvme) and ATTO (atto) presets.
+    /// CrystalDiskMark (cdm, cdm6, cdm-nvme, custom --test shapes) and ATTO (atto) presets.
     Profile(ProfileArgs),
+    /// Saved benches (--save JSON) on one HTML page: curves overlaid, plateaus, and each
+    /// file's key rates with the difference in percent against the first.
+    Report(crate::bench_compare::ReportArgs),
 }
 
 #[derive(Args, Debug)]
@@ -62,6 +65,14 @@ pub struct CommonArgs {
     /// Write a self-contained HTML report with charts to this file.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// The drive's rated read and write in MB/s, e.g. 3500,3000: every rate is also shown
+    /// as a percent of its direction's rating (text, JSON `rated`, HTML).
+    #[arg(long, value_parser = rated_arg)]
+    rated: Option<bench::Rated>,
+}
+
+fn rated_arg(text: &str) -> Result<bench::Rated, String> {
+    bench::Rated::parse(text).map_err(|error| error.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -98,6 +109,11 @@ pub struct FillArgs {
     /// Skip the read-back comparison.
     #[arg(long)]
     no_verify: bool,
+    /// Fill this many times: each run's plateaus and rates, and their average (the
+    /// streamer's "average continuous performance"). The JSON's other fields are the last
+    /// run's.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
     /// Windows a drop must last to count as the cache cliff (or a later drop).
     #[arg(long, default_value_t = AnalysisSettings::default().drop_window_count)]
     drop_windows: usize,
@@ -145,9 +161,16 @@ pub enum TrimArg {
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProfileArg {
+    /// CrystalDiskMark's default set: SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1.
     Cdm,
+    /// CrystalDiskMark 6: SEQ128K Q32T1, RND4K Q8T8, RND4K Q32T1, RND4K Q1T1.
+    Cdm6,
+    /// CrystalDiskMark's NVMe set: SEQ1M Q8T1, SEQ128K Q32T1, RND4K Q32T16, RND4K Q1T1.
     #[value(name = "cdm-nvme")]
     CdmNvme,
+    /// The shapes given with --test.
+    Custom,
+    /// ATTO: 512 B to 64 MiB at queue depth 4, compressible data.
     Atto,
 }
 
@@ -166,9 +189,20 @@ pub struct ProfileArgs {
     duration: f64,
     #[arg(long, default_value_t = 3)]
     runs: u32,
+    /// Run these shapes, CrystalDiskMark's way (needs the custom profile; repeat or list
+    /// with commas): SEQ|RND<size>-Q<depth>T<threads>, e.g. SEQ1M-Q8T1, RND4K-Q32T16.
+    #[arg(long = "test", value_delimiter = ',', value_parser = shape_arg)]
+    tests: Vec<bench::TestShape>,
     /// Write compressible data (ATTO's default; drives that compress look faster).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "incompressible")]
     compressible: bool,
+    /// Write incompressible data (CrystalDiskMark's default; ATTO's worst case).
+    #[arg(long)]
+    incompressible: bool,
+}
+
+fn shape_arg(text: &str) -> Result<bench::TestShape, String> {
+    bench::TestShape::parse(text).map_err(|error| error.to_string())
 }
 
 fn open(common: &CommonArgs, create_len_bytes: Option<u64>) -> Result<BenchTarget> {
@@ -188,18 +222,37 @@ pub fn run(args: BenchArgs, json: bool) -> Result<Finished> {
         BenchCommand::Fill(args) => fill(args, json),
         BenchCommand::Overwrite(args) => overwrite(args, json),
         BenchCommand::Profile(args) => profile(args, json),
+        BenchCommand::Report(args) => crate::bench_compare::run(args, json),
     }
 }
 
-/// Writes the JSON (stdout and/or file), the CSV and the report; prints the text when not JSON.
-fn emit(
-    common: &CommonArgs,
-    json: bool,
+/// What a bench hands [`emit`]: its JSON, text, CSV, report, and its rates for `--rated`.
+struct Outputs<'a> {
     value: serde_json::Value,
     text: String,
     csv: String,
-    html: String,
-) -> Result<()> {
+    report: nvrec::report::Report,
+    rates: &'a dyn bench::rated::RatedRates,
+}
+
+/// Adds the rates against `--rated` to every output, then writes the JSON (stdout and/or
+/// file), the CSV and the report; prints the text when not JSON.
+fn emit(common: &CommonArgs, json: bool, outputs: Outputs<'_>) -> Result<()> {
+    let Outputs {
+        mut value,
+        mut text,
+        csv,
+        mut report,
+        rates,
+    } = outputs;
+    if let Some(rated) = &common.rated {
+        let figures = bench::of_rated(rated, rates);
+        value["rated"] = serde_json::json!({ "rating": rated, "figures": figures });
+        text += &rated_text(&figures);
+        report
+            .sections
+            .push(crate::bench_report::rated_section(&figures));
+    }
     if let Some(path) = &common.save {
         write_file(path, &format!("{value:#}\n"))?;
     }
@@ -207,7 +260,7 @@ fn emit(
         write_file(path, &csv)?;
     }
     if let Some(path) = &common.report {
-        write_file(path, &html)?;
+        write_file(path, &nvrec::report::render_html(&report))?;
     }
     if json {
         outln!("{value}");
@@ -224,6 +277,23 @@ fn emit(
         }
     }
     Ok(())
+}
+
+/// One line a rate: measured, rated, percent.
+fn rated_text(figures: &[bench::RatedFigure]) -> String {
+    let mut out = "of rated (--rated):\n".to_string();
+    for figure in figures {
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>5} {:>6.1} % ({:.0} of {:.0} MB/s)",
+            figure.name,
+            figure.op.name(),
+            figure.percent,
+            figure.bytes_per_s / 1e6,
+            figure.rated_bytes_per_s / 1e6
+        );
+    }
+    out
 }
 
 fn write_file(path: &Path, text: &str) -> Result<()> {
@@ -263,15 +333,16 @@ fn sweep(args: SweepArgs, json: bool) -> Result<Finished> {
     drop(display);
     let text = sweep_text(&result);
     let csv = sweep_csv(&result);
-    let html = crate::bench_report::sweep(&result);
-    emit(
-        &args.common,
-        json,
-        serde_json::to_value(&result)?,
+    let report = crate::bench_report::sweep(&result);
+    let value = serde_json::to_value(&result)?;
+    let outputs = Outputs {
+        value,
         text,
         csv,
-        html,
-    )?;
+        report,
+        rates: &result,
+    };
+    emit(&args.common, json, outputs)?;
     Ok(Finished(if result.summary.verified {
         exit::OK
     } else {
@@ -363,28 +434,115 @@ fn fill(args: FillArgs, json: bool) -> Result<Finished> {
     };
     let target = open(&args.common, args.size)?;
     let monitor = crate::telemetry::start(&[PathBuf::from(&args.common.target)], &args.telemetry);
-    let (progress, display) = start_progress("fill", json);
-    let result = bench::fill(
-        &target,
-        &settings,
-        &signal::CONTROL,
-        &progress,
-        &mut |_, _| {},
-    );
-    drop(display);
+    let results = fill_runs(&target, &settings, args.runs, json);
     let telemetry = crate::telemetry::finish(monitor);
-    let result = result?;
-    let mut text = fill_text(&result);
+    let results = results?;
+    let average = (results.len() > 1)
+        .then(|| bench::fill_average(&results))
+        .flatten();
+    let Some(result) = results.last() else {
+        unreachable!("--runs is at least 1 and a failed run returns its error");
+    };
+    let mut text = String::new();
+    for (index, run) in results.iter().enumerate() {
+        if results.len() > 1 {
+            let _ = writeln!(text, "run {} of {}:", index + 1, results.len());
+        }
+        text += &fill_text(run);
+    }
+    if let Some(average) = &average {
+        text += &fill_average_text(average);
+    }
     if let Some(telemetry) = &telemetry {
         text += &crate::telemetry::text(telemetry);
     }
-    let csv = fill_csv(&result);
-    let html = crate::bench_report::fill(&result, telemetry.as_ref());
-    let mut value = serde_json::to_value(&result)?;
+    let csv = fill_csv(result);
+    let report = crate::bench_report::fill(result, telemetry.as_ref());
+    let mut value = serde_json::to_value(result)?;
     value["telemetry"] = serde_json::to_value(&telemetry)?;
-    emit(&args.common, json, value, text, csv, html)?;
-    let failed = result.write.error.is_some() || result.summary.verified == Some(false);
+    if let Some(average) = &average {
+        value["average"] = serde_json::to_value(average)?;
+    }
+    let outputs = Outputs {
+        value,
+        text,
+        csv,
+        report,
+        rates: result,
+    };
+    emit(&args.common, json, outputs)?;
+    let failed = results
+        .iter()
+        .any(|run| run.write.error.is_some() || run.summary.verified == Some(false));
     Ok(Finished(if failed { exit::FAILURE } else { exit::OK }))
+}
+
+/// `runs` fills one after the other, stopping after the run a Ctrl-C or a failure ended.
+fn fill_runs(
+    target: &BenchTarget,
+    settings: &bench::FillSettings,
+    runs: u32,
+    json: bool,
+) -> Result<Vec<FillResult>> {
+    let mut results = Vec::new();
+    for run in 1..=runs {
+        let label = if runs > 1 {
+            format!("fill {run}/{runs}")
+        } else {
+            "fill".to_string()
+        };
+        let (progress, display) = start_progress(&label, json);
+        let result = bench::fill(
+            target,
+            settings,
+            &signal::CONTROL,
+            &progress,
+            &mut |_, _| {},
+        );
+        drop(display);
+        let result = result?;
+        let ended = result.write.stopped || result.write.error.is_some();
+        results.push(result);
+        if ended || signal::CONTROL.state() != nvrec::stream::ControlState::Run {
+            break;
+        }
+    }
+    Ok(results)
+}
+
+/// Each run's rates, then their average.
+fn fill_average_text(average: &bench::FillAverage) -> String {
+    let mut out = format!(
+        "average continuous performance over {} runs:\n",
+        average.run_count
+    );
+    for run in &average.runs {
+        let _ = writeln!(
+            out,
+            "  run {:<13} write {}, sustained {}, read {}, {} plateaus",
+            run.run,
+            rate(run.write_bytes_per_s),
+            rate(run.sustained_write_bytes_per_s),
+            run.read_bytes_per_s.map_or("not done".to_string(), rate),
+            run.plateaus.len()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  average write     {} (runs from {} to {})",
+        rate(average.write_bytes_per_s),
+        rate(average.write_min_bytes_per_s),
+        rate(average.write_max_bytes_per_s)
+    );
+    let _ = writeln!(
+        out,
+        "  average sustained {}",
+        rate(average.sustained_write_bytes_per_s)
+    );
+    if let Some(read) = average.read_bytes_per_s {
+        let _ = writeln!(out, "  average read      {}", rate(read));
+    }
+    out
 }
 
 /// One line a plateau: where it runs, its rate (bytes over time) and its windows' spread.
@@ -607,15 +765,16 @@ fn overwrite(args: OverwriteArgs, json: bool) -> Result<Finished> {
     drop(display);
     let text = overwrite_text(&result);
     let csv = overwrite_csv(&result);
-    let html = crate::bench_report::overwrite(&result);
-    emit(
-        &args.common,
-        json,
-        serde_json::to_value(&result)?,
+    let report = crate::bench_report::overwrite(&result);
+    let value = serde_json::to_value(&result)?;
+    let outputs = Outputs {
+        value,
         text,
         csv,
-        html,
-    )?;
+        report,
+        rates: &result,
+    };
+    emit(&args.common, json, outputs)?;
     Ok(Finished(exit::OK))
 }
 
@@ -660,15 +819,42 @@ fn overwrite_csv(result: &OverwriteResult) -> String {
 fn profile(args: ProfileArgs, json: bool) -> Result<Finished> {
     let profile = match args.profile {
         ProfileArg::Cdm => Profile::Cdm,
+        ProfileArg::Cdm6 => Profile::Cdm6,
         ProfileArg::CdmNvme => Profile::CdmNvme,
+        ProfileArg::Custom => Profile::Custom,
         ProfileArg::Atto => Profile::Atto,
+    };
+    match (profile, args.tests.is_empty()) {
+        (Profile::Custom, true) => {
+            return Err(UsageError(
+                "the custom profile runs the shapes given with --test (e.g. --test SEQ1M-Q8T1,RND4K-Q32T16)"
+                    .into(),
+            )
+            .into())
+        }
+        (Profile::Custom, false) | (_, true) => {}
+        (_, false) => {
+            return Err(UsageError(format!(
+                "--test replaces a preset's tests: use `bench profile custom` with it, not {}",
+                profile.name()
+            ))
+            .into())
+        }
+    }
+    let data = if args.compressible {
+        Some(bench::ProfileData::Compressible)
+    } else if args.incompressible {
+        Some(bench::ProfileData::Incompressible)
+    } else {
+        None
     };
     let settings = bench::ProfileSettings {
         profile,
+        shapes: args.tests.clone(),
         region_bytes: args.size,
         duration_s: args.duration,
         runs: args.runs,
-        compressible: args.compressible,
+        data,
         engine: args.common.engine.choice(),
     };
     let region = args.size.unwrap_or(profile.region_bytes_default());
@@ -678,15 +864,16 @@ fn profile(args: ProfileArgs, json: bool) -> Result<Finished> {
     drop(display);
     let text = profile_text(&result);
     let csv = profile_csv(&result);
-    let html = crate::bench_report::profile(&result);
-    emit(
-        &args.common,
-        json,
-        serde_json::to_value(&result)?,
+    let report = crate::bench_report::profile(&result);
+    let value = serde_json::to_value(&result)?;
+    let outputs = Outputs {
+        value,
         text,
         csv,
-        html,
-    )?;
+        report,
+        rates: &result,
+    };
+    emit(&args.common, json, outputs)?;
     Ok(Finished(exit::OK))
 }
 
@@ -694,11 +881,15 @@ fn profile_text(result: &ProfileResult) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} on {} ({}), {} region, {} engine",
+        "{} on {} ({}), {} region, {} data, {} engine",
         result.profile.name(),
         result.meta.target.name,
         result.meta.target.kind,
         format_bytes(result.region_bytes),
+        match result.data {
+            bench::ProfileData::Compressible => "compressible",
+            bench::ProfileData::Incompressible => "incompressible",
+        },
         result.meta.engine
     );
     let _ = writeln!(

@@ -3,14 +3,17 @@
 //! - fill: bandwidth over the fill with the cache cliff, later drops and the steady state
 //!   marked, the slowest transfer per window, and peak versus continuous bars;
 //! - overwrite: bandwidth over both rings with the wrap marked, and before/after bars;
-//! - profile: CrystalDiskMark-style bars, or ATTO's rates against transfer size.
+//! - profile: CrystalDiskMark-style bars, or ATTO's rates against transfer size;
+//! - with `--rated`, every bench: a table of its rates as percent of the drive's rating.
+//!
+//! Each returns the [`Report`]; the caller adds what is common and renders it.
 
 use nvrec::bench::{FillResult, OverwriteResult, Profile, ProfileResult, RunMeta, SweepResult};
 use nvrec::engine::IoOp;
 use nvrec::nvme::monitor::Telemetry;
 use nvrec::report::{
-    render_html, Axis, AxisFormat, Band, BarChart, Chart, Level, LineChart, Marker, Reference,
-    Report, Scale, Section, Series, Table,
+    Axis, AxisFormat, Band, BarChart, Chart, Level, LineChart, Marker, Reference, Report, Scale,
+    Section, Series, Table,
 };
 use nvrec::unit::format_bytes;
 
@@ -62,7 +65,7 @@ fn rate_axis() -> Axis {
     Axis::new("MB/s", Scale::Linear, AxisFormat::RateMbPerS)
 }
 
-pub fn sweep(result: &SweepResult) -> String {
+pub fn sweep(result: &SweepResult) -> Report {
     let mut chart = LineChart::new(
         "Peak write and read against transfer size",
         Axis::new("transfer size (bytes)", Scale::Log2, AxisFormat::Bytes),
@@ -115,7 +118,7 @@ pub fn sweep(result: &SweepResult) -> String {
             .collect(),
     };
     let summary = &result.summary;
-    render_html(&Report {
+    Report {
         title: "nvrec bench sweep".to_string(),
         subtitle: format!(
             "peak write {} at {} chunks, peak read {} at {} chunks, {}",
@@ -138,7 +141,7 @@ pub fn sweep(result: &SweepResult) -> String {
             charts: vec![Chart::Line(chart)],
             tables: vec![table],
         }],
-    })
+    }
 }
 
 fn window_series(name: &str, windows: &[nvrec::bench::driver::Window]) -> Series {
@@ -151,7 +154,7 @@ fn window_series(name: &str, windows: &[nvrec::bench::driver::Window]) -> Series
     }
 }
 
-pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> String {
+pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> Report {
     let analysis = &result.analysis;
     let summary = &result.summary;
     let mut bandwidth = LineChart::new(
@@ -351,7 +354,7 @@ pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> String {
             ),
         ]);
     }
-    render_html(&Report {
+    Report {
         title: "nvrec bench fill".to_string(),
         subtitle: format!(
             "{} written: peak {}, sustained {}",
@@ -384,10 +387,10 @@ pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> String {
                 rows,
             }],
         }],
-    })
+    }
 }
 
-pub fn overwrite(result: &OverwriteResult) -> String {
+pub fn overwrite(result: &OverwriteResult) -> Report {
     let mut bandwidth = LineChart::new(
         "Write bandwidth over the ring",
         Axis::new("bytes written", Scale::Linear, AxisFormat::Bytes),
@@ -442,7 +445,7 @@ pub fn overwrite(result: &OverwriteResult) -> String {
             ]
         })
         .collect();
-    render_html(&Report {
+    Report {
         title: "nvrec bench overwrite".to_string(),
         subtitle: format!("a ring of {}", format_bytes(result.ring_bytes)),
         metadata: metadata(&result.meta),
@@ -460,10 +463,10 @@ pub fn overwrite(result: &OverwriteResult) -> String {
                 rows,
             }],
         }],
-    })
+    }
 }
 
-pub fn profile(result: &ProfileResult) -> String {
+pub fn profile(result: &ProfileResult) -> Report {
     let tests_of = |op: IoOp| result.tests.iter().filter(move |test| test.op == op);
     let chart = if result.profile == Profile::Atto {
         let mut chart = LineChart::new(
@@ -531,7 +534,7 @@ pub fn profile(result: &ProfileResult) -> String {
     if !result.skipped.is_empty() {
         paragraphs.push(format!("Skipped: {}.", result.skipped.join("; ")));
     }
-    render_html(&Report {
+    Report {
         title: format!("nvrec bench profile {}", result.profile.name()),
         subtitle: String::new(),
         metadata: metadata(&result.meta),
@@ -555,5 +558,36 @@ pub fn profile(result: &ProfileResult) -> String {
                 rows,
             }],
         }],
-    })
+    }
+}
+
+/// The rates of a bench against the drive's rating (`--rated`).
+pub fn rated_section(figures: &[nvrec::bench::RatedFigure]) -> Section {
+    let rows = figures
+        .iter()
+        .map(|figure| {
+            vec![
+                figure.name.clone(),
+                figure.op.name().to_string(),
+                mb(figure.bytes_per_s),
+                mb(figure.rated_bytes_per_s),
+                format!("{:.1} %", figure.percent),
+            ]
+        })
+        .collect();
+    Section {
+        heading: "Against the rating".to_string(),
+        paragraphs: vec![
+            "Each rate as a percent of what the drive is rated for (--rated READ,WRITE in MB/s)."
+                .to_string(),
+        ],
+        charts: Vec::new(),
+        tables: vec![Table {
+            caption: "Percent of rated".to_string(),
+            header: ["figure", "op", "measured", "rated", "of rated"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        }],
+    }
 }

@@ -15,6 +15,9 @@ pub struct DevicesArgs {
     /// Skip reading each device's first blocks and NVMe namespace data (sysfs only).
     #[arg(long)]
     quick: bool,
+    /// Where sysfs is (for tests on a captured tree).
+    #[arg(long, hide = true, default_value = "/sys")]
+    sysfs_root: PathBuf,
 }
 
 /// Exit status of `nvrec health`: 0 for an NVMe drive with no critical warning bit set; 1 for
@@ -38,15 +41,61 @@ pub fn devices(args: DevicesArgs, json: bool) -> Result<Finished> {
         identify: !args.quick,
         usage: !args.quick,
     };
-    let found = inventory(Path::new("/sys"), probes);
+    let found = inventory(&args.sysfs_root, probes);
+    let groups = nvrec::device::pcie::uplink_groups(&args.sysfs_root);
     if json {
         let mut value = serde_json::to_value(&found)?;
         add_memberships(&mut value);
+        value["pcie_uplinks"] = serde_json::to_value(&groups)?;
         outln!("{}", value);
     } else {
         out!("{}", devices_text(&found));
+        out!("{}", pcie_text(&groups));
     }
     Ok(Finished(exit::OK))
+}
+
+/// Each uplink, its limit, and the drives behind it with every link up to the root port.
+pub fn pcie_text(groups: &[nvrec::device::pcie::UplinkGroup]) -> String {
+    let gb = |rate: Option<f64>| rate.map_or("?".to_string(), |r| format!("{:.2} GB/s", r / 1e9));
+    let mut out = String::new();
+    if groups.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "PCIe uplinks (drives grouped by the link they share):");
+    for group in groups {
+        let link = &group.uplink.link;
+        let _ = writeln!(
+            out,
+            "  uplink {} ({} x{}, {}) under root port {}: {} drive(s), {} of links{}",
+            group.uplink.address,
+            link.current_speed,
+            link.current_width,
+            gb(group.limit_bytes_per_s),
+            group.root_port.as_deref().unwrap_or("?"),
+            group.drives.len(),
+            gb(Some(group.drives_bytes_per_s)),
+            if group.caps_drives {
+                ": the uplink caps them"
+            } else {
+                ""
+            }
+        );
+        for drive in &group.drives {
+            let hops: Vec<String> = drive
+                .hops
+                .iter()
+                .map(|hop| {
+                    format!(
+                        "{} {} x{}",
+                        hop.address, hop.link.current_speed, hop.link.current_width
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "    {}: {}", drive.controller, hops.join(" -> "));
+        }
+    }
+    out
 }
 
 /// Adds to each probed device's usage (`usage.nvrec`) the volume set it is a member of,

@@ -8,7 +8,8 @@
 use crate::{exit, Finished, UsageError};
 use anyhow::Result;
 use clap::Args;
-use nvrec::plan::{self, Endurance, Plan, PlanInput};
+use nvrec::device::pcie;
+use nvrec::plan::{self, Endurance, OverProvisioningAdvice, Plan, PlanInput};
 use nvrec::unit::{format_bytes, parse_duration, parse_rate_bytes_per_s, parse_size_bytes};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -55,9 +56,124 @@ pub struct PlanArgs {
     /// Rated total bytes written, e.g. 54750TB.
     #[arg(long)]
     tbw: Option<String>,
-    /// Share of the time spent recording, percent.
-    #[arg(long, default_value = "100", allow_hyphen_values = true)]
-    duty: String,
+    /// Share of the time spent recording, percent: it changes the wear only (the drive count,
+    /// buffers and retention are for the time it records).
+    #[arg(long, allow_hyphen_values = true)]
+    wear_duty: Option<String>,
+    /// The old name of --wear-duty (it warns).
+    #[arg(
+        long,
+        hide = true,
+        conflicts_with = "wear_duty",
+        allow_hyphen_values = true
+    )]
+    duty: Option<String>,
+    /// How long the drives must hold the recording, e.g. 7d, 12h, 1week: solves for the
+    /// drives of --capacity that hold it at the rate (format overhead included).
+    #[arg(long)]
+    retention: Option<String>,
+    /// The recording's chunk size: each chunk spends 128 bytes on its header.
+    #[arg(long, default_value = "128K")]
+    chunk_size: String,
+    /// For a capture: the frame size. Each frame is a record with a 64-byte header, padded
+    /// to 8 bytes, packed whole into a chunk's payload.
+    #[arg(long)]
+    frame_size: Option<String>,
+    /// Share of each drive left unwritten (over-provisioning), percent: it shortens the
+    /// retention. Without it the plan advises how much to leave.
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    over_provision: String,
+    /// Check the PCIe links of these NVMe controllers (nvme0,nvme1 or `all`): warns where
+    /// drives behind one uplink (a switch) need more than it carries at the per-drive share.
+    #[arg(long, value_delimiter = ',')]
+    pcie_drives: Vec<String>,
+    /// Where sysfs is (for tests on a captured tree).
+    #[arg(long, hide = true, default_value = "/sys")]
+    sysfs_root: PathBuf,
+}
+
+/// The uplinks that cap the plan's per-drive share on the drives of `--pcie-drives`.
+fn pcie_check(
+    args: &PlanArgs,
+    plan: &Plan,
+) -> Result<Option<(Vec<pcie::UplinkGroup>, Vec<pcie::UplinkCap>)>> {
+    if args.pcie_drives.is_empty() {
+        return Ok(None);
+    }
+    let groups = pcie::uplink_groups(&args.sysfs_root);
+    let known: Vec<&str> = groups
+        .iter()
+        .flat_map(|group| group.drives.iter().map(|drive| drive.controller.as_str()))
+        .collect();
+    let wanted: Vec<String> = args
+        .pcie_drives
+        .iter()
+        .filter(|name| name.as_str() != "all")
+        .map(|name| name.trim_start_matches("/dev/").to_string())
+        .collect();
+    if let Some(missing) = wanted.iter().find(|name| !known.contains(&name.as_str())) {
+        return Err(UsageError(format!(
+            "--pcie-drives: {missing} is not an NVMe controller on the PCI bus here (found: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ))
+        .into());
+    }
+    let caps = pcie::uplink_caps(&groups, &wanted, plan.per_drive_rate_bytes_per_s);
+    Ok(Some((groups, caps)))
+}
+
+fn uplink_caps_text(caps: &[pcie::UplinkCap]) -> String {
+    let mut out = String::new();
+    for cap in caps {
+        let _ = writeln!(
+            out,
+            "WARNING: uplink {} carries {:.2} GB/s, but its drives ({}) need {:.2} GB/s at the \
+             per-drive share: spread the drives over more uplinks or root ports.",
+            cap.uplink,
+            cap.limit_bytes_per_s / 1e9,
+            cap.drives.join(", "),
+            cap.wanted_bytes_per_s / 1e9
+        );
+    }
+    out
+}
+
+/// `--wear-duty`, or the old `--duty` with a warning; 100 % when neither is given.
+fn wear_duty(args: &PlanArgs) -> Result<f64> {
+    if let Some(text) = &args.duty {
+        errln!("nvrec: warning: --duty is now --wear-duty (it changes the wear only)");
+        return percent(text, "--wear-duty");
+    }
+    percent(args.wear_duty.as_deref().unwrap_or("100"), "--wear-duty")
+}
+
+fn retention(text: &str) -> Result<f64> {
+    humantime::parse_duration(text.trim())
+        .map(|duration| duration.as_secs_f64())
+        .map_err(|error| {
+            UsageError(format!(
+                "--retention '{text}' is not a duration (7d, 12h, 1week): {error}"
+            ))
+            .into()
+        })
+}
+
+fn format(args: &PlanArgs) -> Result<plan::Format> {
+    let whole = |text: &str, what: &str| -> Result<u64> {
+        parse_size_bytes(text).map_err(|error| UsageError(format!("{what}: {error}")).into())
+    };
+    Ok(plan::Format {
+        chunk_size_bytes: whole(&args.chunk_size, "--chunk-size")?,
+        frame_size_bytes: args
+            .frame_size
+            .as_deref()
+            .map(|text| whole(text, "--frame-size"))
+            .transpose()?,
+    })
 }
 
 fn percent(text: &str, what: &str) -> Result<f64> {
@@ -195,7 +311,7 @@ pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
         .as_deref()
         .map(|text| size(text, "--capacity"))
         .transpose()?;
-    let endurance = match (args.dwpd, &args.tbw) {
+    let endurance = match (&args.dwpd, &args.tbw) {
         (Some(dwpd), _) => Some(Endurance::Dwpd {
             dwpd: number(dwpd.as_str(), "--dwpd")?,
             warranty_years: years(&args.warranty, "--warranty")?,
@@ -221,16 +337,27 @@ pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
             .transpose()?,
         drive_capacity_bytes: capacity,
         endurance,
-        duty_fraction: percent(&args.duty, "--duty")?,
+        wear_duty_fraction: wear_duty(&args)?,
+        format: format(&args)?,
+        retention_wanted_s: args.retention.as_deref().map(retention).transpose()?,
+        over_provisioning_fraction: percent(&args.over_provision, "--over-provision")?,
     };
     let plan = plan::plan(&input).map_err(|error| UsageError(error.to_string()))?;
+    let pcie = pcie_check(&args, &plan)?;
     if json {
         let mut value = serde_json::to_value(plan)?;
         value["drive_rate_source"] = drive_rate_source.into();
         value["drive_rate_plateau"] = serde_json::to_value(&taken)?;
+        if let Some((groups, caps)) = &pcie {
+            value["pcie_uplinks"] = serde_json::to_value(groups)?;
+            value["uplink_caps"] = serde_json::to_value(caps)?;
+        }
         outln!("{}", value);
     } else {
         out!("{}", text(&plan, &drive_rate_source));
+        if let Some((_, caps)) = &pcie {
+            out!("{}", uplink_caps_text(caps));
+        }
     }
     Ok(Finished(exit::OK))
 }
@@ -271,40 +398,87 @@ fn duration_text(seconds: f64) -> String {
     }
 }
 
-/// The human answer: one row a number, `name  value  formula`, and a closing verdict.
-fn text(plan: &Plan, drive_rate_source: &str) -> String {
-    let mut rows: Vec<(&str, String, String)> = Vec::new();
-    let drives = plan.drive_count;
+type Row = (&'static str, String, String);
+
+/// The format's rows: what a chunk carries and the rate the drives write.
+fn format_rows(plan: &Plan, rows: &mut Vec<Row>) {
+    let format = &plan.format;
+    let carried = match (format.frame_size_bytes, format.record_bytes, format.records_per_chunk) {
+        (Some(frame), Some(record), Some(records)) => format!(
+            "{records} records of {record} B (64 + {frame} padded to 8) in {} B of payload, / {} B chunk",
+            format.payload_bytes_per_chunk, format.chunk_size_bytes
+        ),
+        _ => format!(
+            "({} B chunk - 128 B header) / {} B chunk",
+            format.chunk_size_bytes, format.chunk_size_bytes
+        ),
+    };
     rows.push((
-        "target rate",
-        rate_text(plan.rate_bytes_per_s),
-        "--rate".to_string(),
+        "format efficiency",
+        format!("{:.2} %", format.efficiency * 100.0),
+        carried,
     ));
+    rows.push((
+        "disk rate",
+        rate_text(plan.disk_rate_bytes_per_s),
+        "rate / format efficiency".to_string(),
+    ));
+}
+
+/// The drive counts: for the rate, for the retention, and the one evaluated.
+fn drive_rows(plan: &Plan, drive_rate_source: &str, rows: &mut Vec<Row>) {
     rows.push((
         "drive rate",
         rate_text(plan.drive_rate_bytes_per_s),
         drive_rate_source.to_string(),
     ));
-    rows.push((
-        "drives needed",
-        plan.drives_needed.to_string(),
-        format!(
-            "ceil(rate x (1 + {:.0} % margin) / drive rate) = ceil({:.2})",
-            plan.margin_fraction * 100.0,
-            plan.drives_needed_exact
-        ),
-    ));
-    if drives != plan.drives_needed {
+    let for_rate = format!(
+        "ceil(disk rate x (1 + {:.0} % margin) / drive rate) = ceil({:.2})",
+        plan.margin_fraction * 100.0,
+        plan.drives_needed_exact
+    );
+    if let (Some(exact), Some(count), Some(retention)) = (
+        plan.drives_needed_for_retention_exact,
+        plan.drives_needed_for_retention,
+        plan.retention_wanted_s,
+    ) {
+        rows.push((
+            "drives for rate",
+            plan.drives_needed_for_rate.to_string(),
+            for_rate,
+        ));
+        rows.push((
+            "drives for retention",
+            count.to_string(),
+            format!(
+                "ceil(disk rate x {} / usable capacity) = ceil({exact:.2})",
+                duration_text(retention)
+            ),
+        ));
+        rows.push((
+            "drives needed",
+            plan.drives_needed.to_string(),
+            "the larger of the two".to_string(),
+        ));
+    } else {
+        rows.push(("drives needed", plan.drives_needed.to_string(), for_rate));
+    }
+    if plan.drive_count != plan.drives_needed {
         rows.push((
             "drives evaluated",
-            drives.to_string(),
+            plan.drive_count.to_string(),
             "--drives".to_string(),
         ));
     }
+}
+
+/// Throughput left over and the RAM for stalls.
+fn throughput_rows(plan: &Plan, rows: &mut Vec<Row>) {
+    let drives = plan.drive_count;
     rows.push((
         "per-drive share",
         rate_text(plan.per_drive_rate_bytes_per_s),
-        format!("rate / {drives} drives"),
+        format!("disk rate / {drives} drives"),
     ));
     rows.push((
         "drive utilization",
@@ -314,13 +488,13 @@ fn text(plan: &Plan, drive_rate_source: &str) -> String {
     rows.push((
         "headroom",
         rate_text(plan.headroom_bytes_per_s),
-        format!("{drives} x drive rate - rate"),
+        format!("{drives} x drive rate - disk rate"),
     ));
     rows.push((
         "one drive lost",
         rate_text(plan.headroom_one_lost_bytes_per_s),
         format!(
-            "{} x drive rate - rate: the others take its share",
+            "{} x drive rate - disk rate: the others take its share",
             drives.saturating_sub(1)
         ),
     ));
@@ -337,31 +511,53 @@ fn text(plan: &Plan, drive_rate_source: &str) -> String {
         rows.push((
             "RAM, one stalls",
             bytes_text(one),
-            format!("per-drive share x {stall_s} s: one drive stalls"),
+            format!("rate / {drives} x {stall_s} s: one drive stalls"),
         ));
     }
-    if let (Some(capacity), Some(total), Some(retention)) = (
+}
+
+/// Capacity, retention and the over-provisioning row.
+fn capacity_rows(plan: &Plan, rows: &mut Vec<Row>) {
+    let (Some(capacity), Some(usable), Some(total), Some(retention)) = (
         plan.drive_capacity_bytes,
+        plan.usable_capacity_per_drive_bytes,
         plan.total_capacity_bytes,
         plan.retention_s,
-    ) {
+    ) else {
+        return;
+    };
+    if plan.over_provisioning_fraction > 0.0 {
         rows.push((
-            "total capacity",
-            bytes_text(total),
-            format!("{drives} x {}", bytes_text(capacity)),
-        ));
-        rows.push((
-            "retention",
-            duration_text(retention),
-            "total capacity / rate".to_string(),
+            "usable per drive",
+            bytes_text(usable),
+            format!(
+                "{} x (1 - {:.0} % over-provisioning)",
+                bytes_text(capacity),
+                plan.over_provisioning_fraction * 100.0
+            ),
         ));
     }
+    rows.push((
+        "total capacity",
+        bytes_text(total),
+        format!("{} x {}", plan.drive_count, bytes_text(usable)),
+    ));
+    rows.push((
+        "retention",
+        duration_text(retention),
+        "total capacity / disk rate".to_string(),
+    ));
+}
+
+/// Written per drive, rated writes and the wear-out.
+fn wear_rows(plan: &Plan, rows: &mut Vec<Row>) {
     rows.push((
         "written per drive",
         format!("{} a day", bytes_text(plan.written_per_drive_per_day_bytes)),
         format!(
-            "rate x {:.0} % duty x 86400 s / {drives} drives",
-            plan.duty_fraction * 100.0
+            "disk rate x {:.0} % wear duty x 86400 s / {} drives",
+            plan.wear_duty_fraction * 100.0,
+            plan.drive_count
         ),
     ));
     if let (Some(rated), Some(wear_out_years)) = (plan.rated_bytes_per_drive, plan.wear_out_years) {
@@ -379,6 +575,57 @@ fn text(plan: &Plan, drive_rate_source: &str) -> String {
             "rated writes / written per drive a day / 365".to_string(),
         ));
     }
+}
+
+/// The over-provisioning advice as a sentence.
+fn over_provisioning_text(advice: &OverProvisioningAdvice) -> String {
+    match *advice {
+        OverProvisioningAdvice::Enough { fraction } => format!(
+            "{:.0} % of each drive stays unwritten: room for the drive to clean up in a ring.",
+            fraction * 100.0
+        ),
+        OverProvisioningAdvice::SpareCovers {
+            spare_fraction,
+            recorded_bytes_per_drive,
+        } => format!(
+            "The retention needs {} a drive: record a ring of that size (record --size) and the \
+             other {:.0} % of each drive is over-provisioning.",
+            bytes_text(recorded_bytes_per_drive),
+            spare_fraction * 100.0
+        ),
+        OverProvisioningAdvice::AddDrives {
+            advised_fraction,
+            drive_count,
+        } => format!(
+            "A ring over every byte slows the drives down (bench overwrite): leaving {:.0} % \
+             of each unwritten needs {drive_count} drives for the retention.",
+            advised_fraction * 100.0
+        ),
+        OverProvisioningAdvice::Reserve {
+            advised_fraction,
+            retention_s,
+        } => format!(
+            "A ring over every byte slows the drives down (bench overwrite): leaving {:.0} % \
+             of each unwritten (--over-provision {:.0}) keeps {} of retention.",
+            advised_fraction * 100.0,
+            advised_fraction * 100.0,
+            duration_text(retention_s)
+        ),
+    }
+}
+
+/// The human answer: one row a number, `name  value  formula`, and a closing verdict.
+fn text(plan: &Plan, drive_rate_source: &str) -> String {
+    let mut rows: Vec<Row> = vec![(
+        "target rate",
+        rate_text(plan.rate_bytes_per_s),
+        "--rate".to_string(),
+    )];
+    format_rows(plan, &mut rows);
+    drive_rows(plan, drive_rate_source, &mut rows);
+    throughput_rows(plan, &mut rows);
+    capacity_rows(plan, &mut rows);
+    wear_rows(plan, &mut rows);
     let name_width = rows.iter().map(|row| row.0.len()).max().unwrap_or(0);
     let value_width = rows
         .iter()
@@ -389,6 +636,14 @@ fn text(plan: &Plan, drive_rate_source: &str) -> String {
     for (name, value, formula) in &rows {
         let _ = writeln!(out, "{name:<name_width$}  {value:<value_width$}  {formula}");
     }
+    out.push_str(&verdict_text(plan));
+    out
+}
+
+/// The closing sentences: whether the drives keep up, wear out, and want over-provisioning.
+fn verdict_text(plan: &Plan) -> String {
+    let drives = plan.drive_count;
+    let mut out = String::new();
     if plan.keeps_up {
         let _ = writeln!(
             out,
@@ -408,11 +663,25 @@ fn text(plan: &Plan, drive_rate_source: &str) -> String {
             plan.drives_needed
         );
     }
+    if let (Some(wanted), Some(retention)) = (plan.retention_wanted_s, plan.retention_s) {
+        if retention < wanted * (1.0 - 1e-9) {
+            let _ = writeln!(
+                out,
+                "SHORT: {drives} drives hold {}, less than the {} asked; use {} or more.",
+                duration_text(retention),
+                duration_text(wanted),
+                plan.drives_needed
+            );
+        }
+    }
     if plan.wears_out_before_warranty == Some(true) {
         let _ = writeln!(
             out,
             "The drives reach their rated writes before their warranty ends."
         );
+    }
+    if let Some(advice) = &plan.over_provisioning_advice {
+        let _ = writeln!(out, "{}", over_provisioning_text(advice));
     }
     out
 }

@@ -5,7 +5,7 @@ use crate::{exit, signal, Finished, IoArgs, UsageError};
 use anyhow::{Context, Result};
 use clap::Args;
 use nvrec::device::{self, Access, OpenOptions, Safety};
-use nvrec::selftest::{self, Reporter, SweepRow};
+use nvrec::selftest::{self, Reporter, SweepRow, Verdict, VerdictKind};
 use nvrec::stream::FlushMode;
 use nvrec::unit::{format_bytes, parse_size_bytes};
 use std::path::PathBuf;
@@ -129,16 +129,22 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
             if report.passed() { "PASS" } else { "FAIL" }
         );
         outln!(
-            "{} of {} tests failed",
+            "{} of {} tests failed, {} passed, {} not applicable",
             report.failed_count,
-            report.test_count
+            report.test_count,
+            report.passed_count,
+            report.not_applicable_count
         );
         for test in report.tests.iter().filter(|test| !test.passed) {
+            let (what, why) = match test.verdict {
+                VerdictKind::NotApplicable => ("N/A", test.not_applicable.as_deref()),
+                _ => ("FAIL", test.failure.as_deref()),
+            };
             outln!(
-                "  TEST #{:02} {}: {}",
+                "  TEST #{:02} {}: {what}: {}",
                 test.number,
                 test.title,
-                test.failure.as_deref().unwrap_or("")
+                why.unwrap_or("")
             );
         }
         outln!("\n{RULE}\n{RULE}\n");
@@ -174,10 +180,13 @@ impl Reporter for Console {
         self.line(&format!("INFO: {line}"));
     }
 
-    fn test_end(&mut self, number: u32, result: &Result<(), String>) {
-        match result {
-            Ok(()) => self.line(&format!("{RULE}\nTEST #{number:02}: PASS\n{RULE}")),
-            Err(why) => self.line(&format!(
+    fn test_end(&mut self, number: u32, verdict: &Verdict) {
+        match verdict {
+            Verdict::Pass => self.line(&format!("{RULE}\nTEST #{number:02}: PASS\n{RULE}")),
+            Verdict::NotApplicable(why) => self.line(&format!(
+                "INFO: not applicable: {why}\n{RULE}\nTEST #{number:02}: N/A\n{RULE}"
+            )),
+            Verdict::Fail(why) => self.line(&format!(
                 "ERROR: {why}\n{RULE}\nTEST #{number:02}: FAIL\n{RULE}"
             )),
         }

@@ -179,6 +179,205 @@ fn fill_finds_the_simulated_cliff_through_the_command_line() {
     assert!((peak / 2.8e9 - 1.0).abs() < 0.05, "{peak}");
 }
 
+#[test]
+fn fill_runs_report_each_run_and_the_average_continuous_performance() {
+    let _machine = beside_others();
+    let args = [
+        "bench",
+        "fill",
+        "sim:capacity=256M,cache=64M,fast=2.8GB/s,slow=1.4GB/s,read=3GB/s",
+        "--window",
+        "0.005",
+        "--runs",
+        "3",
+    ];
+    let output = run(nvrec().arg("--json").args(args));
+    assert!(output.status.success(), "{}", text(&output));
+    let value = json(&output);
+    let average = &value["average"];
+    assert_eq!(average["run_count"], 3);
+    let runs = average["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    let mean = runs
+        .iter()
+        .map(|run| run["write_bytes_per_s"].as_f64().unwrap())
+        .sum::<f64>()
+        / 3.0;
+    assert!((average["write_bytes_per_s"].as_f64().unwrap() / mean - 1.0).abs() < 1e-9);
+    // Each run has its plateaus; the first, on a fresh simulated drive, its cache and the
+    // rate after it (later runs overwrite, which the simulated drive makes slower).
+    for run in runs {
+        assert!(!run["plateaus"].as_array().unwrap().is_empty(), "{run:#}");
+    }
+    let first = runs[0]["plateaus"].as_array().unwrap();
+    assert_eq!(first.len(), 2, "{first:#?}");
+    let slow = first[1]["rate_bytes_per_s"].as_f64().unwrap();
+    assert!((slow / 1.4e9 - 1.0).abs() < 0.05, "{first:#?}");
+    // 64 MiB at 2.8 GB/s, 192 MiB at 1.4 GB/s.
+    let expected = 256.0 * MIB / (64.0 * MIB / 2.8e9 + 192.0 * MIB / 1.4e9);
+    let write = runs[0]["write_bytes_per_s"].as_f64().unwrap();
+    assert!((write / expected - 1.0).abs() < 0.05, "{write} {expected}");
+    assert!(average["read_bytes_per_s"].as_f64().unwrap() > 0.0);
+
+    let output = run(nvrec().args(args));
+    let shown = text(&output);
+    assert!(output.status.success(), "{shown}");
+    for line in [
+        "run 1 of 3:",
+        "run 3 of 3:",
+        "average continuous performance over 3 runs:",
+        "average write",
+        "average read",
+    ] {
+        assert!(shown.contains(line), "{line}: {shown}");
+    }
+    let output = run(nvrec().args(["bench", "fill", "sim:capacity=64M", "--runs", "0"]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
+
+#[test]
+fn profile_cdm6_custom_tests_and_atto_data() {
+    let _machine = beside_others();
+    let profile = |args: &[&str]| {
+        let output = run(nvrec()
+            .args(["--json", "bench", "profile"])
+            .args(args)
+            .args(["--size", "16M", "--runs", "1", "--duration", "0.01"]));
+        assert!(output.status.success(), "{args:?}: {}", text(&output));
+        json(&output)
+    };
+    let names = |value: &serde_json::Value| -> Vec<String> {
+        value["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|test| test["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let value = profile(&["cdm6", "sim:capacity=64M"]);
+    assert_eq!(
+        names(&value)[..4],
+        ["SEQ128K Q32T1", "RND4K Q8T8", "RND4K Q32T1", "RND4K Q1T1"]
+    );
+    assert_eq!(value["data"], "incompressible");
+    let value = profile(&[
+        "custom",
+        "sim:capacity=64M",
+        "--test",
+        "SEQ1M-Q8T1,RND4K-Q32T16",
+    ]);
+    assert_eq!(
+        names(&value),
+        ["SEQ1M Q8T1", "RND4K Q32T16", "SEQ1M Q8T1", "RND4K Q32T16"]
+    );
+    assert_eq!(value["tests"][1]["shape"]["thread_count"], 16);
+    assert_eq!(
+        profile(&["atto", "sim:capacity=64M"])["data"],
+        "compressible"
+    );
+    assert_eq!(
+        profile(&["atto", "sim:capacity=64M", "--incompressible"])["data"],
+        "incompressible"
+    );
+    for (args, named) in [
+        (&["custom", "sim:capacity=64M"][..], "--test"),
+        (
+            &["cdm", "sim:capacity=64M", "--test", "SEQ1M-Q8T1"][..],
+            "custom",
+        ),
+        (
+            &["custom", "sim:capacity=64M", "--test", "SEQ1M-Q0T1"][..],
+            "queue depth",
+        ),
+        (
+            &["custom", "sim:capacity=64M", "--test", "BIG1M-Q1T1"][..],
+            "SEQ nor RND",
+        ),
+    ] {
+        let output = run(nvrec().args(["bench", "profile"]).args(args));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
+        assert!(text(&output).contains(named), "{args:?}: {}", text(&output));
+    }
+}
+
+#[test]
+fn rated_shows_percent_of_the_rating_in_every_report() {
+    let _machine = beside_others();
+    let scratch = Scratch::new("bench-rated");
+    let sim = "sim:capacity=64M,cache=16M,fast=2GB/s,slow=1GB/s,read=2.5GB/s";
+    for (name, args) in [
+        ("fill", &["fill", sim, "--window", "0.002"][..]),
+        ("sweep", &["sweep", sim, "--runs", "1"][..]),
+        (
+            "overwrite",
+            &["overwrite", sim, "--window", "0.002", "--trim", "off"][..],
+        ),
+        (
+            "profile",
+            &[
+                "profile",
+                "cdm",
+                sim,
+                "--size",
+                "16M",
+                "--runs",
+                "1",
+                "--duration",
+                "0.01",
+            ][..],
+        ),
+    ] {
+        let value = bench_with_outputs(&scratch, name, &[args, &["--rated", "5000,4000"]].concat());
+        assert_eq!(value["rated"]["rating"]["read_bytes_per_s"], 5e9, "{name}");
+        let figures = value["rated"]["figures"].as_array().unwrap();
+        assert!(!figures.is_empty(), "{name}");
+        for figure in figures {
+            let rated = if figure["op"] == "read" { 5e9 } else { 4e9 };
+            assert_eq!(figure["rated_bytes_per_s"], rated, "{name}: {figure}");
+            let percent = figure["bytes_per_s"].as_f64().unwrap() / rated * 100.0;
+            assert!((figure["percent"].as_f64().unwrap() - percent).abs() < 1e-9);
+        }
+        let html = std::fs::read_to_string(scratch.path(&format!("{name}.html"))).unwrap();
+        assert!(
+            html.contains("Against the rating") && html.contains("of rated"),
+            "{name}"
+        );
+        let output = run(nvrec()
+            .arg("bench")
+            .args(args)
+            .args(["--rated", "5000,4000"]));
+        assert!(
+            text(&output).contains("of rated (--rated):"),
+            "{}",
+            text(&output)
+        );
+    }
+    // A fill at 2 GB/s then 1 GB/s of a 4000 MB/s rating: the slow plateau is 25 %.
+    let value = json(&run(nvrec().args([
+        "--json",
+        "bench",
+        "fill",
+        sim,
+        "--window",
+        "0.002",
+        "--rated",
+        "5000,4000",
+    ])));
+    let figures = value["rated"]["figures"].as_array().unwrap();
+    let plateau = figures.iter().find(|f| f["name"] == "plateau 2").unwrap();
+    assert!(
+        (plateau["percent"].as_f64().unwrap() - 25.0).abs() < 1.5,
+        "{plateau}"
+    );
+    let output = run(nvrec().args(["bench", "fill", sim, "--rated", "5000"]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("--rated '5000'"),
+        "{}",
+        text(&output)
+    );
+}
+
 /// Runs `bench fill` on `sim` with windows sized for the run and checks every plateau against
 /// the model's `(bytes, rate)` steps: bounds in bytes and seconds, and rate, within `tolerance`.
 /// Returns the largest relative error seen.
@@ -639,6 +838,144 @@ fn rendered_chart_count(html: &Path) -> Option<(usize, usize)> {
         attribute("data-charts-rendered"),
         attribute("data-charts-failed"),
     ))
+}
+
+#[test]
+fn bench_report_overlays_saved_benches_and_compares_them_to_the_first() {
+    let _machine = beside_others();
+    let scratch = Scratch::new("bench-compare");
+    let save = |name: &str, args: &[&str]| {
+        let path = scratch.path(&format!("{name}.json"));
+        let output = run(nvrec().arg("bench").args(args).arg("--save").arg(&path));
+        assert!(output.status.success(), "{name}: {}", text(&output));
+        path
+    };
+    let fast = save(
+        "fast",
+        &[
+            "fill",
+            "sim:capacity=128M,cache=32M,fast=2.4GB/s,slow=1.6GB/s",
+            "--window",
+            "0.002",
+        ],
+    );
+    let slow = save(
+        "slow",
+        &[
+            "fill",
+            "sim:capacity=128M,cache=32M,fast=2.4GB/s,slow=0.8GB/s",
+            "--window",
+            "0.002",
+        ],
+    );
+    let sweep = save(
+        "sweep",
+        &[
+            "sweep",
+            "sim:capacity=64M",
+            "--max-chunks",
+            "64",
+            "--runs",
+            "1",
+        ],
+    );
+    let cdm = save(
+        "cdm",
+        &[
+            "profile",
+            "cdm",
+            "sim:capacity=64M",
+            "--size",
+            "16M",
+            "--runs",
+            "1",
+            "--duration",
+            "0.01",
+        ],
+    );
+    let html = scratch.path("compare.html");
+    let csv = scratch.path("compare.csv");
+    let output = run(nvrec()
+        .args(["--json", "bench", "report", "--output"])
+        .arg(&html)
+        .arg("--csv")
+        .arg(&csv)
+        .args([&fast, &slow, &sweep, &cdm]));
+    assert!(output.status.success(), "{}", text(&output));
+    let value = json(&output);
+    let differences = value["differences"].as_array().unwrap();
+    let row = |name: &str| {
+        differences
+            .iter()
+            .find(|row| row["rate"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {value:#}"))
+    };
+    // Each file's rate as it saved it, and the difference against the first.
+    let saved_rate = |path: &Path| -> f64 {
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        value["summary"]["sustained_write_bytes_per_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let sustained = row("fill: sustained write");
+    let (a, b) = (saved_rate(&fast), saved_rate(&slow));
+    assert_eq!(sustained["bytes_per_s"][0].as_f64(), Some(a));
+    assert_eq!(sustained["bytes_per_s"][1].as_f64(), Some(b));
+    let percent = sustained["percent_vs_first"][1].as_f64().unwrap();
+    assert!(
+        (percent - (b / a - 1.0) * 100.0).abs() < 1e-9,
+        "{sustained}"
+    );
+    assert!(percent < -30.0, "the slower drive: {sustained}");
+    assert!(
+        sustained["bytes_per_s"][2].is_null(),
+        "a sweep has no sustained write"
+    );
+    assert!(row("fill: plateau 1")["percent_vs_first"][1].is_number());
+    assert!(row("sweep: peak read")["bytes_per_s"][2].as_f64().unwrap() > 0.0);
+    assert!(
+        row("profile: SEQ1M Q8T1 read")["bytes_per_s"][3]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        csv.starts_with("rate,file,bytes_per_s,percent_vs_first\n"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("\"fill: sustained write\",\"slow.json"),
+        "{csv}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    for expected in [
+        "Fills: bandwidth over time",
+        "Sweeps",
+        "Profiles",
+        "Plateaus of each fill",
+        "Differences",
+    ] {
+        assert!(page.contains(expected), "{expected}");
+    }
+    let charts = page.matches("<svg class=\"chart\"").count();
+    assert_eq!(charts, 3, "fills, sweeps, profiles");
+    if let Some((rendered, failed)) = rendered_chart_count(&html) {
+        assert_eq!((rendered, failed), (charts, 0));
+    }
+    let not_bench = scratch.path("other.json");
+    std::fs::write(&not_bench, "{\"meta\": {}}").unwrap();
+    let output = run(nvrec()
+        .args(["bench", "report", "--output"])
+        .arg(&html)
+        .arg(&not_bench));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("not a saved bench"),
+        "{}",
+        text(&output)
+    );
 }
 
 #[test]

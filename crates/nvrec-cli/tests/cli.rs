@@ -261,9 +261,17 @@ fn selftest_passes_on_a_scratch_file_and_cleans_up() {
         .current_dir(&scratch.0));
     let shown = text(&output);
     assert!(output.status.success(), "{shown}");
-    assert!(shown.contains("0 of 12 tests failed"), "{shown}");
+    assert!(
+        shown.contains("0 of 12 tests failed, 10 passed, 2 not applicable"),
+        "{shown}"
+    );
     assert!(
         shown.contains("TEST #09: PASS") && shown.contains("| chunks | write | read |"),
+        "{shown}"
+    );
+    // A file has no PCIe link: the link tests are not applicable, not passed.
+    assert!(
+        shown.contains("TEST #00: N/A") && shown.contains("TEST #11: N/A"),
         "{shown}"
     );
     assert!(
@@ -276,6 +284,8 @@ fn selftest_passes_on_a_scratch_file_and_cleans_up() {
     assert!(output.status.success(), "{}", text(&output));
     let report = json(&output);
     assert_eq!(report["failed_count"], 0);
+    assert_eq!(report["not_applicable_count"], 2);
+    assert_eq!(report["tests"][0]["verdict"], "not_applicable");
     assert_eq!(report["tests"].as_array().map(Vec::len), Some(12));
     assert!(report["engine"]
         .as_str()

@@ -63,7 +63,7 @@ fn json_reproduces_the_seed_numbers() {
 
     // The same drives rated by TBW (1 x 30 TB x 365 x 5 = 54750 TB), recording half the time.
     let mut tbw: Vec<&str> = TWELVE_30TB[..8].to_vec();
-    tbw.extend(["--tbw", "54750TB", "--duty", "50%"]);
+    tbw.extend(["--tbw", "54750TB", "--wear-duty", "50%"]);
     let value = plan_json(&tbw);
     let half_duty_years = value["wear_out_years"].as_f64().unwrap();
     assert!(
@@ -100,19 +100,25 @@ fn table_shows_each_number_with_its_formula() {
     };
     for (name, value, formula) in [
         ("target rate", "12.50 GB/s (100.0 Gbit/s", "--rate"),
+        (
+            "format efficiency",
+            "99.90 %",
+            "(131072 B chunk - 128 B header) / 131072 B chunk",
+        ),
+        ("disk rate", "12.51 GB/s", "rate / format efficiency"),
         ("drive rate", "1.60 GB/s", "--drive-rate"),
         (
             "drives needed",
             "10",
-            "ceil(rate x (1 + 20 % margin) / drive rate) = ceil(9.38)",
+            "ceil(disk rate x (1 + 20 % margin) / drive rate) = ceil(9.38)",
         ),
         ("drives evaluated", "12", "--drives"),
-        ("per-drive share", "1.04 GB/s", "rate / 12 drives"),
-        ("headroom", "6.70 GB/s", "12 x drive rate - rate"),
-        ("one drive lost", "5.10 GB/s", "11 x drive rate - rate"),
+        ("per-drive share", "1.04 GB/s", "disk rate / 12 drives"),
+        ("headroom", "6.69 GB/s", "12 x drive rate - disk rate"),
+        ("one drive lost", "5.09 GB/s", "11 x drive rate - disk rate"),
         ("RAM, all stall", "6.25 GB (5.82 GiB)", "rate x 0.5 s"),
         ("total capacity", "360.00 TB (327.42 TiB)", "12 x 30.00 TB"),
-        ("retention", "8.0 h", "total capacity / rate"),
+        ("retention", "8.0 h", "total capacity / disk rate"),
         (
             "rated writes",
             "54.75 PB",
@@ -151,7 +157,7 @@ fn table_shows_each_number_with_its_formula() {
     ]));
     assert!(output.status.success(), "{}", text(&output));
     assert!(
-        text(&output).contains("SHORT: 5 drives sustain 1.50 GB/s"),
+        text(&output).contains("SHORT: 5 drives sustain 1.51 GB/s"),
         "{}",
         text(&output)
     );
@@ -360,4 +366,179 @@ fn bad_input_is_a_usage_error() {
             text(&output)
         );
     }
+}
+
+#[test]
+fn retention_frames_and_over_provisioning() {
+    // 100 GbE for a week onto 30 TB drives: 12.51 GB/s x 604800 s / 30 TB = 252.2 drives.
+    let week = [
+        "--rate",
+        "100Gbit/s",
+        "--drive-rate",
+        "1.6GB/s",
+        "--capacity",
+        "30TB",
+        "--retention",
+        "7d",
+    ];
+    let value = plan_json(&week);
+    assert_eq!(value["drives_needed_for_rate"], 10);
+    assert_eq!(value["drives_needed_for_retention"], 253);
+    assert_eq!(value["drives_needed"], 253);
+    assert_eq!(value["retention_wanted_s"], 604800.0);
+    assert_eq!(value["over_provisioning_advice"]["advice"], "add_drives");
+    assert_eq!(value["over_provisioning_advice"]["drive_count"], 281);
+    let output = run(nvrec().arg("plan").args(week));
+    let shown = text(&output);
+    assert!(output.status.success(), "{shown}");
+    assert!(
+        shown.contains("drives for retention") && shown.contains("ceil(252.2"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("needs 281 drives for the retention"),
+        "{shown}"
+    );
+
+    // 1500-byte frames: 83 records a 128 KiB chunk, 94.99 % of it frames.
+    let value = plan_json(&[
+        "--rate",
+        "100Gbit/s",
+        "--drive-rate",
+        "1.6GB/s",
+        "--margin",
+        "0",
+        "--frame-size",
+        "1500",
+    ]);
+    assert_eq!(value["format"]["records_per_chunk"], 83);
+    assert_eq!(value["format"]["record_bytes"], 1568);
+    assert_eq!(value["drives_needed"], 9, "13.16 GB/s on the drives");
+
+    // Over-provisioning given shortens the retention; the old --duty still works, warning.
+    let value = plan_json(&[
+        "--rate",
+        "100Gbit/s",
+        "--drive-rate",
+        "1.6GB/s",
+        "--drives",
+        "12",
+        "--capacity",
+        "30TB",
+        "--over-provision",
+        "10",
+    ]);
+    assert_eq!(value["over_provisioning_advice"]["advice"], "enough");
+    assert_eq!(value["usable_capacity_per_drive_bytes"], 27e12);
+    let output = run(nvrec().args(["plan", "--rate", "1G", "--drive-rate", "1G", "--duty", "50"]));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("--duty is now --wear-duty"),
+        "{}",
+        text(&output)
+    );
+    for (args, named) in [
+        (&["--retention", "7d"][..], "--capacity"),
+        (
+            &["--capacity", "1T", "--retention", "a while"][..],
+            "--retention",
+        ),
+        (&["--frame-size", "200K"][..], "chunk size"),
+        (&["--over-provision", "100"][..], "over-provisioning"),
+        (&["--duty", "50", "--wear-duty", "50"][..], "--wear-duty"),
+    ] {
+        let output = run(nvrec()
+            .args(["plan", "--rate", "1G", "--drive-rate", "1G"])
+            .args(args));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
+        assert!(text(&output).contains(named), "{args:?}: {}", text(&output));
+    }
+}
+
+/// The captured sysfs tree of a switch with four Gen3 x4 drives behind one Gen3 x4 uplink.
+fn switch_tree() -> String {
+    format!(
+        "{}/../nvrec/tests/fixtures/sysfs-pcie-switch",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn a_shared_uplink_that_caps_the_rate_is_warned_about() {
+    let tree = switch_tree();
+    // 10 GB/s over four drives is 2.5 GB/s each: 10 GB/s through a 3.94 GB/s uplink.
+    let args = [
+        "--rate",
+        "10GB/s",
+        "--drive-rate",
+        "3GB/s",
+        "--drives",
+        "4",
+        "--pcie-drives",
+        "nvme0,nvme1,nvme2,nvme3",
+        "--sysfs-root",
+        &tree,
+    ];
+    let value = plan_json(&args);
+    let caps = value["uplink_caps"].as_array().unwrap();
+    assert_eq!(caps.len(), 1, "{value:#}");
+    assert_eq!(caps[0]["uplink"], "0000:01:00.0");
+    assert_eq!(caps[0]["drives"].as_array().unwrap().len(), 4);
+    assert_eq!(value["pcie_uplinks"].as_array().unwrap().len(), 2);
+    let output = run(nvrec().arg("plan").args(args));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("WARNING: uplink 0000:01:00.0 carries 3.94 GB/s"),
+        "{}",
+        text(&output)
+    );
+    // One drive behind the switch and the one on its own root port: no cap.
+    let value = plan_json(&[
+        "--rate",
+        "5GB/s",
+        "--drive-rate",
+        "3GB/s",
+        "--drives",
+        "2",
+        "--pcie-drives",
+        "nvme0,nvme4",
+        "--sysfs-root",
+        &tree,
+    ]);
+    assert!(
+        value["uplink_caps"].as_array().unwrap().is_empty(),
+        "{value:#}"
+    );
+    let output = run(nvrec().args([
+        "plan",
+        "--rate",
+        "1G",
+        "--drive-rate",
+        "1G",
+        "--pcie-drives",
+        "nvme9",
+        "--sysfs-root",
+        &tree,
+    ]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("nvme9"), "{}", text(&output));
+
+    // `devices` walks the same tree: the group, its limit, each drive's links.
+    let output = run(nvrec().args(["devices", "--quick", "--sysfs-root", &tree]));
+    let shown = text(&output);
+    assert!(output.status.success(), "{shown}");
+    assert!(
+        shown.contains("uplink 0000:01:00.0 (8.0 GT/s PCIe x4, 3.94 GB/s) under root port 0000:00:01.0: 4 drive(s)"),
+        "{shown}"
+    );
+    assert!(shown.contains("the uplink caps them"), "{shown}");
+    assert!(
+        shown.contains("nvme2: 0000:05:00.0 8.0 GT/s PCIe x4 -> 0000:02:03.0"),
+        "{shown}"
+    );
+    let output = run(nvrec().args(["--json", "devices", "--quick", "--sysfs-root", &tree]));
+    assert!(output.status.success(), "{}", text(&output));
+    let uplinks = &json(&output)["pcie_uplinks"];
+    assert_eq!(uplinks[0]["caps_drives"], true);
+    assert_eq!(uplinks[1]["drives"][0]["controller"], "nvme4");
 }

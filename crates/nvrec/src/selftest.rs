@@ -145,7 +145,7 @@ pub fn usable_bytes(
 pub trait Reporter {
     fn test_start(&mut self, number: u32, title: &str, description: &str);
     fn info(&mut self, line: &str);
-    fn test_end(&mut self, number: u32, result: &Result<(), String>);
+    fn test_end(&mut self, number: u32, verdict: &Verdict);
     /// The chunk-count sweep's table (TEST #08), once it is complete.
     fn sweep_table(&mut self, _rows: &[SweepRow]) {}
 }
@@ -156,16 +156,69 @@ pub struct QuietReporter;
 impl Reporter for QuietReporter {
     fn test_start(&mut self, _: u32, _: &str, _: &str) {}
     fn info(&mut self, _: &str) {}
-    fn test_end(&mut self, _: u32, _: &Result<(), String>) {}
+    fn test_end(&mut self, _: u32, _: &Verdict) {}
+}
+
+/// How a test ended. A test with nothing to check on this target (the PCIe link of a file
+/// or a virtual disk) is not applicable: neither a pass nor a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Fail(String),
+    /// Why there was nothing to check.
+    NotApplicable(String),
+}
+
+/// The verdict's name in JSON (`tests[].verdict`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    Pass,
+    Fail,
+    NotApplicable,
+}
+
+impl Verdict {
+    pub fn kind(&self) -> VerdictKind {
+        match self {
+            Verdict::Pass => VerdictKind::Pass,
+            Verdict::Fail(_) => VerdictKind::Fail,
+            Verdict::NotApplicable(_) => VerdictKind::NotApplicable,
+        }
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TestResult {
     pub number: u32,
     pub title: String,
+    pub verdict: VerdictKind,
+    /// True only for a test that checked and passed (false when not applicable).
     pub passed: bool,
     pub failure: Option<String>,
+    /// Why the test had nothing to check, when not applicable.
+    pub not_applicable: Option<String>,
     pub log: Vec<String>,
+}
+
+impl TestResult {
+    fn new(number: u32, title: &str, verdict: Verdict, log: Vec<String>) -> Self {
+        let kind = verdict.kind();
+        let (failure, not_applicable) = match verdict {
+            Verdict::Pass => (None, None),
+            Verdict::Fail(why) => (Some(why), None),
+            Verdict::NotApplicable(why) => (None, Some(why)),
+        };
+        TestResult {
+            number,
+            title: title.to_string(),
+            verdict: kind,
+            passed: kind == VerdictKind::Pass,
+            failure,
+            not_applicable,
+            log,
+        }
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -193,6 +246,9 @@ pub struct SelftestReport {
     pub whole_target_read_mib_per_s: Option<f64>,
     pub test_count: u32,
     pub failed_count: u32,
+    pub passed_count: u32,
+    /// Tests with nothing to check on this target, counted apart from passes and failures.
+    pub not_applicable_count: u32,
 }
 
 impl SelftestReport {
@@ -211,6 +267,8 @@ struct Suite<'a> {
     engine: Option<String>,
     whole_write_mib_per_s: Option<f64>,
     whole_read_mib_per_s: Option<f64>,
+    /// Set by a test that found nothing to check (its `Ok` then becomes not applicable).
+    not_applicable: Option<String>,
 }
 
 type TestOutcome = Result<(), String>;
@@ -381,6 +439,7 @@ pub fn run(
         engine: None,
         whole_write_mib_per_s: None,
         whole_read_mib_per_s: None,
+        not_applicable: None,
     };
     type TestFn = fn(&mut Suite<'_>, &TargetInfo) -> TestOutcome;
     let tests: [(u32, &str, &str, TestFn); 12] = [
@@ -404,16 +463,18 @@ pub fn run(
         let outcome = suite
             .check_interrupt()
             .and_then(|()| test(&mut suite, &info));
-        suite.reporter.test_end(number, &outcome);
-        results.push(TestResult {
-            number,
-            title: title.to_string(),
-            passed: outcome.is_ok(),
-            failure: outcome.err(),
-            log: std::mem::take(&mut suite.log),
-        });
+        let verdict = match (outcome, suite.not_applicable.take()) {
+            (Err(why), _) => Verdict::Fail(why),
+            (Ok(()), Some(why)) => Verdict::NotApplicable(why),
+            (Ok(()), None) => Verdict::Pass,
+        };
+        suite.reporter.test_end(number, &verdict);
+        let log = std::mem::take(&mut suite.log);
+        results.push(TestResult::new(number, title, verdict, log));
     }
-    let failed_count = results.iter().filter(|result| !result.passed).count() as u32;
+    let count = |kind: VerdictKind| results.iter().filter(|r| r.verdict == kind).count() as u32;
+    let (failed_count, passed_count) = (count(VerdictKind::Fail), count(VerdictKind::Pass));
+    let not_applicable_count = count(VerdictKind::NotApplicable);
     Ok(SelftestReport {
         target: target.path.clone(),
         capacity_bytes: target.capacity_bytes,
@@ -423,6 +484,8 @@ pub fn run(
         engine: suite.engine,
         test_count: results.len() as u32,
         failed_count,
+        passed_count,
+        not_applicable_count,
         tests: results,
         sweep: suite.sweep,
         whole_target_write_mib_per_s: suite.whole_write_mib_per_s,
@@ -475,6 +538,8 @@ fn test_link(suite: &mut Suite<'_>, info: &TargetInfo) -> TestOutcome {
                 && link.max_width != 255;
             if !reported {
                 suite.info("PCIe link state not reported (emulated or virtual device)".to_string());
+                suite.not_applicable =
+                    Some("the PCIe link state is not reported (emulated or virtual device)".into());
             } else if link.current_speed != link.max_speed || link.current_width != link.max_width {
                 return fail(format!(
                     "link runs at {} x{}, below its maximum {} x{}",
@@ -482,7 +547,13 @@ fn test_link(suite: &mut Suite<'_>, info: &TargetInfo) -> TestOutcome {
                 ));
             }
         }
-        None => suite.info("No PCIe link to check: not an NVMe drive".to_string()),
+        None => {
+            suite.info("No PCIe link to check: not an NVMe drive".to_string());
+            suite.not_applicable = Some(format!(
+                "no PCIe link to check on a {} target",
+                info.transport
+            ));
+        }
     }
     Ok(())
 }
@@ -966,5 +1037,52 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_link_tests_are_not_applicable_on_a_file_and_counted_apart() {
+        let path = std::env::temp_dir().join(format!("nvrec-selftest-na-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let options = device::OpenOptions {
+            access: device::Access::Write,
+            create_len_bytes: Some(4 * MIB),
+            safety: device::Safety::Check,
+        };
+        let target = device::open(&path, &options).expect("open a scratch file");
+        let report = run(
+            &target,
+            StreamConfig::default(),
+            &Control::new(),
+            &mut QuietReporter,
+        );
+        drop(target);
+        let _ = std::fs::remove_file(&path);
+        let report = report.expect("the suite runs");
+        for test in &report.tests {
+            let expected = if matches!(test.number, 0 | 11) {
+                VerdictKind::NotApplicable
+            } else {
+                VerdictKind::Pass
+            };
+            assert_eq!(test.verdict, expected, "TEST #{:02}: {test:?}", test.number);
+            assert_eq!(test.passed, expected == VerdictKind::Pass);
+        }
+        assert_eq!(
+            report.tests[0].not_applicable.as_deref(),
+            Some("no PCIe link to check on a file target")
+        );
+        assert_eq!(
+            (
+                report.passed_count,
+                report.not_applicable_count,
+                report.failed_count
+            ),
+            (10, 2, 0)
+        );
+        assert!(report.passed(), "not applicable is no failure");
+        let json = serde_json::to_value(&report).expect("json");
+        assert_eq!(json["tests"][0]["verdict"], "not_applicable");
+        assert_eq!(json["tests"][1]["verdict"], "pass");
+        assert_eq!(json["not_applicable_count"], 2);
     }
 }

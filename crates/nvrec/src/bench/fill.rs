@@ -190,6 +190,64 @@ pub fn fill(
     })
 }
 
+/// One run of a repeated fill, as the average lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FillRun {
+    /// Counted from 1.
+    pub run: usize,
+    /// The run's bytes over its time.
+    pub write_bytes_per_s: f64,
+    pub read_bytes_per_s: Option<f64>,
+    pub sustained_write_bytes_per_s: f64,
+    pub plateaus: Vec<crate::bench::plateau::Plateau>,
+}
+
+/// Fills repeated, averaged as the streamer reports its "average continuous performance":
+/// each run's bytes over its time, then the mean of the runs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FillAverage {
+    pub run_count: usize,
+    pub write_bytes_per_s: f64,
+    pub write_min_bytes_per_s: f64,
+    pub write_max_bytes_per_s: f64,
+    /// The mean over the runs that read back; `None` when none did.
+    pub read_bytes_per_s: Option<f64>,
+    pub sustained_write_bytes_per_s: f64,
+    pub runs: Vec<FillRun>,
+}
+
+/// The average of `results` (in the order they ran); `None` for no result.
+pub fn fill_average(results: &[FillResult]) -> Option<FillAverage> {
+    let runs: Vec<FillRun> = results
+        .iter()
+        .enumerate()
+        .map(|(index, result)| FillRun {
+            run: index + 1,
+            write_bytes_per_s: result.summary.mean_write_bytes_per_s,
+            read_bytes_per_s: result.summary.read_bytes_per_s,
+            sustained_write_bytes_per_s: result.summary.sustained_write_bytes_per_s,
+            plateaus: result.analysis.plateaus.clone(),
+        })
+        .collect();
+    let mean = |values: Vec<f64>| {
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    };
+    let writes: Vec<f64> = runs.iter().map(|run| run.write_bytes_per_s).collect();
+    Some(FillAverage {
+        run_count: runs.len(),
+        write_bytes_per_s: mean(writes.clone())?,
+        write_min_bytes_per_s: writes.iter().copied().fold(f64::INFINITY, f64::min),
+        write_max_bytes_per_s: writes.iter().copied().fold(0.0, f64::max),
+        read_bytes_per_s: mean(runs.iter().filter_map(|run| run.read_bytes_per_s).collect()),
+        sustained_write_bytes_per_s: mean(
+            runs.iter()
+                .map(|run| run.sustained_write_bytes_per_s)
+                .collect(),
+        )?,
+        runs,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,5 +386,38 @@ mod tests {
         .err()
         .unwrap();
         assert!(error.to_string().contains("--io-size"), "{error}");
+    }
+
+    #[test]
+    fn repeated_fills_average_each_run_and_keep_its_plateaus() {
+        let target = open("sim:capacity=64M,cache=16M,fast=3GB/s,slow=1GB/s,read=2GB/s");
+        let results: Vec<FillResult> = (0..3)
+            .map(|_| {
+                fill(
+                    &target,
+                    &settings(0.001),
+                    &Control::new(),
+                    &Progress::default(),
+                    &mut |_, _| {},
+                )
+                .unwrap()
+            })
+            .collect();
+        let average = fill_average(&results).unwrap();
+        assert_eq!(average.run_count, 3);
+        assert_eq!(average.runs.len(), 3);
+        let writes: Vec<f64> = results
+            .iter()
+            .map(|r| r.summary.mean_write_bytes_per_s)
+            .collect();
+        assert!((average.write_bytes_per_s - writes.iter().sum::<f64>() / 3.0).abs() < 1e-6);
+        assert!(average.write_min_bytes_per_s <= average.write_bytes_per_s);
+        assert!(average.write_max_bytes_per_s >= average.write_bytes_per_s);
+        for (run, result) in average.runs.iter().zip(&results) {
+            assert_eq!(run.plateaus, result.analysis.plateaus);
+            assert!(!run.plateaus.is_empty(), "{run:?}");
+        }
+        assert!(average.read_bytes_per_s.unwrap() > 0.0);
+        assert!(fill_average(&[]).is_none());
     }
 }

@@ -29,15 +29,18 @@ mod fill;
 mod overwrite;
 pub mod plateau;
 mod profile;
+pub mod rated;
 mod size;
 mod sweep;
 
 pub use driver::Window;
-pub use fill::{fill, FillResult, FillSettings, FillSummary};
+pub use fill::{fill, fill_average, FillAverage, FillResult, FillRun, FillSettings, FillSummary};
 pub use overwrite::{overwrite, OverwriteMode, OverwritePhase, OverwriteResult, OverwriteSettings};
 pub use profile::{
-    atto_sizes, profile, Profile, ProfileResult, ProfileSettings, ProfileTestResult, TestShape,
+    atto_sizes, profile, Profile, ProfileData, ProfileResult, ProfileSettings, ProfileTestResult,
+    ShapeError, TestShape,
 };
+pub use rated::{of_rated, Rated, RatedError, RatedFigure};
 pub use size::TargetTooSmall;
 pub use sweep::{
     sweep, sweep_counts, RateStats, SweepPoint, SweepResult, SweepSettings, SweepSummary,

@@ -6,9 +6,13 @@
 //!    throttle dispatching once per slice, a drive's thermal control loop) gives windows that
 //!    swing between nothing and full speed around a steady rate, and windows near the burst
 //!    period beat with it. Where neighbouring windows differ by more than
-//!    [`WOBBLE_FRACTION_MAX`] of their rate on average, the windows are joined in pairs as
-//!    far as [`SCALE_ROOM`] times `window_count_min` windows remain, and the rest of the
-//!    method runs on the joined windows. A drive whose windows hold steady keeps its windows.
+//!    [`WOBBLE_FRACTION_MAX`] of their rate on average, the windows are joined: where the
+//!    device idles between bursts (windows below [`IDLE_FRACTION`] of the mean rate), from
+//!    the start of one burst to the start of the next, in groups of as few bursts as hold
+//!    steady, so that a plateau of a few bursts (a second of bursts 100 to 200 ms apart)
+//!    keeps its windows; otherwise in pairs as far as [`SCALE_ROOM`] times
+//!    `window_count_min` windows remain. The rest of the method runs on the joined windows.
+//!    A drive whose windows hold steady keeps its windows.
 //! 1. **Smoothing**: a running median of [`MEDIAN_WIDTH`] windows; a stall or a lucky window
 //!    alone (up to two in a row) leaves no trace, a step stays where it is.
 //! 2. **Noise**: the spread of the raw window rates from one window to the next relative to
@@ -25,6 +29,11 @@
 //! 5. **Boundaries**: the change lies in the windows around a split, which start at the
 //!    level before and end at the level after (medians of the raw rates); `x/r1 + (b - x)/r2
 //!    = d` gives the byte where it happened, so it does not depend on where windows fall.
+//!    On joined windows (step 0), a plateau that its boundaries leave shorter than
+//!    `window_count_min - 1` windows (a joined window straddling a change, cut off between
+//!    two segments) joins the neighbour closer in rate, and neighbours whose rates (bytes
+//!    over time) differ by less than `step_fraction` become one. Windows that were not joined are
+//!    short enough for a short plateau (a DRAM buffer) to be real.
 //! 6. **Rates**: each plateau's rate is its bytes over its time, boundary to boundary, never
 //!    one window; its spread is the 10th and 90th percentile of the windows (at the scale of
 //!    step 0) wholly inside it.
@@ -42,6 +51,8 @@ pub const NOISE_DIFFERENCE_MAX: f64 = 0.5;
 /// (step 0 of the method). A drive's noise of a few percent stays far below it; a window
 /// that holds no burst next to one that holds a burst differs by 2.
 pub const WOBBLE_FRACTION_MAX: f64 = 0.25;
+/// A window below this fraction of the run's mean rate is idle: between two bursts.
+pub const IDLE_FRACTION: f64 = 0.1;
 /// Joining stops before fewer than this many times `window_count_min` windows would remain:
 /// room for a few of the shortest plateaus.
 pub const SCALE_ROOM: usize = 4;
@@ -83,7 +94,9 @@ pub fn plateaus(windows: &[Window], end: RunEnd, settings: &PlateauSettings) -> 
     if windows.is_empty() {
         return Vec::new();
     }
-    let windows = &scaled(windows, settings);
+    let joined = scaled(windows, settings);
+    let was_joined = joined.len() != windows.len();
+    let windows = &joined;
     let rates: Vec<f64> = windows.iter().map(|w| w.rate_bytes_per_s).collect();
     let segments = segment(&rates, settings);
     let mut boundaries = vec![Boundary {
@@ -97,25 +110,137 @@ pub fn plateaus(windows: &[Window], end: RunEnd, settings: &PlateauSettings) -> 
         bytes: end.bytes,
         s: end.s,
     });
+    if was_joined {
+        let durations: Vec<f64> = windows.iter().map(|w| w.duration_s).collect();
+        let shortest_s = settings.window_count_min.saturating_sub(1) as f64 * median(&durations);
+        dissolve_short(windows, &mut boundaries, shortest_s);
+        join_equal_rates(windows, &mut boundaries, settings.step_fraction);
+    }
     boundaries
         .windows(2)
         .map(|pair| plateau(windows, pair[0], pair[1]))
         .collect()
 }
 
-/// The windows as they are where they hold steady, else joined in pairs as far as enough
-/// remain (step 0 of the method).
+/// Joins neighbouring plateaus whose rates (bytes over time, boundary to boundary) differ by
+/// less than `step_fraction` of the higher, closest first: on joined windows, a stretch of a
+/// few bursts can differ from its neighbour in its windows' median and not in its rate.
+fn join_equal_rates(windows: &[Window], boundaries: &mut Vec<Boundary>, step_fraction: f64) {
+    loop {
+        let rates: Vec<f64> = boundaries
+            .windows(2)
+            .map(|pair| plateau(windows, pair[0], pair[1]).rate_bytes_per_s)
+            .collect();
+        let closest = (1..rates.len())
+            .map(|index| {
+                let (a, b) = (rates[index - 1], rates[index]);
+                (index, (a - b).abs() / a.max(b).max(f64::MIN_POSITIVE))
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        match closest {
+            Some((index, difference)) if difference < step_fraction => {
+                boundaries.remove(index);
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Joins each plateau that its boundaries left shorter than `shortest_s` (a window that
+/// straddles a change, cut off between two segments) to the neighbour closer in rate,
+/// shortest first.
+fn dissolve_short(windows: &[Window], boundaries: &mut Vec<Boundary>, shortest_s: f64) {
+    let rate = |from: Boundary, to: Boundary| plateau(windows, from, to).rate_bytes_per_s;
+    while boundaries.len() > 2 {
+        let Some(index) = (0..boundaries.len() - 1)
+            .filter(|&i| boundaries[i + 1].s - boundaries[i].s < shortest_s)
+            .min_by(|&a, &b| {
+                let length = |i: usize| boundaries[i + 1].s - boundaries[i].s;
+                length(a).total_cmp(&length(b))
+            })
+        else {
+            return;
+        };
+        let own = rate(boundaries[index], boundaries[index + 1]);
+        let distance =
+            |neighbour: Option<f64>| neighbour.map_or(f64::INFINITY, |r| (r - own).abs());
+        let left = (index > 0).then(|| rate(boundaries[index - 1], boundaries[index]));
+        let right = (index + 2 < boundaries.len())
+            .then(|| rate(boundaries[index + 1], boundaries[index + 2]));
+        // Dropping its start joins it to the left; dropping its end, to the right.
+        if distance(left) <= distance(right) {
+            boundaries.remove(index);
+        } else {
+            boundaries.remove(index + 1);
+        }
+    }
+}
+
+/// The windows as they are where they hold steady; else burst to burst where the device
+/// idles between bursts, as few bursts a window as hold steady; else joined in pairs as far
+/// as enough remain (step 0 of the method).
 pub fn scaled(windows: &[Window], settings: &PlateauSettings) -> Vec<Window> {
     let least = SCALE_ROOM * settings.window_count_min.max(2);
     let mut scaled = windows.to_vec();
-    let rates: Vec<f64> = scaled.iter().map(|w| w.rate_bytes_per_s).collect();
-    if wobble(&rates) <= WOBBLE_FRACTION_MAX {
+    if steady(&scaled) {
         return scaled;
+    }
+    if let Some(joined) = burst_cycles(windows, least) {
+        return joined;
     }
     while scaled.len() / 2 >= least {
         scaled = scaled.chunks(2).map(merge_windows).collect();
     }
     scaled
+}
+
+fn steady(windows: &[Window]) -> bool {
+    let rates: Vec<f64> = windows.iter().map(|w| w.rate_bytes_per_s).collect();
+    wobble(&rates) <= WOBBLE_FRACTION_MAX
+}
+
+/// The windows joined from the start of one burst to the start of the next (a window that
+/// ends an idle stretch: below [`IDLE_FRACTION`] of the run's mean rate), then in groups of
+/// as few such cycles as hold steady; `None` where the device does not idle between bursts
+/// or no grouping holds steady with `least` windows left. Each window then holds whole
+/// bursts, so its rate is the device's over that time however long its bursts are, and a
+/// stretch of a few bursts can be a plateau.
+fn burst_cycles(windows: &[Window], least: usize) -> Option<Vec<Window>> {
+    let bytes: u64 = windows.iter().map(|w| w.bytes).sum();
+    let seconds: f64 = windows.iter().map(|w| w.duration_s).sum();
+    let idle_below = IDLE_FRACTION * bytes as f64 / seconds;
+    let idle = |w: &Window| w.rate_bytes_per_s < idle_below;
+    let mut starts = vec![0];
+    starts.extend((1..windows.len()).filter(|&i| idle(&windows[i - 1]) && !idle(&windows[i])));
+    // The last burst's cycle ends with the run, not at a next burst: it joins the one before.
+    if starts.len() > 1 {
+        starts.pop();
+    }
+    starts.push(windows.len());
+    let lengths: Vec<f64> = starts
+        .windows(2)
+        .map(|pair| (pair[1] - pair[0]) as f64)
+        .collect();
+    // A stretch without idle windows (bursts closer than a window) is cut at the usual
+    // length of a cycle.
+    let usual = (median(&lengths).round() as usize).max(1);
+    let cycles: Vec<Window> = starts
+        .windows(2)
+        .filter(|pair| pair[1] > pair[0])
+        .flat_map(|pair| {
+            let cycle = &windows[pair[0]..pair[1]];
+            let pieces = if cycle.len() > 2 * usual {
+                usual
+            } else {
+                cycle.len()
+            };
+            cycle.chunks(pieces).map(merge_windows).collect::<Vec<_>>()
+        })
+        .collect();
+    (1..)
+        .map(|group| cycles.chunks(group).map(merge_windows).collect::<Vec<_>>())
+        .take_while(|joined| joined.len() >= least)
+        .find(|joined| steady(joined))
 }
 
 /// The mean relative difference of neighbouring rates, each over the pair's mean (so at most
@@ -533,6 +658,21 @@ mod tests {
         burst_rate: f64,
         window_s: f64,
     ) -> Vec<Window> {
+        let seconds: f64 = segments.iter().map(|(length, rate)| length / rate).sum();
+        let slices: Vec<f64> = (0..=(seconds / slice_s).ceil() as usize + 1)
+            .map(|index| index as f64 * slice_s)
+            .collect();
+        bursty_slices(segments, &slices, burst_rate, window_s)
+    }
+
+    /// As [`bursty`], with slices that start at the times given (in order, from 0, past the
+    /// end of the run).
+    fn bursty_slices(
+        segments: &[(f64, f64)],
+        slice_starts_s: &[f64],
+        burst_rate: f64,
+        window_s: f64,
+    ) -> Vec<Window> {
         let allowed = |time: f64| {
             let (mut t, mut bytes) = (0.0, 0.0);
             for (length, rate) in segments {
@@ -545,8 +685,9 @@ mod tests {
             bytes
         };
         let dispatched = |time: f64| {
-            let slice_start = (time / slice_s).floor() * slice_s;
-            let slice_bytes = allowed(slice_start + slice_s) - allowed(slice_start);
+            let index = slice_starts_s.partition_point(|start| *start <= time);
+            let (slice_start, slice_end) = (slice_starts_s[index - 1], slice_starts_s[index]);
+            let slice_bytes = allowed(slice_end) - allowed(slice_start);
             allowed(slice_start) + (burst_rate * (time - slice_start)).min(slice_bytes)
         };
         let total: f64 = segments.iter().map(|(length, _)| length).sum();
@@ -567,6 +708,33 @@ mod tests {
             start = end;
         }
         windows
+    }
+
+    #[test]
+    fn a_short_first_plateau_of_a_device_writing_in_bursts_is_kept() {
+        // A ten-second fill of a device that delivers in bursts, one every 100 to 200 ms
+        // (a fixed pseudo-random order): about a second at 800 MB/s, then 400 MB/s. Windows
+        // as a fill of ten seconds logs them (16 to 32 ms).
+        let mb = 1e6;
+        let model: &[(f64, f64)] = &[(800.0 * mb, 800.0 * mb), (3600.0 * mb, 400.0 * mb)];
+        for seed in [1u64, 7, 42] {
+            let mut state = seed;
+            let mut starts = vec![0.0];
+            while *starts.last().unwrap() < 12.0 {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let slice_s = 0.1 + 0.1 * (state >> 11) as f64 / (1u64 << 53) as f64;
+                starts.push(starts.last().unwrap() + slice_s);
+            }
+            for window_s in [0.016, 0.02, 0.032] {
+                let windows = bursty_slices(model, &starts, 3000.0 * mb, window_s);
+                let found = cut(&windows);
+                assert_eq!(found.len(), 2, "seed {seed}, {window_s} s: {found:#?}");
+                // Within a burst: the boundary and the rates to a slice's worth.
+                assert_matches(&found, model, 0.15);
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! `bench profile`: the presets people compare drives by, rebuilt on nvrec's driver so the
 //! numbers sit beside the recorder's own.
 //! - `cdm`: CrystalDiskMark's default set: SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1.
+//! - `cdm6`: CrystalDiskMark 6's set: Seq Q32T1 (128 KiB transfers), 4K Q8T8, 4K Q32T1,
+//!   4K Q1T1, the shapes of the seed's Gen3/Gen4 comparison.
 //! - `cdm-nvme`: its NVMe set: SEQ1M Q8T1, SEQ128K Q32T1, RND4K Q32T16, RND4K Q1T1.
+//! - `custom`: the shapes given (`--test SEQ1M-Q8T1`, see [`TestShape::parse`]), run as
+//!   CrystalDiskMark runs its own.
 //! - `atto`: ATTO's sweep of transfer sizes from 512 B to 64 MiB at queue depth 4 over a
 //!   256 MiB region, written then read.
 //!
@@ -11,7 +15,9 @@
 //! sixteen threads, each with its own engine and queue; on the simulated drive, which has one
 //! clock, they are one engine with sixteen times the queue depth.
 //!
-//! Data is incompressible unless `--compressible` asks for ATTO's best case.
+//! Data is each tool's: incompressible for CrystalDiskMark's shapes, compressible for ATTO
+//! (its best case, which a drive that compresses shows as faster); [`ProfileSettings::data`]
+//! overrides it.
 
 use super::driver::{self, Access, Data, Workload, WorkloadResult};
 use super::size::{size_at_most, Need};
@@ -23,7 +29,10 @@ use crate::stream::{Control, ControlState, Progress};
 #[serde(rename_all = "snake_case")]
 pub enum Profile {
     Cdm,
+    Cdm6,
     CdmNvme,
+    /// The shapes of [`ProfileSettings::shapes`].
+    Custom,
     Atto,
 }
 
@@ -31,7 +40,9 @@ impl Profile {
     pub fn name(self) -> &'static str {
         match self {
             Profile::Cdm => "cdm",
+            Profile::Cdm6 => "cdm6",
             Profile::CdmNvme => "cdm-nvme",
+            Profile::Custom => "custom",
             Profile::Atto => "atto",
         }
     }
@@ -39,10 +50,44 @@ impl Profile {
     /// The region a profile tests by default.
     pub fn region_bytes_default(self) -> u64 {
         match self {
-            Profile::Cdm | Profile::CdmNvme => 1 << 30,
+            Profile::Cdm | Profile::Cdm6 | Profile::CdmNvme | Profile::Custom => 1 << 30,
             Profile::Atto => 256 << 20,
         }
     }
+
+    /// The data the tool itself writes: ATTO's is compressible, CrystalDiskMark's random.
+    pub fn data_default(self) -> ProfileData {
+        match self {
+            Profile::Atto => ProfileData::Compressible,
+            _ => ProfileData::Incompressible,
+        }
+    }
+
+    /// The preset's shapes (none for ATTO, whose tests are its sizes, or for `custom`).
+    pub fn shapes(self) -> &'static [TestShape] {
+        match self {
+            Profile::Cdm => &CDM,
+            Profile::Cdm6 => &CDM6,
+            Profile::CdmNvme => &CDM_NVME,
+            Profile::Custom | Profile::Atto => &[],
+        }
+    }
+}
+
+/// What a profile writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProfileData {
+    Compressible,
+    Incompressible,
+}
+
+/// Why a `--test` shape does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("test shape '{text}': {why} (give SEQ or RND, a size, -Q<depth>T<threads>: SEQ1M-Q8T1, RND4K-Q32T16)")]
+pub struct ShapeError {
+    pub text: String,
+    pub why: &'static str,
 }
 
 /// One test of a preset: `SEQ1M Q8T1` and the like.
@@ -69,12 +114,59 @@ impl TestShape {
         }
     }
 
+    /// Parses `SEQ1M-Q8T1`, `RND4K-Q32T16` (case aside; a space may stand for the dash):
+    /// SEQ or RND, a transfer size in binary units (K, M, G; a multiple of 512 bytes), a
+    /// queue depth and a thread count of at least 1.
+    pub fn parse(text: &str) -> Result<TestShape, ShapeError> {
+        let error = |why| ShapeError {
+            text: text.to_string(),
+            why,
+        };
+        let upper = text.trim().to_ascii_uppercase().replace(' ', "-");
+        let (kind, rest) = upper.split_at(upper.len().min(3));
+        let sequential = match kind {
+            "SEQ" => true,
+            "RND" => false,
+            _ => return Err(error("it starts with neither SEQ nor RND")),
+        };
+        let (size, queue) = rest.split_once("-Q").ok_or(error("no -Q<depth>"))?;
+        let (depth, threads) = queue.split_once('T').ok_or(error("no T<threads>"))?;
+        let split = size
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(size.len());
+        let shift = match &size[split..] {
+            "" => 0,
+            "K" | "KB" | "KIB" => 10,
+            "M" | "MB" | "MIB" => 20,
+            "G" | "GB" | "GIB" => 30,
+            _ => return Err(error("the size's unit is not K, M or G")),
+        };
+        let count: u64 = size[..split].parse().map_err(|_| error("no size"))?;
+        let io_size_bytes = count
+            .checked_shl(shift)
+            .filter(|bytes| *bytes >= 512 && bytes % 512 == 0 && *bytes <= 1 << 30)
+            .ok_or(error("the size must be a multiple of 512 bytes up to 1G"))?;
+        let number = |digits: &str, why| match digits.parse::<u32>() {
+            Ok(value) if (1..=1024).contains(&value) => Ok(value),
+            _ => Err(error(why)),
+        };
+        Ok(TestShape::new(
+            sequential,
+            io_size_bytes,
+            number(depth, "the queue depth must be 1 to 1024")?,
+            number(threads, "the thread count must be 1 to 1024")?,
+        ))
+    }
+
     /// `SEQ1M Q8T1`, `RND4K Q32T16`, as CrystalDiskMark labels them.
     pub fn label(&self) -> String {
-        let size = if self.io_size_bytes >= 1 << 20 {
-            format!("{}M", self.io_size_bytes >> 20)
+        let bytes = self.io_size_bytes;
+        let size = if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+            format!("{}M", bytes >> 20)
+        } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
+            format!("{}K", bytes >> 10)
         } else {
-            format!("{}K", self.io_size_bytes >> 10)
+            bytes.to_string()
         };
         format!(
             "{}{size} Q{}T{}",
@@ -91,6 +183,14 @@ const CDM: [TestShape; 4] = [
     TestShape::new(false, 4 << 10, 32, 1),
     TestShape::new(false, 4 << 10, 1, 1),
 ];
+/// CrystalDiskMark 6: Seq Q32T1 moves 128 KiB transfers; 4K Q8T8 is eight threads at
+/// queue depth 8.
+const CDM6: [TestShape; 4] = [
+    TestShape::new(true, 128 << 10, 32, 1),
+    TestShape::new(false, 4 << 10, 8, 8),
+    TestShape::new(false, 4 << 10, 32, 1),
+    TestShape::new(false, 4 << 10, 1, 1),
+];
 const CDM_NVME: [TestShape; 4] = [
     TestShape::new(true, 1 << 20, 8, 1),
     TestShape::new(true, 128 << 10, 32, 1),
@@ -100,14 +200,17 @@ const CDM_NVME: [TestShape; 4] = [
 /// ATTO's queue depth.
 const ATTO_QUEUE_DEPTH: u32 = 4;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ProfileSettings {
     pub profile: Profile,
+    /// The tests of [`Profile::Custom`] (ignored by the presets).
+    pub shapes: Vec<TestShape>,
     pub region_bytes: Option<u64>,
     /// Each run of a time-based test.
     pub duration_s: f64,
     pub runs: u32,
-    pub compressible: bool,
+    /// `None`: the tool's own ([`Profile::data_default`]).
+    pub data: Option<ProfileData>,
     pub engine: EngineChoice,
 }
 
@@ -115,10 +218,11 @@ impl Default for ProfileSettings {
     fn default() -> Self {
         ProfileSettings {
             profile: Profile::Cdm,
+            shapes: Vec::new(),
             region_bytes: None,
             duration_s: 5.0,
             runs: 3,
-            compressible: false,
+            data: None,
             engine: EngineChoice::Auto,
         }
     }
@@ -146,6 +250,7 @@ pub struct ProfileResult {
     pub meta: RunMeta,
     pub profile: Profile,
     pub region_bytes: u64,
+    pub data: ProfileData,
     pub tests: Vec<ProfileTestResult>,
     /// Tests that could not run here, with the reason (a transfer below the block size).
     pub skipped: Vec<String>,
@@ -188,7 +293,7 @@ fn test_result(
 /// transfer size and run; CrystalDiskMark's tests run for a time, so their total is unknown (0).
 fn total_bytes(settings: &ProfileSettings, region_bytes: u64, lbs: u64) -> u64 {
     match settings.profile {
-        Profile::Cdm | Profile::CdmNvme => 0,
+        Profile::Cdm | Profile::Cdm6 | Profile::CdmNvme | Profile::Custom => 0,
         Profile::Atto => atto_sizes()
             .into_iter()
             .filter(|size| size % lbs == 0 && *size <= region_bytes)
@@ -202,7 +307,9 @@ fn need(settings: &ProfileSettings, capacity_bytes: u64) -> Need<'static> {
     let profile = settings.profile;
     let bench = match profile {
         Profile::Cdm => "profile cdm",
+        Profile::Cdm6 => "profile cdm6",
         Profile::CdmNvme => "profile cdm-nvme",
+        Profile::Custom => "profile custom",
         Profile::Atto => "profile atto",
     };
     let (needed_bytes, why) = match settings.region_bytes {
@@ -243,10 +350,15 @@ pub fn profile(
             "runs and duration must be positive".to_string(),
         ));
     }
-    let data = if settings.compressible {
-        Data::Compressible
-    } else {
-        Data::Incompressible
+    if settings.profile == Profile::Custom && settings.shapes.is_empty() {
+        return Err(BenchError::Settings(
+            "the custom profile needs its tests (--test SEQ1M-Q8T1 ...)".to_string(),
+        ));
+    }
+    let profile_data = settings.data.unwrap_or(settings.profile.data_default());
+    let data = match profile_data {
+        ProfileData::Compressible => Data::Compressible,
+        ProfileData::Incompressible => Data::Incompressible,
     };
     let meta_engine = target.open_engine(settings.engine, 1, 1 << 20)?;
     let mut meta = RunMeta::new("profile", target, meta_engine.as_ref());
@@ -258,7 +370,7 @@ pub fn profile(
         ("runs".to_string(), settings.runs.to_string()),
         (
             "compressible".to_string(),
-            settings.compressible.to_string(),
+            (profile_data == ProfileData::Compressible).to_string(),
         ),
     ];
     let mut tests = Vec::new();
@@ -268,11 +380,10 @@ pub fn profile(
     let stopped = |control: &Control| control.state() != ControlState::Run;
 
     match settings.profile {
-        Profile::Cdm | Profile::CdmNvme => {
-            let shapes = if settings.profile == Profile::Cdm {
-                CDM
-            } else {
-                CDM_NVME
+        Profile::Cdm | Profile::Cdm6 | Profile::CdmNvme | Profile::Custom => {
+            let shapes = match settings.profile {
+                Profile::Custom => settings.shapes.clone(),
+                preset => preset.shapes().to_vec(),
             };
             // Reads need written data: write the region once, sequentially.
             let mut engine = target.open_engine(settings.engine, 8, 1 << 20)?;
@@ -287,7 +398,7 @@ pub fn profile(
             }
             drop(engine);
             'ops: for op in [IoOp::Read, IoOp::Write] {
-                for shape in shapes {
+                for &shape in &shapes {
                     if shape.io_size_bytes % lbs != 0 {
                         skipped.push(format!(
                             "{} (below the {lbs}-byte block size)",
@@ -377,6 +488,7 @@ pub fn profile(
         meta,
         profile: settings.profile,
         region_bytes: region,
+        data: profile_data,
         tests,
         skipped,
         stopped: stopped(control),
@@ -562,5 +674,100 @@ mod tests {
         });
         assert_eq!(asked.bench, "profile cdm");
         assert_eq!(asked.why, "--size");
+    }
+
+    #[test]
+    fn cdm6_has_the_published_shapes() {
+        let labels: Vec<String> = Profile::Cdm6
+            .shapes()
+            .iter()
+            .map(TestShape::label)
+            .collect();
+        // The seed's CrystalDiskMark 6 runs: Seq Q32T1, 4K Q8T8, 4K Q32T1, 4K Q1T1.
+        assert_eq!(
+            labels,
+            ["SEQ128K Q32T1", "RND4K Q8T8", "RND4K Q32T1", "RND4K Q1T1"]
+        );
+        let q8t8 = Profile::Cdm6.shapes()[1];
+        assert_eq!((q8t8.queue_depth, q8t8.thread_count), (8, 8));
+        // The seed's single-thread Seq of 1 MiB transfers is cdm's second test.
+        assert_eq!(Profile::Cdm.shapes()[1].label(), "SEQ1M Q1T1");
+    }
+
+    #[test]
+    fn test_shapes_parse_and_bad_ones_say_why() {
+        for (text, expected) in [
+            ("SEQ1M-Q8T1", TestShape::new(true, 1 << 20, 8, 1)),
+            ("RND4K-Q32T16", TestShape::new(false, 4 << 10, 32, 16)),
+            ("rnd4k-q8t8", TestShape::new(false, 4 << 10, 8, 8)),
+            ("SEQ128K Q32T1", TestShape::new(true, 128 << 10, 32, 1)),
+            ("SEQ512-Q1T1", TestShape::new(true, 512, 1, 1)),
+            ("SEQ8MiB-Q4T2", TestShape::new(true, 8 << 20, 4, 2)),
+        ] {
+            let shape = TestShape::parse(text).unwrap();
+            assert_eq!(shape, expected, "{text}");
+            // The label parses back to the shape.
+            assert_eq!(TestShape::parse(&shape.label()), Ok(shape), "{text}");
+        }
+        for (text, why) in [
+            ("MIX1M-Q1T1", "neither SEQ nor RND"),
+            ("SEQ1M", "-Q"),
+            ("SEQ1M-Q8", "T<threads>"),
+            ("SEQ1X-Q8T1", "unit"),
+            ("SEQ-Q8T1", "size"),
+            ("SEQ100-Q8T1", "multiple of 512"),
+            ("SEQ1M-Q0T1", "queue depth"),
+            ("SEQ1M-Q8T0", "thread count"),
+            ("SEQ1M-Q8Tx", "thread count"),
+        ] {
+            let error = TestShape::parse(text).unwrap_err();
+            assert!(error.why.contains(why), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn atto_writes_compressible_data_unless_told_and_custom_runs_its_shapes() {
+        let target = sim("sim:capacity=64M");
+        let run = |settings: ProfileSettings| {
+            profile(
+                &target,
+                &settings,
+                &Control::new(),
+                &Progress::default(),
+                &mut |_| {},
+            )
+        };
+        let atto = ProfileSettings {
+            profile: Profile::Atto,
+            region_bytes: Some(4 << 20),
+            runs: 1,
+            ..ProfileSettings::default()
+        };
+        assert_eq!(run(atto.clone()).unwrap().data, ProfileData::Compressible);
+        let incompressible = ProfileSettings {
+            data: Some(ProfileData::Incompressible),
+            ..atto
+        };
+        assert_eq!(
+            run(incompressible).unwrap().data,
+            ProfileData::Incompressible
+        );
+        let custom = ProfileSettings {
+            profile: Profile::Custom,
+            shapes: vec![TestShape::parse("SEQ1M-Q8T1").unwrap()],
+            region_bytes: Some(16 << 20),
+            duration_s: 0.01,
+            runs: 1,
+            ..ProfileSettings::default()
+        };
+        let result = run(custom.clone()).unwrap();
+        assert_eq!(result.data, ProfileData::Incompressible);
+        let names: Vec<&str> = result.tests.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["SEQ1M Q8T1", "SEQ1M Q8T1"], "read, then write");
+        let empty = ProfileSettings {
+            shapes: Vec::new(),
+            ..custom
+        };
+        assert!(matches!(run(empty), Err(BenchError::Settings(_))));
     }
 }

@@ -22,6 +22,7 @@
 //!   backup GPT), nor validate the superblocks whose magic it finds.
 //! - It does not issue NVMe admin commands; everything comes from sysfs and procfs.
 
+pub mod pcie;
 mod procfs;
 mod safety;
 mod signature;
@@ -560,7 +561,7 @@ pub struct TargetInfo {
     pub backing_device: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct PcieLink {
     pub current_speed: String,
     pub current_width: u32,

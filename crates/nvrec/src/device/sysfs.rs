@@ -227,15 +227,20 @@ impl Sysfs {
             .ancestors()
             .take_while(|dir| dir.starts_with(&self.root) && *dir != self.root)
             .find(|dir| dir.join("current_link_speed").is_file())?;
-        Some(PcieLink {
-            current_speed: read_trimmed(&dir.join("current_link_speed"))?,
-            current_width: read_trimmed(&dir.join("current_link_width"))?
-                .parse()
-                .ok()?,
-            max_speed: read_trimmed(&dir.join("max_link_speed"))?,
-            max_width: read_trimmed(&dir.join("max_link_width"))?.parse().ok()?,
-        })
+        link_at(dir)
     }
+}
+
+/// The link a PCI function's directory reports (its four link files).
+pub(crate) fn link_at(dir: &Path) -> Option<PcieLink> {
+    Some(PcieLink {
+        current_speed: read_trimmed(&dir.join("current_link_speed"))?,
+        current_width: read_trimmed(&dir.join("current_link_width"))?
+            .parse()
+            .ok()?,
+        max_speed: read_trimmed(&dir.join("max_link_speed"))?,
+        max_width: read_trimmed(&dir.join("max_link_width"))?.parse().ok()?,
+    })
 }
 
 /// `nvme` followed by digits only: a controller, not a namespace (`nvme0n1`).

@@ -66,7 +66,7 @@ pub struct Inventory {
     pub block_devices: Vec<BlockDevice>,
 }
 
-fn sorted_names(dir: &Path) -> Vec<String> {
+pub(crate) fn sorted_names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
