@@ -1,16 +1,20 @@
-//! `nvrec export`: a recording of datagrams as a PcapNg file.
+//! `nvrec export`: a recording as PcapNg (datagrams, reads, frames; cut by a BPF filter),
+//! SigMF (samples) or MCAP (every stream a channel). The export itself is the library's
+//! (`nvrec::export`); this parses, reads the recording through [`ChunkSource`] and prints.
 
-use crate::recording_cmd::{hole_text, state_text};
+use crate::archive_cmd::ChunkSource;
+use crate::recording_cmd::{hole_text, state_text, GapsArg};
 use crate::{exit, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use nvrec::layout::{ChunkFlags, RecordingFlags};
-use nvrec::recording::export::PcapngExport;
-use nvrec::recording::reader::Item;
+use nvrec::export::{
+    Compression, Export, ExportError, ExportOptions, Exported, Format, Gaps, Output, Window,
+};
+use nvrec::layout::RecordingEntry;
+use nvrec::net::{parse_bpf_program, BpfFilter};
 use nvrec::stream::Progress;
-use nvrec::unit::parse_duration;
-use std::io::Write;
-use std::path::PathBuf;
+use nvrec::unit::{format_bytes, parse_duration};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +22,19 @@ use std::time::Duration;
 pub enum FormatArg {
     /// PcapNg: one interface per stream, nanosecond timestamps, drop counts.
     Pcapng,
+    /// SigMF: OUTPUT.sigmf-data and OUTPUT.sigmf-meta, the samples of a recording made with
+    /// --datatype and --sample-rate, each loss an annotation.
+    Sigmf,
+    /// MCAP: a channel per stream, a message per datagram, read, frame or chunk, losses as
+    /// metadata records; chunked and indexed.
+    Mcap,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompressionArg {
+    Zstd,
+    Lz4,
+    None,
 }
 
 #[derive(Args, Debug)]
@@ -27,22 +44,35 @@ pub struct ExportArgs {
     targets: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "pcapng")]
     format: FormatArg,
-    /// The file to write ('-' for stdout).
+    /// The file to write ('-' for stdout, PcapNg only); for SigMF the name of its two files.
     #[arg(long, required = true)]
     output: PathBuf,
     /// Which recording (default: the last).
     #[arg(long)]
     recording: Option<u32>,
-    /// Only datagrams received this long after the recording's start or later.
+    /// Only what was received this long after the recording's start or later (a byte
+    /// stream: by chunk).
     #[arg(long, value_parser = duration_arg)]
     from: Option<Duration>,
-    /// Only datagrams received before this long after the recording's start.
+    /// Only what was received before this long after the recording's start.
     #[arg(long, value_parser = duration_arg)]
     to: Option<Duration>,
     /// Only these streams (the order of the recording's --source options, from 0); repeat
-    /// for several. Default: all.
+    /// for several. Default: all. PcapNg and MCAP.
     #[arg(long)]
     stream: Vec<u16>,
+    /// PcapNg: only the packets this classic BPF program keeps, given as `tcpdump -ddd EXPR`
+    /// prints it (or as a list of [code, jt, jf, k]); it sees each packet as exported (a
+    /// captured frame as it was).
+    #[arg(long, value_name = "FILE")]
+    filter_bpf: Option<PathBuf>,
+    /// SigMF: what to write in place of a hole in the stream: nothing (a new capture segment
+    /// starts after it), or zeros, so that every sample keeps its index. Default: skip.
+    #[arg(long, value_enum)]
+    gaps: Option<GapsArg>,
+    /// MCAP: how its chunks are compressed. Default: zstd.
+    #[arg(long, value_enum)]
+    compression: Option<CompressionArg>,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
 }
@@ -51,7 +81,8 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|error| error.to_string())
 }
 
-pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
+/// The export's options from the arguments; every mistake is a usage error.
+fn options(args: &ExportArgs, entry: &RecordingEntry) -> Result<ExportOptions> {
     if let (Some(from), Some(to)) = (args.from, args.to) {
         if from >= to {
             return Err(UsageError(format!(
@@ -62,37 +93,78 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
             .into());
         }
     }
+    let at = |offset: Option<Duration>| {
+        offset.map(|d| entry.start_ns.saturating_add(d.as_nanos() as u64))
+    };
+    let format = match args.format {
+        FormatArg::Pcapng => Format::Pcapng,
+        FormatArg::Sigmf => Format::Sigmf,
+        FormatArg::Mcap => Format::Mcap,
+    };
+    let compression = match (args.compression, format) {
+        (Some(CompressionArg::Zstd), _) | (None, Format::Mcap) => Compression::Zstd,
+        (Some(CompressionArg::Lz4), _) => Compression::Lz4,
+        (Some(CompressionArg::None) | None, _) => Compression::None,
+    };
+    Ok(ExportOptions {
+        format,
+        window: Window {
+            from_ns: at(args.from),
+            to_ns: at(args.to),
+        },
+        streams: (!args.stream.is_empty()).then(|| args.stream.clone()),
+        gaps: match args.gaps {
+            Some(GapsArg::Zero) => Gaps::Zero,
+            Some(GapsArg::Skip) | None => Gaps::Skip,
+        },
+        compression,
+        filter: args.filter_bpf.as_deref().map(read_filter).transpose()?,
+    })
+}
+
+/// The program of `--filter-bpf FILE`, read and checked.
+fn read_filter(path: &Path) -> Result<BpfFilter, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| UsageError(format!("--filter-bpf {}: {error}", path.display())))?;
+    let program = parse_bpf_program(&text)
+        .map_err(|error| UsageError(format!("--filter-bpf {}: {error}", path.display())))?;
+    BpfFilter::new(program)
+        .map_err(|error| UsageError(format!("--filter-bpf {}: {error}", path.display())))
+}
+
+/// A refusal of the export is a usage error (exit 2); anything else a failure.
+fn refusal(error: ExportError) -> anyhow::Error {
+    if error.is_refusal() {
+        UsageError(error.to_string()).into()
+    } else {
+        error.into()
+    }
+}
+
+pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
     let to_stdout = args.output.as_os_str() == "-";
     if to_stdout && json {
         return Err(UsageError("--json and --output - both want stdout".into()).into());
     }
-    let source = crate::archive_cmd::ChunkSource::open(&args.targets)?;
-    let entry = source.select(args.recording)?;
-    if !entry.flags.contains(RecordingFlags::RECORDS) {
-        return Err(UsageError(format!(
-            "recording {} holds a byte stream, not datagrams or packets: `nvrec replay` gives it back",
-            entry.recording_id
-        ))
-        .into());
+    if let Some(path) = &args.filter_bpf {
+        read_filter(path)?; // Before anything is opened.
     }
-    let out: Box<dyn Write> = if to_stdout {
-        Box::new(std::io::BufWriter::with_capacity(
+    let source = ChunkSource::open(&args.targets)?;
+    let entry = source.select(args.recording)?;
+    let options = options(&args, &entry)?;
+    let from_ns = options.window.from_ns;
+    let output = if to_stdout {
+        Output::Stream(Box::new(std::io::BufWriter::with_capacity(
             4 << 20,
             crate::output::StdoutData,
-        ))
+        )))
     } else {
-        let file = std::fs::File::create(&args.output)
-            .with_context(|| format!("creating {}", args.output.display()))?;
-        Box::new(std::io::BufWriter::with_capacity(4 << 20, file))
+        Output::File(args.output.clone())
     };
-    let streams = (!args.stream.is_empty()).then(|| args.stream.clone());
-    let mut export = PcapngExport::new(out, streams)?;
-    let from_ns = args.from.map(|d| entry.start_ns + d.as_nanos() as u64);
-    let to_ns = args.to.map(|d| entry.start_ns + d.as_nanos() as u64);
+    let mut export = Export::create(&entry, options, output).map_err(refusal)?;
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "export".into(), !json);
     let mut problems: Vec<String> = Vec::new();
-    let mut failure: Option<anyhow::Error> = None;
     let summary = source.read_from(
         &entry,
         args.engine,
@@ -100,41 +172,13 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
         &signal::CONTROL,
         &progress,
         &mut |item| {
-            match item {
-                Item::Chunk { header, payload } => {
-                    // A chunk's timestamp is when its first datagram arrived: chunks before
-                    // the window are skipped whole, and the walk ends past it.
-                    if to_ns.is_some_and(|to| header.timestamp_ns >= to) {
-                        return false;
-                    }
-                    if !header.flags.contains(ChunkFlags::RECORDS) {
-                        problems.push(format!(
-                            "chunk sequence {} holds bytes, not records: left out",
-                            header.sequence
-                        ));
-                        return true;
-                    }
-                    let result = match (from_ns, to_ns) {
-                        (None, None) => export.payload(payload),
-                        _ => export.payload_within(payload, from_ns, to_ns),
-                    };
-                    if let Err(error) = result {
-                        failure = Some(error.into());
-                        return false;
-                    }
-                }
-                hole => problems.extend(hole_text(&hole)),
-            }
-            true
+            problems.extend(hole_text(&item));
+            export.item(item)
         },
     )?;
     drop(display);
-    if let Some(error) = failure {
-        return Err(error);
-    }
-    let (mut out, written) = export.finish()?;
-    out.flush().context("writing the export")?;
-    drop(out);
+    let (exported, export_problems) = export.finish().context("exporting")?;
+    problems.extend(export_problems);
     if crate::output::stdout_closed() {
         return Ok(Finished(exit::FAILURE));
     }
@@ -143,26 +187,62 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
         let value = serde_json::json!({
             "recording_id": entry.recording_id,
             "recording_state": state_text(&entry),
-            "format": "pcapng",
+            "format": args.format.to_possible_value().map(|v| v.get_name().to_string()),
             "output": args.output,
-            "export": written,
+            "export": exported,
             "summary": summary,
             "problems": problems,
         });
         outln!("{value}");
     } else {
         errln!(
-            "nvrec export: recording {} ({}): {} packets, {} dropped (marked), {} truncated, to {}",
+            "nvrec export: recording {} ({}): {}",
             entry.recording_id,
             state_text(&entry),
-            written.packets,
-            written.dropped,
-            written.truncated,
-            args.output.display()
+            exported_text(&exported, &args.output)
         );
-        for problem in &problems {
+        for problem in problems.iter().take(20) {
             errln!("  {problem}");
         }
     }
     Ok(Finished(if damaged { exit::FAILURE } else { exit::OK }))
+}
+
+/// What an export wrote, in a line.
+fn exported_text(exported: &Exported, output: &Path) -> String {
+    match exported {
+        Exported::Pcapng(written) => format!(
+            "{} packets, {} dropped (marked), {} truncated{}, to {}",
+            written.packets,
+            written.dropped,
+            written.truncated,
+            match written.filtered_out {
+                0 => String::new(),
+                n => format!(", {n} left out by the filter"),
+            },
+            output.display()
+        ),
+        Exported::Sigmf(written) => format!(
+            "{} samples ({}), {} losses annotated ({} samples lost){}, to {} and {}",
+            written.samples,
+            written.datatype,
+            written.losses,
+            written.lost_samples,
+            match written.zero_filled_bytes {
+                0 => String::new(),
+                n => format!(", {} of zeros in their place", format_bytes(n)),
+            },
+            written.data_path.display(),
+            written.meta_path.display()
+        ),
+        Exported::Mcap(written) => format!(
+            "{} messages on {} channels, {} losses as metadata, {} ({}), to {}",
+            written.messages,
+            written.channels,
+            written.losses,
+            format_bytes(written.bytes),
+            written.compression,
+            written.path.display()
+        ),
+    }
 }

@@ -8,6 +8,7 @@
 mod output;
 mod archive_cmd;
 mod bench_cmd;
+mod bench_compare;
 mod bench_report;
 mod export_cmd;
 mod nvme_cmd;
@@ -15,6 +16,7 @@ mod plan_cmd;
 mod progress;
 mod recording_cmd;
 mod repair_cmd;
+mod samples;
 mod selftest_cmd;
 mod serve;
 mod signal;
@@ -98,7 +100,8 @@ enum Command {
     Ls(recording_cmd::LsArgs),
     /// Reproduce a recorded stream byte-exactly, in order.
     Replay(recording_cmd::ReplayArgs),
-    /// Write a recording of datagrams as a PcapNg file (Wireshark, tshark).
+    /// Write a recording as PcapNg (Wireshark, tcpdump; cut by a BPF filter), SigMF (radio
+    /// samples) or MCAP (robotics logs).
     Export(export_cmd::ExportArgs),
     /// Check every chunk of the recordings: CRC, sequence, and the pattern.
     Verify(recording_cmd::VerifyArgs),

@@ -5,11 +5,11 @@ use crate::{exit, parse_sources, progress, signal, EngineArg, Finished, UsageErr
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use nvrec::device::Safety;
+use nvrec::export::{first_content, PcapngExport};
 use nvrec::layout::{ChunkFlags, Content, RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::net::NetCounters;
 use nvrec::pattern::Pattern;
 use nvrec::recording::counters::RecordingCounters;
-use nvrec::recording::export::{first_content, PcapngExport};
 use nvrec::recording::reader::{self, Item};
 use nvrec::recording::scan::Unaccounted;
 use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome, RecordReport};
@@ -166,6 +166,8 @@ pub struct RecordArgs {
         value_parser = clap::value_parser!(u8).range(1..=99)
     )]
     realtime_priority: u8,
+    #[command(flatten)]
+    samples: crate::samples::SampleArgs,
     #[command(flatten)]
     telemetry: crate::telemetry::TelemetryArgs,
 }
@@ -386,6 +388,7 @@ pub fn plan_record(args: RecordArgs) -> Result<RecordPlan> {
             Safety::Check
         },
         create_len_bytes: args.create_size,
+        signal: args.samples.signal(&source_spec)?,
     };
     let capture = capture_options(&args, &source_spec)?;
     Ok(RecordPlan {
@@ -1922,6 +1925,18 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         && member_problems.is_empty()
         && source.unreadable().is_empty()
         && !health::loses_anything(&damage);
+    // A crashed recording's end is found from the chunks on every member: without one, what
+    // it holds past the last checkpoint is out of reach, and the end read is no more than
+    // where the members present stop. Such a recording is not called good.
+    let open_without_members: Vec<u32> = match source.set() {
+        Some(set) if !missing_members.is_empty() => set
+            .recordings()?
+            .iter()
+            .filter(|entry| entry.state == RecordingState::Open)
+            .map(|entry| entry.recording_id)
+            .collect(),
+        _ => Vec::new(),
+    };
     for entry in &selected {
         if signal::CONTROL.state() != ControlState::Run {
             all_good = false; // SIGINT or SIGTERM: the recordings left are not read.
@@ -2017,6 +2032,20 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                 format!(
                     "its entry ends before {} chunks the recording holds: unaccounted (nvrec repair extends the entry over them)",
                     unaccounted.chunk_count
+                )
+            });
+        }
+        if open_without_members.contains(&entry.recording_id) {
+            first_bad.get_or_insert_with(|| {
+                format!(
+                    "its end is recovered without member{} {}, missing: the chunks there past \
+                     its last checkpoint cannot be found",
+                    if missing_members.len() == 1 { "" } else { "s" },
+                    missing_members
+                        .iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             });
         }

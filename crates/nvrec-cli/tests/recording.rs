@@ -412,20 +412,7 @@ fn input_that_outruns_the_target_is_lost_counted_and_marked() {
     let report = json(&output);
     assert_eq!(report["zero_filled_bytes"], 0);
     assert_eq!(std::fs::metadata(&kept).unwrap().len(), recorded);
-    let gaps: Vec<(u64, u64)> = report["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|problem| {
-            let words: Vec<&str> = problem.as_str()?.split_whitespace().collect();
-            match words[..] {
-                ["gap:", len, "bytes", "lost", "before", "stream", "offset", end] => {
-                    Some((len.parse().unwrap(), end.parse().unwrap()))
-                }
-                _ => None,
-            }
-        })
-        .collect();
+    let gaps = common::replay_gaps(&report);
     assert_eq!(
         gaps.len() as u64,
         report["summary"]["gap_count"].as_u64().unwrap()

@@ -519,6 +519,11 @@ const RECORD_OPTIONS: &[(&str, bool)] = &[
     ("on-member-failure", false),
     ("member-timeout", false),
     ("force", false),
+    // What a byte stream's samples are, kept in the entry for a SigMF export.
+    ("datatype", false),
+    ("sample-rate", false),
+    ("center-freq", false),
+    ("meta", false),
     ("realtime", false),
     ("realtime-priority", false),
     ("health-interval", false),

@@ -89,6 +89,17 @@ pub const REAL_KERNEL: Need = Need {
 };
 pub const CHROMIUM: Need = need("chromium", "apt-get install chromium");
 pub const TSHARK: Need = need("tshark and capinfos", "apt-get install tshark");
+pub const TCPDUMP: Need = need("tcpdump", "apt-get install tcpdump");
+/// The official readers of the export formats, from PyPI (the tests install them when pip
+/// can reach it; `.ci/run` installs them).
+pub const PYTHON_SIGMF: Need = need(
+    "the Python package sigmf (SigMF's reader)",
+    "python3 -m pip install --quiet sigmf",
+);
+pub const PYTHON_MCAP: Need = need(
+    "the Python package mcap (MCAP's reader)",
+    "python3 -m pip install --quiet mcap",
+);
 pub const PROMTOOL: Need = need("promtool", "apt-get install prometheus");
 pub const SYSTEMD_ANALYZE: Need = need("systemd-analyze", "apt-get install systemd");
 pub const POSTGRES: Need = need("a PostgreSQL server", "apt-get install postgresql");

@@ -14,6 +14,7 @@
 //! - [`stream`]: chunked write and read over an address range, with stop and abort.
 //! - [`selftest`]: the NVMe-Streamer-style test suite built on [`stream`].
 //! - [`layout`]: the on-disk format of recordings (superblock, chunk header, CRC32C).
+//! - [`export`]: a recording read back, written as PcapNg, SigMF or MCAP.
 //! - [`report`]: self-contained HTML pages with SVG charts, for the bench results.
 //! - [`plan`]: drives, RAM buffer, retention and wear for a target rate; pure arithmetic.
 
@@ -22,6 +23,7 @@ pub mod buffer;
 pub mod clock;
 pub mod device;
 pub mod engine;
+pub mod export;
 pub mod inflight;
 pub mod layout;
 pub mod net;

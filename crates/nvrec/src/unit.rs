@@ -183,11 +183,30 @@ pub fn parse_rate_bytes_per_s(text: &str) -> Result<f64, ParseError> {
 
 /// Formats nanoseconds since the Unix epoch as UTC: `2026-11-22 09:17:10.123`.
 pub fn format_utc_ns(ns: u64) -> String {
-    let seconds = ns / 1_000_000_000;
-    let millis = (ns / 1_000_000) % 1000;
-    let days = (seconds / 86_400) as i64;
-    let second_of_day = seconds % 86_400;
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    format!("{}.{:03}", utc_seconds(ns, ' '), (ns / 1_000_000) % 1000)
+}
+
+/// Formats nanoseconds since the Unix epoch as RFC 3339 in UTC, to the nanosecond:
+/// `2026-11-22T09:17:10.123456789Z` (SigMF's `core:datetime`).
+pub fn format_rfc3339_ns(ns: u64) -> String {
+    format!("{}.{:09}Z", utc_seconds(ns, 'T'), ns % 1_000_000_000)
+}
+
+/// The date and the time to the second, `separator` between them.
+fn utc_seconds(ns: u64, separator: char) -> String {
+    let (year, month, day) = civil_date(ns);
+    let second_of_day = (ns / 1_000_000_000) % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02}{separator}{:02}:{:02}:{:02}",
+        second_of_day / 3600,
+        (second_of_day / 60) % 60,
+        second_of_day % 60
+    )
+}
+
+/// The civil date (proleptic Gregorian) of nanoseconds since 1970-01-01.
+fn civil_date(ns: u64) -> (i64, i64, i64) {
+    let days = (ns / 1_000_000_000 / 86_400) as i64;
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
@@ -201,13 +220,7 @@ pub fn format_utc_ns(ns: u64) -> String {
     } else {
         month_index - 9
     };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{millis:03}",
-        second_of_day / 3600,
-        (second_of_day / 60) % 60,
-        second_of_day % 60
-    )
+    (year_of_era + era * 400 + i64::from(month <= 2), month, day)
 }
 
 /// Formats a byte count with a binary unit: `131072` becomes `128 KiB`, `1536` `1.50 KiB`.
@@ -318,6 +331,11 @@ mod tests {
             format_utc_ns(951_782_400_000_000_000),
             "2000-02-29 00:00:00.000"
         );
+        assert_eq!(
+            format_rfc3339_ns(1_795_000_000_123_456_789),
+            "2026-11-18T11:06:40.123456789Z"
+        );
+        assert_eq!(format_rfc3339_ns(0), "1970-01-01T00:00:00.000000000Z");
     }
 
     #[test]

@@ -268,6 +268,25 @@ pub fn text(output: &Output) -> String {
     )
 }
 
+/// The gaps a `replay --json` report names, in order: (bytes lost, stream offset where the
+/// gap ends).
+pub fn replay_gaps(report: &serde_json::Value) -> Vec<(u64, u64)> {
+    report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|problem| {
+            let words: Vec<&str> = problem.as_str()?.split_whitespace().collect();
+            match words[..] {
+                ["gap:", len, "bytes", "lost", "before", "stream", "offset", end] => {
+                    Some((len.parse().unwrap(), end.parse().unwrap()))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// Deterministic incompressible bytes (xorshift), unlike the pattern.
 pub fn noise(len: usize, seed: u64) -> Vec<u8> {
     let mut state = seed | 1;

@@ -10,6 +10,7 @@ use super::error::{LayoutError, Structure};
 use super::flags::flag_set;
 use super::label::Label;
 use super::retirement::{decode_table, encode_table, validate_table, Retirement};
+use super::signal::Signal;
 use super::uuid::Uuid;
 use super::{
     CHECKPOINT_MAGIC, CHECKPOINT_SIZE_BYTES, LABEL_MAX_BYTES, MAX_MEMBERS, RECORDING_ENTRY_MAGIC,
@@ -317,6 +318,9 @@ flag_set! {
         /// The entry carries each member's lap at the start (`start_laps`) and which
         /// members wrapped over their own start (`overwrote`), format 1.1. Ignorable.
         const LAPS = 1 << 17;
+        /// The entry carries the facts of a sampled signal (`signal`: sample format, rate,
+        /// centre frequency, metadata; format 1.3). Ignorable.
+        const SIGNAL = 1 << 18;
     }
 }
 
@@ -360,6 +364,10 @@ pub struct RecordingEntry {
     /// ended; recovery works it out for a crashed one).
     pub start_laps: Vec<u32>,
     pub overwrote: Vec<bool>,
+    /// With [`RecordingFlags::SIGNAL`] (format 1.3): what the stream's samples are, for a
+    /// SigMF export. `None` with the flag set: an older writer rewrote the entry and the
+    /// facts are gone.
+    pub signal: Option<Signal>,
 }
 
 impl RecordingEntry {
@@ -410,6 +418,13 @@ impl RecordingEntry {
             ));
         }
         validate_table(R, &self.retirements, n)?;
+        if self.signal.is_some() && !self.flags.contains(RecordingFlags::SIGNAL) {
+            return Err(LayoutError::invalid(
+                R,
+                "flags",
+                "a signal's facts without the SIGNAL flag",
+            ));
+        }
         if self.lost_bytes > self.stream_len_bytes {
             return Err(LayoutError::invalid(
                 R,
@@ -472,6 +487,9 @@ impl RecordingEntry {
         {
             put_u32(&mut b, re_off::START_LAPS + 4 * i, lap);
         }
+        if let Some(signal) = &self.signal {
+            signal.encode_into(&mut b)?;
+        }
         seal_meta(&mut b);
         Ok(b)
     }
@@ -521,8 +539,12 @@ impl RecordingEntry {
             retirements: decode_table(R, b, re_off::RETIREMENT_COUNT, re_off::RETIREMENTS)?,
             start_laps: Vec::new(),
             overwrote: Vec::new(),
+            signal: None,
         };
         let mut entry = entry;
+        if entry.flags.contains(RecordingFlags::SIGNAL) {
+            entry.signal = Signal::decode_from(b)?;
+        }
         if entry.flags.contains(RecordingFlags::LAPS) {
             entry.start_laps = (0..usize::from(member_count))
                 .map(|i| get_u32(b, re_off::START_LAPS + 4 * i))
@@ -635,6 +657,7 @@ pub(crate) mod tests {
             retirements: vec![sample_retirement()],
             start_laps: Vec::new(),
             overwrote: Vec::new(),
+            signal: None,
         }
     }
 
@@ -716,6 +739,74 @@ pub(crate) mod tests {
             let b = e.encode().expect("encodes");
             assert_eq!(RecordingEntry::decode(&b), Ok(e));
         }
+    }
+
+    fn sample_signal() -> Signal {
+        Signal {
+            format: crate::layout::SampleFormat::parse("ci16_le").expect("a datatype"),
+            sample_rate_hz: 2.4e6,
+            center_freq_hz: Some(-915e6),
+            meta: vec![
+                ("core:author".into(), "Ada".into()),
+                ("antenna:gain".into(), "3 dBi = 2x".into()),
+            ],
+        }
+    }
+
+    /// Format 1.3: a signal's facts round-trip, sit where the format says, and change no byte
+    /// a 1.2 reader reads but the flags (an ignorable bit) and the CRC; an entry without them
+    /// (1.2 and before) decodes with none, and so does one a 1.2 writer rewrote (the flag
+    /// kept, the fields zero).
+    #[test]
+    fn a_signal_round_trips_and_entries_without_one_still_read() {
+        let plain = sample_entry();
+        let with_signal = RecordingEntry {
+            flags: plain.flags | RecordingFlags::SIGNAL,
+            signal: Some(sample_signal()),
+            ..plain.clone()
+        };
+        let b = with_signal.encode().expect("encodes");
+        assert_eq!(RecordingEntry::decode(&b), Ok(with_signal.clone()));
+        assert_eq!(b[2256..2264], 2.4e6f64.to_bits().to_le_bytes());
+        assert_eq!(b[2264..2272], (-915e6f64).to_bits().to_le_bytes());
+        assert_eq!(b[2272..2274], [4 + 16, 0], "i16, complex, little-endian");
+        assert_eq!(b[2274..2276], [1, 0], "the centre frequency is given");
+        let text = b"core:author=Ada\nantenna:gain=3 dBi = 2x";
+        assert_eq!(b[2276..2278], (text.len() as u16).to_le_bytes());
+        assert_eq!(&b[3840..3840 + text.len()], text);
+        let old = plain.encode().expect("encodes");
+        let differing: Vec<usize> = (0..4096).filter(|&i| old[i] != b[i]).collect();
+        assert!(
+            differing.iter().all(|&i| (44..48).contains(&i)
+                || (2256..2278).contains(&i)
+                || (3840..4096).contains(&i)),
+            "{differing:?}"
+        );
+        assert_eq!(RecordingEntry::decode(&old).expect("decodes").signal, None);
+        // A 1.2 writer's rewrite: the ignorable flag kept, the reserved bytes zero.
+        let rewritten = RecordingEntry {
+            signal: None,
+            ..with_signal.clone()
+        };
+        let decoded = RecordingEntry::decode(&rewritten.encode().expect("encodes"));
+        assert_eq!(decoded.map(|e| e.signal), Ok(None));
+        // Facts without the flag are refused, and so are fields out of range.
+        let unflagged = RecordingEntry {
+            flags: plain.flags,
+            ..with_signal.clone()
+        };
+        assert!(unflagged.encode().is_err());
+        let mut bad = b;
+        bad[2272] = 9;
+        reseal(&mut bad);
+        assert!(
+            RecordingEntry::decode(&bad).is_err(),
+            "an unknown sample format"
+        );
+        let mut bad = b;
+        bad[2256..2264].copy_from_slice(&0f64.to_bits().to_le_bytes());
+        reseal(&mut bad);
+        assert!(RecordingEntry::decode(&bad).is_err(), "a rate of 0");
     }
 
     #[test]

@@ -45,6 +45,7 @@ mod index;
 mod label;
 mod records;
 mod retirement;
+mod signal;
 mod superblock;
 mod uuid;
 mod volume;
@@ -68,6 +69,10 @@ pub use records::{
     RECORD_HEADER_BYTES,
 };
 pub use retirement::{Retirement, RetirementCause, RETIREMENTS_MAX, RETIREMENT_SIZE_BYTES};
+pub use signal::{
+    parse_center_freq_hz, parse_meta, parse_sample_rate_hz, ByteOrder, Component, SampleFormat,
+    Signal, SignalError, CORE_TEXT_KEYS, SIGNAL_HZ_MAX, SIGNAL_META_BYTES_MAX,
+};
 pub use superblock::{select_superblock, Superblock, SuperblockChoice, SuperblockCopies};
 pub use uuid::Uuid;
 pub use volume::{meta_block_bytes_for, superblock_b_offset_bytes, IndexGeometry, VolumeLayout};

@@ -20,8 +20,9 @@
 //! (the default where there are few cores) the recorder frames straight from the ring.
 //!
 //! Deliberately absent: filter compilation from an expression (no well-kept pure-Rust
-//! compiler exists; `tcpdump -ddd EXPR` prints the program [`parse_bpf_program`] reads).
+//! compiler exists; `tcpdump -ddd EXPR` prints the program [`super::parse_bpf_program`] reads).
 
+use super::bpf::BpfInstruction;
 use super::NetCounters;
 use crate::layout::{
     encode_loss, encode_packet_header, record_bytes, Content, Loss, LossCause, Packet,
@@ -49,8 +50,6 @@ pub const SNAPLEN_MAX: u32 = 256 << 10;
 pub const CAPTURE_THREADS_MAX: usize = 16;
 /// Staging buffers per capture thread, filled or waiting for the recorder.
 const STAGING_BUFFERS: usize = 8;
-/// Instructions of a classic BPF program, at most (BPF_MAXINSNS).
-pub const BPF_INSTRUCTIONS_MAX: usize = 4096;
 
 // linux/if_packet.h and linux/socket.h.
 const SOL_PACKET: libc::c_int = 263;
@@ -99,70 +98,6 @@ impl Default for CaptureOptions {
 pub fn default_capture_threads() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     (cores.saturating_sub(2) / 2).clamp(1, 4)
-}
-
-/// One instruction of a classic BPF program (struct sock_filter).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BpfInstruction {
-    pub code: u16,
-    pub jt: u8,
-    pub jf: u8,
-    pub k: u32,
-}
-
-/// Reads a classic BPF program as `tcpdump -ddd EXPR` prints it: the instruction count on
-/// the first line, then one instruction a line as four decimal numbers (code jt jf k).
-pub fn parse_bpf_program(text: &str) -> Result<Vec<BpfInstruction>, String> {
-    let mut lines = text
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .enumerate();
-    let (_, first) = lines
-        .next()
-        .ok_or("empty: give the output of tcpdump -ddd EXPR")?;
-    let count: usize = first
-        .parse()
-        .map_err(|_| format!("line 1: {first:?} is not the instruction count (tcpdump -ddd)"))?;
-    if count == 0 || count > BPF_INSTRUCTIONS_MAX {
-        return Err(format!(
-            "line 1: {count} instructions; a program has 1 to {BPF_INSTRUCTIONS_MAX}"
-        ));
-    }
-    let mut program = Vec::with_capacity(count);
-    for (index, line) in lines {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let parsed = match fields.as_slice() {
-            [code, jt, jf, k] => (|| {
-                Some(BpfInstruction {
-                    code: code.parse().ok()?,
-                    jt: jt.parse().ok()?,
-                    jf: jf.parse().ok()?,
-                    k: k.parse::<i64>().ok().and_then(|k| {
-                        u32::try_from(k)
-                            .ok()
-                            .or_else(|| i32::try_from(k).ok().map(|k| k as u32))
-                    })?,
-                })
-            })(),
-            _ => None,
-        };
-        let instruction = parsed.ok_or_else(|| {
-            format!(
-                "line {}: {line:?} is not an instruction (code jt jf k, decimal)",
-                index + 1
-            )
-        })?;
-        program.push(instruction);
-    }
-    if program.len() != count {
-        return Err(format!(
-            "line 1 says {count} instructions, {} follow",
-            program.len()
-        ));
-    }
-    Ok(program)
 }
 
 #[repr(C)]
@@ -930,6 +865,7 @@ impl std::fmt::Debug for CaptureSource {
 mod tests {
     use super::*;
     use crate::layout::{records, Record};
+    use crate::net::parse_bpf_program;
     use std::net::UdpSocket;
 
     /// Rings of 8 MiB: the tests run side by side, and what they send fits.
@@ -972,37 +908,6 @@ mod tests {
             sockets[index % senders]
                 .send_to(&data, receiver.local_addr().unwrap())
                 .unwrap();
-        }
-    }
-
-    #[test]
-    fn bpf_programs_are_read_as_tcpdump_prints_them_and_refused_otherwise() {
-        let program =
-            parse_bpf_program("4\n128 0 0 0\n37 0 1 1000\n6 0 0 262144\n6 0 0 0\n").unwrap();
-        assert_eq!(program.len(), 4);
-        assert_eq!(
-            program[1],
-            BpfInstruction {
-                code: 37,
-                jt: 0,
-                jf: 1,
-                k: 1000
-            }
-        );
-        // A negative k (tcpdump prints some as signed) is its two's complement.
-        assert_eq!(parse_bpf_program("1\n6 0 0 -1").unwrap()[0].k, u32::MAX);
-        for bad in [
-            "",
-            "x",
-            "0",
-            "2\n6 0 0 0",
-            "1\n6 0 0",
-            "1\n6 0 0 0 0",
-            "1\n6 0 300 0",
-            "1\n6 0 0 99999999999",
-            "5000\n6 0 0 0",
-        ] {
-            assert!(parse_bpf_program(bad).is_err(), "{bad:?}");
         }
     }
 

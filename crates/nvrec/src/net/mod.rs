@@ -1,5 +1,6 @@
 //! Network sources: what arrives on sockets, recorded as records (`layout::records`).
 
+mod bpf;
 mod capture;
 mod inject;
 mod tcp;
@@ -10,9 +11,10 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+pub use bpf::{parse_bpf_program, BpfError, BpfFilter, BpfInstruction, BPF_INSTRUCTIONS_MAX};
 pub use capture::{
-    default_capture_threads, parse_bpf_program, BpfInstruction, CaptureOptions, CaptureSource,
-    BLOCK_BYTES, BLOCK_COUNT, BPF_INSTRUCTIONS_MAX, CAPTURE_THREADS_MAX, SNAPLEN_MAX,
+    default_capture_threads, CaptureOptions, CaptureSource, BLOCK_BYTES, BLOCK_COUNT,
+    CAPTURE_THREADS_MAX, SNAPLEN_MAX,
 };
 pub use inject::{FrameSender, InjectReport};
 pub use tcp::TcpSource;

@@ -27,7 +27,6 @@
 pub mod counters;
 pub mod disk;
 mod durability;
-pub mod export;
 pub mod fuzzing;
 pub mod health;
 pub mod load;

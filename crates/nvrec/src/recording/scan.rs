@@ -255,6 +255,8 @@ impl Found {
             retirements: Vec::new(),
             start_laps: vec![0; set.member_count()],
             overwrote: vec![false; set.member_count()],
+            // A signal's facts live in the entry alone: lost with it, as its name is.
+            signal: None,
         }
     }
 }

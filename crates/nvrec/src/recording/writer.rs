@@ -172,6 +172,8 @@ pub struct RecordOptions {
     pub on_member_failure: MemberFailure,
     /// A member whose oldest write has been in flight this long has failed.
     pub member_timeout: Duration,
+    /// The facts of a sampled signal, kept in the entry (format 1.3).
+    pub signal: Option<crate::layout::Signal>,
 }
 
 impl Default for RecordOptions {
@@ -196,6 +198,7 @@ impl Default for RecordOptions {
             create_len_bytes: None,
             on_member_failure: MemberFailure::Retire,
             member_timeout: super::MEMBER_TIMEOUT_DEFAULT,
+            signal: None,
         }
     }
 }
@@ -704,6 +707,9 @@ impl<'a> Writer<'a> {
         if self.ingest.records {
             flags.insert(RecordingFlags::RECORDS);
         }
+        if self.options.signal.is_some() {
+            flags.insert(RecordingFlags::SIGNAL);
+        }
         let open = state == RecordingState::Open;
         Ok(RecordingEntry {
             set_uuid: self.set.set_uuid,
@@ -738,6 +744,7 @@ impl<'a> Writer<'a> {
                 })
                 .collect(),
             retirements: self.retiring.retirements.clone(),
+            signal: self.options.signal.clone(),
             start_laps: if ring {
                 self.placement
                     .members

@@ -7,8 +7,16 @@
 //! the payload, addresses and ports as received; link type RAW), with `epb_dropcount` on
 //! the first packet after a loss; at the end, interface statistics with what was received
 //! and what was dropped. The PcapNg blocks are written by the `pcap-file` crate.
+//!
+//! With a classic BPF filter ([`PcapngExport::with_filter`]), only the packets it keeps
+//! are written: it runs on each packet as exported (a captured frame as it was, a datagram in
+//! its rebuilt IP packet), with its length on the wire, so `tcpdump -r` of an unfiltered
+//! export with the same expression keeps the same packets. An interface is declared when its
+//! first packet passes.
 
-use crate::layout::{records, Content, LayoutError, Loss, Packet, Record};
+use super::ExportError;
+use crate::layout::{records, Content, Loss, Packet, Record};
+use crate::net::BpfFilter;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
@@ -26,22 +34,16 @@ use std::time::Duration;
 /// The largest packet an exported interface declares (an IP packet of 64 KiB).
 const SNAPLEN: u32 = 65535;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    #[error("writing the export: {0}")]
-    Write(#[from] pcap_file::PcapError),
-    #[error("a record in the recording is malformed: {0}")]
-    Record(#[from] LayoutError),
-}
-
 /// What an export wrote, per stream and in all.
 #[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct ExportSummary {
+pub struct PcapngSummary {
     /// Bytes of PcapNg written after the section header.
     pub bytes: u64,
     pub packets: u64,
     pub dropped: u64,
     pub truncated: u64,
+    /// Packets the filter left out (`--filter-bpf`).
+    pub filtered_out: u64,
     pub streams: Vec<StreamSummary>,
 }
 
@@ -55,18 +57,19 @@ pub struct StreamSummary {
     pending_drops: u64,
     #[serde(skip)]
     last_timestamp_ns: u64,
-    /// TCP: the sequence number of the stream's next byte.
-    #[serde(skip)]
-    tcp_sequence: u32,
 }
 
 pub struct PcapngExport<W: Write> {
     writer: PcapNgWriter<W>,
     /// Interface id of each stream seen (index: stream number).
     interfaces: Vec<Option<u32>>,
-    summary: ExportSummary,
+    summary: PcapngSummary,
     /// Which streams to export (None: all).
     streams: Option<Vec<u16>>,
+    /// Only packets this program keeps (None: all).
+    filter: Option<BpfFilter>,
+    /// TCP: the sequence number of each stream's next byte (index: stream number).
+    tcp_sequences: Vec<u32>,
     packet: Vec<u8>,
 }
 
@@ -76,10 +79,18 @@ impl<W: Write> PcapngExport<W> {
         Ok(PcapngExport {
             writer: PcapNgWriter::new(out)?,
             interfaces: Vec::new(),
-            summary: ExportSummary::default(),
+            summary: PcapngSummary::default(),
             streams,
+            filter: None,
+            tcp_sequences: Vec::new(),
             packet: Vec::with_capacity(1 << 17),
         })
+    }
+
+    /// Writes only the packets `filter` keeps.
+    pub fn with_filter(mut self, filter: BpfFilter) -> PcapngExport<W> {
+        self.filter = Some(filter);
+        self
     }
 
     /// Exports the records of one chunk's payload.
@@ -168,21 +179,15 @@ impl<W: Write> PcapngExport<W> {
         if !self.wanted(packet.stream) {
             return Ok(());
         }
+        let original_len = self.build(packet);
+        if let Some(filter) = &self.filter {
+            if !filter.accepts(&self.packet, original_len) {
+                self.summary.filtered_out += 1;
+                return Ok(());
+            }
+        }
         let id = self.interface(packet.stream, packet.content)?;
         let stream = &mut self.summary.streams[id as usize];
-        let original_len = match packet.content {
-            Content::Udp => build_ip(&mut self.packet, packet, Transport::Udp),
-            Content::Tcp => {
-                let sequence = stream.tcp_sequence;
-                stream.tcp_sequence = sequence.wrapping_add(packet.original_len);
-                build_ip(&mut self.packet, packet, Transport::Tcp { sequence })
-            }
-            Content::Ethernet => {
-                self.packet.clear();
-                self.packet.extend_from_slice(packet.data);
-                packet.original_len
-            }
-        };
         let mut options = Vec::new();
         if stream.pending_drops > 0 {
             options.push(EnhancedPacketOption::DropCount(stream.pending_drops));
@@ -204,8 +209,30 @@ impl<W: Write> PcapngExport<W> {
         Ok(())
     }
 
+    /// Puts the packet as exported into `self.packet`; returns its length on the wire. A TCP
+    /// stream's sequence number moves on whether or not a filter keeps the packet.
+    fn build(&mut self, packet: &Packet<'_>) -> u32 {
+        match packet.content {
+            Content::Udp => build_ip(&mut self.packet, packet, Transport::Udp),
+            Content::Tcp => {
+                let index = usize::from(packet.stream);
+                if self.tcp_sequences.len() <= index {
+                    self.tcp_sequences.resize(index + 1, 0);
+                }
+                let sequence = self.tcp_sequences[index];
+                self.tcp_sequences[index] = sequence.wrapping_add(packet.original_len);
+                build_ip(&mut self.packet, packet, Transport::Tcp { sequence })
+            }
+            Content::Ethernet => {
+                self.packet.clear();
+                self.packet.extend_from_slice(packet.data);
+                packet.original_len
+            }
+        }
+    }
+
     /// Writes each interface's statistics and hands back the output and the summary.
-    pub fn finish(mut self) -> Result<(W, ExportSummary), ExportError> {
+    pub fn finish(mut self) -> Result<(W, PcapngSummary), ExportError> {
         for (id, stream) in self.summary.streams.iter().enumerate() {
             let timestamp = stream.last_timestamp_ns;
             self.summary.bytes += self.writer.write_pcapng_block(InterfaceStatisticsBlock {
