@@ -195,18 +195,15 @@ enum Region {
 
 /// Whether a fault that fails writes over a range of one member is drawn together with a
 /// second failure of another member (whose writes may then be sent again into that range).
-/// Not by default, for a defect of the writer this found: where a retired member's write
-/// sent again to another member fails there, its retirement's run of redirected slots is
-/// cut before it (`cut_run_at`), and yet the rewrites of the retired member's unflushed
-/// chunks that follow, placed past the failed slots, are counted into the cut run as if they
-/// followed it. Seed 989299 (`NVREC_SIM_SEED=989299 NVREC_SIM_CASES=1`, with this `true`): 2
-/// members; member 1 dies at its 11th write and is retired with its run on member 0 from
-/// slot 24; the redirected write at slots 31-34 meets member 0's failing range (EIO), the
-/// recording fails; the rewrites go on at slots 36-47; the entry names a run of 16 slots
-/// from 24 (24-39). The reader then finds slots 31-35 blank (reported as damage) and never
-/// looks at 40-47, so chunks 16-19, rewritten at 40-43 and within the 43 chunks (346752
-/// bytes) acknowledged, read as missing. The run should end at slot 31, or the rewrites go
-/// to a run of their own.
+/// Not by default yet. The defect it first found is fixed: where a retired member's write
+/// sent again to another member failed there, its run of redirected slots was cut before it
+/// (`cut_run_at`), yet the rewrites that followed were counted into the cut run (seed
+/// 989299: chunks 16-19, acknowledged, read as missing); now nothing joins a cut run (its
+/// rewrites are given up and reported, its redirects end the recording). One case in about
+/// 9000 still fails with this drawn: seed 514525472 (`NVREC_SIM_SEED=514525472
+/// NVREC_SIM_CASES=1`, with this `true`): three members, member 1 dies and is retired into
+/// a run on member 2, member 2 then fails a write with ENOSPC and the recording fails, and
+/// after a crash the recovered entry claims member 2's slot 260, which is blank.
 const DRAW_WRITE_ERRORS_UNDER_REDIRECTS: bool = false;
 
 /// Drawn into [`Case::repair`] this often (one case in N).

@@ -77,11 +77,31 @@ pub(super) struct Retiring {
     /// retired at a time, once the writes of the one before have gone out again (several
     /// may fail in one batch of completions).
     pub(super) failing: Vec<usize>,
+    /// Retirements (by index) whose run of redirected slots was cut short: a write sent
+    /// there failed, so nothing more may join the run (its slots would not follow on).
+    pub(super) cut_runs: Vec<usize>,
     /// Failures that ended nothing, for the report.
     pub(super) member_errors: Vec<MemberErrorReport>,
 }
 
 impl Retiring {
+    /// Whether the newest retirement's run was cut: its redirects and rewrites cannot go on
+    /// in it.
+    pub(super) fn newest_run_cut(&self) -> bool {
+        self.retirements
+            .len()
+            .checked_sub(1)
+            .is_some_and(|newest| self.cut_runs.contains(&newest))
+    }
+
+    /// Retirement `index`'s run ends at `slot_count` slots.
+    pub(super) fn cut_run(&mut self, index: usize, slot_count: u32) {
+        self.retirements[index].redirect_slot_count = slot_count;
+        if !self.cut_runs.contains(&index) {
+            self.cut_runs.push(index);
+        }
+    }
+
     /// A write of `member` failed: it is to be handled (once, however many failed).
     pub(super) fn failing(&mut self, member: usize) {
         if !self.failing.contains(&member) {
@@ -436,7 +456,7 @@ impl Writer<'_> {
             cuts.push((index, cut));
         }
         for (index, cut) in cuts {
-            self.retiring.retirements[index].redirect_slot_count = cut as u32;
+            self.retiring.cut_run(index, cut as u32);
         }
         true
     }
@@ -446,12 +466,13 @@ impl Writer<'_> {
     /// before it (the frontier stops at it). The slots after it hold nothing the recording
     /// claims, and a reader that took them for redirected chunks would find them blank.
     pub(super) fn cut_run_at(&mut self, member: usize, slot: u64) {
-        for retirement in self.retiring.retirements.iter_mut().rev() {
+        for index in (0..self.retiring.retirements.len()).rev() {
+            let retirement = &self.retiring.retirements[index];
             if retirement.redirect_member as usize != member {
                 continue;
             }
             if let Some(before) = Self::run_position(retirement, slot) {
-                retirement.redirect_slot_count = before as u32;
+                self.retiring.cut_run(index, before as u32);
                 return;
             }
         }
@@ -624,6 +645,15 @@ impl Writer<'_> {
         while let (Some(&number), Some(target)) =
             (self.retiring.redirects.front(), self.retiring.redirect_to)
         {
+            if self.retiring.newest_run_cut() {
+                // A write sent again failed there too: what is left cannot join the run,
+                // and the recording ends before it.
+                self.error.get_or_insert(
+                    "a retired member's writes could not be written elsewhere".into(),
+                );
+                self.retiring.redirects.clear();
+                break;
+            }
             let flight = *self
                 .frontier
                 .flights
@@ -771,6 +801,32 @@ mod stage_tests {
         assert!(retiring.holds_new_writes());
         assert!(retiring.gate_expired(now + Duration::from_millis(250)));
         assert!(!retiring.holds_new_writes());
+    }
+
+    #[test]
+    fn nothing_joins_a_run_once_it_was_cut() {
+        let retirement = |member_index| Retirement {
+            member_index,
+            cause: RetirementCause::WriteFailed,
+            errno: libc::EIO,
+            retired_ns: 0,
+            stream_offset_bytes: 0,
+            first_sequence: 0,
+            redirect_member: 0,
+            redirect_slot_count: 12,
+            redirect_first_slot: 24,
+            redirect_lap_slots: 100,
+            retired_first_slot: 0,
+        };
+        let mut retiring = Retiring::default();
+        assert!(!retiring.newest_run_cut(), "no retirement, no run");
+        retiring.retirements.push(retirement(1));
+        assert!(!retiring.newest_run_cut());
+        retiring.cut_run(0, 7);
+        assert_eq!(retiring.retirements[0].redirect_slot_count, 7);
+        assert!(retiring.newest_run_cut());
+        retiring.retirements.push(retirement(2));
+        assert!(!retiring.newest_run_cut(), "a newer retirement has a run of its own");
     }
 
     #[test]

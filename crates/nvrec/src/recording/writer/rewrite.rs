@@ -256,6 +256,12 @@ impl Writer<'_> {
         while let (Some(&rewrite), Some(target)) =
             (self.retiring.rewrites.front(), self.retiring.redirect_to)
         {
+            if self.retiring.newest_run_cut() {
+                // A write sent again failed on the redirect member: nothing more joins the
+                // run. What is left stays where the failed flush left it, noted.
+                self.rewrites_given_up();
+                break;
+            }
             let count = rewrite.done.chunk_count;
             let state = &self.placement.members[target];
             if !ring && state.next_slot + count as u64 > state.usable_slots {
