@@ -826,7 +826,10 @@ mod stage_tests {
         assert_eq!(retiring.retirements[0].redirect_slot_count, 7);
         assert!(retiring.newest_run_cut());
         retiring.retirements.push(retirement(2));
-        assert!(!retiring.newest_run_cut(), "a newer retirement has a run of its own");
+        assert!(
+            !retiring.newest_run_cut(),
+            "a newer retirement has a run of its own"
+        );
     }
 
     #[test]
