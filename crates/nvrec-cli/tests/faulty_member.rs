@@ -711,24 +711,6 @@ fn u64_at(value: &serde_json::Value, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {value}"))
 }
 
-/// The gaps a `replay --json` report names: (length, stream offset where it ends).
-fn gaps_of(report: &serde_json::Value) -> Vec<(u64, u64)> {
-    report["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|problem| {
-            let words: Vec<&str> = problem.as_str()?.split_whitespace().collect();
-            match words[..] {
-                ["gap:", len, "bytes", "lost", "before", "stream", "offset", end] => {
-                    Some((len.parse().unwrap(), end.parse().unwrap()))
-                }
-                _ => None,
-            }
-        })
-        .collect()
-}
-
 /// Replays the first recording with its gaps as zeros and checks every byte: the pattern of
 /// `seed` at its stream offset, zeros in each gap. Returns the recorded bytes replayed (the
 /// replay's length less its zeros).
@@ -742,7 +724,7 @@ fn replay_is_the_pattern(targets: &[PathBuf], scratch: &Scratch, seed: u64) -> u
     assert_eq!(output.status.code(), Some(0), "replay: {}", text(&output));
     let report = json(&output);
     let len = std::fs::metadata(&path).unwrap().len();
-    let gaps = gaps_of(&report);
+    let gaps = replay_gaps(&report);
     let zero_filled: u64 = gaps
         .iter()
         .filter(|&&(_, end)| end <= len)

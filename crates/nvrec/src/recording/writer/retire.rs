@@ -896,6 +896,19 @@ mod tests {
         read_images(sim.current_images())
     }
 
+    /// As the tools see the disks: the recording holds the stream up to `limit`, every
+    /// chunk of it, the last one where the entry ends.
+    fn whole_to(sim: &SimDisks, limit: u64) {
+        let (entry, end, sequences) = as_the_tools_see_it(sim);
+        assert_eq!(entry.stream_len_bytes, limit);
+        assert_eq!(end, limit);
+        assert_eq!(
+            sequences.last(),
+            Some(&(entry.end_sequence - 1)),
+            "every chunk"
+        );
+    }
+
     /// As [`as_the_tools_see_it`], after a power cut that drops every write not flushed.
     fn after_a_power_cut(sim: &SimDisks) -> (RecordingEntry, u64, BTreeSet<u64>) {
         read_images(sim.durable_images())
@@ -1101,14 +1114,7 @@ mod tests {
         assert_eq!(report.outcome, RecordOutcome::Complete, "{report:?}");
         assert_eq!(report.retirements.len(), 1, "{report:?}");
         assert_eq!(report.retirements[0].member_index, 0);
-        let (entry, end, sequences) = as_the_tools_see_it(&sim);
-        assert_eq!(entry.stream_len_bytes, limit);
-        assert_eq!(end, limit);
-        assert_eq!(
-            sequences.last(),
-            Some(&(entry.end_sequence - 1)),
-            "every chunk"
-        );
+        whole_to(&sim, limit);
     }
 
     #[test]
@@ -1158,14 +1164,7 @@ mod tests {
         assert_eq!(report.outcome, RecordOutcome::Complete, "{report:?}");
         let retired: Vec<u16> = report.retirements.iter().map(|r| r.member_index).collect();
         assert_eq!(retired, [0, 2], "{report:?}");
-        let (entry, end, sequences) = as_the_tools_see_it(&sim);
-        assert_eq!(entry.stream_len_bytes, limit);
-        assert_eq!(end, limit);
-        assert_eq!(
-            sequences.last(),
-            Some(&(entry.end_sequence - 1)),
-            "every chunk"
-        );
+        whole_to(&sim, limit);
     }
 
     #[test]
