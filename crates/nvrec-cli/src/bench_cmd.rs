@@ -1,6 +1,7 @@
 //! `nvrec bench sweep|fill|overwrite|profile`: arguments, progress, tables, JSON, CSV and the
 //! HTML report. The measuring is `nvrec::bench`'s.
 
+use crate::bench_together::{self as together, Shape};
 use crate::{exit, progress, signal, size_arg, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -47,28 +48,30 @@ pub struct BenchArgs {
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     /// File, block device, or sim:... (see below). Everything on it is overwritten. A file
-    /// that exists is used at its size, never grown.
-    target: String,
+    /// that exists is used at its size, never grown. Several: the bench runs on all at once
+    /// (each drive's rates, the aggregate), then on each alone (their sum, the share kept).
+    #[arg(required = true, value_name = "TARGET")]
+    pub(crate) targets: Vec<String>,
     /// I/O engine.
     #[arg(long, value_enum, default_value = "auto")]
-    engine: EngineArg,
+    pub(crate) engine: EngineArg,
     /// Write even to a device whose first blocks hold a filesystem or partition table (one
     /// that is mounted or in use is never written).
     #[arg(long)]
-    force: bool,
+    pub(crate) force: bool,
     /// Also write the JSON result to this file.
     #[arg(long)]
-    save: Option<PathBuf>,
+    pub(crate) save: Option<PathBuf>,
     /// Write the time series (or the table) as CSV to this file.
     #[arg(long)]
-    csv: Option<PathBuf>,
+    pub(crate) csv: Option<PathBuf>,
     /// Write a self-contained HTML report with charts to this file.
     #[arg(long)]
-    report: Option<PathBuf>,
+    pub(crate) report: Option<PathBuf>,
     /// The drive's rated read and write in MB/s, e.g. 3500,3000: every rate is also shown
     /// as a percent of its direction's rating (text, JSON `rated`, HTML).
     #[arg(long, value_parser = rated_arg)]
-    rated: Option<bench::Rated>,
+    pub(crate) rated: Option<bench::Rated>,
 }
 
 fn rated_arg(text: &str) -> Result<bench::Rated, String> {
@@ -205,15 +208,35 @@ fn shape_arg(text: &str) -> Result<bench::TestShape, String> {
     bench::TestShape::parse(text).map_err(|error| error.to_string())
 }
 
+/// The one target of a bench on one drive.
 fn open(common: &CommonArgs, create_len_bytes: Option<u64>) -> Result<BenchTarget> {
-    let spec = TargetSpec::parse(&common.target).map_err(|error| UsageError(error.to_string()))?;
+    let spec = parse_target(&common.targets[0])?;
+    open_spec(common, &common.targets[0], &spec, create_len_bytes)
+}
+
+pub(crate) fn parse_target(target: &str) -> Result<TargetSpec> {
+    Ok(TargetSpec::parse(target).map_err(|error| UsageError(error.to_string()))?)
+}
+
+/// Opens a target for writing, through the safety checks unless `--force`.
+pub(crate) fn open_spec(
+    common: &CommonArgs,
+    target: &str,
+    spec: &TargetSpec,
+    create_len_bytes: Option<u64>,
+) -> Result<BenchTarget> {
     let safety = if common.force {
         Safety::Force
     } else {
         Safety::Check
     };
-    BenchTarget::open(&spec, Access::Write, safety, create_len_bytes)
-        .with_context(|| format!("opening {} for the bench", common.target))
+    BenchTarget::open(spec, Access::Write, safety, create_len_bytes)
+        .with_context(|| format!("opening {target} for the bench"))
+}
+
+/// Whether this bench runs on several drives at once.
+fn several(common: &CommonArgs) -> bool {
+    common.targets.len() > 1
 }
 
 pub fn run(args: BenchArgs, json: bool) -> Result<Finished> {
@@ -253,14 +276,27 @@ fn emit(common: &CommonArgs, json: bool, outputs: Outputs<'_>) -> Result<()> {
             .sections
             .push(crate::bench_report::rated_section(&figures));
     }
+    write_outputs(common, json, &value, &text, &csv, &report)
+}
+
+/// Writes the JSON (stdout and/or `--save`), the CSV and the report; prints the text when
+/// not JSON.
+pub(crate) fn write_outputs(
+    common: &CommonArgs,
+    json: bool,
+    value: &serde_json::Value,
+    text: &str,
+    csv: &str,
+    report: &nvrec::report::Report,
+) -> Result<()> {
     if let Some(path) = &common.save {
         write_file(path, &format!("{value:#}\n"))?;
     }
     if let Some(path) = &common.csv {
-        write_file(path, &csv)?;
+        write_file(path, csv)?;
     }
     if let Some(path) = &common.report {
-        write_file(path, &nvrec::report::render_html(&report))?;
+        write_file(path, &nvrec::report::render_html(report))?;
     }
     if json {
         outln!("{value}");
@@ -280,7 +316,7 @@ fn emit(common: &CommonArgs, json: bool, outputs: Outputs<'_>) -> Result<()> {
 }
 
 /// One line a rate: measured, rated, percent.
-fn rated_text(figures: &[bench::RatedFigure]) -> String {
+pub(crate) fn rated_text(figures: &[bench::RatedFigure]) -> String {
     let mut out = "of rated (--rated):\n".to_string();
     for figure in figures {
         let _ = writeln!(
@@ -327,6 +363,29 @@ fn sweep(args: SweepArgs, json: bool) -> Result<Finished> {
         args.max_chunks
             .unwrap_or(bench::SWEEP_CHUNK_COUNT_MAX_DEFAULT),
     );
+    if several(&args.common) {
+        let shape = Shape {
+            name: "sweep",
+            create_len_bytes: Some(create_len_bytes),
+        };
+        let result =
+            together::measure(&args.common, json, &shape, |target, lockstep, progress| {
+                let settings = bench::SweepSettings {
+                    lockstep,
+                    ..settings.clone()
+                };
+                bench::sweep(target, &settings, &signal::CONTROL, progress, &mut |_| {})
+            })?;
+        let value = serde_json::to_value(&result)?;
+        return together::emit(
+            &args.common,
+            json,
+            &result,
+            value,
+            String::new(),
+            |r: &SweepResult| !r.summary.verified,
+        );
+    }
     let target = open(&args.common, Some(create_len_bytes))?;
     let (progress, display) = start_progress("sweep", json);
     let result = bench::sweep(&target, &settings, &signal::CONTROL, &progress, &mut |_| {})?;
@@ -432,8 +491,12 @@ fn fill(args: FillArgs, json: bool) -> Result<Finished> {
         },
         ..bench::FillSettings::default()
     };
+    if several(&args.common) {
+        return fill_together(&args, settings, json);
+    }
     let target = open(&args.common, args.size)?;
-    let monitor = crate::telemetry::start(&[PathBuf::from(&args.common.target)], &args.telemetry);
+    let monitor =
+        crate::telemetry::start(&[PathBuf::from(&args.common.targets[0])], &args.telemetry);
     let results = fill_runs(&target, &settings, args.runs, json);
     let telemetry = crate::telemetry::finish(monitor);
     let results = results?;
@@ -475,6 +538,50 @@ fn fill(args: FillArgs, json: bool) -> Result<Finished> {
         .iter()
         .any(|run| run.write.error.is_some() || run.summary.verified == Some(false));
     Ok(Finished(if failed { exit::FAILURE } else { exit::OK }))
+}
+
+/// A fill on several drives at once, then on each alone, with every drive's health sampled.
+fn fill_together(args: &FillArgs, settings: bench::FillSettings, json: bool) -> Result<Finished> {
+    if args.runs > 1 {
+        return Err(UsageError(
+            "--runs with several targets: fill them together once, or each with --runs".into(),
+        )
+        .into());
+    }
+    let shape = Shape {
+        name: "fill",
+        create_len_bytes: args.size,
+    };
+    let paths: Vec<PathBuf> = args.common.targets.iter().map(PathBuf::from).collect();
+    let monitor = crate::telemetry::start(&paths, &args.telemetry);
+    let result = together::measure(&args.common, json, &shape, |target, lockstep, progress| {
+        let settings = bench::FillSettings {
+            lockstep,
+            ..settings.clone()
+        };
+        bench::fill(
+            target,
+            &settings,
+            &signal::CONTROL,
+            progress,
+            &mut |_, _| {},
+        )
+    });
+    let telemetry = crate::telemetry::finish(monitor);
+    let result = result?;
+    let mut value = serde_json::to_value(&result)?;
+    value["telemetry"] = serde_json::to_value(&telemetry)?;
+    let text = telemetry
+        .as_ref()
+        .map_or(String::new(), crate::telemetry::text);
+    together::emit(
+        &args.common,
+        json,
+        &result,
+        value,
+        text,
+        |run: &FillResult| run.write.error.is_some() || run.summary.verified == Some(false),
+    )
 }
 
 /// `runs` fills one after the other, stopping after the run a Ctrl-C or a failure ended.
@@ -752,7 +859,30 @@ fn overwrite(args: OverwriteArgs, json: bool) -> Result<Finished> {
             TrimArg::On => vec![OverwriteMode::Trim],
         },
         engine: args.common.engine.choice(),
+        lockstep: bench::Lockstep::alone(),
     };
+    if several(&args.common) {
+        let shape = Shape {
+            name: "overwrite",
+            create_len_bytes: args.size,
+        };
+        let result =
+            together::measure(&args.common, json, &shape, |target, lockstep, progress| {
+                let settings = bench::OverwriteSettings {
+                    lockstep,
+                    ..settings.clone()
+                };
+                bench::overwrite(
+                    target,
+                    &settings,
+                    &signal::CONTROL,
+                    progress,
+                    &mut |_, _| {},
+                )
+            })?;
+        let value = serde_json::to_value(&result)?;
+        return together::emit(&args.common, json, &result, value, String::new(), |_| false);
+    }
     let target = open(&args.common, args.size)?;
     let (progress, display) = start_progress("overwrite", json);
     let result = bench::overwrite(
@@ -856,8 +986,25 @@ fn profile(args: ProfileArgs, json: bool) -> Result<Finished> {
         runs: args.runs,
         data,
         engine: args.common.engine.choice(),
+        lockstep: bench::Lockstep::alone(),
     };
     let region = args.size.unwrap_or(profile.region_bytes_default());
+    if several(&args.common) {
+        let shape = Shape {
+            name: "profile",
+            create_len_bytes: Some(region),
+        };
+        let result =
+            together::measure(&args.common, json, &shape, |target, lockstep, progress| {
+                let settings = bench::ProfileSettings {
+                    lockstep,
+                    ..settings.clone()
+                };
+                bench::profile(target, &settings, &signal::CONTROL, progress, &mut |_| {})
+            })?;
+        let value = serde_json::to_value(&result)?;
+        return together::emit(&args.common, json, &result, value, String::new(), |_| false);
+    }
     let target = open(&args.common, Some(region))?;
     let (progress, display) = start_progress(profile.name(), json);
     let result = bench::profile(&target, &settings, &signal::CONTROL, &progress, &mut |_| {})?;

@@ -38,11 +38,31 @@ struct Saved {
     value: Value,
 }
 
-fn load(path: &PathBuf) -> Result<Saved> {
+/// A saved bench on several drives at once: its drives' runs together become [`Saved`]s of
+/// their own, labelled `NAME drive N (TARGET)`; this keeps the figures for a section.
+struct Together {
+    label: String,
+    value: Value,
+}
+
+/// What one file holds: one bench, or a bench on several drives at once.
+enum Loaded {
+    One(Saved),
+    Several(Vec<Saved>, Together),
+}
+
+fn load(path: &PathBuf) -> Result<Loaded> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| UsageError(format!("cannot read {}: {error}", path.display())))?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|error| UsageError(format!("{} is not JSON: {error}", path.display())))?;
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |name| name.to_string_lossy().to_string(),
+    );
+    if value.pointer("/schema").and_then(Value::as_str) == Some("nvrec.bench.together") {
+        return Ok(several(&name, value));
+    }
     if value.pointer("/meta/schema").and_then(Value::as_str) != Some("nvrec.bench") {
         return Err(UsageError(format!(
             "{} is not a saved bench (no meta.schema \"nvrec.bench\"): save one with `nvrec bench ... --save FILE`",
@@ -50,18 +70,39 @@ fn load(path: &PathBuf) -> Result<Saved> {
         ))
         .into());
     }
-    let name = path.file_name().map_or_else(
-        || path.display().to_string(),
-        |name| name.to_string_lossy().to_string(),
-    );
     let target = value
         .pointer("/meta/target/name")
         .and_then(Value::as_str)
         .unwrap_or("?");
-    Ok(Saved {
+    Ok(Loaded::One(Saved {
         label: format!("{name} ({target})"),
         value,
-    })
+    }))
+}
+
+/// Each drive's run together as a saved bench of its own, and the figures.
+fn several(name: &str, value: Value) -> Loaded {
+    let saved = array(&value, "/drives")
+        .iter()
+        .enumerate()
+        .map(|(index, drive)| {
+            let target = drive
+                .pointer("/target/name")
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            Saved {
+                label: format!("{name} drive {} ({target})", index + 1),
+                value: drive["together"].clone(),
+            }
+        })
+        .collect();
+    Loaded::Several(
+        saved,
+        Together {
+            label: name.to_string(),
+            value,
+        },
+    )
 }
 
 fn bench_kind(saved: &Saved) -> &str {
@@ -344,8 +385,9 @@ fn csv(saved: &[Saved], rows: &[Difference]) -> String {
     out
 }
 
-/// The page: a section per kind of bench, then the differences.
-fn report(saved: &[Saved], rows: &[Difference]) -> Report {
+/// The page: a section per kind of bench, a section per bench on several drives at once,
+/// then the differences.
+fn report(saved: &[Saved], several: &[Together], rows: &[Difference]) -> Report {
     let mut kinds: Vec<&str> = Vec::new();
     for s in saved {
         if !kinds.contains(&bench_kind(s)) {
@@ -368,6 +410,7 @@ fn report(saved: &[Saved], rows: &[Difference]) -> Report {
             }
         })
         .collect();
+    sections.extend(several.iter().map(together_section));
     sections.push(Section {
         heading: "Differences".to_string(),
         paragraphs: vec![format!("Against {}.", saved[0].label)],
@@ -386,10 +429,41 @@ fn report(saved: &[Saved], rows: &[Difference]) -> Report {
     }
 }
 
-pub fn run(args: ReportArgs, json: bool) -> Result<crate::Finished> {
-    let saved = args.files.iter().map(load).collect::<Result<Vec<_>>>()?;
+/// Every file's saved benches, and the figures of those on several drives.
+fn flatten(loaded: Vec<Loaded>) -> (Vec<Saved>, Vec<Together>) {
+    let mut saved = Vec::new();
+    let mut several = Vec::new();
+    for file in loaded {
+        match file {
+            Loaded::One(one) => saved.push(one),
+            Loaded::Several(drives, together) => {
+                saved.extend(drives);
+                several.push(together);
+            }
+        }
+    }
+    (saved, several)
+}
+
+/// The page `bench ... --report` writes for a bench on several drives at once: each drive's
+/// curves overlaid, the aggregate, the sum alone and the share.
+pub fn together_report(value: &Value) -> Report {
+    let bench = value["bench"].as_str().unwrap_or("bench");
+    let (saved, several) = flatten(vec![several(bench, value.clone())]);
     let rows = differences(&saved);
-    let html = render_html(&report(&saved, &rows));
+    let mut page = report(&saved, &several, &rows);
+    page.title = format!("nvrec bench {bench} on {} drives at once", saved.len());
+    page
+}
+
+pub fn run(args: ReportArgs, json: bool) -> Result<crate::Finished> {
+    let loaded = args.files.iter().map(load).collect::<Result<Vec<_>>>()?;
+    let (saved, several) = flatten(loaded);
+    if saved.is_empty() {
+        return Err(UsageError("the files hold no bench".to_string()).into());
+    }
+    let rows = differences(&saved);
+    let html = render_html(&report(&saved, &several, &rows));
     std::fs::write(&args.output, html)
         .with_context(|| format!("writing {}", args.output.display()))?;
     if let Some(path) = &args.csv {
@@ -418,4 +492,142 @@ pub fn run(args: ReportArgs, json: bool) -> Result<crate::Finished> {
         );
     }
     Ok(crate::Finished(crate::exit::OK))
+}
+
+/// A bench on several drives at once: the figures as bars (each drive together, the
+/// aggregate, the sum alone), each rate logged over time with its aggregate, and a table.
+fn together_section(together: &Together) -> Section {
+    let figures = array(&together.value, "/figures");
+    let drives = array(&together.value, "/drives");
+    let mut series_names: Vec<String> = (1..=drives.len()).map(|n| format!("drive {n}")).collect();
+    series_names.extend(["aggregate".to_string(), "sum alone".to_string()]);
+    let values = (0..series_names.len())
+        .map(|series| {
+            figures
+                .iter()
+                .map(|figure| together_value(figure, series, drives.len()).unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    let mut charts = vec![Chart::Bars(BarChart {
+        title: format!(
+            "{}: each drive together, the aggregate, the sum alone",
+            together.label
+        ),
+        categories: figures.iter().map(figure_name).collect(),
+        series_names: series_names.clone(),
+        values,
+        y: rate_axis(),
+    })];
+    charts.extend(
+        figures
+            .iter()
+            .filter_map(|figure| aggregate_chart(together, figure)),
+    );
+    Section {
+        heading: format!("{}: {} drives at once", together.label, drives.len()),
+        paragraphs: vec![format!(
+            "The bench ran on every drive at the same time, then on each alone. The aggregate \
+             is what the drives moved together while all were running; the share is the \
+             aggregate over the sum of the drives alone (less than 100 % is what running \
+             together cost: a shared link, switch or the CPU). Drives: {}.",
+            drives
+                .iter()
+                .enumerate()
+                .map(|(index, drive)| format!(
+                    "{} {}",
+                    index + 1,
+                    drive
+                        .pointer("/target/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )],
+        charts,
+        tables: vec![together_table(&series_names, figures, drives.len())],
+    }
+}
+
+fn figure_name(figure: &Value) -> String {
+    format!(
+        "{} ({})",
+        figure["name"].as_str().unwrap_or("?"),
+        figure["op"].as_str().unwrap_or("?")
+    )
+}
+
+/// Series `series` of a figure: a drive together, then the aggregate, then the sum alone.
+fn together_value(figure: &Value, series: usize, drive_count: usize) -> Option<f64> {
+    match series {
+        drive if drive < drive_count => number(figure, &format!("/together_bytes_per_s/{drive}")),
+        drive if drive == drive_count => number(figure, "/aggregate_bytes_per_s"),
+        _ => number(figure, "/alone_sum_bytes_per_s"),
+    }
+}
+
+/// A rate logged over time: each drive's windows and the aggregate.
+fn aggregate_chart(together: &Together, figure: &Value) -> Option<Chart> {
+    let aggregate: Vec<(f64, f64)> = array(figure, "/aggregate_series")
+        .iter()
+        .filter_map(|point| Some((point[0].as_f64()?, point[1].as_f64()?)))
+        .collect();
+    if aggregate.is_empty() {
+        return None;
+    }
+    let op = figure["op"].as_str().unwrap_or("write");
+    let pointer = if op == "read" {
+        "/together/read/windows"
+    } else {
+        "/together/write/windows"
+    };
+    let mut chart = LineChart::new(
+        &format!(
+            "{}: {} of each drive and the aggregate",
+            together.label,
+            figure_name(figure)
+        ),
+        Axis::new("time (s)", Scale::Linear, AxisFormat::Seconds),
+        rate_axis(),
+    );
+    for (index, drive) in array(&together.value, "/drives").iter().enumerate() {
+        chart.series.push(Series {
+            name: format!("drive {}", index + 1),
+            points: points(drive, pointer, "/start_s", "/rate_bytes_per_s"),
+        });
+    }
+    chart.series.push(Series {
+        name: "aggregate".to_string(),
+        points: aggregate,
+    });
+    Some(Chart::Line(chart))
+}
+
+fn together_table(series_names: &[String], figures: &[Value], drive_count: usize) -> Table {
+    let mut header = vec!["MB/s".to_string()];
+    header.extend(series_names.iter().cloned());
+    header.push("share".to_string());
+    let mb = |value: Option<f64>| value.map_or("-".to_string(), |v| format!("{:.0}", v / 1e6));
+    let rows = figures
+        .iter()
+        .map(|figure| {
+            let mut cells = vec![figure_name(figure)];
+            cells.extend(
+                (0..series_names.len())
+                    .map(|series| mb(together_value(figure, series, drive_count))),
+            );
+            cells.push(
+                number(figure, "/share_percent")
+                    .map_or("-".to_string(), |share| format!("{share:.1} %")),
+            );
+            cells
+        })
+        .collect();
+    Table {
+        caption: "Each drive together, the aggregate, the sum of the drives alone, and the share"
+            .to_string(),
+        header,
+        rows,
+    }
 }

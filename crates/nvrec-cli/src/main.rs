@@ -10,6 +10,7 @@ mod archive_cmd;
 mod bench_cmd;
 mod bench_compare;
 mod bench_report;
+mod bench_together;
 mod export_cmd;
 mod nvme_cmd;
 mod plan_cmd;

@@ -147,6 +147,11 @@ pub struct WorkloadResult {
     pub error: Option<IoError>,
     /// The time series (empty when the workload logged none).
     pub windows: Vec<Window>,
+    /// When the workload started, by the engine's clock: the time line on which runs on
+    /// several drives at once are lined up (`together`). Not part of the JSON, whose times
+    /// are relative to the start.
+    #[serde(skip)]
+    pub started_ns: u64,
 }
 
 impl WorkloadResult {
@@ -382,6 +387,7 @@ pub fn run(
             0.0
         },
         latency: histogram.summary(),
+        started_ns: start_ns,
         bytes_discarded,
         bad_io_count,
         first_mismatch,

@@ -5,12 +5,12 @@
 use super::analysis::{analyse, AnalysisSettings, SeriesAnalysis};
 use super::driver::{self, Data, Window, Workload, WorkloadResult};
 use super::size::{size_at_most, Need};
-use super::{BenchError, BenchTarget, RunMeta};
+use super::{BenchError, BenchTarget, Lockstep, RunMeta};
 use crate::engine::{EngineChoice, IoOp};
 use crate::pattern::Pattern;
 use crate::stream::{Control, Progress};
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FillSettings {
     /// Bytes to write from offset 0; `None`: the whole target.
     pub size_bytes: Option<u64>,
@@ -23,6 +23,8 @@ pub struct FillSettings {
     pub verify: bool,
     pub engine: EngineChoice,
     pub analysis: AnalysisSettings,
+    /// Benches on several drives at once start each measured workload together.
+    pub lockstep: Lockstep,
 }
 
 impl Default for FillSettings {
@@ -36,6 +38,7 @@ impl Default for FillSettings {
             verify: true,
             engine: EngineChoice::Auto,
             analysis: AnalysisSettings::default(),
+            lockstep: Lockstep::alone(),
         }
     }
 }
@@ -135,6 +138,7 @@ pub fn fill(
     };
     write_workload.window_ns = window_ns;
     write_workload.window_count_max = window_count_max;
+    settings.lockstep.wait();
     let write = driver::run(
         engine.as_mut(),
         &write_workload,
@@ -148,6 +152,8 @@ pub fn fill(
             source,
         });
     }
+    // Every drive reads once every drive has written, so the reads run side by side too.
+    settings.lockstep.wait();
     let read = if settings.verify && write.error.is_none() && !write.stopped {
         let mut read_workload = Workload::sequential(IoOp::Read, 0, write.bytes, io);
         read_workload.check = Some(Pattern::new(settings.seed));

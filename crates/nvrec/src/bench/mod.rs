@@ -16,6 +16,10 @@
 //! targets, the virtual clock on the simulated drive, so the analysis can be tested against a
 //! model with known answers.
 //!
+//! Every bench also runs on several drives at once ([`together`]): a thread a drive, each
+//! measured workload started on all together, then each drive alone; the figures say what
+//! the drives moved together against the sum of what each moves alone.
+//!
 //! Every bench runs within its target (`size.rs`): a file that exists is never grown, and a
 //! bench asked for more than the target holds refuses with [`TargetTooSmall`] before any I/O.
 //!
@@ -24,6 +28,7 @@
 //! [`crate::device::open`], which refuses a device holding data unless forced).
 
 pub mod analysis;
+mod distinct;
 pub mod driver;
 mod fill;
 mod overwrite;
@@ -32,7 +37,9 @@ mod profile;
 pub mod rated;
 mod size;
 mod sweep;
+pub mod together;
 
+pub use distinct::{check_distinct, NotDistinct};
 pub use driver::Window;
 pub use fill::{fill, fill_average, FillAverage, FillResult, FillRun, FillSettings, FillSummary};
 pub use overwrite::{overwrite, OverwriteMode, OverwritePhase, OverwriteResult, OverwriteSettings};
@@ -45,6 +52,9 @@ pub use size::TargetTooSmall;
 pub use sweep::{
     sweep, sweep_counts, RateStats, SweepPoint, SweepResult, SweepSettings, SweepSummary,
     SWEEP_CHUNK_COUNT_MAX_DEFAULT,
+};
+pub use together::{
+    run_together, Combined, Lockstep, TogetherDrive, TogetherFigures, TogetherResult,
 };
 
 use crate::buffer::BufferPool;

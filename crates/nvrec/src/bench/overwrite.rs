@@ -6,7 +6,7 @@
 
 use super::driver::{self, Data, Window, Workload, WorkloadResult};
 use super::size::{size_at_most, Need};
-use super::{BenchError, BenchTarget, RunMeta};
+use super::{BenchError, BenchTarget, Lockstep, RunMeta};
 use crate::engine::{EngineChoice, IoOp};
 use crate::stream::{Control, Progress};
 use crate::unit::format_bytes;
@@ -41,6 +41,8 @@ pub struct OverwriteSettings {
     pub trim_ahead_bytes: Option<u64>,
     pub modes: Vec<OverwriteMode>,
     pub engine: EngineChoice,
+    /// Benches on several drives at once start each measured workload together.
+    pub lockstep: Lockstep,
 }
 
 impl Default for OverwriteSettings {
@@ -54,6 +56,7 @@ impl Default for OverwriteSettings {
             trim_ahead_bytes: None,
             modes: vec![OverwriteMode::NoTrim, OverwriteMode::Trim],
             engine: EngineChoice::Auto,
+            lockstep: Lockstep::alone(),
         }
     }
 }
@@ -197,6 +200,7 @@ pub fn overwrite(
         if *mode == OverwriteMode::Trim {
             workload.discard_ahead_bytes = Some(trim_ahead);
         }
+        settings.lockstep.wait();
         let write = driver::run(
             engine.as_mut(),
             &workload,

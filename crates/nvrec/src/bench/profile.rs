@@ -21,7 +21,7 @@
 
 use super::driver::{self, Access, Data, Workload, WorkloadResult};
 use super::size::{size_at_most, Need};
-use super::{BenchError, BenchTarget, RunMeta};
+use super::{BenchError, BenchTarget, Lockstep, RunMeta};
 use crate::engine::{EngineChoice, IoOp};
 use crate::stream::{Control, ControlState, Progress};
 
@@ -212,6 +212,8 @@ pub struct ProfileSettings {
     /// `None`: the tool's own ([`Profile::data_default`]).
     pub data: Option<ProfileData>,
     pub engine: EngineChoice,
+    /// Benches on several drives at once start each measured workload together.
+    pub lockstep: Lockstep,
 }
 
 impl Default for ProfileSettings {
@@ -224,6 +226,7 @@ impl Default for ProfileSettings {
             runs: 3,
             data: None,
             engine: EngineChoice::Auto,
+            lockstep: Lockstep::alone(),
         }
     }
 }
@@ -417,6 +420,7 @@ pub fn profile(
                                 seed: 0x5eed ^ run as u64,
                             };
                         }
+                        settings.lockstep.wait();
                         runs.push(run_threads(
                             target,
                             settings.engine,
@@ -456,6 +460,7 @@ pub fn profile(
                     for _ in 0..settings.runs {
                         let mut workload = Workload::sequential(op, 0, region, size);
                         workload.data = data;
+                        settings.lockstep.wait();
                         let result = driver::run(
                             engine.as_mut(),
                             &workload,

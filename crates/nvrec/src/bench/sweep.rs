@@ -8,13 +8,13 @@
 
 use super::driver::{self, Data, Workload, WorkloadResult};
 use super::size::Need;
-use super::{BenchError, BenchTarget, RunMeta};
+use super::{BenchError, BenchTarget, Lockstep, RunMeta};
 use crate::engine::{EngineChoice, IoOp};
 use crate::pattern::Pattern;
 use crate::stream::{Control, ControlState, Progress};
 use crate::unit::format_bytes;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SweepSettings {
     pub chunk_size_bytes: u64,
     /// The largest count of the sweep, as asked: 1, 2, 4 ... up to this, refused when the
@@ -25,6 +25,8 @@ pub struct SweepSettings {
     pub queue_depth: u32,
     pub seed: u64,
     pub engine: EngineChoice,
+    /// Benches on several drives at once start each measured workload together.
+    pub lockstep: Lockstep,
 }
 
 /// The largest chunk count of a sweep that was not given one (4 GiB of 128 KiB chunks).
@@ -39,6 +41,7 @@ impl Default for SweepSettings {
             queue_depth: 32,
             seed: 0x5eed,
             engine: EngineChoice::Auto,
+            lockstep: Lockstep::alone(),
         }
     }
 }
@@ -180,6 +183,7 @@ pub fn sweep(
             let seed = settings.seed ^ (count << 8) ^ run as u64;
             let mut write = Workload::sequential(IoOp::Write, 0, count * chunk, chunk);
             write.data = Data::Pattern { seed };
+            settings.lockstep.wait();
             let written = driver::run(engine.as_mut(), &write, control, progress, &mut |_| {})?;
             fail_on_error(&written, "writing")?;
             if written.stopped || control.state() != ControlState::Run {
@@ -194,6 +198,7 @@ pub fn sweep(
             }
             let mut read = Workload::sequential(IoOp::Read, 0, count * chunk, chunk);
             read.check = Some(Pattern::new(seed));
+            settings.lockstep.wait();
             let read_back = driver::run(engine.as_mut(), &read, control, progress, &mut |_| {})?;
             fail_on_error(&read_back, "reading")?;
             if read_back.stopped {
