@@ -812,7 +812,8 @@ fn listed_json(entry: &RecordingEntry, found: &Unaccounted) -> serde_json::Value
 fn add_unaccounted(value: &mut serde_json::Value, found: &Unaccounted) {
     value["unaccounted_chunks"] = found.chunk_count.into();
     value["unaccounted_bytes"] = found.payload_bytes.into();
-    value["unaccounted"] = if found.chunk_count > 0 {
+    value["unaccounted_unreadable_slots"] = found.unreadable_slots.into();
+    value["unaccounted"] = if !found.is_clear() {
         serde_json::json!(found)
     } else {
         serde_json::Value::Null
@@ -839,7 +840,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
     let unaccounted = crate::repair_cmd::unaccounted_of(set, &entries);
     let whole = complete
         && !health::loses_anything(&damage)
-        && unaccounted.iter().all(|found| found.chunk_count == 0);
+        && unaccounted.iter().all(Unaccounted::is_clear);
     let scanned = if args.scan {
         Some(crate::repair_cmd::scan_rows(set, &entries)?)
     } else {
@@ -916,7 +917,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                 }
                 if let Some(found) = unaccounted
                     .iter()
-                    .find(|found| found.recording_id == entry.recording_id && found.chunk_count > 0)
+                    .find(|found| found.recording_id == entry.recording_id && !found.is_clear())
                 {
                     outln!(
                         "      UNACCOUNTED: {} (nvrec repair extends the entry over them)",
@@ -2034,6 +2035,10 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                     unaccounted.chunk_count
                 )
             });
+        } else if unaccounted.unreadable_slots > 0 {
+            first_bad.get_or_insert_with(|| {
+                "a slot past its entry's end could not be read: whether the recording holds chunks its entry does not claim is unknown".into()
+            });
         }
         if open_without_members.contains(&entry.recording_id) {
             first_bad.get_or_insert_with(|| {
@@ -2097,7 +2102,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             for retirement in &entry.retirements {
                 outln!("  DEGRADED: {}", retirement_line(&source, retirement));
             }
-            if unaccounted.chunk_count > 0 {
+            if !unaccounted.is_clear() {
                 outln!(
                     "  UNACCOUNTED: {}",
                     crate::repair_cmd::unaccounted_text(&unaccounted)

@@ -175,8 +175,18 @@ pub fn unaccounted_text(found: &Unaccounted) -> String {
             )
         })
         .collect();
+    let unreadable = match found.unreadable_slots {
+        0 => String::new(),
+        n => format!(
+            "; {n} slot{} past its end could not be read: what lies there is unknown",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
+    if found.chunk_count == 0 {
+        return unreadable.trim_start_matches("; ").to_string();
+    }
     format!(
-        "{} unaccounted chunks ({}) past the end of its entry, sequences {}..{}, on {}",
+        "{} unaccounted chunks ({}) past the end of its entry, sequences {}..{}, on {}{unreadable}",
         found.chunk_count,
         format_bytes(found.payload_bytes),
         found.first_sequence,

@@ -181,3 +181,21 @@ fn a_checkpoint_that_names_fewer_members_is_damage_never_a_smaller_set() {
     assert!(recorded.members.iter().all(|m| m.chunk_count > 0));
     assert_eq!(recorded.recording_id, 3);
 }
+
+#[test]
+fn repair_writes_nothing_over_a_copy_it_cannot_read() {
+    let sim = recorded_set();
+    // Member 0's first checkpoint slot: it may hold the newest checkpoint of the set.
+    fail_reads(&sim, 0, 4096, 4096);
+    let before = sim.current_images();
+    let mut set = volume::open_members(Members::Sim(&sim), Access::Write, Safety::Check).unwrap();
+    let error = repair::repair(&mut set, true, &Control::new()).unwrap_err();
+    assert!(error.is_refusal(), "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("member 0") && text.contains("cannot be read"),
+        "{text}"
+    );
+    drop(set);
+    assert!(sim.current_images() == before, "repair wrote nothing");
+}

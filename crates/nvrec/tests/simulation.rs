@@ -209,24 +209,6 @@ const DRAW_WRITE_ERRORS_UNDER_REDIRECTS: bool = false;
 /// Drawn into [`Case::repair`] this often (one case in N).
 const REPAIR_ONE_IN: u64 = 6;
 
-/// Whether [`Region::Metadata`] is drawn for `repair`. Left out: `repair` takes copies it
-/// cannot read (EIO) for damaged ones and writes what it derives from the older copies it
-/// can read over them, so that once the member reads again the set claims less than was
-/// acknowledged (see `repair_with_read_fault`). `true` draws it, and such seeds fail.
-const DRAW_UNREADABLE_METADATA_FOR_REPAIR: bool = false;
-
-/// Whether a case whose `repair` extended an entry over a chunk that does not decode (a
-/// power cut kept its header block and tore the rest) is checked further. Not by default:
-/// `repair` calls the set whole, and the reader then reports the chunk damaged (see
-/// `repair_with_read_fault`); such cases are counted instead.
-const CHECK_REPAIR_OVER_TORN_CHUNKS: bool = false;
-
-/// Whether a `repair` that called the set whole while the failing reads were those of the
-/// member that, read again, holds chunks past an entry's end fails the case. Not by
-/// default: `repair` stops looking past an entry's end at a slot it cannot read, and calls
-/// the set whole all the same (see `repair_with_read_fault`); such cases are counted.
-const CHECK_REPAIR_WHOLE_PAST_UNREADABLE_SLOTS: bool = false;
-
 /// A moment in a member's life: one of its writes (of the data, or the metadata of a
 /// checkpoint) or one of its flushes (each checkpoint flushes every member twice).
 fn draw_start(rng: &mut u64, writes_per_disk: u64) -> FaultStart {
@@ -263,8 +245,8 @@ fn draw_repair_fault(rng: &mut u64, members: usize) -> Option<RepairReadFault> {
     }
     let disk = below(rng, members as u64) as usize;
     let region = match below(rng, 3) {
-        0 if DRAW_UNREADABLE_METADATA_FOR_REPAIR => Region::Metadata,
-        0 | 1 => Region::DataSlots {
+        0 => Region::Metadata,
+        1 => Region::DataSlots {
             at_fraction: below(rng, 1000) as f64 / 1000.0,
             slot_count: 1 + below(rng, 16),
         },
@@ -589,8 +571,8 @@ struct Seen {
     admitted: bool,
     /// `repair` ran with a member's reads failing, and its outcome passed.
     repaired: bool,
-    /// A known defect that `repair` showed (see `repair_with_read_fault`).
-    repair_defect: Option<RepairDefect>,
+    /// `repair` refused to write over metadata it could not read.
+    repair_refused: bool,
     /// A fault from format on: the recording refused, or went on without the member.
     format_refused: bool,
     format_retired: bool,
@@ -1025,9 +1007,9 @@ fn run_on(case: &Case, sim: &SimDisks, replay: &mut Replay) -> Result<Seen, Stri
             acknowledged_bytes,
         };
         let repaired = repair_with_read_fault(case, fault, images, &checks)?;
+        seen.repair_refused = repaired.refused;
         replay.repair = repaired.summary;
         seen.repaired = true;
-        seen.repair_defect = repaired.defect;
     }
     Ok(seen)
 }
@@ -1064,28 +1046,17 @@ fn read_fault(case: &Case, fault: RepairReadFault) -> RangeFault {
     }
 }
 
-/// What `repair` did in a case, in words, and the known defect it showed, if any.
+/// What `repair` did in a case, in words, and whether it refused.
 struct Repaired {
     summary: String,
-    defect: Option<RepairDefect>,
-}
-
-/// Defects of `repair` that the default run counts instead of failing on (see
-/// `repair_with_read_fault`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RepairDefect {
-    /// It extended an entry over a torn chunk ([`CHECK_REPAIR_OVER_TORN_CHUNKS`]).
-    ClaimedTorn,
-    /// It called the set whole past a slot it could not read
-    /// ([`CHECK_REPAIR_WHOLE_PAST_UNREADABLE_SLOTS`]).
-    WholePastUnreadable,
+    refused: bool,
 }
 
 impl Repaired {
     fn said(summary: String) -> Repaired {
         Repaired {
             summary,
-            defect: None,
+            refused: false,
         }
     }
 }
@@ -1096,30 +1067,23 @@ impl Repaired {
 /// nothing missing or damaged), and where its report calls the set whole (as `nvrec
 /// repair` does: nothing left, failed, unaccounted or missing), no chunk is unaccounted.
 ///
-/// Three defects of `repair` this found, kept out of the default run:
-/// - Unreadable metadata ([`DRAW_UNREADABLE_METADATA_FOR_REPAIR`]): copies that fail to
-///   read (EIO) count as damaged, so `repair` recovers from the older copies it can read
-///   (another member's, or none: a scan) and writes the result over every copy, the
-///   unreadable ones too. Once the member reads again, its newer entry is gone. Seed
-///   111927302: 2 members, a ring; member 1 was retired, so only member 0 holds the newest
-///   entry and checkpoint, and its metadata is unreadable; 780288 bytes were acknowledged,
-///   and after `repair` (not whole) the entry claims 0.
-/// - A torn chunk claimed ([`CHECK_REPAIR_OVER_TORN_CHUNKS`]): an entry is extended over
-///   the chunks past its end by their header blocks alone, so a chunk whose header block a
-///   power cut kept and whose payload it tore is claimed, the set called whole, and the
-///   reader then reports it damaged. Seed 111927744: no fault but the crash (the failing
-///   reads lie elsewhere); the entry is extended over slots 0 and 1, slot 1 torn.
-/// - Whole past an unreadable slot ([`CHECK_REPAIR_WHOLE_PAST_UNREADABLE_SLOTS`]): looking
-///   for chunks past an entry's end, a slot whose read fails ends the look on that member
-///   (`Unaccounted::unreadable_slots`), yet nothing is reported unaccounted and the set is
-///   called whole; read again, the member holds the chunks that continue the entry. Seed
-///   112291804: 1 member, its data slots from 26 on unreadable, chunk 26 unaccounted.
+/// Three defects of `repair` this found, each fixed and checked here:
+/// - Unreadable metadata: copies that failed to read (EIO) counted as damaged, so `repair`
+///   wrote what older copies said over them, and once the member read again its newer
+///   entry was gone (seed 111927302: 780288 bytes acknowledged, 0 claimed). Now `repair`
+///   refuses to write while a copy cannot be read.
+/// - A torn chunk claimed: an entry was extended over the chunks past its end by their
+///   header blocks alone, a chunk whose payload a power cut tore among them (seed
+///   111927744). Now each is read whole first, as recovery does.
+/// - Whole past an unreadable slot: a slot past an entry's end whose read failed ended the
+///   look, and the set was called whole (seed 112291804). Now it is left unaccounted.
 fn repair_with_read_fault(
     case: &Case,
     fault: RepairReadFault,
     images: Vec<Vec<u8>>,
     checks: &Checks<'_>,
 ) -> Result<Repaired, String> {
+    let before = images.clone();
     let sim = SimDisks::from_images(images, LOGICAL_BLOCK_BYTES, case.seed);
     sim.fail(read_fault(case, fault));
     let mut set = match volume::open_members(Members::Sim(&sim), Access::Write, Safety::Check) {
@@ -1128,6 +1092,16 @@ fn repair_with_read_fault(
     };
     let report = match repair::repair(&mut set, true, &Control::new()) {
         Ok(report) => report,
+        Err(error) if error.is_refusal() => {
+            drop(set);
+            if sim.current_images() != before {
+                return Err(format!("repair refused ({error}), yet wrote"));
+            }
+            return Ok(Repaired {
+                refused: true,
+                summary: format!("refused: {error}"),
+            });
+        }
         Err(error) => return Ok(Repaired::said(format!("failed: {error}"))),
     };
     // As `nvrec repair` judges it: a member missing (unreadable as one) is never whole.
@@ -1148,29 +1122,16 @@ fn repair_with_read_fault(
     let set = volume::open_members(Members::Sim(&healed), Access::Read, Safety::Check)
         .map_err(|e| why(format!("the repaired set does not open: {e}")))?;
     let torn = torn_chunks(&set, &report.extended);
-    if torn > 0 && !CHECK_REPAIR_OVER_TORN_CHUNKS {
-        return Ok(Repaired {
-            summary: format!("claimed {torn} torn chunks; whole {whole}"),
-            defect: Some(RepairDefect::ClaimedTorn),
-        });
+    if torn > 0 {
+        return Err(why(format!("extended entries over {torn} torn chunks")));
     }
     let summary = healed_read_back(case, &set, checks).map_err(&why)?;
     let left = match whole {
         true => repair::unaccounted_chunks(&set).map_err(|e| why(e.to_string()))?,
         false => Vec::new(),
     };
-    let on_the_faulty_member = left
-        .iter()
-        .flat_map(|found| &found.members)
-        .any(|on| on.member_index as usize == fault.disk);
     match left.is_empty() {
         true => Ok(Repaired::said(format!("whole {whole}, {summary}"))),
-        false if on_the_faulty_member && !CHECK_REPAIR_WHOLE_PAST_UNREADABLE_SLOTS => {
-            Ok(Repaired {
-                summary: format!("whole, {} unaccounted once read again", left.len()),
-                defect: Some(RepairDefect::WholePastUnreadable),
-            })
-        }
         false => Err(why(format!("whole, yet once read again: {left:?}"))),
     }
 }
@@ -1607,14 +1568,7 @@ fn seeded_faults_and_crashes_never_lose_what_was_acknowledged() {
     let format_retired = totals.iter().filter(|s| s.format_retired).count();
     let unread_reported = totals.iter().filter(|s| s.unread_reported).count();
     let timed_out = totals.iter().filter(|s| s.timed_out).count();
-    let defect = |which| {
-        totals
-            .iter()
-            .filter(|s| s.repair_defect == Some(which))
-            .count()
-    };
-    let claimed_torn = defect(RepairDefect::ClaimedTorn);
-    let past_unreadable = defect(RepairDefect::WholePastUnreadable);
+    let repair_refused = totals.iter().filter(|s| s.repair_refused).count();
     eprintln!(
         "simulation: {} cases: {crashed_after_ack} crashed after an acknowledgement, \
          {recovered_more} recovered past it, {retired} retired a member ({timed_out} for a \
@@ -1625,8 +1579,7 @@ fn seeded_faults_and_crashes_never_lose_what_was_acknowledged() {
          such a member it could not write elsewhere ({unread_reported} that did not read back); \
          a fault from format on: {format_refused} refused, {format_retired} went on without the \
          member; {repaired} repaired with a member's reads \
-         failing ({claimed_torn} claimed a torn chunk, {past_unreadable} called the set whole \
-         past a slot it could not read: known defects, not failed on)",
+         failing ({repair_refused} refused: metadata it could not read)",
         totals.len()
     );
     if count >= 200 {

@@ -121,6 +121,19 @@ pub enum RecordingError {
     },
     #[error("recording {0} is not on this volume set")]
     NoSuchRecording(u32),
+    /// `repair` found a metadata copy it cannot read: one that may be the newest, which
+    /// it would otherwise overwrite with what older copies say.
+    #[error("member {member_index} ({}): {place} at {offset_bytes:#x} cannot be read ({error}); \
+             repair writes nothing it did not read first, since that copy may be the newest. \
+             Leave member {member_index} out to repair the rest without it",
+        .path.display())]
+    MetadataUnreadable {
+        member_index: u16,
+        path: std::path::PathBuf,
+        place: String,
+        offset_bytes: u64,
+        error: String,
+    },
     #[error("the volume set holds no recording")]
     NoRecordings,
 }
@@ -146,7 +159,10 @@ fn describe_recordings(recordings: &[(u32, String, u64)]) -> String {
 impl RecordingError {
     /// Whether the error is a refusal to destroy what a target holds (exit status 3).
     pub fn is_refusal(&self) -> bool {
-        matches!(self, RecordingError::HoldsSet { .. })
+        matches!(
+            self,
+            RecordingError::HoldsSet { .. } | RecordingError::MetadataUnreadable { .. }
+        )
     }
 
     /// Whether the error is the user's to fix in the arguments (exit status 2).

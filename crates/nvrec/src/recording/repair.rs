@@ -18,6 +18,9 @@
 //!    chunk on the set, found by a scan (so that nothing recorded is ever overwritten or
 //!    outnumbered by what comes next).
 //!
+//! Nothing is written while a checkpoint or entry copy cannot be read (an I/O error): that
+//! copy may be the newest, and every step writes what the readable ones say over it.
+//!
 //! Every write goes to the members that are present; a member whose write fails is named
 //! in the report and the rest go on. A member that is missing (not given, or not readable as
 //! one: a dying drive) is named too, and its copies are not repaired. Step 1 waits for it:
@@ -66,6 +69,7 @@ pub fn repair(
     scan_chunks: bool,
     control: &Control,
 ) -> Result<RepairReport, RecordingError> {
+    refuse_unreadable_copies(set)?;
     let mut report = RepairReport {
         found: health::check(set)?,
         missing_members: set.missing_indices(),
@@ -97,6 +101,35 @@ pub fn repair(
     Ok(report)
 }
 
+/// Refuses a set with a checkpoint or entry copy that cannot be read (an I/O error, not a
+/// copy that fails its check): it may be the newest the set holds, and every step below
+/// writes what the readable copies say over all of them. Copies past the end of a
+/// truncated member are not refused: there is nothing to read there (the truncation is
+/// named as damage of its own).
+fn refuse_unreadable_copies(set: &VolumeSet) -> Result<(), RecordingError> {
+    let copies = set
+        .checkpoint_copies()
+        .into_iter()
+        .chain(set.all_entry_copies().into_iter().flatten());
+    for copy in copies {
+        let Err(error) = &copy.bytes else { continue };
+        let Some(member) = set.members[copy.member_index as usize].as_ref() else {
+            continue;
+        };
+        if copy.offset_bytes >= member.disk.capacity_bytes() {
+            continue;
+        }
+        return Err(RecordingError::MetadataUnreadable {
+            member_index: copy.member_index,
+            path: member.disk.path().to_path_buf(),
+            place: copy.place.to_string(),
+            offset_bytes: copy.offset_bytes,
+            error: error.clone(),
+        });
+    }
+    Ok(())
+}
+
 /// Whether `checkpoint` names a recording whose entry is still open: one that crashed (or
 /// runs), whose end recovery searches for.
 fn crashed(set: &VolumeSet, checkpoint: &Checkpoint) -> Result<bool, RecordingError> {
@@ -106,13 +139,14 @@ fn crashed(set: &VolumeSet, checkpoint: &Checkpoint) -> Result<bool, RecordingEr
         }))
 }
 
-/// What every entry of `set` leaves unaccounted, for the recordings that leave any.
+/// What every entry of `set` leaves unaccounted, for the recordings that leave any or
+/// whose look past the end met a slot it could not read (what lies there is unknown).
 pub fn unaccounted_chunks(set: &VolumeSet) -> Result<Vec<Unaccounted>, RecordingError> {
     Ok(set
         .recordings()?
         .iter()
         .map(|entry| scan::unaccounted(set, entry))
-        .filter(|found| found.chunk_count > 0)
+        .filter(|found| !found.is_clear())
         .collect())
 }
 

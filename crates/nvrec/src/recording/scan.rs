@@ -11,10 +11,10 @@
 //! recording that its entry does not claim.
 
 use super::reader::holds_redirect;
-use super::volume::{read_meta, Member, VolumeSet};
+use super::volume::{read_aligned, read_meta, Member, VolumeSet};
 use super::RecordingError;
 use crate::layout::{
-    decode_chunk_header, ChunkFlags, ChunkHeader, Label, MemberSpan, RecordingEntry,
+    decode_chunk, decode_chunk_header, ChunkFlags, ChunkHeader, Label, MemberSpan, RecordingEntry,
     RecordingFlags, RecordingState, CHUNK_HEADER_SIZE_BYTES,
 };
 use crate::stream::{Control, ControlState};
@@ -479,6 +479,16 @@ fn walk_past_end(
         };
         match decode_chunk_header(&bytes) {
             Ok(header) if goes_on(&header) => {
+                // Claimed only whole, as recovery claims chunks: a power cut may keep a
+                // chunk's header block and tear the rest.
+                match whole_chunk(member, offset) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(()) => {
+                        result.unreadable_slots += 1;
+                        break;
+                    }
+                }
                 if !redirected(&header) {
                     last = Some(header.sequence);
                 }
@@ -494,7 +504,21 @@ fn walk_past_end(
     found
 }
 
+/// Whether the chunk at `offset` on `member` decodes whole (its payload's check too);
+/// `Err` where it cannot be read.
+fn whole_chunk(member: &Member, offset: u64) -> Result<bool, ()> {
+    let chunk_bytes = member.layout().chunk_size_bytes as usize;
+    let bytes = read_aligned(&member.disk, offset, chunk_bytes).map_err(|_| ())?;
+    Ok(decode_chunk(&bytes).is_ok())
+}
+
 impl Unaccounted {
+    /// Whether the look past the entry's end found nothing and read every slot it meant
+    /// to: the entry is known to account for every chunk of its recording.
+    pub fn is_clear(&self) -> bool {
+        self.chunk_count == 0 && self.unreadable_slots == 0
+    }
+
     /// `entry` as its next revision, extended over the unaccounted chunks: its end, each
     /// member's span, the stream's length, its lost bytes and its end time go on to the
     /// last of them, and its state is what that chunk says (closed or aborted with the end
@@ -919,6 +943,89 @@ mod tests {
             assert_eq!((missing, damaged), (0, 0));
             assert_eq!(unaccounted(&set, entry).chunk_count, 0);
         }
+    }
+
+    /// The cut chunks of `short`, in sequence order.
+    fn cut_chunks(set: &VolumeSet, short: &RecordingEntry) -> Vec<ChunkHeader> {
+        let mut cut: Vec<ChunkHeader> = chunks_of(set, short.recording_id)
+            .into_iter()
+            .filter(|h| h.sequence >= short.end_sequence)
+            .collect();
+        cut.sort_by_key(|h| h.sequence);
+        cut
+    }
+
+    #[test]
+    fn a_chunk_past_the_end_whose_payload_a_power_cut_tore_is_not_claimed() {
+        let sim = recorded(1, &[linear(300 << 10)]);
+        let mut set = open(&sim);
+        let entry = set.recordings().unwrap().remove(0);
+        let short = shorten(&set, &entry, 6);
+        let cut = cut_chunks(&set, &short);
+        // The third cut chunk keeps its header block; the block after it is torn.
+        let torn = cut[2];
+        let member = set.present().next().unwrap();
+        let layout = *member.layout();
+        let offset = layout.data_slot_offset_bytes(torn.slot_index).unwrap();
+        let block = layout.meta_block_bytes;
+        write_meta(
+            &member.disk,
+            offset + u64::from(block),
+            block,
+            &vec![0xa5; block as usize],
+        )
+        .unwrap();
+        let found = unaccounted(&set, &short);
+        assert_eq!(found.chunk_count, 2, "{found:?}");
+        assert_eq!(found.end_sequence, torn.sequence);
+        assert!(!found.end_marker, "the end marker lies past the tear");
+        let report = repair::repair(&mut set, false, &Control::new()).unwrap();
+        assert_eq!(report.extended.len(), 1, "{report:?}");
+        assert_eq!(report.extended[0].chunk_count, 2);
+        let repaired = set.recordings().unwrap().remove(0);
+        assert_eq!(repaired.end_sequence, torn.sequence);
+        assert_eq!(repaired.state, RecordingState::Interrupted);
+        let claimed = repaired.end_sequence - repaired.first_sequence;
+        assert_eq!(
+            read_back(&set, &repaired),
+            (claimed, 0, 0),
+            "every claimed chunk whole"
+        );
+    }
+
+    #[test]
+    fn a_slot_past_the_end_that_cannot_be_read_never_leaves_the_entry_clear() {
+        let sim = recorded(1, &[linear(300 << 10)]);
+        let mut set = open(&sim);
+        let entry = set.recordings().unwrap().remove(0);
+        let short = shorten(&set, &entry, 4);
+        let first_cut = cut_chunks(&set, &short)[0];
+        let layout = *set.present().next().unwrap().layout();
+        sim.fail(crate::engine::RangeFault {
+            disk: 0,
+            op: crate::engine::IoOp::Read,
+            offset_bytes: layout.data_slot_offset_bytes(first_cut.slot_index).unwrap(),
+            len_bytes: u64::from(layout.chunk_size_bytes),
+            errno: libc::EIO,
+        });
+        let found = unaccounted(&set, &short);
+        assert_eq!(
+            (found.chunk_count, found.unreadable_slots),
+            (0, 1),
+            "{found:?}"
+        );
+        assert!(!found.is_clear());
+        assert_eq!(
+            repair::unaccounted_chunks(&set).unwrap(),
+            vec![found.clone()]
+        );
+        let report = repair::repair(&mut set, false, &Control::new()).unwrap();
+        assert!(report.extended.is_empty(), "{report:?}");
+        assert_eq!(
+            report.unaccounted_left,
+            vec![found],
+            "repair never calls it whole"
+        );
     }
 
     /// What the extended entry must be: `self` (the next revision of the short one) with
