@@ -6,7 +6,9 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use nvrec::device::Safety;
 use nvrec::export::{first_content, PcapngExport};
-use nvrec::layout::{ChunkFlags, Content, RecordingEntry, RecordingFlags, RecordingState};
+use nvrec::layout::{
+    ChunkFlags, Content, Reassembly, Record, RecordingEntry, RecordingFlags, RecordingState,
+};
 use nvrec::net::NetCounters;
 use nvrec::pattern::Pattern;
 use nvrec::recording::counters::RecordingCounters;
@@ -1094,6 +1096,8 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     };
     // A capture's PcapNg writer, once its first frame is met (it takes over `out`).
     let mut capture: Option<PcapngExport<Box<dyn Write>>> = None;
+    // Packets that span payloads, put back together.
+    let mut reassembly = Reassembly::new();
     let summary = source.read_from(
         &entry,
         args.engine,
@@ -1132,13 +1136,11 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                                 }
                             }
                         }
+                        let records = reassembly.payload(header.stream_offset_bytes, payload);
                         let result = match &mut capture {
-                            Some(export) => export
-                                .payload(payload)
-                                .map(|()| 0)
-                                .map_err(std::io::Error::other),
+                            Some(export) => export_records(export, records),
                             None => {
-                                write_record_data(&mut out, payload, &args.stream, &mut problems)
+                                write_record_data(&mut out, records, &args.stream, &mut problems)
                             }
                         };
                         match result {
@@ -1215,6 +1217,14 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
         },
     )?;
     drop(display);
+    if let Some(loss) = reassembly.finish() {
+        problems.push(loss_text(&loss));
+        if let Some(export) = &mut capture {
+            if let Err(error) = export.record(&Record::Loss(loss)) {
+                write_error.get_or_insert(std::io::Error::other(error));
+            }
+        }
+    }
     if let Some(export) = capture {
         match export.finish() {
             Ok((writer, exported)) => {
@@ -1493,6 +1503,7 @@ fn replay_to_network(args: &ReplayArgs, destination_text: &str, json: bool) -> R
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "send".into(), !json);
     let mut problems: Vec<String> = Vec::new();
+    let mut reassembly = Reassembly::new();
     let summary = source.read_from(
         &entry,
         args.engine,
@@ -1505,7 +1516,8 @@ fn replay_to_network(args: &ReplayArgs, destination_text: &str, json: bool) -> R
                     if to_ns.is_some_and(|to| header.timestamp_ns >= to) {
                         return false;
                     }
-                    return sender.payload(payload, from_ns, to_ns, &mut problems);
+                    let records = reassembly.payload(header.stream_offset_bytes, payload);
+                    return sender.payload(records, from_ns, to_ns, &mut problems);
                 }
                 hole => problems.extend(hole_text(&hole)),
             }
@@ -1514,6 +1526,7 @@ fn replay_to_network(args: &ReplayArgs, destination_text: &str, json: bool) -> R
     )?;
     drop(display);
     sender.finish();
+    problems.extend(reassembly.finish().map(|loss| loss_text(&loss)));
     if let Some(error) = sender.error {
         return Err(anyhow::Error::new(error).context(format!("sending to {destination_text}")));
     }
@@ -1614,23 +1627,18 @@ struct DatagramSender {
 
 impl DatagramSender {
     /// Sends the datagrams of one payload received in the window; false to stop.
-    fn payload(
+    fn payload<'a>(
         &mut self,
-        payload: &[u8],
+        records: nvrec::layout::Walk<'a>,
         from_ns: Option<u64>,
         to_ns: Option<u64>,
         problems: &mut Vec<String>,
     ) -> bool {
-        for record in nvrec::layout::records(payload) {
+        for record in records {
             let packet = match record {
                 Ok(nvrec::layout::Record::Packet(packet)) => packet,
                 Ok(nvrec::layout::Record::Loss(loss)) => {
-                    problems.push(format!(
-                        "loss: {} datagrams dropped on stream {} ({}) when recorded",
-                        loss.count,
-                        loss.stream,
-                        loss.cause.name()
-                    ));
+                    problems.push(loss_text(&loss));
                     continue;
                 }
                 Err(error) => {
@@ -1745,20 +1753,25 @@ struct RecordCounts {
 
 impl RecordCounts {
     /// Decodes every record of a payload; the first that does not decode is the error.
-    fn count(&mut self, payload: &[u8]) -> Result<(), nvrec::layout::LayoutError> {
-        for record in nvrec::layout::records(payload) {
+    fn count(
+        &mut self,
+        records: nvrec::layout::Walk<'_>,
+    ) -> Result<(), nvrec::layout::LayoutError> {
+        for record in records {
             match record? {
                 nvrec::layout::Record::Packet(packet) => {
                     self.datagrams += 1;
                     self.truncated += u64::from(packet.is_truncated());
                 }
-                nvrec::layout::Record::Loss(loss) => {
-                    self.dropped += loss.count;
-                    self.losses += 1;
-                }
+                nvrec::layout::Record::Loss(loss) => self.loss(&loss),
             }
         }
         Ok(())
+    }
+
+    fn loss(&mut self, loss: &nvrec::layout::Loss) {
+        self.dropped += loss.count;
+        self.losses += 1;
     }
 
     fn text(&self) -> String {
@@ -1780,13 +1793,13 @@ impl RecordCounts {
 /// that does not decode, is a problem to report. Returns the bytes written.
 fn write_record_data(
     out: &mut dyn Write,
-    payload: &[u8],
+    records: nvrec::layout::Walk<'_>,
     streams: &[u16],
     problems: &mut Vec<String>,
 ) -> std::io::Result<u64> {
     let mut written = 0;
     let wanted = |stream: u16| streams.is_empty() || streams.contains(&stream);
-    for record in nvrec::layout::records(payload) {
+    for record in records {
         match record {
             Ok(nvrec::layout::Record::Packet(packet)) if !wanted(packet.stream) => {}
             Ok(nvrec::layout::Record::Loss(loss)) if !wanted(loss.stream) => {}
@@ -1795,16 +1808,43 @@ fn write_record_data(
                 written += packet.data.len() as u64;
             }
             Ok(nvrec::layout::Record::Loss(loss)) => problems.push(format!(
-                "loss: {} datagrams dropped on stream {} ({}) before {}",
-                loss.count,
-                loss.stream,
-                loss.cause.name(),
+                "{} before {}",
+                loss_text(&loss),
                 format_utc_ns(loss.timestamp_ns)
             )),
             Err(error) => problems.push(format!("a record does not decode: {error}")),
         }
     }
     Ok(written)
+}
+
+/// A loss record (or a packet read only in part) as a problem to report.
+fn loss_text(loss: &nvrec::layout::Loss) -> String {
+    match loss.cause {
+        nvrec::layout::LossCause::Partial => format!(
+            "loss: a packet of {} bytes on stream {} read only in part (the chunk holding the \
+             rest is missing, or the recording ends before it)",
+            loss.bytes, loss.stream
+        ),
+        cause => format!(
+            "loss: {} datagrams dropped on stream {} ({}) when recorded",
+            loss.count,
+            loss.stream,
+            cause.name()
+        ),
+    }
+}
+
+/// Writes records to a capture's PcapNg stream; 0 bytes counted (the writer counts its own).
+fn export_records(
+    export: &mut PcapngExport<Box<dyn Write>>,
+    records: nvrec::layout::Walk<'_>,
+) -> std::io::Result<u64> {
+    for record in records {
+        let record = record.map_err(std::io::Error::other)?;
+        export.record(&record).map_err(std::io::Error::other)?;
+    }
+    Ok(0)
 }
 
 /// A source that is not there or cannot be read as a stream, or an address that cannot be
@@ -1947,6 +1987,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         let mut pattern_errors = 0u64;
         let mut pattern: Option<Pattern> = args.seed.map(Pattern::new);
         let mut records = RecordCounts::default();
+        let mut reassembly = Reassembly::new();
         let progress = Arc::new(Progress::default());
         let display = progress::ProgressDisplay::start(
             Arc::clone(&progress),
@@ -1963,7 +2004,8 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                 match item {
                     Item::Chunk { header, payload } => {
                         if header.flags.contains(ChunkFlags::RECORDS) {
-                            if let Err(why) = records.count(payload) {
+                            let walk = reassembly.payload(header.stream_offset_bytes, payload);
+                            if let Err(why) = records.count(walk) {
                                 first_bad.get_or_insert_with(|| {
                                     format!(
                                         "sequence {} on member {} slot {}: {why}",
@@ -2019,6 +2061,9 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             },
         )?;
         drop(display);
+        if let Some(loss) = reassembly.finish() {
+            records.loss(&loss);
+        }
         if signal::CONTROL.state() != ControlState::Run {
             first_bad.get_or_insert_with(|| "interrupted before the end: not all verified".into());
         }

@@ -89,10 +89,11 @@ pub trait Source {
     fn wait_readable(&mut self, _timeout: Duration) -> io::Result<bool> {
         Ok(true)
     }
-    /// Whether the source gives whole records (datagrams, packets; `layout::records`)
-    /// rather than bytes. A record never spans two payloads, so for such a source `read_at`
-    /// returning 0 means that its next record does not fit in `buf` (the payload is as full
-    /// as it gets), not the end: that is [`Source::ended`].
+    /// Whether the source gives records (datagrams, packets; `layout::records`) rather than
+    /// bytes. A packet that does not fit in the room left spans into the next payload (its
+    /// first fragment fills `buf`, and the next read starts with the rest), so for such a
+    /// source `read_at` returning 0 means that `buf` is as full as records make it, not the
+    /// end: that is [`Source::ended`].
     fn packs_records(&self) -> bool {
         false
     }
@@ -100,8 +101,8 @@ pub trait Source {
     fn ended(&self) -> bool {
         false
     }
-    /// A record source: the most one payload holds. A record that would not fit even in an
-    /// empty payload is cut to fit (and counted as truncated), never dropped.
+    /// A record source: the most one payload holds (sources that stage records in buffers
+    /// of their own size them by it).
     fn set_payload_capacity(&mut self, _bytes: usize) {}
 }
 

@@ -16,8 +16,8 @@
 //! with message and chunk indexes and a summary, so that readers seek by time and channel.
 
 use super::write_behind::WriteBehind;
-use super::{create_file, Compression, ExportError, Window};
-use crate::layout::{records, ChunkHeader, Content, Loss, LossCause, Packet, Record};
+use super::{create_file, Compression, ExportError};
+use crate::layout::{ChunkHeader, Content, Loss, LossCause, Packet, Record};
 use mcap::records::{MessageHeader, Metadata};
 use mcap::write::NoSeek;
 use std::collections::BTreeMap;
@@ -131,18 +131,13 @@ impl McapExport {
             .is_none_or(|streams| streams.contains(&stream))
     }
 
-    /// Exports the records of one chunk's payload that lie in `window`.
-    pub fn records(&mut self, payload: &[u8], window: &Window) -> Result<(), ExportError> {
-        for record in records(payload) {
-            match record? {
-                Record::Packet(packet) if window.contains(packet.timestamp_ns) => {
-                    self.packet(&packet)?
-                }
-                Record::Loss(loss) if window.contains(loss.timestamp_ns) => self.loss(&loss)?,
-                _ => {}
-            }
+    /// Exports one record (a packet whole, put back together where it spanned payloads:
+    /// `layout::Reassembly`).
+    pub fn record(&mut self, record: &Record<'_>) -> Result<(), ExportError> {
+        match record {
+            Record::Packet(packet) => self.packet(packet),
+            Record::Loss(loss) => self.loss(loss),
         }
-        Ok(())
     }
 
     fn packet(&mut self, packet: &Packet<'_>) -> Result<(), ExportError> {
@@ -162,6 +157,7 @@ impl McapExport {
             LossCause::SocketOverflow => "socket buffer full",
             LossCause::CaptureDrop => "dropped before the capture ring",
             LossCause::RecorderOverrun => "recorder had no buffer",
+            LossCause::Partial => "only part of a packet read (the rest of it is missing)",
         };
         self.metadata(
             loss.stream,

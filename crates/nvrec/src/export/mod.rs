@@ -22,7 +22,9 @@ pub mod pcapng;
 pub mod sigmf;
 mod write_behind;
 
-use crate::layout::{ChunkFlags, ChunkHeader, LayoutError, RecordingEntry, RecordingFlags};
+use crate::layout::{
+    ChunkFlags, ChunkHeader, LayoutError, Reassembly, Record, RecordingEntry, RecordingFlags,
+};
 use crate::net::BpfFilter;
 use crate::recording::reader::Item;
 use std::io::{self, Write};
@@ -180,6 +182,8 @@ pub struct Export {
     /// The output as messages name it (`-` for stdout).
     output_path: PathBuf,
     window: Window,
+    /// Packets that span payloads, put back together.
+    reassembly: Reassembly,
     /// What could not be exported as it is, each a sentence.
     problems: Vec<String>,
     failure: Option<ExportError>,
@@ -236,6 +240,7 @@ impl Export {
             writer,
             output_path,
             window: options.window,
+            reassembly: Reassembly::new(),
             problems: Vec::new(),
             failure: None,
         })
@@ -248,15 +253,17 @@ impl Export {
         let Item::Chunk { header, payload } = item else {
             return true;
         };
-        if self
+        let past_window = self
             .window
             .to_ns
-            .is_some_and(|to| header.timestamp_ns >= to)
-        {
+            .is_some_and(|to| header.timestamp_ns >= to);
+        if past_window && !self.reassembly.is_spanning() {
             return false;
         }
+        // Past the window, a packet begun in it is still completed (the records past the
+        // window are left out by their own times).
         match self.chunk(header, payload) {
-            Ok(()) => true,
+            Ok(()) => !past_window,
             Err(error) => {
                 self.failure = Some(error);
                 false
@@ -269,11 +276,16 @@ impl Export {
         let window = self.window;
         let in_window = window.contains(header.timestamp_ns);
         match &mut self.writer {
-            Writer::Pcapng(export) if records && window.is_whole() => export.payload(payload),
-            Writer::Pcapng(export) if records => {
-                export.payload_within(payload, window.from_ns, window.to_ns)
+            Writer::Pcapng(_) | Writer::Mcap(_) if records => {
+                let walk = self.reassembly.payload(header.stream_offset_bytes, payload);
+                for record in walk {
+                    let record = record?;
+                    if window.contains(record_timestamp_ns(&record)) {
+                        self.writer.record(&record)?;
+                    }
+                }
+                Ok(())
             }
-            Writer::Mcap(export) if records => export.records(payload, &window),
             Writer::Mcap(export) if in_window => export.bytes(header, payload),
             Writer::Sigmf(export) if !records && in_window => {
                 export.chunk(header, payload, &mut self.problems)
@@ -295,6 +307,11 @@ impl Export {
         if let Some(error) = self.failure {
             return Err(error);
         }
+        if let Some(loss) = self.reassembly.finish() {
+            if self.window.contains(loss.timestamp_ns) {
+                self.writer.record(&Record::Loss(loss))?;
+            }
+        }
         let exported = match self.writer {
             Writer::Pcapng(export) => {
                 let (mut out, summary) = export.finish()?;
@@ -308,6 +325,25 @@ impl Export {
             Writer::Mcap(export) => Exported::Mcap(export.finish()?),
         };
         Ok((exported, self.problems))
+    }
+}
+
+impl Writer {
+    /// One record, to a format that takes records.
+    fn record(&mut self, record: &Record<'_>) -> Result<(), ExportError> {
+        match self {
+            Writer::Pcapng(export) => export.record(record),
+            Writer::Mcap(export) => export.record(record),
+            // `check` refuses SigMF for a recording of records.
+            Writer::Sigmf(_) => Ok(()),
+        }
+    }
+}
+
+fn record_timestamp_ns(record: &Record<'_>) -> u64 {
+    match record {
+        Record::Packet(packet) => packet.timestamp_ns,
+        Record::Loss(loss) => loss.timestamp_ns,
     }
 }
 

@@ -93,37 +93,13 @@ impl<W: Write> PcapngExport<W> {
         self
     }
 
-    /// Exports the records of one chunk's payload.
-    pub fn payload(&mut self, payload: &[u8]) -> Result<(), ExportError> {
-        for record in records(payload) {
-            match record? {
-                Record::Packet(packet) => self.packet(&packet)?,
-                Record::Loss(loss) => self.loss(&loss)?,
-            }
+    /// Exports one record (a packet whole, put back together where it spanned payloads:
+    /// `layout::Reassembly`).
+    pub fn record(&mut self, record: &Record<'_>) -> Result<(), ExportError> {
+        match record {
+            Record::Packet(packet) => self.packet(packet),
+            Record::Loss(loss) => self.loss(loss),
         }
-        Ok(())
-    }
-
-    /// As [`PcapngExport::payload`], for the records received in `from_ns..to_ns` (ns since
-    /// the Unix epoch; an open end where None).
-    pub fn payload_within(
-        &mut self,
-        payload: &[u8],
-        from_ns: Option<u64>,
-        to_ns: Option<u64>,
-    ) -> Result<(), ExportError> {
-        let within = |timestamp_ns: u64| {
-            from_ns.is_none_or(|from| timestamp_ns >= from)
-                && to_ns.is_none_or(|to| timestamp_ns < to)
-        };
-        for record in records(payload) {
-            match record? {
-                Record::Packet(packet) if within(packet.timestamp_ns) => self.packet(&packet)?,
-                Record::Loss(loss) if within(loss.timestamp_ns) => self.loss(&loss)?,
-                _ => {}
-            }
-        }
-        Ok(())
     }
 
     fn wanted(&self, stream: u16) -> bool {
@@ -251,7 +227,7 @@ impl<W: Write> PcapngExport<W> {
 
 /// What the first packet of a payload of records holds, if it has one.
 pub fn first_content(payload: &[u8]) -> Option<Content> {
-    records(payload).find_map(|record| match record {
+    records(payload).find_map(|piece| match piece.map(|piece| piece.record) {
         Ok(Record::Packet(packet)) => Some(packet.content),
         _ => None,
     })
@@ -453,7 +429,7 @@ mod tests {
             },
         );
         let mut export = PcapngExport::new(Vec::new(), None).unwrap();
-        export.payload(&payload[..at]).unwrap();
+        export_payload(&mut export, &payload[..at]);
         let (bytes, _) = export.finish().unwrap();
         let mut reader = PcapNgReader::new(&bytes[..]).unwrap();
         let mut sequences = Vec::new();
@@ -471,6 +447,12 @@ mod tests {
         }
         assert_eq!(sequences, [0, 10]);
         assert_eq!(linktypes, [DataLink::RAW, DataLink::ETHERNET]);
+    }
+
+    fn export_payload(export: &mut PcapngExport<Vec<u8>>, payload: &[u8]) {
+        for record in crate::layout::Reassembly::new().payload(0, payload) {
+            export.record(&record.unwrap()).unwrap();
+        }
     }
 
     #[test]
@@ -499,7 +481,7 @@ mod tests {
             &datagram(0, b"v6", "[fd00::1]:7", "[fd00::2]:8"),
         );
         let mut export = PcapngExport::new(Vec::new(), None).unwrap();
-        export.payload(&payload[..at]).unwrap();
+        export_payload(&mut export, &payload[..at]);
         let (bytes, summary) = export.finish().unwrap();
         assert_eq!((summary.packets, summary.dropped), (3, 4));
         let mut reader = PcapNgReader::new(&bytes[..]).unwrap();

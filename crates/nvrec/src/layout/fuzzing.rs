@@ -14,10 +14,10 @@
 
 use super::codec::{crc32c_append, META_CRC_OFFSET};
 use super::{
-    crc32c, decode_chunk, decode_chunk_header, Checkpoint, IndexGeometry, LayoutError,
-    RecordingEntry, Structure, Superblock, VolumeLayout, CHUNK_HEADER_SIZE_BYTES, CHUNK_MAGIC,
-    CHUNK_VERSION_MINOR, FORMAT_VERSION_MAJOR, FORMAT_VERSION_MINOR, META_STRUCT_SIZE_BYTES,
-    SUPERBLOCK_A_OFFSET_BYTES,
+    crc32c, decode_chunk, decode_chunk_header, frame_span, packet_header, Checkpoint, Content,
+    IndexGeometry, LayoutError, Packet, Reassembly, Record, RecordingEntry, Structure, Superblock,
+    VolumeLayout, CHUNK_HEADER_SIZE_BYTES, CHUNK_MAGIC, CHUNK_VERSION_MINOR, FORMAT_VERSION_MAJOR,
+    FORMAT_VERSION_MINOR, FRAGMENT_BYTES_MIN, META_STRUCT_SIZE_BYTES, SUPERBLOCK_A_OFFSET_BYTES,
 };
 
 /// A 4096-byte metadata structure with `magic`, the current major version, `data` from
@@ -277,4 +277,95 @@ pub fn check_map(l: &VolumeLayout) {
         l.checkpoint_slot_offset_bytes(l.checkpoint_slot_count),
         None
     );
+}
+
+/// Packs packets of these data into payloads of `capacity` bytes as the network sources do
+/// (`frame_span`: a packet that does not fit spans into the next payload); the payloads.
+pub fn pack_records(datas: &[Vec<u8>], capacity: usize) -> Vec<Vec<u8>> {
+    let mut payloads = Vec::new();
+    let mut payload = vec![0u8; capacity];
+    let mut used = 0;
+    for (index, data) in datas.iter().enumerate() {
+        let packet = Packet {
+            stream: (index % 3) as u16,
+            content: Content::Udp,
+            timestamp_ns: index as u64,
+            original_len: data.len() as u32,
+            data,
+            peer: None,
+            local: None,
+            end: false,
+        };
+        let header = packet_header(&packet, data.len());
+        let mut placed = 0;
+        loop {
+            // None: the payload is full; a fragment that goes on fills it.
+            if let Some(spanned) = frame_span(&mut payload[used..], &header, data, placed) {
+                used += spanned.record_bytes;
+                placed += spanned.data_bytes;
+                if !spanned.part.continues() {
+                    break;
+                }
+            }
+            payloads.push(payload[..used].to_vec());
+            used = 0;
+        }
+    }
+    payloads.push(payload[..used].to_vec());
+    payloads
+}
+
+/// Records that span payloads: [`Reassembly`] never panics on any payloads, contiguous or
+/// not; and packets of sizes the input gives, packed by [`pack_records`] into payloads of a
+/// capacity it gives, come back the same and in order, with no loss, every payload but the
+/// last full to within [`FRAGMENT_BYTES_MIN`].
+pub fn records_span(data: &[u8]) {
+    let mut reassembly = Reassembly::new();
+    let mut offset = 0u64;
+    for (index, payload) in data.split(|&byte| byte == 0xa5).enumerate() {
+        // Every third payload after a hole.
+        let at = offset + if index % 3 == 2 { 8 } else { 0 };
+        for record in reassembly.payload(at, payload) {
+            let _ = record;
+        }
+        offset = at + payload.len() as u64;
+    }
+    let _ = reassembly.finish();
+
+    let Some((&first, sizes)) = data.split_first() else {
+        return;
+    };
+    let capacity = FRAGMENT_BYTES_MIN + 8 * first as usize;
+    let datas: Vec<Vec<u8>> = sizes
+        .chunks(2)
+        .take(64)
+        .enumerate()
+        .map(|(index, size)| {
+            let len = size.iter().fold(0usize, |len, &b| len << 8 | b as usize) % 9000;
+            (0..len).map(|at| (at * 31 + index) as u8).collect()
+        })
+        .collect();
+    let payloads = pack_records(&datas, capacity);
+    for payload in &payloads[..payloads.len() - 1] {
+        assert!(payload.len() <= capacity);
+        assert!(
+            payload.len() > capacity - FRAGMENT_BYTES_MIN,
+            "a payload of {} bytes of {capacity} left room",
+            payload.len()
+        );
+    }
+    let mut reassembly = Reassembly::new();
+    let mut found = Vec::new();
+    let mut offset = 0;
+    for payload in &payloads {
+        for record in reassembly.payload(offset, payload) {
+            match record {
+                Ok(Record::Packet(packet)) => found.push(packet.data.to_vec()),
+                other => panic!("{other:?} from packets packed whole"),
+            }
+        }
+        offset += payload.len() as u64;
+    }
+    assert_eq!(reassembly.finish(), None);
+    assert!(found == datas, "packets changed in a round trip");
 }

@@ -43,6 +43,7 @@ mod flags;
 pub mod fuzzing;
 mod index;
 mod label;
+mod reassembly;
 mod records;
 mod retirement;
 mod signal;
@@ -63,10 +64,13 @@ pub use index::{
     RecordingEntry, RecordingFlags, RecordingState,
 };
 pub use label::Label;
+#[cfg(test)]
+pub(crate) use reassembly::for_each_record;
+pub use reassembly::{Reassembly, Walk, SPAN_DATA_MAX_BYTES};
 pub use records::{
-    decode_record, encode_loss, encode_packet, encode_packet_header, frame_in_place, record_bytes,
-    records, Content, Loss, LossCause, Packet, Record, Records, LOSS_DATA_BYTES,
-    RECORD_HEADER_BYTES,
+    decode_record, encode_loss, encode_packet, encode_packet_header, frame_in_place, frame_span,
+    packet_header, packet_parts, record_bytes, records, Content, Loss, LossCause, Packet, Part,
+    Piece, Record, Records, Spanned, FRAGMENT_BYTES_MIN, LOSS_DATA_BYTES, RECORD_HEADER_BYTES,
 };
 pub use retirement::{Retirement, RetirementCause, RETIREMENTS_MAX, RETIREMENT_SIZE_BYTES};
 pub use signal::{

@@ -335,3 +335,35 @@ fn volume_layout_property() {
         fuzzing::volume_layout(&[0xff; 20][..len]);
     }
 }
+
+#[test]
+fn records_span_property() {
+    let mut rng = Rng::new(0x5eed_0006);
+    for _ in 0..CASES / 10 {
+        let mut data = vec![0u8; rng.below(160) as usize];
+        rng.fill(&mut data);
+        if rng.below(2) == 0 {
+            // Real payloads, cut and changed: the reassembly meets fragments out of place.
+            let sizes: Vec<u8> = data.iter().skip(1).copied().collect();
+            let datas: Vec<Vec<u8>> = sizes
+                .chunks(2)
+                .map(|size| vec![7u8; (size[0] as usize) * 40])
+                .collect();
+            let mut payloads =
+                fuzzing::pack_records(&datas, 72 + 8 * data.first().map_or(0, |&b| b as usize));
+            payloads.retain(|_| rng.below(4) != 0);
+            let mut joined = Vec::new();
+            for payload in payloads {
+                joined.extend_from_slice(&payload);
+                joined.push(0xa5);
+            }
+            let at = rng.below(joined.len() as u64 + 1) as usize;
+            if let Some(byte) = joined.get_mut(at) {
+                *byte ^= 1 << rng.below(8);
+            }
+            fuzzing::records_span(&joined);
+        } else {
+            fuzzing::records_span(&data);
+        }
+    }
+}

@@ -3,10 +3,14 @@
 //! captured and original length, the stream it came in on and its addresses; a loss is a
 //! record too, at the position in the stream where it happened.
 //!
-//! A payload of a chunk flagged `RECORDS` is whole records back to back, each a 64-byte
-//! header, its data and zero padding to a multiple of 8 bytes. A record never spans two
-//! payloads, so every chunk can be read on its own (a ring that overwrote the start, a
-//! time window, a damaged neighbour).
+//! A payload of a chunk flagged `RECORDS` is records back to back, each a 64-byte header,
+//! its data and zero padding to a multiple of 8 bytes. Every record decodes on its own, so a
+//! chunk can be read alone (a ring that overwrote the start, a time window, a damaged
+//! neighbour). Since 1.4 a packet too large for the room left in a payload spans payloads:
+//! its data is cut into fragments, each a record with the packet's header and a [`Part`]
+//! flag, the first ending one payload and the next starting the next
+//! ([`frame_span`] writes them, `layout::reassembly` puts them back together), so that a
+//! payload is full whatever the sizes of the packets.
 
 use super::codec::{get_array, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 use super::error::{LayoutError, Structure};
@@ -41,6 +45,57 @@ const KIND_LOSS: u16 = 2;
 const FLAG_TRUNCATED: u32 = 1;
 /// Packet flag: the stream ended after this data (a TCP connection closed).
 const FLAG_END: u32 = 2;
+/// Packet flag (1.4): the packet's data goes on in a fragment at the start of the next
+/// payload.
+const FLAG_CONTINUES: u32 = 4;
+/// Packet flag (1.4): this fragment goes on from one at the end of the previous payload.
+const FLAG_CONTINUED: u32 = 8;
+/// The least room a fragment takes: a header and 8 bytes of data. Less room left in a
+/// payload than this is left empty.
+pub const FRAGMENT_BYTES_MIN: usize = RECORD_HEADER_BYTES + 8;
+
+/// Which part of its packet a packet record holds (format 1.4). A packet that does not fit
+/// in the room left in a payload spans payloads: `First` ends that payload, `Middle`s fill
+/// whole payloads, `Last` starts the next one; every fragment carries the packet's header
+/// (stream, time, addresses, `original_len`) with its own `captured_len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    Whole,
+    First,
+    Middle,
+    Last,
+}
+
+impl Part {
+    fn from_flags(flags: u32) -> Part {
+        match (flags & FLAG_CONTINUED != 0, flags & FLAG_CONTINUES != 0) {
+            (false, false) => Part::Whole,
+            (false, true) => Part::First,
+            (true, true) => Part::Middle,
+            (true, false) => Part::Last,
+        }
+    }
+
+    fn flags(self) -> u32 {
+        match self {
+            Part::Whole => 0,
+            Part::First => FLAG_CONTINUES,
+            Part::Middle => FLAG_CONTINUES | FLAG_CONTINUED,
+            Part::Last => FLAG_CONTINUED,
+        }
+    }
+
+    /// The packet goes on in the next payload.
+    pub fn continues(self) -> bool {
+        matches!(self, Part::First | Part::Middle)
+    }
+
+    /// The record goes on from the previous payload.
+    pub fn is_continuation(self) -> bool {
+        matches!(self, Part::Middle | Part::Last)
+    }
+}
 
 /// Why datagrams or packets were lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -52,6 +107,10 @@ pub enum LossCause {
     CaptureDrop = 2,
     /// The recorder had no buffer for them (its drives or CPU could not keep up).
     RecorderOverrun = 3,
+    /// Never stored: a reader's name for a packet that spans payloads of which it found only
+    /// part (a chunk holding the rest is missing or damaged, lies before a ring's oldest
+    /// chunk or past a crash's end). `count` 1, `bytes` its `original_len`.
+    Partial = 4,
 }
 
 impl LossCause {
@@ -60,6 +119,7 @@ impl LossCause {
             1 => Some(LossCause::SocketOverflow),
             2 => Some(LossCause::CaptureDrop),
             3 => Some(LossCause::RecorderOverrun),
+            // 4 (Partial) is a reader's finding, never stored.
             _ => None,
         }
     }
@@ -69,6 +129,7 @@ impl LossCause {
             LossCause::SocketOverflow => "socket overflow",
             LossCause::CaptureDrop => "capture drop",
             LossCause::RecorderOverrun => "recorder overrun",
+            LossCause::Partial => "only part read",
         }
     }
 }
@@ -118,6 +179,15 @@ impl Packet<'_> {
     pub fn is_truncated(&self) -> bool {
         (self.data.len() as u64) < self.original_len as u64
     }
+}
+
+/// A record as a payload holds it: a whole record, or a fragment of a packet that spans
+/// payloads (its `record` is then a packet whose `data` is the fragment's and whose
+/// `original_len` is the whole packet's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece<'a> {
+    pub record: Record<'a>,
+    pub part: Part,
 }
 
 /// A loss, at the place in the stream where it happened.
@@ -178,6 +248,97 @@ pub fn frame_in_place(out: &mut [u8], packet: &Packet<'_>, len: usize) -> usize 
     total
 }
 
+/// The header of a packet record for `len` bytes of data (the whole of what is kept of it),
+/// for [`frame_span`].
+pub fn packet_header(packet: &Packet<'_>, len: usize) -> [u8; RECORD_HEADER_BYTES] {
+    let mut record = [0u8; RECORD_HEADER_BYTES + 8];
+    // `frame_in_place` pads the data too; with no data, the padding is empty.
+    frame_in_place(&mut record, packet, 0);
+    let mut header: [u8; RECORD_HEADER_BYTES] =
+        record[..RECORD_HEADER_BYTES].try_into().expect("64 bytes");
+    put_u32(&mut header, off::CAPTURED_LEN, len as u32);
+    let original_len = packet.original_len.max(len as u32);
+    put_u32(&mut header, off::ORIGINAL_LEN, original_len);
+    let truncated = if (len as u64) < original_len as u64 {
+        FLAG_TRUNCATED
+    } else {
+        0
+    };
+    let flags = (get_u32(&header, off::FLAGS) & !FLAG_TRUNCATED) | truncated;
+    put_u32(&mut header, off::FLAGS, flags);
+    header
+}
+
+/// What [`frame_span`] put into a payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spanned {
+    /// Bytes of the record written (header, data, padding).
+    pub record_bytes: usize,
+    /// Bytes of the packet's data it holds.
+    pub data_bytes: usize,
+    pub part: Part,
+}
+
+/// Frames a packet's `data` from byte `placed` on into `out`: the whole record when the
+/// rest fits (`Whole` when nothing was placed before, else `Last`), otherwise a fragment
+/// that fills `out` to its end (`First`, or `Middle`), to go on at the start of the next
+/// payload. `header` is [`packet_header`] for the whole `data`. None when `out` is shorter
+/// than [`FRAGMENT_BYTES_MIN`] and the rest does not fit: the payload is full. A fragment's
+/// data is a multiple of 8 bytes, so it fills `out` exactly when `out` is.
+pub fn frame_span(
+    out: &mut [u8],
+    header: &[u8; RECORD_HEADER_BYTES],
+    data: &[u8],
+    placed: usize,
+) -> Option<Spanned> {
+    debug_assert!(placed <= data.len());
+    debug_assert_eq!(get_u32(header, off::CAPTURED_LEN) as usize, data.len());
+    let rest = data.len() - placed;
+    let (take, part) = if record_bytes(rest) <= out.len() {
+        (rest, if placed == 0 { Part::Whole } else { Part::Last })
+    } else if out.len() >= FRAGMENT_BYTES_MIN {
+        // record_bytes(rest) > out.len() makes this less than rest.
+        let take = (out.len() - RECORD_HEADER_BYTES) / 8 * 8;
+        (
+            take,
+            if placed == 0 {
+                Part::First
+            } else {
+                Part::Middle
+            },
+        )
+    } else {
+        return None;
+    };
+    let total = record_bytes(take);
+    out[..RECORD_HEADER_BYTES].copy_from_slice(header);
+    put_u32(out, off::CAPTURED_LEN, take as u32);
+    let flags = get_u32(header, off::FLAGS) | part.flags();
+    put_u32(out, off::FLAGS, flags);
+    out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + take]
+        .copy_from_slice(&data[placed..placed + take]);
+    out[RECORD_HEADER_BYTES + take..total].fill(0);
+    Some(Spanned {
+        record_bytes: total,
+        data_bytes: take,
+        part,
+    })
+}
+
+/// The header and data of an encoded whole packet record (as [`encode_packet`] wrote it),
+/// for [`frame_span`]; None for a loss record or bytes that are not a whole packet record.
+pub fn packet_parts(record: &[u8]) -> Option<(&[u8; RECORD_HEADER_BYTES], &[u8])> {
+    let header: &[u8; RECORD_HEADER_BYTES] = record.get(..RECORD_HEADER_BYTES)?.try_into().ok()?;
+    if get_u16(header, off::KIND) != KIND_PACKET
+        || Part::from_flags(get_u32(header, off::FLAGS)) != Part::Whole
+    {
+        return None;
+    }
+    let captured = get_u32(header, off::CAPTURED_LEN) as usize;
+    let data = record.get(RECORD_HEADER_BYTES..RECORD_HEADER_BYTES.checked_add(captured)?)?;
+    Some((header, data))
+}
+
 /// Writes a whole packet record (header, data, padding); returns its length.
 pub fn encode_packet(out: &mut [u8], packet: &Packet<'_>) -> usize {
     let len = packet.data.len();
@@ -225,7 +386,9 @@ fn get_address(b: &[u8], addr_at: usize, port_at: usize, family: u16) -> Option<
     Some(SocketAddr::new(ip, port))
 }
 
-/// The records of a payload, in order; a malformed record ends the walk with an error.
+/// The records of one payload as it holds them, fragments included, in order; a malformed
+/// record ends the walk with an error. Readers of a recording take payloads through
+/// `layout::Reassembly`, which puts packets that span payloads back together.
 pub fn records(payload: &[u8]) -> Records<'_> {
     Records { rest: payload }
 }
@@ -235,16 +398,16 @@ pub struct Records<'a> {
 }
 
 impl<'a> Iterator for Records<'a> {
-    type Item = Result<Record<'a>, LayoutError>;
+    type Item = Result<Piece<'a>, LayoutError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.rest.is_empty() {
             return None;
         }
         match decode_record(self.rest) {
-            Ok((record, len)) => {
+            Ok((piece, len)) => {
                 self.rest = &self.rest[len..];
-                Some(Ok(record))
+                Some(Ok(piece))
             }
             Err(error) => {
                 self.rest = &[];
@@ -254,8 +417,8 @@ impl<'a> Iterator for Records<'a> {
     }
 }
 
-/// Decodes the record at the start of `b`: the record and its length.
-pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
+/// Decodes the record at the start of `b`: the record (or fragment) and its length.
+pub fn decode_record(b: &[u8]) -> Result<(Piece<'_>, usize), LayoutError> {
     if b.len() < RECORD_HEADER_BYTES {
         return Err(LayoutError::Truncated {
             structure: R,
@@ -276,6 +439,7 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
     let timestamp_ns = get_u64(b, off::TIMESTAMP_NS);
     let flags = get_u32(b, off::FLAGS);
     let data = &b[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + captured];
+    let mut part = Part::Whole;
     let record = match get_u16(b, off::KIND) {
         KIND_PACKET => {
             let original_len = get_u32(b, off::ORIGINAL_LEN);
@@ -286,8 +450,16 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
                     "is less than captured_len",
                 ));
             }
-            if flags & !(FLAG_TRUNCATED | FLAG_END) != 0 {
+            if flags & !(FLAG_TRUNCATED | FLAG_END | FLAG_CONTINUES | FLAG_CONTINUED) != 0 {
                 return Err(LayoutError::invalid(R, "flags", "has unknown bits"));
+            }
+            part = Part::from_flags(flags);
+            if part != Part::Whole && captured == 0 {
+                return Err(LayoutError::invalid(
+                    R,
+                    "captured_len",
+                    "of a fragment is 0",
+                ));
             }
             let family = get_u16(b, off::FAMILY);
             let content = Content::from_u16(get_u16(b, off::CONTENT))
@@ -326,7 +498,7 @@ pub fn decode_record(b: &[u8]) -> Result<(Record<'_>, usize), LayoutError> {
         }
         _ => return Err(LayoutError::invalid(R, "kind", "is not 1 or 2")),
     };
-    Ok((record, total))
+    Ok((Piece { record, part }, total))
 }
 
 #[cfg(test)]
@@ -366,7 +538,10 @@ mod tests {
             ..packet(&[1u8; 16])
         };
         at += encode_packet(&mut payload[at..], &v6);
-        let found: Vec<_> = records(&payload[..at]).collect::<Result<_, _>>().unwrap();
+        let found: Vec<_> = records(&payload[..at])
+            .map(|piece| piece.map(|piece| piece.record))
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(
             found,
             [
@@ -402,6 +577,59 @@ mod tests {
         let mut walk = records(&bad_kind[..len]);
         assert!(walk.next().unwrap().is_err());
         assert!(walk.next().is_none());
+    }
+
+    #[test]
+    fn a_packet_larger_than_the_room_spans_payloads_in_fragments() {
+        let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let header = packet_header(&packet(&data), data.len());
+        // Room for a header and 200 bytes, then 504, then the rest.
+        let mut first = vec![0xee; 64 + 200];
+        let spanned = frame_span(&mut first, &header, &data, 0).unwrap();
+        assert_eq!(
+            spanned,
+            Spanned {
+                record_bytes: 264,
+                data_bytes: 200,
+                part: Part::First
+            }
+        );
+        let mut middle = vec![0xee; 64 + 504];
+        let spanned = frame_span(&mut middle, &header, &data, 200).unwrap();
+        assert_eq!((spanned.data_bytes, spanned.part), (504, Part::Middle));
+        let mut last = vec![0xee; 4096];
+        let spanned = frame_span(&mut last, &header, &data, 704).unwrap();
+        assert_eq!((spanned.data_bytes, spanned.part), (296, Part::Last));
+        assert_eq!(spanned.record_bytes, record_bytes(296));
+        let mut joined = Vec::new();
+        for (bytes, part) in [
+            (&first[..], Part::First),
+            (&middle[..], Part::Middle),
+            (&last[..record_bytes(296)], Part::Last),
+        ] {
+            let piece = records(bytes).next().unwrap().unwrap();
+            assert_eq!(piece.part, part);
+            let Record::Packet(fragment) = piece.record else {
+                panic!("{piece:?}")
+            };
+            assert_eq!(fragment.original_len, 1000);
+            assert_eq!(fragment.timestamp_ns, packet(&data).timestamp_ns);
+            joined.extend_from_slice(fragment.data);
+        }
+        assert_eq!(joined, data);
+        // Whole when it fits; nothing when even a fragment does not.
+        let mut roomy = vec![0u8; 2048];
+        let whole = frame_span(&mut roomy, &header, &data, 0).unwrap();
+        assert_eq!((whole.part, whole.record_bytes), (Part::Whole, 1064));
+        assert_eq!(
+            records(&roomy[..1064]).next().unwrap().unwrap().record,
+            Record::Packet(packet(&data))
+        );
+        assert_eq!(frame_span(&mut [0u8; 64], &header, &data, 0), None);
+        // An empty fragment is refused.
+        let mut empty = first.clone();
+        put_u32(&mut empty, off::CAPTURED_LEN, 0);
+        assert!(records(&empty[..64]).next().unwrap().is_err());
     }
 
     #[test]

@@ -25,8 +25,8 @@
 use super::bpf::BpfInstruction;
 use super::NetCounters;
 use crate::layout::{
-    encode_loss, encode_packet_header, record_bytes, Content, Loss, LossCause, Packet,
-    LOSS_DATA_BYTES, RECORD_HEADER_BYTES,
+    encode_loss, encode_packet_header, frame_span, packet_header, packet_parts, record_bytes,
+    Content, Loss, LossCause, Packet, LOSS_DATA_BYTES, RECORD_HEADER_BYTES,
 };
 use crate::source::Source;
 use std::collections::VecDeque;
@@ -308,6 +308,9 @@ struct Framer {
     next_member: usize,
     snaplen_bytes: usize,
     last_timestamp_ns: u64,
+    /// The member whose frame spans payloads, and the bytes of it framed so far (direct
+    /// mode).
+    spanning: Option<(usize, usize)>,
 }
 
 /// What one framed record was, for the counters.
@@ -332,7 +335,7 @@ impl Framer {
 
     /// Whether something waits to be framed.
     fn ready(&mut self) -> bool {
-        !self.losses.is_empty() || self.ready_member().is_some()
+        self.spanning.is_some() || !self.losses.is_empty() || self.ready_member().is_some()
     }
 
     /// Reads every member's drop counter (when idle: drops at the end of a burst are not
@@ -380,14 +383,52 @@ impl Framer {
             original_len: packet.original_len,
             truncated: packet.is_truncated(),
         };
-        let timestamp_ns = packet.timestamp_ns;
+        self.finish_frame(index, packet.timestamp_ns, next_offset);
+        Some((len, framed))
+    }
+
+    /// As [`Framer::place`], into a payload of the recording: a frame that does not fit in
+    /// the room left spans into the next payload, whose first record its rest is. Its
+    /// length, and what was framed once a record is whole.
+    fn place_spanning(&mut self, out: &mut [u8]) -> Option<(usize, Option<Framed>)> {
+        let (index, placed) = match self.spanning {
+            Some(spanning) => spanning,
+            None if !self.losses.is_empty() => {
+                let (len, framed) = self.place(out, usize::MAX)?;
+                return Some((len, Some(framed)));
+            }
+            None => (self.ready_member()?, 0),
+        };
+        let (packet, next_offset) = self.members[index].frame();
+        let kept = packet.data.len().min(self.snaplen_bytes);
+        let packet = Packet {
+            data: &packet.data[..kept],
+            ..packet
+        };
+        let header = packet_header(&packet, kept);
+        let spanned = frame_span(out, &header, packet.data, placed)?;
+        if spanned.part.continues() {
+            self.spanning = Some((index, placed + spanned.data_bytes));
+            return Some((spanned.record_bytes, None));
+        }
+        self.spanning = None;
+        let framed = Framed::Frame {
+            original_len: packet.original_len,
+            truncated: packet.is_truncated(),
+        };
+        self.finish_frame(index, packet.timestamp_ns, next_offset);
+        Some((spanned.record_bytes, Some(framed)))
+    }
+
+    /// After a frame is framed whole: moves its member past it, and notes the drops at the
+    /// end of a block.
+    fn finish_frame(&mut self, index: usize, timestamp_ns: u64, next_offset: usize) {
         self.last_timestamp_ns = timestamp_ns;
         if self.members[index].advance(next_offset) {
             let member = &self.members[index];
             self.losses.extend(member.drops(timestamp_ns));
             self.next_member = (index + 1) % self.members.len();
         }
-        Some((len, framed))
     }
 
     fn poll(&mut self, timeout: Duration) -> io::Result<bool> {
@@ -438,8 +479,9 @@ struct Workers {
     empty: SyncSender<Staged>,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
-    /// The buffer being copied out, and the index of its next record.
-    current: Option<(Staged, usize, usize)>,
+    /// The buffer being copied out, the index of its next record, where that starts, and
+    /// the bytes of its data already framed (it spans payloads).
+    current: Option<(Staged, usize, usize, usize)>,
 }
 
 impl Drop for Workers {
@@ -508,6 +550,7 @@ impl CaptureSource {
                 next_member: 0,
                 snaplen_bytes: options.snaplen_bytes as usize,
                 last_timestamp_ns: 0,
+                spanning: None,
             })
             .collect();
         for (stream, name) in names.iter().enumerate() {
@@ -544,9 +587,13 @@ impl CaptureSource {
         Arc::clone(&self.counters)
     }
 
-    /// Starts the capture threads (once), each with staging buffers of a payload's size.
+    /// Starts the capture threads (once), each with staging buffers of a payload's size, or
+    /// of the largest record where that is more (records span payloads, not buffers).
     fn workers(&mut self) -> &mut Workers {
-        let capacity = self.payload_capacity_bytes.min(64 << 20);
+        let capacity = self
+            .payload_capacity_bytes
+            .min(64 << 20)
+            .max(record_bytes(SNAPLEN_MAX as usize));
         let Mode::Threads { framers, workers } = &mut self.mode else {
             unreachable!("threads mode")
         };
@@ -643,12 +690,13 @@ fn capture_thread(
 
 impl Source for CaptureSource {
     fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
-        let capacity = self.payload_capacity_bytes;
         let counters = Arc::clone(&self.counters);
         if let Mode::Direct(framer) = &mut self.mode {
             let mut written = 0;
-            while let Some((len, framed)) = framer.place(&mut buf[written..], capacity) {
-                count(&counters, framed);
+            while let Some((len, framed)) = framer.place_spanning(&mut buf[written..]) {
+                if let Some(framed) = framed {
+                    count(&counters, framed);
+                }
                 written += len;
             }
             if written == 0 && !framer.ready() {
@@ -661,33 +709,20 @@ impl Source for CaptureSource {
         loop {
             if workers.current.is_none() {
                 match workers.filled.try_recv() {
-                    Ok(staged) => workers.current = Some((staged, 0, 0)),
+                    Ok(staged) => workers.current = Some((staged, 0, 0, 0)),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
                         return Err(io::Error::other("a capture thread ended"))
                     }
                 }
             }
-            let (staged, next, start) = workers.current.as_mut().expect("a buffer");
-            // Whole records that fit.
-            let mut end = *start;
-            let mut last = *next;
-            while last < staged.records.len()
-                && staged.records[last].0 - *start <= buf.len() - written
-            {
-                end = staged.records[last].0;
-                count(&counters, staged.records[last].1);
-                last += 1;
+            let current = workers.current.as_mut().expect("a buffer");
+            let (full, placed) = copy_staged(current, &mut buf[written..], &counters);
+            written += placed;
+            if full {
+                break;
             }
-            let len = end - *start;
-            buf[written..written + len].copy_from_slice(&staged.data[*start..end]);
-            written += len;
-            *next = last;
-            *start = end;
-            if last < staged.records.len() {
-                break; // The next record does not fit.
-            }
-            let (staged, _, _) = workers.current.take().expect("a buffer");
+            let (staged, _, _, _) = workers.current.take().expect("a buffer");
             let _ = workers.empty.send(staged);
         }
         if written == 0 && workers.current.is_none() {
@@ -706,7 +741,7 @@ impl Source for CaptureSource {
         }
         match workers.filled.recv_timeout(timeout) {
             Ok(staged) => {
-                workers.current = Some((staged, 0, 0));
+                workers.current = Some((staged, 0, 0, 0));
                 Ok(true)
             }
             Err(RecvTimeoutError::Timeout) => Ok(false),
@@ -721,6 +756,50 @@ impl Source for CaptureSource {
     fn set_payload_capacity(&mut self, bytes: usize) {
         self.payload_capacity_bytes = bytes;
     }
+}
+
+/// Copies the records of a staging buffer into `out` from its next one: whole where they
+/// fit, the first that does not as much of it as fills `out` (its rest goes first into the
+/// next payload). Returns whether `out` is full (records are left), and the bytes written.
+fn copy_staged(
+    current: &mut (Staged, usize, usize, usize),
+    out: &mut [u8],
+    counters: &NetCounters,
+) -> (bool, usize) {
+    let (staged, next, start, placed) = current;
+    let mut written = 0;
+    if *placed == 0 {
+        let mut end = *start;
+        while *next < staged.records.len() && staged.records[*next].0 - *start <= out.len() {
+            end = staged.records[*next].0;
+            count(counters, staged.records[*next].1);
+            *next += 1;
+        }
+        written = end - *start;
+        out[..written].copy_from_slice(&staged.data[*start..end]);
+        *start = end;
+    }
+    if *next < staged.records.len() {
+        let (end, framed) = staged.records[*next];
+        // A loss that does not fit waits; a packet spans.
+        let Some((header, data)) = packet_parts(&staged.data[*start..end]) else {
+            return (true, written);
+        };
+        let Some(spanned) = frame_span(&mut out[written..], header, data, *placed) else {
+            return (true, written);
+        };
+        written += spanned.record_bytes;
+        if spanned.part.continues() {
+            *placed += spanned.data_bytes;
+            return (true, written);
+        }
+        *placed = 0;
+        count(counters, framed);
+        *next += 1;
+        *start = end;
+        return (*next < staged.records.len(), written);
+    }
+    (false, written)
 }
 
 fn open_socket(
@@ -877,22 +956,71 @@ mod tests {
     }
 
     fn capture_all(source: &mut CaptureSource) -> Vec<(Vec<u8>, u32)> {
-        source.set_payload_capacity(1 << 20);
-        let mut seen = Vec::new();
-        let mut buf = vec![0u8; 1 << 20];
+        capture_in_payloads(source, 1 << 20)
+    }
+
+    /// What the source captures, read as a recording's payloads of `payload_bytes` each
+    /// (each filled until the source says it is full or has nothing) and put back together.
+    fn capture_in_payloads(
+        source: &mut CaptureSource,
+        payload_bytes: usize,
+    ) -> Vec<(Vec<u8>, u32)> {
+        source.set_payload_capacity(payload_bytes);
+        let mut payloads = Vec::new();
         while source.wait_readable(Duration::from_millis(300)).unwrap() {
-            let filled = match source.read_at(0, &mut buf) {
-                Ok(filled) => filled,
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                Err(error) => panic!("{error}"),
-            };
-            for record in records(&buf[..filled]) {
-                if let Record::Packet(packet) = record.unwrap() {
-                    seen.push((packet.data.to_vec(), packet.original_len));
+            let mut buf = vec![0u8; payload_bytes];
+            let mut filled = 0;
+            loop {
+                match source.read_at(0, &mut buf[filled..]) {
+                    Ok(0) => break,
+                    Ok(count) => filled += count,
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => break,
+                    Err(error) => panic!("{error}"),
                 }
             }
+            buf.truncate(filled);
+            payloads.push(buf);
         }
+        let mut seen = Vec::new();
+        crate::layout::for_each_record(&payloads, |record| match record.unwrap() {
+            Record::Packet(packet) => seen.push((packet.data.to_vec(), packet.original_len)),
+            Record::Loss(loss) => panic!("no loss expected: {loss:?}"),
+        });
         seen
+    }
+
+    /// Frames larger than a payload (20 042 bytes in payloads of 8 KiB) span payloads and
+    /// come back whole, framed by the recorder's thread and by capture threads alike.
+    #[test]
+    fn frames_larger_than_a_payload_span_payloads_and_come_back_whole() {
+        if !crate::net::udp::tests::private_loopback() {
+            return;
+        }
+        for threads in [1, 2] {
+            let options = CaptureOptions {
+                threads,
+                ..small_ring()
+            };
+            let mut source = CaptureSource::open_with(&["lo".to_string()], &options).unwrap();
+            const COUNT: usize = 40;
+            send_on_loopback(COUNT, 20_000, 2);
+            let seen = capture_in_payloads(&mut source, 8 << 10);
+            let mut last_bytes: Vec<u8> = seen
+                .iter()
+                .filter(|(data, original_len)| data.len() == 20_042 && *original_len == 20_042)
+                .map(|(data, _)| data[20_041])
+                .collect();
+            last_bytes.sort();
+            let mut expected: Vec<u8> = (0..COUNT).flat_map(|i| [i as u8, i as u8]).collect();
+            expected.sort();
+            assert_eq!(last_bytes, expected, "{threads} threads");
+            let counters = source.counters();
+            assert_eq!(counters.truncated.load(Ordering::Relaxed), 0);
+            assert_eq!(
+                counters.datagrams.load(Ordering::Relaxed),
+                seen.len() as u64
+            );
+        }
     }
 
     /// Sends `count` datagrams of `len` bytes from `senders` sockets (flows) on the
@@ -1025,7 +1153,7 @@ mod tests {
                 Err(error) => panic!("{error}"),
             };
             for record in records(&buf[..filled]) {
-                if let Record::Packet(packet) = record.unwrap() {
+                if let Record::Packet(packet) = record.unwrap().record {
                     assert_eq!(packet.content, Content::Ethernet);
                     assert!(packet.timestamp_ns > 1_600_000_000_000_000_000);
                     // Ethernet (14) + IPv4 (20) + UDP (8) + 300.

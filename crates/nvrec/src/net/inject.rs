@@ -191,7 +191,7 @@ mod tests {
                 continue;
             };
             for record in records(&buf[..filled]) {
-                if let Record::Packet(packet) = record.unwrap() {
+                if let Record::Packet(packet) = record.unwrap().record {
                     seen.push(packet.data.to_vec());
                 }
             }

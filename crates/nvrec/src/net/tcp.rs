@@ -17,8 +17,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The least room worth a read: less, and the payload is taken as full.
-const READ_BYTES_MIN: usize = 4096;
+/// The least room worth a read: less, and the payload is taken as full. A read takes no
+/// more than the room left, so a payload fills to within a record header and 8 bytes.
+const READ_BYTES_MIN: usize = 8;
 /// The most one read takes (one record).
 const READ_BYTES_MAX: usize = 1 << 20;
 
@@ -241,7 +242,7 @@ mod tests {
                 Err(error) => panic!("{error}"),
             };
             for record in records(&buf[..filled]) {
-                let Record::Packet(packet) = record.unwrap() else {
+                let Record::Packet(packet) = record.unwrap().record else {
                     panic!("TCP loses nothing")
                 };
                 assert_eq!(packet.content, Content::Tcp);

@@ -3,9 +3,10 @@
 //! Each socket gets a large receive buffer (it is what absorbs the input while the drives
 //! are busy), kernel receive timestamps (SO_TIMESTAMPNS) and the socket's drop counter with
 //! every datagram (SO_RXQ_OVFL). Datagrams are taken in batches with recvmmsg into a staging
-//! area and framed into the chunk payload as records (`layout::records`), whole: a record
-//! that does not fit waits for the next payload. A rise of the drop counter becomes a loss
-//! record right before the datagram that carried it, so a loss sits where it happened.
+//! area and framed into the chunk payload as records (`layout::records`); a datagram larger
+//! than the room left spans into the next payload (`layout::frame_span`), so payloads are
+//! full whatever the datagrams' size. A rise of the drop counter becomes a loss record right
+//! before the datagram that carried it, so a loss sits where it happened.
 //!
 //! Measured here, copying from the staging area into the payload is not what limits the
 //! rate (the kernel's copy into the socket buffer and the drives are), so the staging area
@@ -13,8 +14,8 @@
 
 use super::NetCounters;
 use crate::layout::{
-    encode_loss, encode_packet_header, record_bytes, Content, Loss, LossCause, Packet,
-    RECORD_HEADER_BYTES,
+    encode_loss, frame_span, packet_header, record_bytes, Content, Loss, LossCause, Packet,
+    LOSS_DATA_BYTES,
 };
 use crate::source::Source;
 use std::collections::VecDeque;
@@ -61,8 +62,9 @@ pub struct UdpSource {
     control: Vec<u8>,
     names: Vec<libc::sockaddr_storage>,
     staged: VecDeque<Staged>,
+    /// Bytes of the oldest staged datagram already framed (it spans payloads).
+    front_placed_bytes: usize,
     next_stream: usize,
-    payload_capacity_bytes: usize,
     counters: Arc<NetCounters>,
 }
 
@@ -80,8 +82,8 @@ impl UdpSource {
             // SAFETY: sockaddr_storage is plain data; all zero is a valid (unspecified) value.
             names: vec![unsafe { std::mem::zeroed() }; BATCH],
             staged: VecDeque::with_capacity(2 * BATCH),
+            front_placed_bytes: 0,
             next_stream: 0,
-            payload_capacity_bytes: usize::MAX,
             counters: Arc::new(NetCounters::default()),
         })
     }
@@ -192,16 +194,16 @@ impl UdpSource {
         }
     }
 
-    /// Frames the oldest staged record into `out` if it fits; returns its length (0 if it
-    /// does not). In an empty payload (`out` as large as a payload gets) a datagram too
-    /// large is cut to fit.
+    /// Frames the oldest staged record into `out`: a loss if it fits, a datagram whole or,
+    /// where it does not fit, as much of it as fills `out` (the rest goes first into the next
+    /// payload). Returns the bytes written (0: `out` is full).
     fn place(&mut self, out: &mut [u8]) -> usize {
         let Some(&front) = self.staged.front() else {
             return 0;
         };
         let len = match front {
             Staged::Loss(loss) => {
-                if out.len() < record_bytes(crate::layout::LOSS_DATA_BYTES) {
+                if out.len() < record_bytes(LOSS_DATA_BYTES) {
                     return 0;
                 }
                 encode_loss(out, &loss)
@@ -214,35 +216,31 @@ impl UdpSource {
                 timestamp_ns,
                 peer,
             } => {
-                let empty_payload = out.len() >= self.payload_capacity_bytes;
-                let room = (out.len().saturating_sub(RECORD_HEADER_BYTES)) / 8 * 8;
-                let kept = if record_bytes(len) <= out.len() {
-                    len
-                } else if empty_payload && room > 0 {
-                    self.counters.truncated.fetch_add(1, Ordering::Relaxed);
-                    room
-                } else {
+                let data = &self.staging[at..at + len];
+                let packet = Packet {
+                    stream,
+                    content: Content::Udp,
+                    timestamp_ns,
+                    original_len,
+                    data,
+                    peer,
+                    local: Some(self.streams[stream as usize].local),
+                    end: false,
+                };
+                let header = packet_header(&packet, len);
+                let Some(spanned) = frame_span(out, &header, data, self.front_placed_bytes) else {
                     return 0;
                 };
-                out[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + kept]
-                    .copy_from_slice(&self.staging[at..at + kept]);
+                if spanned.part.continues() {
+                    self.front_placed_bytes += spanned.data_bytes;
+                    return spanned.record_bytes;
+                }
+                self.front_placed_bytes = 0;
                 self.counters.datagrams.fetch_add(1, Ordering::Relaxed);
                 self.counters
                     .bytes
                     .fetch_add(original_len as u64, Ordering::Relaxed);
-                encode_packet_header(
-                    out,
-                    &Packet {
-                        stream,
-                        content: Content::Udp,
-                        timestamp_ns,
-                        original_len,
-                        data: &self.staging[at..at + kept],
-                        peer,
-                        local: Some(self.streams[stream as usize].local),
-                        end: false,
-                    },
-                )
+                spanned.record_bytes
             }
         };
         self.staged.pop_front();
@@ -251,8 +249,9 @@ impl UdpSource {
 }
 
 impl Source for UdpSource {
-    /// Frames whole records into `buf`: 0 when the next one does not fit (see
-    /// [`Source::packs_records`]); `Interrupted` when no socket had anything after all.
+    /// Frames records into `buf`, the last spanning into the next payload where it does not
+    /// fit: 0 when `buf` is full (see [`Source::packs_records`]); `Interrupted` when no
+    /// socket had anything after all.
     fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
         let mut written = 0;
         loop {
@@ -283,10 +282,6 @@ impl Source for UdpSource {
 
     fn packs_records(&self) -> bool {
         true
-    }
-
-    fn set_payload_capacity(&mut self, bytes: usize) {
-        self.payload_capacity_bytes = bytes;
     }
 }
 
@@ -386,7 +381,7 @@ pub(super) fn realtime_ns() -> u64 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::layout::{records, Record};
+    use crate::layout::{for_each_record, records, Part, Record, FRAGMENT_BYTES_MIN};
 
     /// Moves this test's thread into a network namespace of its own with its loopback up,
     /// so that the test's addresses exist nowhere else; false (the test skips) where that
@@ -467,22 +462,28 @@ pub(crate) mod tests {
                 .send_to(&vec![index; 1000 + index as usize], local)
                 .unwrap();
         }
-        // Room for three records per payload: each payload holds only whole ones.
-        let payloads = read_all(&mut source, 3 * record_bytes(1009) + 8);
+        // Room for two and a half records per payload: payloads are full, the datagrams
+        // that do not fit span two, and every one is read back whole.
+        let capacity = 5 * record_bytes(1009) / 2 / 8 * 8;
+        let payloads = read_all(&mut source, capacity);
         let mut seen = Vec::new();
-        for payload in &payloads {
-            assert!(payload.len() <= 3 * record_bytes(1009) + 8);
-            for record in records(payload) {
-                let Record::Packet(packet) = record.unwrap() else {
-                    panic!("no loss expected")
-                };
-                assert_eq!(packet.peer, Some(sender.local_addr().unwrap()));
-                assert_eq!(packet.local, Some(local));
-                assert!(packet.timestamp_ns > 1_600_000_000_000_000_000);
-                assert!(!packet.is_truncated());
-                seen.push(packet.data.to_vec());
-            }
+        for payload in &payloads[..payloads.len() - 1] {
+            assert!(
+                payload.len() > capacity - FRAGMENT_BYTES_MIN,
+                "{}",
+                payload.len()
+            );
         }
+        for_each_record(&payloads, |record| {
+            let Record::Packet(packet) = record.unwrap() else {
+                panic!("no loss expected")
+            };
+            assert_eq!(packet.peer, Some(sender.local_addr().unwrap()));
+            assert_eq!(packet.local, Some(local));
+            assert!(packet.timestamp_ns > 1_600_000_000_000_000_000);
+            assert!(!packet.is_truncated());
+            seen.push(packet.data.to_vec());
+        });
         let expected: Vec<Vec<u8>> = (0..10u8)
             .map(|index| vec![index; 1000 + index as usize])
             .collect();
@@ -517,36 +518,46 @@ pub(crate) mod tests {
         let data: Vec<u8> = (0..4700u32).map(|at| (at / 500) as u8).collect();
         sender.send_to(&data, local).unwrap();
         let mut seen = Vec::new();
-        for payload in read_all(&mut source, 1 << 20) {
-            for record in records(&payload) {
-                let Record::Packet(packet) = record.unwrap() else {
-                    panic!("no loss expected")
-                };
-                assert_eq!(packet.peer, Some(sender.local_addr().unwrap()));
-                seen.push(packet.data.to_vec());
-            }
-        }
+        for_each_record(&read_all(&mut source, 1 << 20), |record| {
+            let Record::Packet(packet) = record.unwrap() else {
+                panic!("no loss expected")
+            };
+            assert_eq!(packet.peer, Some(sender.local_addr().unwrap()));
+            seen.push(packet.data.to_vec());
+        });
         let expected: Vec<Vec<u8>> = data.chunks(500).map(<[u8]>::to_vec).collect();
         assert_eq!(seen, expected);
         assert_eq!(source.counters().datagrams.load(Ordering::Relaxed), 10);
     }
 
     #[test]
-    fn a_datagram_larger_than_a_payload_is_cut_and_counted() {
+    fn a_datagram_larger_than_a_payload_spans_payloads_whole() {
         if !private_loopback() {
             return;
         }
         let (mut source, sender, local) = source_and_sender();
-        sender.send_to(&[7u8; 5000], local).unwrap();
+        let data: Vec<u8> = (0..5000u32).map(|at| (at % 251) as u8).collect();
+        sender.send_to(&data, local).unwrap();
+        sender.send_to(b"after", local).unwrap();
         let payloads = read_all(&mut source, 1024);
-        assert_eq!(payloads.len(), 1);
-        let Record::Packet(packet) = records(&payloads[0]).next().unwrap().unwrap() else {
-            panic!()
-        };
-        assert_eq!(packet.original_len, 5000);
-        assert_eq!(packet.data.len(), 1024 - RECORD_HEADER_BYTES);
-        assert!(packet.is_truncated());
-        assert_eq!(source.counters().truncated.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            payloads.len(),
+            6,
+            "5000 bytes in fragments of 960, then the next"
+        );
+        let first = records(&payloads[0]).next().unwrap().unwrap();
+        assert_eq!(first.part, Part::First);
+        let mut seen = Vec::new();
+        for_each_record(&payloads, |record| {
+            let Record::Packet(packet) = record.unwrap() else {
+                panic!("no loss expected")
+            };
+            assert!(!packet.is_truncated());
+            seen.push(packet.data.to_vec());
+        });
+        assert_eq!(seen, [data, b"after".to_vec()]);
+        assert_eq!(source.counters().truncated.load(Ordering::Relaxed), 0);
+        assert_eq!(source.counters().datagrams.load(Ordering::Relaxed), 2);
     }
 
     #[test]
@@ -566,26 +577,22 @@ pub(crate) mod tests {
         // Drops are reported with the next datagram that gets through.
         std::thread::sleep(Duration::from_millis(20));
         let mut kept = 0;
-        for payload in read_all(&mut source, 1 << 20) {
-            for record in records(&payload) {
-                if let Record::Packet(_) = record.unwrap() {
-                    kept += 1;
-                }
+        for_each_record(&read_all(&mut source, 1 << 20), |record| {
+            if let Record::Packet(_) = record.unwrap() {
+                kept += 1;
             }
-        }
+        });
         sender.send_to(&[2u8; 100], local).unwrap();
         let mut lost = 0;
-        for payload in read_all(&mut source, 1 << 20) {
-            for record in records(&payload) {
-                match record.unwrap() {
-                    Record::Packet(_) => kept += 1,
-                    Record::Loss(loss) => {
-                        assert_eq!(loss.cause, LossCause::SocketOverflow);
-                        lost += loss.count;
-                    }
+        for_each_record(&read_all(&mut source, 1 << 20), |record| {
+            match record.unwrap() {
+                Record::Packet(_) => kept += 1,
+                Record::Loss(loss) => {
+                    assert_eq!(loss.cause, LossCause::SocketOverflow);
+                    lost += loss.count;
                 }
             }
-        }
+        });
         assert!(lost > 0, "the kernel dropped and said so");
         assert_eq!(kept + lost, 201, "kept and lost add up to what was sent");
         assert_eq!(
