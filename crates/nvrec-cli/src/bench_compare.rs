@@ -453,6 +453,15 @@ pub fn together_report(value: &Value) -> Report {
     let rows = differences(&saved);
     let mut page = report(&saved, &several, &rows);
     page.title = format!("nvrec bench {bench} on {} drives at once", saved.len());
+    // Here each saved bench is a drive's run while all ran, not a file.
+    for section in &mut page.sections {
+        if let Some(kind) = section.heading.strip_suffix(" files") {
+            section.heading = format!("{kind} drives, each while all ran");
+        }
+    }
+    for (key, _) in &mut page.metadata {
+        *key = key.replace("file", "drive");
+    }
     page
 }
 

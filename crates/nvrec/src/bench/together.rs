@@ -190,18 +190,6 @@ impl Span<'_> {
         }
         bytes
     }
-
-    /// The rate of the window running `at_ns`; 0 outside the run.
-    fn rate_at(&self, at_ns: u64) -> f64 {
-        if at_ns < self.started_ns || at_ns >= self.end_ns() {
-            return 0.0;
-        }
-        let at_s = (at_ns - self.started_ns) as f64 / 1e9;
-        self.windows
-            .iter()
-            .find(|window| at_s < window.start_s + window.duration_s)
-            .map_or(0.0, |window| window.rate_bytes_per_s)
-    }
 }
 
 /// One rate a bench gives for one drive.
@@ -437,7 +425,8 @@ fn aggregate(drives: &[Figure<'_>]) -> (f64, Option<f64>) {
     (drives.iter().map(|f| f.bytes_per_s).sum(), None)
 }
 
-/// The sum of the drives' window rates over time, from the first start to the last end.
+/// What the drives moved together over time, from the first start to the last end: each
+/// step's bytes of every drive (from its windows) over the step.
 fn aggregate_series(drives: &[Figure<'_>]) -> Vec<[f64; 2]> {
     let spans: Option<Vec<&Span>> = drives.iter().map(|f| f.span.as_ref()).collect();
     let Some(spans) = spans.filter(|spans| spans.iter().all(|span| !span.windows.is_empty()))
@@ -450,12 +439,18 @@ fn aggregate_series(drives: &[Figure<'_>]) -> Vec<[f64; 2]> {
         return Vec::new();
     }
     let step_ns = (to_ns - from_ns) as f64 / SERIES_POINT_COUNT as f64;
+    let at = |index: usize| from_ns + (index as f64 * step_ns) as u64;
     (0..SERIES_POINT_COUNT)
         .map(|index| {
-            // The middle of each step, so a step never sits on a window's edge.
-            let at_ns = from_ns + ((index as f64 + 0.5) * step_ns) as u64;
-            let rate = spans.iter().map(|span| span.rate_at(at_ns)).sum();
-            [(at_ns - from_ns) as f64 / 1e9, rate]
+            let (start_ns, end_ns) = (at(index), at(index + 1));
+            let bytes: f64 = spans
+                .iter()
+                .map(|span| span.bytes_at(end_ns, 0.0) - span.bytes_at(start_ns, 0.0))
+                .sum();
+            let rate = bytes / (end_ns - start_ns).max(1) as f64 * 1e9;
+            // Each point at the middle of its step.
+            let middle_s = (start_ns + end_ns - 2 * from_ns) as f64 / 2e9;
+            [middle_s, rate]
         })
         .collect()
 }

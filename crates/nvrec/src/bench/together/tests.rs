@@ -64,7 +64,16 @@ fn the_aggregate_counts_only_the_interval_in_which_every_drive_ran() {
     let series = &write.aggregate_series;
     assert_eq!(series.len(), SERIES_POINT_COUNT);
     let at = |s: f64| series.iter().find(|point| point[0] >= s).unwrap()[1];
-    assert_eq!((at(0.5), at(1.5), at(3.0)), (100.0, 150.0, 50.0));
+    for (seconds, expected) in [(0.5, 100.0), (1.5, 150.0), (3.0, 50.0)] {
+        assert!(
+            (at(seconds) - expected).abs() < 1e-6,
+            "{seconds} s: {series:?}"
+        );
+    }
+    // Every byte of both drives is in the series: 200 + 200 bytes.
+    let step_s = series[1][0] - series[0][0];
+    let bytes: f64 = series.iter().map(|point| point[1] * step_s).sum();
+    assert!((bytes - 400.0).abs() < 1e-3, "{bytes}");
 }
 
 #[test]
