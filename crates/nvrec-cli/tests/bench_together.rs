@@ -190,6 +190,47 @@ fn two_and_three_files_at_once() {
     let targets = files(&scratch, 3, 64 << 20);
     every_shape(&scratch, "two", &targets[..2]);
     every_shape(&scratch, "three", &targets);
+    // A preset, the overwrite's phases, and --rated for each drive.
+    let cdm6 = together(
+        &scratch,
+        "cdm6",
+        &[
+            "profile",
+            "cdm6",
+            "--size",
+            "16M",
+            "--duration",
+            "0.05",
+            "--runs",
+            "1",
+            "--rated",
+            "3000,2000",
+        ],
+        &targets[..2],
+    );
+    assert_eq!(cdm6["figures"].as_array().unwrap().len(), 8);
+    for drive in cdm6["drives"].as_array().unwrap() {
+        let rated = drive["rated"]["figures"].as_array().unwrap();
+        assert_eq!(rated.len(), 8, "{drive}");
+    }
+    let overwrite = together(
+        &scratch,
+        "overwrite",
+        &[
+            "overwrite",
+            "--size",
+            "32M",
+            "--queue-depth",
+            "4",
+            "--window",
+            "0.02",
+            "--trim",
+            "off",
+        ],
+        &targets[..2],
+    );
+    figure(&overwrite, "without TRIM before the wrap");
+    figure(&overwrite, "without TRIM after the wrap");
 }
 
 #[test]
