@@ -82,6 +82,10 @@ where
             alone.push(result);
         }
     }
+    if signal::CONTROL.state() != ControlState::Run {
+        // A run alone that was stopped part of the way is no drive's rate alone.
+        alone = None;
+    }
     let facts = targets.iter().map(|target| target.info.clone()).collect();
     Ok(TogetherResult::new(shape.name, facts, together, alone))
 }
