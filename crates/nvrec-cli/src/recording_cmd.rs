@@ -522,7 +522,11 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["telemetry"] = serde_json::to_value(&telemetry)?;
-        value["network"] = serde_json::to_value(network.as_ref().map(|n| n.snapshot()))?;
+        value["network"] = serde_json::to_value(
+            network
+                .as_ref()
+                .map(|n| n.report_stored(report.unrecorded_bytes)),
+        )?;
         value["scheduling"] = serde_json::to_value(&scheduling)?;
         outln!("{value}");
     } else {
@@ -544,7 +548,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
         );
         outln!("  source        {}", source_spec.describe());
         if let Some(network) = &network {
-            let counts = network.snapshot();
+            let counts = network.report_stored(report.unrecorded_bytes);
             outln!(
                 "  network       {} datagrams or frames ({} bytes); {}; {} truncated",
                 counts.datagrams,
@@ -559,6 +563,9 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Finished> {
                 },
                 counts.truncated
             );
+            for line in network_loss_lines(&counts) {
+                outln!("  LOST          {line}");
+            }
         }
         outln!(
             "  recorded      {} bytes ({}) in {} chunks, sequence {}..{}",
@@ -1816,6 +1823,38 @@ fn write_record_data(
         }
     }
     Ok(written)
+}
+
+/// What a network source took or was offered and the recording does not hold, beyond the
+/// kernel's drops (which the recording marks), a line each.
+fn network_loss_lines(counts: &nvrec::net::NetReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    if counts.not_stored > 0 {
+        lines.push(format!(
+            "{}{} datagrams or frames ({} bytes) taken but not stored (the target filled, or \
+             the recording ended, before their chunks were written)",
+            if counts.not_stored_exact {
+                ""
+            } else {
+                "at least "
+            },
+            counts.not_stored,
+            counts.not_stored_bytes
+        ));
+    }
+    if counts.unframed > 0 {
+        lines.push(format!(
+            "{} datagrams or frames received but not framed when the recording ended",
+            counts.unframed
+        ));
+    }
+    if counts.refused_connections > 0 {
+        lines.push(format!(
+            "{} TCP connections refused: every stream number (65536) was in use",
+            counts.refused_connections
+        ));
+    }
+    lines
 }
 
 /// A loss record (or a packet read only in part) as a problem to report.

@@ -688,8 +688,9 @@ fn capture_thread(
     }
 }
 
-impl Source for CaptureSource {
-    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+impl CaptureSource {
+    /// [`Source::read_at`], but for noting where the read ended.
+    fn read_records(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let counters = Arc::clone(&self.counters);
         if let Mode::Direct(framer) = &mut self.mode {
             let mut written = 0;
@@ -727,6 +728,55 @@ impl Source for CaptureSource {
         }
         if written == 0 && workers.current.is_none() {
             return Err(io::ErrorKind::Interrupted.into());
+        }
+        Ok(written)
+    }
+}
+
+impl Drop for CaptureSource {
+    /// Frames taken from the rings and not framed into a payload when the recording ends
+    /// (a frame half framed, records in staging buffers) are counted: lost, never in
+    /// silence.
+    fn drop(&mut self) {
+        let unframed = match &mut self.mode {
+            Mode::Direct(framer) => u64::from(framer.spanning.is_some()),
+            Mode::Threads {
+                workers: Some(workers),
+                ..
+            } => {
+                // The threads stop first, so that no buffer comes after the count.
+                workers.stop.store(true, Ordering::Relaxed);
+                for thread in workers.threads.drain(..) {
+                    let _ = thread.join();
+                }
+                let mut left = workers.current.take().map_or(0, |(staged, next, _, _)| {
+                    staged.records[next..]
+                        .iter()
+                        .filter(|(_, framed)| matches!(framed, Framed::Frame { .. }))
+                        .count()
+                });
+                while let Ok(staged) = workers.filled.try_recv() {
+                    left += staged
+                        .records
+                        .iter()
+                        .filter(|(_, framed)| matches!(framed, Framed::Frame { .. }))
+                        .count();
+                }
+                left as u64
+            }
+            Mode::Threads { workers: None, .. } => 0,
+        };
+        self.counters
+            .unframed
+            .fetch_add(unframed, Ordering::Relaxed);
+    }
+}
+
+impl Source for CaptureSource {
+    fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let written = self.read_records(buf)?;
+        if written > 0 {
+            self.counters.note_taken(offset_bytes + written as u64);
         }
         Ok(written)
     }

@@ -6,10 +6,16 @@ mod inject;
 mod tcp;
 mod udp;
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// Reads of a source remembered for [`NetCounters::report_stored`]: the most recent ones,
+/// which cover at least what a recorder holds in memory (its buffers) many times over.
+pub const TAKEN_LOG_MAX: usize = 1 << 16;
 
 pub use bpf::{parse_bpf_program, BpfError, BpfFilter, BpfInstruction, BPF_INSTRUCTIONS_MAX};
 pub use capture::{
@@ -31,6 +37,21 @@ pub struct NetCounters {
     pub dropped_socket: AtomicU64,
     /// Kept shorter than they arrived.
     pub truncated: AtomicU64,
+    /// Received from the kernel but never framed into a payload (left in the source's
+    /// staging when it was dropped: the recording ended, a full target, an error).
+    pub unframed: AtomicU64,
+    /// TCP connections accepted while every stream number was in use: closed at once.
+    pub refused_connections: AtomicU64,
+    /// Where each recent read ended in the stream, and the counts then.
+    taken: Mutex<VecDeque<Taken>>,
+}
+
+/// The counts when a read of the source ended at `end_offset_bytes` of the stream.
+#[derive(Debug, Clone, Copy, Default)]
+struct Taken {
+    end_offset_bytes: u64,
+    datagrams: u64,
+    bytes: u64,
 }
 
 /// A snapshot of [`NetCounters`], for reports.
@@ -40,6 +61,26 @@ pub struct NetReport {
     pub bytes: u64,
     pub dropped_socket: u64,
     pub truncated: u64,
+    /// Of `datagrams`, framed into payloads the recording never stored (a full target, an
+    /// abort: the writer's `unrecorded_bytes`), with their bytes as received; a datagram
+    /// whose first part was stored and its rest was not is one of them. Lost.
+    pub not_stored: u64,
+    pub not_stored_bytes: u64,
+    /// Whether `not_stored` is exact: false when the unstored part reaches back past the
+    /// reads remembered ([`TAKEN_LOG_MAX`]); then it is a lower bound.
+    pub not_stored_exact: bool,
+    /// Received but never framed (see [`NetCounters::unframed`]). Lost.
+    pub unframed: u64,
+    /// TCP connections refused because every stream number was in use. Lost.
+    pub refused_connections: u64,
+}
+
+impl NetReport {
+    /// Datagrams (frames, reads, connections) taken or offered and not in the recording,
+    /// whatever the cause.
+    pub fn lost(&self) -> u64 {
+        self.dropped_socket + self.not_stored + self.unframed + self.refused_connections
+    }
 }
 
 impl NetCounters {
@@ -49,7 +90,57 @@ impl NetCounters {
             bytes: self.bytes.load(Ordering::Relaxed),
             dropped_socket: self.dropped_socket.load(Ordering::Relaxed),
             truncated: self.truncated.load(Ordering::Relaxed),
+            not_stored: 0,
+            not_stored_bytes: 0,
+            not_stored_exact: true,
+            unframed: self.unframed.load(Ordering::Relaxed),
+            refused_connections: self.refused_connections.load(Ordering::Relaxed),
         }
+    }
+
+    /// Notes that a read of the source ended at `end_offset_bytes` of the stream, with
+    /// the counts as they are now. A read never crosses the end of a payload, so the
+    /// stream's stored end is where one ended.
+    pub fn note_taken(&self, end_offset_bytes: u64) {
+        let Ok(mut taken) = self.taken.lock() else {
+            return;
+        };
+        if taken.len() == TAKEN_LOG_MAX {
+            taken.pop_front();
+        }
+        taken.push_back(Taken {
+            end_offset_bytes,
+            datagrams: self.datagrams.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        });
+    }
+
+    /// The report once the recording ended, `unrecorded_bytes` of what the source gave
+    /// not stored (the writer's count): the datagrams framed past the stored end are
+    /// counted not stored.
+    pub fn report_stored(&self, unrecorded_bytes: u64) -> NetReport {
+        let mut report = self.snapshot();
+        let Ok(taken) = self.taken.lock() else {
+            return report;
+        };
+        let Some(last) = taken.back() else {
+            return report;
+        };
+        let stored_end = last.end_offset_bytes.saturating_sub(unrecorded_bytes);
+        let stored = taken
+            .iter()
+            .rev()
+            .find(|read| read.end_offset_bytes <= stored_end);
+        let (datagrams, bytes) = match stored {
+            Some(read) => (read.datagrams, read.bytes),
+            None => {
+                report.not_stored_exact = taken.len() < TAKEN_LOG_MAX;
+                (0, 0)
+            }
+        };
+        report.not_stored = report.datagrams - datagrams;
+        report.not_stored_bytes = report.bytes - bytes;
+        report
     }
 }
 

@@ -10,6 +10,7 @@
 use super::NetCounters;
 use crate::layout::{frame_in_place, record_bytes, Content, Packet, RECORD_HEADER_BYTES};
 use crate::source::Source;
+use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -35,7 +36,12 @@ struct Connection {
 pub struct TcpSource {
     listeners: Vec<TcpListener>,
     connections: Vec<Connection>,
+    /// Stream numbers never given yet start here; past 65535, those of ended connections
+    /// are given again.
     next_stream: u32,
+    /// Stream numbers of connections that ended (their END record framed), the longest
+    /// ended first.
+    free_streams: VecDeque<u16>,
     next_connection: usize,
     counters: Arc<NetCounters>,
 }
@@ -60,6 +66,7 @@ impl TcpSource {
             listeners,
             connections: Vec::new(),
             next_stream: 0,
+            free_streams: VecDeque::new(),
             next_connection: 0,
             counters: Arc::new(NetCounters::default()),
         })
@@ -76,34 +83,48 @@ impl TcpSource {
             .collect()
     }
 
-    /// Takes every connection waiting on the listeners; each is a new stream. Past the
-    /// 65536th stream, connections are refused (closed at once) and counted as dropped.
+    /// Takes every connection waiting on the listeners; each is a stream. Stream numbers
+    /// are 16 bits (the record format's): the first 65536 connections get their own, and
+    /// later ones the number of a connection that ended (a reader tells them apart by the
+    /// END record between). A connection that finds all 65536 in use at once is closed at
+    /// once and counted (`refused_connections`): loud, never silent.
     fn accept(&mut self) -> io::Result<()> {
-        for listener in &self.listeners {
+        for index in 0..self.listeners.len() {
             loop {
-                let (socket, peer) = match listener.accept() {
+                let (socket, peer) = match self.listeners[index].accept() {
                     Ok(accepted) => accepted,
                     Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
                     Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
                     Err(error) => return Err(error),
                 };
-                if self.next_stream > u16::MAX as u32 {
-                    self.counters.dropped_socket.fetch_add(1, Ordering::Relaxed);
+                let Some(stream) = self.take_stream() else {
+                    self.counters
+                        .refused_connections
+                        .fetch_add(1, Ordering::Relaxed);
                     continue;
-                }
+                };
                 socket.set_nonblocking(true)?;
                 let local = socket.local_addr()?;
                 self.connections.push(Connection {
                     socket,
-                    stream: self.next_stream as u16,
+                    stream,
                     peer,
                     local,
                     closed: false,
                 });
-                self.next_stream += 1;
             }
         }
         Ok(())
+    }
+
+    /// A stream number for a new connection: a new one while there are, then the one
+    /// that ended longest ago; None when all are in use.
+    fn take_stream(&mut self) -> Option<u16> {
+        if self.next_stream <= u16::MAX as u32 {
+            self.next_stream += 1;
+            return Some((self.next_stream - 1) as u16);
+        }
+        self.free_streams.pop_front()
     }
 
     /// One read of connection `index` into `out`, framed as a record; its length, or 0
@@ -129,7 +150,8 @@ impl TcpSource {
             }
         }
         let len = self.frame(index, out, 0, true);
-        self.connections.remove(index);
+        let ended = self.connections.remove(index);
+        self.free_streams.push_back(ended.stream);
         Ok(len)
     }
 
@@ -154,11 +176,9 @@ impl TcpSource {
     }
 }
 
-impl Source for TcpSource {
-    /// Reads connections in turn into `buf`, each read one record, until one has nothing or
-    /// the room left is under `READ_BYTES_MIN`: 0 then means the payload is full (see
-    /// [`Source::packs_records`]); `Interrupted` when no connection had anything.
-    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+impl TcpSource {
+    /// [`Source::read_at`], but for noting where the read ended.
+    fn read_records(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.accept()?;
         let mut written = 0;
         let mut idle_turns = 0;
@@ -178,6 +198,19 @@ impl Source for TcpSource {
         }
         if written == 0 {
             return Err(io::ErrorKind::Interrupted.into());
+        }
+        Ok(written)
+    }
+}
+
+impl Source for TcpSource {
+    /// Reads connections in turn into `buf`, each read one record, until one has nothing or
+    /// the room left is under `READ_BYTES_MIN`: 0 then means the payload is full (see
+    /// [`Source::packs_records`]); `Interrupted` when no connection had anything.
+    fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let written = self.read_records(buf)?;
+        if written > 0 {
+            self.counters.note_taken(offset_bytes + written as u64);
         }
         Ok(written)
     }
@@ -255,5 +288,68 @@ mod tests {
         assert_eq!(streams[0], one);
         assert_eq!(streams[1], two);
         assert_eq!(ended, [true, true]);
+    }
+
+    /// Reads what the source has into payloads until it has been quiet for a while: the
+    /// packets (stream, data, end) in order.
+    fn drain(source: &mut TcpSource) -> Vec<(u16, Vec<u8>, bool)> {
+        let mut seen = Vec::new();
+        let mut buf = vec![0u8; 64 << 10];
+        while source.wait_readable(Duration::from_millis(300)).unwrap() {
+            let filled = match source.read_at(0, &mut buf) {
+                Ok(filled) => filled,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => panic!("{error}"),
+            };
+            for record in records(&buf[..filled]) {
+                let Record::Packet(packet) = record.unwrap().record else {
+                    panic!("TCP loses nothing")
+                };
+                seen.push((packet.stream, packet.data.to_vec(), packet.end));
+            }
+        }
+        seen
+    }
+
+    /// Past the last new stream number, a connection gets the number of one that ended;
+    /// while every number is in use, a connection is refused and counted.
+    #[test]
+    fn stream_numbers_of_ended_connections_are_given_again() {
+        if !crate::net::udp::tests::private_loopback() {
+            return;
+        }
+        let mut source = TcpSource::listen(&["127.0.0.1:0".parse().unwrap()]).unwrap();
+        let address = source.local_addresses()[0];
+        // As if 65535 connections had come and gone, 7 of them ended.
+        source.next_stream = u16::MAX as u32;
+        source.free_streams.push_back(7);
+        let mut last = TcpStream::connect(address).unwrap();
+        last.write_all(b"last new").unwrap();
+        let mut reused = TcpStream::connect(address).unwrap();
+        reused.write_all(b"seven again").unwrap();
+        let seen = drain(&mut source);
+        assert_eq!(
+            seen,
+            [
+                (u16::MAX, b"last new".to_vec(), false),
+                (7, b"seven again".to_vec(), false)
+            ]
+        );
+        // Every number in use: refused and counted, the connection closed at once.
+        let mut refused = TcpStream::connect(address).unwrap();
+        assert!(drain(&mut source).is_empty());
+        assert_eq!(
+            source.counters.refused_connections.load(Ordering::Relaxed),
+            1
+        );
+        let mut byte = [0u8; 1];
+        assert!(matches!(refused.read(&mut byte), Ok(0) | Err(_)), "closed");
+        // One ends: its number goes to the next connection.
+        drop(reused);
+        assert_eq!(drain(&mut source), [(7, Vec::new(), true)]);
+        let mut next = TcpStream::connect(address).unwrap();
+        next.write_all(b"next").unwrap();
+        assert_eq!(drain(&mut source), [(7, b"next".to_vec(), false)]);
+        drop(last);
     }
 }

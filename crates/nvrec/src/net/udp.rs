@@ -248,11 +248,9 @@ impl UdpSource {
     }
 }
 
-impl Source for UdpSource {
-    /// Frames records into `buf`, the last spanning into the next payload where it does not
-    /// fit: 0 when `buf` is full (see [`Source::packs_records`]); `Interrupted` when no
-    /// socket had anything after all.
-    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+impl UdpSource {
+    /// [`Source::read_at`], but for noting where the read ended.
+    fn read_records(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut written = 0;
         loop {
             if self.staged.is_empty() && (written > 0 || !self.receive()?) {
@@ -266,6 +264,34 @@ impl Source for UdpSource {
         }
         if written == 0 && self.staged.is_empty() {
             return Err(io::ErrorKind::Interrupted.into());
+        }
+        Ok(written)
+    }
+}
+
+impl Drop for UdpSource {
+    /// Datagrams received and not framed when the recording ends are counted: lost, never
+    /// in silence.
+    fn drop(&mut self) {
+        let unframed = self
+            .staged
+            .iter()
+            .filter(|staged| matches!(staged, Staged::Datagram { .. }))
+            .count();
+        self.counters
+            .unframed
+            .fetch_add(unframed as u64, Ordering::Relaxed);
+    }
+}
+
+impl Source for UdpSource {
+    /// Frames records into `buf`, the last spanning into the next payload where it does not
+    /// fit: 0 when `buf` is full (see [`Source::packs_records`]); `Interrupted` when no
+    /// socket had anything after all.
+    fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let written = self.read_records(buf)?;
+        if written > 0 {
+            self.counters.note_taken(offset_bytes + written as u64);
         }
         Ok(written)
     }
