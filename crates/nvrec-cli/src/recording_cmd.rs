@@ -692,6 +692,44 @@ pub struct LsArgs {
     /// entries were lost included (one small read per slot of every member).
     #[arg(long)]
     scan: bool,
+    /// Also read each recording of network records and count the losses inside it, by
+    /// cause (the kernel's drops, the recorder's, packets read only in part): the entry
+    /// holds only the bytes lost to gaps. Reads the whole of those recordings.
+    #[arg(long)]
+    losses: bool,
+}
+
+/// The losses inside a recording of records, read whole through the reassembly.
+fn record_losses(source: &ChunkSource, entry: &RecordingEntry) -> Result<RecordCounts> {
+    let mut counts = RecordCounts::default();
+    let mut reassembly = Reassembly::new();
+    let mut undecodable = 0u64;
+    source.read_from(
+        entry,
+        EngineArg::Auto,
+        None,
+        &signal::CONTROL,
+        &Progress::default(),
+        &mut |item| {
+            if let Item::Chunk { header, payload } = item {
+                if header.flags.contains(ChunkFlags::RECORDS) {
+                    let walk = reassembly.payload(header.stream_offset_bytes, payload);
+                    undecodable += u64::from(counts.count(walk).is_err());
+                }
+            }
+            signal::CONTROL.state() == ControlState::Run
+        },
+    )?;
+    if let Some(loss) = reassembly.finish() {
+        counts.loss(&loss);
+    }
+    if undecodable > 0 {
+        anyhow::bail!(
+            "recording {}: {undecodable} payloads hold records that do not decode (nvrec verify names them)",
+            entry.recording_id
+        );
+    }
+    Ok(counts)
 }
 
 /// The recordings of `set` as readers see them: a crashed recording at its recovered end,
@@ -858,6 +896,16 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
     if json {
         let mut value = set_json_with(set, &entries, &damage, &unaccounted);
         value["scan"] = serde_json::json!(scanned.as_ref().map(|(_, rows)| rows));
+        if args.losses {
+            if let Some(recordings) = value["recordings"].as_array_mut() {
+                for (row, entry) in recordings.iter_mut().zip(&entries) {
+                    if entry.flags.contains(RecordingFlags::RECORDS) {
+                        row["record_losses"] =
+                            serde_json::to_value(record_losses(&source, entry)?)?;
+                    }
+                }
+            }
+        }
         outln!("{value}");
     } else {
         outln!(
@@ -921,6 +969,16 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                         entry.name.as_str().to_string()
                     }
                 );
+                if args.losses && entry.flags.contains(RecordingFlags::RECORDS) {
+                    let counts = record_losses(&source, entry)?;
+                    match counts.dropped {
+                        0 => outln!("      no records lost"),
+                        dropped => outln!(
+                            "      LOST {dropped} datagrams or frames in {}",
+                            counts.causes()
+                        ),
+                    }
+                }
                 for retirement in &entry.retirements {
                     outln!("      DEGRADED: {}", retirement_line(&source, retirement));
                 }
@@ -1354,6 +1412,11 @@ pub struct VerifyArgs {
     /// damages what it keeps.
     #[arg(long)]
     stored: bool,
+    /// Exit 1 when a recording lost anything, whatever the cause: bytes lost to gaps,
+    /// datagrams or frames the kernel or the recorder dropped (loss records), packets read
+    /// only in part. Without it such a recording that reads whole is OK, its losses listed.
+    #[arg(long)]
+    strict: bool,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
 }
@@ -1749,13 +1812,26 @@ impl DatagramSender {
 }
 
 /// What `verify` found in the records of a recording of datagrams.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 struct RecordCounts {
     datagrams: u64,
     truncated: u64,
     /// Datagrams the recording says were lost (loss records), and how many losses.
     dropped: u64,
     losses: u64,
+    /// The same by cause, in the order first met.
+    by_cause: Vec<CauseCount>,
+}
+
+/// Losses of one cause in a recording of records.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct CauseCount {
+    cause: nvrec::layout::LossCause,
+    losses: u64,
+    /// Datagrams, frames or packets lost.
+    count: u64,
+    /// Their bytes, where known (0 where not).
+    bytes: u64,
 }
 
 impl RecordCounts {
@@ -1779,6 +1855,22 @@ impl RecordCounts {
     fn loss(&mut self, loss: &nvrec::layout::Loss) {
         self.dropped += loss.count;
         self.losses += 1;
+        let at = match self.by_cause.iter().position(|c| c.cause == loss.cause) {
+            Some(at) => at,
+            None => {
+                self.by_cause.push(CauseCount {
+                    cause: loss.cause,
+                    losses: 0,
+                    count: 0,
+                    bytes: 0,
+                });
+                self.by_cause.len() - 1
+            }
+        };
+        let tally = &mut self.by_cause[at];
+        tally.losses += 1;
+        tally.count += loss.count;
+        tally.bytes += loss.bytes;
     }
 
     fn text(&self) -> String {
@@ -1787,12 +1879,19 @@ impl RecordCounts {
             text.push_str(&format!(", {} truncated", self.truncated));
         }
         if self.dropped > 0 {
-            text.push_str(&format!(
-                ", {} DROPPED in {} losses (marked in the recording)",
-                self.dropped, self.losses
-            ));
+            text.push_str(&format!(", {} DROPPED in {}", self.dropped, self.causes()));
         }
         text
+    }
+
+    /// How many losses, and by cause.
+    fn causes(&self) -> String {
+        let causes: Vec<String> = self
+            .by_cause
+            .iter()
+            .map(|c| format!("{} {} in {}", c.cause.name(), c.count, c.losses))
+            .collect();
+        format!("{} losses ({})", self.losses, causes.join(", "))
     }
 }
 
@@ -2140,6 +2239,8 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
         }
         let good = first_bad.is_none();
         all_good &= good;
+        let lossy = summary.lost_bytes > 0 || records.losses > 0;
+        all_good &= !(args.strict && lossy);
         results.push(serde_json::json!({
             "recording_id": entry.recording_id,
             "state": state_text(entry),
@@ -2149,9 +2250,10 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
             "missing_chunk_count": summary.missing_chunk_count,
             "damage_count": summary.damage_count,
             "pattern_error_count": pattern_errors,
-            "records": entry.flags.contains(RecordingFlags::RECORDS).then_some(records),
+            "records": entry.flags.contains(RecordingFlags::RECORDS).then_some(&records),
             "pattern_seed": pattern.as_ref().map(Pattern::seed),
             "lost_bytes": summary.lost_bytes,
+            "lossy": lossy,
             "first_bad": first_bad,
             "rate_mib_per_s": summary.rate_mib_per_s,
             "degraded": !entry.retirements.is_empty(),
@@ -2182,6 +2284,14 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Finished> {
                     summary.rate_mib_per_s
                 ),
                 Some(bad) => outln!("recording {} ({}): BAD: first bad chunk: {bad}", entry.recording_id, state_text(entry)),
+            }
+            if lossy && args.strict {
+                outln!(
+                    "  LOSSES (--strict): {} bytes lost to gaps, {} datagrams or frames in {} loss records",
+                    summary.lost_bytes,
+                    records.dropped,
+                    records.losses
+                );
             }
             for retirement in &entry.retirements {
                 outln!("  DEGRADED: {}", retirement_line(&source, retirement));

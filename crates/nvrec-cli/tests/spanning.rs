@@ -91,8 +91,12 @@ fn datagrams_that_fit_a_chunk_badly_fill_it_and_come_back_whole() {
         sequences(&replayed.stdout, LEN),
         (0..COUNT).collect::<Vec<_>>()
     );
-    let verified = run(nvrec().args(["--json", "verify"]).arg(&target));
-    assert!(verified.status.success(), "{}", text(&verified));
+    let verified = run(nvrec().args(["--json", "verify", "--strict"]).arg(&target));
+    assert!(
+        verified.status.success(),
+        "nothing lost: {}",
+        text(&verified)
+    );
     let recording = &json(&verified)["recordings"][0];
     assert_eq!(recording["records"]["datagrams"], COUNT, "{recording}");
     let chunk_count = recording["chunk_count"].as_u64().unwrap();
@@ -196,7 +200,30 @@ fn a_recording_killed_mid_datagram_holds_it_whole_or_counts_it_lost() {
         "the datagram cut by the kill: {export}"
     );
     let verified = run(nvrec().args(["--json", "verify"]).arg(&target));
+    assert!(
+        verified.status.success(),
+        "whole, its loss listed: {}",
+        text(&verified)
+    );
     let records = &json(&verified)["recordings"][0]["records"];
     assert_eq!(records["datagrams"], seen.len() as u64, "{records}");
     assert_eq!(records["dropped"], 1, "{records}");
+    assert_eq!(records["by_cause"][0]["cause"], "partial", "{records}");
+    assert_eq!(records["by_cause"][0]["bytes"], LEN as u64, "{records}");
+    // --strict: any loss is a failure.
+    let strict = run(nvrec().args(["verify", "--strict"]).arg(&target));
+    assert_eq!(strict.status.code(), Some(1), "{}", text(&strict));
+    assert!(
+        text(&strict).contains("LOSSES (--strict)"),
+        "{}",
+        text(&strict)
+    );
+    // ls --losses reads the records and shows the loss with its cause.
+    let listed = run(nvrec().args(["ls", "--losses"]).arg(&target));
+    assert!(listed.status.success(), "{}", text(&listed));
+    assert!(
+        text(&listed).contains("LOST 1 datagrams or frames in 1 losses (only part read 1 in 1"),
+        "{}",
+        text(&listed)
+    );
 }
