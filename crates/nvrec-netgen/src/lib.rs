@@ -7,6 +7,8 @@
 //!   duration or a count.
 //! - [`mod@recv`]: a receiver (recvmmsg with UDP GRO) and the [`check::Checker`] it feeds, which
 //!   also checks datagrams read back from a recording.
+//! - [`sink`]: the reference receiver of the UDP bench: recvmmsg into O_DIRECT writes,
+//!   nothing else.
 //! - [`netns`]: two network namespaces joined by a veth pair, with addresses only inside
 //!   them, removed on drop: the test network of the tests and benchmarks.
 //!
@@ -18,6 +20,7 @@ pub mod datagram;
 pub mod netns;
 pub mod recv;
 pub mod send;
+pub mod sink;
 
 pub use check::{CheckReport, Checker};
 pub use netns::{Side, TestNet};

@@ -75,6 +75,19 @@ enum Command {
         #[arg(long)]
         no_gro: bool,
     },
+    /// The reference receiver of the UDP bench: recvmmsg into O_DIRECT writes of the
+    /// datagrams' data to --output, nothing else; prints what it took as JSON.
+    Sink {
+        #[arg(long)]
+        bind: SocketAddr,
+        /// The target written from offset 0 (a block device, or a file on a file system
+        /// that takes O_DIRECT).
+        #[arg(long)]
+        output: PathBuf,
+        /// Stop when nothing came for this long after the first datagram.
+        #[arg(long, value_parser = parse_duration, default_value = "1s")]
+        idle: Duration,
+    },
     /// Check a file of datagrams of --size bytes each, back to back (what `nvrec replay`
     /// writes for a recording of them); '-' for stdin.
     Check {
@@ -191,6 +204,17 @@ fn run(cli: Cli) -> std::io::Result<bool> {
             let report = receiver.run()?;
             println!("{}", serde_json::to_string(&report).unwrap());
             Ok(report.check.is_perfect() && report.dropped_socket == 0)
+        }
+        Command::Sink { bind, output, idle } => {
+            let options = nvrec_netgen::sink::SinkOptions {
+                bind,
+                output,
+                idle,
+                receive_buffer_bytes: 256 << 20,
+            };
+            let report = nvrec_netgen::sink::sink(&options)?;
+            println!("{}", serde_json::to_string(&report).unwrap());
+            Ok(report.dropped_socket == 0)
         }
         Command::Check {
             size,
