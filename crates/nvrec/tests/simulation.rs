@@ -150,14 +150,6 @@ enum Fault {
 }
 
 impl Fault {
-    /// Whether writes over a range of its member fail (and the member may live on).
-    fn fails_a_write_range(&self) -> bool {
-        matches!(
-            self,
-            Fault::WriteError { .. } | Fault::NoSpaceThenFailingFlush { .. }
-        )
-    }
-
     /// The member it strikes (none: 0).
     fn disk(&self) -> usize {
         match *self {
@@ -192,19 +184,6 @@ enum Region {
     /// The whole member.
     Everything,
 }
-
-/// Whether a fault that fails writes over a range of one member is drawn together with a
-/// second failure of another member (whose writes may then be sent again into that range).
-/// Not by default yet. The defect it first found is fixed: where a retired member's write
-/// sent again to another member failed there, its run of redirected slots was cut before it
-/// (`cut_run_at`), yet the rewrites that followed were counted into the cut run (seed
-/// 989299: chunks 16-19, acknowledged, read as missing); now nothing joins a cut run (its
-/// rewrites are given up and reported, its redirects end the recording). One case in about
-/// 9000 still fails with this drawn: seed 514525472 (`NVREC_SIM_SEED=514525472
-/// NVREC_SIM_CASES=1`, with this `true`): three members, member 1 dies and is retired into
-/// a run on member 2, member 2 then fails a write with ENOSPC and the recording fails, and
-/// after a crash the recovered entry claims member 2's slot 260, which is blank.
-const DRAW_WRITE_ERRORS_UNDER_REDIRECTS: bool = false;
 
 /// Drawn into [`Case::repair`] this often (one case in N).
 const REPAIR_ONE_IN: u64 = 6;
@@ -364,8 +343,7 @@ impl Case {
                     1 => Fault::MetaWriteError { disk: other, start },
                     _ => Fault::Dying { disk: other, start },
                 }
-            })
-            .filter(|_| DRAW_WRITE_ERRORS_UNDER_REDIRECTS || !fault.fails_a_write_range());
+            });
         // Operations a run takes, roughly: a few per member to format and open, one per I/O,
         // a few per checkpoint; crashes are drawn over all of it and a little past the end.
         let estimate = 12 * members as u64 + limit_bytes / io_bytes * 3 / 2 + 16;
@@ -1494,6 +1472,33 @@ fn first_seed() -> u64 {
                 .unwrap_or(1);
             nanos % 1_000_000_000
         })
+}
+
+/// Seeds whose cases found defects (each named where its fix is described), run on every
+/// test run whatever the seed of the drawn cases.
+const SEEDS_THAT_FOUND_DEFECTS: &[u64] = &[
+    34021,     // a ring member's failed write left a whole chunk past its end (reader.rs RunEnds)
+    514525472, // the slots past a cut retirement run read as damage (reader.rs past_cut_run)
+    989299,    // rewrites joined a cut retirement run
+    546145816, // two members failing in one batch
+    111927302, // repair over unreadable metadata
+    111927744, // repair over a torn chunk
+    112291804, // repair past an unreadable slot
+];
+
+#[test]
+fn seeds_that_found_defects_stay_clean() {
+    let failures: Vec<String> = SEEDS_THAT_FOUND_DEFECTS
+        .iter()
+        .filter_map(|&seed| {
+            let case = Case::draw(seed);
+            let (outcome, _) = run(&case);
+            outcome
+                .err()
+                .map(|why| format!("seed {seed}: {why}\n  {case:?}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

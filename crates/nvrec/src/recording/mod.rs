@@ -33,6 +33,7 @@ pub mod load;
 pub mod reader;
 pub mod repair;
 pub mod scan;
+pub mod seek;
 pub mod volume;
 pub mod writer;
 

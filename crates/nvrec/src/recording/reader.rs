@@ -11,6 +11,7 @@
 //! Recovery after a crash ([`recovered_end`]) reads only from the last checkpoint forward,
 //! at most the recovery window per member: never the whole drive.
 
+use super::seek;
 use super::volume::{self, VolumeSet};
 use super::RecordingError;
 use crate::buffer::BufferPool;
@@ -285,7 +286,17 @@ fn search_end(
         for (index, member) in set.members.iter().enumerate() {
             let Some(member) = member else { continue };
             let from = (end_slots[index], laps[index]);
-            let past = past_lost_writes(set, &checkpoint, member, index, from, end_sequence)?;
+            let own_newest = contiguous
+                .iter()
+                .filter(|(h, _)| h.member_index as usize == index)
+                .filter(|(h, _)| !h.flags.contains(ChunkFlags::REDIRECTED))
+                .map(|(h, _)| h.sequence)
+                .max();
+            let ends = RunEnds {
+                end_sequence,
+                own_newest,
+            };
+            let past = past_lost_writes(set, &checkpoint, member, index, from, ends)?;
             searched_slot_count += past.searched_slot_count;
             (end_slots[index], laps[index]) = past.end;
             if let Some(seen) = past.highest_sequence {
@@ -322,6 +333,30 @@ fn search_end(
     Ok(Some((checkpoint, recovered)))
 }
 
+/// Where the recovered run ends, for [`past_lost_writes`].
+#[derive(Clone, Copy)]
+struct RunEnds {
+    /// The recording's recovered end sequence.
+    end_sequence: u64,
+    /// The newest of the member's own chunks in the recovered run (redirected ones left
+    /// out), if it holds any.
+    own_newest: Option<u64>,
+}
+
+impl RunEnds {
+    /// Whether a chunk of the member's own, found past its recovered end, was written after
+    /// that end: its sequence is past the recording's end, or past the member's newest
+    /// chunk in the run (the older laps past the write point hold only older sequences; a
+    /// failed write, sent again elsewhere, may leave whole chunks of its own behind).
+    fn written_after(&self, header: &ChunkHeader, durable_sequence_end: u64) -> bool {
+        header.sequence >= self.end_sequence
+            || match self.own_newest {
+                Some(newest) => header.sequence > newest,
+                None => header.sequence >= durable_sequence_end,
+            }
+    }
+}
+
 /// What a ring member holds past its recovered end.
 struct PastEnd {
     /// Just past the last slot that shows a write after the recovered end: (slot, lap).
@@ -333,7 +368,8 @@ struct PastEnd {
 /// Walks a crashed ring member forward from its recovered end `from` (slot, lap), as far
 /// as its writer may have gone past the checkpoint (the recovery window, at most a lap),
 /// for traces of writes after the recovered end: a chunk of the recording with a later
-/// sequence, a torn one (its header is the recording's, the chunk does not check), or a
+/// sequence (past the recording's end, or past the member's newest in the run: see
+/// [`RunEnds::written_after`]), a torn one (its header is the recording's, the chunk does not check), or a
 /// run of blank slots followed by anything (discarded ahead of them). The
 /// chunks such writes overwrote are gone; the older ones after the last trace survive.
 fn past_lost_writes(
@@ -342,7 +378,7 @@ fn past_lost_writes(
     member: &volume::Member,
     index: usize,
     from: (u64, u64),
-    end_sequence: u64,
+    ends: RunEnds,
 ) -> Result<PastEnd, RecordingError> {
     let layout = member.layout();
     let slots = layout.data_slot_count;
@@ -407,9 +443,12 @@ fn past_lost_writes(
                 _ if peek => false,
                 Ok(view)
                     if ours(&view.header)
-                        && (view.header.sequence >= end_sequence
-                            || view.header.flags.contains(ChunkFlags::REDIRECTED)
-                                && !known_redirect()) =>
+                        && match view.header.flags.contains(ChunkFlags::REDIRECTED) {
+                            true => view.header.sequence >= ends.end_sequence || !known_redirect(),
+                            false => {
+                                ends.written_after(&view.header, checkpoint.durable_sequence_end)
+                            }
+                        } =>
                 {
                     let seen = view.header.sequence;
                     past.highest_sequence =
@@ -845,6 +884,16 @@ impl Scan {
         position(slot) < position(self.ring_start_slot)
     }
 
+    /// Whether `slot` lies past the end of a retired member's run of redirected chunks held
+    /// here, before this member's next own chunk (linear spans only).
+    fn past_cut_run(&self, slot: u64, ring: bool) -> bool {
+        !ring
+            && self.redirects.iter().any(|r| {
+                let end = r.redirect_first_slot + u64::from(r.redirect_slot_count);
+                slot >= end && self.last_slot.is_none_or(|last| last < end)
+            })
+    }
+
     /// Whether `slot` lies where a retired member's writes may have failed: from its first
     /// unfinished write on (in a ring, onwards to the write point in lap order).
     fn in_void(&self, slot: u64, ring: bool) -> bool {
@@ -878,10 +927,10 @@ pub fn read_recording(
 /// As [`read_recording`], starting at the first chunk that began at `from_ns` (ns since
 /// the Unix epoch) or later, found without reading what comes before it: chunk timestamps
 /// rise with the sequence, so on each member a binary search over its chunk headers finds
-/// where the window starts. Chunks before it are not reported, not even as missing. Where
-/// the search cannot be trusted (a ring, a retired member, a header that does not decode
-/// on the way) the whole recording is read instead and the caller's own filter on chunk
-/// timestamps does the rest.
+/// where the window starts ([`seek`]; a ring's in lap order, a retired member's and a
+/// redirect member's too). Chunks before it are not reported, not even as missing. Where
+/// the search cannot tell (see [`seek`]) the whole recording is read instead and the
+/// caller's own filter on chunk timestamps does the rest.
 pub fn read_recording_from(
     set: &VolumeSet,
     entry: &RecordingEntry,
@@ -991,8 +1040,15 @@ pub fn read_recording_from(
     } else {
         Some(entry.first_sequence)
     };
-    if let Some(from_ns) = from_ns.filter(|_| !ring && entry.retirements.is_empty()) {
-        if let Some(first) = seek_window(set, entry, &mut scans, from_ns) {
+    if let Some(from_ns) = from_ns {
+        // Redirected chunks are read ahead: the window may begin among them.
+        let redirected_low = redirected
+            .chunks
+            .iter()
+            .filter(|(header, _)| header.timestamp_ns >= from_ns)
+            .map(|(header, _)| header.sequence)
+            .min();
+        if let Some(first) = seek_window(set, entry, &mut scans, from_ns, redirected_low) {
             expected = Some(first);
         }
     }
@@ -1299,87 +1355,158 @@ fn cut_to_target(
 }
 
 /// The slots of a member to read, in order.
-/// Moves every member's scan of a linear recording to its first chunk that began at
-/// `from_ns` or later; returns the lowest sequence of those (where the merge starts), or
-/// None, leaving the scans as they were, when a header on the way does not decode.
+/// Moves every member's scan to its first chunk that began at `from_ns` or later (each
+/// found by [`seek::first_at_or_after`]); returns the sequence the merge starts at: the
+/// lowest of those and of `redirected_low` (the lowest redirected chunk in the window) and
+/// of a retired member's failed writes (its void, read header by header), and in a ring
+/// never before the oldest run without a hole (the newest
+/// of the oldest chunks of the members that wrapped over their own start). None, leaving
+/// the scans as they were, where any member's search gave up, or a ring's entry does not
+/// say which members wrapped (a crashed one before recovery wrote it).
 fn seek_window(
     set: &VolumeSet,
     entry: &RecordingEntry,
     scans: &mut [Scan],
     from_ns: u64,
+    redirected_low: Option<u64>,
 ) -> Option<u64> {
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    if ring && entry.overwrote.len() != set.member_count() {
+        return None;
+    }
     let mut starts = Vec::with_capacity(scans.len());
+    let mut run_start = entry.first_sequence;
     for scan in scans.iter() {
         let Some(member) = set.members[scan.member_index as usize].as_ref() else {
             starts.push(None);
             continue;
         };
-        let (first, count) = match scan.runs.iter().copied().collect::<Vec<_>>()[..] {
-            [] => {
-                starts.push(None);
-                continue;
+        let runs: Vec<(u64, u64)> = scan.runs.iter().copied().collect();
+        let held = |slot| match scan
+            .redirects
+            .iter()
+            .any(|r| holds_redirect(r, scan.slot_count, slot))
+        {
+            true => seek::Held::Elsewhere,
+            false => held_at(set, entry, member, slot),
+        };
+        let wrapped = ring && entry.overwrote[scan.member_index as usize];
+        if wrapped {
+            match seek::first_own(&runs, held) {
+                seek::Start::At { sequence, .. } => run_start = run_start.max(sequence),
+                seek::Start::Past => {}
+                seek::Start::GaveUp | seek::Start::Within { .. } => return None,
             }
-            [run] => run,
-            _ => return None,
+        }
+        // A retired member's slots from its first unfinished write on hold failed writes
+        // (blank, often many) among leftovers: searched before them, read from there on.
+        let searched = match scan.void_from_slot.filter(|_| !ring) {
+            Some(void) => seek::runs_before_slot(&runs, void),
+            None => runs.clone(),
         };
-        starts.push(Some(first_at_or_after(
-            set, entry, member, first, count, from_ns,
-        )?));
+        match seek::first_at_or_after(&searched, from_ns, held) {
+            seek::Start::GaveUp => return None,
+            seek::Start::Past if searched != runs => {
+                let position = seek::run_slots(&searched);
+                let void = seek::runs_from(&runs, position);
+                let low = void_low(set, entry, member, &void, from_ns)?;
+                starts.push(Some((runs, seek::Start::Within { position, low })));
+            }
+            start => starts.push(Some((runs, start))),
+        }
     }
-    let mut lowest: Option<u64> = None;
+    let mut lowest: Option<u64> = redirected_low;
+    let mut lower = |sequence: u64| {
+        lowest = Some(lowest.map_or(sequence, |low: u64| low.min(sequence)));
+    };
     for (scan, start) in scans.iter_mut().zip(starts) {
-        let Some((slot, sequence)) = start else {
+        let Some((runs, start)) = start else {
             continue;
         };
-        let Some(&(first, count)) = scan.runs.front() else {
-            continue;
+        let position = match start {
+            seek::Start::At {
+                position, sequence, ..
+            } => {
+                lower(sequence);
+                position
+            }
+            seek::Start::Within { position, low } => {
+                low.into_iter().for_each(&mut lower);
+                position
+            }
+            _ => seek::run_slots(&runs),
         };
-        let end = first + count;
-        scan.runs.clear();
-        if slot < end {
-            scan.runs.push_back((slot, end - slot));
-        }
-        if let Some(sequence) = sequence {
-            lowest = Some(lowest.map_or(sequence, |low: u64| low.min(sequence)));
-        }
+        scan.runs = seek::runs_from(&runs, position).into();
     }
     // No member holds a chunk in the window: the merge starts past the end.
-    Some(lowest.unwrap_or(entry.end_sequence))
+    Some(run_start.max(lowest.unwrap_or(entry.end_sequence)))
 }
 
-/// Binary search over `count` slots from `first` of a member for the first chunk of
-/// `entry` that began at `from_ns` or later: its slot and sequence (the end slot and None
-/// when there is none). None when a header on the way does not belong to the recording.
-fn first_at_or_after(
+/// The lowest sequence of the chunks in a retired member's `void` (its slots from its first
+/// unfinished write on) that began at `from_ns` or later and were not sent again elsewhere
+/// (those are read with the redirected ones). None, to give up the search, where the void
+/// is longer than [`VOID_SLOTS_READ_MAX`] or a header there cannot be read.
+fn void_low(
     set: &VolumeSet,
     entry: &RecordingEntry,
     member: &volume::Member,
-    first: u64,
-    count: u64,
+    void: &[(u64, u64)],
     from_ns: u64,
-) -> Option<(u64, Option<u64>)> {
-    let header_at = |slot: u64| -> Option<ChunkHeader> {
-        let offset = member.layout().data_slot_offset_bytes(slot)?;
-        let bytes = volume::read_aligned(&member.disk, offset, 4096).ok()?;
-        let header = crate::layout::decode_chunk_header(&bytes).ok()?;
-        (header.set_uuid == set.set_uuid
-            && header.recording_id == entry.recording_id
-            && header.slot_index == slot)
-            .then_some(header)
-    };
-    let (mut low, mut high) = (first, first + count);
-    while low < high {
-        let middle = low + (high - low) / 2;
-        if header_at(middle)?.timestamp_ns < from_ns {
-            low = middle + 1;
-        } else {
-            high = middle;
+) -> Option<Option<u64>> {
+    if seek::run_slots(void) > VOID_SLOTS_READ_MAX {
+        return None;
+    }
+    let mut low: Option<u64> = None;
+    for slot in void.iter().flat_map(|&(first, count)| first..first + count) {
+        match held_at(set, entry, member, slot) {
+            seek::Held::Own {
+                sequence,
+                timestamp_ns,
+            } if timestamp_ns >= from_ns => {
+                low = Some(low.map_or(sequence, |l: u64| l.min(sequence)));
+            }
+            seek::Held::Unknown => return None,
+            _ => {}
         }
     }
-    if low == first + count {
-        return Some((low, None));
+    Some(low)
+}
+
+/// The most slots of a retired member's void a window's search reads header by header.
+const VOID_SLOTS_READ_MAX: u64 = 4096;
+
+/// What slot `slot` of `member` holds, for [`seek`]: one header block read.
+fn held_at(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    member: &volume::Member,
+    slot: u64,
+) -> seek::Held {
+    let layout = member.layout();
+    let Some(offset) = layout.data_slot_offset_bytes(slot) else {
+        return seek::Held::Unknown;
+    };
+    let Ok(bytes) = volume::read_meta(&member.disk, offset, layout.meta_block_bytes) else {
+        return seek::Held::Unknown;
+    };
+    let header = match crate::layout::decode_chunk_header(&bytes) {
+        Ok(header) => header,
+        Err(crate::layout::LayoutError::Blank { .. }) => return seek::Held::Other,
+        Err(_) => return seek::Held::Unknown,
+    };
+    let own = header.set_uuid == set.set_uuid
+        && header.recording_id == entry.recording_id
+        && header.member_index == member.index()
+        && header.slot_index == slot
+        && !header.flags.contains(ChunkFlags::REDIRECTED)
+        && (entry.first_sequence..entry.end_sequence).contains(&header.sequence);
+    match own {
+        true => seek::Held::Own {
+            sequence: header.sequence,
+            timestamp_ns: header.timestamp_ns,
+        },
+        false => seek::Held::Other,
     }
-    Some((low, Some(header_at(low)?.sequence)))
 }
 
 fn slot_runs(layout: &VolumeLayout, span: MemberSpan, ring: bool) -> VecDeque<(u64, u64)> {
@@ -1561,8 +1688,11 @@ fn advance(
             Damage::at(set, member_index, slot_index, sequence, what)
         };
         // A retired member's failed writes are not damage: what they should have held was
-        // written elsewhere, and anything missing is reported by sequence.
-        let in_void = scan.in_void(slot_index, ring);
+        // written elsewhere, and anything missing is reported by sequence. Nor are the
+        // slots past the end of a redirected run this member holds, up to its next own
+        // chunk: writes sent again there that did not land (a run is cut at its first
+        // failed write; the rest are given up and reported when the recording ends).
+        let in_void = scan.in_void(slot_index, ring) || scan.past_cut_run(slot_index, ring);
         match decode_chunk(bytes) {
             Ok(view) => {
                 let header = view.header;
@@ -1580,7 +1710,9 @@ fn advance(
                         .redirected_sequences
                         .binary_search(&header.sequence)
                         .is_ok();
-                if ours && in_range && (read_elsewhere || leftover) {
+                // A write sent again here past the run that counts it (see `in_void`).
+                let stray_rewrite = in_void && header.flags.contains(ChunkFlags::REDIRECTED);
+                if ours && in_range && (read_elsewhere || leftover || stray_rewrite) {
                     // Read with the redirected chunks, or a retired member's write that
                     // was sent again elsewhere.
                 } else if ours && in_range {
