@@ -5,7 +5,8 @@
 //! Datagrams are taken in batches into a staging area, their data copied back to back into
 //! a write buffer (no headers, no timestamps, no addresses: what nvrec records beside the
 //! data is its own cost), and each full buffer written with one synchronous `pwrite` at the
-//! next offset of the target, opened with O_DIRECT. The kernel's drops for a full receive
+//! next offset of the target, opened with O_DIRECT (back at 0 after its last whole buffer,
+//! as a ring: a bench runs for longer than its target holds). The kernel's drops for a full receive
 //! buffer are read once at the end (SO_MEMINFO). Deliberately absent: checking, framing,
 //! a second thread, io_uring.
 
@@ -86,10 +87,21 @@ pub fn sink(options: &SinkOptions) -> io::Result<SinkReport> {
         set_option(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, room)?;
     }
     socket.set_read_timeout(Some(WAKE))?;
-    let target = OpenOptions::new()
+    let mut target = OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_DIRECT)
         .open(&options.output)?;
+    let size_bytes = std::io::Seek::seek(&mut target, std::io::SeekFrom::End(0))?;
+    let ring_bytes = size_bytes / WRITE_BYTES as u64 * WRITE_BYTES as u64;
+    if ring_bytes == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: smaller than one write of {WRITE_BYTES} bytes",
+                options.output.display()
+            ),
+        ));
+    }
     let mut staging = vec![0u8; BATCH * MESSAGE_BYTES];
     let mut buffer = Aligned::new(WRITE_BYTES);
     let mut filled = 0;
@@ -115,7 +127,7 @@ pub fn sink(options: &SinkOptions) -> io::Result<SinkReport> {
                 filled += part;
                 taken += part;
                 if filled == WRITE_BYTES {
-                    target.write_all_at(buffer.slice(), report.written_bytes)?;
+                    target.write_all_at(buffer.slice(), report.written_bytes % ring_bytes)?;
                     report.written_bytes += WRITE_BYTES as u64;
                     filled = 0;
                 }
@@ -126,7 +138,7 @@ pub fn sink(options: &SinkOptions) -> io::Result<SinkReport> {
     }
     if filled > 0 {
         buffer.slice()[filled..].fill(0);
-        target.write_all_at(buffer.slice(), report.written_bytes)?;
+        target.write_all_at(buffer.slice(), report.written_bytes % ring_bytes)?;
         report.written_bytes += WRITE_BYTES as u64;
     }
     report.dropped_socket = socket_drops(&socket)?;
