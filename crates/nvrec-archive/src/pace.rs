@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use nvrec::control::{Control, ControlState};
 use nvrec::recording::load;
-use nvrec::stream::{Control, ControlState};
 
 /// Above this share of the recorder's buffer pool in use, the archive pauses...
 const BACKOFF_HIGH_FILL: f64 = 0.25;

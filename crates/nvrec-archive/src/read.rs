@@ -13,9 +13,9 @@
 use std::time::Instant;
 
 use bytes::Bytes;
+use nvrec::control::{Control, ControlState, Progress};
 use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingFlags};
 use nvrec::recording::reader::{Damage, Item, ReadSummary};
-use nvrec::stream::{Control, ControlState, Progress};
 
 use crate::manifest::{Manifest, SegmentInfo, MANIFEST_NAME};
 use crate::segment::chunk_at;

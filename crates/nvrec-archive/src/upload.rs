@@ -18,11 +18,11 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use nvrec::control::{Control, ControlState, Progress};
 use nvrec::engine::EngineChoice;
 use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingState};
 use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::volume::VolumeSet;
-use nvrec::stream::{Control, ControlState, Progress};
 use object_store::multipart::PartId;
 use object_store::PutPayload;
 

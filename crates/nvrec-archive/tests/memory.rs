@@ -2,6 +2,7 @@
 //! there: every chunk as the drives give it, a time window from the chunk index, archiving
 //! again sends nothing, and the catalog rebuilt from the manifests alone.
 
+use nvrec::control::{Control, Progress};
 use nvrec::device::{Access, Safety};
 use nvrec::engine::{EngineChoice, SimDisks};
 use nvrec::pattern::Pattern;
@@ -10,7 +11,6 @@ use nvrec::recording::reader::{self, Item};
 use nvrec::recording::volume;
 use nvrec::recording::writer::{self, RecordOptions};
 use nvrec::source::PatternSource;
-use nvrec::stream::{Control, Progress};
 use nvrec_archive::catalog::{Catalog, CatalogLocation, Filter};
 use nvrec_archive::state::State;
 use nvrec_archive::store::{Archive, ArchiveUrl, Mode};

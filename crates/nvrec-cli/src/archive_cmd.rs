@@ -5,11 +5,11 @@
 use crate::{exit, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use nvrec::control::{Control, ControlState, Progress};
 use nvrec::device::{Access, Safety};
 use nvrec::layout::RecordingEntry;
 use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::volume::{self, VolumeSet};
-use nvrec::stream::{Control, ControlState, Progress};
 use nvrec::unit::{format_bytes, format_utc_ns, parse_rate_bytes_per_s, parse_size_bytes};
 use nvrec_archive::catalog::{Catalog, CatalogLocation, CatalogRow, Filter};
 use nvrec_archive::free::{self, Freed};
@@ -360,7 +360,7 @@ impl ChunkSource {
     /// The recordings, as readers see them.
     pub fn recordings(&self) -> Result<Vec<RecordingEntry>> {
         match self {
-            ChunkSource::Set(set) => crate::recording_cmd::recordings(set),
+            ChunkSource::Set(set) => Ok(nvrec::recording::reader::listed(set)?),
             ChunkSource::Archive { recordings, .. } => {
                 Ok(recordings.iter().map(|r| r.entry.clone()).collect())
             }

@@ -1,237 +1,27 @@
 //! `nvrec bench sweep|fill|overwrite|profile`: arguments, progress, tables, JSON, CSV and the
 //! HTML report. The measuring is `nvrec::bench`'s.
 
+use crate::bench_args::{
+    open_spec, parse_target, CommonArgs, FillArgs, OverwriteArgs, ProfileArg, ProfileArgs,
+    SweepArgs, TrimArg,
+};
+pub use crate::bench_args::{BenchArgs, BenchCommand};
+use crate::bench_output::{emit, start_progress, Outputs};
 use crate::bench_together::{self as together, Shape};
-use crate::{exit, progress, signal, size_arg, EngineArg, Finished, UsageError};
-use anyhow::{Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use crate::{exit, signal, Finished, UsageError};
+use anyhow::Result;
 use nvrec::bench::{
     self, analysis::AnalysisSettings, BenchTarget, FillResult, OverwriteMode, OverwriteResult,
-    Profile, ProfileResult, SweepResult, TargetSpec,
+    Profile, ProfileResult, SweepResult,
 };
-use nvrec::device::{Access, Safety};
-use nvrec::stream::Progress;
 use nvrec::unit::format_bytes;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-#[derive(Subcommand, Debug)]
-pub enum BenchCommand {
-    /// Peak rates: write then read 1, 2, 4 ... chunks from the start, averaged over runs.
-    Sweep(SweepArgs),
-    /// Continuous write of the whole target (or --size), read back and compared; finds the
-    /// cache cliff, the steady state, the slowest window and stalls.
-    Fill(FillArgs),
-    /// A ring's second lap: the rate before and after the wrap, without and with TRIM.
-    Overwrite(OverwriteArgs),
-    /// CrystalDiskMark (cdm, cdm6, cdm-nvme, custom --test shapes) and ATTO (atto) presets.
-    Profile(ProfileArgs),
-    /// Saved benches (--save JSON) on one HTML page: curves overlaid, plateaus, and each
-    /// file's key rates with the difference in percent against the first.
-    Report(crate::bench_compare::ReportArgs),
-}
-
-#[derive(Args, Debug)]
-#[command(
-    after_help = "TARGET: a file (created with --size if missing; one that exists is never \
-grown, and a bench that needs more than it holds is refused), a block device, or a \
-simulated drive: sim:capacity=1G,cache=256M,fast=2.8GB/s,slow=1.6GB/s,read=3.2GB/s (keys: \
-capacity lbs cache fast slow read recover iops latency overwrite throttle-after \
-throttle-factor stall-every stall seed)."
-)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    command: BenchCommand,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct CommonArgs {
-    /// File, block device, or sim:... (see below). Everything on it is overwritten. A file
-    /// that exists is used at its size, never grown. Several: the bench runs on all at once
-    /// (each drive's rates, the aggregate), then on each alone (their sum, the share kept).
-    #[arg(required = true, value_name = "TARGET")]
-    pub(crate) targets: Vec<String>,
-    /// I/O engine.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub(crate) engine: EngineArg,
-    /// Write even to a device whose first blocks hold a filesystem or partition table (one
-    /// that is mounted or in use is never written).
-    #[arg(long)]
-    pub(crate) force: bool,
-    /// Also write the JSON result to this file.
-    #[arg(long)]
-    pub(crate) save: Option<PathBuf>,
-    /// Write the time series (or the table) as CSV to this file.
-    #[arg(long)]
-    pub(crate) csv: Option<PathBuf>,
-    /// Write a self-contained HTML report with charts to this file.
-    #[arg(long)]
-    pub(crate) report: Option<PathBuf>,
-    /// The drive's rated read and write in MB/s, e.g. 3500,3000: every rate is also shown
-    /// as a percent of its direction's rating (text, JSON `rated`, HTML).
-    #[arg(long, value_parser = rated_arg)]
-    pub(crate) rated: Option<bench::Rated>,
-}
-
-fn rated_arg(text: &str) -> Result<bench::Rated, String> {
-    bench::Rated::parse(text).map_err(|error| error.to_string())
-}
-
-#[derive(Args, Debug)]
-pub struct SweepArgs {
-    #[command(flatten)]
-    common: CommonArgs,
-    #[arg(long, default_value = "128K", value_parser = size_arg)]
-    chunk_size: u64,
-    /// Largest chunk count of the sweep; refused when the target holds fewer chunks.
-    /// Default: 32768, or as many as fit.
-    #[arg(long)]
-    max_chunks: Option<u64>,
-    #[arg(long, default_value_t = 3)]
-    runs: u32,
-    #[arg(long, default_value_t = 32)]
-    queue_depth: u32,
-}
-
-#[derive(Args, Debug)]
-pub struct FillArgs {
-    #[command(flatten)]
-    common: CommonArgs,
-    /// Bytes to write from the start (default: the whole target).
-    #[arg(long, value_parser = size_arg)]
-    size: Option<u64>,
-    #[arg(long, default_value = "1M", value_parser = size_arg)]
-    io_size: u64,
-    #[arg(long, default_value_t = 32)]
-    queue_depth: u32,
-    /// Length of one logging window, seconds (default: sized for the run, 256 to 512
-    /// windows, each holding at least 16 transfers for the analysis).
-    #[arg(long)]
-    window: Option<f64>,
-    /// Skip the read-back comparison.
-    #[arg(long)]
-    no_verify: bool,
-    /// Fill this many times: each run's plateaus and rates, and their average (the
-    /// streamer's "average continuous performance"). The JSON's other fields are the last
-    /// run's.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    runs: u32,
-    /// Windows a drop must last to count as the cache cliff (or a later drop).
-    #[arg(long, default_value_t = AnalysisSettings::default().drop_window_count)]
-    drop_windows: usize,
-    /// Windows a steady state must hold.
-    #[arg(long, default_value_t = AnalysisSettings::default().steady_window_count)]
-    steady_windows: usize,
-    /// A transfer slower than this is a stall (default: 10x the median of the windows'
-    /// slowest, at least 50 ms), e.g. 100ms.
-    #[arg(long, value_parser = crate::duration_arg)]
-    stall_latency: Option<std::time::Duration>,
-    #[command(flatten)]
-    telemetry: crate::telemetry::TelemetryArgs,
-}
-
-#[derive(Args, Debug)]
-pub struct OverwriteArgs {
-    #[command(flatten)]
-    common: CommonArgs,
-    /// Size of the ring from the start (default: the whole target).
-    #[arg(long, value_parser = size_arg)]
-    size: Option<u64>,
-    /// Laps in all, the first included.
-    #[arg(long, default_value_t = 2.0)]
-    laps: f64,
-    #[arg(long, default_value = "1M", value_parser = size_arg)]
-    io_size: u64,
-    #[arg(long, default_value_t = 32)]
-    queue_depth: u32,
-    #[arg(long, default_value_t = bench::WINDOW_S_DEFAULT)]
-    window: f64,
-    /// How far ahead of the write point TRIM runs (default: 1/16 of the ring).
-    #[arg(long, value_parser = size_arg)]
-    trim_ahead: Option<u64>,
-    /// Which phases to run.
-    #[arg(long, value_enum, default_value = "both")]
-    trim: TrimArg,
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrimArg {
-    Both,
-    Off,
-    On,
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProfileArg {
-    /// CrystalDiskMark's default set: SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1.
-    Cdm,
-    /// CrystalDiskMark 6: SEQ128K Q32T1, RND4K Q8T8, RND4K Q32T1, RND4K Q1T1.
-    Cdm6,
-    /// CrystalDiskMark's NVMe set: SEQ1M Q8T1, SEQ128K Q32T1, RND4K Q32T16, RND4K Q1T1.
-    #[value(name = "cdm-nvme")]
-    CdmNvme,
-    /// The shapes given with --test.
-    Custom,
-    /// ATTO: 512 B to 64 MiB at queue depth 4, compressible data.
-    Atto,
-}
-
-#[derive(Args, Debug)]
-pub struct ProfileArgs {
-    #[arg(value_enum)]
-    profile: ProfileArg,
-    #[command(flatten)]
-    common: CommonArgs,
-    /// Test region (default: 1 GiB for cdm, 256 MiB for atto); a target smaller than the
-    /// region is refused.
-    #[arg(long, value_parser = size_arg)]
-    size: Option<u64>,
-    /// Seconds each run of a time-based test lasts.
-    #[arg(long, default_value_t = 5.0)]
-    duration: f64,
-    #[arg(long, default_value_t = 3)]
-    runs: u32,
-    /// Run these shapes, CrystalDiskMark's way (needs the custom profile; repeat or list
-    /// with commas): SEQ|RND<size>-Q<depth>T<threads>, e.g. SEQ1M-Q8T1, RND4K-Q32T16.
-    #[arg(long = "test", value_delimiter = ',', value_parser = shape_arg)]
-    tests: Vec<bench::TestShape>,
-    /// Write compressible data (ATTO's default; drives that compress look faster).
-    #[arg(long, conflicts_with = "incompressible")]
-    compressible: bool,
-    /// Write incompressible data (CrystalDiskMark's default; ATTO's worst case).
-    #[arg(long)]
-    incompressible: bool,
-}
-
-fn shape_arg(text: &str) -> Result<bench::TestShape, String> {
-    bench::TestShape::parse(text).map_err(|error| error.to_string())
-}
+use std::path::PathBuf;
 
 /// The one target of a bench on one drive.
 fn open(common: &CommonArgs, create_len_bytes: Option<u64>) -> Result<BenchTarget> {
     let spec = parse_target(&common.targets[0])?;
     open_spec(common, &common.targets[0], &spec, create_len_bytes)
-}
-
-pub(crate) fn parse_target(target: &str) -> Result<TargetSpec> {
-    Ok(TargetSpec::parse(target).map_err(|error| UsageError(error.to_string()))?)
-}
-
-/// Opens a target for writing, through the safety checks unless `--force`.
-pub(crate) fn open_spec(
-    common: &CommonArgs,
-    target: &str,
-    spec: &TargetSpec,
-    create_len_bytes: Option<u64>,
-) -> Result<BenchTarget> {
-    let safety = if common.force {
-        Safety::Force
-    } else {
-        Safety::Check
-    };
-    BenchTarget::open(spec, Access::Write, safety, create_len_bytes)
-        .with_context(|| format!("opening {target} for the bench"))
 }
 
 /// Whether this bench runs on several drives at once.
@@ -249,105 +39,12 @@ pub fn run(args: BenchArgs, json: bool) -> Result<Finished> {
     }
 }
 
-/// What a bench hands [`emit`]: its JSON, text, CSV, report, and its rates for `--rated`.
-struct Outputs<'a> {
-    value: serde_json::Value,
-    text: String,
-    csv: String,
-    report: nvrec::report::Report,
-    rates: &'a dyn bench::rated::RatedRates,
-}
-
-/// Adds the rates against `--rated` to every output, then writes the JSON (stdout and/or
-/// file), the CSV and the report; prints the text when not JSON.
-fn emit(common: &CommonArgs, json: bool, outputs: Outputs<'_>) -> Result<()> {
-    let Outputs {
-        mut value,
-        mut text,
-        csv,
-        mut report,
-        rates,
-    } = outputs;
-    if let Some(rated) = &common.rated {
-        let figures = bench::of_rated(rated, rates);
-        value["rated"] = serde_json::json!({ "rating": rated, "figures": figures });
-        text += &rated_text(&figures);
-        report
-            .sections
-            .push(crate::bench_report::rated_section(&figures));
-    }
-    write_outputs(common, json, &value, &text, &csv, &report)
-}
-
-/// Writes the JSON (stdout and/or `--save`), the CSV and the report; prints the text when
-/// not JSON.
-pub(crate) fn write_outputs(
-    common: &CommonArgs,
-    json: bool,
-    value: &serde_json::Value,
-    text: &str,
-    csv: &str,
-    report: &nvrec::report::Report,
-) -> Result<()> {
-    if let Some(path) = &common.save {
-        write_file(path, &format!("{value:#}\n"))?;
-    }
-    if let Some(path) = &common.csv {
-        write_file(path, csv)?;
-    }
-    if let Some(path) = &common.report {
-        write_file(path, &nvrec::report::render_html(report))?;
-    }
-    if json {
-        outln!("{value}");
-    } else {
-        out!("{text}");
-        for (what, path) in [
-            ("JSON", &common.save),
-            ("CSV", &common.csv),
-            ("report", &common.report),
-        ] {
-            if let Some(path) = path {
-                outln!("{what} written to {}", path.display());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// One line a rate: measured, rated, percent.
-pub(crate) fn rated_text(figures: &[bench::RatedFigure]) -> String {
-    let mut out = "of rated (--rated):\n".to_string();
-    for figure in figures {
-        let _ = writeln!(
-            out,
-            "  {:<24} {:>5} {:>6.1} % ({:.0} of {:.0} MB/s)",
-            figure.name,
-            figure.op.name(),
-            figure.percent,
-            figure.bytes_per_s / 1e6,
-            figure.rated_bytes_per_s / 1e6
-        );
-    }
-    out
-}
-
-fn write_file(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
-}
-
 fn rate(bytes_per_s: f64) -> String {
     format!(
         "{:.0} MB/s ({:.0} MiB/s)",
         bytes_per_s / 1e6,
         bytes_per_s / 1048576.0
     )
-}
-
-fn start_progress(label: &str, json: bool) -> (Arc<Progress>, progress::ProgressDisplay) {
-    let progress = Arc::new(Progress::default());
-    let display = progress::ProgressDisplay::start(Arc::clone(&progress), label.to_string(), !json);
-    (progress, display)
 }
 
 fn sweep(args: SweepArgs, json: bool) -> Result<Finished> {
@@ -610,7 +307,7 @@ fn fill_runs(
         let result = result?;
         let ended = result.write.stopped || result.write.error.is_some();
         results.push(result);
-        if ended || signal::CONTROL.state() != nvrec::stream::ControlState::Run {
+        if ended || signal::CONTROL.state() != nvrec::control::ControlState::Run {
             break;
         }
     }

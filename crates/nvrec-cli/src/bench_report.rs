@@ -144,7 +144,7 @@ pub fn sweep(result: &SweepResult) -> Report {
     }
 }
 
-fn window_series(name: &str, windows: &[nvrec::bench::driver::Window]) -> Series {
+fn window_series(name: &str, windows: &[nvrec::bench::Window]) -> Series {
     Series {
         name: name.to_string(),
         points: windows

@@ -4,14 +4,15 @@
 //! `nvrec::bench::together`; prints each drive's rates, the aggregate, the sum alone and the
 //! share, and writes the JSON (`nvrec.bench.together`), CSV and HTML report.
 
-use crate::bench_cmd::CommonArgs;
+use crate::bench_args::{open_spec, parse_target, CommonArgs};
+use crate::bench_output::{rated_text, write_outputs};
 use crate::{exit, progress, signal, Finished, UsageError};
 use anyhow::Result;
 use nvrec::bench::{
     self, run_together, BenchError, BenchTarget, Combined, Lockstep, TogetherFigures,
     TogetherResult,
 };
-use nvrec::stream::{ControlState, Progress};
+use nvrec::control::{ControlState, Progress};
 use nvrec::unit::format_bytes;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +35,7 @@ fn open_all(common: &CommonArgs, shape: &Shape) -> Result<Vec<BenchTarget>> {
     let specs = common
         .targets
         .iter()
-        .map(|target| crate::bench_cmd::parse_target(target))
+        .map(|target| parse_target(target))
         .collect::<Result<Vec<_>>>()?;
     bench::check_distinct(&common.targets, &specs)
         .map_err(|error| UsageError(error.to_string()))?;
@@ -42,9 +43,7 @@ fn open_all(common: &CommonArgs, shape: &Shape) -> Result<Vec<BenchTarget>> {
         .targets
         .iter()
         .zip(&specs)
-        .map(|(target, spec)| {
-            crate::bench_cmd::open_spec(common, target, spec, shape.create_len_bytes)
-        })
+        .map(|(target, spec)| open_spec(common, target, spec, shape.create_len_bytes))
         .collect()
 }
 
@@ -110,11 +109,11 @@ where
             value["drives"][index]["rated"] =
                 serde_json::json!({ "rating": rated, "figures": figures });
             let _ = write!(text, "drive {} ", index + 1);
-            text += &crate::bench_cmd::rated_text(&figures);
+            text += &rated_text(&figures);
         }
     }
     let report = crate::bench_compare::together_report(&value);
-    crate::bench_cmd::write_outputs(common, json, &value, &text, &csv(result), &report)?;
+    write_outputs(common, json, &value, &text, &csv(result), &report)?;
     let any_failed = result
         .drives
         .iter()

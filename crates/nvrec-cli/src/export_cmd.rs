@@ -7,12 +7,12 @@ use crate::recording_cmd::{hole_text, state_text, GapsArg};
 use crate::{exit, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use nvrec::control::Progress;
 use nvrec::export::{
     Compression, Export, ExportError, ExportOptions, Exported, Format, Gaps, Output, Window,
 };
 use nvrec::layout::RecordingEntry;
 use nvrec::net::{parse_bpf_program, BpfFilter};
-use nvrec::stream::Progress;
 use nvrec::unit::{format_bytes, parse_duration};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -7,8 +7,10 @@
 #[macro_use]
 mod output;
 mod archive_cmd;
+mod bench_args;
 mod bench_cmd;
 mod bench_compare;
+mod bench_output;
 mod bench_report;
 mod bench_together;
 mod export_cmd;
@@ -25,12 +27,14 @@ mod telemetry;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use nvrec::control::Progress;
 use nvrec::device::{self, Access, OpenOptions, Safety};
 use nvrec::engine::{EngineChoice, EngineKind};
+use nvrec::input::open_source;
 use nvrec::sink::{CheckSink, DiscardSink, Sink, WriterSink};
-use nvrec::source::{open_source, SourceSpec};
+use nvrec::source::SourceSpec;
 use nvrec::stream::{
-    self, FlushMode, Outcome, Progress, RangeEnd, RangeSpec, StopTrigger, StopWhen, StreamConfig,
+    self, FlushMode, Outcome, RangeEnd, RangeSpec, StopTrigger, StopWhen, StreamConfig,
 };
 use nvrec::unit::{parse_duration, parse_size_bytes};
 use std::path::PathBuf;
@@ -230,7 +234,7 @@ impl IoArgs {
             flush,
             trigger: self.stop_after.map(|duration| StopTrigger {
                 when: StopWhen::After(duration),
-                action: stream::ControlState::Stop,
+                action: nvrec::control::ControlState::Stop,
             }),
         }
     }

@@ -12,8 +12,8 @@
 //! measures the run itself: the reports do, from the same counters.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use nvrec::control::Progress;
 use nvrec::net::NetCounters;
-use nvrec::stream::Progress;
 use std::collections::VecDeque;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};

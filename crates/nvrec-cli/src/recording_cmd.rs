@@ -4,8 +4,10 @@ use crate::archive_cmd::ChunkSource;
 use crate::{exit, parse_sources, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use nvrec::control::{Control, ControlState, Progress};
 use nvrec::device::Safety;
 use nvrec::export::{first_content, PcapngExport};
+use nvrec::input::open_source;
 use nvrec::layout::{
     ChunkFlags, Content, Reassembly, Record, RecordingEntry, RecordingFlags, RecordingState,
 };
@@ -16,8 +18,7 @@ use nvrec::recording::reader::{self, Item};
 use nvrec::recording::scan::Unaccounted;
 use nvrec::recording::writer::{self, InputKind, RecordOptions, RecordOutcome, RecordReport};
 use nvrec::recording::{health, volume, Fill, MemberFailure, Stripe};
-use nvrec::source::{open_source, SourceSpec};
-use nvrec::stream::{Control, ControlState, Progress};
+use nvrec::source::SourceSpec;
 use nvrec::unit::{
     format_bytes, format_utc_ns, parse_duration, parse_rate_bytes_per_s, parse_size_bytes,
 };
@@ -735,16 +736,6 @@ fn record_losses(source: &ChunkSource, entry: &RecordingEntry) -> Result<RecordC
 /// The recordings of `set` as readers see them: a crashed recording at its recovered end,
 /// and the one another program is writing right now still open (shown as recording, with
 /// what it has made durable so far).
-pub(crate) fn recordings(set: &volume::VolumeSet) -> Result<Vec<RecordingEntry>> {
-    let mut entries = reader::recordings(set)?;
-    if let Some(live) = set.live_recording()? {
-        for entry in entries.iter_mut().filter(|e| e.recording_id == live) {
-            entry.state = RecordingState::Open;
-        }
-    }
-    Ok(entries)
-}
-
 pub(crate) fn state_text(entry: &RecordingEntry) -> &'static str {
     let wrapped = entry.flags.contains(RecordingFlags::RING);
     match (entry.state, wrapped) {
@@ -880,7 +871,7 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
     }
     let source = ChunkSource::open(&args.targets)?;
     let set = source.set().expect("not an archive");
-    let entries = recordings(set)?;
+    let entries = reader::listed(set)?;
     let damage = health::check(set)?;
     let complete = set.missing_indices().is_empty() && set.problems.is_empty();
     // Chunks past an entry's end that it does not account for: the entry is wrong.

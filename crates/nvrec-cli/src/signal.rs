@@ -5,7 +5,7 @@
 //! which is all a signal handler may do. They are installed without SA_RESTART so that a
 //! blocking read of stdin or a wait for completions returns EINTR and the loop sees the flag.
 
-use nvrec::stream::Control;
+use nvrec::control::Control;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub static CONTROL: Control = Control::new();

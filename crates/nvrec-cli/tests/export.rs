@@ -12,10 +12,10 @@
 mod common;
 
 use common::{json, nvrec, run, text, Scratch};
+use nvrec::control::{Control, Progress};
 use nvrec::layout::{encode_loss, encode_packet, Content, Loss, LossCause, Packet};
 use nvrec::recording::writer::{self, RecordOptions};
 use nvrec::source::Source;
-use nvrec::stream::{Control, Progress};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::net::SocketAddr;

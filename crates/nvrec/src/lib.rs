@@ -3,28 +3,38 @@
 //! Everything that moves, checks or measures bytes lives here; the `nvrec` binary in
 //! `crates/nvrec-cli` only parses arguments, draws progress and prints reports.
 //!
-//! The layers, bottom up (see ARCHITECTURE.md for the full map):
+//! The layers, bottom up (see ARCHITECTURE.md for the full map); a module imports only
+//! from the layers below it:
 //! - [`mod@unit`]: byte sizes and durations as users write them (`128K`, `4G`, `500ms`).
 //! - [`pattern`]: the seekable, incompressible test pattern and its checker.
 //! - [`buffer`]: the aligned buffer pool allocated once at start.
+//! - [`inflight`]: the ring of requests between submission and completion.
 //! - [`clock`]: time as the recording code reads it, real or virtual (simulated disks).
-//! - [`engine`]: how bytes reach a target: io_uring, or a portable thread pool.
-//! - [`device`]: opening targets, probing size and alignment, safety checks, sysfs facts.
-//! - [`source`] and [`sink`]: where written bytes come from and where read bytes go.
-//! - [`stream`]: chunked write and read over an address range, with stop and abort.
-//! - [`selftest`]: the NVMe-Streamer-style test suite built on [`stream`].
+//! - [`control`]: stop and abort of a long run, its live progress counters, CPU time.
 //! - [`layout`]: the on-disk format of recordings (superblock, chunk header, CRC32C).
-//! - [`export`]: a recording read back, written as PcapNg, SigMF or MCAP.
+//! - [`device`]: opening targets, probing size and alignment, safety checks, sysfs facts.
 //! - [`report`]: self-contained HTML pages with SVG charts, for the bench results.
+//! - [`engine`]: how bytes reach a target: io_uring, a portable thread pool, simulations.
+//! - [`nvme`]: what the drives say of themselves (Identify, SMART, the PCIe tree).
+//! - [`source`] and [`sink`]: where written bytes come from and where read bytes go.
 //! - [`plan`]: drives, RAM buffer, retention and wear for a target rate; pure arithmetic.
+//! - [`stream`]: chunked write and read over an address range, with stop and abort.
+//! - [`net`]: network sources (UDP, TCP, packet capture) recorded as records.
+//! - [`bench`]: drives characterized the way a recorder uses them.
+//! - [`recording`]: striped, crash-safe, self-describing recordings on a volume set.
+//! - [`input`]: the source `--source` names, opened (byte sources and network ones).
+//! - [`selftest`]: the NVMe-Streamer-style test suite built on [`stream`].
+//! - [`export`]: a recording read back, written as PcapNg, SigMF or MCAP.
 
 pub mod bench;
 pub mod buffer;
 pub mod clock;
+pub mod control;
 pub mod device;
 pub mod engine;
 pub mod export;
 pub mod inflight;
+pub mod input;
 pub mod layout;
 pub mod net;
 pub mod nvme;

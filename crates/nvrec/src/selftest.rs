@@ -12,14 +12,15 @@
 //! part of it `--size` gives) is enough, and [`run`] refuses one that is not before any I/O.
 //! Tests that can use more (the sweep, stop and abort, the whole target) take what there is.
 
+use crate::control::{Control, ControlState, Progress};
 use crate::device::{self, Target, TargetInfo};
 use crate::engine::IoOp;
 use crate::pattern::{MismatchKind, Pattern};
 use crate::sink::CheckSink;
 use crate::source::{PatternSource, Source, ZeroSource};
 use crate::stream::{
-    self, AddressError, ChunkRange, Control, ControlState, FlushMode, Outcome, Progress, RangeEnd,
-    RangeSpec, StopTrigger, StopWhen, StreamConfig, StreamError, StreamReport,
+    self, AddressError, ChunkRange, FlushMode, Outcome, RangeEnd, RangeSpec, StopTrigger, StopWhen,
+    StreamConfig, StreamError, StreamReport,
 };
 use crate::unit::{format_bytes, rate_mib_per_s};
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@
 //! a blocking read surfaces as `ErrorKind::Interrupted`, so the stream can look at its stop
 //! and abort flags before asking again. Sources never allocate per call.
 
+use crate::control::{Control, ControlState};
 use crate::pattern::Pattern;
 use std::fs::File;
 use std::io::{self, Read};
@@ -212,42 +213,89 @@ impl Source for StreamSource {
     }
 }
 
-/// Opens the source a spec names.
-pub fn open_source(spec: &SourceSpec) -> io::Result<Box<dyn Source>> {
-    Ok(match spec {
-        SourceSpec::Pattern { seed } => Box::new(PatternSource(Pattern::new(*seed))),
-        SourceSpec::Zero => Box::new(ZeroSource),
-        SourceSpec::Stdin => Box::new(StreamSource::stdin()),
-        SourceSpec::Path(path) => {
-            let file = File::open(path).map_err(|error| {
-                io::Error::new(
-                    error.kind(),
-                    format!("opening source {}: {error}", path.display()),
-                )
-            })?;
-            // A directory opens, and fails only at the first read: too late, once a
-            // recorder has formatted its targets.
-            if file.metadata().is_ok_and(|metadata| metadata.is_dir()) {
-                return Err(io::Error::new(
-                    io::ErrorKind::IsADirectory,
-                    format!(
-                        "source {} is a directory; give a file, a FIFO, or stdin",
-                        path.display()
-                    ),
-                ));
+/// Fills one chunk from the source: loops over short reads, returns fewer bytes only at the
+/// end of the source or when a stop or abort interrupts a blocking read.
+pub(crate) fn fill_from_source(
+    source: &mut dyn Source,
+    offset_bytes: u64,
+    buf: &mut [u8],
+    control: &Control,
+) -> io::Result<usize> {
+    fill_until_quiet(source, offset_bytes, buf, control, None).map(|filled| filled.bytes)
+}
+
+/// What `fill_until_quiet` put into a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Filled {
+    pub bytes: usize,
+    /// The source had nothing for `quiet_after` (and has not ended): `bytes` is what came.
+    pub quiet: bool,
+    /// A record source's next record does not fit in the rest of the buffer: `bytes` is
+    /// as full as whole records make it, and the source goes on.
+    pub packed: bool,
+}
+
+/// Fills `buf` from the source until it is full or the source ends; with `quiet_after`, also
+/// stops when the source has had nothing to give for that long, so that what arrived before
+/// a pause does not wait in memory for the next byte.
+pub(crate) fn fill_until_quiet(
+    source: &mut dyn Source,
+    offset_bytes: u64,
+    buf: &mut [u8],
+    control: &Control,
+    quiet_after: Option<Duration>,
+) -> io::Result<Filled> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        if let Some(quiet_after) = quiet_after {
+            match source.wait_readable(quiet_after) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Ok(Filled {
+                        bytes: filled,
+                        quiet: true,
+                        packed: false,
+                    })
+                }
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {
+                    if control.state() != ControlState::Run {
+                        break;
+                    }
+                    continue;
+                }
+                Err(error) => return Err(error),
             }
-            Box::new(StreamSource::file(file))
         }
-        SourceSpec::Udp(addresses) => Box::new(crate::net::UdpSource::bind(addresses)?),
-        SourceSpec::Capture(names) => Box::new(crate::net::CaptureSource::open(names)?),
-        SourceSpec::Tcp(addresses) => Box::new(crate::net::TcpSource::listen(addresses)?),
+        match source.read_at(offset_bytes + filled as u64, &mut buf[filled..]) {
+            Ok(0) if source.packs_records() && !source.ended() => {
+                return Ok(Filled {
+                    bytes: filled,
+                    quiet: false,
+                    packed: true,
+                })
+            }
+            Ok(0) => break,
+            Ok(count) => filled += count,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {
+                if control.state() != ControlState::Run {
+                    break;
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(Filled {
+        bytes: filled,
+        quiet: false,
+        packed: false,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::{fill_until_quiet, Control, Filled};
+    use crate::control::Control;
+    use crate::source::{fill_until_quiet, Filled};
     use std::io::Write;
     use std::os::fd::OwnedFd;
 

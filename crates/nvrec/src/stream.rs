@@ -19,6 +19,7 @@
 //! pool, the in-flight ring and the completion vector are sized at start.
 
 use crate::buffer::{BufferError, BufferPool, SLOT_ALIGN_BYTES};
+use crate::control::{process_cpu_s, Control, ControlState, Progress};
 use crate::device::{Target, TargetKind};
 use crate::engine::{
     self, EngineChoice, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError,
@@ -26,10 +27,11 @@ use crate::engine::{
 };
 use crate::inflight::InFlight;
 use crate::sink::{CheckReport, Sink};
+use crate::source::fill_from_source;
 use crate::source::Source;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Default chunk: the streamer's 128 KiB.
@@ -46,65 +48,6 @@ pub const IO_SIZE_BYTES_MAX: u64 = 256 << 20;
 /// disk and on a RAM-backed loop device alike (docs/PERFORMANCE.md).
 pub const QUEUE_DEPTH_DEFAULT: u32 = 8;
 
-// ---------------------------------------------------------------------------------------------
-// Control: stop and abort.
-
-const STATE_RUN: u8 = 0;
-const STATE_STOP: u8 = 1;
-const STATE_ABORT: u8 = 2;
-
-/// What a run has been asked to do. Set from signal handlers: only atomics inside.
-#[derive(Debug)]
-pub struct Control {
-    state: AtomicU8,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ControlState {
-    Run,
-    Stop,
-    Abort,
-}
-
-impl Control {
-    pub const fn new() -> Control {
-        Control {
-            state: AtomicU8::new(STATE_RUN),
-        }
-    }
-
-    /// Asks for a stop; an abort already asked for stays an abort. Async-signal-safe.
-    pub fn request_stop(&self) {
-        let _ =
-            self.state
-                .compare_exchange(STATE_RUN, STATE_STOP, Ordering::SeqCst, Ordering::SeqCst);
-    }
-
-    /// Asks for an abort. Async-signal-safe.
-    pub fn request_abort(&self) {
-        self.state.store(STATE_ABORT, Ordering::SeqCst);
-    }
-
-    pub fn state(&self) -> ControlState {
-        match self.state.load(Ordering::SeqCst) {
-            STATE_RUN => ControlState::Run,
-            STATE_STOP => ControlState::Stop,
-            _ => ControlState::Abort,
-        }
-    }
-
-    /// Back to running, for reuse between runs (tests, the self-test).
-    pub fn reset(&self) {
-        self.state.store(STATE_RUN, Ordering::SeqCst);
-    }
-}
-
-impl Default for Control {
-    fn default() -> Self {
-        Control::new()
-    }
-}
-
 /// A stop or abort that the run triggers itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StopTrigger {
@@ -117,19 +60,6 @@ pub enum StopWhen {
     After(Duration),
     /// After this many chunks have been taken from the source (writes) or submitted (reads).
     AfterChunks(u64),
-}
-
-/// Live counters for a progress display on another thread.
-#[derive(Debug, Default)]
-pub struct Progress {
-    pub done_bytes: AtomicU64,
-    /// 0 when the total is not known (a recording of a stream without --size).
-    pub total_bytes: AtomicU64,
-    /// Bytes lost because the input outran the targets (recordings of paced sources).
-    pub lost_bytes: AtomicU64,
-    /// Recordings: stream bytes that a checkpoint (or the closed entry) made durable, what
-    /// a crash from now on can no longer take away.
-    pub durable_bytes: AtomicU64,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -484,18 +414,6 @@ pub enum StreamError {
     Buffer(#[from] BufferError),
     #[error(transparent)]
     Engine(#[from] EngineError),
-}
-
-/// User and system CPU seconds of the whole process so far (all threads).
-pub fn process_cpu_s() -> (f64, f64) {
-    // SAFETY: getrusage writes into the zeroed struct we pass; RUSAGE_SELF is always valid.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    (seconds(usage.ru_utime), seconds(usage.ru_stime))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -866,84 +784,6 @@ pub fn write(
     }
     run.drain(&mut no_op)?;
     Ok(run.finish(target, cpu_before, None))
-}
-
-/// Fills one chunk from the source: loops over short reads, returns fewer bytes only at the
-/// end of the source or when a stop or abort interrupts a blocking read.
-pub(crate) fn fill_from_source(
-    source: &mut dyn Source,
-    offset_bytes: u64,
-    buf: &mut [u8],
-    control: &Control,
-) -> io::Result<usize> {
-    fill_until_quiet(source, offset_bytes, buf, control, None).map(|filled| filled.bytes)
-}
-
-/// What `fill_until_quiet` put into a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Filled {
-    pub bytes: usize,
-    /// The source had nothing for `quiet_after` (and has not ended): `bytes` is what came.
-    pub quiet: bool,
-    /// A record source's next record does not fit in the rest of the buffer: `bytes` is
-    /// as full as whole records make it, and the source goes on.
-    pub packed: bool,
-}
-
-/// Fills `buf` from the source until it is full or the source ends; with `quiet_after`, also
-/// stops when the source has had nothing to give for that long, so that what arrived before
-/// a pause does not wait in memory for the next byte.
-pub(crate) fn fill_until_quiet(
-    source: &mut dyn Source,
-    offset_bytes: u64,
-    buf: &mut [u8],
-    control: &Control,
-    quiet_after: Option<Duration>,
-) -> io::Result<Filled> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        if let Some(quiet_after) = quiet_after {
-            match source.wait_readable(quiet_after) {
-                Ok(true) => {}
-                Ok(false) => {
-                    return Ok(Filled {
-                        bytes: filled,
-                        quiet: true,
-                        packed: false,
-                    })
-                }
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {
-                    if control.state() != ControlState::Run {
-                        break;
-                    }
-                    continue;
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        match source.read_at(offset_bytes + filled as u64, &mut buf[filled..]) {
-            Ok(0) if source.packs_records() && !source.ended() => {
-                return Ok(Filled {
-                    bytes: filled,
-                    quiet: false,
-                    packed: true,
-                })
-            }
-            Ok(0) => break,
-            Ok(count) => filled += count,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {
-                if control.state() != ControlState::Run {
-                    break;
-                }
-            }
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(Filled {
-        bytes: filled,
-        quiet: false,
-        packed: false,
-    })
 }
 
 /// Reads the chunks of `range` into `sink`, in address order.

@@ -3,15 +3,13 @@
 //!
 //! Targets are regular files in a directory these tests create under the system temp dir.
 
+use nvrec::control::{Control, ControlState, Progress};
 use nvrec::device::{self, Access, OpenOptions, Safety, Target};
 use nvrec::engine::{EngineChoice, EngineKind, IoErrorKind, IoOp};
 use nvrec::pattern::{MismatchKind, Pattern};
 use nvrec::sink::{CheckSink, Sink};
 use nvrec::source::{PatternSource, Source, ZeroSource};
-use nvrec::stream::{
-    self, ChunkRange, Control, ControlState, FlushMode, Outcome, Progress, StopTrigger, StopWhen,
-    StreamConfig,
-};
+use nvrec::stream::{self, ChunkRange, FlushMode, Outcome, StopTrigger, StopWhen, StreamConfig};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 

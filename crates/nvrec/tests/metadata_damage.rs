@@ -3,6 +3,7 @@
 //! copies, every unreadable copy is named, and `repair` leaves nothing to report once the
 //! disks read again.
 
+use nvrec::control::{Control, Progress};
 use nvrec::device::{Access, Safety};
 use nvrec::engine::{IoOp, RangeFault, SimDisks};
 use nvrec::pattern::Pattern;
@@ -12,7 +13,6 @@ use nvrec::recording::volume::{self, MetaPlace};
 use nvrec::recording::writer::{self, RecordOptions};
 use nvrec::recording::{repair, scan};
 use nvrec::source::PatternSource;
-use nvrec::stream::{Control, Progress};
 
 const MIB: u64 = 1 << 20;
 

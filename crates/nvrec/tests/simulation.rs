@@ -53,6 +53,7 @@
 //! what it drew and what it did (the trace hash, the report, the read-back), the same in
 //! every run.
 
+use nvrec::control::{Control, Progress};
 use nvrec::device::{Access, Safety};
 use nvrec::engine::{DiskFault, EngineChoice, FaultStart, IoOp, RangeFault, SimDisks};
 use nvrec::layout::{decode_chunk, RetirementCause, VolumeLayout};
@@ -64,7 +65,6 @@ use nvrec::recording::volume;
 use nvrec::recording::writer::{self, RecordOptions, RecordOutcome, RecordReport};
 use nvrec::recording::{repair, Fill, MemberFailure, RecordingError, Stripe};
 use nvrec::source::{PatternSource, Source};
-use nvrec::stream::{Control, Progress};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -2,6 +2,7 @@
 //! read of the whole recording filtered by chunk time would, on rings that wrapped several
 //! times and on recordings with a retired member, and reads less to do it.
 
+use nvrec::control::{Control, Progress};
 use nvrec::device::{Access, Safety};
 use nvrec::engine::{DiskFault, EngineChoice, FaultStart, SimDisks};
 use nvrec::pattern::Pattern;
@@ -11,7 +12,6 @@ use nvrec::recording::volume;
 use nvrec::recording::writer::{self, RecordOptions};
 use nvrec::recording::{Fill, MemberFailure, Stripe};
 use nvrec::source::PatternSource;
-use nvrec::stream::{Control, Progress};
 use std::time::Duration;
 
 const DISK_BYTES: u64 = 6 << 20;

@@ -515,7 +515,7 @@ fn volumes_json(targets: &[PathBuf]) -> Value {
             let listed = nvrec::recording::volume::open(members, Access::Read, Safety::Check)
                 .map_err(anyhow::Error::new)
                 .and_then(|set| {
-                    let entries = recording_cmd::recordings(&set)?;
+                    let entries = nvrec::recording::reader::listed(&set)?;
                     let damage = nvrec::recording::health::check(&set)?;
                     Ok(recording_cmd::set_json(&set, &entries, &damage))
                 });

@@ -7,8 +7,8 @@
 //! once, when it ends.
 
 use crate::recording_cmd::{self, RecordHandle, RecordPlan};
+use nvrec::control::{Control, ControlState};
 use nvrec::recording::counters::{LossCause, RecordingCounters};
-use nvrec::stream::{Control, ControlState};
 use nvrec::unit::format_utc_ns;
 use serde_json::{json, Value};
 use std::collections::VecDeque;

@@ -26,8 +26,8 @@
 //!    slowest transfer took longer than `stall_latency_us` (default: ten times the median of
 //!    the windows' slowest transfers, at least 50 ms).
 
-use super::driver::Window;
 use super::plateau::{self, bytes_before, median, Plateau, PlateauSettings, RunEnd};
+use super::window::{merge_windows, Window};
 
 /// The knobs of the rules above.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -183,25 +183,6 @@ pub fn analysed_windows(all_windows: &[Window], bytes_min: u64) -> Vec<Window> {
     // A little under the ratio, so that a byte lost to rounding never asks for a window more.
     let factor = (bytes_min as f64 / mean_bytes - 1e-3).ceil() as usize;
     full.chunks_exact(factor).map(merge_windows).collect()
-}
-
-/// One window covering consecutive `windows` (at least one).
-pub fn merge_windows(windows: &[Window]) -> Window {
-    let last = windows[windows.len() - 1];
-    let bytes: u64 = windows.iter().map(|window| window.bytes).sum();
-    let duration_s: f64 = windows.iter().map(|window| window.duration_s).sum();
-    Window {
-        start_s: windows[0].start_s,
-        duration_s,
-        bytes,
-        total_bytes: last.total_bytes,
-        position_bytes: last.position_bytes,
-        rate_bytes_per_s: bytes as f64 / duration_s,
-        latency_max_us: windows
-            .iter()
-            .map(|window| window.latency_max_us)
-            .fold(0.0, f64::max),
-    }
 }
 
 /// Rule 2.

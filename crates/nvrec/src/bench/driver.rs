@@ -13,12 +13,12 @@
 //! What it deliberately does not do: choose settings (the benches do), print, or retry a
 //! failed transfer (the first failure ends the workload and is reported with its offset).
 
-use super::analysis::merge_windows;
+use super::window::{merge_windows, Window};
 use super::BenchError;
+use crate::control::{Control, ControlState, Progress};
 use crate::engine::{Engine, IoCompletion, IoError, IoOp, IoRequest};
 use crate::inflight::InFlight;
 use crate::pattern::{Mismatch, Pattern};
-use crate::stream::{Control, ControlState, Progress};
 use std::sync::atomic::Ordering;
 
 /// Where the offsets of a workload come from.
@@ -96,23 +96,6 @@ impl Workload {
             window_count_max: None,
         }
     }
-}
-
-/// What completed in one logging window.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Window {
-    /// Start of the window, seconds since the workload started.
-    pub start_s: f64,
-    pub duration_s: f64,
-    pub bytes: u64,
-    /// Bytes completed since the workload started, at the end of this window.
-    pub total_bytes: u64,
-    /// For sequential workloads: how far into the region the completed transfers reach (the
-    /// position on the drive, which differs from `total_bytes` once a ring wraps).
-    pub position_bytes: u64,
-    pub rate_bytes_per_s: f64,
-    /// The slowest transfer seen completing in the window; 0 when none completed.
-    pub latency_max_us: f64,
 }
 
 /// Latency percentiles from a log-linear histogram (about 3 % resolution).

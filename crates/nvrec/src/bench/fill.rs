@@ -3,12 +3,13 @@
 //! series is analysed for the cache cliff, the steady state, the slowest window and stalls.
 
 use super::analysis::{analyse, AnalysisSettings, SeriesAnalysis};
-use super::driver::{self, Data, Window, Workload, WorkloadResult};
+use super::driver::{self, Data, Workload, WorkloadResult};
 use super::size::{size_at_most, Need};
+use super::window::Window;
 use super::{BenchError, BenchTarget, Lockstep, RunMeta};
+use crate::control::{Control, Progress};
 use crate::engine::{EngineChoice, IoOp};
 use crate::pattern::Pattern;
-use crate::stream::{Control, Progress};
 
 #[derive(Debug, Clone)]
 pub struct FillSettings {

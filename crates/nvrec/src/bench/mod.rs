@@ -38,9 +38,9 @@ pub mod rated;
 mod size;
 mod sweep;
 pub mod together;
+pub mod window;
 
 pub use distinct::{check_distinct, NotDistinct};
-pub use driver::Window;
 pub use fill::{fill, fill_average, FillAverage, FillResult, FillRun, FillSettings, FillSummary};
 pub use overwrite::{overwrite, OverwriteMode, OverwritePhase, OverwriteResult, OverwriteSettings};
 pub use profile::{
@@ -56,6 +56,7 @@ pub use sweep::{
 pub use together::{
     run_together, Combined, Lockstep, TogetherDrive, TogetherFigures, TogetherResult,
 };
+pub use window::Window;
 
 use crate::buffer::BufferPool;
 use crate::device::{self, Access, OpenOptions, Safety, Target, TargetInfo};

@@ -4,11 +4,12 @@
 //! TRIM ahead of the write point (as `record --ring --trim` does), so the difference shows
 //! what TRIM buys on this drive.
 
-use super::driver::{self, Data, Window, Workload, WorkloadResult};
+use super::driver::{self, Data, Workload, WorkloadResult};
 use super::size::{size_at_most, Need};
+use super::window::Window;
 use super::{BenchError, BenchTarget, Lockstep, RunMeta};
+use crate::control::{Control, Progress};
 use crate::engine::{EngineChoice, IoOp};
-use crate::stream::{Control, Progress};
 use crate::unit::format_bytes;
 
 /// Whether the ring discards ahead of its write point.

@@ -38,8 +38,7 @@
 //!    one window; its spread is the 10th and 90th percentile of the windows (at the scale of
 //!    step 0) wholly inside it.
 
-use super::analysis::merge_windows;
-use super::driver::Window;
+use super::window::{merge_windows, Window};
 
 /// Width of the running median, in windows.
 pub const MEDIAN_WIDTH: usize = 5;

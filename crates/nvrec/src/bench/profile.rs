@@ -22,8 +22,8 @@
 use super::driver::{self, Access, Data, Workload, WorkloadResult};
 use super::size::{size_at_most, Need};
 use super::{BenchError, BenchTarget, Lockstep, RunMeta};
+use crate::control::{Control, ControlState, Progress};
 use crate::engine::{EngineChoice, IoOp};
-use crate::stream::{Control, ControlState, Progress};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

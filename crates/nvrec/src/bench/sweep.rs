@@ -9,9 +9,9 @@
 use super::driver::{self, Data, Workload, WorkloadResult};
 use super::size::Need;
 use super::{BenchError, BenchTarget, Lockstep, RunMeta};
+use crate::control::{Control, ControlState, Progress};
 use crate::engine::{EngineChoice, IoOp};
 use crate::pattern::Pattern;
-use crate::stream::{Control, ControlState, Progress};
 use crate::unit::format_bytes;
 
 #[derive(Debug, Clone)]

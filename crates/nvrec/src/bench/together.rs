@@ -21,7 +21,8 @@
 //! through [`crate::device`]), or judge a share: 100 % means the drives did not slow each
 //! other, and what a lower share costs is the reader's to weigh.
 
-use super::driver::{Window, WorkloadResult};
+use super::driver::WorkloadResult;
+use super::window::Window;
 use super::{FillResult, OverwriteResult, ProfileResult, SweepResult, TargetFacts};
 use crate::engine::IoOp;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -27,7 +27,7 @@ mod procfs;
 mod safety;
 mod signature;
 mod sys;
-mod sysfs;
+pub(crate) mod sysfs;
 
 #[cfg(test)]
 mod tests;

@@ -116,7 +116,7 @@ fn drive_path(controller: &str, function_dir: &Path) -> Option<(DrivePath, PathB
 /// Every NVMe controller under `sysfs_root/class/nvme` on the PCI bus, grouped by uplink,
 /// groups and drives in name order.
 pub fn uplink_groups(sysfs_root: &Path) -> Vec<UplinkGroup> {
-    let names = crate::nvme::discover::sorted_names(&sysfs_root.join("class/nvme"));
+    let names = super::sysfs::sorted_names(&sysfs_root.join("class/nvme"));
     let mut groups: Vec<(PathBuf, UplinkGroup)> = Vec::new();
     for name in names {
         let device = sysfs_root.join("class/nvme").join(&name).join("device");

@@ -263,6 +263,31 @@ pub(crate) fn read_trimmed(path: &Path) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// The entries of a sysfs directory by name, numbers in numeric order (nvme2 before
+/// nvme10); none where it cannot be read.
+pub(crate) fn sorted_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    // nvme2 before nvme10.
+    names.sort_by_key(|name| {
+        let digits: String = name.chars().filter(char::is_ascii_digit).collect();
+        (
+            name.trim_end_matches(|c: char| c.is_ascii_digit())
+                .to_string(),
+            digits.len(),
+            digits,
+            name.clone(),
+        )
+    });
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

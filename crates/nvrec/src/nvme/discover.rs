@@ -5,6 +5,7 @@
 
 use super::admin::{Admin, CNS_NAMESPACE};
 use super::page::{decode_identify_namespace, LbaFormat};
+use crate::device::sysfs::sorted_names;
 use crate::device::{self, read_trimmed, PcieLink, Sysfs};
 use std::path::{Path, PathBuf};
 
@@ -64,29 +65,6 @@ pub struct BlockDevice {
 pub struct Inventory {
     pub controllers: Vec<Controller>,
     pub block_devices: Vec<BlockDevice>,
-}
-
-pub(crate) fn sorted_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|entry| entry.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    // nvme2 before nvme10.
-    names.sort_by_key(|name| {
-        let digits: String = name.chars().filter(char::is_ascii_digit).collect();
-        (
-            name.trim_end_matches(|c: char| c.is_ascii_digit())
-                .to_string(),
-            digits.len(),
-            digits,
-            name.clone(),
-        )
-    });
-    names
 }
 
 /// The first hwmon temperature under a controller (millidegrees in sysfs).

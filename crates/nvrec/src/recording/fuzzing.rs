@@ -16,6 +16,7 @@ use super::reader::{self, Item};
 use super::volume::{self, VolumeSet};
 use super::writer::{self, RecordOptions};
 use super::Fill;
+use crate::control::{Control, Progress};
 use crate::device::{Access, Safety};
 use crate::engine::{EngineChoice, SimDisks};
 use crate::layout::{
@@ -25,7 +26,6 @@ use crate::layout::{
 use crate::pattern::Pattern;
 use crate::sink::GapFill;
 use crate::source::PatternSource;
-use crate::stream::{Control, Progress};
 use std::sync::OnceLock;
 
 /// Size of the base image: the index area (about 2 MiB) and a few hundred data slots.

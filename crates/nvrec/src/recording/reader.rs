@@ -15,13 +15,13 @@ use super::seek;
 use super::volume::{self, VolumeSet};
 use super::RecordingError;
 use crate::buffer::BufferPool;
+use crate::control::{process_cpu_s, Control, ControlState, Progress};
 use crate::engine::{EngineChoice, EngineConfig, IoCompletion, IoOp, IoRequest};
 use crate::inflight::InFlight;
 use crate::layout::{
     decode_chunk, Checkpoint, ChunkFlags, ChunkHeader, MemberPosition, MemberSpan, RecordingEntry,
     RecordingFlags, RecordingState, Retirement, VolumeLayout,
 };
-use crate::stream::{process_cpu_s, Control, ControlState, Progress};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
@@ -53,6 +53,19 @@ pub struct RecoveredEnd {
     /// Members retired before the crash, from the checkpoint.
     #[serde(skip)]
     pub retirements: Vec<Retirement>,
+}
+
+/// Every recording of `set` as a listing shows it now: [`recordings`], with the one a
+/// recorder is writing right now (another process, or this one) marked open, whatever its
+/// entry says.
+pub fn listed(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError> {
+    let mut entries = recordings(set)?;
+    if let Some(live) = set.live_recording()? {
+        for entry in entries.iter_mut().filter(|e| e.recording_id == live) {
+            entry.state = RecordingState::Open;
+        }
+    }
+    Ok(entries)
 }
 
 /// The recordings of a set as they really are: entries of crashed recordings are closed

@@ -32,8 +32,8 @@ use super::health::{self, MetaDamage, Severity};
 use super::scan::{self, Scan, Unaccounted};
 use super::volume::{write_meta, MetaPlace, VolumeSet};
 use super::{RecordingError, RECOVERY_WINDOW_SLOTS};
+use crate::control::Control;
 use crate::layout::{Checkpoint, MemberPosition, RecordingEntry, RecordingState, SuperblockCopies};
-use crate::stream::Control;
 
 /// What `repair` did.
 #[derive(Debug, Clone, Default, serde::Serialize)]

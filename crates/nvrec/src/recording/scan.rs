@@ -13,11 +13,11 @@
 use super::reader::holds_redirect;
 use super::volume::{read_aligned, read_meta, Member, VolumeSet};
 use super::RecordingError;
+use crate::control::{Control, ControlState};
 use crate::layout::{
     decode_chunk, decode_chunk_header, ChunkFlags, ChunkHeader, Label, MemberSpan, RecordingEntry,
     RecordingFlags, RecordingState, CHUNK_HEADER_SIZE_BYTES,
 };
-use crate::stream::{Control, ControlState};
 use std::collections::BTreeMap;
 
 /// What the chunks of one recording say about it.
@@ -560,6 +560,7 @@ impl Unaccounted {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::Progress;
     use crate::device::{Access, Safety};
     use crate::engine::{EngineChoice, SimDisks};
     use crate::layout::{Checkpoint, MemberPosition};
@@ -570,7 +571,6 @@ mod tests {
     use crate::recording::writer::{self, RecordOptions};
     use crate::recording::{repair, Fill, Stripe};
     use crate::source::PatternSource;
-    use crate::stream::Progress;
 
     const DISK_BYTES: u64 = 4 << 20;
     const CHUNK_BYTES: u32 = 8192;

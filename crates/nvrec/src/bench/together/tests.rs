@@ -1,6 +1,6 @@
 use super::*;
 use crate::bench::{fill, open_sim, profile, FillSettings, Profile, ProfileSettings, TestShape};
-use crate::stream::{Control, Progress};
+use crate::control::{Control, Progress};
 
 fn window(start_s: f64, bytes: u64, total_bytes: u64) -> Window {
     Window {

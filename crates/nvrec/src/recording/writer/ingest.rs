@@ -342,7 +342,7 @@ impl Writer<'_> {
                     // A constant source filled this slot before: the bytes are already there.
                     remaining as usize
                 } else {
-                    let filled = match crate::stream::fill_until_quiet(
+                    let filled = match crate::source::fill_until_quiet(
                         &mut *self.source,
                         stream_offset_bytes,
                         payload,

@@ -846,6 +846,7 @@ mod stage_tests {
 mod tests {
     //! Members that fail on simulated disks: their writes, their flushes, their metadata.
     use super::super::{record_on, RecordOptions, RecordOutcome, RecordReport};
+    use crate::control::{Control, Progress};
     use crate::device::{Access, Safety};
     use crate::engine::{DiskFault, EngineChoice, FaultStart, IoOp, RangeFault, SimDisks};
     use crate::layout::{decode_chunk, RecordingEntry, RecordingState, VolumeLayout};
@@ -854,7 +855,6 @@ mod tests {
     use crate::recording::reader::{self, Item};
     use crate::recording::{volume, Fill, RecordingError};
     use crate::source::PatternSource;
-    use crate::stream::{Control, Progress};
     use std::collections::BTreeSet;
     use std::time::Duration;
 
