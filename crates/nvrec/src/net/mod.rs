@@ -131,11 +131,14 @@ impl NetCounters {
             .iter()
             .rev()
             .find(|read| read.end_offset_bytes <= stored_end);
-        let (datagrams, bytes) = match stored {
-            Some(read) => (read.datagrams, read.bytes),
-            None => {
-                report.not_stored_exact = taken.len() < TAKEN_LOG_MAX;
-                (0, 0)
+        let (datagrams, bytes) = match (stored, taken.front()) {
+            (Some(read), _) => (read.datagrams, read.bytes),
+            // The log reaches back to the first read: nothing was stored.
+            _ if taken.len() < TAKEN_LOG_MAX => (0, 0),
+            // It does not: at most what the oldest read remembered was stored.
+            (None, oldest) => {
+                report.not_stored_exact = false;
+                oldest.map_or((0, 0), |read| (read.datagrams, read.bytes))
             }
         };
         report.not_stored = report.datagrams - datagrams;
@@ -161,4 +164,39 @@ fn poll_readable(fds: impl Iterator<Item = RawFd>, timeout: Duration) -> io::Res
         return Err(io::Error::last_os_error());
     }
     Ok(ready > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads end at 100, 200, 300 with 1, 2, 3 datagrams counted: with the last 100 bytes
+    /// not stored, the third read's datagram is not stored; with 150, the second's too (a
+    /// read never crosses a payload's end, so the stored end is where one ended).
+    #[test]
+    fn what_was_framed_past_the_stored_end_is_counted_not_stored() {
+        let counters = NetCounters::default();
+        for (end, count) in [(100, 1), (200, 2), (300, 3)] {
+            counters.datagrams.store(count, Ordering::Relaxed);
+            counters.bytes.store(count * 90, Ordering::Relaxed);
+            counters.note_taken(end);
+        }
+        let report = counters.report_stored(100);
+        assert_eq!((report.not_stored, report.not_stored_bytes), (1, 90));
+        assert!(report.not_stored_exact);
+        assert_eq!(report.lost(), 1);
+        assert_eq!(counters.report_stored(0).not_stored, 0);
+        assert_eq!(counters.report_stored(150).not_stored, 2);
+        assert_eq!(counters.report_stored(300).not_stored, 3);
+        // Past what the log remembers: a lower bound, said so.
+        let counters = NetCounters::default();
+        for read in 1..=(TAKEN_LOG_MAX as u64 + 10) {
+            counters.datagrams.store(read, Ordering::Relaxed);
+            counters.note_taken(read * 8);
+        }
+        let report = counters.report_stored(TAKEN_LOG_MAX as u64 * 8);
+        assert!(!report.not_stored_exact);
+        // The oldest read remembered ended at 88 with 11 counted: at least the rest.
+        assert_eq!(report.not_stored, TAKEN_LOG_MAX as u64 + 10 - 11);
+    }
 }
