@@ -108,6 +108,11 @@ pub enum DeviceError {
              block device such as /dev/nvme0n1", .path.display())]
     NotFileOrBlockDevice { path: PathBuf, found: &'static str },
 
+    #[error("{} does not exist; refusing to create a file under /dev, where a device of that \
+             name was meant (a partition the kernel has not listed yet?): give an existing \
+             device, or a file path elsewhere", .path.display())]
+    NoSuchDevice { path: PathBuf },
+
     #[error("could not open {}: {source}; check the path and your permissions (block \
              devices usually need root or the `disk` group)", .path.display())]
     Open { path: PathBuf, source: io::Error },
@@ -208,6 +213,7 @@ impl DeviceError {
                 | Self::Signature { .. }
                 | Self::Busy { .. }
                 | Self::Recording { .. }
+                | Self::NoSuchDevice { .. }
         )
     }
 }
@@ -233,6 +239,9 @@ pub fn open(path: &Path, options: &OpenOptions) -> Result<Target, DeviceError> {
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             match (options.access, options.create_len_bytes) {
+                (Access::Write, Some(_)) if under_dev(path) => Err(DeviceError::NoSuchDevice {
+                    path: path.to_path_buf(),
+                }),
                 (Access::Write, Some(_)) => open_regular_file(path, options, false),
                 (Access::Write, None) => Err(DeviceError::NotFound {
                     path: path.to_path_buf(),
@@ -250,6 +259,21 @@ pub fn open(path: &Path, options: &OpenOptions) -> Result<Target, DeviceError> {
             source,
         }),
     }
+}
+
+/// Whether `path` names something under `/dev` (through its parent directory as it
+/// resolves, so that `/tmp/link-to-dev/x` counts too): only devices live there.
+fn under_dev(path: &Path) -> bool {
+    let absolute = match path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        Some(parent) => parent
+            .canonicalize()
+            .unwrap_or_else(|_| parent.to_path_buf()),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
+    absolute.starts_with("/dev")
 }
 
 fn file_type_phrase(file_type: &std::fs::FileType) -> &'static str {

@@ -196,6 +196,28 @@ fn device_missing_file_errors_clearly_and_is_not_created() {
 }
 
 #[test]
+fn a_missing_name_under_dev_is_never_created_as_a_file() {
+    // Safety::Force too: --force skips the checks of what a target holds, not this one.
+    for safety in [Safety::Check, Safety::Force] {
+        let path = Path::new("/dev/nvrec-no-such-device-p1");
+        let err = open_err(path, &write_opts(Some(MIB), safety));
+        assert!(matches!(err, DeviceError::NoSuchDevice { .. }), "{err:?}");
+        assert!(err.is_safety_refusal());
+        assert!(err.to_string().contains("under /dev"), "{err}");
+        assert!(!path.exists(), "nothing created under /dev");
+    }
+    // The same through a link to /dev from elsewhere.
+    let dir = TempDir::new("devlink");
+    let link = dir.path("devlink");
+    std::os::unix::fs::symlink("/dev", &link).unwrap();
+    let err = open_err(
+        &link.join("nvrec-no-such-device"),
+        &write_opts(Some(MIB), Safety::Check),
+    );
+    assert!(matches!(err, DeviceError::NoSuchDevice { .. }), "{err:?}");
+}
+
+#[test]
 fn device_directory_and_char_device_are_refused() {
     let dir = TempDir::new("dir");
     let err = open_err(&dir.0, &write_opts(Some(MIB), Safety::Check));
