@@ -13,10 +13,9 @@ use nvrec::export::{
 };
 use nvrec::layout::RecordingEntry;
 use nvrec::net::{parse_bpf_program, BpfFilter};
-use nvrec::unit::{format_bytes, parse_duration};
+use nvrec::unit::format_bytes;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
@@ -50,13 +49,15 @@ pub struct ExportArgs {
     /// Which recording (default: the last).
     #[arg(long)]
     recording: Option<u32>,
-    /// Only what was received this long after the recording's start or later (a byte
-    /// stream: by chunk).
-    #[arg(long, value_parser = duration_arg)]
-    from: Option<Duration>,
-    /// Only what was received before this long after the recording's start.
-    #[arg(long, value_parser = duration_arg)]
-    to: Option<Duration>,
+    /// Only what was received this long after the recording's start or later (500ms, 2m),
+    /// or at this time in UTC or later (RFC 3339: 2026-11-27T08:00:00Z); a byte stream: by
+    /// chunk.
+    #[arg(long, value_parser = crate::time_arg::time_arg)]
+    from: Option<crate::time_arg::TimeArg>,
+    /// Only what was received before this long after the recording's start, or before this
+    /// time in UTC.
+    #[arg(long, value_parser = crate::time_arg::time_arg)]
+    to: Option<crate::time_arg::TimeArg>,
     /// Only these streams (the order of the recording's --source options, from 0); repeat
     /// for several. Default: all. PcapNg and MCAP.
     #[arg(long)]
@@ -77,25 +78,9 @@ pub struct ExportArgs {
     engine: EngineArg,
 }
 
-fn duration_arg(text: &str) -> Result<Duration, String> {
-    parse_duration(text).map_err(|error| error.to_string())
-}
-
 /// The export's options from the arguments; every mistake is a usage error.
 fn options(args: &ExportArgs, entry: &RecordingEntry) -> Result<ExportOptions> {
-    if let (Some(from), Some(to)) = (args.from, args.to) {
-        if from >= to {
-            return Err(UsageError(format!(
-                "--from {}s is not before --to {}s: the window holds nothing",
-                from.as_secs_f64(),
-                to.as_secs_f64()
-            ))
-            .into());
-        }
-    }
-    let at = |offset: Option<Duration>| {
-        offset.map(|d| entry.start_ns.saturating_add(d.as_nanos() as u64))
-    };
+    let (from_ns, to_ns) = crate::time_arg::window_ns(args.from, args.to, entry.start_ns)?;
     let format = match args.format {
         FormatArg::Pcapng => Format::Pcapng,
         FormatArg::Sigmf => Format::Sigmf,
@@ -108,10 +93,7 @@ fn options(args: &ExportArgs, entry: &RecordingEntry) -> Result<ExportOptions> {
     };
     Ok(ExportOptions {
         format,
-        window: Window {
-            from_ns: at(args.from),
-            to_ns: at(args.to),
-        },
+        window: Window { from_ns, to_ns },
         streams: (!args.stream.is_empty()).then(|| args.stream.clone()),
         gaps: match args.gaps {
             Some(GapsArg::Zero) => Gaps::Zero,

@@ -24,6 +24,7 @@ mod selftest_cmd;
 mod serve;
 mod signal;
 mod telemetry;
+mod time_arg;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};

@@ -1,6 +1,7 @@
 //! `nvrec record`, `ls`, `replay`, `verify`: recordings on volume sets.
 
 use crate::archive_cmd::ChunkSource;
+use crate::time_arg::TimeArg;
 use crate::{exit, parse_sources, progress, signal, EngineArg, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -984,6 +985,15 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Finished> {
                 }
             }
         }
+        let records = entries
+            .iter()
+            .any(|entry| entry.flags.contains(RecordingFlags::RECORDS));
+        if records && !args.losses {
+            outln!(
+                "network records keep their losses (drops, packets read only in part) inside \
+                 the recording, not in \"lost bytes\": nvrec ls --losses or nvrec verify counts them"
+            );
+        }
         if let Some((found, rows)) = &scanned {
             crate::repair_cmd::print_scan(found, rows);
         }
@@ -1017,12 +1027,13 @@ pub struct ReplayArgs {
     /// terminal with '--output -'.
     #[arg(long)]
     output: Option<PathBuf>,
-    /// Start this long after the recording's start (chunk granularity).
-    #[arg(long, value_parser = duration_arg)]
-    from: Option<Duration>,
-    /// End this long after the recording's start (after --from).
-    #[arg(long, value_parser = duration_arg)]
-    to: Option<Duration>,
+    /// Start this long after the recording's start (500ms, 2m), or at this time in UTC
+    /// (RFC 3339: 2026-11-27T08:00:00Z); found by search, at chunk granularity.
+    #[arg(long, value_parser = crate::time_arg::time_arg)]
+    from: Option<TimeArg>,
+    /// End this long after the recording's start, or at this time in UTC (after --from).
+    #[arg(long, value_parser = crate::time_arg::time_arg)]
+    to: Option<TimeArg>,
     /// Reproduce the original timing from the chunk timestamps (with --send-to, from each
     /// datagram's receive time).
     #[arg(long)]
@@ -1075,26 +1086,9 @@ impl ReplayOutcome {
     }
 }
 
-/// The --from/--to window, refused when it holds no time at all.
-fn replay_window(args: &ReplayArgs) -> Result<(), UsageError> {
-    match (args.from, args.to) {
-        (Some(from), Some(to)) if from >= to => Err(UsageError(format!(
-            "--from {} is not before --to {}: the window holds nothing to replay; give a \
-             --from earlier than --to",
-            format_duration(from),
-            format_duration(to)
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn format_duration(duration: Duration) -> String {
-    format!("{}s", duration.as_secs_f64())
-}
-
 pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
     // Everything about the arguments is checked before any read.
-    replay_window(&args)?;
+    crate::time_arg::check_window(args.from, args.to)?;
     if let Some(destination) = &args.send_to {
         return replay_to_network(&args, destination, json);
     }
@@ -1130,12 +1124,7 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
             crate::output::StdoutData,
         )),
     };
-    let from_ns = args
-        .from
-        .map(|d| entry.start_ns.saturating_add(d.as_nanos() as u64));
-    let to_ns = args
-        .to
-        .map(|d| entry.start_ns.saturating_add(d.as_nanos() as u64));
+    let (from_ns, to_ns) = crate::time_arg::window_ns(args.from, args.to, entry.start_ns)?;
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "replay".into(), !json);
     let mut written = 0u64;
@@ -1559,8 +1548,7 @@ fn replay_to_network(args: &ReplayArgs, destination_text: &str, json: bool) -> R
         sent_bytes: 0,
         error: None,
     };
-    let from_ns = args.from.map(|d| entry.start_ns + d.as_nanos() as u64);
-    let to_ns = args.to.map(|d| entry.start_ns + d.as_nanos() as u64);
+    let (from_ns, to_ns) = crate::time_arg::window_ns(args.from, args.to, entry.start_ns)?;
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "send".into(), !json);
     let mut problems: Vec<String> = Vec::new();

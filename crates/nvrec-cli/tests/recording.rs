@@ -549,6 +549,36 @@ fn append_time_selection_and_recording_choice() {
         later + earlier <= whole + 2 * 131072,
         "{whole} {later} {earlier}"
     );
+    // The same moments in UTC (RFC 3339) give the same bytes; a window that holds no time
+    // is refused (exit 2) whichever way its ends are written.
+    let listed = run(nvrec().args(["--json", "ls"]).args(&paced));
+    let value: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let start_ns = value["recordings"][0]["start_ns"].as_u64().unwrap();
+    let utc = |offset_ns: u64| {
+        let at = std::time::UNIX_EPOCH + Duration::from_nanos(start_ns + offset_ns);
+        humantime::format_rfc3339_nanos(at).to_string()
+    };
+    let half = utc(500_000_000);
+    assert!(replay(&paced, &["--from", &half]).stdout.len() == later);
+    assert!(replay(&paced, &["--to", &half]).stdout.len() == earlier);
+    assert!(
+        replay(&paced, &["--from", "500ms", "--to", &half])
+            .status
+            .code()
+            == Some(2)
+    );
+    assert!(
+        replay(&paced, &["--from", &half, "--to", "100ms"])
+            .status
+            .code()
+            == Some(2)
+    );
+    assert!(
+        replay(&paced, &["--from", "2026-13-01T00:00:00Z"])
+            .status
+            .code()
+            == Some(2)
+    );
     // Pacing reproduces the timing: half a second of recording takes about that long.
     let started = std::time::Instant::now();
     assert!(replay(&paced, &["--pace", "--to", "500ms"])
