@@ -1038,6 +1038,10 @@ pub struct ReplayArgs {
     /// datagram's receive time).
     #[arg(long)]
     pace: bool,
+    /// Paced at this multiple of the recorded speed: 2x twice as fast, 0.5x half as fast,
+    /// max as fast as it goes (--pace is 1x).
+    #[arg(long, value_parser = speed_arg)]
+    speed: Option<Speed>,
     /// Send the recording back onto the network instead of writing it out: a recording of
     /// datagrams to udp://HOST:PORT, one datagram per recorded one; a capture onto the
     /// interface iface:IFACE, each frame as recorded (AF_PACKET, root; a frame longer than
@@ -1083,6 +1087,38 @@ impl ReplayOutcome {
             ReplayOutcome::Aborted => "replay ABORTED",
             ReplayOutcome::Failed => "replay FAILED",
         }
+    }
+}
+
+/// `--speed`: a multiple of the recorded speed, or as fast as it goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Speed {
+    Times(f64),
+    Max,
+}
+
+fn speed_arg(text: &str) -> Result<Speed, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("max") {
+        return Ok(Speed::Max);
+    }
+    let number = text.strip_suffix(['x', 'X']).unwrap_or(text);
+    match number.parse::<f64>() {
+        Ok(times) if times.is_finite() && times > 0.0 => Ok(Speed::Times(times)),
+        _ => Err(format!(
+            "{text:?} is not a speed: give a multiple of the recorded speed above 0 \
+             (2x, 0.5x) or max"
+        )),
+    }
+}
+
+/// The multiple of the recorded speed a replay is paced at (`--speed`, `--pace` for 1x);
+/// none when it goes as fast as it can.
+fn pacing(args: &ReplayArgs) -> Option<f64> {
+    match (args.speed, args.pace) {
+        (Some(Speed::Times(times)), _) => Some(times),
+        (Some(Speed::Max), _) | (None, false) => None,
+        (None, true) => Some(1.0),
     }
 }
 
@@ -1158,9 +1194,10 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Finished> {
                     if to_ns.is_some_and(|to| header.timestamp_ns > to) {
                         return false;
                     }
-                    if args.pace {
+                    if let Some(speed) = pacing(&args) {
                         let first = *first_timestamp.get_or_insert(header.timestamp_ns);
-                        let due = Duration::from_nanos(header.timestamp_ns.saturating_sub(first));
+                        let due = Duration::from_nanos(header.timestamp_ns.saturating_sub(first))
+                            .div_f64(speed);
                         if let Some(wait) = due.checked_sub(started.elapsed()) {
                             if !sleep_unless_interrupted(wait) {
                                 return false;
@@ -1542,7 +1579,7 @@ fn replay_to_network(args: &ReplayArgs, destination_text: &str, json: bool) -> R
         output,
         skipped: 0,
         streams: args.stream.clone(),
-        pace: args.pace,
+        pace: pacing(args),
         origin: None,
         sent: 0,
         sent_bytes: 0,
@@ -1666,7 +1703,8 @@ struct DatagramSender {
     skipped: u64,
     /// Only these streams (all when empty).
     streams: Vec<u16>,
-    pace: bool,
+    /// The multiple of the recorded speed it sends at; none: as fast as it goes.
+    pace: Option<f64>,
     /// (first datagram's receive time, when it was sent), for --pace.
     origin: Option<(u64, Instant)>,
     sent: u64,
@@ -1719,11 +1757,11 @@ impl DatagramSender {
 
     /// With --pace, waits until the datagram is due; false when interrupted.
     fn wait_for(&mut self, timestamp_ns: u64) -> bool {
-        if !self.pace {
+        let Some(speed) = self.pace else {
             return signal::CONTROL.state() == ControlState::Run;
-        }
+        };
         let (first_ns, started) = *self.origin.get_or_insert((timestamp_ns, Instant::now()));
-        let due = Duration::from_nanos(timestamp_ns.saturating_sub(first_ns));
+        let due = Duration::from_nanos(timestamp_ns.saturating_sub(first_ns)).div_f64(speed);
         match due.checked_sub(started.elapsed()) {
             Some(wait) => {
                 // Frames queued so far are due now: out with them before the pause.
