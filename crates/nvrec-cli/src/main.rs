@@ -43,7 +43,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Exit statuses, documented in `--help` and the README.
+/// Exit statuses, documented in `--help` and docs/GUIDE.md ("Exit statuses").
 pub mod exit {
     /// Done: complete, stopped on request, or the source ended.
     pub const OK: u8 = 0;

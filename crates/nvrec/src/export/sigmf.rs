@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 /// The SigMF version the metadata follows.
 const SIGMF_VERSION: &str = "1.2.0";
-/// The version of the `nvrec` extension's keys (documented in README.md's export section).
+/// The version of the `nvrec` extension's keys (documented in docs/GUIDE.md, "SigMF").
 const EXTENSION_VERSION: &str = "1.0.0";
 /// Zeros written at once in place of a hole.
 const ZERO_FILL_BYTES: usize = 1 << 20;
