@@ -584,11 +584,31 @@ fn append_time_selection_and_recording_choice() {
     assert!(replay(&paced, &["--pace", "--to", "500ms"])
         .status
         .success());
-    assert!(
-        started.elapsed() >= Duration::from_millis(400),
-        "{:?}",
+    let one_x = started.elapsed();
+    assert!(one_x >= Duration::from_millis(400), "{one_x:?}");
+    // At other speeds: half a second at 4x takes about an eighth of a second, a fifth of a
+    // second at 0.5x about twice as long; max is unpaced; a speed of 0 is refused.
+    let timed = |extra: &[&str]| {
+        let started = std::time::Instant::now();
+        let output = replay(&paced, extra);
+        assert!(output.status.success(), "{}", text(&output));
         started.elapsed()
+    };
+    let fast = timed(&["--speed", "4x", "--to", "500ms"]);
+    // About 125 ms against 1x's 500 ms, start-up and reads the same in both.
+    assert!(fast >= Duration::from_millis(90), "{fast:?}");
+    assert!(
+        fast + Duration::from_millis(250) < one_x,
+        "{fast:?} against {one_x:?}"
     );
+    let slow = timed(&["--speed", "0.5", "--to", "200ms"]);
+    assert!(slow >= Duration::from_millis(320), "{slow:?}");
+    let max = timed(&["--pace", "--speed", "max", "--to", "500ms"]);
+    assert!(
+        max + Duration::from_millis(250) < one_x,
+        "{max:?} against {one_x:?}"
+    );
+    assert_eq!(replay(&paced, &["--speed", "0x"]).status.code(), Some(2));
 }
 
 /// Runs nvrec inside a blkio cgroup that throttles writes to `slow` (cgroup v1).
