@@ -143,20 +143,17 @@ pub fn first_at_or_after(
             Ok(_) => high = middle,
         }
     }
-    match probe(runs, low, &mut held) {
-        Err(()) => Start::GaveUp,
-        Ok(None) => Start::Past,
-        Ok(Some((position, sequence, _))) => Start::At {
-            position,
-            slot: slot_at(runs, position).expect("a position inside the runs"),
-            sequence,
-        },
-    }
+    first_own_from(runs, low, &mut held)
 }
 
 /// The first own chunk of `runs` at all (the oldest a ring member still holds).
 pub fn first_own(runs: &[(u64, u64)], mut held: impl FnMut(u64) -> Held) -> Start {
-    match probe(runs, 0, &mut held) {
+    first_own_from(runs, 0, &mut held)
+}
+
+/// The first own chunk of `runs` at `position` or after it.
+fn first_own_from(runs: &[(u64, u64)], position: u64, held: &mut impl FnMut(u64) -> Held) -> Start {
+    match probe(runs, position, held) {
         Err(()) => Start::GaveUp,
         Ok(None) => Start::Past,
         Ok(Some((position, sequence, _))) => Start::At {
