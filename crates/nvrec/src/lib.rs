@@ -20,7 +20,7 @@
 //! - [`plan`]: drives, RAM buffer, retention and wear for a target rate; pure arithmetic.
 //! - [`stream`]: chunked write and read over an address range, with stop and abort.
 //! - [`net`]: network sources (UDP, TCP, packet capture) recorded as records.
-//! - [`bench`]: drives characterized the way a recorder uses them.
+//! - [`mod@bench`]: drives characterized the way a recorder uses them.
 //! - [`recording`]: striped, crash-safe, self-describing recordings on a volume set.
 //! - [`input`]: the source `--source` names, opened (byte sources and network ones).
 //! - [`selftest`]: the NVMe-Streamer-style test suite built on [`stream`].
