@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use nvrec::control::Progress;
 use nvrec::export::{
-    Compression, Export, ExportError, ExportOptions, Exported, Format, Gaps, Output, Window,
+    Compression, Export, ExportError, ExportOptions, Exported, Format, Gaps, Output, Part, Split,
+    SplitExport, Window,
 };
 use nvrec::layout::RecordingEntry;
 use nvrec::net::{parse_bpf_program, BpfFilter};
@@ -74,8 +75,33 @@ pub struct ExportArgs {
     /// MCAP: how its chunks are compressed. Default: zstd.
     #[arg(long, value_enum)]
     compression: Option<CompressionArg>,
+    /// Cut the output into numbered files (OUT-0001.pcapng, ...): after about this much of
+    /// the recording (1GB), or every period of time (60s), at chunk boundaries.
+    #[arg(long, value_parser = split_arg)]
+    split: Option<Split>,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
+}
+
+fn split_arg(text: &str) -> Result<Split, String> {
+    let text = text.trim();
+    // Sizes end in a digit or a unit of bytes (K, M, GB, GiB); periods in s, m, h or d.
+    let ends_in_time = text.ends_with(['s', 'm', 'h', 'd']);
+    let split = match ends_in_time {
+        true => nvrec::unit::parse_duration(text)
+            .map(Split::Time)
+            .map_err(|error| error.to_string())?,
+        false => nvrec::unit::parse_size_bytes(text)
+            .map(Split::Bytes)
+            .map_err(|error| error.to_string())?,
+    };
+    match split {
+        Split::Bytes(0) => Err("--split 0 bytes: give a size such as 1GB".into()),
+        Split::Time(period) if period.is_zero() => {
+            Err("--split 0s: give a period such as 60s".into())
+        }
+        split => Ok(split),
+    }
 }
 
 /// The export's options from the arguments; every mistake is a usage error.
@@ -143,7 +169,20 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
     } else {
         Output::File(args.output.clone())
     };
-    let mut export = Export::create(&entry, options, output).map_err(refusal)?;
+    let mut export = match args.split {
+        Some(_) if to_stdout => {
+            return Err(UsageError(
+                "--split writes numbered files: give --output a file name, not -".into(),
+            )
+            .into())
+        }
+        Some(split) => Exporter::Parts(Box::new(
+            SplitExport::create(&entry, options, &args.output, split).map_err(refusal)?,
+        )),
+        None => Exporter::One(Box::new(
+            Export::create(&entry, options, output).map_err(refusal)?,
+        )),
+    };
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "export".into(), !json);
     let mut problems: Vec<String> = Vec::new();
@@ -159,7 +198,7 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
         },
     )?;
     drop(display);
-    let (exported, export_problems) = export.finish().context("exporting")?;
+    let (parts, export_problems) = export.finish(&args.output).context("exporting")?;
     problems.extend(export_problems);
     if crate::output::stdout_closed() {
         return Ok(Finished(exit::FAILURE));
@@ -171,18 +210,21 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
             "recording_state": state_text(&entry),
             "format": args.format.to_possible_value().map(|v| v.get_name().to_string()),
             "output": args.output,
-            "export": exported,
+            "export": parts.last().map(|part| &part.exported),
+            "parts": args.split.map(|_| &parts),
             "summary": summary,
             "problems": problems,
         });
         outln!("{value}");
     } else {
-        errln!(
-            "nvrec export: recording {} ({}): {}",
-            entry.recording_id,
-            state_text(&entry),
-            exported_text(&exported, &args.output)
-        );
+        for part in &parts {
+            errln!(
+                "nvrec export: recording {} ({}): {}",
+                entry.recording_id,
+                state_text(&entry),
+                exported_text(&part.exported, &part.path)
+            );
+        }
         for problem in problems.iter().take(20) {
             errln!("  {problem}");
         }
@@ -191,6 +233,32 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
 }
 
 /// What an export wrote, in a line.
+/// An export to one output, or cut into parts.
+enum Exporter {
+    One(Box<Export>),
+    Parts(Box<SplitExport>),
+}
+
+impl Exporter {
+    fn item(&mut self, item: nvrec::recording::reader::Item<'_>) -> bool {
+        match self {
+            Exporter::One(export) => export.item(item),
+            Exporter::Parts(export) => export.item(item),
+        }
+    }
+
+    /// Every output written (one without --split), and what could not be exported.
+    fn finish(self, output: &Path) -> Result<(Vec<Part>, Vec<String>), ExportError> {
+        match self {
+            Exporter::One(export) => export.finish().map(|(exported, problems)| {
+                let path = output.to_path_buf();
+                (vec![Part { path, exported }], problems)
+            }),
+            Exporter::Parts(export) => export.finish(),
+        }
+    }
+}
+
 fn exported_text(exported: &Exported, output: &Path) -> String {
     match exported {
         Exported::Pcapng(written) => format!(

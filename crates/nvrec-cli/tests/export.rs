@@ -797,3 +797,76 @@ fn bad_export_input_exits_2_and_writes_nothing() {
     assert!(text(&output).contains("creating"), "{}", text(&output));
     assert_eq!(std::fs::read_dir(&scratch.0).unwrap().count(), 4);
 }
+
+/// `--split`: by size, a capture's PcapNg comes out in numbered parts that tshark reads
+/// one by one and that hold every packet of the whole export between them; by time, a
+/// paced byte stream's MCAP comes out in parts holding every chunk; stdout and a split of
+/// nothing are refused (exit 2).
+#[test]
+fn a_split_export_is_numbered_whole_parts_that_add_up_to_the_whole() {
+    if !tool("tshark", "tshark", nvrec_testkit::TSHARK) {
+        return;
+    }
+    let scratch = Scratch::new("split");
+    let targets = vec![scratch.path("r.img")];
+    record_of_records(&targets);
+    let whole = scratch.path("whole.pcapng");
+    let exported = export(&targets, &["--output", whole.to_str().unwrap()]);
+    let packets = exported["export"]["packets"].as_u64().unwrap();
+    let base = scratch.path("cut.pcapng");
+    let split = export(
+        &targets,
+        &["--split", "64K", "--output", base.to_str().unwrap()],
+    );
+    let parts = split["parts"].as_array().unwrap();
+    assert!(parts.len() >= 3, "{split}");
+    let mut read = 0;
+    for (index, part) in parts.iter().enumerate() {
+        let path = scratch.path(&format!("cut-{:04}.pcapng", index + 1));
+        assert_eq!(part["path"].as_str().unwrap(), path.to_str().unwrap());
+        let frames = tshark_frames(&path, None);
+        assert_eq!(frames as u64, part["exported"]["packets"].as_u64().unwrap());
+        read += frames as u64;
+    }
+    assert_eq!(read, packets, "the parts hold every packet once");
+
+    let paced = scratch.path("paced.img");
+    let output = record_pattern(&["--rate", "4M", "--chunk-size", "16K"], &paced);
+    assert!(output.status.success(), "{}", text(&output));
+    let mcap = scratch.path("t.mcap");
+    let by_time = export(
+        std::slice::from_ref(&paced),
+        &[
+            "--format",
+            "mcap",
+            "--split",
+            "100ms",
+            "--output",
+            mcap.to_str().unwrap(),
+        ],
+    );
+    let parts = by_time["parts"].as_array().unwrap();
+    assert!(parts.len() >= 2, "{by_time}");
+    let messages: u64 = parts
+        .iter()
+        .map(|part| part["exported"]["messages"].as_u64().unwrap())
+        .sum();
+    let whole = export(
+        std::slice::from_ref(&paced),
+        &[
+            "--format",
+            "mcap",
+            "--output",
+            scratch.path("w.mcap").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(messages, whole["export"]["messages"].as_u64().unwrap());
+    for refused in [
+        &["--split", "1M", "--output", "-"][..],
+        &["--split", "0s", "--output", "x"][..],
+    ] {
+        let output = run(nvrec().arg("export").args(refused).args(&targets));
+        assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    }
+    assert!(!scratch.path("x-0001.pcapng").exists() && !Path::new("x-0001").exists());
+}

@@ -20,6 +20,7 @@
 pub mod mcap;
 pub mod pcapng;
 pub mod sigmf;
+pub mod split;
 mod write_behind;
 
 use crate::layout::{
@@ -34,6 +35,7 @@ use write_behind::WriteBehind;
 pub use self::mcap::{McapExport, McapSummary};
 pub use pcapng::{first_content, PcapngExport, PcapngSummary};
 pub use sigmf::{SigmfExport, SigmfSummary};
+pub use split::{part_path, Part, Split, SplitExport};
 
 /// What an export writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +103,7 @@ pub enum Output {
 }
 
 /// How to export.
+#[derive(Clone)]
 pub struct ExportOptions {
     pub format: Format,
     pub window: Window,
@@ -244,6 +247,12 @@ impl Export {
             problems: Vec::new(),
             failure: None,
         })
+    }
+
+    /// Whether no packet is half put together (one that spans chunks): a part of a split
+    /// export may end here.
+    pub fn between_packets(&self) -> bool {
+        !self.reassembly.is_spanning()
     }
 
     /// Takes the reader's next item; false when the walk should end (past the window, or a
