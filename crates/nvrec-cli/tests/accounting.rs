@@ -9,29 +9,7 @@ mod common;
 
 use common::*;
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
-
-/// Starts `nvrec --json record` with `args` and waits until `bound` says it listens.
-fn start_recorder(args: &[&str], bound: impl Fn() -> bool) -> Child {
-    let mut child = nvrec()
-        .arg("--json")
-        .arg("record")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !bound() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the recorder never listened");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
-}
+use std::time::Duration;
 
 /// A target that fills: the recording ends (exit 5), and the datagrams it had taken and
 /// could not store are counted not stored, so that those the report counts, less those,
@@ -44,7 +22,7 @@ fn a_full_target_counts_what_was_taken_and_not_stored() {
     let scratch = Scratch::new("full-count");
     let target = scratch.path("f.img");
     let port: SocketAddr = "127.0.0.1:5801".parse().unwrap();
-    let child = start_recorder(
+    let child = start_recorder_until(
         &[
             "--source",
             "udp://127.0.0.1:5801",
@@ -106,7 +84,7 @@ fn seventy_thousand_tcp_connections_are_all_recorded_and_counted() {
     let scratch = Scratch::new("tcp-70k");
     let target = scratch.path("t.img");
     let address: SocketAddr = "127.0.0.1:5802".parse().unwrap();
-    let child = start_recorder(
+    let child = start_recorder_until(
         &[
             "--source",
             "tcp://127.0.0.1:5802",

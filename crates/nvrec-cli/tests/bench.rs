@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{json, nvrec, run, text, LoopDevice, Scratch, Throttle};
+use common::{json, nvrec, rendered_chart_count, run, text, LoopDevice, Scratch, Throttle};
 use std::path::Path;
 use std::process::Command;
 
@@ -797,47 +797,6 @@ fn bench_refuses_a_device_holding_a_filesystem() {
     let output = run(nvrec().args(["bench", "fill"]).arg(&device.device));
     assert_eq!(output.status.code(), Some(3), "{}", text(&output));
     assert!(text(&output).contains("--force"), "{}", text(&output));
-}
-
-/// Headless Chromium loads the page, runs its check script, and the count of charts that drew
-/// something must equal the charts in the file.
-fn rendered_chart_count(html: &Path) -> Option<(usize, usize)> {
-    let browser = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|name| {
-            Command::new(name)
-                .arg("--version")
-                .output()
-                .is_ok_and(|out| out.status.success())
-        });
-    let Some(browser) = browser else {
-        nvrec_testkit::skip(nvrec_testkit::CHROMIUM, "no chromium on the PATH");
-        return None;
-    };
-    let output = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium runs");
-    let dom = String::from_utf8_lossy(&output.stdout);
-    let attribute = |name: &str| -> usize {
-        let key = format!("{name}=\"");
-        let start = dom
-            .find(&key)
-            .unwrap_or_else(|| panic!("{name} missing: the check script did not run\n{dom}"))
-            + key.len();
-        dom[start..].split('"').next().unwrap().parse().unwrap()
-    };
-    Some((
-        attribute("data-charts-rendered"),
-        attribute("data-charts-failed"),
-    ))
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{json, nvrec, run, text, LoopDevice, Scratch, Throttle};
+use common::{json, nvrec, rendered_chart_count, run, text, LoopDevice, Scratch, Throttle};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -477,46 +477,6 @@ fn unequal_drives_each_keep_their_own_rate() {
     );
 }
 
-/// Headless Chromium loads the page and its check script counts the charts that drew.
-fn charts_rendered(html: &Path) -> Option<(usize, usize)> {
-    let browser = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|name| {
-            Command::new(name)
-                .arg("--version")
-                .output()
-                .is_ok_and(|out| out.status.success())
-        });
-    let Some(browser) = browser else {
-        nvrec_testkit::skip(nvrec_testkit::CHROMIUM, "no chromium on the PATH");
-        return None;
-    };
-    let output = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium runs");
-    let dom = String::from_utf8_lossy(&output.stdout);
-    let attribute = |name: &str| -> usize {
-        let key = format!("{name}=\"");
-        let start = dom
-            .find(&key)
-            .unwrap_or_else(|| panic!("{name} missing: {dom}"))
-            + key.len();
-        dom[start..].split('"').next().unwrap().parse().unwrap()
-    };
-    Some((
-        attribute("data-charts-rendered"),
-        attribute("data-charts-failed"),
-    ))
-}
-
 #[test]
 fn reports_of_drives_at_once_render_in_chromium_and_overlay() {
     let _machine = beside_others();
@@ -552,7 +512,7 @@ fn reports_of_drives_at_once_render_in_chromium_and_overlay() {
     );
     assert!(first["figures"].as_array().unwrap().len() >= 3);
     for html in [scratch.path("first.html"), overlay] {
-        let Some((rendered, failed)) = charts_rendered(&html) else {
+        let Some((rendered, failed)) = rendered_chart_count(&html) else {
             return;
         };
         let charts = std::fs::read_to_string(&html)

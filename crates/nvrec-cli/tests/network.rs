@@ -56,29 +56,10 @@ fn start_recorder(args: &[&str], probe: SocketAddr, tcp: bool) -> Child {
 }
 
 fn start_one(args: &[&str], probe: SocketAddr, tcp: bool) -> Child {
-    let mut child = nvrec()
-        .arg("--json")
-        .arg("record")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let taken = if tcp {
-            std::net::TcpListener::bind(probe).is_err()
-        } else {
-            UdpSocket::bind(probe).is_err()
-        };
-        if taken {
-            return child;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("the recorder never listened on {probe}");
+    start_recorder_until(args, || match tcp {
+        true => std::net::TcpListener::bind(probe).is_err(),
+        false => UdpSocket::bind(probe).is_err(),
+    })
 }
 
 fn finish(child: Child) -> serde_json::Value {

@@ -11,30 +11,14 @@ mod common;
 use common::*;
 use nvrec_netgen::datagram::{make, Template, Verdict};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Starts `nvrec --json record` with `args` and waits until it listens on `port`.
 fn start_recorder(args: &[&str], port: SocketAddr) -> Child {
-    let mut child = nvrec()
-        .arg("--json")
-        .arg("record")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while UdpSocket::bind(port).is_ok() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the recorder never listened on {port}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
+    start_recorder_until(args, || UdpSocket::bind(port).is_err())
 }
 
 /// The sequence numbers of a replay of datagrams of `len` bytes, each checked whole.

@@ -456,3 +456,67 @@ pub fn own_network() -> bool {
     }
     up
 }
+
+/// Headless Chromium loads the page, runs its check script, and the count of charts that drew
+/// something must equal the charts in the file.
+pub fn rendered_chart_count(html: &Path) -> Option<(usize, usize)> {
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|name| {
+            Command::new(name)
+                .arg("--version")
+                .output()
+                .is_ok_and(|out| out.status.success())
+        });
+    let Some(browser) = browser else {
+        nvrec_testkit::skip(nvrec_testkit::CHROMIUM, "no chromium on the PATH");
+        return None;
+    };
+    let output = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&output.stdout);
+    let attribute = |name: &str| -> usize {
+        let key = format!("{name}=\"");
+        let start = dom
+            .find(&key)
+            .unwrap_or_else(|| panic!("{name} missing: the check script did not run\n{dom}"))
+            + key.len();
+        dom[start..].split('"').next().unwrap().parse().unwrap()
+    };
+    Some((
+        attribute("data-charts-rendered"),
+        attribute("data-charts-failed"),
+    ))
+}
+
+/// Starts `nvrec --json record` with `args` (output piped) and waits until `bound` says it
+/// listens; a recorder that does not within 10 s is killed and the test fails.
+pub fn start_recorder_until(args: &[&str], bound: impl Fn() -> bool) -> std::process::Child {
+    let mut child = nvrec()
+        .arg("--json")
+        .arg("record")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !bound() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the recorder never listened");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
