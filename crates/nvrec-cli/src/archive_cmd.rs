@@ -1,26 +1,20 @@
 //! `nvrec archive`, `nvrec catalog`, and reading archives in place: `ls`, `replay`, `verify`
 //! and `export` take an archive URL (`file://DIR`, `s3://BUCKET/PREFIX`) where they take the
-//! members of a volume set, through [`ChunkSource`].
+//! members of a volume set, through `nvrec_app::chunks::ChunkSource`.
 
-use crate::{exit, progress, signal, EngineArg, Finished, UsageError};
-use anyhow::{Context, Result};
+use crate::args::EngineArg;
+
+use anyhow::Result;
 use clap::{Args, Subcommand};
-use nvrec::control::{Control, ControlState, Progress};
-use nvrec::device::{Access, Safety};
-use nvrec::layout::RecordingEntry;
-use nvrec::recording::reader::{self, Item, ReadSummary};
-use nvrec::recording::volume::{self, VolumeSet};
 use nvrec::unit::{format_bytes, format_utc_ns, parse_rate_bytes_per_s, parse_size_bytes};
+use nvrec_app::archive::ArchiveRequest;
+use nvrec_app::{Class, UsageError};
 use nvrec_archive::catalog::{Catalog, CatalogLocation, CatalogRow, Filter};
-use nvrec_archive::free::{self, Freed};
-use nvrec_archive::read::ArchivedRecording;
-use nvrec_archive::state::State;
+use nvrec_archive::free::Freed;
 use nvrec_archive::store::Mode;
-use nvrec_archive::upload::{self, ArchiveOptions, Outcome};
-use nvrec_archive::Manifest;
+use nvrec_archive::upload::{self, ArchiveOptions, Outcome, RecordingReport};
 use nvrec_archive::{Archive, ArchiveUrl};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn size_arg(text: &str) -> Result<u64, String> {
@@ -252,211 +246,34 @@ fn host_name() -> String {
     }
 }
 
-/// The archive URL among `targets`, if they name one: exactly one URL, and nothing else.
-pub fn url_of(targets: &[PathBuf]) -> Result<Option<ArchiveUrl>, UsageError> {
-    let urls: Vec<&str> = targets
-        .iter()
-        .filter_map(|t| t.to_str())
-        .filter(|t| ArchiveUrl::looks_like_url(t))
-        .collect();
-    match (urls.as_slice(), targets.len()) {
-        ([], _) => Ok(None),
-        ([url], 1) => ArchiveUrl::parse(url)
-            .map(Some)
-            .map_err(|error| UsageError(error.to_string())),
-        _ => Err(UsageError(
-            "an archive URL comes alone: read one archive, or the members of one volume set".into(),
-        )),
+pub fn archive(args: ArchiveArgs, json: bool) -> Result<Class> {
+    let request = archive_request(args)?;
+    request.check()?;
+    let run = crate::reading::with_progress("archive", json, |control, progress| {
+        nvrec_app::archive::archive(&request, control, progress)
+    })?;
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({
+                "archive": request.url.to_string(),
+                "node": request.options.node,
+                "set_uuid": run.set_uuid,
+                "recordings": run.recordings,
+                "freed": run.freed.iter().map(|(id, outcome)| serde_json::json!({"recording_id": id, "outcome": outcome})).collect::<Vec<_>>(),
+            })
+        );
+    } else {
+        for report in &run.recordings {
+            print_archived(report, &request.url, run.freed(report.recording_id));
+        }
     }
+    Ok(run.class())
 }
 
-/// Where a reader's chunks come from: a volume set's members, or an archive.
-pub enum ChunkSource {
-    Set(VolumeSet),
-    Archive {
-        archive: Archive,
-        recordings: Vec<ArchivedRecording>,
-        /// Manifests that could not be read, each "KEY: why": what they describe is not
-        /// among `recordings`, so whoever checks the archive must count them as bad.
-        unreadable: Vec<String>,
-    },
-}
-
-impl ChunkSource {
-    /// Opens `targets`: an archive URL, or the members of a volume set.
-    pub fn open(targets: &[PathBuf]) -> Result<ChunkSource> {
-        match url_of(targets)? {
-            Some(url) => {
-                let archive = Archive::open(&url, Mode::Read)?;
-                let (recordings, unreadable) = nvrec_archive::read::recordings(&archive)?;
-                for bad in &unreadable {
-                    errln!("nvrec: {}: unreadable manifest: {}", bad.key, bad.error);
-                }
-                Ok(ChunkSource::Archive {
-                    archive,
-                    recordings,
-                    unreadable: unreadable
-                        .iter()
-                        .map(|bad| format!("{}: {}", bad.key, bad.error))
-                        .collect(),
-                })
-            }
-            None => Ok(ChunkSource::Set(volume::open(
-                targets,
-                Access::Read,
-                Safety::Check,
-            )?)),
-        }
-    }
-
-    /// Manifests of an archive that could not be read (none for a volume set).
-    pub fn unreadable(&self) -> &[String] {
-        match self {
-            ChunkSource::Set(_) => &[],
-            ChunkSource::Archive { unreadable, .. } => unreadable,
-        }
-    }
-
-    /// Checks, for an archive, that the store holds every object of each of `entries` as
-    /// it was uploaded, by HEAD requests (see [`nvrec_archive::free::verify_stored`]):
-    /// `None` for a volume set, else per entry what is wrong, if anything.
-    pub fn check_stored(&self, entries: &[RecordingEntry]) -> Option<Vec<Option<String>>> {
-        let ChunkSource::Archive {
-            archive,
-            recordings,
-            ..
-        } = self
-        else {
-            return None;
-        };
-        Some(
-            entries
-                .iter()
-                .map(|entry| {
-                    let recording = archived(recordings, entry);
-                    nvrec_archive::free::verify_stored(archive, &recording.manifest)
-                        .err()
-                        .map(|error| error.to_string())
-                })
-                .collect(),
-        )
-    }
-
-    /// The archive's URL, for an archive.
-    pub fn archive_url(&self) -> Option<String> {
-        match self {
-            ChunkSource::Set(_) => None,
-            ChunkSource::Archive { archive, .. } => Some(archive.url().to_string()),
-        }
-    }
-
-    pub fn set(&self) -> Option<&VolumeSet> {
-        match self {
-            ChunkSource::Set(set) => Some(set),
-            ChunkSource::Archive { .. } => None,
-        }
-    }
-
-    /// The recordings, as readers see them.
-    pub fn recordings(&self) -> Result<Vec<RecordingEntry>> {
-        match self {
-            ChunkSource::Set(set) => Ok(nvrec::recording::reader::listed(set)?),
-            ChunkSource::Archive { recordings, .. } => {
-                Ok(recordings.iter().map(|r| r.entry.clone()).collect())
-            }
-        }
-    }
-
-    /// Recording `id` (default: the last). In an archive of several volume sets, an id
-    /// that more than one holds must be told apart (its manifest key) and is refused.
-    pub fn select(&self, id: Option<u32>) -> Result<RecordingEntry> {
-        let entries = self.recordings()?;
-        if let (ChunkSource::Archive { recordings, .. }, Some(id)) = (self, id) {
-            let matching: Vec<&ArchivedRecording> = recordings
-                .iter()
-                .filter(|r| r.entry.recording_id == id)
-                .collect();
-            if matching.len() > 1 {
-                return Err(UsageError(format!(
-                    "recording {id} is in the archive {} times: {}; give the archive URL down to \
-                     one node and set (URL/NODE/SET-UUID)",
-                    matching.len(),
-                    matching
-                        .iter()
-                        .map(|r| r.manifest.key())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-                .into());
-            }
-        }
-        Ok(reader::select(&entries, id)?)
-    }
-
-    /// A member, as messages name it.
-    pub fn describe_member(&self, index: usize) -> String {
-        match self {
-            ChunkSource::Set(set) => volume::describe_member(set, index),
-            ChunkSource::Archive { archive, .. } => {
-                format!("member {index}, archived in {}", archive.url())
-            }
-        }
-    }
-
-    /// Reads `entry` from the first chunk at or after `from_ns`, as
-    /// [`reader::read_recording_from`] does.
-    pub fn read_from(
-        &self,
-        entry: &RecordingEntry,
-        engine: EngineArg,
-        from_ns: Option<u64>,
-        control: &Control,
-        progress: &Progress,
-        each: &mut dyn FnMut(Item<'_>) -> bool,
-    ) -> Result<ReadSummary> {
-        match self {
-            ChunkSource::Set(set) => Ok(reader::read_recording_from(
-                set,
-                entry,
-                engine.choice(),
-                from_ns,
-                control,
-                progress,
-                each,
-            )?),
-            ChunkSource::Archive {
-                archive,
-                recordings,
-                ..
-            } => {
-                let recording = archived(recordings, entry);
-                Ok(nvrec_archive::read::read_recording(
-                    archive, recording, from_ns, control, progress, each,
-                )?)
-            }
-        }
-    }
-}
-
-/// The archived recording that `entry` (one of the archive's own entries) came from.
-fn archived<'a>(
-    recordings: &'a [ArchivedRecording],
-    entry: &RecordingEntry,
-) -> &'a ArchivedRecording {
-    recordings
-        .iter()
-        .find(|r| r.entry.set_uuid == entry.set_uuid && r.entry.recording_id == entry.recording_id)
-        .expect("entries of an archive come from its manifests")
-}
-
-pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
+/// The use case's request from the options.
+fn archive_request(args: ArchiveArgs) -> Result<ArchiveRequest> {
     let url = ArchiveUrl::parse(&args.to).map_err(|error| UsageError(error.to_string()))?;
-    if url == ArchiveUrl::Memory {
-        return Err(UsageError(format!(
-            "--to {url}: an archive in memory is gone when nvrec ends; give file://DIR or s3://BUCKET/PREFIX"
-        ))
-        .into());
-    }
     let mut options = ArchiveOptions::new(args.node.unwrap_or_else(host_name));
     options.recording = args.recording;
     options.max_rate_bytes_per_s = args.max_rate;
@@ -465,171 +282,80 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Finished> {
     options.parts_in_flight = args.parts_in_flight;
     options.engine = args.engine.choice();
     if args.follow {
-        if args.poll.is_zero() {
-            return Err(UsageError("--poll must be longer than 0".into()).into());
-        }
         options.live = upload::Live::Follow { poll: args.poll };
     }
-    // Everything about the arguments first, before the drives or the store are touched.
-    options_check(&options)?;
-    // Freeing writes the members (a discard): opened for writing, which a running
-    // recording refuses.
-    let access = if args.delete_after_verify {
-        Access::Write
-    } else {
-        Access::Read
-    };
-    let set = volume::open(&args.targets, access, Safety::Check)?;
-    let archive = Archive::open(&url, Mode::Write)?;
-    let state_path = args
-        .state
-        .unwrap_or_else(|| state_dir().join("archive-state.sqlite"));
-    let state = State::open(&state_path)?;
-    let catalog = Catalog::open(&catalog_location(args.catalog))?;
-    let progress = Arc::new(Progress::default());
-    let display = progress::ProgressDisplay::start(Arc::clone(&progress), "archive".into(), !json);
-    let reports = upload::archive_set(
-        &archive,
-        &set,
-        &state,
-        Some(&catalog),
-        &options,
-        &signal::CONTROL,
-        &progress,
-    )
-    .with_context(|| format!("archiving to {url}"))?;
-    drop(display);
-    let holes = reports.iter().any(|r| !r.holes.is_empty());
-    let mut freed: Vec<(u32, Freed)> = Vec::new();
-    if args.delete_after_verify {
-        let entries = reader::recordings(&set)?;
-        for report in &reports {
-            if !matches!(report.outcome, Outcome::Archived | Outcome::AlreadyArchived) {
-                continue;
-            }
-            let Some(entry) = entries
-                .iter()
-                .find(|e| e.recording_id == report.recording_id)
-            else {
-                continue;
-            };
-            let manifest =
-                Manifest::decode(&report.manifest_key, &archive.get(&report.manifest_key)?)?;
-            let outcome =
-                free::free_recording(&archive, &set, entry, &manifest).with_context(|| {
-                    format!(
-                        "freeing recording {} after its archive",
-                        report.recording_id
-                    )
-                })?;
-            freed.push((report.recording_id, outcome));
-        }
-    }
-    if json {
-        outln!(
-            "{}",
-            serde_json::json!({
-                "archive": url.to_string(),
-                "node": options.node,
-                "set_uuid": set.set_uuid.to_string(),
-                "recordings": reports,
-                "freed": freed.iter().map(|(id, outcome)| serde_json::json!({"recording_id": id, "outcome": outcome})).collect::<Vec<_>>(),
-            })
-        );
-    } else {
-        for report in &reports {
-            let what = match report.outcome {
-                Outcome::Archived => format!(
-                    "archived: {} segments ({} sent while recording, {} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
-                    report.segment_count,
-                    report.segments_sent_live,
-                    report.segments_kept.saturating_sub(report.segments_sent_live),
-                    report.segments_resumed,
-                    format_bytes(report.archived_bytes),
-                    report.chunk_count,
-                    format_bytes(report.uploaded_bytes),
-                    report.elapsed_s,
-                    report.rate_mib_per_s
-                ),
-                Outcome::AlreadyArchived => format!(
-                    "already archived: {} segments, {}",
-                    report.segment_count,
-                    format_bytes(report.archived_bytes)
-                ),
-                Outcome::Recording => "still recording: left for a later run".into(),
-                Outcome::Stopped => "stopped before its end: the next run resumes it".into(),
-            };
-            outln!(
-                "recording {} \"{}\" ({}): {what}",
-                report.recording_id,
-                report.label,
-                report.state
-            );
-            if matches!(report.outcome, Outcome::Archived | Outcome::AlreadyArchived) {
-                outln!("  manifest {url}/{}", report.manifest_key);
-            }
-            if report.backoff_s > 0.0 {
-                outln!(
-                    "  paused {:.1} s while the recorder on this set was filling its buffers",
-                    report.backoff_s
-                );
-            }
-            match freed.iter().find(|(id, _)| *id == report.recording_id) {
-                Some((_, Freed::Freed { bytes })) => outln!(
-                    "  archive verified in the store: {} freed on the drives (its entry stays; read it from the archive)",
-                    format_bytes(*bytes)
-                ),
-                Some((_, Freed::Kept { why })) => outln!("  kept on the drives: {why}"),
-                None => {}
-            }
-            for hole in &report.holes {
-                outln!(
-                    "  HOLE: {} chunks{}: {}",
-                    hole.chunk_count,
-                    hole.first_sequence
-                        .map(|s| format!(" from sequence {s}"))
-                        .unwrap_or_default(),
-                    hole.what
-                );
-            }
-        }
-    }
-    Ok(Finished(match signal::CONTROL.state() {
-        ControlState::Abort => exit::ABORTED,
-        _ if holes => exit::FAILURE,
-        _ => exit::OK,
-    }))
+    Ok(ArchiveRequest {
+        targets: args.targets,
+        url,
+        options,
+        state_path: args
+            .state
+            .unwrap_or_else(|| state_dir().join("archive-state.sqlite")),
+        catalog: catalog_location(args.catalog),
+        delete_after_verify: args.delete_after_verify,
+    })
 }
 
-fn options_check(options: &ArchiveOptions) -> Result<(), UsageError> {
-    nvrec_archive::manifest::check_node(&options.node).map_err(|e| UsageError(e.to_string()))?;
-    if options.part_size_bytes < 5 << 20 {
-        return Err(UsageError(format!(
-            "--part-size {}: S3 takes parts of 5 MiB and more",
-            format_bytes(options.part_size_bytes)
-        )));
+/// One recording's archive, in lines.
+fn print_archived(report: &RecordingReport, url: &ArchiveUrl, freed: Option<&Freed>) {
+    let what = match report.outcome {
+        Outcome::Archived => format!(
+            "archived: {} segments ({} sent while recording, {} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
+            report.segment_count,
+            report.segments_sent_live,
+            report.segments_kept.saturating_sub(report.segments_sent_live),
+            report.segments_resumed,
+            format_bytes(report.archived_bytes),
+            report.chunk_count,
+            format_bytes(report.uploaded_bytes),
+            report.elapsed_s,
+            report.rate_mib_per_s
+        ),
+        Outcome::AlreadyArchived => format!(
+            "already archived: {} segments, {}",
+            report.segment_count,
+            format_bytes(report.archived_bytes)
+        ),
+        Outcome::Recording => "still recording: left for a later run".into(),
+        Outcome::Stopped => "stopped before its end: the next run resumes it".into(),
+    };
+    outln!(
+        "recording {} \"{}\" ({}): {what}",
+        report.recording_id,
+        report.label,
+        report.state
+    );
+    if matches!(report.outcome, Outcome::Archived | Outcome::AlreadyArchived) {
+        outln!("  manifest {url}/{}", report.manifest_key);
     }
-    if options.segment_size_bytes < options.part_size_bytes {
-        return Err(UsageError(format!(
-            "--segment-size {} is smaller than --part-size {}",
-            format_bytes(options.segment_size_bytes),
-            format_bytes(options.part_size_bytes)
-        )));
+    if report.backoff_s > 0.0 {
+        outln!(
+            "  paused {:.1} s while the recorder on this set was filling its buffers",
+            report.backoff_s
+        );
     }
-    if options.parts_in_flight == 0 {
-        return Err(UsageError("--parts-in-flight must be 1 or more".into()));
+    match freed {
+        Some(Freed::Freed { bytes }) => outln!(
+            "  archive verified in the store: {} freed on the drives (its entry stays; read it from the archive)",
+            format_bytes(*bytes)
+        ),
+        Some(Freed::Kept { why }) => outln!("  kept on the drives: {why}"),
+        None => {}
     }
-    if options
-        .max_rate_bytes_per_s
-        .is_some_and(|rate| !(rate.is_finite() && rate > 0.0))
-    {
-        return Err(UsageError("--max-rate must be above 0".into()));
+    for hole in &report.holes {
+        outln!(
+            "  HOLE: {} chunks{}: {}",
+            hole.chunk_count,
+            hole.first_sequence
+                .map(|s| format!(" from sequence {s}"))
+                .unwrap_or_default(),
+            hole.what
+        );
     }
-    Ok(())
 }
 
 /// `nvrec ls URL`: the archive's recordings.
-pub fn ls(url: &ArchiveUrl, json: bool) -> Result<Finished> {
+pub fn ls(url: &ArchiveUrl, json: bool) -> Result<Class> {
     let archive = Archive::open(url, Mode::Read)?;
     let (recordings, unreadable) = nvrec_archive::read::recordings(&archive)?;
     if json {
@@ -687,14 +413,14 @@ pub fn ls(url: &ArchiveUrl, json: bool) -> Result<Finished> {
             outln!("UNREADABLE MANIFEST {}: {}", u.key, u.error);
         }
     }
-    Ok(Finished(if unreadable.is_empty() {
-        exit::OK
+    Ok(if unreadable.is_empty() {
+        Class::Done
     } else {
-        exit::FAILURE
-    }))
+        Class::Failed
+    })
 }
 
-pub fn catalog(args: CatalogArgs, json: bool) -> Result<Finished> {
+pub fn catalog(args: CatalogArgs, json: bool) -> Result<Class> {
     match args.command {
         CatalogCommand::Rebuild(args) => {
             let url =
@@ -717,11 +443,11 @@ pub fn catalog(args: CatalogArgs, json: bool) -> Result<Finished> {
                     outln!("  UNREADABLE MANIFEST {key}: {why}");
                 }
             }
-            Ok(Finished(if rebuilt.unreadable.is_empty() {
-                exit::OK
+            Ok(if rebuilt.unreadable.is_empty() {
+                Class::Done
             } else {
-                exit::FAILURE
-            }))
+                Class::Failed
+            })
         }
         CatalogCommand::Ls(args) => {
             let archive_url = match &args.url {
@@ -770,7 +496,7 @@ pub fn catalog(args: CatalogArgs, json: bool) -> Result<Finished> {
                     print_listing_row(row, Listing::Catalog);
                 }
             }
-            Ok(Finished(exit::OK))
+            Ok(Class::Done)
         }
     }
 }

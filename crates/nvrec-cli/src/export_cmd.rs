@@ -1,22 +1,20 @@
 //! `nvrec export`: a recording as PcapNg (datagrams, reads, frames; cut by a BPF filter),
 //! SigMF (samples) or MCAP (every stream a channel). The export itself is the library's
-//! (`nvrec::export`); this parses, reads the recording through [`ChunkSource`] and prints.
+//! (`nvrec::export`), run by the application layer (`nvrec_app::export`); this parses and
+//! prints.
 
-use crate::archive_cmd::ChunkSource;
-use crate::recording_cmd::{hole_text, state_text, GapsArg};
-use crate::{exit, progress, signal, EngineArg, Finished, UsageError};
-use anyhow::{Context, Result};
+use crate::args::{EngineArg, GapsArg};
+use crate::reading;
+use anyhow::Result;
 use clap::{Args, ValueEnum};
-use nvrec::control::Progress;
-use nvrec::export::{
-    Compression, Export, ExportError, ExportOptions, Exported, Format, Gaps, Output, Part, Split,
-    SplitExport, Window,
-};
+use nvrec::export::{Compression, ExportOptions, Exported, Format, Gaps, Output, Split, Window};
 use nvrec::layout::RecordingEntry;
 use nvrec::net::{parse_bpf_program, BpfFilter};
 use nvrec::unit::format_bytes;
+use nvrec_app::export::{ExportReport, ExportTo};
+use nvrec_app::window::{time_arg, TimeArg};
+use nvrec_app::{Class, UsageError};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
@@ -53,12 +51,12 @@ pub struct ExportArgs {
     /// Only what was received this long after the recording's start or later (500ms, 2m),
     /// or at this time in UTC or later (RFC 3339: 2026-11-27T08:00:00Z); a byte stream: by
     /// chunk.
-    #[arg(long, value_parser = crate::time_arg::time_arg)]
-    from: Option<crate::time_arg::TimeArg>,
+    #[arg(long, value_parser = time_arg)]
+    from: Option<TimeArg>,
     /// Only what was received before this long after the recording's start, or before this
     /// time in UTC.
-    #[arg(long, value_parser = crate::time_arg::time_arg)]
-    to: Option<crate::time_arg::TimeArg>,
+    #[arg(long, value_parser = time_arg)]
+    to: Option<TimeArg>,
     /// Only these streams (the order of the recording's --source options, from 0); repeat
     /// for several. Default: all. PcapNg and MCAP.
     #[arg(long)]
@@ -106,7 +104,7 @@ fn split_arg(text: &str) -> Result<Split, String> {
 
 /// The export's options from the arguments; every mistake is a usage error.
 fn options(args: &ExportArgs, entry: &RecordingEntry) -> Result<ExportOptions> {
-    let (from_ns, to_ns) = crate::time_arg::window_ns(args.from, args.to, entry.start_ns)?;
+    let (from_ns, to_ns) = nvrec_app::window::window_ns(args.from, args.to, entry.start_ns)?;
     let format = match args.format {
         FormatArg::Pcapng => Format::Pcapng,
         FormatArg::Sigmf => Format::Sigmf,
@@ -140,125 +138,71 @@ fn read_filter(path: &Path) -> Result<BpfFilter, UsageError> {
         .map_err(|error| UsageError(format!("--filter-bpf {}: {error}", path.display())))
 }
 
-/// A refusal of the export is a usage error (exit 2); anything else a failure.
-fn refusal(error: ExportError) -> anyhow::Error {
-    if error.is_refusal() {
-        UsageError(error.to_string()).into()
-    } else {
-        error.into()
-    }
-}
-
-pub fn export(args: ExportArgs, json: bool) -> Result<Finished> {
+pub fn export(args: ExportArgs, json: bool) -> Result<Class> {
     let to_stdout = args.output.as_os_str() == "-";
     if to_stdout && json {
         return Err(UsageError("--json and --output - both want stdout".into()).into());
     }
+    if args.split.is_some() && to_stdout {
+        return Err(UsageError(
+            "--split writes numbered files: give --output a file name, not -".into(),
+        )
+        .into());
+    }
     if let Some(path) = &args.filter_bpf {
         read_filter(path)?; // Before anything is opened.
     }
-    let source = ChunkSource::open(&args.targets)?;
+    let source = reading::open(&args.targets)?;
     let entry = source.select(args.recording)?;
     let options = options(&args, &entry)?;
-    let from_ns = options.window.from_ns;
-    let output = if to_stdout {
-        Output::Stream(Box::new(std::io::BufWriter::with_capacity(
+    let to = match (args.split, to_stdout) {
+        (Some(split), _) => ExportTo::Parts(args.output.clone(), split),
+        (None, true) => ExportTo::One(Output::Stream(Box::new(std::io::BufWriter::with_capacity(
             4 << 20,
             crate::output::StdoutData,
-        )))
-    } else {
-        Output::File(args.output.clone())
+        )))),
+        (None, false) => ExportTo::One(Output::File(args.output.clone())),
     };
-    let mut export = match args.split {
-        Some(_) if to_stdout => {
-            return Err(UsageError(
-                "--split writes numbered files: give --output a file name, not -".into(),
-            )
-            .into())
-        }
-        Some(split) => Exporter::Parts(Box::new(
-            SplitExport::create(&entry, options, &args.output, split).map_err(refusal)?,
-        )),
-        None => Exporter::One(Box::new(
-            Export::create(&entry, options, output).map_err(refusal)?,
-        )),
-    };
-    let progress = Arc::new(Progress::default());
-    let display = progress::ProgressDisplay::start(Arc::clone(&progress), "export".into(), !json);
-    let mut problems: Vec<String> = Vec::new();
-    let summary = source.read_from(
-        &entry,
-        args.engine,
-        from_ns,
-        &signal::CONTROL,
-        &progress,
-        &mut |item| {
-            problems.extend(hole_text(&item));
-            export.item(item)
-        },
-    )?;
-    drop(display);
-    let (parts, export_problems) = export.finish(&args.output).context("exporting")?;
-    problems.extend(export_problems);
-    if crate::output::stdout_closed() {
-        return Ok(Finished(exit::FAILURE));
+    let engine = args.engine.choice();
+    let report = reading::with_progress("export", json, |control, progress| {
+        nvrec_app::export::export(&source, entry, options, to, engine, control, progress)
+    })?;
+    if reading::stdout_gone() {
+        return Ok(Class::Failed);
     }
-    let damaged = summary.damage_count > 0 || summary.missing_chunk_count > 0;
+    print_report(&args, &report, json);
+    Ok(report.class())
+}
+
+fn print_report(args: &ExportArgs, report: &ExportReport, json: bool) {
     if json {
         let value = serde_json::json!({
-            "recording_id": entry.recording_id,
-            "recording_state": state_text(&entry),
+            "recording_id": report.entry.recording_id,
+            "recording_state": report.state_text(),
             "format": args.format.to_possible_value().map(|v| v.get_name().to_string()),
             "output": args.output,
-            "export": parts.last().map(|part| &part.exported),
-            "parts": args.split.map(|_| &parts),
-            "summary": summary,
-            "problems": problems,
+            "export": report.parts.last().map(|part| &part.exported),
+            "parts": args.split.map(|_| &report.parts),
+            "summary": report.summary,
+            "problems": report.problems,
         });
         outln!("{value}");
-    } else {
-        for part in &parts {
-            errln!(
-                "nvrec export: recording {} ({}): {}",
-                entry.recording_id,
-                state_text(&entry),
-                exported_text(&part.exported, &part.path)
-            );
-        }
-        for problem in problems.iter().take(20) {
-            errln!("  {problem}");
-        }
+        return;
     }
-    Ok(Finished(if damaged { exit::FAILURE } else { exit::OK }))
+    for part in &report.parts {
+        errln!(
+            "nvrec export: recording {} ({}): {}",
+            report.entry.recording_id,
+            report.state_text(),
+            exported_text(&part.exported, &part.path)
+        );
+    }
+    for problem in report.problems.iter().take(20) {
+        errln!("  {problem}");
+    }
 }
 
 /// What an export wrote, in a line.
-/// An export to one output, or cut into parts.
-enum Exporter {
-    One(Box<Export>),
-    Parts(Box<SplitExport>),
-}
-
-impl Exporter {
-    fn item(&mut self, item: nvrec::recording::reader::Item<'_>) -> bool {
-        match self {
-            Exporter::One(export) => export.item(item),
-            Exporter::Parts(export) => export.item(item),
-        }
-    }
-
-    /// Every output written (one without --split), and what could not be exported.
-    fn finish(self, output: &Path) -> Result<(Vec<Part>, Vec<String>), ExportError> {
-        match self {
-            Exporter::One(export) => export.finish().map(|(exported, problems)| {
-                let path = output.to_path_buf();
-                (vec![Part { path, exported }], problems)
-            }),
-            Exporter::Parts(export) => export.finish(),
-        }
-    }
-}
-
 fn exported_text(exported: &Exported, output: &Path) -> String {
     match exported {
         Exported::Pcapng(written) => format!(

@@ -1,14 +1,15 @@
 //! `repair` and `ls --scan`: the metadata of a damaged set made whole from what survives,
 //! and the recordings its chunks hold found without the table.
 
-use crate::{exit, signal, Finished};
+use crate::signal;
 use anyhow::Result;
 use clap::Args;
 use nvrec::device::{Access, Safety};
-use nvrec::layout::RecordingEntry;
-use nvrec::recording::scan::{self, Scan, Unaccounted};
+use nvrec::recording::scan::Scan;
 use nvrec::recording::{repair, volume};
 use nvrec::unit::format_bytes;
+use nvrec_app::listing::unaccounted_text;
+use nvrec_app::Class;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -22,7 +23,7 @@ pub struct RepairArgs {
     scan: bool,
 }
 
-pub fn repair(args: RepairArgs, json: bool) -> Result<Finished> {
+pub fn repair(args: RepairArgs, json: bool) -> Result<Class> {
     let mut set = volume::open(&args.targets, Access::Write, Safety::Check)?;
     set.lock_for_recording()?;
     let report = repair::repair(&mut set, args.scan, &signal::CONTROL)?;
@@ -41,7 +42,7 @@ pub fn repair(args: RepairArgs, json: bool) -> Result<Finished> {
     } else {
         print_report(&set, &report);
     }
-    Ok(Finished(if whole { exit::OK } else { exit::FAILURE }))
+    Ok(if whole { Class::Done } else { Class::Failed })
 }
 
 fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
@@ -111,24 +112,6 @@ fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
     }
 }
 
-/// `ls --scan`: what the chunks hold, recording by recording, against the table (the
-/// JSON rows; text is printed unless `json`).
-pub fn scan_rows(
-    set: &volume::VolumeSet,
-    entries: &[RecordingEntry],
-) -> Result<(Scan, Vec<serde_json::Value>)> {
-    let found = scan::scan(set, &signal::CONTROL)?;
-    let rows: Vec<serde_json::Value> = found
-        .recordings
-        .iter()
-        .map(|r| {
-            let in_table = entries.iter().any(|e| e.recording_id == r.recording_id);
-            serde_json::json!({"recording_id": r.recording_id, "in_table": in_table, "found": r})
-        })
-        .collect();
-    Ok((found, rows))
-}
-
 pub fn print_scan(found: &Scan, rows: &[serde_json::Value]) {
     {
         outln!(
@@ -152,54 +135,4 @@ pub fn print_scan(found: &Scan, rows: &[serde_json::Value]) {
             );
         }
     }
-}
-
-/// Chunks of a recording its entry does not account for, in a line: how many, their
-/// bytes, their sequences and where they lie (`verify`, `ls`, `repair`).
-pub fn unaccounted_text(found: &Unaccounted) -> String {
-    let places: Vec<String> = found
-        .members
-        .iter()
-        .map(|on| {
-            let runs: Vec<String> = on
-                .slot_runs
-                .iter()
-                .map(|(first, end)| format!("{first}..{end}"))
-                .collect();
-            format!(
-                "member {} slots {} ({} chunk{})",
-                on.member_index,
-                runs.join(" and "),
-                on.chunk_count,
-                if on.chunk_count == 1 { "" } else { "s" }
-            )
-        })
-        .collect();
-    let unreadable = match found.unreadable_slots {
-        0 => String::new(),
-        n => format!(
-            "; {n} slot{} past its end could not be read: what lies there is unknown",
-            if n == 1 { "" } else { "s" }
-        ),
-    };
-    if found.chunk_count == 0 {
-        return unreadable.trim_start_matches("; ").to_string();
-    }
-    format!(
-        "{} unaccounted chunks ({}) past the end of its entry, sequences {}..{}, on {}{unreadable}",
-        found.chunk_count,
-        format_bytes(found.payload_bytes),
-        found.first_sequence,
-        found.end_sequence,
-        places.join(", ")
-    )
-}
-
-/// What every recording of `entries` on `set` leaves unaccounted (`scan::unaccounted`: the
-/// slots right after each entry's end, one small read per member when there are none).
-pub fn unaccounted_of(set: &volume::VolumeSet, entries: &[RecordingEntry]) -> Vec<Unaccounted> {
-    entries
-        .iter()
-        .map(|entry| scan::unaccounted(set, entry))
-        .collect()
 }

@@ -1,10 +1,9 @@
 //! `record`'s options that say what a byte stream's samples are (an IQ stream from a radio):
-//! kept in the recording's entry, for `export --format sigmf`.
+//! kept in the recording's entry, for `export --format sigmf` (checked by
+//! [`Samples::signal`]).
 
-use crate::UsageError;
 use clap::Args;
-use nvrec::layout::{parse_center_freq_hz, parse_meta, parse_sample_rate_hz, SampleFormat, Signal};
-use nvrec::source::SourceSpec;
+use nvrec_app::sources::Samples;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct SampleArgs {
@@ -27,37 +26,13 @@ pub struct SampleArgs {
 }
 
 impl SampleArgs {
-    /// The facts the recording keeps, checked: none without --datatype.
-    pub fn signal(&self, source: &SourceSpec) -> Result<Option<Signal>, UsageError> {
-        let usage = |error: nvrec::layout::SignalError| UsageError(error.to_string());
-        let Some(datatype) = &self.datatype else {
-            return Ok(None);
-        };
-        if source.is_records() {
-            return Err(UsageError(
-                "--datatype describes samples of a byte stream; a network source records \
-                 datagrams and packets"
-                    .into(),
-            ));
+    /// The samples' facts as given; checked when the recording is planned.
+    pub fn samples(self) -> Samples {
+        Samples {
+            datatype: self.datatype,
+            sample_rate: self.sample_rate,
+            center_freq: self.center_freq,
+            meta: self.meta,
         }
-        let signal = Signal {
-            format: SampleFormat::parse(datatype).map_err(usage)?,
-            sample_rate_hz: parse_sample_rate_hz(self.sample_rate.as_deref().unwrap_or(""))
-                .map_err(usage)?,
-            center_freq_hz: self
-                .center_freq
-                .as_deref()
-                .map(parse_center_freq_hz)
-                .transpose()
-                .map_err(usage)?,
-            meta: self
-                .meta
-                .iter()
-                .map(|text| parse_meta(text))
-                .collect::<Result<_, _>>()
-                .map_err(usage)?,
-        };
-        signal.validate().map_err(usage)?;
-        Ok(Some(signal))
     }
 }

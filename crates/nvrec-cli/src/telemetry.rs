@@ -11,7 +11,7 @@ use std::time::Duration;
 #[derive(Args, Debug, Clone)]
 pub struct TelemetryArgs {
     /// How often to sample the SMART log of NVMe targets during the run.
-    #[arg(long, value_parser = crate::duration_arg, default_value = "5s")]
+    #[arg(long, value_parser = crate::args::duration_arg, default_value = "5s")]
     health_interval: Duration,
     /// Do not sample drive health during the run.
     #[arg(long)]
@@ -27,17 +27,25 @@ impl Default for TelemetryArgs {
     }
 }
 
+impl TelemetryArgs {
+    /// How often to sample; none: not at all.
+    pub fn interval(&self) -> Option<Duration> {
+        (!self.no_health).then_some(self.health_interval)
+    }
+}
+
+/// Where drive health warnings of a run go: stderr, as they happen.
+pub fn warnings() -> nvrec::nvme::monitor::EventSink {
+    Box::new(|event| errln!("nvrec: warning: {event}"))
+}
+
 /// Starts sampling the NVMe devices among `paths`; warnings go to stderr as they happen.
 pub fn start(paths: &[PathBuf], args: &TelemetryArgs) -> Option<HealthMonitor> {
     if args.no_health || nvrec::nvme::nvme_paths(paths).is_empty() {
         return None;
     }
     let interval = args.health_interval.max(Duration::from_millis(100));
-    Some(HealthMonitor::start(
-        paths,
-        interval,
-        Box::new(|event| errln!("nvrec: warning: {event}")),
-    ))
+    Some(HealthMonitor::start(paths, interval, warnings()))
 }
 
 pub fn finish(monitor: Option<HealthMonitor>) -> Option<Telemetry> {

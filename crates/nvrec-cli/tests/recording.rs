@@ -609,6 +609,30 @@ fn append_time_selection_and_recording_choice() {
         "{max:?} against {one_x:?}"
     );
     assert_eq!(replay(&paced, &["--speed", "0x"]).status.code(), Some(2));
+    // --loop N plays the window N times, back to back, each pass paced from its own start.
+    let once = replay(&paced, &["--to", "200ms"]).stdout;
+    let thrice = replay(&paced, &["--to", "200ms", "--loop", "3"]).stdout;
+    assert_eq!(thrice.len(), 3 * once.len());
+    assert!(thrice.chunks(once.len()).all(|pass| pass == once));
+    let looped = timed(&["--pace", "--to", "200ms", "--loop", "2"]);
+    assert!(looped >= Duration::from_millis(300), "{looped:?}");
+    // verify takes the same windows: a fifth of a second checks about a fifth of the chunks.
+    let verified = |extra: &[&str]| {
+        let output = run(nvrec().args(["--json", "verify"]).args(extra).args(&paced));
+        assert!(output.status.success(), "{}", text(&output));
+        let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        value["recordings"][0]["chunk_count"].as_u64().unwrap()
+    };
+    let all_chunks = verified(&[]);
+    let window_chunks = verified(&["--from", "200ms", "--to", "400ms"]);
+    assert!(
+        window_chunks > 0 && window_chunks * 3 < all_chunks,
+        "{window_chunks} of {all_chunks}"
+    );
+    let backwards = run(nvrec()
+        .args(["verify", "--from", "1s", "--to", "500ms"])
+        .args(&paced));
+    assert_eq!(backwards.status.code(), Some(2));
 }
 
 /// Runs nvrec inside a blkio cgroup that throttles writes to `slow` (cgroup v1).

@@ -5,7 +5,7 @@
 //! drive for its SMART log) runs on tokio's blocking threads, never on the data path.
 
 use super::{drives, metrics, Service};
-use crate::recording_cmd::{self, RecordArgs};
+use crate::record_args::RecordArgs;
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -17,6 +17,7 @@ use clap::Parser;
 use nvrec::device::{Access, Safety};
 use nvrec::net::{BpfInstruction, BPF_INSTRUCTIONS_MAX};
 use nvrec::source::SourceSpec;
+use nvrec_app::{error_text, Class};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -49,15 +50,9 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
     }
 
-    /// An error of the CLI, with the status its exit code stands for: bad arguments 400,
-    /// refused for safety (in use, holding data) 409, anything else 500.
-    fn from_cli(error: &anyhow::Error) -> ApiError {
-        let status = match crate::exit_code(error) {
-            crate::exit::USAGE => StatusCode::BAD_REQUEST,
-            crate::exit::REFUSED => StatusCode::CONFLICT,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError::new(status, crate::error_text(error))
+    /// An error of a use case, with the status its class stands for.
+    fn from_error(error: &anyhow::Error) -> ApiError {
+        ApiError::new(http_status(Class::of_error(error)), error_text(error))
     }
 }
 
@@ -68,6 +63,20 @@ impl IntoResponse for ApiError {
 }
 
 type ApiResult<T> = Result<T, ApiError>;
+
+/// The one place that maps outcomes to HTTP statuses: bad arguments 400, refused for
+/// safety (in use, holding data) 409, a failure 500; an outcome that ended as asked is
+/// 200.
+pub fn http_status(class: Class) -> StatusCode {
+    match class {
+        Class::Usage => StatusCode::BAD_REQUEST,
+        Class::Refused => StatusCode::CONFLICT,
+        Class::Failed => StatusCode::INTERNAL_SERVER_ERROR,
+        Class::Done | Class::Stopped | Class::Aborted | Class::Degraded | Class::Full => {
+            StatusCode::OK
+        }
+    }
+}
 
 pub fn router(service: Arc<Service>) -> Router {
     Router::new()
@@ -356,7 +365,8 @@ async fn start_recording(
     if let Some(program) = body.filter {
         request.args.set_filter_program(program);
     }
-    let plan = recording_cmd::plan_record(request.args).map_err(|e| ApiError::from_cli(&e))?;
+    let plan = nvrec_app::record::plan(request.args.request())
+        .map_err(|error| ApiError::from_error(&error))?;
     // Only the targets the service was started with, whatever else the request says.
     for target in &plan.targets {
         if !service.allowed.is_allowed(target) {
@@ -405,10 +415,10 @@ async fn start_recording(
                 .as_str()
                 .unwrap_or("the recording ended before it began")
                 .to_string();
-            let status = match ended.exit_code {
-                crate::exit::USAGE => StatusCode::BAD_REQUEST,
-                crate::exit::REFUSED => StatusCode::CONFLICT,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            // Ended before it began: never a success, whatever the class says.
+            let status = match http_status(ended.class) {
+                StatusCode::OK => StatusCode::INTERNAL_SERVER_ERROR,
+                status => status,
             };
             return Err(ApiError::new(status, message));
         }
@@ -505,7 +515,7 @@ fn volumes_json(targets: &[PathBuf]) -> Value {
                 .push(target.clone()),
             Err(error) => others.push(json!({
                 "path": target.display().to_string(),
-                "error": crate::error_text(&anyhow::Error::new(error)),
+                "error": error_text(&anyhow::Error::new(error)),
             })),
         }
     }
@@ -517,12 +527,12 @@ fn volumes_json(targets: &[PathBuf]) -> Value {
                 .and_then(|set| {
                     let entries = nvrec::recording::reader::listed(&set)?;
                     let damage = nvrec::recording::health::check(&set)?;
-                    Ok(recording_cmd::set_json(&set, &entries, &damage))
+                    Ok(nvrec_app::listing::set_json(&set, &entries, &damage))
                 });
             listed.unwrap_or_else(|error| {
                 json!({
                     "targets": members.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-                    "error": crate::error_text(&error),
+                    "error": error_text(&error),
                 })
             })
         })

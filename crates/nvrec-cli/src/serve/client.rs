@@ -1,13 +1,13 @@
 //! `nvrec status`: asks a running service (`nvrec serve`) how its recordings stand, over
 //! its Unix socket or its TCP address, with hyper's HTTP/1 client.
 
-use crate::{exit, Finished, UsageError};
 use anyhow::{Context, Result};
 use clap::Args;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use nvrec::unit::format_bytes;
+use nvrec_app::{Class, UsageError};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -95,7 +95,7 @@ where
     Ok(sender.send_request(request).await?)
 }
 
-pub fn status(args: StatusArgs, json: bool) -> Result<Finished> {
+pub fn status(args: StatusArgs, json: bool) -> Result<Class> {
     let endpoint = match &args.url {
         Some(url) => {
             let address = url
@@ -138,7 +138,7 @@ pub fn status(args: StatusArgs, json: bool) -> Result<Finished> {
     }
     if json {
         outln!("{value}");
-        return Ok(Finished(exit::OK));
+        return Ok(Class::Done);
     }
     let recordings = match args.id {
         Some(_) => vec![value],
@@ -150,7 +150,7 @@ pub fn status(args: StatusArgs, json: bool) -> Result<Finished> {
     for recording in &recordings {
         print_recording(recording, args.id.is_some());
     }
-    Ok(Finished(exit::OK))
+    Ok(Class::Done)
 }
 
 fn print_recording(recording: &Value, detail: bool) {

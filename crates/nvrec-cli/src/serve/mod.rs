@@ -3,7 +3,7 @@
 //! The service listens on a Unix socket (or on TCP with `--listen`), checks a bearer token
 //! when it has one, and may only touch the targets it was started with (`--allow-target`).
 //! A recording it starts is planned exactly as `nvrec record` plans one and runs on a thread
-//! of its own exactly as `nvrec record` runs it ([`crate::recording_cmd::run_record`]): the
+//! of its own exactly as `nvrec record` runs it ([`nvrec_app::record::run`]): the
 //! HTTP side (axum on a small tokio runtime) only reads counters and sets stop and abort
 //! requests, so it stays off the data path.
 //!
@@ -24,9 +24,9 @@ mod drives;
 mod metrics;
 mod registry;
 
-use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
+use nvrec_app::{Class, UsageError};
 use registry::Registry;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -188,7 +188,7 @@ fn notify(states: &[sd_notify::NotifyState]) {
     }
 }
 
-pub fn run(args: ServeArgs) -> Result<crate::Finished> {
+pub fn run(args: ServeArgs) -> Result<Class> {
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     if let Some(address) = args.listen {
         if !address.ip().is_loopback() && token.is_none() {
@@ -208,7 +208,7 @@ pub fn run(args: ServeArgs) -> Result<crate::Finished> {
     runtime.block_on(serve(args, token))
 }
 
-async fn serve(args: ServeArgs, token: Option<String>) -> Result<crate::Finished> {
+async fn serve(args: ServeArgs, token: Option<String>) -> Result<Class> {
     let listener = match args.listen {
         Some(address) => Listener::Tcp(
             tokio::net::TcpListener::bind(address)
@@ -275,7 +275,7 @@ async fn serve(args: ServeArgs, token: Option<String>) -> Result<crate::Finished
         }
     }
     errln!("nvrec serve: stopped");
-    Ok(crate::Finished(crate::exit::OK))
+    Ok(Class::Done)
 }
 
 /// Resolves once a SIGTERM or SIGINT has arrived and every recording has ended: the first

@@ -1,15 +1,16 @@
 //! The recordings a service owns: each one runs on a thread of its own, exactly as `nvrec
-//! record` runs it ([`recording_cmd::run_record`]); the service only reads its counters and
+//! record` runs it ([`nvrec_app::record::run`]); the service only reads its counters and
 //! sets its stop or abort request.
 //!
 //! Nothing here runs on the data path: the HTTP side locks a recording's small state (its
 //! outcome, its rate history) for microseconds, and the recording thread takes that lock
 //! once, when it ends.
 
-use crate::recording_cmd::{self, RecordHandle, RecordPlan};
 use nvrec::control::{Control, ControlState};
 use nvrec::recording::counters::{LossCause, RecordingCounters};
 use nvrec::unit::format_utc_ns;
+use nvrec_app::record::{self, RecordHandle, RecordPlan, RecordRun};
+use nvrec_app::{error_text, Class};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,11 +47,41 @@ struct SamplerState {
 /// How a recording ended.
 #[derive(Debug, Clone)]
 pub struct Ended {
-    pub exit_code: u8,
+    pub class: Class,
     pub outcome: String,
     /// The report `nvrec record --json` prints, or the error.
     pub report: Value,
     pub ended_ns: u64,
+}
+
+impl Ended {
+    /// How `run` ended, with the report `nvrec record --json` prints, or the error.
+    fn of(run: RecordRun) -> Ended {
+        let class = run.class();
+        let ended_ns = nvrec::recording::volume::now_ns();
+        match run.report {
+            Ok(report) => {
+                let mut value = serde_json::to_value(&report).unwrap_or(Value::Null);
+                value["telemetry"] = serde_json::to_value(&run.telemetry).unwrap_or(Value::Null);
+                value["scheduling"] = serde_json::to_value(&run.scheduling).unwrap_or(Value::Null);
+                Ended {
+                    class,
+                    outcome: serde_json::to_value(report.outcome)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    report: value,
+                    ended_ns,
+                }
+            }
+            Err(error) => Ended {
+                class,
+                outcome: "failed".into(),
+                report: json!({ "error": error_text(&error) }),
+                ended_ns,
+            },
+        }
+    }
 }
 
 /// A recording the service started.
@@ -221,7 +252,7 @@ impl Recording {
             "network": self.handle.network.get().as_ref().map(|n| n.snapshot()),
         });
         if let Some(ended) = &ended {
-            value["exit_code"] = json!(ended.exit_code);
+            value["exit_code"] = json!(ended.class.exit_status());
             value["ended"] = json!(format_utc_ns(ended.ended_ns));
             value["report"] = ended.report.clone();
         }
@@ -281,41 +312,17 @@ impl Registry {
         let thread = std::thread::Builder::new()
             .name(format!("nvrec-rec-{id}"))
             .spawn(move || {
-                let run = recording_cmd::open_plan_source(&plan, &running.handle).map(|source| {
-                    recording_cmd::run_record(&plan, source, &running.handle, &running.control)
-                });
-                let run = match run {
-                    Ok(run) => run,
-                    Err(error) => recording_cmd::RecordRun {
-                        report: Err(error),
-                        telemetry: None,
-                        scheduling: recording_cmd::scheduling(),
-                    },
+                let run = match record::open_source(&plan, &running.handle) {
+                    Ok(source) => record::run(
+                        &plan,
+                        source,
+                        &running.handle,
+                        &running.control,
+                        crate::telemetry::warnings(),
+                    ),
+                    Err(error) => RecordRun::not_started(error),
                 };
-                let ended = match run.report {
-                    Ok(report) => {
-                        let mut value = serde_json::to_value(&report).unwrap_or(Value::Null);
-                        value["telemetry"] =
-                            serde_json::to_value(&run.telemetry).unwrap_or(Value::Null);
-                        value["scheduling"] =
-                            serde_json::to_value(&run.scheduling).unwrap_or(Value::Null);
-                        Ended {
-                            exit_code: recording_cmd::record_exit_code(&report),
-                            outcome: serde_json::to_value(report.outcome)
-                                .ok()
-                                .and_then(|v| v.as_str().map(str::to_string))
-                                .unwrap_or_default(),
-                            report: value,
-                            ended_ns: nvrec::recording::volume::now_ns(),
-                        }
-                    }
-                    Err(error) => Ended {
-                        exit_code: crate::exit_code(&error),
-                        outcome: "failed".into(),
-                        report: json!({ "error": crate::error_text(&error) }),
-                        ended_ns: nvrec::recording::volume::now_ns(),
-                    },
-                };
+                let ended = Ended::of(run);
                 *running.ended.lock().expect("recording state") = Some(ended);
             })?;
         *recording.thread.lock().expect("recording thread") = Some(thread);

@@ -3,7 +3,7 @@
 //! a second allowed). Either becomes nanoseconds since the Unix epoch, the unit of chunk
 //! timestamps, once the recording is known; the reader then finds the window by search.
 
-use crate::UsageError;
+use crate::outcome::UsageError;
 use std::time::{Duration, UNIX_EPOCH};
 
 /// `--from` or `--to`.

@@ -1,0 +1,205 @@
+//! Where a reader's chunks come from: a volume set's members, or an archive in object
+//! storage. `ls`, `replay`, `verify` and `export` read both through [`ChunkSource`], with
+//! the same items ([`Item`]) in the same order.
+
+use crate::outcome::UsageError;
+use anyhow::Result;
+use nvrec::control::{Control, Progress};
+use nvrec::device::{Access, Safety};
+use nvrec::engine::EngineChoice;
+use nvrec::layout::RecordingEntry;
+use nvrec::recording::reader::{self, Item, ReadSummary};
+use nvrec::recording::volume::{self, VolumeSet};
+use nvrec_archive::read::ArchivedRecording;
+use nvrec_archive::store::Mode;
+use nvrec_archive::{Archive, ArchiveUrl};
+use std::path::PathBuf;
+
+/// The archive URL among `targets`, if they name one: exactly one URL, and nothing else.
+pub fn url_of(targets: &[PathBuf]) -> Result<Option<ArchiveUrl>, UsageError> {
+    let urls: Vec<&str> = targets
+        .iter()
+        .filter_map(|t| t.to_str())
+        .filter(|t| ArchiveUrl::looks_like_url(t))
+        .collect();
+    match (urls.as_slice(), targets.len()) {
+        ([], _) => Ok(None),
+        ([url], 1) => ArchiveUrl::parse(url)
+            .map(Some)
+            .map_err(|error| UsageError(error.to_string())),
+        _ => Err(UsageError(
+            "an archive URL comes alone: read one archive, or the members of one volume set".into(),
+        )),
+    }
+}
+
+/// Where a reader's chunks come from: a volume set's members, or an archive.
+pub enum ChunkSource {
+    Set(VolumeSet),
+    Archive {
+        archive: Archive,
+        recordings: Vec<ArchivedRecording>,
+        /// Manifests that could not be read, each "KEY: why": what they describe is not
+        /// among `recordings`, so whoever checks the archive must count them as bad.
+        unreadable: Vec<String>,
+    },
+}
+
+impl ChunkSource {
+    /// Opens `targets`: an archive URL, or the members of a volume set.
+    pub fn open(targets: &[PathBuf]) -> Result<ChunkSource> {
+        match url_of(targets)? {
+            Some(url) => {
+                let archive = Archive::open(&url, Mode::Read)?;
+                let (recordings, unreadable) = nvrec_archive::read::recordings(&archive)?;
+                Ok(ChunkSource::Archive {
+                    archive,
+                    recordings,
+                    unreadable: unreadable
+                        .iter()
+                        .map(|bad| format!("{}: {}", bad.key, bad.error))
+                        .collect(),
+                })
+            }
+            None => Ok(ChunkSource::Set(volume::open(
+                targets,
+                Access::Read,
+                Safety::Check,
+            )?)),
+        }
+    }
+
+    /// Manifests of an archive that could not be read, each "KEY: why" (none for a volume
+    /// set): the front end says so, and a check counts them as bad.
+    pub fn unreadable(&self) -> &[String] {
+        match self {
+            ChunkSource::Set(_) => &[],
+            ChunkSource::Archive { unreadable, .. } => unreadable,
+        }
+    }
+
+    /// Checks, for an archive, that the store holds every object of each of `entries` as
+    /// it was uploaded, by HEAD requests (see [`nvrec_archive::free::verify_stored`]):
+    /// `None` for a volume set, else per entry what is wrong, if anything.
+    pub fn check_stored(&self, entries: &[RecordingEntry]) -> Option<Vec<Option<String>>> {
+        let ChunkSource::Archive {
+            archive,
+            recordings,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some(
+            entries
+                .iter()
+                .map(|entry| {
+                    let recording = archived(recordings, entry);
+                    nvrec_archive::free::verify_stored(archive, &recording.manifest)
+                        .err()
+                        .map(|error| error.to_string())
+                })
+                .collect(),
+        )
+    }
+
+    /// The archive's URL, for an archive.
+    pub fn archive_url(&self) -> Option<String> {
+        match self {
+            ChunkSource::Set(_) => None,
+            ChunkSource::Archive { archive, .. } => Some(archive.url().to_string()),
+        }
+    }
+
+    pub fn set(&self) -> Option<&VolumeSet> {
+        match self {
+            ChunkSource::Set(set) => Some(set),
+            ChunkSource::Archive { .. } => None,
+        }
+    }
+
+    /// The recordings, as readers see them.
+    pub fn recordings(&self) -> Result<Vec<RecordingEntry>> {
+        match self {
+            ChunkSource::Set(set) => Ok(nvrec::recording::reader::listed(set)?),
+            ChunkSource::Archive { recordings, .. } => {
+                Ok(recordings.iter().map(|r| r.entry.clone()).collect())
+            }
+        }
+    }
+
+    /// Recording `id` (default: the last). In an archive of several volume sets, an id
+    /// that more than one holds must be told apart (its manifest key) and is refused.
+    pub fn select(&self, id: Option<u32>) -> Result<RecordingEntry> {
+        let entries = self.recordings()?;
+        if let (ChunkSource::Archive { recordings, .. }, Some(id)) = (self, id) {
+            let matching: Vec<&ArchivedRecording> = recordings
+                .iter()
+                .filter(|r| r.entry.recording_id == id)
+                .collect();
+            if matching.len() > 1 {
+                return Err(UsageError(format!(
+                    "recording {id} is in the archive {} times: {}; give the archive URL down to \
+                     one node and set (URL/NODE/SET-UUID)",
+                    matching.len(),
+                    matching
+                        .iter()
+                        .map(|r| r.manifest.key())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+                .into());
+            }
+        }
+        Ok(reader::select(&entries, id)?)
+    }
+
+    /// A member, as messages name it.
+    pub fn describe_member(&self, index: usize) -> String {
+        match self {
+            ChunkSource::Set(set) => volume::describe_member(set, index),
+            ChunkSource::Archive { archive, .. } => {
+                format!("member {index}, archived in {}", archive.url())
+            }
+        }
+    }
+
+    /// Reads `entry` from the first chunk at or after `from_ns`, as
+    /// [`reader::read_recording_from`] does.
+    pub fn read_from(
+        &self,
+        entry: &RecordingEntry,
+        engine: EngineChoice,
+        from_ns: Option<u64>,
+        control: &Control,
+        progress: &Progress,
+        each: &mut dyn FnMut(Item<'_>) -> bool,
+    ) -> Result<ReadSummary> {
+        match self {
+            ChunkSource::Set(set) => Ok(reader::read_recording_from(
+                set, entry, engine, from_ns, control, progress, each,
+            )?),
+            ChunkSource::Archive {
+                archive,
+                recordings,
+                ..
+            } => {
+                let recording = archived(recordings, entry);
+                Ok(nvrec_archive::read::read_recording(
+                    archive, recording, from_ns, control, progress, each,
+                )?)
+            }
+        }
+    }
+}
+
+/// The archived recording that `entry` (one of the archive's own entries) came from.
+fn archived<'a>(
+    recordings: &'a [ArchivedRecording],
+    entry: &RecordingEntry,
+) -> &'a ArchivedRecording {
+    recordings
+        .iter()
+        .find(|r| r.entry.set_uuid == entry.set_uuid && r.entry.recording_id == entry.recording_id)
+        .expect("entries of an archive come from its manifests")
+}

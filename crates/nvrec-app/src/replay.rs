@@ -1,0 +1,560 @@
+//! `replay`: a recording's stream out again, from a volume set or an archive.
+//!
+//! The pipeline: a [`ChunkSource`] gives the recording's items in sequence order, from the
+//! first chunk of the window on (found by search); the window's end ends the read; a
+//! [`Pacer`] holds each chunk (or datagram) until it is due at the asked speed; what is
+//! left goes to one sink: a writer (`StreamSink`: the bytes, holes filled with zeros on
+//! request, a capture turned into PcapNg) or the network ([`crate::resend`]).
+
+use crate::chunks::ChunkSource;
+use crate::listing::{retirement_json, state_text};
+use crate::losses::loss_text;
+use crate::outcome::Class;
+use crate::window::TimeArg;
+use anyhow::Result;
+use nvrec::control::{Control, ControlState, Progress};
+use nvrec::engine::EngineChoice;
+use nvrec::export::{first_content, PcapngExport};
+use nvrec::layout::{ChunkFlags, ChunkHeader, Content, Reassembly, Record, RecordingEntry, Walk};
+use nvrec::recording::reader::{Item, ReadSummary};
+use nvrec::unit::format_utc_ns;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// Zeros written at once when a hole is filled.
+const ZERO_FILL_BYTES: usize = 1 << 20;
+
+/// What a replay is asked to be.
+#[derive(Debug, Clone)]
+pub struct ReplayRequest {
+    /// Which recording (default: the last).
+    pub recording: Option<u32>,
+    pub from: Option<TimeArg>,
+    pub to: Option<TimeArg>,
+    /// The multiple of the recorded speed to pace at; none: as fast as it goes.
+    pub speed: Option<f64>,
+    /// A recording of network streams: only these (all when empty).
+    pub streams: Vec<u16>,
+    pub gaps: Gaps,
+    pub engine: EngineChoice,
+    /// How many times to play the selection (`--loop`).
+    pub passes: Passes,
+}
+
+/// How many times a replay plays its selection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Passes {
+    Times(u64),
+    /// Until stopped.
+    Forever,
+}
+
+impl Passes {
+    /// Whether another pass follows `done` passes.
+    pub fn again(self, done: u64) -> bool {
+        match self {
+            Passes::Times(times) => done < times,
+            Passes::Forever => true,
+        }
+    }
+}
+
+/// What replay writes where the stream has a hole (input lost while recording, chunks
+/// missing or damaged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gaps {
+    /// Nothing: the stream as it was kept, the holes reported.
+    Skip,
+    /// Zeros of the hole's length, so that every byte sits at its original stream offset.
+    Zero,
+}
+
+/// How a replay ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayOutcome {
+    /// Every chunk of the recording (or of the window) was read.
+    Complete,
+    /// Stopped on request: what was written is the stream up to there.
+    Stopped,
+    Aborted,
+    /// Writing the stream failed.
+    Failed,
+}
+
+impl ReplayOutcome {
+    pub fn text(self) -> &'static str {
+        match self {
+            ReplayOutcome::Complete => "replay complete",
+            ReplayOutcome::Stopped => "replay stopped",
+            ReplayOutcome::Aborted => "replay ABORTED",
+            ReplayOutcome::Failed => "replay FAILED",
+        }
+    }
+
+    fn of(control: &Control, failed: bool) -> ReplayOutcome {
+        if failed {
+            return ReplayOutcome::Failed;
+        }
+        match control.state() {
+            ControlState::Run => ReplayOutcome::Complete,
+            ControlState::Stop => ReplayOutcome::Stopped,
+            ControlState::Abort => ReplayOutcome::Aborted,
+        }
+    }
+}
+
+/// The recording a replay reads and the window it reads of it, in nanoseconds since the
+/// epoch.
+pub struct Selection {
+    pub entry: RecordingEntry,
+    pub from_ns: Option<u64>,
+    pub to_ns: Option<u64>,
+}
+
+impl Selection {
+    /// Selects the recording and resolves the window against its start.
+    pub fn of(source: &ChunkSource, request: &ReplayRequest) -> Result<Selection> {
+        let entry = source.select(request.recording)?;
+        let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, entry.start_ns)?;
+        Ok(Selection {
+            entry,
+            from_ns,
+            to_ns,
+        })
+    }
+}
+
+/// How a replay to a writer went.
+#[derive(Debug)]
+pub struct ReplayReport {
+    pub entry: RecordingEntry,
+    /// Times the selection was played (`--loop`).
+    pub passes: u64,
+    pub outcome: ReplayOutcome,
+    pub written_bytes: u64,
+    pub zero_filled_bytes: u64,
+    pub summary: ReadSummary,
+    pub problems: Vec<String>,
+    /// Writing failed: the stream is cut here.
+    pub error: Option<std::io::Error>,
+}
+
+impl ReplayReport {
+    /// Aborted, or a recording read with missing or damaged chunks, says so; a failed write
+    /// is the error the front end returns.
+    pub fn class(&self) -> Class {
+        let damaged = self.summary.damage_count > 0 || self.summary.missing_chunk_count > 0;
+        match self.outcome {
+            ReplayOutcome::Aborted => Class::Aborted,
+            _ if damaged => Class::Failed,
+            ReplayOutcome::Stopped => Class::Stopped,
+            _ => Class::Done,
+        }
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "recording_id": self.entry.recording_id,
+            "recording_state": state_text(&self.entry),
+            "passes": self.passes,
+            "outcome": self.outcome,
+            "written_bytes": self.written_bytes,
+            "zero_filled_bytes": self.zero_filled_bytes,
+            "summary": self.summary,
+            "problems": self.problems,
+            "error": self.error.as_ref().map(|e| e.to_string()),
+            "degraded": !self.entry.retirements.is_empty(),
+            "retirements": self.entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Replays `selection` of `source` into `out`.
+pub fn replay(
+    source: &ChunkSource,
+    selection: Selection,
+    request: &ReplayRequest,
+    out: Box<dyn Write>,
+    control: &Control,
+    progress: &Progress,
+) -> Result<ReplayReport> {
+    let Selection {
+        entry,
+        from_ns,
+        to_ns,
+    } = selection;
+    let mut sink = StreamSink::new(out, &entry, request, control, (from_ns, to_ns));
+    let (summary, passes) = read_passes(
+        source, &entry, request, from_ns, control, progress, &mut sink,
+    )?;
+    let (written_bytes, zero_filled_bytes, problems, error) = sink.finish();
+    Ok(ReplayReport {
+        passes,
+        entry,
+        outcome: ReplayOutcome::of(control, error.is_some()),
+        written_bytes,
+        zero_filled_bytes,
+        summary,
+        problems,
+        error,
+    })
+}
+
+/// A hole in the stream, as replay reports it: a damaged chunk with its member's path.
+fn hole_problem(item: &Item<'_>) -> Option<String> {
+    match item {
+        Item::Damage(damage) => Some(format!(
+            "damaged chunk on member {} ({}) slot {} (offset {:#x}): {}",
+            damage.member_index,
+            damage.member_path,
+            damage.slot_index,
+            damage.offset_bytes,
+            damage.what
+        )),
+        other => crate::verify::hole_text(other),
+    }
+}
+
+/// The end of a replay that reads the recording pass after pass (`--loop`).
+pub(crate) trait PassSink {
+    /// A pass begins: pacing and hole filling start again from the recording's start.
+    fn begin_pass(&mut self);
+    /// One item of the read; false ends the pass (the window's end, an error, a stop).
+    fn item(&mut self, item: Item<'_>) -> bool;
+    /// The pass is over; false: no other may follow (the sink failed).
+    fn end_pass(&mut self) -> bool;
+}
+
+/// Reads `entry` from `from_ns` on into `sink`, as many passes as `request` asks, fewer
+/// when the sink fails or the run is asked to end. Returns the last pass's summary and how
+/// many passes were read.
+pub(crate) fn read_passes(
+    source: &ChunkSource,
+    entry: &RecordingEntry,
+    request: &ReplayRequest,
+    from_ns: Option<u64>,
+    control: &Control,
+    progress: &Progress,
+    sink: &mut dyn PassSink,
+) -> Result<(ReadSummary, u64)> {
+    let mut passes = 0;
+    loop {
+        sink.begin_pass();
+        let summary = source.read_from(
+            entry,
+            request.engine,
+            from_ns,
+            control,
+            progress,
+            &mut |item| sink.item(item),
+        )?;
+        passes += 1;
+        let healthy = sink.end_pass();
+        if !healthy || control.state() != ControlState::Run || !request.passes.again(passes) {
+            return Ok((summary, passes));
+        }
+    }
+}
+
+/// Holds each item until it is due at a multiple of the recorded speed, counted from the
+/// first one's timestamp; it wakes early when the run is asked to end.
+pub struct Pacer {
+    speed: Option<f64>,
+    /// The first timestamp and when it went out.
+    origin: Option<(u64, Instant)>,
+}
+
+impl Pacer {
+    pub fn new(speed: Option<f64>) -> Pacer {
+        Pacer {
+            speed,
+            origin: None,
+        }
+    }
+
+    /// How long until an item of `timestamp_ns` is due (none: due now, or not paced).
+    pub fn wait_for(&mut self, timestamp_ns: u64) -> Option<Duration> {
+        let speed = self.speed?;
+        let (first_ns, started) = *self.origin.get_or_insert((timestamp_ns, Instant::now()));
+        let due = Duration::from_nanos(timestamp_ns.saturating_sub(first_ns)).div_f64(speed);
+        due.checked_sub(started.elapsed())
+    }
+
+    /// Waits until an item of `timestamp_ns` is due; false when the run was asked to end.
+    pub fn wait(&mut self, timestamp_ns: u64, control: &Control) -> bool {
+        match self.wait_for(timestamp_ns) {
+            Some(wait) => sleep_unless_interrupted(wait, control),
+            None => true,
+        }
+    }
+}
+
+/// Sleeps for `duration`, waking early when the run is asked to end (a long pause in a paced
+/// replay must not hold off a stop). Returns whether it slept the whole time.
+pub fn sleep_unless_interrupted(duration: Duration, control: &Control) -> bool {
+    const STEP: Duration = Duration::from_millis(20);
+    let until = Instant::now() + duration;
+    loop {
+        if control.state() != ControlState::Run {
+            return false;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(STEP));
+    }
+}
+
+/// The writer end of a replay: a byte stream's payloads (holes zero-filled with
+/// [`Gaps::Zero`]), a recording of datagrams' data, or a capture as PcapNg.
+struct StreamSink<'a> {
+    out: Box<dyn Write>,
+    /// A capture's PcapNg writer, once its first frame is met (it takes over `out`).
+    capture: Option<PcapngExport<Box<dyn Write>>>,
+    /// Packets that span payloads, put back together.
+    reassembly: Reassembly,
+    gaps: Gaps,
+    gap_fill: nvrec::sink::GapFill,
+    zeros: Vec<u8>,
+    streams: &'a [u16],
+    stream_len_bytes: u64,
+    control: &'a Control,
+    pacer: Pacer,
+    speed: Option<f64>,
+    /// The window, in nanoseconds since the epoch.
+    window: (Option<u64>, Option<u64>),
+    written: u64,
+    filled: u64,
+    problems: Vec<String>,
+    error: Option<std::io::Error>,
+}
+
+impl<'a> StreamSink<'a> {
+    fn new(
+        out: Box<dyn Write>,
+        entry: &RecordingEntry,
+        request: &'a ReplayRequest,
+        control: &'a Control,
+        window: (Option<u64>, Option<u64>),
+    ) -> StreamSink<'a> {
+        StreamSink {
+            out,
+            capture: None,
+            reassembly: Reassembly::new(),
+            gaps: request.gaps,
+            gap_fill: nvrec::sink::GapFill::new(entry.stream_len_bytes),
+            zeros: match request.gaps {
+                Gaps::Zero => vec![0u8; ZERO_FILL_BYTES],
+                Gaps::Skip => Vec::new(),
+            },
+            streams: &request.streams,
+            stream_len_bytes: entry.stream_len_bytes,
+            control,
+            pacer: Pacer::new(request.speed),
+            speed: request.speed,
+            window,
+            written: 0,
+            filled: 0,
+            problems: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Writes one chunk's payload; false to end the replay (a write failed, or it was
+    /// interrupted while filling a hole).
+    fn chunk(&mut self, header: &ChunkHeader, payload: &[u8]) -> bool {
+        let result = if header.flags.contains(ChunkFlags::RECORDS) {
+            self.records(header, payload)
+        } else {
+            self.bytes(header, payload)
+        };
+        match result {
+            Ok(go_on) => go_on,
+            Err(error) => {
+                self.error = Some(error);
+                false
+            }
+        }
+    }
+
+    /// A payload of records: a capture replays as a PcapNg stream; datagrams and TCP bytes
+    /// as their data in arrival order, losses reported.
+    fn records(&mut self, header: &ChunkHeader, payload: &[u8]) -> std::io::Result<bool> {
+        if self.capture.is_none() && first_content(payload) == Some(Content::Ethernet) {
+            let writer = std::mem::replace(&mut self.out, Box::new(std::io::sink()));
+            let streams = (!self.streams.is_empty()).then(|| self.streams.to_vec());
+            let export = PcapngExport::new(writer, streams).map_err(std::io::Error::other)?;
+            self.capture = Some(export);
+        }
+        let records = self.reassembly.payload(header.stream_offset_bytes, payload);
+        self.written += match &mut self.capture {
+            Some(export) => export_records(export, records)?,
+            None => write_record_data(&mut self.out, records, self.streams, &mut self.problems)?,
+        };
+        Ok(true)
+    }
+
+    /// A payload of a byte stream, after the zeros of the hole before it with `--gaps zero`.
+    fn bytes(&mut self, header: &ChunkHeader, payload: &[u8]) -> std::io::Result<bool> {
+        if self.gaps == Gaps::Zero && !self.fill_hole(header, payload.len() as u64)? {
+            return Ok(false); // Interrupted.
+        }
+        self.out.write_all(payload)?;
+        self.written += payload.len() as u64;
+        if header.flags.contains(ChunkFlags::GAP) {
+            self.problems.push(format!(
+                "gap: {} bytes lost before stream offset {}",
+                header.gap_bytes, header.stream_offset_bytes
+            ));
+        }
+        Ok(true)
+    }
+
+    /// Zeros in place of the hole before a payload; false when interrupted.
+    fn fill_hole(&mut self, header: &ChunkHeader, payload_len: u64) -> std::io::Result<bool> {
+        let hole = self
+            .gap_fill
+            .before(header.stream_offset_bytes, payload_len);
+        if hole.beyond_end_bytes > 0 {
+            self.problems.push(format!(
+                "chunk sequence {} on member {} slot {} says stream offset {}, \
+                 past the recording's {} bytes: {} bytes of its hole not filled",
+                header.sequence,
+                header.member_index,
+                header.slot_index,
+                header.stream_offset_bytes,
+                self.stream_len_bytes,
+                hole.beyond_end_bytes
+            ));
+        }
+        let done_bytes = write_zeros(&mut self.out, &self.zeros, hole.zero_bytes, self.control)?;
+        self.filled += done_bytes;
+        self.written += done_bytes;
+        Ok(done_bytes == hole.zero_bytes)
+    }
+
+    /// A packet left in part at the end of a pass is a loss, reported and, in a capture,
+    /// recorded.
+    fn end_packets(&mut self) {
+        if let Some(loss) = self.reassembly.finish() {
+            self.problems.push(loss_text(&loss));
+            if let Some(export) = &mut self.capture {
+                if let Err(error) = export.record(&Record::Loss(loss)) {
+                    self.error.get_or_insert(std::io::Error::other(error));
+                }
+            }
+        }
+    }
+
+    /// Ends the stream: a capture's PcapNg is finished, everything flushed. Returns the
+    /// bytes written, the zeros among them, the problems and the first write error.
+    fn finish(mut self) -> (u64, u64, Vec<String>, Option<std::io::Error>) {
+        if let Some(export) = self.capture.take() {
+            match export.finish() {
+                Ok((writer, exported)) => {
+                    self.out = writer;
+                    self.written += exported.bytes;
+                }
+                Err(error) => {
+                    self.error.get_or_insert(std::io::Error::other(error));
+                }
+            }
+        }
+        if let Err(error) = self.out.flush() {
+            self.error.get_or_insert(error);
+        }
+        (self.written, self.filled, self.problems, self.error)
+    }
+}
+
+impl PassSink for StreamSink<'_> {
+    fn begin_pass(&mut self) {
+        self.pacer = Pacer::new(self.speed);
+        self.gap_fill = nvrec::sink::GapFill::new(self.stream_len_bytes);
+        self.reassembly = Reassembly::new();
+    }
+
+    fn item(&mut self, item: Item<'_>) -> bool {
+        let (from_ns, to_ns) = self.window;
+        match item {
+            Item::Chunk { header, payload } => {
+                if from_ns.is_some_and(|from| header.timestamp_ns < from) {
+                    return true;
+                }
+                if to_ns.is_some_and(|to| header.timestamp_ns > to) {
+                    return false;
+                }
+                self.pacer.wait(header.timestamp_ns, self.control) && self.chunk(header, payload)
+            }
+            hole => {
+                self.problems.extend(hole_problem(&hole));
+                true
+            }
+        }
+    }
+
+    fn end_pass(&mut self) -> bool {
+        self.end_packets();
+        self.error.is_none()
+    }
+}
+
+/// Writes `len_bytes` zeros, at most `zeros.len()` at a time, until the run is asked to
+/// end. Returns how many it wrote.
+fn write_zeros(
+    out: &mut dyn Write,
+    zeros: &[u8],
+    len_bytes: u64,
+    control: &Control,
+) -> std::io::Result<u64> {
+    let mut done_bytes = 0;
+    while done_bytes < len_bytes && control.state() == ControlState::Run {
+        let now = (len_bytes - done_bytes).min(zeros.len() as u64) as usize;
+        out.write_all(&zeros[..now])?;
+        done_bytes += now as u64;
+    }
+    Ok(done_bytes)
+}
+
+/// Writes the data of the datagrams in a payload of records, in order; a loss, or a record
+/// that does not decode, is a problem to report. Returns the bytes written.
+fn write_record_data(
+    out: &mut dyn Write,
+    records: Walk<'_>,
+    streams: &[u16],
+    problems: &mut Vec<String>,
+) -> std::io::Result<u64> {
+    let mut written = 0;
+    let wanted = |stream: u16| streams.is_empty() || streams.contains(&stream);
+    for record in records {
+        match record {
+            Ok(Record::Packet(packet)) if !wanted(packet.stream) => {}
+            Ok(Record::Loss(loss)) if !wanted(loss.stream) => {}
+            Ok(Record::Packet(packet)) => {
+                out.write_all(packet.data)?;
+                written += packet.data.len() as u64;
+            }
+            Ok(Record::Loss(loss)) => problems.push(format!(
+                "{} before {}",
+                loss_text(&loss),
+                format_utc_ns(loss.timestamp_ns)
+            )),
+            Err(error) => problems.push(format!("a record does not decode: {error}")),
+        }
+    }
+    Ok(written)
+}
+
+/// Writes records to a capture's PcapNg stream; 0 bytes counted (the writer counts its own).
+fn export_records(
+    export: &mut PcapngExport<Box<dyn Write>>,
+    records: Walk<'_>,
+) -> std::io::Result<u64> {
+    for record in records {
+        let record = record.map_err(std::io::Error::other)?;
+        export.record(&record).map_err(std::io::Error::other)?;
+    }
+    Ok(0)
+}

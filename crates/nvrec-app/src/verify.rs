@@ -1,0 +1,398 @@
+//! `verify`: every chunk of the recordings read and checked: CRC and sequence (by the
+//! reader), the pattern of a pattern recording (against its own seed, read from its first
+//! chunk, or the one asked for), the records of a network recording (each decodes; losses
+//! counted by cause), and the entry against the chunks past its end. An archive is read the
+//! same way, or only its objects checked in the store ([`check_stored`]).
+
+use crate::chunks::ChunkSource;
+use crate::listing::{add_unaccounted, retirement_json, state_text};
+use crate::losses::RecordCounts;
+use crate::outcome::{Class, UsageError};
+use crate::window::TimeArg;
+use anyhow::Result;
+use nvrec::control::{Control, ControlState, Progress};
+use nvrec::engine::EngineChoice;
+use nvrec::layout::RecordingState;
+use nvrec::layout::{ChunkFlags, ChunkHeader, Reassembly, RecordingEntry, RecordingFlags};
+use nvrec::pattern::Pattern;
+use nvrec::recording::health::{self, MetaDamage};
+use nvrec::recording::reader::{Item, ReadSummary};
+use nvrec::recording::scan::Unaccounted;
+use nvrec::recording::volume::MemberProblem;
+
+/// What a verify is asked to check.
+#[derive(Debug, Clone)]
+pub struct VerifyRequest {
+    /// Which recording (default: every one).
+    pub recording: Option<u32>,
+    /// The pattern's seed every pattern recording must carry (default: its own).
+    pub seed: Option<u64>,
+    /// Any loss at all fails the check.
+    pub strict: bool,
+    pub engine: EngineChoice,
+    /// Only the chunks of this window (found by search), each end resolved against the
+    /// recording's start.
+    pub from: Option<TimeArg>,
+    pub to: Option<TimeArg>,
+}
+
+/// The recordings a verify checks: one, or every one. None at all is an error, unless an
+/// archive's manifests could not be read (which the check then counts).
+pub fn select(source: &ChunkSource, request: &VerifyRequest) -> Result<Vec<RecordingEntry>> {
+    let selected = match request.recording {
+        Some(id) => vec![source.select(Some(id))?],
+        None => source.recordings()?,
+    };
+    if selected.is_empty() && source.unreadable().is_empty() {
+        return Err(nvrec::recording::RecordingError::NoRecordings.into());
+    }
+    Ok(selected)
+}
+
+/// What is wrong with the set as a whole, whatever its recordings hold.
+#[derive(Debug, Default)]
+pub struct SetCheck {
+    pub damage: Vec<MetaDamage>,
+    pub missing_members: Vec<u16>,
+    pub member_problems: Vec<MemberProblem>,
+    /// Crashed recordings whose end is recovered without a missing member: what they hold
+    /// past the last checkpoint is out of reach, so they are not called good.
+    pub open_without_members: Vec<u32>,
+}
+
+impl SetCheck {
+    /// An archive has no members or metadata copies of its own: its manifests were read
+    /// whole when it was opened.
+    pub fn of(source: &ChunkSource) -> Result<SetCheck> {
+        let Some(set) = source.set() else {
+            return Ok(SetCheck::default());
+        };
+        let missing_members = set.missing_indices();
+        let open_without_members = if missing_members.is_empty() {
+            Vec::new()
+        } else {
+            set.recordings()?
+                .iter()
+                .filter(|entry| entry.state == RecordingState::Open)
+                .map(|entry| entry.recording_id)
+                .collect()
+        };
+        Ok(SetCheck {
+            damage: health::check(set)?,
+            missing_members,
+            member_problems: set.problems.clone(),
+            open_without_members,
+        })
+    }
+
+    /// Whole: every member there, no stranger among them, no metadata lost, every manifest
+    /// read.
+    pub fn is_whole(&self, source: &ChunkSource) -> bool {
+        self.missing_members.is_empty()
+            && self.member_problems.is_empty()
+            && source.unreadable().is_empty()
+            && !health::loses_anything(&self.damage)
+    }
+}
+
+/// What checking one recording found.
+#[derive(Debug)]
+pub struct RecordingCheck {
+    pub entry: RecordingEntry,
+    pub summary: ReadSummary,
+    /// The first thing found wrong; none: good.
+    pub first_bad: Option<String>,
+    pub pattern_errors: u64,
+    pub pattern: Option<Pattern>,
+    pub records: RecordCounts,
+    pub unaccounted: Unaccounted,
+    /// Anything lost, by any cause (gaps, loss records).
+    pub lossy: bool,
+}
+
+impl RecordingCheck {
+    pub fn good(&self) -> bool {
+        self.first_bad.is_none()
+    }
+
+    /// Good, and with `strict` lossless too.
+    pub fn passes(&self, strict: bool) -> bool {
+        self.good() && !(strict && self.lossy)
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let entry = &self.entry;
+        let summary = &self.summary;
+        let mut value = serde_json::json!({
+            "recording_id": entry.recording_id,
+            "state": state_text(entry),
+            "good": self.good(),
+            "chunk_count": summary.chunk_count,
+            "payload_bytes": summary.payload_bytes,
+            "missing_chunk_count": summary.missing_chunk_count,
+            "damage_count": summary.damage_count,
+            "pattern_error_count": self.pattern_errors,
+            "records": entry.flags.contains(RecordingFlags::RECORDS).then_some(&self.records),
+            "pattern_seed": self.pattern.as_ref().map(Pattern::seed),
+            "lost_bytes": summary.lost_bytes,
+            "lossy": self.lossy,
+            "first_bad": self.first_bad,
+            "rate_mib_per_s": summary.rate_mib_per_s,
+            "degraded": !entry.retirements.is_empty(),
+            "redirected_chunk_count": summary.redirected_chunk_count,
+            "retirements": entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
+        });
+        add_unaccounted(&mut value, &self.unaccounted);
+        value
+    }
+}
+
+/// Reads and checks one recording.
+pub fn check_recording(
+    source: &ChunkSource,
+    entry: &RecordingEntry,
+    request: &VerifyRequest,
+    set: &SetCheck,
+    control: &Control,
+    progress: &Progress,
+) -> Result<RecordingCheck> {
+    let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, entry.start_ns)?;
+    let mut checker = ChunkChecker::new(request.seed);
+    let summary = source.read_from(
+        entry,
+        request.engine,
+        from_ns,
+        control,
+        progress,
+        &mut |item| {
+            if let Item::Chunk { header, .. } = &item {
+                if from_ns.is_some_and(|from| header.timestamp_ns < from) {
+                    return true;
+                }
+                if to_ns.is_some_and(|to| header.timestamp_ns > to) {
+                    return false;
+                }
+            }
+            checker.item(source, item);
+            true
+        },
+    )?;
+    let ChunkChecker {
+        mut first_bad,
+        pattern_errors,
+        pattern,
+        mut records,
+        mut reassembly,
+    } = checker;
+    if let Some(loss) = reassembly.finish() {
+        records.loss(&loss);
+    }
+    if control.state() != ControlState::Run {
+        first_bad.get_or_insert_with(|| "interrupted before the end: not all verified".into());
+    }
+    // Chunks of the recording past its entry's end that the entry does not claim (the
+    // slots right after its end on each member; an archive holds what its entry claims).
+    let unaccounted = source
+        .set()
+        .map(|volume_set| nvrec::recording::scan::unaccounted(volume_set, entry))
+        .unwrap_or_default();
+    if first_bad.is_none() {
+        first_bad = entry_problem(&unaccounted, set, entry);
+    }
+    let lossy = summary.lost_bytes > 0 || records.losses > 0;
+    Ok(RecordingCheck {
+        entry: entry.clone(),
+        summary,
+        first_bad,
+        pattern_errors,
+        pattern,
+        records,
+        unaccounted,
+        lossy,
+    })
+}
+
+/// What is wrong with a recording's entry that its chunks read whole do not show.
+fn entry_problem(
+    unaccounted: &Unaccounted,
+    set: &SetCheck,
+    entry: &RecordingEntry,
+) -> Option<String> {
+    if unaccounted.chunk_count > 0 {
+        return Some(format!(
+            "its entry ends before {} chunks the recording holds: unaccounted (nvrec repair extends the entry over them)",
+            unaccounted.chunk_count
+        ));
+    }
+    if unaccounted.unreadable_slots > 0 {
+        return Some("a slot past its entry's end could not be read: whether the recording holds chunks its entry does not claim is unknown".into());
+    }
+    if !set.open_without_members.contains(&entry.recording_id) {
+        return None;
+    }
+    let missing = &set.missing_members;
+    Some(format!(
+        "its end is recovered without member{} {}, missing: the chunks there past \
+         its last checkpoint cannot be found",
+        if missing.len() == 1 { "" } else { "s" },
+        missing
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// The checks of each item a recording's read gives.
+struct ChunkChecker {
+    first_bad: Option<String>,
+    pattern_errors: u64,
+    pattern: Option<Pattern>,
+    records: RecordCounts,
+    reassembly: Reassembly,
+}
+
+impl ChunkChecker {
+    fn new(seed: Option<u64>) -> ChunkChecker {
+        ChunkChecker {
+            first_bad: None,
+            pattern_errors: 0,
+            pattern: seed.map(Pattern::new),
+            records: RecordCounts::default(),
+            reassembly: Reassembly::new(),
+        }
+    }
+
+    fn item(&mut self, source: &ChunkSource, item: Item<'_>) {
+        match item {
+            Item::Chunk { header, payload } => self.chunk(header, payload),
+            Item::Missing {
+                first_sequence,
+                count,
+            } => self.bad(|| format!("{count} chunks missing from sequence {first_sequence}")),
+            Item::Damage(damage) => self.bad(|| {
+                format!(
+                    "member {} ({}) slot {} at offset {:#x}{}: {}",
+                    damage.member_index,
+                    source.describe_member(damage.member_index as usize),
+                    damage.slot_index,
+                    damage.offset_bytes,
+                    damage
+                        .sequence
+                        .map(|s| format!(", sequence {s}"))
+                        .unwrap_or_default(),
+                    damage.what
+                )
+            }),
+        }
+    }
+
+    fn chunk(&mut self, header: &ChunkHeader, payload: &[u8]) {
+        let at = |why: String| {
+            format!(
+                "sequence {} on member {} slot {}: {why}",
+                header.sequence, header.member_index, header.slot_index
+            )
+        };
+        if header.flags.contains(ChunkFlags::RECORDS) {
+            let walk = self.reassembly.payload(header.stream_offset_bytes, payload);
+            if let Err(why) = self.records.count(walk) {
+                self.bad(|| at(why.to_string()));
+            }
+        }
+        if header.flags.contains(ChunkFlags::PATTERN) {
+            if self.pattern.is_none() {
+                self.pattern =
+                    seed_of_payload(header.stream_offset_bytes, payload).map(Pattern::new);
+            }
+            if let Err(why) =
+                check_pattern(self.pattern.as_ref(), header.stream_offset_bytes, payload)
+            {
+                self.pattern_errors += 1;
+                self.bad(|| at(why));
+            }
+        }
+    }
+
+    fn bad(&mut self, what: impl FnOnce() -> String) {
+        self.first_bad.get_or_insert_with(what);
+    }
+}
+
+/// The seed that put the pattern into `payload` at stream offset `offset_bytes`, read from
+/// its first two words (a chunk that is not aligned for that, or too short, tells none).
+fn seed_of_payload(offset_bytes: u64, payload: &[u8]) -> Option<u64> {
+    if !offset_bytes.is_multiple_of(8) || payload.len() < 8 {
+        return None;
+    }
+    let word = |at: usize| u32::from_le_bytes(payload[at..at + 4].try_into().unwrap());
+    Some(Pattern::seed_of_words(word(0), word(4), offset_bytes / 4))
+}
+
+/// Checks one PATTERN chunk's payload; `pattern` is `None` when no seed could be read.
+fn check_pattern(
+    pattern: Option<&Pattern>,
+    offset_bytes: u64,
+    payload: &[u8],
+) -> Result<(), String> {
+    if !offset_bytes.is_multiple_of(8) {
+        return Err(format!(
+            "stream offset {offset_bytes:#x} is not a multiple of 8, where the pattern never puts a chunk"
+        ));
+    }
+    match pattern {
+        Some(pattern) => pattern
+            .check(offset_bytes, payload, 0)
+            .map_err(|mismatch| mismatch.to_string()),
+        // Under 8 bytes: too short to name a seed, and nothing to check it against.
+        None => Ok(()),
+    }
+}
+
+/// What a reader's item other than a chunk says went missing or is damaged.
+pub fn hole_text(item: &Item<'_>) -> Option<String> {
+    match item {
+        Item::Chunk { .. } => None,
+        Item::Missing {
+            first_sequence,
+            count,
+        } => Some(format!(
+            "{count} chunks missing from sequence {first_sequence}"
+        )),
+        Item::Damage(damage) => Some(format!(
+            "damaged chunk on member {} slot {}: {}",
+            damage.member_index, damage.slot_index, damage.what
+        )),
+    }
+}
+
+/// `verify --stored`: each recording's objects checked in the store by HEAD.
+pub struct StoredCheck {
+    /// Per selected recording: what is wrong, if anything.
+    pub first_bad: Vec<Option<String>>,
+    pub all_good: bool,
+}
+
+impl StoredCheck {
+    pub fn class(&self) -> Class {
+        Class::passed(self.all_good)
+    }
+}
+
+/// Checks that the store holds every object of `selected` as it was uploaded.
+pub fn check_stored(
+    source: &ChunkSource,
+    selected: &[RecordingEntry],
+) -> Result<StoredCheck, UsageError> {
+    let Some(first_bad) = source.check_stored(selected) else {
+        return Err(UsageError(
+            "--stored checks the objects of an archive: give file://DIR or s3://BUCKET/PREFIX"
+                .into(),
+        ));
+    };
+    let all_good = source.unreadable().is_empty() && first_bad.iter().all(Option::is_none);
+    Ok(StoredCheck {
+        first_bad,
+        all_good,
+    })
+}
