@@ -8,7 +8,7 @@ use nvrec_netgen::send::Until;
 use nvrec_netgen::{netns, Checker, ReceiveOptions, SendOptions};
 use std::io::Read;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -181,8 +181,7 @@ fn run(cli: Cli) -> std::io::Result<bool> {
             options.batch = batch;
             options.streams = streams;
             options.no_checksum = no_checksum;
-            let report = nvrec_netgen::send(&options)?;
-            println!("{}", serde_json::to_string(&report).unwrap());
+            print_report(&nvrec_netgen::send(&options)?);
             Ok(true)
         }
         Command::Recv {
@@ -199,11 +198,7 @@ fn run(cli: Cli) -> std::io::Result<bool> {
             options.duration = duration;
             options.idle = idle;
             options.gro = !no_gro;
-            let receiver = nvrec_netgen::recv::Receiver::bind(options)?;
-            eprintln!("nvrec-netgen: listening on {}", receiver.local_address()?);
-            let report = receiver.run()?;
-            println!("{}", serde_json::to_string(&report).unwrap());
-            Ok(report.check.is_perfect() && report.dropped_socket == 0)
+            receive(options)
         }
         Command::Sink { bind, output, idle } => {
             let options = nvrec_netgen::sink::SinkOptions {
@@ -213,7 +208,7 @@ fn run(cli: Cli) -> std::io::Result<bool> {
                 receive_buffer_bytes: 256 << 20,
             };
             let report = nvrec_netgen::sink::sink(&options)?;
-            println!("{}", serde_json::to_string(&report).unwrap());
+            print_report(&report);
             Ok(report.dropped_socket == 0)
         }
         Command::Check {
@@ -221,44 +216,61 @@ fn run(cli: Cli) -> std::io::Result<bool> {
             expect,
             streams,
             file,
-        } => {
-            if size < nvrec_netgen::datagram::HEADER_BYTES {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "--size: at least 16 bytes",
-                ));
+        } => check(size, expect, streams, &file),
+    }
+}
+
+/// Binds, says where it listens (on stderr), receives and reports.
+fn receive(options: ReceiveOptions) -> std::io::Result<bool> {
+    let receiver = nvrec_netgen::recv::Receiver::bind(options)?;
+    eprintln!("nvrec-netgen: listening on {}", receiver.local_address()?);
+    let report = receiver.run()?;
+    print_report(&report);
+    Ok(report.check.is_perfect() && report.dropped_socket == 0)
+}
+
+/// Checks the datagrams of `size` bytes each in `file` (`-`: stdin) and reports.
+fn check(size: usize, expect: Option<u64>, streams: u32, file: &Path) -> std::io::Result<bool> {
+    if size < nvrec_netgen::datagram::HEADER_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "--size: at least 16 bytes",
+        ));
+    }
+    let mut input: Box<dyn Read> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(file).map_err(|error| {
+            std::io::Error::new(error.kind(), format!("{}: {error}", file.display()))
+        })?)
+    };
+    let mut checker = Checker::new();
+    let mut buffer = vec![0u8; size * 1024];
+    loop {
+        let mut filled = 0;
+        while filled < buffer.len() {
+            match input.read(&mut buffer[filled..])? {
+                0 => break,
+                count => filled += count,
             }
-            let mut input: Box<dyn Read> = if file.as_os_str() == "-" {
-                Box::new(std::io::stdin().lock())
-            } else {
-                Box::new(std::fs::File::open(&file).map_err(|error| {
-                    std::io::Error::new(error.kind(), format!("{}: {error}", file.display()))
-                })?)
-            };
-            let mut checker = Checker::new();
-            let mut buffer = vec![0u8; size * 1024];
-            loop {
-                let mut filled = 0;
-                while filled < buffer.len() {
-                    match input.read(&mut buffer[filled..])? {
-                        0 => break,
-                        count => filled += count,
-                    }
-                }
-                if filled == 0 {
-                    break;
-                }
-                checker.fixed_size(&buffer[..filled], size);
-                if filled < buffer.len() {
-                    break;
-                }
-            }
-            let report = match expect {
-                Some(expect) => checker.report_expecting(streams, expect),
-                None => checker.report(),
-            };
-            println!("{}", serde_json::to_string(&report).unwrap());
-            Ok(report.is_perfect())
+        }
+        if filled == 0 {
+            break;
+        }
+        checker.fixed_size(&buffer[..filled], size);
+        if filled < buffer.len() {
+            break;
         }
     }
+    let report = match expect {
+        Some(expect) => checker.report_expecting(streams, expect),
+        None => checker.report(),
+    };
+    print_report(&report);
+    Ok(report.is_perfect())
+}
+
+/// The one JSON object on stdout.
+fn print_report(report: &impl serde::Serialize) {
+    println!("{}", serde_json::to_string(report).unwrap());
 }

@@ -88,6 +88,47 @@ pub struct SendReport {
 
 /// Sends until the count or the time is reached; every stream gets the same count.
 pub fn send(options: &SendOptions) -> io::Result<SendReport> {
+    let segments = segments_per_message(options)?;
+    let socket = open_socket(options, segments)?;
+    let mut call = Call::new(options, segments);
+    let started = Instant::now();
+    let mut report = SendReport {
+        segments,
+        ..SendReport::default()
+    };
+    let limit = match options.until {
+        Until::Count(count) => count,
+        Until::Duration(_) => u64::MAX,
+    };
+    let deadline = match options.until {
+        Until::Duration(duration) => Some(started + duration),
+        Until::Count(_) => None,
+    };
+    while call.next_sequence < limit {
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            break;
+        }
+        call.plan(limit);
+        call.fill();
+        call.send(socket.as_raw_fd(), &mut report)?;
+        let datagrams = call.datagram_count();
+        report.datagrams += datagrams as u64;
+        report.bytes += (datagrams * options.datagram_bytes) as u64;
+        if let Some(rate) = options.rate_bits_per_s {
+            if !pace(rate, report.bytes, started, deadline) {
+                break;
+            }
+        }
+    }
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    report.datagrams_per_stream = report.datagrams / u64::from(options.streams);
+    report.rate_bits_per_s = report.bytes as f64 * 8.0 / report.elapsed_s.max(1e-9);
+    Ok(report)
+}
+
+/// Checks the options, and says how many datagrams one message carries: as many as asked
+/// for that fit a GSO message.
+fn segments_per_message(options: &SendOptions) -> io::Result<usize> {
     let len = options.datagram_bytes;
     if !(HEADER_BYTES..=DATAGRAM_BYTES_MAX).contains(&len) {
         return Err(io::Error::new(
@@ -101,10 +142,15 @@ pub fn send(options: &SendOptions) -> io::Result<SendReport> {
             format!("streams >= 1 and batch 1..={BATCH_MAX}"),
         ));
     }
-    let segments = options
+    Ok(options
         .segments
         .clamp(1, SEGMENTS_MAX)
-        .min((GSO_BYTES_MAX / len).max(1));
+        .min((GSO_BYTES_MAX / len).max(1)))
+}
+
+/// A UDP socket of the destination's family with a large send buffer, without checksums
+/// or with GSO as asked.
+fn open_socket(options: &SendOptions, segments: usize) -> io::Result<UdpSocket> {
     let bind: SocketAddr = if options.destination.is_ipv4() {
         "0.0.0.0:0".parse().unwrap()
     } else {
@@ -126,97 +172,130 @@ pub fn send(options: &SendOptions) -> io::Result<SendReport> {
         set_option(fd, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1)?;
     }
     if segments > 1 {
-        set_option(fd, SOL_UDP, UDP_SEGMENT, len as libc::c_int).map_err(|error| {
+        let len = options.datagram_bytes as libc::c_int;
+        set_option(fd, SOL_UDP, UDP_SEGMENT, len).map_err(|error| {
             io::Error::new(
                 error.kind(),
                 format!("UDP GSO (UDP_SEGMENT, Linux 4.18) refused: {error}; use --segments 1"),
             )
         })?;
     }
-    let destinations: Vec<libc::sockaddr_storage> = (0..options.streams)
-        .map(|stream| {
-            let mut address = options.destination;
-            address.set_port(options.destination.port().wrapping_add(stream as u16));
-            socket_address(address)
-        })
-        .collect();
-    let message_bytes = segments * len;
-    // Every call covers each stream with the same sequence numbers, so that the streams'
-    // counts stay equal whenever the sender stops.
-    let rounds = (options.batch / options.streams as usize).max(1);
-    let messages_max = rounds * options.streams as usize;
-    let mut buffers = vec![0u8; messages_max * message_bytes];
-    let template = Template::new();
-    let started = Instant::now();
-    let mut report = SendReport {
-        segments,
-        ..SendReport::default()
-    };
-    let limit = match options.until {
-        Until::Count(count) => count,
-        Until::Duration(_) => u64::MAX,
-    };
-    let deadline = match options.until {
-        Until::Duration(duration) => Some(started + duration),
-        Until::Count(_) => None,
-    };
-    let mut next_sequence = 0u64;
-    // Messages of the call being built: (stream index, first sequence, datagram count).
-    let mut messages: Vec<(u32, u64, usize)> = Vec::with_capacity(messages_max);
-    let mut iovecs: Vec<libc::iovec> = Vec::with_capacity(messages_max);
-    let mut headers: Vec<libc::mmsghdr> = Vec::with_capacity(messages_max);
-    'sending: while next_sequence < limit {
-        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-            break;
+    Ok(socket)
+}
+
+/// One sendmmsg call's messages and what they point to, made once and reused by every call.
+struct Call {
+    /// Bytes of one datagram.
+    len: usize,
+    segments: usize,
+    message_bytes: usize,
+    /// Rounds of one message per stream in a call.
+    rounds: usize,
+    streams: u32,
+    first_stream: u32,
+    /// The next sequence number of every stream.
+    next_sequence: u64,
+    buffers: Vec<u8>,
+    /// Messages of the call being built: (stream index, first sequence, datagram count).
+    messages: Vec<(u32, u64, usize)>,
+    iovecs: Vec<libc::iovec>,
+    headers: Vec<libc::mmsghdr>,
+    /// Stream N's destination: the destination's port plus N.
+    destinations: Vec<libc::sockaddr_storage>,
+    destination_len: u32,
+    template: Template,
+}
+
+impl Call {
+    fn new(options: &SendOptions, segments: usize) -> Call {
+        let len = options.datagram_bytes;
+        let destinations = (0..options.streams)
+            .map(|stream| {
+                let mut address = options.destination;
+                address.set_port(options.destination.port().wrapping_add(stream as u16));
+                socket_address(address)
+            })
+            .collect();
+        let message_bytes = segments * len;
+        // Every call covers each stream with the same sequence numbers, so that the streams'
+        // counts stay equal whenever the sender stops.
+        let rounds = (options.batch / options.streams as usize).max(1);
+        let messages_max = rounds * options.streams as usize;
+        Call {
+            len,
+            segments,
+            message_bytes,
+            rounds,
+            streams: options.streams,
+            first_stream: options.first_stream,
+            next_sequence: 0,
+            buffers: vec![0u8; messages_max * message_bytes],
+            messages: Vec::with_capacity(messages_max),
+            iovecs: Vec::with_capacity(messages_max),
+            headers: Vec::with_capacity(messages_max),
+            destinations,
+            destination_len: address_len(&options.destination),
+            template: Template::new(),
         }
-        messages.clear();
-        for _ in 0..rounds {
-            let count = (segments as u64).min(limit - next_sequence) as usize;
+    }
+
+    /// Chooses the messages of the next call: each round one per stream, with the same
+    /// sequence numbers, none past `limit`.
+    fn plan(&mut self, limit: u64) {
+        self.messages.clear();
+        for _ in 0..self.rounds {
+            let count = (self.segments as u64).min(limit - self.next_sequence) as usize;
             if count == 0 {
                 break;
             }
-            for stream in 0..options.streams {
-                messages.push((stream, next_sequence, count));
+            for stream in 0..self.streams {
+                self.messages.push((stream, self.next_sequence, count));
             }
-            next_sequence += count as u64;
+            self.next_sequence += count as u64;
         }
-        iovecs.clear();
-        headers.clear();
-        for (slot, &(stream, first, count)) in messages.iter().enumerate() {
-            let buffer = &mut buffers[slot * message_bytes..slot * message_bytes + count * len];
-            for (index, datagram) in buffer.chunks_exact_mut(len).enumerate() {
-                template.fill(
-                    datagram,
-                    options.first_stream + stream,
-                    first + index as u64,
-                );
+    }
+
+    /// Writes the planned messages' datagrams and the headers that name them.
+    fn fill(&mut self) {
+        self.iovecs.clear();
+        self.headers.clear();
+        for (slot, &(stream, first, count)) in self.messages.iter().enumerate() {
+            let start = slot * self.message_bytes;
+            let buffer = &mut self.buffers[start..start + count * self.len];
+            for (index, datagram) in buffer.chunks_exact_mut(self.len).enumerate() {
+                self.template
+                    .fill(datagram, self.first_stream + stream, first + index as u64);
             }
-            iovecs.push(libc::iovec {
+            self.iovecs.push(libc::iovec {
                 iov_base: buffer.as_mut_ptr().cast(),
                 iov_len: buffer.len(),
             });
         }
-        for (slot, &(stream, _, _)) in messages.iter().enumerate() {
+        for (slot, &(stream, _, _)) in self.messages.iter().enumerate() {
             // SAFETY: mmsghdr is plain data; the pointers set are valid for the call.
             let mut header: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            header.msg_hdr.msg_name = (&destinations[stream as usize]
+            header.msg_hdr.msg_name = (&self.destinations[stream as usize]
                 as *const libc::sockaddr_storage)
                 .cast_mut()
                 .cast();
-            header.msg_hdr.msg_namelen = address_len(&options.destination);
-            header.msg_hdr.msg_iov = &mut iovecs[slot];
+            header.msg_hdr.msg_namelen = self.destination_len;
+            header.msg_hdr.msg_iov = &mut self.iovecs[slot];
             header.msg_hdr.msg_iovlen = 1;
-            headers.push(header);
+            self.headers.push(header);
         }
+    }
+
+    /// Sends every filled message, waiting out a full transmit queue.
+    fn send(&mut self, fd: i32, report: &mut SendReport) -> io::Result<()> {
         let mut done = 0;
-        while done < headers.len() {
+        while done < self.headers.len() {
             // SAFETY: each header names a buffer, an iovec and an address of ours that
             // outlive the call.
             let sent = unsafe {
                 libc::sendmmsg(
                     fd,
-                    headers[done..].as_mut_ptr(),
-                    (headers.len() - done) as u32,
+                    self.headers[done..].as_mut_ptr(),
+                    (self.headers.len() - done) as u32,
                     0,
                 )
             };
@@ -237,28 +316,30 @@ pub fn send(options: &SendOptions) -> io::Result<SendReport> {
             }
             done += sent as usize;
         }
-        let datagrams: usize = messages.iter().map(|&(_, _, count)| count).sum();
-        report.datagrams += datagrams as u64;
-        report.bytes += (datagrams * len) as u64;
-        if let Some(rate) = options.rate_bits_per_s {
-            let due = Duration::from_secs_f64(report.bytes as f64 * 8.0 / rate as f64);
-            let elapsed = started.elapsed();
-            if due > elapsed {
-                let wait = due - elapsed;
-                if let Some(deadline) = deadline {
-                    if Instant::now() + wait >= deadline {
-                        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-                        break 'sending;
-                    }
-                }
-                std::thread::sleep(wait);
+        Ok(())
+    }
+
+    fn datagram_count(&self) -> usize {
+        self.messages.iter().map(|&(_, _, count)| count).sum()
+    }
+}
+
+/// Sleeps until `bytes` are due at `rate_bits_per_s` from `started`. False when the
+/// deadline comes first: then it sleeps until the deadline and the sender stops.
+fn pace(rate_bits_per_s: u64, bytes: u64, started: Instant, deadline: Option<Instant>) -> bool {
+    let due = Duration::from_secs_f64(bytes as f64 * 8.0 / rate_bits_per_s as f64);
+    let elapsed = started.elapsed();
+    if due > elapsed {
+        let wait = due - elapsed;
+        if let Some(deadline) = deadline {
+            if Instant::now() + wait >= deadline {
+                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                return false;
             }
         }
+        std::thread::sleep(wait);
     }
-    report.elapsed_s = started.elapsed().as_secs_f64();
-    report.datagrams_per_stream = report.datagrams / u64::from(options.streams);
-    report.rate_bits_per_s = report.bytes as f64 * 8.0 / report.elapsed_s.max(1e-9);
-    Ok(report)
+    true
 }
 
 pub(crate) fn set_option(

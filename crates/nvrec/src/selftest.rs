@@ -14,7 +14,6 @@
 
 use crate::control::{Control, ControlState, Progress};
 use crate::device::{self, Target, TargetInfo};
-use crate::engine::IoOp;
 use crate::pattern::{MismatchKind, Pattern};
 use crate::sink::CheckSink;
 use crate::source::{PatternSource, Source, ZeroSource};
@@ -278,6 +277,15 @@ fn fail<T>(text: impl Into<String>) -> Result<T, String> {
     Err(text.into())
 }
 
+/// A stream run that started: its report, or the error it ended with as the failure of
+/// the `operation` ("write", "read").
+fn succeeded(report: StreamReport, operation: &str) -> Result<StreamReport, String> {
+    match &report.error {
+        Some(error) => fail(format!("{operation} failed: {error}")),
+        None => Ok(report),
+    }
+}
+
 impl Suite<'_> {
     fn info(&mut self, line: String) {
         self.reporter.info(&line);
@@ -325,10 +333,7 @@ impl Suite<'_> {
         self.engine.get_or_insert_with(|| {
             format!("{} ({})", report.engine.name(), report.engine_features)
         });
-        if let Some(error) = &report.error {
-            return fail(format!("write failed: {error}"));
-        }
-        Ok(report)
+        succeeded(report, "write")
     }
 
     fn write_pattern(
@@ -374,10 +379,7 @@ impl Suite<'_> {
             &Progress::default(),
         )
         .map_err(|error| format!("read could not start: {error}"))?;
-        if let Some(error) = &report.error {
-            return fail(format!("read failed: {error}"));
-        }
-        Ok(report)
+        succeeded(report, "read")
     }
 
     /// Reads and expects every chunk to hold the pattern of `seed`.
@@ -882,69 +884,50 @@ fn test_address_errors(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
     let last_chunk = (capacity / chunk - 1) * chunk;
     // Marker data that an erroneous run would change.
     suite.write_pattern(0, 2, 0x99)?;
-    type Case = (&'static str, IoOp, RangeSpec, fn(&AddressError) -> bool);
-    let cases: [Case; 6] = [
-        (
-            "last address beyond the target",
-            IoOp::Write,
-            RangeSpec {
-                first_offset_bytes: 0,
-                end: RangeEnd::LastOffset(last_chunk + chunk),
-            },
-            |e| matches!(e, AddressError::BeyondTarget { .. }),
-        ),
-        (
-            "first address greater than last",
-            IoOp::Write,
-            RangeSpec {
-                first_offset_bytes: chunk,
-                end: RangeEnd::LastOffset(0),
-            },
-            |e| matches!(e, AddressError::FirstAfterLast { .. }),
-        ),
-        (
-            "unaligned first address",
-            IoOp::Write,
-            RangeSpec {
-                first_offset_bytes: 512,
-                end: RangeEnd::ChunkCount(1),
-            },
-            |e| matches!(e, AddressError::FirstUnaligned { .. }),
-        ),
-        (
-            "last address beyond the target",
-            IoOp::Read,
-            RangeSpec {
-                first_offset_bytes: 0,
-                end: RangeEnd::LastOffset(last_chunk + chunk),
-            },
-            |e| matches!(e, AddressError::BeyondTarget { .. }),
-        ),
-        (
-            "first address greater than last",
-            IoOp::Read,
-            RangeSpec {
-                first_offset_bytes: chunk,
-                end: RangeEnd::LastOffset(0),
-            },
-            |e| matches!(e, AddressError::FirstAfterLast { .. }),
-        ),
-        (
-            "unaligned last address",
-            IoOp::Read,
-            RangeSpec {
-                first_offset_bytes: 0,
-                end: RangeEnd::LastOffset(chunk + 512),
-            },
-            |e| matches!(e, AddressError::LastUnaligned { .. }),
-        ),
+    type Case = (&'static str, RangeSpec, fn(&AddressError) -> bool);
+    // Writes and reads are refused alike, except that only a write checks its first
+    // address's alignment here and only a read its last's.
+    let beyond_target: Case = (
+        "last address beyond the target",
+        RangeSpec {
+            first_offset_bytes: 0,
+            end: RangeEnd::LastOffset(last_chunk + chunk),
+        },
+        |e| matches!(e, AddressError::BeyondTarget { .. }),
+    );
+    let first_after_last: Case = (
+        "first address greater than last",
+        RangeSpec {
+            first_offset_bytes: chunk,
+            end: RangeEnd::LastOffset(0),
+        },
+        |e| matches!(e, AddressError::FirstAfterLast { .. }),
+    );
+    let unaligned_first: Case = (
+        "unaligned first address",
+        RangeSpec {
+            first_offset_bytes: 512,
+            end: RangeEnd::ChunkCount(1),
+        },
+        |e| matches!(e, AddressError::FirstUnaligned { .. }),
+    );
+    let unaligned_last: Case = (
+        "unaligned last address",
+        RangeSpec {
+            first_offset_bytes: 0,
+            end: RangeEnd::LastOffset(chunk + 512),
+        },
+        |e| matches!(e, AddressError::LastUnaligned { .. }),
+    );
+    let cases = [
+        ("Writing", beyond_target),
+        ("Writing", first_after_last),
+        ("Writing", unaligned_first),
+        ("Reading", beyond_target),
+        ("Reading", first_after_last),
+        ("Reading", unaligned_last),
     ];
-    for (what, op, spec, expected) in cases {
-        let verb = if op == IoOp::Write {
-            "Writing"
-        } else {
-            "Reading"
-        };
+    for (verb, (what, spec, expected)) in cases {
         suite.info(format!("{verb} with {what}"));
         match stream::plan(suite.target, spec, &suite.config) {
             Err(StreamError::Address(error)) if expected(&error) => {

@@ -452,6 +452,8 @@ struct Run<'a> {
     error: Option<String>,
     io_error: Option<IoError>,
     started: Instant,
+    /// The process's (user, system) CPU seconds when the run began.
+    cpu_before: (f64, f64),
 }
 
 impl<'a> Run<'a> {
@@ -464,6 +466,8 @@ impl<'a> Run<'a> {
         control: &'a Control,
         progress: &'a Progress,
     ) -> Result<Run<'a>, StreamError> {
+        config.validate(target.logical_block_bytes)?;
+        let cpu_before = process_cpu_s();
         let slot_bytes = (config.chunks_per_io() * config.chunk_size_bytes)
             .next_multiple_of(SLOT_ALIGN_BYTES as u64);
         // No more slots than the range can use: a small range gets a small pool.
@@ -500,6 +504,7 @@ impl<'a> Run<'a> {
             error: None,
             io_error: None,
             started: Instant::now(),
+            cpu_before,
         })
     }
 
@@ -597,6 +602,20 @@ impl<'a> Run<'a> {
     }
 
     /// Reaps until nothing is in flight.
+    /// Reaps what completed after a round of submits, waiting only when nothing more can be
+    /// submitted right now. False when nothing is in flight: the run is over.
+    fn reap_between_submits(
+        &mut self,
+        on_front: &mut dyn FnMut(&mut Run<'a>, Flight),
+    ) -> Result<bool, EngineError> {
+        if self.flights.is_empty() {
+            return Ok(false);
+        }
+        let wait = self.free_slots.is_empty() || !self.may_submit_more();
+        self.reap(wait, on_front)?;
+        Ok(true)
+    }
+
     fn drain(&mut self, on_front: &mut dyn FnMut(&mut Run<'a>, Flight)) -> Result<(), EngineError> {
         while !self.flights.is_empty() {
             self.reap(true, on_front)?;
@@ -604,12 +623,7 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    fn finish(
-        mut self,
-        target: &Target,
-        cpu_before: (f64, f64),
-        check: Option<CheckReport>,
-    ) -> StreamReport {
+    fn finish(mut self, target: &Target, check: Option<CheckReport>) -> StreamReport {
         let mut flush_s = None;
         if self.op == IoOp::Write
             && self.config.flush == FlushMode::AfterWrite
@@ -660,8 +674,8 @@ impl<'a> Run<'a> {
             elapsed_s: elapsed.as_secs_f64(),
             flush_s,
             rate_mib_per_s: crate::unit::rate_mib_per_s(bytes, elapsed),
-            cpu_user_s: cpu_after.0 - cpu_before.0,
-            cpu_system_s: cpu_after.1 - cpu_before.1,
+            cpu_user_s: cpu_after.0 - self.cpu_before.0,
+            cpu_system_s: cpu_after.1 - self.cpu_before.1,
             engine_stats: self.engine.stats(),
             check,
             error: self.error,
@@ -693,8 +707,6 @@ pub fn write(
     control: &Control,
     progress: &Progress,
 ) -> Result<StreamReport, StreamError> {
-    config.validate(target.logical_block_bytes)?;
-    let cpu_before = process_cpu_s();
     let mut run = Run::new(
         IoOp::Write,
         target,
@@ -775,15 +787,12 @@ pub fn write(
             }
             run.submit(slot, first_chunk_index, filled_chunk_count);
         }
-        if run.flights.is_empty() {
+        if !run.reap_between_submits(&mut no_op)? {
             break;
         }
-        // Wait only when nothing more can be submitted right now.
-        let wait = run.free_slots.is_empty() || !run.may_submit_more();
-        run.reap(wait, &mut no_op)?;
     }
     run.drain(&mut no_op)?;
-    Ok(run.finish(target, cpu_before, None))
+    Ok(run.finish(target, None))
 }
 
 /// Reads the chunks of `range` into `sink`, in address order.
@@ -795,8 +804,6 @@ pub fn read(
     control: &Control,
     progress: &Progress,
 ) -> Result<StreamReport, StreamError> {
-    config.validate(target.logical_block_bytes)?;
-    let cpu_before = process_cpu_s();
     // Reads never wait on a source; a sink that blocks only delays the next reap.
     let mut run = Run::new(IoOp::Read, target, range, config, false, control, progress)?;
     let chunks_per_io = config.chunks_per_io();
@@ -835,11 +842,9 @@ pub fn read(
             run.next_chunk_index += chunk_count as u64;
             run.submit(slot, first_chunk_index, chunk_count);
         }
-        if run.flights.is_empty() {
+        if !run.reap_between_submits(&mut consume)? {
             break;
         }
-        let wait = run.free_slots.is_empty() || !run.may_submit_more();
-        run.reap(wait, &mut consume)?;
     }
     run.drain(&mut consume)?;
     if let Err(error) = sink.finish() {
@@ -847,7 +852,7 @@ pub fn read(
             .get_or_insert_with(|| format!("finishing the output: {error}"));
     }
     let check = sink.check_report();
-    Ok(run.finish(target, cpu_before, check))
+    Ok(run.finish(target, check))
 }
 
 #[cfg(test)]

@@ -335,16 +335,7 @@ fn open_regular_file(
         }
     })?;
 
-    let meta = file
-        .metadata()
-        .map_err(|source| probe_error(path, "stat the open file", source))?;
-    if !meta.file_type().is_file() {
-        // Swapped for something else between the stat and the open.
-        return Err(DeviceError::NotFileOrBlockDevice {
-            path: path.to_path_buf(),
-            found: file_type_phrase(&meta.file_type()),
-        });
-    }
+    let meta = stat_opened(path, &file, "stat the open file", |kind| kind.is_file())?;
 
     if write {
         lock(path, &file, Lock::Writer)?;
@@ -456,15 +447,9 @@ fn open_block_device(
         },
     })?;
 
-    let meta = file
-        .metadata()
-        .map_err(|source| probe_error(path, "stat the open device", source))?;
-    if !meta.file_type().is_block_device() {
-        return Err(DeviceError::NotFileOrBlockDevice {
-            path: path.to_path_buf(),
-            found: file_type_phrase(&meta.file_type()),
-        });
-    }
+    stat_opened(path, &file, "stat the open device", |kind| {
+        kind.is_block_device()
+    })?;
 
     if options.access == Access::Write {
         lock(path, &file, Lock::Writer)?;
@@ -559,6 +544,27 @@ pub fn is_recording(file: &File) -> bool {
             io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
         }
     }
+}
+
+/// The metadata of a file just opened at `path`, checked to be still of the kind that was
+/// looked at before the open (`is_kind`): the path may have been swapped for something else
+/// between the stat and the open.
+fn stat_opened(
+    path: &Path,
+    file: &File,
+    what: &str,
+    is_kind: fn(&std::fs::FileType) -> bool,
+) -> Result<std::fs::Metadata, DeviceError> {
+    let meta = file
+        .metadata()
+        .map_err(|source| probe_error(path, what, source))?;
+    if !is_kind(&meta.file_type()) {
+        return Err(DeviceError::NotFileOrBlockDevice {
+            path: path.to_path_buf(),
+            found: file_type_phrase(&meta.file_type()),
+        });
+    }
+    Ok(meta)
 }
 
 fn probe_error(path: &Path, what: &str, source: io::Error) -> DeviceError {

@@ -18,24 +18,18 @@ const BLKGETSIZE64: libc::Ioctl = ioctl_read_request(0x12, 114, std::mem::size_o
 /// and the number. A handful of architectures put the direction one bit lower and give the
 /// size 13 bits instead of 14.
 const fn ioctl_read_request(kind: u32, number: u32, arg_size_bytes: usize) -> libc::Ioctl {
-    #[cfg(any(
+    const DIR_SHIFT: u32 = if cfg!(any(
         target_arch = "mips",
         target_arch = "mips64",
         target_arch = "powerpc",
         target_arch = "powerpc64",
         target_arch = "sparc",
         target_arch = "sparc64"
-    ))]
-    const DIR_SHIFT: u32 = 29;
-    #[cfg(not(any(
-        target_arch = "mips",
-        target_arch = "mips64",
-        target_arch = "powerpc",
-        target_arch = "powerpc64",
-        target_arch = "sparc",
-        target_arch = "sparc64"
-    )))]
-    const DIR_SHIFT: u32 = 30;
+    )) {
+        29
+    } else {
+        30
+    };
     const IOC_READ: u32 = 2;
     let request = (IOC_READ << DIR_SHIFT) | ((arg_size_bytes as u32) << 16) | (kind << 8) | number;
     // The request is a bit pattern; on libcs where `Ioctl` is a signed int the cast keeps

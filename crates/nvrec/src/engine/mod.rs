@@ -21,6 +21,69 @@
 //! Waiting may return early with no completion when a signal arrives, so that the caller can
 //! look at its stop and abort flags; callers loop.
 
+/// Writes [`Engine`] methods that engines answer alike from fields of the same names, so
+/// that an engine's `impl Engine` holds only what is its own. A macro because trait methods
+/// cannot be shared by a function. Each form writes one group:
+/// - `pool, KIND`: `kind`, and `queue_depth`, `pool`, `pool_mut` from those fields;
+/// - `files`: `in_flight`, `sync_data` and `discard`, for engines on open files (`files`,
+///   `in_flight`);
+/// - `stats`: `stats` from that field;
+/// - `batched`: `in_flight` and `push`, for the simulated engines, which hold pushed
+///   requests in `pushed` until `submit_and_reap` serves them into `pending`.
+macro_rules! shared_engine_methods {
+    (pool, $kind:expr) => {
+        fn kind(&self) -> EngineKind {
+            $kind
+        }
+
+        fn queue_depth(&self) -> u32 {
+            self.queue_depth
+        }
+
+        fn pool(&self) -> &BufferPool {
+            &self.pool
+        }
+
+        fn pool_mut(&mut self) -> &mut BufferPool {
+            &mut self.pool
+        }
+    };
+    (files) => {
+        fn in_flight(&self) -> u32 {
+            self.in_flight
+        }
+
+        fn sync_data(&mut self) -> Result<(), IoError> {
+            debug_assert_eq!(self.in_flight, 0);
+            super::sync_files(&self.files)
+        }
+
+        fn discard(
+            &mut self,
+            file_index: u16,
+            offset_bytes: u64,
+            len_bytes: u64,
+        ) -> Result<(), IoError> {
+            super::discard_file(&self.files[file_index as usize], offset_bytes, len_bytes)
+        }
+    };
+    (stats) => {
+        fn stats(&self) -> EngineStats {
+            self.stats
+        }
+    };
+    (batched) => {
+        fn in_flight(&self) -> u32 {
+            (self.pushed.len() + self.pending.len()) as u32
+        }
+
+        unsafe fn push(&mut self, request: IoRequest) {
+            check_push(self, &request);
+            self.pushed.push(request);
+        }
+    };
+}
+
 mod per_member;
 mod sim;
 mod simdisks;
@@ -296,6 +359,31 @@ pub trait Engine {
         offset_bytes: u64,
         len_bytes: u64,
     ) -> Result<(), IoError>;
+}
+
+/// The argument checks every engine makes in [`Engine::push`]: the transfer stays inside
+/// its slot (the kernel would otherwise read or fill the next slot) and the caller keeps at
+/// most the queue depth in flight (every engine's tables are sized by it). Plain asserts,
+/// because a request that breaks either is memory the kernel must never be handed.
+#[inline]
+pub(crate) fn check_push<E: Engine + ?Sized>(engine: &E, request: &IoRequest) {
+    assert!(
+        request.slot_offset_bytes as usize + request.len_bytes as usize
+            <= engine.pool().slot_bytes(),
+        "the transfer lies inside its slot"
+    );
+    assert!(
+        engine.in_flight() < engine.queue_depth(),
+        "caller keeps at most queue_depth requests in flight"
+    );
+}
+
+/// Locks a simulated drive's state. Every update under the lock is a few assignments and
+/// copies: a panic elsewhere leaves the state consistent, so a poisoned lock is taken over.
+pub(crate) fn lock_taken_over<T>(state: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// CLOCK_MONOTONIC in nanoseconds.

@@ -27,7 +27,8 @@
 
 use super::uring::UringEngine;
 use super::{
-    Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoRequest,
+    check_push, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError,
+    IoRequest,
 };
 use crate::buffer::BufferPool;
 use std::fs::File;
@@ -300,9 +301,7 @@ impl Engine for PerMemberEngine {
         self.queue_depth
     }
 
-    fn in_flight(&self) -> u32 {
-        self.in_flight
-    }
+    shared_engine_methods!(files);
 
     fn pool(&self) -> &BufferPool {
         self.pool.as_ref().expect("the pool is here until drop")
@@ -315,11 +314,7 @@ impl Engine for PerMemberEngine {
     /// # Safety
     /// As [`Engine::push`].
     unsafe fn push(&mut self, request: IoRequest) {
-        assert!(
-            request.slot_offset_bytes as usize + request.len_bytes as usize
-                <= self.pool().slot_bytes(),
-            "the transfer lies inside its slot"
-        );
+        check_push(self, &request);
         let member = &mut self.members[request.file_index as usize];
         // The member's ring drives one file: its index 0.
         member.batch.push(IoRequest {
@@ -361,11 +356,6 @@ impl Engine for PerMemberEngine {
         self.wait_limit = Some(limit);
     }
 
-    fn sync_data(&mut self) -> Result<(), IoError> {
-        debug_assert_eq!(self.in_flight, 0);
-        super::sync_files(&self.files)
-    }
-
     fn stats(&self) -> EngineStats {
         let sum = |count: fn(&Counters) -> &AtomicU64| {
             self.members
@@ -381,15 +371,6 @@ impl Engine for PerMemberEngine {
 
     fn features(&self) -> String {
         format!("a thread and ring per member: {}", self.features)
-    }
-
-    fn discard(
-        &mut self,
-        file_index: u16,
-        offset_bytes: u64,
-        len_bytes: u64,
-    ) -> Result<(), IoError> {
-        super::discard_file(&self.files[file_index as usize], offset_bytes, len_bytes)
     }
 }
 

@@ -39,8 +39,8 @@
 //! drive, power states, or errors (every command succeeds unless it falls off the end).
 
 use super::{
-    Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoErrorKind,
-    IoOp, IoRequest,
+    check_push, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError,
+    IoErrorKind, IoOp, IoRequest,
 };
 use crate::buffer::BufferPool;
 use crate::unit::{format_bytes, parse_duration, parse_rate_bytes_per_s, parse_size_bytes};
@@ -434,11 +434,7 @@ impl SimDrive {
     }
 
     fn lock(&self) -> MutexGuard<'_, SimState> {
-        // A panic while holding the lock leaves a drive in a consistent state (every update is
-        // a few assignments), so a poisoned lock is taken over.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        super::lock_taken_over(&self.state)
     }
 }
 
@@ -648,30 +644,9 @@ impl SimEngine {
 }
 
 impl Engine for SimEngine {
-    fn kind(&self) -> EngineKind {
-        EngineKind::Sim
-    }
-
-    fn queue_depth(&self) -> u32 {
-        self.queue_depth
-    }
-
-    fn in_flight(&self) -> u32 {
-        (self.pushed.len() + self.pending.len()) as u32
-    }
-
-    fn pool(&self) -> &BufferPool {
-        &self.pool
-    }
-
-    fn pool_mut(&mut self) -> &mut BufferPool {
-        &mut self.pool
-    }
-
-    unsafe fn push(&mut self, request: IoRequest) {
-        debug_assert!(self.in_flight() < self.queue_depth);
-        self.pushed.push(request);
-    }
+    shared_engine_methods!(pool, EngineKind::Sim);
+    shared_engine_methods!(batched);
+    shared_engine_methods!(stats);
 
     fn submit_and_reap(
         &mut self,
@@ -714,10 +689,6 @@ impl Engine for SimEngine {
         let until_ns = state.channel_free_ns.max(state.now_ns);
         state.now_ns = until_ns;
         Ok(())
-    }
-
-    fn stats(&self) -> EngineStats {
-        self.stats
     }
 
     fn features(&self) -> String {
@@ -844,6 +815,25 @@ mod tests {
             .expect("engine")
     }
 
+    /// A request for file 0 that starts at the beginning of its slot.
+    fn request(
+        op: IoOp,
+        slot: u32,
+        offset_bytes: u64,
+        len_bytes: u32,
+        user_data: u64,
+    ) -> IoRequest {
+        IoRequest {
+            op,
+            file_index: 0,
+            slot,
+            slot_offset_bytes: 0,
+            offset_bytes,
+            len_bytes,
+            user_data,
+        }
+    }
+
     /// Writes `total` bytes sequentially at `queue_depth`, returning the virtual seconds.
     fn write_seq(engine: &mut SimEngine, start: u64, total: u64, io: u64) -> f64 {
         let begin = engine.now_ns();
@@ -857,15 +847,7 @@ mod tests {
                 // SAFETY: the slot is touched again only after the completion, with no read into it
                 // in flight meanwhile.
                 unsafe {
-                    engine.push(IoRequest {
-                        op: IoOp::Write,
-                        file_index: 0,
-                        slot,
-                        slot_offset_bytes: 0,
-                        offset_bytes: next,
-                        len_bytes: io as u32,
-                        user_data: slot as u64,
-                    });
+                    engine.push(request(IoOp::Write, slot, next, io as u32, slot as u64));
                 }
                 next += io;
             }
@@ -949,15 +931,7 @@ mod tests {
         // SAFETY: the slot is touched again only after the completion, with no read into it
         // in flight meanwhile.
         unsafe {
-            engine.push(IoRequest {
-                op: IoOp::Write,
-                file_index: 0,
-                slot: 0,
-                slot_offset_bytes: 0,
-                offset_bytes: 65536,
-                len_bytes: 65536,
-                user_data: 1,
-            });
+            engine.push(request(IoOp::Write, 0, 65536, 65536, 1));
         }
         engine.submit_and_reap(1, &mut completions).unwrap();
         assert_eq!(completions.len(), 1);
@@ -965,15 +939,7 @@ mod tests {
             // SAFETY: the slot is touched again only after the completion, with no read into it
             // in flight meanwhile.
             unsafe {
-                engine.push(IoRequest {
-                    op: IoOp::Read,
-                    file_index: 0,
-                    slot: 1,
-                    slot_offset_bytes: 0,
-                    offset_bytes: 65536,
-                    len_bytes: 65536,
-                    user_data: 2,
-                });
+                engine.push(request(IoOp::Read, 1, 65536, 65536, 2));
             }
             engine.submit_and_reap(1, completions).unwrap();
             completions[0].result.unwrap();
@@ -1001,15 +967,7 @@ mod tests {
             // SAFETY: the slot is touched again only after the completion, with no read into it
             // in flight meanwhile.
             unsafe {
-                engine.push(IoRequest {
-                    op: IoOp::Write,
-                    file_index: 0,
-                    slot: 0,
-                    slot_offset_bytes: 0,
-                    offset_bytes: offset,
-                    len_bytes: len,
-                    user_data: 0,
-                });
+                engine.push(request(IoOp::Write, 0, offset, len, 0));
             }
             engine.submit_and_reap(1, &mut completions).unwrap();
             assert_eq!(completions[0].result.unwrap_err().kind, kind);

@@ -42,8 +42,8 @@
 //! Each disk is kept twice in memory (current and durable): keep them small.
 
 use super::{
-    Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp,
-    IoRequest,
+    check_push, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError,
+    IoOp, IoRequest,
 };
 use crate::buffer::BufferPool;
 use crate::clock::Clock;
@@ -839,11 +839,7 @@ impl SimDisks {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // Every update under the lock is a few assignments and copies: a panic elsewhere
-        // leaves the state consistent, so a poisoned lock is taken over.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        super::lock_taken_over(&self.state)
     }
 }
 
@@ -941,30 +937,9 @@ impl SimDisksEngine {
 }
 
 impl Engine for SimDisksEngine {
-    fn kind(&self) -> EngineKind {
-        EngineKind::Sim
-    }
-
-    fn queue_depth(&self) -> u32 {
-        self.queue_depth
-    }
-
-    fn in_flight(&self) -> u32 {
-        (self.pushed.len() + self.pending.len()) as u32
-    }
-
-    fn pool(&self) -> &BufferPool {
-        &self.pool
-    }
-
-    fn pool_mut(&mut self) -> &mut BufferPool {
-        &mut self.pool
-    }
-
-    unsafe fn push(&mut self, request: IoRequest) {
-        debug_assert!(self.in_flight() < self.queue_depth);
-        self.pushed.push(request);
-    }
+    shared_engine_methods!(pool, EngineKind::Sim);
+    shared_engine_methods!(batched);
+    shared_engine_methods!(stats);
 
     fn submit_and_reap(
         &mut self,
@@ -1005,10 +980,6 @@ impl Engine for SimDisksEngine {
             .clone()
             .into_iter()
             .try_for_each(|disk| self.set.flush(disk))
-    }
-
-    fn stats(&self) -> EngineStats {
-        self.stats
     }
 
     fn features(&self) -> String {

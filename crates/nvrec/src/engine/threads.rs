@@ -7,8 +7,8 @@
 //! Short transfers are continued inside the worker with the same rules as io_uring's.
 
 use super::{
-    step, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp,
-    IoRequest, Step,
+    check_push, step, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion,
+    IoError, IoOp, IoRequest, Step,
 };
 use crate::buffer::BufferPool;
 use std::fs::File;
@@ -167,36 +167,12 @@ fn transfer(file: &File, job: &Job) -> (Result<(), IoError>, u32) {
 }
 
 impl Engine for ThreadsEngine {
-    fn kind(&self) -> EngineKind {
-        EngineKind::Threads
-    }
-
-    fn queue_depth(&self) -> u32 {
-        self.queue_depth
-    }
-
-    fn in_flight(&self) -> u32 {
-        self.in_flight
-    }
-
-    fn pool(&self) -> &BufferPool {
-        &self.pool
-    }
-
-    fn pool_mut(&mut self) -> &mut BufferPool {
-        &mut self.pool
-    }
+    shared_engine_methods!(pool, EngineKind::Threads);
+    shared_engine_methods!(files);
+    shared_engine_methods!(stats);
 
     unsafe fn push(&mut self, request: IoRequest) {
-        assert!(
-            request.slot_offset_bytes as usize + request.len_bytes as usize
-                <= self.pool.slot_bytes(),
-            "the transfer lies inside its slot"
-        );
-        assert!(
-            self.in_flight < self.queue_depth,
-            "caller keeps at most queue_depth requests in flight"
-        );
+        check_push(self, &request);
         let address =
             self.pool.slot_ptr(request.slot as usize) as usize + request.slot_offset_bytes as usize;
         let jobs = self.jobs.as_ref().expect("engine is open");
@@ -224,24 +200,6 @@ impl Engine for ThreadsEngine {
             self.account(done, completions);
         }
         Ok(())
-    }
-
-    fn sync_data(&mut self) -> Result<(), IoError> {
-        debug_assert_eq!(self.in_flight, 0);
-        super::sync_files(&self.files)
-    }
-
-    fn stats(&self) -> EngineStats {
-        self.stats
-    }
-
-    fn discard(
-        &mut self,
-        file_index: u16,
-        offset_bytes: u64,
-        len_bytes: u64,
-    ) -> Result<(), IoError> {
-        super::discard_file(&self.files[file_index as usize], offset_bytes, len_bytes)
     }
 
     fn features(&self) -> String {

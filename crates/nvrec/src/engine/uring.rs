@@ -8,8 +8,8 @@
 //! for an unprivileged user), plain Read/Write sqes with the same memory are used instead.
 
 use super::{
-    step, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError, IoOp,
-    IoRequest, Step,
+    check_push, step, Engine, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion,
+    IoError, IoOp, IoRequest, Step,
 };
 use crate::buffer::BufferPool;
 use io_uring::{opcode, squeue, types, IoUring};
@@ -225,32 +225,12 @@ fn build_ring(
 }
 
 impl Engine for UringEngine {
-    fn kind(&self) -> EngineKind {
-        EngineKind::IoUring
-    }
-
-    fn queue_depth(&self) -> u32 {
-        self.queue_depth
-    }
-
-    fn in_flight(&self) -> u32 {
-        self.in_flight
-    }
-
-    fn pool(&self) -> &BufferPool {
-        &self.pool
-    }
-
-    fn pool_mut(&mut self) -> &mut BufferPool {
-        &mut self.pool
-    }
+    shared_engine_methods!(pool, EngineKind::IoUring);
+    shared_engine_methods!(files);
+    shared_engine_methods!(stats);
 
     unsafe fn push(&mut self, request: IoRequest) {
-        assert!(
-            request.slot_offset_bytes as usize + request.len_bytes as usize
-                <= self.pool.slot_bytes(),
-            "the transfer lies inside its slot"
-        );
+        check_push(self, &request);
         debug_assert!(request.op != IoOp::Flush);
         debug_assert!((request.file_index as usize) < self.files.len());
         let tag = self
@@ -338,24 +318,6 @@ impl Engine for UringEngine {
                     .nsec(limit.subsec_nanos()),
             );
         }
-    }
-
-    fn sync_data(&mut self) -> Result<(), IoError> {
-        debug_assert_eq!(self.in_flight, 0);
-        super::sync_files(&self.files)
-    }
-
-    fn stats(&self) -> EngineStats {
-        self.stats
-    }
-
-    fn discard(
-        &mut self,
-        file_index: u16,
-        offset_bytes: u64,
-        len_bytes: u64,
-    ) -> Result<(), IoError> {
-        super::discard_file(&self.files[file_index as usize], offset_bytes, len_bytes)
     }
 
     fn features(&self) -> String {

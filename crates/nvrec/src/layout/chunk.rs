@@ -199,22 +199,7 @@ impl ChunkHeader {
     /// Fails if the header is invalid ([`ChunkHeader::validate`]) or the slot is shorter
     /// than header plus payload ([`LayoutError::Truncated`]); the slot is untouched then.
     pub fn encode_into(&self, slot: &mut [u8]) -> Result<(), LayoutError> {
-        self.validate()?;
-        let end = self.payload_range().end;
-        if slot.len() < end {
-            return Err(LayoutError::Truncated {
-                structure: Structure::Chunk,
-                needed_bytes: end,
-                got_bytes: slot.len(),
-            });
-        }
-        let mut h = self.header_bytes_without_crcs();
-        let chunk_crc = crc32c_append(crc32c(&h), &slot[HEADER..end]);
-        put_u32(&mut h, off::CHUNK_CRC, chunk_crc);
-        let header_crc = crc32c(&h[..off::HEADER_CRC]);
-        put_u32(&mut h, off::HEADER_CRC, header_crc);
-        slot[..HEADER].copy_from_slice(&h);
-        Ok(())
+        self.seal_into(slot, crc32c_append)
     }
 
     /// As [`ChunkHeader::encode_into`], for a payload whose CRC32C the caller already has
@@ -226,6 +211,21 @@ impl ChunkHeader {
         slot: &mut [u8],
         payload_crc32c: u32,
     ) -> Result<(), LayoutError> {
+        let payload_len_bytes = self.payload_len_bytes as usize;
+        self.seal_into(slot, |header_crc, _payload| {
+            crc32c_combine(header_crc, payload_crc32c, payload_len_bytes)
+        })
+    }
+
+    /// What both `encode_into`s share: checks the header and the slot's length, then
+    /// writes the header into `slot[..128]` with the chunk CRC32C `chunk_crc` gives from the
+    /// header's CRC32C and the payload, and the header CRC32C.
+    #[inline]
+    fn seal_into(
+        &self,
+        slot: &mut [u8],
+        chunk_crc: impl FnOnce(u32, &[u8]) -> u32,
+    ) -> Result<(), LayoutError> {
         self.validate()?;
         let end = self.payload_range().end;
         if slot.len() < end {
@@ -236,7 +236,7 @@ impl ChunkHeader {
             });
         }
         let mut h = self.header_bytes_without_crcs();
-        let chunk_crc = crc32c_combine(crc32c(&h), payload_crc32c, self.payload_len_bytes as usize);
+        let chunk_crc = chunk_crc(crc32c(&h), &slot[HEADER..end]);
         put_u32(&mut h, off::CHUNK_CRC, chunk_crc);
         let header_crc = crc32c(&h[..off::HEADER_CRC]);
         put_u32(&mut h, off::HEADER_CRC, header_crc);

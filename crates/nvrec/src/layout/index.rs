@@ -73,6 +73,85 @@ pub(crate) mod re_off {
     // 3328 + 128 × 4 = 3840 .. 4092 reserved, 4092..4096 CRC32C
 }
 
+/// Where a structure's member table lies: its start, one member's stride, and the offsets
+/// in a member of its two u64 fields (checkpoint: next slot and lap; entry: start and end
+/// slot).
+#[derive(Clone, Copy)]
+struct MemberTable {
+    at: usize,
+    stride: usize,
+    first: usize,
+    second: usize,
+}
+
+const CP_MEMBERS: MemberTable = MemberTable {
+    at: cp_off::MEMBERS,
+    stride: cp_off::MEMBER_STRIDE,
+    first: cp_off::MEMBER_NEXT_SLOT,
+    second: cp_off::MEMBER_LAP,
+};
+
+const RE_MEMBERS: MemberTable = MemberTable {
+    at: re_off::MEMBERS,
+    stride: re_off::MEMBER_STRIDE,
+    first: re_off::MEMBER_START_SLOT,
+    second: re_off::MEMBER_END_SLOT,
+};
+
+impl MemberTable {
+    fn put(self, b: &mut [u8], members: impl Iterator<Item = (u64, u64)>) {
+        for (i, (first, second)) in members.enumerate() {
+            let at = self.at + i * self.stride;
+            put_u64(b, at + self.first, first);
+            put_u64(b, at + self.second, second);
+        }
+    }
+
+    fn get(self, b: &[u8], member_count: u16) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..usize::from(member_count)).map(move |i| {
+            let at = self.at + i * self.stride;
+            (get_u64(b, at + self.first), get_u64(b, at + self.second))
+        })
+    }
+}
+
+/// Every structure names its set; a nil uuid names none.
+fn check_set_uuid(structure: Structure, set_uuid: Uuid) -> Result<(), LayoutError> {
+    if set_uuid.is_nil() {
+        return Err(LayoutError::invalid(structure, "set_uuid", "is nil"));
+    }
+    Ok(())
+}
+
+/// A counter whose `values` (generations, ids, revisions) start at 1: 0 is never written.
+fn check_from_one(
+    structure: Structure,
+    field: &'static str,
+    value: u64,
+    values: &str,
+) -> Result<(), LayoutError> {
+    if value == 0 {
+        return Err(LayoutError::invalid(
+            structure,
+            field,
+            format!("is 0 ({values} start at 1)"),
+        ));
+    }
+    Ok(())
+}
+
+/// A structure names 1..=[`MAX_MEMBERS`] members.
+fn check_member_count(structure: Structure, member_count: usize) -> Result<(), LayoutError> {
+    if member_count == 0 || member_count > usize::from(MAX_MEMBERS) {
+        return Err(LayoutError::invalid(
+            structure,
+            "member_count",
+            format!("{member_count} is outside 1..={MAX_MEMBERS}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Where the writer stood on one member when a checkpoint was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MemberPosition {
@@ -136,24 +215,10 @@ impl Checkpoint {
     /// lost than durable bytes, and the recording's first sequence not after the durable
     /// end.
     pub fn validate(&self) -> Result<(), LayoutError> {
-        if self.set_uuid.is_nil() {
-            return Err(LayoutError::invalid(C, "set_uuid", "is nil"));
-        }
-        if self.generation == 0 {
-            return Err(LayoutError::invalid(
-                C,
-                "generation",
-                "is 0 (generations start at 1)",
-            ));
-        }
+        check_set_uuid(C, self.set_uuid)?;
+        check_from_one(C, "generation", self.generation, "generations")?;
         let n = self.members.len();
-        if n == 0 || n > usize::from(MAX_MEMBERS) {
-            return Err(LayoutError::invalid(
-                C,
-                "member_count",
-                format!("{n} is outside 1..={MAX_MEMBERS}"),
-            ));
-        }
+        check_member_count(C, n)?;
         if self.durable_lost_bytes > self.durable_stream_bytes {
             return Err(LayoutError::invalid(
                 C,
@@ -211,11 +276,8 @@ impl Checkpoint {
             self.durable_stream_bytes,
         );
         put_u64(&mut b, cp_off::DURABLE_LOST_BYTES, self.durable_lost_bytes);
-        for (i, m) in self.members.iter().enumerate() {
-            let at = cp_off::MEMBERS + i * cp_off::MEMBER_STRIDE;
-            put_u64(&mut b, at + cp_off::MEMBER_NEXT_SLOT, m.next_slot_index);
-            put_u64(&mut b, at + cp_off::MEMBER_LAP, m.lap);
-        }
+        let members = self.members.iter();
+        CP_MEMBERS.put(&mut b, members.map(|m| (m.next_slot_index, m.lap)));
         encode_table(
             &mut b,
             cp_off::RETIREMENT_COUNT,
@@ -233,20 +295,12 @@ impl Checkpoint {
         check_preamble(C, b, &CHECKPOINT_MAGIC)?;
         check_meta_crc(C, b)?;
         let member_count = get_u16(b, cp_off::MEMBER_COUNT);
-        if member_count == 0 || member_count > MAX_MEMBERS {
-            return Err(LayoutError::invalid(
-                C,
-                "member_count",
-                format!("{member_count} is outside 1..={MAX_MEMBERS}"),
-            ));
-        }
-        let members = (0..usize::from(member_count))
-            .map(|i| {
-                let at = cp_off::MEMBERS + i * cp_off::MEMBER_STRIDE;
-                MemberPosition {
-                    next_slot_index: get_u64(b, at + cp_off::MEMBER_NEXT_SLOT),
-                    lap: get_u64(b, at + cp_off::MEMBER_LAP),
-                }
+        check_member_count(C, usize::from(member_count))?;
+        let members = CP_MEMBERS
+            .get(b, member_count)
+            .map(|(next_slot_index, lap)| MemberPosition {
+                next_slot_index,
+                lap,
             })
             .collect();
         let cp = Checkpoint {
@@ -374,23 +428,9 @@ impl RecordingEntry {
     /// Checks the fields: non-nil uuid, id and revision from 1, known flags, sequences
     /// in order, no more lost bytes than stream bytes.
     pub fn validate(&self) -> Result<(), LayoutError> {
-        if self.set_uuid.is_nil() {
-            return Err(LayoutError::invalid(R, "set_uuid", "is nil"));
-        }
-        if self.recording_id == 0 {
-            return Err(LayoutError::invalid(
-                R,
-                "recording_id",
-                "is 0 (ids start at 1)",
-            ));
-        }
-        if self.revision == 0 {
-            return Err(LayoutError::invalid(
-                R,
-                "revision",
-                "is 0 (revisions start at 1)",
-            ));
-        }
+        check_set_uuid(R, self.set_uuid)?;
+        check_from_one(R, "recording_id", self.recording_id.into(), "ids")?;
+        check_from_one(R, "revision", self.revision, "revisions")?;
         let unknown = self.flags.unknown_incompat_bits();
         if unknown != 0 {
             return Err(LayoutError::UnsupportedFeature {
@@ -410,13 +450,7 @@ impl RecordingEntry {
             ));
         }
         let n = self.members.len();
-        if n == 0 || n > usize::from(MAX_MEMBERS) {
-            return Err(LayoutError::invalid(
-                R,
-                "member_count",
-                format!("{n} is outside 1..={MAX_MEMBERS}"),
-            ));
-        }
+        check_member_count(R, n)?;
         validate_table(R, &self.retirements, n)?;
         if self.signal.is_some() && !self.flags.contains(RecordingFlags::SIGNAL) {
             return Err(LayoutError::invalid(
@@ -458,11 +492,11 @@ impl RecordingEntry {
         // validate() bounds the length by MAX_MEMBERS, so it fits a u16.
         let member_count = u16::try_from(self.members.len()).unwrap_or(MAX_MEMBERS);
         put_u16(&mut b, re_off::MEMBER_COUNT, member_count);
-        for (i, m) in self.members.iter().enumerate() {
-            let at = re_off::MEMBERS + i * re_off::MEMBER_STRIDE;
-            put_u64(&mut b, at + re_off::MEMBER_START_SLOT, m.start_slot_index);
-            put_u64(&mut b, at + re_off::MEMBER_END_SLOT, m.end_slot_index);
-        }
+        let members = self.members.iter();
+        RE_MEMBERS.put(
+            &mut b,
+            members.map(|m| (m.start_slot_index, m.end_slot_index)),
+        );
         encode_table(
             &mut b,
             re_off::RETIREMENT_COUNT,
@@ -506,20 +540,12 @@ impl RecordingEntry {
         })?;
         let name: [u8; LABEL_MAX_BYTES] = get_array(b, re_off::NAME);
         let member_count = get_u16(b, re_off::MEMBER_COUNT);
-        if member_count == 0 || member_count > MAX_MEMBERS {
-            return Err(LayoutError::invalid(
-                R,
-                "member_count",
-                format!("{member_count} is outside 1..={MAX_MEMBERS}"),
-            ));
-        }
-        let members = (0..usize::from(member_count))
-            .map(|i| {
-                let at = re_off::MEMBERS + i * re_off::MEMBER_STRIDE;
-                MemberSpan {
-                    start_slot_index: get_u64(b, at + re_off::MEMBER_START_SLOT),
-                    end_slot_index: get_u64(b, at + re_off::MEMBER_END_SLOT),
-                }
+        check_member_count(R, usize::from(member_count))?;
+        let members = RE_MEMBERS
+            .get(b, member_count)
+            .map(|(start_slot_index, end_slot_index)| MemberSpan {
+                start_slot_index,
+                end_slot_index,
             })
             .collect();
         let entry = RecordingEntry {
@@ -675,6 +701,30 @@ pub(crate) mod tests {
             redirect_lap_slots: 5_100,
             retired_first_slot: 4_321,
         }
+    }
+
+    /// A flipped byte `i` of a 4096-byte block is caught by what guards it: the magic (bytes
+    /// 0..8), the major version (8..10), the CRC32C (everything else).
+    pub(crate) fn assert_flip_is_caught(i: usize, err: &LayoutError) {
+        match i {
+            0..=7 => assert!(matches!(err, LayoutError::BadMagic { .. }), "{i}: {err}"),
+            8..=9 => assert!(
+                matches!(err, LayoutError::UnsupportedVersion { .. }),
+                "{i}: {err}"
+            ),
+            _ => assert!(matches!(err, LayoutError::BadCrc { .. }), "{i}: {err}"),
+        }
+    }
+
+    /// Rejected for its member count.
+    fn bad_member_count(e: &LayoutError) -> bool {
+        matches!(
+            e,
+            LayoutError::InvalidField {
+                field: "member_count",
+                ..
+            }
+        )
     }
 
     fn reseal(b: &mut [u8; 4096]) {
@@ -859,14 +909,7 @@ pub(crate) mod tests {
                     RecordingEntry::decode(&b).map(|_| ())
                 }
                 .expect_err("a flipped byte must be caught");
-                match i {
-                    0..=7 => assert!(matches!(err, LayoutError::BadMagic { .. }), "{i}: {err}"),
-                    8..=9 => assert!(
-                        matches!(err, LayoutError::UnsupportedVersion { .. }),
-                        "{i}: {err}"
-                    ),
-                    _ => assert!(matches!(err, LayoutError::BadCrc { .. }), "{i}: {err}"),
-                }
+                assert_flip_is_caught(i, &err);
             }
         }
     }
@@ -916,15 +959,7 @@ pub(crate) mod tests {
                     b[cp_off::MEMBER_COUNT] = 0;
                     reseal(b);
                 },
-                |e| {
-                    matches!(
-                        e,
-                        LayoutError::InvalidField {
-                            field: "member_count",
-                            ..
-                        }
-                    )
-                },
+                bad_member_count,
             ),
             (
                 "too many members",
@@ -932,15 +967,7 @@ pub(crate) mod tests {
                     b[cp_off::MEMBER_COUNT] = 129;
                     reseal(b);
                 },
-                |e| {
-                    matches!(
-                        e,
-                        LayoutError::InvalidField {
-                            field: "member_count",
-                            ..
-                        }
-                    )
-                },
+                bad_member_count,
             ),
             (
                 "generation 0",
@@ -1105,15 +1132,7 @@ pub(crate) mod tests {
                     put_u16(b, re_off::MEMBER_COUNT, 0);
                     reseal(b);
                 },
-                |e| {
-                    matches!(
-                        e,
-                        LayoutError::InvalidField {
-                            field: "member_count",
-                            ..
-                        }
-                    )
-                },
+                bad_member_count,
             ),
             (
                 "too many members",
@@ -1121,15 +1140,7 @@ pub(crate) mod tests {
                     put_u16(b, re_off::MEMBER_COUNT, MAX_MEMBERS + 1);
                     reseal(b);
                 },
-                |e| {
-                    matches!(
-                        e,
-                        LayoutError::InvalidField {
-                            field: "member_count",
-                            ..
-                        }
-                    )
-                },
+                bad_member_count,
             ),
             (
                 "name not NUL-padded",

@@ -31,7 +31,7 @@ use crate::layout::{
 use crate::source::Source;
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
@@ -152,7 +152,7 @@ struct Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        // SAFETY: base and len are exactly the mapping made in `open_socket`.
+        // SAFETY: base and len are exactly the mapping made in `map_ring`.
         unsafe { libc::munmap(self.base.cast(), self.len) };
     }
 }
@@ -774,11 +774,8 @@ impl Drop for CaptureSource {
 
 impl Source for CaptureSource {
     fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
-        let written = self.read_records(buf)?;
-        if written > 0 {
-            self.counters.note_taken(offset_bytes + written as u64);
-        }
-        Ok(written)
+        let read = self.read_records(buf);
+        self.counters.note_read(offset_bytes, read)
     }
 
     fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
@@ -852,6 +849,9 @@ fn copy_staged(
     (false, written)
 }
 
+/// Opens one capture socket on interface `name`: its filter attached and its ring mapped
+/// before it is bound, so that every frame it queues has passed the filter, then joined to
+/// the fanout group that spreads the interface's flows over the capture threads.
 fn open_socket(
     name: &str,
     stream: u16,
@@ -859,96 +859,13 @@ fn open_socket(
     fanout_group: Option<u16>,
 ) -> io::Result<Member> {
     let named = |error: io::Error| io::Error::new(error.kind(), format!("capture:{name}: {error}"));
-    let c_name = std::ffi::CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "an interface name has no NUL"))?;
-    // SAFETY: if_nametoindex reads a NUL-terminated string.
-    let ifindex = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
-    if ifindex == 0 {
-        return Err(named(io::Error::new(
-            io::ErrorKind::NotFound,
-            "no such network interface",
-        )));
-    }
-    // Protocol 0: no frame is queued before the socket is bound (below), with its filter
-    // attached and its ring in place.
-    // SAFETY: plain socket creation.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(named(io::Error::last_os_error()));
-    }
-    // SAFETY: the descriptor was just created and is owned by nothing else.
-    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+    let (socket, ifindex) = super::packet_socket(name, named)?;
+    let fd = socket.as_raw_fd();
     if let Some(program) = &options.filter {
-        let fprog = SockFprog {
-            len: program.len() as u16,
-            filter: program.as_ptr(),
-        };
-        // SAFETY: SO_ATTACH_FILTER copies the program the sock_fprog points to.
-        let result = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ATTACH_FILTER,
-                (&fprog as *const SockFprog).cast(),
-                std::mem::size_of::<SockFprog>() as u32,
-            )
-        };
-        if result != 0 {
-            let error = io::Error::last_os_error();
-            return Err(named(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("the kernel refused the BPF program: {error}"),
-            )));
-        }
+        attach_filter(fd, program).map_err(named)?;
     }
-    set_packet_option(fd, PACKET_VERSION, &TPACKET_V3).map_err(named)?;
-    let request = TpacketReq3 {
-        block_size: options.block_bytes,
-        block_nr: options.block_count,
-        frame_size: 2048,
-        frame_nr: options.block_bytes / 2048 * options.block_count,
-        retire_blk_tov: BLOCK_TIMEOUT_MS,
-        sizeof_priv: 0,
-        feature_req_word: 0,
-    };
-    set_packet_option(fd, PACKET_RX_RING, &request).map_err(named)?;
-    let len = options.block_bytes as usize * options.block_count as usize;
-    // SAFETY: maps the ring the kernel just made for this socket.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(named(io::Error::last_os_error()));
-    }
-    let ring = Ring {
-        base: base.cast(),
-        len,
-        block_bytes: options.block_bytes as usize,
-        block_count: options.block_count,
-    };
-    // SAFETY: sockaddr_ll is plain data; the fields set are those bind reads.
-    let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    address.sll_family = libc::AF_PACKET as u16;
-    address.sll_protocol = ETH_P_ALL.to_be();
-    address.sll_ifindex = ifindex as i32;
-    // SAFETY: binds the socket to the address we pass, of the size we pass.
-    let bound = unsafe {
-        libc::bind(
-            fd,
-            (&address as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        )
-    };
-    if bound != 0 {
-        return Err(named(io::Error::last_os_error()));
-    }
+    let ring = map_ring(fd, options).map_err(named)?;
+    super::bind_packet_socket(&socket, ifindex, ETH_P_ALL.to_be()).map_err(named)?;
     if let Some(group) = fanout_group {
         // By flow hash (a flow's frames stay in one ring, in order), IP fragments
         // reassembled first so that they hash alike.
@@ -965,21 +882,61 @@ fn open_socket(
     })
 }
 
-fn set_packet_option<T>(fd: i32, option: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: passes a pointer to a `T` of the size given, for a socket we hold.
-    let result = unsafe {
-        libc::setsockopt(
+/// Attaches the classic BPF program every frame must pass to be queued.
+fn attach_filter(fd: i32, program: &[BpfInstruction]) -> io::Result<()> {
+    let fprog = SockFprog {
+        len: program.len() as u16,
+        filter: program.as_ptr(),
+    };
+    // SO_ATTACH_FILTER copies the program the sock_fprog points to.
+    super::set_socket_option(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog).map_err(
+        |error| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the kernel refused the BPF program: {error}"),
+            )
+        },
+    )
+}
+
+/// Asks for a TPACKET_V3 receive ring of the blocks `options` names and maps it.
+fn map_ring(fd: i32, options: &CaptureOptions) -> io::Result<Ring> {
+    set_packet_option(fd, PACKET_VERSION, &TPACKET_V3)?;
+    let request = TpacketReq3 {
+        block_size: options.block_bytes,
+        block_nr: options.block_count,
+        frame_size: 2048,
+        frame_nr: options.block_bytes / 2048 * options.block_count,
+        retire_blk_tov: BLOCK_TIMEOUT_MS,
+        sizeof_priv: 0,
+        feature_req_word: 0,
+    };
+    set_packet_option(fd, PACKET_RX_RING, &request)?;
+    let len = options.block_bytes as usize * options.block_count as usize;
+    // SAFETY: maps the ring the kernel just made for this socket.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
             fd,
-            SOL_PACKET,
-            option,
-            (value as *const T).cast(),
-            std::mem::size_of::<T>() as u32,
+            0,
         )
     };
-    if result != 0 {
+    if base == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    Ok(())
+    Ok(Ring {
+        base: base.cast(),
+        len,
+        block_bytes: options.block_bytes as usize,
+        block_count: options.block_count,
+    })
+}
+
+fn set_packet_option<T>(fd: i32, option: libc::c_int, value: &T) -> io::Result<()> {
+    super::set_socket_option(fd, SOL_PACKET, option, value)
 }
 
 impl std::fmt::Debug for CaptureSource {
@@ -1015,22 +972,8 @@ mod tests {
         source: &mut CaptureSource,
         payload_bytes: usize,
     ) -> Vec<(Vec<u8>, u32)> {
-        source.set_payload_capacity(payload_bytes);
-        let mut payloads = Vec::new();
-        while source.wait_readable(Duration::from_millis(300)).unwrap() {
-            let mut buf = vec![0u8; payload_bytes];
-            let mut filled = 0;
-            loop {
-                match source.read_at(0, &mut buf[filled..]) {
-                    Ok(0) => break,
-                    Ok(count) => filled += count,
-                    Err(error) if error.kind() == io::ErrorKind::Interrupted => break,
-                    Err(error) => panic!("{error}"),
-                }
-            }
-            buf.truncate(filled);
-            payloads.push(buf);
-        }
+        let payloads =
+            super::super::read_payloads(source, payload_bytes, Duration::from_millis(300));
         let mut seen = Vec::new();
         crate::layout::for_each_record(&payloads, |record| match record.unwrap() {
             Record::Packet(packet) => seen.push((packet.data.to_vec(), packet.original_len)),

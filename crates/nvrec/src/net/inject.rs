@@ -8,7 +8,7 @@
 //! (ENOBUFS) is waited out.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
 /// Frames per sendmmsg call, at most.
@@ -36,41 +36,9 @@ impl FrameSender {
     pub fn open(interface: &str) -> io::Result<FrameSender> {
         let named =
             |error: io::Error| io::Error::new(error.kind(), format!("iface:{interface}: {error}"));
-        let c_name = std::ffi::CString::new(interface).map_err(|_| {
-            io::Error::new(io::ErrorKind::InvalidInput, "an interface name has no NUL")
-        })?;
-        // SAFETY: if_nametoindex reads a NUL-terminated string.
-        let ifindex = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
-        if ifindex == 0 {
-            return Err(named(io::Error::new(
-                io::ErrorKind::NotFound,
-                "no such network interface",
-            )));
-        }
-        // Protocol 0: the socket only sends, it receives nothing.
-        // SAFETY: plain socket creation.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(named(io::Error::last_os_error()));
-        }
-        // SAFETY: the descriptor was just created and is owned by nothing else.
-        let socket = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_ll is plain data; the fields set are those bind reads.
-        let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        address.sll_family = libc::AF_PACKET as u16;
-        address.sll_protocol = 0;
-        address.sll_ifindex = ifindex as i32;
-        // SAFETY: binds the socket to the address we pass, of the size we pass.
-        let bound = unsafe {
-            libc::bind(
-                fd,
-                (&address as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if bound != 0 {
-            return Err(named(io::Error::last_os_error()));
-        }
+        // Bound for protocol 0: the socket only sends, it receives nothing.
+        let (socket, ifindex) = super::packet_socket(interface, named)?;
+        super::bind_packet_socket(&socket, ifindex, 0).map_err(named)?;
         Ok(FrameSender {
             socket,
             queued: Vec::with_capacity(BATCH * 2048),

@@ -8,7 +8,7 @@ mod udp;
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -115,6 +115,18 @@ impl NetCounters {
         });
     }
 
+    /// Notes where a read of the source that wrote `read` bytes (or failed) ended, as
+    /// [`NetCounters::note_taken`] does for a read that wrote something; hands `read` back.
+    #[inline]
+    fn note_read(&self, offset_bytes: u64, read: io::Result<usize>) -> io::Result<usize> {
+        if let Ok(written) = read {
+            if written > 0 {
+                self.note_taken(offset_bytes + written as u64);
+            }
+        }
+        read
+    }
+
     /// The report once the recording ended, `unrecorded_bytes` of what the source gave
     /// not stored (the writer's count): the datagrams framed past the stored end are
     /// counted not stored.
@@ -164,6 +176,95 @@ fn poll_readable(fds: impl Iterator<Item = RawFd>, timeout: Duration) -> io::Res
         return Err(io::Error::last_os_error());
     }
     Ok(ready > 0)
+}
+
+/// An AF_PACKET raw socket for the interface `name` (root or CAP_NET_RAW), and the
+/// interface's index. Opened for protocol 0, so that no frame is queued on it before
+/// [`bind_packet_socket`] names a protocol: a capture first attaches its filter and maps
+/// its ring, a sender never receives. `named` says which interface an error is about.
+fn packet_socket(name: &str, named: impl Fn(io::Error) -> io::Error) -> io::Result<(OwnedFd, u32)> {
+    let c_name = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "an interface name has no NUL"))?;
+    // SAFETY: if_nametoindex reads a NUL-terminated string.
+    let ifindex = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
+    if ifindex == 0 {
+        return Err(named(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no such network interface",
+        )));
+    }
+    // SAFETY: plain socket creation.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(named(io::Error::last_os_error()));
+    }
+    // SAFETY: the descriptor was just created and is owned by nothing else.
+    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, ifindex))
+}
+
+/// Binds a [`packet_socket`] to its interface, for frames of `protocol` (an ETH_P_ value in
+/// network byte order; 0 receives nothing).
+fn bind_packet_socket(socket: &OwnedFd, ifindex: u32, protocol: u16) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain data; the fields set are those bind reads.
+    let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    address.sll_family = libc::AF_PACKET as u16;
+    address.sll_protocol = protocol;
+    address.sll_ifindex = ifindex as i32;
+    // SAFETY: binds the socket to the address we pass, of the size we pass.
+    let bound = unsafe {
+        libc::bind(
+            socket.as_raw_fd(),
+            (&address as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    if bound != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets a socket option at `level` to `value`, passed by pointer at its own size.
+fn set_socket_option<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    option: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    let value_ptr: *const libc::c_void = (value as *const T).cast();
+    let value_len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: passes a pointer to a `T` of the size given, for a socket the caller holds.
+    match unsafe { libc::setsockopt(fd, level, option, value_ptr, value_len) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// What `source` has, read as a recording's payloads of `payload_bytes` each (each filled
+/// until the source says it is full or has nothing) until it has been quiet for `quiet`.
+#[cfg(test)]
+fn read_payloads(
+    source: &mut impl crate::source::Source,
+    payload_bytes: usize,
+    quiet: Duration,
+) -> Vec<Vec<u8>> {
+    source.set_payload_capacity(payload_bytes);
+    let mut payloads = Vec::new();
+    while source.wait_readable(quiet).unwrap() {
+        let mut buf = vec![0u8; payload_bytes];
+        let mut filled = 0;
+        loop {
+            match source.read_at(0, &mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(count) => filled += count,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => break,
+                Err(error) => panic!("{error}"),
+            }
+        }
+        buf.truncate(filled);
+        payloads.push(buf);
+    }
+    payloads
 }
 
 #[cfg(test)]

@@ -208,11 +208,8 @@ impl Source for TcpSource {
     /// the room left is under `READ_BYTES_MIN`: 0 then means the payload is full (see
     /// [`Source::packs_records`]); `Interrupted` when no connection had anything.
     fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
-        let written = self.read_records(buf)?;
-        if written > 0 {
-            self.counters.note_taken(offset_bytes + written as u64);
-        }
-        Ok(written)
+        let read = self.read_records(buf);
+        self.counters.note_read(offset_bytes, read)
     }
 
     fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
@@ -269,20 +266,12 @@ mod tests {
             if !source.wait_readable(Duration::from_secs(5)).unwrap() {
                 break;
             }
-            let filled = match source.read_at(0, &mut buf) {
-                Ok(filled) => filled,
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                Err(error) => panic!("{error}"),
-            };
-            for record in records(&buf[..filled]) {
-                let Record::Packet(packet) = record.unwrap().record else {
-                    panic!("TCP loses nothing")
-                };
+            read_packets(&mut source, &mut buf, |packet| {
                 assert_eq!(packet.content, Content::Tcp);
                 assert_eq!(packet.local, Some(address));
                 streams[packet.stream as usize].extend_from_slice(packet.data);
                 ended[packet.stream as usize] |= packet.end;
-            }
+            });
         }
         let (one, two) = writer.join().unwrap();
         assert_eq!(streams[0], one);
@@ -296,19 +285,27 @@ mod tests {
         let mut seen = Vec::new();
         let mut buf = vec![0u8; 64 << 10];
         while source.wait_readable(Duration::from_millis(300)).unwrap() {
-            let filled = match source.read_at(0, &mut buf) {
-                Ok(filled) => filled,
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                Err(error) => panic!("{error}"),
-            };
-            for record in records(&buf[..filled]) {
-                let Record::Packet(packet) = record.unwrap().record else {
-                    panic!("TCP loses nothing")
-                };
-                seen.push((packet.stream, packet.data.to_vec(), packet.end));
-            }
+            read_packets(source, &mut buf, |packet| {
+                seen.push((packet.stream, packet.data.to_vec(), packet.end))
+            });
         }
         seen
+    }
+
+    /// Reads one payload from the source and hands each packet in it to `visit` (none
+    /// when no connection had anything).
+    fn read_packets(source: &mut TcpSource, buf: &mut [u8], mut visit: impl FnMut(&Packet)) {
+        let filled = match source.read_at(0, buf) {
+            Ok(filled) => filled,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => return,
+            Err(error) => panic!("{error}"),
+        };
+        for record in records(&buf[..filled]) {
+            let Record::Packet(packet) = record.unwrap().record else {
+                panic!("TCP loses nothing")
+            };
+            visit(&packet);
+        }
     }
 
     /// Past the last new stream number, a connection gets the number of one that ended;

@@ -289,11 +289,8 @@ impl Source for UdpSource {
     /// fit: 0 when `buf` is full (see [`Source::packs_records`]); `Interrupted` when no
     /// socket had anything after all.
     fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
-        let written = self.read_records(buf)?;
-        if written > 0 {
-            self.counters.note_taken(offset_bytes + written as u64);
-        }
-        Ok(written)
+        let read = self.read_records(buf);
+        self.counters.note_read(offset_bytes, read)
     }
 
     fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
@@ -332,20 +329,7 @@ fn open_stream(address: SocketAddr) -> io::Result<Stream> {
 }
 
 fn set_option(fd: i32, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: passes a pointer to an int of the size given, for a socket we hold.
-    let result = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            option,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        )
-    };
-    if result != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    super::set_socket_option(fd, libc::SOL_SOCKET, option, &value)
 }
 
 /// The receive timestamp (SCM_TIMESTAMPNS) and drop counter (SO_RXQ_OVFL) of a message.
@@ -458,23 +442,7 @@ pub(crate) mod tests {
     }
 
     fn read_all(source: &mut UdpSource, payload_bytes: usize) -> Vec<Vec<u8>> {
-        source.set_payload_capacity(payload_bytes);
-        let mut payloads = Vec::new();
-        while source.wait_readable(Duration::from_millis(100)).unwrap() {
-            let mut buf = vec![0u8; payload_bytes];
-            let mut filled = 0;
-            loop {
-                match source.read_at(0, &mut buf[filled..]) {
-                    Ok(0) => break,
-                    Ok(count) => filled += count,
-                    Err(error) if error.kind() == io::ErrorKind::Interrupted => break,
-                    Err(error) => panic!("{error}"),
-                }
-            }
-            buf.truncate(filled);
-            payloads.push(buf);
-        }
-        payloads
+        super::super::read_payloads(source, payload_bytes, Duration::from_millis(100))
     }
 
     #[test]

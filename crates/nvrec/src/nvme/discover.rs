@@ -105,58 +105,47 @@ fn block_facts(sys_block: &Path, name: &str) -> (u64, u32) {
 /// Everything attached, per sysfs under `sysfs_root` (normally `/sys`); device nodes are
 /// named under `/dev`.
 pub fn inventory(sysfs_root: &Path, probes: Probes) -> Inventory {
-    let sys_block = sysfs_root.join("block");
+    let mut scan = Scan {
+        sys_block: sysfs_root.join("block"),
+        sysfs: Sysfs::at(sysfs_root),
+        probes,
+        namespace_names: Vec::new(),
+    };
     let class_nvme = sysfs_root.join("class/nvme");
-    let sysfs = Sysfs::at(sysfs_root);
-    let usage = |path: &Path| probes.usage.then(|| device::usage(path));
-    let mut controllers = Vec::new();
-    let mut namespace_names = Vec::new();
-    for name in sorted_names(&class_nvme) {
+    let controllers = sorted_names(&class_nvme)
+        .into_iter()
+        .map(|name| scan.controller(&class_nvme, name))
+        .collect();
+    // After the controllers: a block device that is one of their namespaces is not listed
+    // again.
+    let block_devices = scan.block_devices();
+    Inventory {
+        controllers,
+        block_devices,
+    }
+}
+
+/// What an inventory looks at, and the namespaces it has found so far.
+struct Scan {
+    sys_block: PathBuf,
+    sysfs: Sysfs,
+    probes: Probes,
+    /// Block device names of the namespaces found: each listed once, under its first
+    /// controller.
+    namespace_names: Vec<String>,
+}
+
+impl Scan {
+    fn usage(&self, path: &Path) -> Option<device::Usage> {
+        self.probes.usage.then(|| device::usage(path))
+    }
+
+    /// The controller `name` under `class_nvme`, with the namespaces not seen before.
+    fn controller(&mut self, class_nvme: &Path, name: String) -> Controller {
         let dir = class_nvme.join(&name);
         let function_dir = dir.join("device").canonicalize().ok();
-        let mut namespaces = Vec::new();
-        // Namespaces appear in the controller directory (nvme0n1) or, with native multipath,
-        // as nvme0c0n1 path devices whose block device is nvme0n1.
-        for entry in sorted_names(&dir) {
-            let Some(rest) = entry.strip_prefix(&name) else {
-                continue;
-            };
-            let block_name = if rest.starts_with('n') {
-                entry.clone()
-            } else if let Some(position) = rest.find('n').filter(|_| rest.starts_with('c')) {
-                format!("{name}{}", &rest[position..])
-            } else {
-                continue;
-            };
-            if !sys_block.join(&block_name).exists() || namespace_names.contains(&block_name) {
-                continue;
-            }
-            let (capacity_bytes, logical_block_bytes) = block_facts(&sys_block, &block_name);
-            let path = PathBuf::from("/dev").join(&block_name);
-            let lba_formats = if probes.identify {
-                let nsid: u32 = read_trimmed(&sys_block.join(&block_name).join("nsid"))
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(1);
-                Admin::open(&path)
-                    .ok()
-                    .and_then(|admin| admin.identify(CNS_NAMESPACE, nsid).ok())
-                    .and_then(|bytes| decode_identify_namespace(&bytes).ok())
-                    .map(|ns| ns.formats)
-                    .unwrap_or_default()
-            } else {
-                Vec::new()
-            };
-            namespace_names.push(block_name.clone());
-            namespaces.push(Namespace {
-                name: block_name,
-                usage: usage(&path),
-                path,
-                capacity_bytes,
-                logical_block_bytes,
-                lba_formats,
-            });
-        }
-        controllers.push(Controller {
+        let namespaces = self.namespaces(&dir, &name);
+        Controller {
             path: PathBuf::from("/dev").join(&name),
             model: read_trimmed(&dir.join("model")),
             serial: read_trimmed(&dir.join("serial")),
@@ -171,40 +160,102 @@ pub fn inventory(sysfs_root: &Path, probes: Probes) -> Inventory {
                 })
                 .and_then(|s| s.parse().ok()),
             // The nearest ancestor of the PCI function with link files, as for namespaces.
-            pcie_link: sysfs.pcie_link(&dir.join("device")),
+            pcie_link: self.sysfs.pcie_link(&dir.join("device")),
             temperature_celsius: hwmon_temperature(&dir),
             namespaces,
             name,
-        });
-    }
-    let mut block_devices = Vec::new();
-    for name in sorted_names(&sys_block) {
-        if namespace_names.contains(&name) || name.starts_with("nvme") || name.starts_with("ram") {
-            continue;
         }
-        let dir = sys_block.join(&name);
-        let backing_file = read_trimmed(&dir.join("loop/backing_file"));
-        if name.starts_with("loop") && backing_file.is_none() {
-            continue; // an unused loop device
+    }
+
+    /// The namespaces of the controller `name` (its sysfs directory `dir`) not seen before.
+    fn namespaces(&mut self, dir: &Path, name: &str) -> Vec<Namespace> {
+        let mut namespaces = Vec::new();
+        for entry in sorted_names(dir) {
+            let Some(block_name) = namespace_block_name(name, &entry) else {
+                continue;
+            };
+            if !self.sys_block.join(&block_name).exists()
+                || self.namespace_names.contains(&block_name)
+            {
+                continue;
+            }
+            let (capacity_bytes, logical_block_bytes) = block_facts(&self.sys_block, &block_name);
+            let path = PathBuf::from("/dev").join(&block_name);
+            let lba_formats = if self.probes.identify {
+                self.lba_formats(&block_name, &path)
+            } else {
+                Vec::new()
+            };
+            self.namespace_names.push(block_name.clone());
+            namespaces.push(Namespace {
+                name: block_name,
+                usage: self.usage(&path),
+                path,
+                capacity_bytes,
+                logical_block_bytes,
+                lba_formats,
+            });
         }
-        let (capacity_bytes, logical_block_bytes) = block_facts(&sys_block, &name);
-        let path = PathBuf::from("/dev").join(&name);
-        block_devices.push(BlockDevice {
-            model: read_trimmed(&dir.join("device/model")),
-            backing_file,
-            rotational: read_trimmed(&dir.join("queue/rotational")).map(|s| s == "1"),
-            removable: read_trimmed(&dir.join("removable")).map(|s| s == "1"),
-            usage: usage(&path),
-            path,
-            capacity_bytes,
-            logical_block_bytes,
-            name,
-        });
+        namespaces
     }
-    Inventory {
-        controllers,
-        block_devices,
+
+    /// The LBA formats Identify Namespace reports for the namespace; none where it fails.
+    fn lba_formats(&self, block_name: &str, path: &Path) -> Vec<LbaFormat> {
+        let nsid: u32 = read_trimmed(&self.sys_block.join(block_name).join("nsid"))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1);
+        Admin::open(path)
+            .ok()
+            .and_then(|admin| admin.identify(CNS_NAMESPACE, nsid).ok())
+            .and_then(|bytes| decode_identify_namespace(&bytes).ok())
+            .map(|ns| ns.formats)
+            .unwrap_or_default()
     }
+
+    /// The block devices that are no namespace of a controller found, no RAM disk and no
+    /// unused loop device.
+    fn block_devices(&self) -> Vec<BlockDevice> {
+        let mut block_devices = Vec::new();
+        for name in sorted_names(&self.sys_block) {
+            if self.namespace_names.contains(&name)
+                || name.starts_with("nvme")
+                || name.starts_with("ram")
+            {
+                continue;
+            }
+            let dir = self.sys_block.join(&name);
+            let backing_file = read_trimmed(&dir.join("loop/backing_file"));
+            if name.starts_with("loop") && backing_file.is_none() {
+                continue; // an unused loop device
+            }
+            let (capacity_bytes, logical_block_bytes) = block_facts(&self.sys_block, &name);
+            let path = PathBuf::from("/dev").join(&name);
+            block_devices.push(BlockDevice {
+                model: read_trimmed(&dir.join("device/model")),
+                backing_file,
+                rotational: read_trimmed(&dir.join("queue/rotational")).map(|s| s == "1"),
+                removable: read_trimmed(&dir.join("removable")).map(|s| s == "1"),
+                usage: self.usage(&path),
+                path,
+                capacity_bytes,
+                logical_block_bytes,
+                name,
+            });
+        }
+        block_devices
+    }
+}
+
+/// The block device name of the controller `name`'s directory entry `entry`, where it is a
+/// namespace. Namespaces appear in the controller directory (nvme0n1) or, with native
+/// multipath, as nvme0c0n1 path devices whose block device is nvme0n1.
+fn namespace_block_name(name: &str, entry: &str) -> Option<String> {
+    let rest = entry.strip_prefix(name)?;
+    if rest.starts_with('n') {
+        return Some(entry.to_string());
+    }
+    let position = rest.find('n').filter(|_| rest.starts_with('c'))?;
+    Some(format!("{name}{}", &rest[position..]))
 }
 
 #[cfg(test)]
