@@ -113,6 +113,37 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// What a replay reads: the recording asked for (default: the last) with its window;
+    /// or, where no recording is named and the window is given in UTC, every recording of
+    /// the set that holds time in it, in time order (a window may span recordings).
+    pub fn all(source: &ChunkSource, request: &ReplayRequest) -> Result<Vec<Selection>> {
+        let absolute = |end: Option<TimeArg>| matches!(end, Some(TimeArg::At { .. }));
+        if request.recording.is_some() || !(absolute(request.from) || absolute(request.to)) {
+            return Ok(vec![Selection::of(source, request)?]);
+        }
+        let mut entries: Vec<RecordingEntry> = source
+            .recordings()?
+            .into_iter()
+            .filter(|entry| overlaps(entry, request))
+            .collect();
+        if entries.len() < 2 {
+            return Ok(vec![Selection::of(source, request)?]);
+        }
+        entries.sort_by_key(|entry| entry.start_ns);
+        entries
+            .into_iter()
+            .map(|entry| {
+                let (from_ns, to_ns) =
+                    crate::window::window_ns(request.from, request.to, entry.start_ns)?;
+                Ok(Selection {
+                    entry,
+                    from_ns,
+                    to_ns,
+                })
+            })
+            .collect()
+    }
+
     /// Selects the recording and resolves the window against its start.
     pub fn of(source: &ChunkSource, request: &ReplayRequest) -> Result<Selection> {
         let entry = source.select(request.recording)?;
@@ -123,6 +154,23 @@ impl Selection {
             to_ns,
         })
     }
+}
+
+/// Whether `entry` holds time inside the request's window given in UTC (an end given as an
+/// offset is taken as open: it means something only against one recording).
+fn overlaps(entry: &RecordingEntry, request: &ReplayRequest) -> bool {
+    let at = |end: Option<TimeArg>| match end {
+        Some(TimeArg::At { unix_ns }) => Some(unix_ns),
+        _ => None,
+    };
+    // A recording still open (or cut off) has no end yet: it reaches to now.
+    let end_ns = if entry.end_ns == 0 {
+        u64::MAX
+    } else {
+        entry.end_ns
+    };
+    at(request.from).is_none_or(|from| end_ns >= from)
+        && at(request.to).is_none_or(|to| entry.start_ns < to)
 }
 
 /// How a replay to a writer went.
@@ -179,6 +227,18 @@ pub fn replay(
     control: &Control,
     progress: &Progress,
 ) -> Result<ReplayReport> {
+    replay_one(source, selection, request, out, control, progress).map(|(report, _)| report)
+}
+
+/// [`replay`], giving the writer back for what follows.
+fn replay_one(
+    source: &ChunkSource,
+    selection: Selection,
+    request: &ReplayRequest,
+    out: Box<dyn Write>,
+    control: &Control,
+    progress: &Progress,
+) -> Result<(ReplayReport, Box<dyn Write>)> {
     let Selection {
         entry,
         from_ns,
@@ -188,17 +248,41 @@ pub fn replay(
     let (summary, passes) = read_passes(
         source, &entry, request, from_ns, control, progress, &mut sink,
     )?;
-    let (written_bytes, zero_filled_bytes, problems, error) = sink.finish();
-    Ok(ReplayReport {
+    let end = sink.finish();
+    let report = ReplayReport {
         passes,
         entry,
-        outcome: ReplayOutcome::of(control, error.is_some()),
-        written_bytes,
-        zero_filled_bytes,
+        outcome: ReplayOutcome::of(control, end.error.is_some()),
+        written_bytes: end.written,
+        zero_filled_bytes: end.filled,
         summary,
-        problems,
-        error,
-    })
+        problems: end.problems,
+        error: end.error,
+    };
+    Ok((report, end.out))
+}
+
+/// Replays each of `selections` in turn into `out`, one stream after the other, until one
+/// fails or the run is asked to end. Returns a report per recording replayed.
+pub fn replay_all(
+    source: &ChunkSource,
+    selections: Vec<Selection>,
+    request: &ReplayRequest,
+    mut out: Box<dyn Write>,
+    control: &Control,
+    progress: &Progress,
+) -> Result<Vec<ReplayReport>> {
+    let mut reports = Vec::new();
+    for selection in selections {
+        let (report, writer) = replay_one(source, selection, request, out, control, progress)?;
+        out = writer;
+        let go_on = report.error.is_none() && control.state() == ControlState::Run;
+        reports.push(report);
+        if !go_on {
+            break;
+        }
+    }
+    Ok(reports)
 }
 
 /// A hole in the stream, as replay reports it: a damaged chunk with its member's path.
@@ -448,9 +532,8 @@ impl<'a> StreamSink<'a> {
         }
     }
 
-    /// Ends the stream: a capture's PcapNg is finished, everything flushed. Returns the
-    /// bytes written, the zeros among them, the problems and the first write error.
-    fn finish(mut self) -> (u64, u64, Vec<String>, Option<std::io::Error>) {
+    /// Ends the stream: a capture's PcapNg is finished, everything flushed.
+    fn finish(mut self) -> SinkEnd {
         if let Some(export) = self.capture.take() {
             match export.finish() {
                 Ok((writer, exported)) => {
@@ -465,8 +548,24 @@ impl<'a> StreamSink<'a> {
         if let Err(error) = self.out.flush() {
             self.error.get_or_insert(error);
         }
-        (self.written, self.filled, self.problems, self.error)
+        SinkEnd {
+            out: self.out,
+            written: self.written,
+            filled: self.filled,
+            problems: self.problems,
+            error: self.error,
+        }
     }
+}
+
+/// What a stream sink leaves when it ends: the writer, the bytes written (the zeros among
+/// them), the problems met and the first write error.
+struct SinkEnd {
+    out: Box<dyn Write>,
+    written: u64,
+    filled: u64,
+    problems: Vec<String>,
+    error: Option<std::io::Error>,
 }
 
 impl PassSink for StreamSink<'_> {

@@ -135,20 +135,31 @@ pub fn replay(args: ReplayArgs, json: bool) -> Result<Class> {
     check_output(&args, json)?;
     let request = args.request();
     let source = reading::open(&args.targets)?;
-    let selection = Selection::of(&source, &request)?;
+    let selections = Selection::all(&source, &request)?;
     let out = open_output(&args)?;
-    let report = reading::with_progress("replay", json, |control, progress| {
-        replay::replay(&source, selection, &request, out, control, progress)
+    let reports = reading::with_progress("replay", json, |control, progress| {
+        replay::replay_all(&source, selections, &request, out, control, progress)
     })?;
     if reading::stdout_gone() {
         return Ok(Class::Failed);
     }
-    print_report(&source, &report, json);
-    let class = report.class();
-    if let Some(error) = report.error {
-        return Err(error).context("writing the replayed stream");
+    print_reports(&source, &reports, json);
+    let class = worst(reports.iter().map(ReplayReport::class));
+    match reports.into_iter().find_map(|report| report.error) {
+        Some(error) => Err(error).context("writing the replayed stream"),
+        None => Ok(class),
     }
-    Ok(class)
+}
+
+/// The class of a replay of several recordings: the worst of theirs.
+fn worst(classes: impl Iterator<Item = Class>) -> Class {
+    let rank = |class: &Class| match class {
+        Class::Done => 0,
+        Class::Stopped => 1,
+        Class::Failed => 2,
+        _ => 3,
+    };
+    classes.max_by_key(rank).unwrap_or(Class::Done)
 }
 
 /// Refuses stdout for both the stream and the report, and binary data onto a terminal.
@@ -183,11 +194,22 @@ fn open_output(args: &ReplayArgs) -> Result<Box<dyn Write>> {
     })
 }
 
-fn print_report(source: &ChunkSource, report: &ReplayReport, json: bool) {
-    if json {
-        outln!("{}", report.json());
-        return;
+/// Each recording's replay, named; in JSON one object, or with a window that spans
+/// recordings `{"recordings": [...]}`.
+fn print_reports(source: &ChunkSource, reports: &[ReplayReport], json: bool) {
+    match (json, reports) {
+        (true, [report]) => outln!("{}", report.json()),
+        (true, _) => {
+            let all: Vec<serde_json::Value> = reports.iter().map(ReplayReport::json).collect();
+            outln!("{}", serde_json::json!({ "recordings": all }));
+        }
+        (false, _) => reports
+            .iter()
+            .for_each(|report| print_report(source, report)),
     }
+}
+
+fn print_report(source: &ChunkSource, report: &ReplayReport) {
     let entry = &report.entry;
     errln!(
         "nvrec replay: recording {} ({}): {}: {} bytes in {} chunks, {:.3} s, {:.1} MiB/s",

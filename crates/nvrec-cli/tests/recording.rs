@@ -522,6 +522,31 @@ fn append_time_selection_and_recording_choice() {
         replay(&targets, &["--recording", "3"]).status.code(),
         Some(2)
     );
+    // A window in UTC that spans both recordings replays both, in time order, each named.
+    let listed = run(nvrec().args(["--json", "ls"]).args(&targets));
+    let value: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let utc_of = |ns: u64| {
+        let at = std::time::UNIX_EPOCH + Duration::from_nanos(ns);
+        humantime::format_rfc3339_nanos(at).to_string()
+    };
+    let from = utc_of(value["recordings"][0]["start_ns"].as_u64().unwrap());
+    let to = utc_of(value["recordings"][1]["end_ns"].as_u64().unwrap() + 1_000_000_000);
+    let spanned = replay(&targets, &["--from", &from, "--to", &to]);
+    assert!(spanned.status.success(), "{}", text(&spanned));
+    assert!(spanned.stdout == [first.clone(), second.clone()].concat());
+    let report = run(nvrec()
+        .args(["--json", "replay", "--output"])
+        .arg(scratch.path("spanned.bin"))
+        .args(["--from", &from, "--to", &to])
+        .args(&targets));
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let ids: Vec<u64> = report["recordings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["recording_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2]);
     // A paced recording of about one second: --from/--to pick by time.
     let paced = files(&scratch, &["p.img"]);
     let output = run(nvrec()
