@@ -194,3 +194,56 @@ fn anchors_are_made_as_github_makes_them() {
         ["docs/A.md#b", "images/f.png"]
     );
 }
+
+/// Every source file of every crate, relative to the root (a module's tests kept in a file of
+/// their own, `tests.rs`, are its module's).
+fn source_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            source_files(&path, found);
+        } else if path.extension().is_some_and(|extension| extension == "rs")
+            && path.file_name().is_some_and(|name| name != "tests.rs")
+        {
+            found.push(path.strip_prefix(root()).unwrap().to_path_buf());
+        }
+    }
+}
+
+/// How ARCHITECTURE.md names a source file: a crate's root by the crate (`crates/nvrec-app/`),
+/// a folder module by its folder (`engine/`), any other file by its name (`place.rs`).
+fn name_in_map(path: &Path) -> String {
+    let file = path.file_name().unwrap().to_str().unwrap();
+    let parent = path.parent().unwrap();
+    match file {
+        "lib.rs" | "main.rs" if parent.ends_with("src") => {
+            format!("{}/", parent.parent().unwrap().display())
+        }
+        "mod.rs" => format!("{}/", parent.file_name().unwrap().to_str().unwrap()),
+        _ => file.to_string(),
+    }
+}
+
+#[test]
+fn the_code_map_names_every_crate_and_module() {
+    let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let crates = root().join("crates");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let source = entry.unwrap().path().join("src");
+        if source.is_dir() {
+            source_files(&source, &mut files);
+        }
+    }
+    assert!(files.len() > 100, "{} source files found", files.len());
+    let unnamed: Vec<String> = files
+        .iter()
+        .map(|path| (path, name_in_map(path)))
+        .filter(|(_, name)| !map.contains(name.as_str()))
+        .map(|(path, name)| format!("{} (as {name})", path.display()))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "ARCHITECTURE.md's code map does not name: {unnamed:#?}"
+    );
+}

@@ -1,7 +1,9 @@
 //! nvrec: the library core of a data recorder for NVMe SSDs.
 //!
-//! Everything that moves, checks or measures bytes lives here; the `nvrec` binary in
-//! `crates/nvrec-cli` only parses arguments, draws progress and prints reports.
+//! Everything that moves, checks or measures bytes lives here. Above it, `nvrec-archive`
+//! keeps recordings in object storage, `nvrec-app` holds the use cases (record, replay,
+//! verify, export, archive) with their typed outcomes, and the `nvrec` binary in
+//! `crates/nvrec-cli` (the command and the service) parses, calls them and prints.
 //!
 //! The layers, bottom up (see ARCHITECTURE.md for the full map); a module imports only
 //! from the layers below it:
