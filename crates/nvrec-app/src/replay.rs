@@ -132,21 +132,17 @@ impl Selection {
         entries.sort_by_key(|entry| entry.start_ns);
         entries
             .into_iter()
-            .map(|entry| {
-                let (from_ns, to_ns) =
-                    crate::window::window_ns(request.from, request.to, entry.start_ns)?;
-                Ok(Selection {
-                    entry,
-                    from_ns,
-                    to_ns,
-                })
-            })
+            .map(|entry| Selection::window_of(entry, request))
             .collect()
     }
 
     /// Selects the recording and resolves the window against its start.
     pub fn of(source: &ChunkSource, request: &ReplayRequest) -> Result<Selection> {
-        let entry = source.select(request.recording)?;
+        Selection::window_of(source.select(request.recording)?, request)
+    }
+
+    /// `entry` with the request's window resolved against its start.
+    fn window_of(entry: RecordingEntry, request: &ReplayRequest) -> Result<Selection> {
         let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, entry.start_ns)?;
         Ok(Selection {
             entry,
@@ -218,19 +214,7 @@ impl ReplayReport {
     }
 }
 
-/// Replays `selection` of `source` into `out`.
-pub fn replay(
-    source: &ChunkSource,
-    selection: Selection,
-    request: &ReplayRequest,
-    out: Box<dyn Write>,
-    control: &Control,
-    progress: &Progress,
-) -> Result<ReplayReport> {
-    replay_one(source, selection, request, out, control, progress).map(|(report, _)| report)
-}
-
-/// [`replay`], giving the writer back for what follows.
+/// Replays `selection` of `source` into `out`, and gives the writer back for what follows.
 fn replay_one(
     source: &ChunkSource,
     selection: Selection,
