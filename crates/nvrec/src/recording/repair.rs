@@ -199,18 +199,34 @@ fn extend_entries(set: &VolumeSet, report: &mut RepairReport) -> Result<(), Reco
     }
     next.generation = checkpoint.generation.saturating_add(1);
     next.written_ns = set.clock().wall_ns();
-    let bytes = next.encode()?;
+    write_checkpoint_everywhere(
+        set,
+        &next,
+        " (past the chunks an entry was extended over)",
+        report,
+    )
+}
+
+/// Writes `checkpoint` to every present member and flushes it there, noting each
+/// member's outcome; `why` follows the generation in the note.
+fn write_checkpoint_everywhere(
+    set: &VolumeSet,
+    checkpoint: &Checkpoint,
+    why: &str,
+    report: &mut RepairReport,
+) -> Result<(), RecordingError> {
+    let bytes = checkpoint.encode()?;
     for member in set.present() {
         let result = member
-            .write_checkpoint(&bytes, next.generation)
+            .write_checkpoint(&bytes, checkpoint.generation)
             .and_then(|()| member.flush());
         note(
             report,
             result,
             format!(
-                "member {} checkpoint generation {} (past the chunks an entry was extended over)",
+                "member {} checkpoint generation {}{why}",
                 member.index(),
-                next.generation
+                checkpoint.generation
             ),
         );
     }
@@ -364,21 +380,7 @@ fn checkpoints(
         let mut next = base.clone();
         next.generation = base.generation + step;
         next.written_ns = set.clock().wall_ns();
-        let bytes = next.encode()?;
-        for member in set.present() {
-            let result = member
-                .write_checkpoint(&bytes, next.generation)
-                .and_then(|()| member.flush());
-            note(
-                report,
-                result,
-                format!(
-                    "member {} checkpoint generation {}",
-                    member.index(),
-                    next.generation
-                ),
-            );
-        }
+        write_checkpoint_everywhere(set, &next, "", report)?;
     }
     Ok(())
 }

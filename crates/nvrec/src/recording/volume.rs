@@ -700,39 +700,15 @@ pub fn format(
     let member_count = disks.len();
     let mut members = Vec::new();
     for (index, disk) in disks.into_iter().enumerate() {
-        let layout = VolumeLayout::compute(
-            disk.capacity_bytes(),
-            chunk_size_bytes,
-            disk.logical_block_bytes(),
-        )
-        .map_err(|error| RecordingError::Usage(format!("{}: {error}", disk.path().display())))?;
         let superblock = Superblock {
             set_uuid,
             member_index: index as u16,
             member_count: member_count as u16,
             created_ns,
             label: label.clone(),
-            layout,
+            layout: new_layout(&disk, chunk_size_bytes)?,
         };
-        superblock.validate()?;
-        // Zero the index area so nothing of an earlier set survives there.
-        let zeros = BufferPool::new(
-            1,
-            (layout.index_len_bytes() as usize).next_multiple_of(4096),
-        )?;
-        disk.write_all_at(
-            &zeros.slot(0)[..layout.index_len_bytes() as usize],
-            layout.index_offset_bytes,
-        )
-        .map_err(|source| RecordingError::Io {
-            what: format!("clearing the index of {}", disk.path().display()),
-            source,
-        })?;
-        members.push(Some(Member {
-            disk,
-            superblock,
-            copies: SuperblockCopies::Both,
-        }));
+        members.push(Some(format_member(disk, superblock)?));
     }
     let set = VolumeSet {
         set_uuid,
@@ -741,7 +717,49 @@ pub fn format(
         members,
         problems: Vec::new(),
     };
-    let first = Checkpoint {
+    set.write_checkpoint(&first_checkpoint(set_uuid, created_ns, member_count))?;
+    write_superblocks(&set)?;
+    Ok(set)
+}
+
+/// The layout of a new set's member on `disk`, with chunks of `chunk_size_bytes`.
+fn new_layout(disk: &Disk, chunk_size_bytes: u32) -> Result<VolumeLayout, RecordingError> {
+    VolumeLayout::compute(
+        disk.capacity_bytes(),
+        chunk_size_bytes,
+        disk.logical_block_bytes(),
+    )
+    .map_err(|error| RecordingError::Usage(format!("{}: {error}", disk.path().display())))
+}
+
+/// Makes `disk` a new set's member under `superblock`: its index area zeroed, so that
+/// nothing of an earlier set survives there. The superblock itself is written last (see
+/// `write_superblocks`).
+fn format_member(disk: Disk, superblock: Superblock) -> Result<Member, RecordingError> {
+    superblock.validate()?;
+    let layout = superblock.layout;
+    let zeros = BufferPool::new(
+        1,
+        (layout.index_len_bytes() as usize).next_multiple_of(4096),
+    )?;
+    disk.write_all_at(
+        &zeros.slot(0)[..layout.index_len_bytes() as usize],
+        layout.index_offset_bytes,
+    )
+    .map_err(|source| RecordingError::Io {
+        what: format!("clearing the index of {}", disk.path().display()),
+        source,
+    })?;
+    Ok(Member {
+        disk,
+        superblock,
+        copies: SuperblockCopies::Both,
+    })
+}
+
+/// A new set's first checkpoint: no recording yet, every member at slot 0 of lap 0.
+fn first_checkpoint(set_uuid: Uuid, created_ns: u64, member_count: usize) -> Checkpoint {
+    Checkpoint {
         set_uuid,
         generation: 1,
         written_ns: created_ns,
@@ -759,9 +777,12 @@ pub fn format(
             member_count
         ],
         retirements: Vec::new(),
-    };
-    set.write_checkpoint(&first)?;
-    // Copy B first, then A: a crash in between leaves no valid-looking half set.
+    }
+}
+
+/// Writes every member's superblock, copy B first, then A: a crash in between leaves no
+/// valid-looking half set.
+fn write_superblocks(set: &VolumeSet) -> Result<(), RecordingError> {
     for copy in [1usize, 0] {
         for member in set.present() {
             let bytes = member.superblock.encode()?;
@@ -775,7 +796,7 @@ pub fn format(
         }
         set.flush()?;
     }
-    Ok(set)
+    Ok(())
 }
 
 /// Opens the volume set on `paths`. Targets that are not members of the set the first

@@ -24,7 +24,7 @@
 use super::counters::{LossCause, MemberCounters, RecordingCounters};
 use super::disk::{self, Disk, Members};
 use super::durability::{self as coordinator, Durability, Outcome};
-use super::volume::{self, VolumeSet};
+use super::volume::{self, Member, VolumeSet};
 use super::{Fill, MemberFailure, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
 use crate::buffer::BufferPool;
 use crate::clock::Clock;
@@ -539,6 +539,52 @@ fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
     Ok(())
 }
 
+/// The engine never has more in flight than the buffers or the members' queues allow,
+/// plus, in a ring, one more per member for the second part of a write that goes on at
+/// slot 0 (a member has at most one such write in flight: see `ring_clear`).
+fn engine_queue_depth(buffer_count: u32, options: &RecordOptions, member_count: usize) -> u32 {
+    let split_room = match options.fill {
+        Fill::Linear => 0,
+        Fill::Ring { .. } => member_count as u32,
+    };
+    (buffer_count.min(options.queue_depth.saturating_mul(member_count as u32)) + split_room)
+        .min(engine::QUEUE_DEPTH_MAX)
+}
+
+/// The counters a recording publishes, as it starts on `members` with `buffer_count`
+/// buffers of `io_bytes`.
+fn new_counters(
+    set: &VolumeSet,
+    members: &[MemberState],
+    recording_id: u32,
+    buffer_count: u32,
+    io_bytes: u64,
+) -> RecordingCounters {
+    RecordingCounters::new(
+        recording_id,
+        set.set_uuid.to_string(),
+        set.present()
+            .zip(members)
+            .map(|(member, state)| {
+                MemberCounters::new(member.disk.path().to_path_buf(), state.queue_depth)
+            })
+            .collect(),
+        buffer_count,
+        buffer_count as u64 * io_bytes,
+        set.clock().wall_ns(),
+    )
+}
+
+/// A new recording's progress: nothing done yet, and its limit as the total.
+fn reset_progress(progress: &Progress, options: &RecordOptions) {
+    progress.done_bytes.store(0, Ordering::Relaxed);
+    progress.lost_bytes.store(0, Ordering::Relaxed);
+    progress.durable_bytes.store(0, Ordering::Relaxed);
+    progress
+        .total_bytes
+        .store(options.limit_bytes.unwrap_or(0), Ordering::Relaxed);
+}
+
 impl<'a> Writer<'a> {
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -559,17 +605,7 @@ impl<'a> Writer<'a> {
         let member_count = set.member_count();
         let buffer_count = (options.buffer_bytes / io_bytes).clamp(2, 1 << 16) as u32;
         let pool = BufferPool::new(buffer_count as usize, io_bytes as usize)?;
-        // The engine never has more in flight than the buffers or the members' queues allow,
-        // plus, in a ring, one more per member for the second part of a write that goes on
-        // at slot 0 (a member has at most one such write in flight: see `ring_clear`).
-        let split_room = match options.fill {
-            Fill::Linear => 0,
-            Fill::Ring { .. } => member_count as u32,
-        };
-        let queue_depth = (buffer_count
-            .min(options.queue_depth.saturating_mul(member_count as u32))
-            + split_room)
-            .min(engine::QUEUE_DEPTH_MAX);
+        let queue_depth = engine_queue_depth(buffer_count, options, member_count);
         let disks: Vec<&Disk> = set.present().map(|member| &member.disk).collect();
         let opened = disk::open_engine(
             &disks,
@@ -584,65 +620,12 @@ impl<'a> Writer<'a> {
         let members: Vec<MemberState> = set
             .present()
             .zip(&checkpoint.members)
-            .map(|(member, position)| {
-                let data_slot_count = member.layout().data_slot_count;
-                // Whole I/Os only, and one slot kept for the end-of-recording chunk.
-                let usable_slots = data_slot_count.saturating_sub(1) / k as u64 * k as u64;
-                let queue_depth = match options.fill {
-                    Fill::Linear => options.queue_depth,
-                    Fill::Ring { .. } => options
-                        .queue_depth
-                        .min((usable_slots / k as u64).saturating_sub(1).max(1) as u32),
-                };
-                let recovery_limit_slots = match options.fill {
-                    Fill::Linear => RECOVERY_WINDOW_SLOTS as u64,
-                    Fill::Ring { .. } => usable_slots.min(RECOVERY_WINDOW_SLOTS as u64),
-                }
-                .saturating_sub(k as u64)
-                .max(k as u64);
-                // Room for every write a member can have in flight, so that a retirement
-                // always finds somewhere to send them.
-                let redirect_reserve_slots =
-                    (options.queue_depth as u64 * k as u64).min(recovery_limit_slots / 2);
-                MemberState {
-                    queue_depth,
-                    recovery_limit_slots,
-                    redirect_reserve_slots,
-                    next_slot: position.next_slot_index,
-                    lap: position.lap,
-                    usable_slots,
-                    data_slot_count,
-                    start_slot: position.next_slot_index,
-                    start_lap: position.lap,
-                    trimmed_to_slot: position.next_slot_index,
-                    frontier_end_slot: position.next_slot_index,
-                    ..MemberState::default()
-                }
-            })
+            .map(|(member, position)| MemberState::starting(member, position, options, k))
             .collect();
         let counters = counters.map(|slot| {
-            slot.get_or_init(|| {
-                RecordingCounters::new(
-                    recording_id,
-                    set.set_uuid.to_string(),
-                    set.present()
-                        .zip(&members)
-                        .map(|(member, state): (_, &MemberState)| {
-                            MemberCounters::new(member.disk.path().to_path_buf(), state.queue_depth)
-                        })
-                        .collect(),
-                    buffer_count,
-                    buffer_count as u64 * io_bytes,
-                    clock.wall_ns(),
-                )
-            })
+            slot.get_or_init(|| new_counters(set, &members, recording_id, buffer_count, io_bytes))
         });
-        progress.done_bytes.store(0, Ordering::Relaxed);
-        progress.lost_bytes.store(0, Ordering::Relaxed);
-        progress.durable_bytes.store(0, Ordering::Relaxed);
-        progress
-            .total_bytes
-            .store(options.limit_bytes.unwrap_or(0), Ordering::Relaxed);
+        reset_progress(progress, options);
         let next_sequence = checkpoint.durable_sequence_end;
         let mut engine = opened.engine;
         source.set_payload_capacity(payload_capacity_bytes(chunk_size_bytes) as usize);

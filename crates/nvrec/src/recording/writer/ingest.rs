@@ -4,6 +4,7 @@
 //! the quiet-pipe rule (after a sync interval without a byte, what came goes out) live here.
 
 use super::*;
+use crate::source::{fill_until_quiet, Filled};
 
 /// How far a paced source may fall behind its schedule before what is overdue is lost: the
 /// input's own buffering (a NIC ring, a socket buffer, a device FIFO), as time at the rate
@@ -292,13 +293,7 @@ impl Writer<'_> {
                 }
                 break;
             }
-            // Rewrites after a failed flush keep a few free buffers (see `rewrite.rs`).
-            let buffer = match self.ingest.filling {
-                Some(buffer) => Some(buffer),
-                None if self.input_may_take_buffers() => self.ingest.free.pop(),
-                None => None,
-            };
-            let Some(buffer) = buffer else {
+            let Some(buffer) = self.buffer_to_fill() else {
                 if self.options.rate_bytes_per_s.is_some() {
                     // No room: this payload is lost, counted, and marked in the stream.
                     self.count_lost(remaining, LossCause::NoBuffer);
@@ -307,105 +302,156 @@ impl Writer<'_> {
                 }
                 break; // Back-pressure: the source waits.
             };
-            self.ingest.filling = Some(buffer);
-            let index = self.ingest.buffer_chunk_counts[buffer as usize];
-            let chunk_bytes = self.chunk_bytes();
-            let start = index as usize * chunk_bytes + CHUNK_HEADER_SIZE_BYTES;
-            let stream_offset_bytes = self.ingest.stream_offset_bytes;
-            let timestamp_ns = match self.options.rate_bytes_per_s {
-                Some(rate) => self.start_ns + (stream_offset_bytes as f64 / rate * 1e9) as u64,
-                None => self.clock.wall_ns(),
-            };
-            let chunk_slot = buffer as usize * self.k as usize + index as usize;
-            let draining = self.state() != ControlState::Run;
-            if draining {
-                let now = self.clock.now();
-                self.ingest.drain_started.get_or_insert(now);
-            }
-            let constant = self.ingest.constant_source;
-            let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
-                [start..start + remaining as usize];
-            // Input that can go quiet (a pipe) is not held in memory much longer than a
-            // sync interval: after that long without a byte, what came goes out. Draining
-            // at a stop takes only what is there already.
-            let quiet_after = match draining {
-                true => Some(Duration::ZERO),
-                false => self
-                    .ingest
-                    .source_may_block
-                    .then_some(self.options.sync_interval),
-            };
-            let mut quiet = false;
-            let mut packed = false;
-            let filled =
-                if constant && self.ingest.constant_payload_bytes[chunk_slot] as u64 == remaining {
-                    // A constant source filled this slot before: the bytes are already there.
-                    remaining as usize
-                } else {
-                    let filled = match crate::source::fill_until_quiet(
-                        &mut *self.source,
-                        stream_offset_bytes,
-                        payload,
-                        self.control,
-                        quiet_after,
-                    ) {
-                        Ok(filled) => {
-                            quiet = filled.quiet;
-                            packed = filled.packed;
-                            filled.bytes
-                        }
-                        Err(error) => {
-                            self.error
-                                .get_or_insert(format!("reading the source: {error}"));
-                            0
-                        }
-                    };
-                    self.ingest.constant_payload_bytes[chunk_slot] =
-                        if constant { filled as u32 } else { 0 };
-                    filled
-                };
             progressed = true;
-            if draining && (filled as u64) < remaining && !packed {
-                self.ingest.drained = true; // What was there is taken; the stop goes on.
-            }
-            if filled == 0 {
-                if !quiet && !packed {
-                    self.ingest.source_done = true;
-                }
-                self.ingest.seal_filling();
-                break;
-            }
-            let payload_crc32c = match self.ingest.constant_crc32c {
-                Some((len, crc)) if constant && len == filled as u32 => crc,
-                _ => {
-                    let crc = crate::layout::crc32c(&payload[..filled]);
-                    if constant {
-                        self.ingest.constant_crc32c = Some((filled as u32, crc));
-                    }
-                    crc
-                }
-            };
-            self.ingest
-                .chunk_filled(buffer, timestamp_ns, filled as u32, payload_crc32c);
-            if (filled as u64) < remaining && !packed {
-                // A short chunk: the source went quiet (the chunk goes out as it is), or it
-                // ended (or was interrupted by a stop) mid-payload. (A record source's chunk
-                // that holds as many whole records as fit is not short: the next chunk
-                // takes the next record.)
-                if !quiet && self.state() == ControlState::Run {
-                    self.ingest.source_done = true;
-                }
-                self.ingest.seal_filling();
-                break;
-            }
-            if index + 1 == self.k {
-                self.ingest.seal_filling();
-                // Let submission run between buffers so that I/O starts early.
+            if self.fill_chunk(buffer, remaining) == Flow::Stop {
                 break;
             }
         }
         progressed
     }
+
+    /// The buffer being filled, or a free one where input may take one: rewrites after a
+    /// failed flush keep a few free buffers (see `rewrite.rs`).
+    #[inline]
+    fn buffer_to_fill(&mut self) -> Option<u32> {
+        match self.ingest.filling {
+            Some(buffer) => Some(buffer),
+            None if self.input_may_take_buffers() => self.ingest.free.pop(),
+            None => None,
+        }
+    }
+
+    /// Fills the next chunk slot of `buffer` with up to `remaining` bytes of the source,
+    /// and seals the buffer where the chunk ends it (full, short, or the source done).
+    #[inline]
+    fn fill_chunk(&mut self, buffer: u32, remaining: u64) -> Flow {
+        self.ingest.filling = Some(buffer);
+        let index = self.ingest.buffer_chunk_counts[buffer as usize];
+        let start = index as usize * self.chunk_bytes() + CHUNK_HEADER_SIZE_BYTES;
+        let timestamp_ns = match self.options.rate_bytes_per_s {
+            Some(rate) => {
+                self.start_ns + (self.ingest.stream_offset_bytes as f64 / rate * 1e9) as u64
+            }
+            None => self.clock.wall_ns(),
+        };
+        let chunk_slot = buffer as usize * self.k as usize + index as usize;
+        let draining = self.state() != ControlState::Run;
+        if draining {
+            let now = self.clock.now();
+            self.ingest.drain_started.get_or_insert(now);
+        }
+        let read = self.read_payload(buffer, start, remaining, chunk_slot, draining);
+        if draining && (read.bytes as u64) < remaining && !read.packed {
+            self.ingest.drained = true; // What was there is taken; the stop goes on.
+        }
+        if read.bytes == 0 {
+            if !read.quiet && !read.packed {
+                self.ingest.source_done = true;
+            }
+            self.ingest.seal_filling();
+            return Flow::Stop;
+        }
+        let payload_crc32c = self.payload_crc32c(buffer, start, read.bytes);
+        self.ingest
+            .chunk_filled(buffer, timestamp_ns, read.bytes as u32, payload_crc32c);
+        if (read.bytes as u64) < remaining && !read.packed {
+            // A short chunk: the source went quiet (the chunk goes out as it is), or it
+            // ended (or was interrupted by a stop) mid-payload. (A record source's chunk
+            // that holds as many whole records as fit is not short: the next chunk
+            // takes the next record.)
+            if !read.quiet && self.state() == ControlState::Run {
+                self.ingest.source_done = true;
+            }
+            self.ingest.seal_filling();
+            return Flow::Stop;
+        }
+        if index + 1 == self.k {
+            self.ingest.seal_filling();
+            // Let submission run between buffers so that I/O starts early.
+            return Flow::Stop;
+        }
+        Flow::Next
+    }
+
+    /// Reads up to `remaining` bytes of the source into `buffer` from `start` (chunk slot
+    /// `chunk_slot`); a read error is kept as the recording's error and reads as nothing.
+    #[inline]
+    fn read_payload(
+        &mut self,
+        buffer: u32,
+        start: usize,
+        remaining: u64,
+        chunk_slot: usize,
+        draining: bool,
+    ) -> Filled {
+        let constant = self.ingest.constant_source;
+        if constant && self.ingest.constant_payload_bytes[chunk_slot] as u64 == remaining {
+            // A constant source filled this slot before: the bytes are already there.
+            return Filled {
+                bytes: remaining as usize,
+                quiet: false,
+                packed: false,
+            };
+        }
+        // Input that can go quiet (a pipe) is not held in memory much longer than a
+        // sync interval: after that long without a byte, what came goes out. Draining
+        // at a stop takes only what is there already.
+        let quiet_after = match draining {
+            true => Some(Duration::ZERO),
+            false => self
+                .ingest
+                .source_may_block
+                .then_some(self.options.sync_interval),
+        };
+        let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
+            [start..start + remaining as usize];
+        let read = match fill_until_quiet(
+            &mut *self.source,
+            self.ingest.stream_offset_bytes,
+            payload,
+            self.control,
+            quiet_after,
+        ) {
+            Ok(filled) => filled,
+            Err(error) => {
+                self.error
+                    .get_or_insert(format!("reading the source: {error}"));
+                Filled {
+                    bytes: 0,
+                    quiet: false,
+                    packed: false,
+                }
+            }
+        };
+        self.ingest.constant_payload_bytes[chunk_slot] =
+            if constant { read.bytes as u32 } else { 0 };
+        read
+    }
+
+    /// The CRC of the `filled` payload bytes at `start` of `buffer`; a constant source's is
+    /// computed once per length.
+    #[inline]
+    fn payload_crc32c(&mut self, buffer: u32, start: usize, filled: usize) -> u32 {
+        let constant = self.ingest.constant_source;
+        match self.ingest.constant_crc32c {
+            Some((len, crc)) if constant && len == filled as u32 => crc,
+            _ => {
+                let payload = &self.engine.pool().slot(buffer as usize)[start..start + filled];
+                let crc = crate::layout::crc32c(payload);
+                if constant {
+                    self.ingest.constant_crc32c = Some((filled as u32, crc));
+                }
+                crc
+            }
+        }
+    }
+}
+
+/// Whether filling goes on with the next chunk after one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Next,
+    Stop,
 }
 
 #[cfg(test)]

@@ -66,6 +66,113 @@ pub(super) struct MemberState {
     pub(super) idle_since: Option<Instant>,
 }
 
+/// One I/O of a write: (first slot, first chunk of the buffer, chunk count).
+type Part = (u64, u32, u32);
+
+/// Where a write lands on its member: from `first_slot` of `lap` on, and in a ring that
+/// reaches the lap's end, on from slot 0 (the second part).
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    ring: bool,
+    first_slot: u64,
+    lap: u64,
+    usable_slots: u64,
+    ring_position: u64,
+    chunk_count: u32,
+    /// Chunks in the first part: all of them unless the write goes on at slot 0.
+    first_part_count: u32,
+}
+
+impl Span {
+    #[inline]
+    fn slot_of(&self, index: u32) -> u64 {
+        if index < self.first_part_count {
+            self.first_slot + index as u64
+        } else {
+            (index - self.first_part_count) as u64
+        }
+    }
+
+    /// The write's I/Os: one, or two where it goes on at slot 0.
+    #[inline]
+    fn parts(&self) -> Parts {
+        Parts {
+            all: [
+                (self.first_slot, 0, self.first_part_count),
+                (
+                    0,
+                    self.first_part_count,
+                    self.chunk_count - self.first_part_count,
+                ),
+            ],
+            count: if self.first_part_count < self.chunk_count {
+                2
+            } else {
+                1
+            },
+        }
+    }
+}
+
+/// A write's one or two I/Os, kept on the stack.
+#[derive(Debug, Clone, Copy)]
+struct Parts {
+    all: [Part; 2],
+    count: usize,
+}
+
+impl Parts {
+    #[inline]
+    fn as_slice(&self) -> &[Part] {
+        &self.all[..self.count]
+    }
+}
+
+impl MemberState {
+    /// A member as a recording starts on it: at the checkpoint's `position`, with its
+    /// queue depth, recovery limit and redirect reserve for `options`, `k` chunks a write.
+    pub(super) fn starting(
+        member: &Member,
+        position: &MemberPosition,
+        options: &RecordOptions,
+        k: u32,
+    ) -> MemberState {
+        let data_slot_count = member.layout().data_slot_count;
+        // Whole I/Os only, and one slot kept for the end-of-recording chunk.
+        let usable_slots = data_slot_count.saturating_sub(1) / k as u64 * k as u64;
+        let queue_depth = match options.fill {
+            Fill::Linear => options.queue_depth,
+            Fill::Ring { .. } => options
+                .queue_depth
+                .min((usable_slots / k as u64).saturating_sub(1).max(1) as u32),
+        };
+        let recovery_limit_slots = match options.fill {
+            Fill::Linear => RECOVERY_WINDOW_SLOTS as u64,
+            Fill::Ring { .. } => usable_slots.min(RECOVERY_WINDOW_SLOTS as u64),
+        }
+        .saturating_sub(k as u64)
+        .max(k as u64);
+        // Room for every write a member can have in flight, so that a retirement
+        // always finds somewhere to send them.
+        let redirect_reserve_slots =
+            (options.queue_depth as u64 * k as u64).min(recovery_limit_slots / 2);
+        MemberState {
+            queue_depth,
+            recovery_limit_slots,
+            redirect_reserve_slots,
+            next_slot: position.next_slot_index,
+            lap: position.lap,
+            usable_slots,
+            data_slot_count,
+            start_slot: position.next_slot_index,
+            start_lap: position.lap,
+            trimmed_to_slot: position.next_slot_index,
+            frontier_end_slot: position.next_slot_index,
+            ..MemberState::default()
+        }
+    }
+}
+
 /// A member idle this long while adaptive striping sends elsewhere gets the next I/O: its
 /// rate estimate is refreshed only by the writes it gets, and a member whose first writes
 /// were slow would otherwise be left out for good.
@@ -365,26 +472,49 @@ impl Writer<'_> {
         user_data: u64,
     ) -> Result<Placed, RecordingError> {
         let redirected = untag(user_data).1 > 0;
-        let ring = matches!(self.options.fill, Fill::Ring { .. });
         if let Fill::Ring { trim } = self.options.fill {
-            // A position at the end of the lap (as a checkpoint may hold) is slot 0 of the next.
-            let member = &mut self.placement.members[member_index];
-            let (_, lap, slot) = member.ring_next();
-            if lap != member.lap {
-                member.trimmed_to_slot = 0;
-            }
-            member.lap = lap;
-            member.next_slot = slot;
-            if trim && member.lap > 0 {
-                self.trim_ahead(member_index)?;
-            }
+            self.ring_write_point(member_index, trim)?;
         }
-        let chunk_bytes = self.chunk_bytes();
+        let span = self.span(member_index, chunk_count);
+        let stream_end_bytes =
+            self.frame(buffer, member_index, &span, first_sequence, redirected)?;
+        let parts = span.parts();
+        self.push_parts(buffer, member_index, parts.as_slice(), user_data)?;
+        self.note_placed(member_index, &span, first_sequence, redirected, user_data);
+        Ok(Placed {
+            parts: parts.count as u8,
+            slot: span.first_slot,
+            position: span.ring_position,
+            stream_end_bytes,
+        })
+    }
+
+    /// A ring's write point before a write: a position at the end of the lap (as a
+    /// checkpoint may hold) is slot 0 of the next; with `trim`, the slots ahead are
+    /// discarded once the ring has gone round.
+    #[inline]
+    fn ring_write_point(&mut self, member_index: usize, trim: bool) -> Result<(), RecordingError> {
+        let member = &mut self.placement.members[member_index];
+        let (_, lap, slot) = member.ring_next();
+        if lap != member.lap {
+            member.trimmed_to_slot = 0;
+        }
+        member.lap = lap;
+        member.next_slot = slot;
+        if trim && member.lap > 0 {
+            self.trim_ahead(member_index)?;
+        }
+        Ok(())
+    }
+
+    /// The slots a write of `chunk_count` chunks takes at `member_index`'s write point.
+    #[inline]
+    fn span(&self, member_index: usize, chunk_count: u32) -> Span {
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
         let member = &self.placement.members[member_index];
         let first_slot = member.next_slot;
-        let lap = member.lap;
         let usable_slots = member.usable_slots;
-        let ring_position = lap * usable_slots + first_slot;
+        let ring_position = member.lap * usable_slots + first_slot;
         // A ring write that reaches the end of the lap goes on at slot 0, so that every lap
         // fills every usable slot in order (what is left at the end of a lap would otherwise
         // hold an older lap's data).
@@ -405,14 +535,20 @@ impl Writer<'_> {
                 "a ring write overlaps a write in flight"
             );
         }
-        let slot_of = |index: u32| {
-            if index < first_part_count {
-                first_slot + index as u64
-            } else {
-                (index - first_part_count) as u64
-            }
-        };
-        let base = buffer as usize * self.k as usize;
+        Span {
+            ring,
+            first_slot,
+            lap: member.lap,
+            usable_slots,
+            ring_position,
+            chunk_count,
+            first_part_count,
+        }
+    }
+
+    /// The flags every chunk of a write carries.
+    #[inline]
+    fn write_flags(&self, redirected: bool) -> ChunkFlags {
         let mut flags = ChunkFlags::empty();
         if self.options.pattern {
             flags.insert(ChunkFlags::PATTERN);
@@ -423,8 +559,25 @@ impl Writer<'_> {
         if redirected {
             flags.insert(ChunkFlags::REDIRECTED);
         }
+        flags
+    }
+
+    /// Encodes each chunk's header in place in `buffer`, for the slots of `span`; returns
+    /// where the write's stream ends.
+    #[inline]
+    fn frame(
+        &mut self,
+        buffer: u32,
+        member_index: usize,
+        span: &Span,
+        first_sequence: u64,
+        redirected: bool,
+    ) -> Result<u64, RecordingError> {
+        let chunk_bytes = self.chunk_bytes();
+        let base = buffer as usize * self.k as usize;
+        let flags = self.write_flags(redirected);
         let mut stream_end_bytes = 0;
-        for index in 0..chunk_count as usize {
+        for index in 0..span.chunk_count as usize {
             let meta = self.ingest.metas[base + index];
             let sequence = first_sequence + index as u64;
             let mut chunk_flags = flags;
@@ -446,7 +599,7 @@ impl Writer<'_> {
                 member_index: member_index as u16,
                 stream_id: 0,
                 sequence,
-                slot_index: slot_of(index as u32),
+                slot_index: span.slot_of(index as u32),
                 timestamp_ns: meta.timestamp_ns,
                 stream_offset_bytes: meta.stream_offset_bytes,
                 gap_bytes: meta.gap_bytes,
@@ -461,12 +614,20 @@ impl Writer<'_> {
                 self.placement.submitted_gap_bytes += meta.gap_bytes;
             }
         }
-        // The I/Os: (first slot, first chunk of the buffer, chunk count).
-        let all_parts = [
-            (first_slot, 0u32, first_part_count),
-            (0, first_part_count, chunk_count - first_part_count),
-        ];
-        let parts = &all_parts[..if first_part_count < chunk_count { 2 } else { 1 }];
+        Ok(stream_end_bytes)
+    }
+
+    /// Pushes the write's I/Os, one a part; nothing is pushed when a part's slot lies
+    /// outside the member.
+    #[inline]
+    fn push_parts(
+        &mut self,
+        buffer: u32,
+        member_index: usize,
+        parts: &[Part],
+        user_data: u64,
+    ) -> Result<(), RecordingError> {
+        let chunk_bytes = self.chunk_bytes();
         let mut offsets_bytes = [0u64; 2];
         for (part, &(slot, _, _)) in parts.iter().enumerate() {
             offsets_bytes[part] = self.set.members[member_index]
@@ -493,33 +654,50 @@ impl Writer<'_> {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// The member's books after a write is pushed: its slots not yet durable, its place
+    /// among the writes in flight, the write point past it, and the counts.
+    #[inline]
+    fn note_placed(
+        &mut self,
+        member_index: usize,
+        span: &Span,
+        first_sequence: u64,
+        redirected: bool,
+        user_data: u64,
+    ) {
+        let parts = span.parts();
+        let parts = parts.as_slice();
+        let chunk_count = span.chunk_count as u64;
         let member = &mut self.placement.members[member_index];
         for (part, &(slot, first_chunk, _)) in parts.iter().enumerate() {
             // Redirected slots just before this part: those before the write, and in a
             // redirected write, its own first part.
             let tail = match (redirected, part) {
                 (_, 0) => member.redirect_tail_slots,
-                (true, _) => member.redirect_tail_slots + first_part_count as u64,
+                (true, _) => member.redirect_tail_slots + span.first_part_count as u64,
                 (false, _) => 0,
             };
             member.undurable.push_back((
                 first_sequence + first_chunk as u64,
                 slot,
-                lap + part as u64,
+                span.lap + part as u64,
                 tail,
             ));
         }
         member.redirect_tail_slots = if redirected {
-            member.redirect_tail_slots + chunk_count as u64
+            member.redirect_tail_slots + chunk_count
         } else {
             0
         };
         member
             .pending
-            .push_back((untag(user_data).0, ring_position, chunk_count as u64));
-        member.next_slot = first_slot + chunk_count as u64;
-        if ring && member.next_slot >= usable_slots {
-            member.next_slot -= usable_slots;
+            .push_back((untag(user_data).0, span.ring_position, chunk_count));
+        member.next_slot = span.first_slot + chunk_count;
+        if span.ring && member.next_slot >= span.usable_slots {
+            member.next_slot -= span.usable_slots;
             member.lap += 1;
             member.trimmed_to_slot = 0;
         }
@@ -531,16 +709,10 @@ impl Writer<'_> {
         if let Some(counters) = self.counters {
             counters.members[member_index].submitted();
         }
-        member.chunk_count += chunk_count as u64;
+        member.chunk_count += chunk_count;
         member.io_count += parts.len() as u64;
-        member.since_checkpoint_slots += chunk_count as u64;
-        member.since_durable_slots += chunk_count as u64;
-        Ok(Placed {
-            parts: parts.len() as u8,
-            slot: first_slot,
-            position: ring_position,
-            stream_end_bytes,
-        })
+        member.since_checkpoint_slots += chunk_count;
+        member.since_durable_slots += chunk_count;
     }
 
     /// Ring with trim: keep the slots ahead of the write point discarded. A discard that

@@ -85,6 +85,16 @@ pub(super) struct Retiring {
 }
 
 impl Retiring {
+    /// Counts a write of `chunk_count` slots from `first_slot`, sent again to the redirect
+    /// member, in the newest retirement's run.
+    pub(super) fn count_in_run(&mut self, first_slot: u64, chunk_count: u32) {
+        let retirement = self.retirements.last_mut().expect("a retirement redirects");
+        if retirement.redirect_slot_count == 0 {
+            retirement.redirect_first_slot = first_slot;
+        }
+        retirement.redirect_slot_count += chunk_count;
+    }
+
     /// Whether the newest retirement's run was cut: its redirects and rewrites cannot go on
     /// in it.
     pub(super) fn newest_run_cut(&self) -> bool {
@@ -188,6 +198,16 @@ pub(super) fn cause_of_io(error: &RecordingError) -> (RetirementCause, i32) {
         RetirementCause::WriteFailed
     };
     (cause, errno)
+}
+
+/// Where a retirement starts: the first chunk that goes elsewhere, where it stood in the
+/// stream, and the first slot of the member's void (the write it starts at, where one does).
+#[derive(Debug, Clone, Copy)]
+struct RetiredAt {
+    first_sequence: u64,
+    stream_offset_bytes: u64,
+    retired_first_slot: u64,
+    void: Option<Done>,
 }
 
 impl Writer<'_> {
@@ -519,6 +539,52 @@ impl Writer<'_> {
             true => std::mem::take(&mut self.placement.members[member].completed_unflushed).into(),
             false => Vec::new(),
         };
+        let first = self.redirect_flights(member, again);
+        if let Some(counters) = self.counters {
+            counters.members[member].retire();
+        }
+        // The retirement starts at the first chunk that goes elsewhere (in sequence), and
+        // its void at the first of their slots (in the member's order of writes).
+        let mut starts: Vec<Done> = in_doubt.clone();
+        if let Some(flight) = first {
+            starts.push(self.done_of(&flight));
+        }
+        let start = self.mark_retired(member, flush_failed, &starts);
+        self.queue_rewrites(member, target, in_doubt);
+        // A member whose write failed is flushed by the next checkpoint, offered at once:
+        // until then its run stays open (see `rewrite.rs`). One that timed out would stall
+        // that flush as it stalled its writes.
+        if !flush_failed && !again && cause != RetirementCause::Timeout {
+            self.retiring.gate = Some(Gate {
+                member,
+                void_position: start.void.map_or(u64::MAX, |void| void.position),
+                offered: false,
+                until: self.clock.now() + GATE_LIMIT.min(self.options.member_timeout),
+            });
+        }
+        let lap_slots = match self.options.fill {
+            Fill::Ring { .. } => self.placement.members[target].usable_slots,
+            Fill::Linear => self.placement.members[target].data_slot_count,
+        };
+        self.retiring.redirect_to = Some(target);
+        self.retiring.retirements.push(Retirement {
+            member_index: member as u16,
+            cause,
+            errno,
+            retired_ns: self.clock.wall_ns(),
+            stream_offset_bytes: start.stream_offset_bytes,
+            first_sequence: start.first_sequence,
+            redirect_member: target as u16,
+            redirect_slot_count: 0,
+            redirect_first_slot: 0,
+            redirect_lap_slots: lap_slots,
+            retired_first_slot: start.retired_first_slot,
+        });
+    }
+
+    /// Queues `member`'s writes in flight (on a member retired `again`, the failed ones) to
+    /// be sent elsewhere, keeping each part still out as stale. Returns the first.
+    fn redirect_flights(&mut self, member: usize, again: bool) -> Option<Flight> {
         let mut first: Option<Flight> = None;
         for (number, flight, done) in self.frontier.flights.iter_mut() {
             if flight.member as usize != member || done || again && !flight.failed {
@@ -538,15 +604,13 @@ impl Writer<'_> {
             flight.parts_left = 0;
             self.retiring.redirects.push_back(number);
         }
-        if let Some(counters) = self.counters {
-            counters.members[member].retire();
-        }
-        // The retirement starts at the first chunk that goes elsewhere (in sequence), and
-        // its void at the first of their slots (in the member's order of writes).
-        let mut starts: Vec<Done> = in_doubt.clone();
-        if let Some(flight) = first {
-            starts.push(self.done_of(&flight));
-        }
+        first
+    }
+
+    /// Marks `member` retired, and finds where its retirement starts: the earliest of
+    /// `starts` in sequence, and its void at the first of them in slots (with none, the
+    /// stream's next chunk and the member's write point).
+    fn mark_retired(&mut self, member: usize, flush_failed: bool, starts: &[Done]) -> RetiredAt {
         let retired = &mut self.placement.members[member];
         retired.retired = true;
         // What it completed is flushed by the next checkpoint, or, where its flush failed,
@@ -561,23 +625,30 @@ impl Writer<'_> {
             .min_by_key(|done| done.first_sequence)
             .copied();
         let void = starts.iter().min_by_key(|done| done.position).copied();
-        let (first_sequence, stream_offset_bytes, retired_first_slot) = match (earliest, void) {
+        match (earliest, void) {
             (Some(earliest), Some(void)) => {
                 retired
                     .undurable
                     .retain(|&(sequence, ..)| sequence < earliest.first_sequence);
-                (
-                    earliest.first_sequence,
-                    earliest.stream_offset_bytes,
-                    void.slot,
-                )
+                RetiredAt {
+                    first_sequence: earliest.first_sequence,
+                    stream_offset_bytes: earliest.stream_offset_bytes,
+                    retired_first_slot: void.slot,
+                    void: Some(void),
+                }
             }
-            _ => (
-                self.placement.next_sequence,
-                self.ingest.stream_offset_bytes,
-                retired.next_slot,
-            ),
-        };
+            _ => RetiredAt {
+                first_sequence: self.placement.next_sequence,
+                stream_offset_bytes: self.ingest.stream_offset_bytes,
+                retired_first_slot: retired.next_slot,
+                void,
+            },
+        }
+    }
+
+    /// Queues the `in_doubt` writes of `member` that `target` has room for, after the
+    /// redirected ones, to be read back and written again there.
+    fn queue_rewrites(&mut self, member: usize, target: usize, in_doubt: Vec<Done>) {
         let outstanding: u64 = self
             .retiring
             .redirects
@@ -591,39 +662,8 @@ impl Writer<'_> {
                 .into_iter()
                 .map(|done| Rewrite { from: member, done }),
         );
-        // A member whose write failed is flushed by the next checkpoint, offered at once:
-        // until then its run stays open (see `rewrite.rs`). One that timed out would stall
-        // that flush as it stalled its writes.
-        if !flush_failed && !again && cause != RetirementCause::Timeout {
-            self.retiring.gate = Some(Gate {
-                member,
-                void_position: void.map_or(u64::MAX, |void| void.position),
-                offered: false,
-                until: self.clock.now() + GATE_LIMIT.min(self.options.member_timeout),
-            });
-        }
-        let lap_slots = match self.options.fill {
-            Fill::Ring { .. } => self.placement.members[target].usable_slots,
-            Fill::Linear => self.placement.members[target].data_slot_count,
-        };
-        self.retiring.redirect_to = Some(target);
-        self.retiring.retirements.push(Retirement {
-            member_index: member as u16,
-            cause,
-            errno,
-            retired_ns: self.clock.wall_ns(),
-            stream_offset_bytes,
-            first_sequence,
-            redirect_member: target as u16,
-            redirect_slot_count: 0,
-            redirect_first_slot: 0,
-            redirect_lap_slots: lap_slots,
-            retired_first_slot,
-        });
     }
 
-    /// Sends the retired member's writes to the redirect member, as far as its queue and
-    /// the free buffers allow. Returns whether anything went out.
     /// Whether `flight`, to go to `target`, never can: the target has nothing in flight and
     /// has gone as far past the last durable checkpoint as it may, and that checkpoint
     /// already claims everything before `flight` (the frontier waits for it), so no later
@@ -637,6 +677,8 @@ impl Writer<'_> {
                 == self.placement.members[target].since_checkpoint_slots
     }
 
+    /// Sends the retired member's writes to the redirect member, as far as its queue and
+    /// the free buffers allow. Returns whether anything went out.
     pub(super) fn submit_redirects(&mut self) -> bool {
         // A member that failed while another's writes were going out again is retired
         // once they have.
@@ -697,15 +739,7 @@ impl Writer<'_> {
                     break;
                 }
             };
-            let retirement = self
-                .retiring
-                .retirements
-                .last_mut()
-                .expect("a retirement redirects");
-            if retirement.redirect_slot_count == 0 {
-                retirement.redirect_first_slot = placed.slot;
-            }
-            retirement.redirect_slot_count += flight.chunk_count;
+            self.retiring.count_in_run(placed.slot, flight.chunk_count);
             *self
                 .frontier
                 .flights

@@ -252,115 +252,132 @@ impl Writer<'_> {
     /// the free buffers allow. Returns whether anything moved.
     pub(super) fn submit_rewrites(&mut self) -> bool {
         let mut progressed = false;
-        let ring = matches!(self.options.fill, Fill::Ring { .. });
         while let (Some(&rewrite), Some(target)) =
             (self.retiring.rewrites.front(), self.retiring.redirect_to)
         {
-            if self.retiring.newest_run_cut() {
-                // A write sent again failed on the redirect member: nothing more joins the
-                // run. What is left stays where the failed flush left it, noted.
-                self.rewrites_given_up();
-                break;
-            }
-            let count = rewrite.done.chunk_count;
-            let state = &self.placement.members[target];
-            if !ring && state.next_slot + count as u64 > state.usable_slots {
-                // No room left on the member (it filled meanwhile).
-                self.rewrites_given_up();
-                break;
-            }
-            let room = self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth;
-            if !room || !self.placement.members[target].can_take_redirect(count as u64, ring) {
-                break;
-            }
-            let Some(buffer) = self.ingest.free.pop() else {
-                if self.engine.in_flight() == 0 {
-                    // Every buffer waits, filled, behind the rewrites: none comes back. What
-                    // is left stays where the failed flush left it, noted.
-                    self.rewrites_given_up();
-                }
+            let Some(buffer) = self.rewrite_buffer(rewrite, target) else {
                 break;
             };
             self.retiring.rewrites.pop_front();
             progressed = true;
-            let (whole, overwritten) = self.read_back(rewrite, buffer);
-            if whole < count && overwritten {
-                // A later lap of the member went over it: gone as a ring drops its oldest.
-                if whole + 1 < count {
-                    let rest = self.rest_of(rewrite, whole + 1);
-                    self.retiring.rewrites.push_front(rest);
-                }
-            } else if whole < count {
-                // Lost with the member: chunk `whole` did not read back. The rest goes on
-                // its own, after it.
-                self.note_unconfirmed(
-                    rewrite.from,
-                    1,
-                    "chunks it completed since its last good flush did not read back from it \
-                     after the flush failed: they were never made durable elsewhere",
-                );
-                if whole + 1 < count {
-                    let skip = whole + 1;
-                    let rest = self.rest_of(rewrite, skip);
-                    self.retiring.rewrites.push_front(rest);
-                }
-            }
+            let whole = self.read_back_whole(rewrite, buffer);
             if whole == 0 {
                 self.ingest.free_buffer(buffer);
                 continue;
             }
-            let user_data = tag(REWRITE_BIT | self.retiring.next_rewrite, 1);
-            self.retiring.next_rewrite += 1;
-            let placed = match self.place(
-                buffer,
-                target,
-                whole,
-                rewrite.done.first_sequence,
-                user_data,
-            ) {
-                Ok(placed) => placed,
-                Err(error) => {
-                    self.error.get_or_insert(error.to_string());
-                    self.ingest.free.push(buffer);
-                    self.retiring.rewrites.clear();
-                    break;
-                }
-            };
-            let retirement = self
-                .retiring
-                .retirements
-                .last_mut()
-                .expect("a retirement rewrites");
-            if retirement.redirect_slot_count == 0 {
-                retirement.redirect_first_slot = placed.slot;
+            if let Err(error) = self.send_rewrite(rewrite, target, buffer, whole) {
+                self.error.get_or_insert(error.to_string());
+                self.ingest.free.push(buffer);
+                self.retiring.rewrites.clear();
+                break;
             }
-            retirement.redirect_slot_count += whole;
-            // The chunks count where they land.
-            let from = &mut self.placement.members[rewrite.from];
-            from.chunk_count = from.chunk_count.saturating_sub(whole as u64);
-            self.retiring.rewrite_flights.push(RewriteFlight {
-                user_data,
-                buffer,
-                from: rewrite.from,
-                done: Done {
-                    chunk_count: whole,
-                    ..rewrite.done
-                },
-                member: target,
-                placed: Done {
-                    first_sequence: rewrite.done.first_sequence,
-                    chunk_count: whole,
-                    slot: placed.slot,
-                    position: placed.position,
-                    stream_offset_bytes: self.ingest.metas[buffer as usize * self.k as usize]
-                        .stream_offset_bytes,
-                },
-                parts_left: placed.parts,
-                failed: None,
-                submitted: self.clock.now(),
-            });
         }
         progressed
+    }
+
+    /// A free buffer for `rewrite` to `target`, where the run, the target and the queue
+    /// take it now. Where they never will, what is left of the rewrites is given up.
+    fn rewrite_buffer(&mut self, rewrite: Rewrite, target: usize) -> Option<u32> {
+        let ring = matches!(self.options.fill, Fill::Ring { .. });
+        if self.retiring.newest_run_cut() {
+            // A write sent again failed on the redirect member: nothing more joins the
+            // run. What is left stays where the failed flush left it, noted.
+            self.rewrites_given_up();
+            return None;
+        }
+        let count = rewrite.done.chunk_count;
+        let state = &self.placement.members[target];
+        if !ring && state.next_slot + count as u64 > state.usable_slots {
+            // No room left on the member (it filled meanwhile).
+            self.rewrites_given_up();
+            return None;
+        }
+        let room = self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth;
+        if !room || !self.placement.members[target].can_take_redirect(count as u64, ring) {
+            return None;
+        }
+        let buffer = self.ingest.free.pop();
+        if buffer.is_none() && self.engine.in_flight() == 0 {
+            // Every buffer waits, filled, behind the rewrites: none comes back. What
+            // is left stays where the failed flush left it, noted.
+            self.rewrites_given_up();
+        }
+        buffer
+    }
+
+    /// Reads `rewrite` back into `buffer`; returns how many chunks from the first read back
+    /// whole. The chunks after one that did not go back to the front of the queue.
+    fn read_back_whole(&mut self, rewrite: Rewrite, buffer: u32) -> u32 {
+        let count = rewrite.done.chunk_count;
+        let (whole, overwritten) = self.read_back(rewrite, buffer);
+        if whole < count && overwritten {
+            // A later lap of the member went over it: gone as a ring drops its oldest.
+            if whole + 1 < count {
+                let rest = self.rest_of(rewrite, whole + 1);
+                self.retiring.rewrites.push_front(rest);
+            }
+        } else if whole < count {
+            // Lost with the member: chunk `whole` did not read back. The rest goes on
+            // its own, after it.
+            self.note_unconfirmed(
+                rewrite.from,
+                1,
+                "chunks it completed since its last good flush did not read back from it \
+                 after the flush failed: they were never made durable elsewhere",
+            );
+            if whole + 1 < count {
+                let skip = whole + 1;
+                let rest = self.rest_of(rewrite, skip);
+                self.retiring.rewrites.push_front(rest);
+            }
+        }
+        whole
+    }
+
+    /// Writes the first `whole` chunks of `rewrite`, read back into `buffer`, to `target`,
+    /// and counts them in the retirement's run.
+    fn send_rewrite(
+        &mut self,
+        rewrite: Rewrite,
+        target: usize,
+        buffer: u32,
+        whole: u32,
+    ) -> Result<(), RecordingError> {
+        let user_data = tag(REWRITE_BIT | self.retiring.next_rewrite, 1);
+        self.retiring.next_rewrite += 1;
+        let placed = self.place(
+            buffer,
+            target,
+            whole,
+            rewrite.done.first_sequence,
+            user_data,
+        )?;
+        self.retiring.count_in_run(placed.slot, whole);
+        // The chunks count where they land.
+        let from = &mut self.placement.members[rewrite.from];
+        from.chunk_count = from.chunk_count.saturating_sub(whole as u64);
+        self.retiring.rewrite_flights.push(RewriteFlight {
+            user_data,
+            buffer,
+            from: rewrite.from,
+            done: Done {
+                chunk_count: whole,
+                ..rewrite.done
+            },
+            member: target,
+            placed: Done {
+                first_sequence: rewrite.done.first_sequence,
+                chunk_count: whole,
+                slot: placed.slot,
+                position: placed.position,
+                stream_offset_bytes: self.ingest.metas[buffer as usize * self.k as usize]
+                    .stream_offset_bytes,
+            },
+            parts_left: placed.parts,
+            failed: None,
+            submitted: self.clock.now(),
+        });
+        Ok(())
     }
 
     /// Reads `rewrite` back from its member into `buffer` and describes its chunks for

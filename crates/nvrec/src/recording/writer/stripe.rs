@@ -4,6 +4,34 @@
 use super::place::{MemberState, Placement, ADAPTIVE_PROBE_INTERVAL};
 use super::*;
 
+/// The write a member is chosen for: its size, on a set of this layout.
+#[derive(Debug, Clone, Copy)]
+struct Want {
+    chunk_count: u32,
+    fill: Fill,
+}
+
+impl Want {
+    /// Whether `member` is live and has slots left for the write (a ring always has, once
+    /// the write fits in a lap).
+    #[inline]
+    fn has_room(self, member: &MemberState) -> bool {
+        !member.retired
+            && match self.fill {
+                Fill::Linear => member.next_slot + self.chunk_count as u64 <= member.usable_slots,
+                Fill::Ring { .. } => member.usable_slots >= self.chunk_count as u64,
+            }
+    }
+
+    /// Whether `member` takes the write now: its queue has room and, in a ring, the write
+    /// touches no slot still being written.
+    #[inline]
+    fn can_take(self, member: &MemberState) -> bool {
+        let ring = matches!(self.fill, Fill::Ring { .. });
+        member.can_take(self.chunk_count as u64, ring)
+    }
+}
+
 impl Placement {
     /// The member the next I/O of `chunk_count` chunks goes to, if one has room now.
     /// `now` for the rate estimates; the layout and striping asked for.
@@ -14,116 +42,112 @@ impl Placement {
         stripe: Stripe,
         now: Instant,
     ) -> Option<usize> {
-        let has_room = |member: &MemberState| {
-            !member.retired
-                && match fill {
-                    Fill::Linear => member.next_slot + chunk_count as u64 <= member.usable_slots,
-                    Fill::Ring { .. } => member.usable_slots >= chunk_count as u64,
-                }
-        };
-        let ring = matches!(fill, Fill::Ring { .. });
-        // A member takes the write now if its queue has room and, in a ring, the write
-        // touches no slot still being written.
-        let can_take = |member: &MemberState| member.can_take(chunk_count as u64, ring);
-        if self.members.iter().all(|member| !has_room(member)) {
+        let want = Want { chunk_count, fill };
+        if self.members.iter().all(|member| !want.has_room(member)) {
             self.full = true;
             return None;
         }
-        match stripe {
-            Stripe::RoundRobin => {
-                // Members in turn; a full one is skipped, a busy one is waited for.
-                let count = self.members.len();
-                for step in 0..count {
-                    let index = (self.rr_next + step) % count;
-                    if has_room(&self.members[index]) {
-                        if can_take(&self.members[index]) {
-                            self.rr_next = index + 1;
-                            return Some(index);
-                        }
-                        return None;
-                    }
-                }
-                None
+        let index = match stripe {
+            Stripe::RoundRobin => self.round_robin(want),
+            Stripe::Adaptive => self.adaptive(want, now),
+        }?;
+        self.rr_next = index + 1;
+        Some(index)
+    }
+
+    /// Member indexes in turn, from the one after the last chosen.
+    #[inline]
+    fn in_turn(&self) -> impl Iterator<Item = usize> {
+        let count = self.members.len();
+        let first = self.rr_next;
+        (0..count).map(move |step| (first + step) % count)
+    }
+
+    /// Members in turn; a full one is skipped, a busy one is waited for.
+    fn round_robin(&self, want: Want) -> Option<usize> {
+        let index = self
+            .in_turn()
+            .find(|&index| want.has_room(&self.members[index]))?;
+        want.can_take(&self.members[index]).then_some(index)
+    }
+
+    /// The member that would finish this I/O soonest: its queue (plus this I/O) over the
+    /// rate it has been writing at. A member whose queue is full wins by being waited for,
+    /// so that a slow member never fills up with work a fast one would finish first. Until
+    /// rates are known, the shortest queue; ties rotate. Before that, under light load, the
+    /// member least far along, and an idle member due for a probe of its rate.
+    fn adaptive(&self, want: Want, now: Instant) -> Option<usize> {
+        if let Some(index) = self.least_along_when_idle(want) {
+            return Some(index);
+        }
+        if let Some(index) = self.due_for_probe(want, now) {
+            return Some(index);
+        }
+        let index = self.soonest_finish(want, now)?;
+        want.can_take(&self.members[index]).then_some(index)
+    }
+
+    /// Light load: when every member that has room is idle, any of them finishes the write
+    /// at once (and rates measured on a trickle of writes say little). The one least far
+    /// along takes it, so that members fill evenly and, in a ring, lap together: a ring
+    /// keeps only what is newer than the oldest chunk of the member that laps fastest.
+    fn least_along_when_idle(&self, want: Want) -> Option<usize> {
+        let all_idle = self
+            .members
+            .iter()
+            .filter(|member| want.has_room(member))
+            .all(|member| member.in_flight == 0);
+        if !all_idle {
+            return None;
+        }
+        let along = |member: &MemberState| {
+            (member.lap as f64 * member.usable_slots as f64 + member.next_slot as f64)
+                / member.usable_slots.max(1) as f64
+        };
+        let least = self
+            .in_turn()
+            .filter(|&index| want.has_room(&self.members[index]))
+            .min_by(|&a, &b| along(&self.members[a]).total_cmp(&along(&self.members[b])))?;
+        want.can_take(&self.members[least]).then_some(least)
+    }
+
+    /// An idle member that has not written for [`ADAPTIVE_PROBE_INTERVAL`]: a write
+    /// measures its rate again.
+    fn due_for_probe(&self, want: Want, now: Instant) -> Option<usize> {
+        self.in_turn().find(|&index| {
+            let member = &self.members[index];
+            want.has_room(member)
+                && member.in_flight == 0
+                && want.can_take(member)
+                && member.idle_since.is_some_and(|since| {
+                    now.saturating_duration_since(since) >= ADAPTIVE_PROBE_INTERVAL
+                })
+        })
+    }
+
+    /// The member with room whose queue plus this write would be done first at its rate
+    /// (the fastest known rate for a member not measured yet).
+    fn soonest_finish(&self, want: Want, now: Instant) -> Option<usize> {
+        let known_max = self
+            .members
+            .iter()
+            .filter_map(|m| m.rate(now))
+            .fold(0.0f64, f64::max);
+        let mut best: Option<(usize, f64)> = None;
+        for index in self.in_turn() {
+            let member = &self.members[index];
+            if !want.has_room(member) {
+                continue;
             }
-            Stripe::Adaptive => {
-                // The member that would finish this I/O soonest: its queue (plus this I/O)
-                // over the rate it has been writing at. A member whose queue is full wins by
-                // being waited for, so that a slow member never fills up with work a fast
-                // one would finish first. Until rates are known, the shortest queue; ties
-                // rotate.
-                let count = self.members.len();
-                // Light load: when every member that has room is idle, any of them finishes
-                // the write at once (and rates measured on a trickle of writes say little).
-                // The one least far along takes it, so that members fill evenly and, in a
-                // ring, lap together: a ring keeps only what is newer than the oldest chunk
-                // of the member that laps fastest.
-                let all_idle = self
-                    .members
-                    .iter()
-                    .filter(|member| has_room(member))
-                    .all(|member| member.in_flight == 0);
-                if all_idle {
-                    let along = |member: &MemberState| {
-                        (member.lap as f64 * member.usable_slots as f64 + member.next_slot as f64)
-                            / member.usable_slots.max(1) as f64
-                    };
-                    let least = (0..count)
-                        .map(|step| (self.rr_next + step) % count)
-                        .filter(|&index| has_room(&self.members[index]))
-                        .min_by(|&a, &b| {
-                            along(&self.members[a]).total_cmp(&along(&self.members[b]))
-                        });
-                    if let Some(index) = least {
-                        if can_take(&self.members[index]) {
-                            self.rr_next = index + 1;
-                            return Some(index);
-                        }
-                    }
-                }
-                let probe = (0..count)
-                    .map(|step| (self.rr_next + step) % count)
-                    .find(|&index| {
-                        let member = &self.members[index];
-                        has_room(member)
-                            && member.in_flight == 0
-                            && can_take(member)
-                            && member.idle_since.is_some_and(|since| {
-                                now.saturating_duration_since(since) >= ADAPTIVE_PROBE_INTERVAL
-                            })
-                    });
-                if let Some(index) = probe {
-                    self.rr_next = index + 1;
-                    return Some(index);
-                }
-                let known_max = self
-                    .members
-                    .iter()
-                    .filter_map(|m| m.rate(now))
-                    .fold(0.0f64, f64::max);
-                let mut best: Option<(usize, f64)> = None;
-                for step in 0..count {
-                    let index = (self.rr_next + step) % count;
-                    let member = &self.members[index];
-                    if !has_room(member) {
-                        continue;
-                    }
-                    let rate =
-                        member
-                            .rate(now)
-                            .unwrap_or(if known_max > 0.0 { known_max } else { 1.0 });
-                    let finish = (member.in_flight as f64 + 1.0) / rate;
-                    if best.is_none_or(|(_, b)| finish < b) {
-                        best = Some((index, finish));
-                    }
-                }
-                let (index, _) = best?;
-                if !can_take(&self.members[index]) {
-                    return None;
-                }
-                self.rr_next = index + 1;
-                Some(index)
+            let rate = member
+                .rate(now)
+                .unwrap_or(if known_max > 0.0 { known_max } else { 1.0 });
+            let finish = (member.in_flight as f64 + 1.0) / rate;
+            if best.is_none_or(|(_, b)| finish < b) {
+                best = Some((index, finish));
             }
         }
+        best.map(|(index, _)| index)
     }
 }
 
