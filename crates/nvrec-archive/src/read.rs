@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use nvrec::control::{Control, ControlState, Progress};
-use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingFlags};
+use nvrec::layout::{ChunkFlags, ChunkView, RecordingEntry, RecordingFlags};
 use nvrec::recording::reader::{Damage, Item, ReadSummary};
 
 use crate::manifest::{Manifest, SegmentInfo, MANIFEST_NAME};
@@ -112,7 +112,6 @@ pub fn read_recording(
     let started = Instant::now();
     let manifest = &recording.manifest;
     let entry = &recording.entry;
-    let mut summary = ReadSummary::default();
     progress
         .total_bytes
         .store(manifest.payload_bytes, std::sync::atomic::Ordering::Relaxed);
@@ -120,199 +119,299 @@ pub fn read_recording(
         .done_bytes
         .store(0, std::sync::atomic::Ordering::Relaxed);
     let Some((first_segment, first_chunk)) = start_of(manifest, from_ns) else {
-        return Ok(finish(summary, started));
+        return Ok(finish(ReadSummary::default(), started));
     };
     // A ring kept only its newest chunks, and a window starts where it starts: the first
     // chunk read sets the sequence expected next.
-    let mut expected: Option<u64> =
-        if from_ns.is_some() || entry.flags.contains(RecordingFlags::RING) {
-            None
-        } else {
-            Some(entry.first_sequence)
-        };
-    let fetch = |index: usize, chunk: usize| {
-        let info = &manifest.segments[index];
-        let start = if chunk == 0 {
-            0
-        } else {
-            info.chunk_offsets[chunk]
-        };
-        let store = archive.store.clone();
-        let path = archive.path(&info.key);
-        let size = info.size_bytes;
-        archive.runtime.spawn(async move {
-            if start == 0 {
-                store.get(&path).await?.bytes().await
-            } else {
-                store.get_range(&path, start..size).await
-            }
-        })
+    let expected = if from_ns.is_some() || entry.flags.contains(RecordingFlags::RING) {
+        None
+    } else {
+        Some(entry.first_sequence)
     };
-    // A recording without chunks has no segment to fetch.
-    let mut next =
-        (first_segment < manifest.segments.len()).then(|| fetch(first_segment, first_chunk));
-    let mut stopped = false;
-    for index in first_segment..manifest.segments.len() {
-        if control.state() != ControlState::Run || stopped {
-            break;
-        }
-        let info = &manifest.segments[index];
-        let start_chunk = if index == first_segment {
-            first_chunk
+    let mut read = ArchiveRead {
+        manifest,
+        entry,
+        control,
+        progress,
+        each,
+        summary: ReadSummary::default(),
+        expected,
+    };
+    let flow = read.segments(archive, first_segment, first_chunk)?;
+    if flow != Flow::Stop && control.state() == ControlState::Run {
+        read.missing_at_end();
+    }
+    Ok(finish(read.summary, started))
+}
+
+/// How a read goes on after a step.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    /// On to the next chunk or segment.
+    On,
+    /// `each` said stop at damage to a whole object: no more segments are read, and the
+    /// sequences the recording claims past the last chunk are still reported.
+    Leave,
+    /// `each` said stop at a chunk, or `control` did: nothing more is handed out.
+    Stop,
+}
+
+/// A read of an archived recording under way: what it checks chunks against, where they
+/// go, and what it has found so far.
+struct ArchiveRead<'a, 'e> {
+    manifest: &'a Manifest,
+    entry: &'a RecordingEntry,
+    control: &'a Control,
+    progress: &'a Progress,
+    each: &'e mut dyn FnMut(Item<'_>) -> bool,
+    summary: ReadSummary,
+    /// The sequence the next chunk should have; None until the first chunk sets it.
+    expected: Option<u64>,
+}
+
+/// The GET of a segment's bytes from its chunk `chunk` on (the whole object from the
+/// first), started on the archive's runtime.
+fn fetch(
+    archive: &Archive,
+    info: &SegmentInfo,
+    chunk: usize,
+) -> tokio::task::JoinHandle<object_store::Result<Bytes>> {
+    let start = if chunk == 0 {
+        0
+    } else {
+        info.chunk_offsets[chunk]
+    };
+    let store = archive.store.clone();
+    let path = archive.path(&info.key);
+    let size = info.size_bytes;
+    archive.runtime.spawn(async move {
+        if start == 0 {
+            store.get(&path).await?.bytes().await
         } else {
-            0
-        };
-        let start = info.chunk_offsets.get(start_chunk).copied().unwrap_or(0);
-        let fetched = archive
-            .runtime
-            .block_on(next.take().expect("a fetch per segment"))
-            .expect("a fetch does not panic");
-        if index + 1 < manifest.segments.len() {
-            next = Some(fetch(index + 1, 0));
+            store.get_range(&path, start..size).await
         }
-        let bytes: Bytes = match fetched {
+    })
+}
+
+impl ArchiveRead<'_, '_> {
+    /// Reads the segments from `first_segment` (from its chunk `first_chunk`) on, each
+    /// fetched while the one before it is handed out.
+    fn segments(
+        &mut self,
+        archive: &Archive,
+        first_segment: usize,
+        first_chunk: usize,
+    ) -> Result<Flow> {
+        let segments = &self.manifest.segments;
+        // A recording without chunks has no segment to fetch.
+        let mut next = (first_segment < segments.len())
+            .then(|| fetch(archive, &segments[first_segment], first_chunk));
+        let mut flow = Flow::On;
+        for (index, info) in segments.iter().enumerate().skip(first_segment) {
+            if self.control.state() != ControlState::Run || flow == Flow::Stop {
+                break;
+            }
+            let start_chunk = if index == first_segment {
+                first_chunk
+            } else {
+                0
+            };
+            let fetched = archive
+                .runtime
+                .block_on(next.take().expect("a fetch per segment"))
+                .expect("a fetch does not panic");
+            if let Some(following) = segments.get(index + 1) {
+                next = Some(fetch(archive, following, 0));
+            }
+            flow = self.segment(archive, info, start_chunk, fetched)?;
+            if flow == Flow::Leave {
+                break;
+            }
+        }
+        if let Some(pending) = next {
+            pending.abort();
+        }
+        Ok(flow)
+    }
+
+    /// Checks what came of one segment's GET and hands out its chunks from `start_chunk`.
+    fn segment(
+        &mut self,
+        archive: &Archive,
+        info: &SegmentInfo,
+        start_chunk: usize,
+        fetched: object_store::Result<Bytes>,
+    ) -> Result<Flow> {
+        let start = info.chunk_offsets.get(start_chunk).copied().unwrap_or(0);
+        let bytes = match fetched {
             Ok(bytes) => bytes,
             Err(error @ object_store::Error::NotFound { .. }) => {
                 let what = format!("object missing: {error}");
-                summary.damage_count += 1;
-                if !each(Item::Damage(&damage(
-                    info,
-                    start,
-                    Some(info.first_sequence),
-                    what,
-                ))) {
-                    break;
-                }
-                continue;
+                let first = Some(info.first_sequence);
+                return Ok(self.object_damage(damage(info, start, first, what)));
             }
             Err(error) => return Err(archive.error("GET", &info.key, error)),
         };
-        summary.read_bytes += bytes.len() as u64;
+        self.summary.read_bytes += bytes.len() as u64;
+        if self.check_object(info, start, &bytes) == Flow::Leave {
+            return Ok(Flow::Leave);
+        }
+        Ok(self.chunks(info, start_chunk, start, &bytes))
+    }
+
+    /// Compares the object's bytes from `start` with the manifest: their length, and their
+    /// CRC32C where the whole object was read. A mismatch is damage; its chunks are still
+    /// read.
+    fn check_object(&mut self, info: &SegmentInfo, start: u64, bytes: &Bytes) -> Flow {
         let expected_len = info.size_bytes - start;
         if bytes.len() as u64 != expected_len {
-            summary.damage_count += 1;
             let what = format!(
                 "object holds {} bytes from offset {start}, the manifest says {expected_len}",
                 bytes.len()
             );
-            if !each(Item::Damage(&damage(info, start, None, what))) {
-                break;
-            }
-        } else if start == 0 {
-            let actual = nvrec::layout::crc32c(&bytes);
+            return self.object_damage(damage(info, start, None, what));
+        }
+        if start == 0 {
+            let actual = nvrec::layout::crc32c(bytes);
             if actual != info.crc32c {
-                summary.damage_count += 1;
                 let what = format!(
                     "object checksum mismatch: CRC32C {actual:#010x}, the manifest says {:#010x}",
                     info.crc32c
                 );
-                if !each(Item::Damage(&damage(info, 0, None, what))) {
-                    break;
-                }
+                return self.object_damage(damage(info, 0, None, what));
             }
         }
+        Flow::On
+    }
+
+    /// Hands out the chunks of a segment from `start_chunk`; `bytes` are the object's from
+    /// offset `start`.
+    fn chunks(&mut self, info: &SegmentInfo, start_chunk: usize, start: u64, bytes: &[u8]) -> Flow {
         for chunk in start_chunk..info.chunk_offsets.len() {
-            if control.state() != ControlState::Run {
-                stopped = true;
-                break;
+            if self.control.state() != ControlState::Run {
+                return Flow::Stop;
             }
             let offset = info.chunk_offsets[chunk];
-            let local = (offset - start) as usize;
-            let view = match chunk_at(&bytes, local) {
-                Ok((view, end)) => {
-                    let next_offset = info
-                        .chunk_offsets
-                        .get(chunk + 1)
-                        .copied()
-                        .unwrap_or(info.size_bytes);
-                    if (end as u64) + start != next_offset {
-                        Err(format!(
-                            "chunk ends at offset {}, the index says the next starts at {next_offset}",
-                            end as u64 + start
-                        ))
-                    } else if view.header.set_uuid.to_string() != manifest.set_uuid
-                        || view.header.recording_id != manifest.recording_id
-                    {
-                        Err(format!(
-                            "chunk of set {} recording {}, not of this recording",
-                            view.header.set_uuid, view.header.recording_id
-                        ))
-                    } else if view.header.sequence < entry.first_sequence
-                        || view.header.sequence >= entry.end_sequence
-                        || expected.is_some_and(|e| view.header.sequence < e)
-                    {
-                        Err(format!(
-                            "chunk sequence {} out of order (expected {} and on, below {})",
-                            view.header.sequence,
-                            expected.unwrap_or(entry.first_sequence),
-                            entry.end_sequence
-                        ))
-                    } else {
-                        Ok(view)
+            match self.checked_chunk(info, chunk, start, bytes) {
+                Ok(view) => {
+                    if !self.hand_out(&view) {
+                        return Flow::Stop;
                     }
                 }
-                Err(why) => Err(format!("chunk does not decode: {why}")),
-            };
-            let view = match view {
-                Ok(view) => view,
                 Err(what) => {
-                    summary.damage_count += 1;
-                    if !each(Item::Damage(&damage(info, offset, None, what))) {
-                        stopped = true;
-                        break;
+                    self.summary.damage_count += 1;
+                    if !(self.each)(Item::Damage(&damage(info, offset, None, what))) {
+                        return Flow::Stop;
                     }
-                    continue;
                 }
-            };
-            let header = view.header;
-            if let Some(expected) = expected.filter(|&e| header.sequence > e) {
-                let count = header.sequence - expected;
-                summary.missing_chunk_count += count;
-                if !each(Item::Missing {
-                    first_sequence: expected,
-                    count,
-                }) {
-                    stopped = true;
-                    break;
-                }
-            }
-            expected = Some(header.sequence + 1);
-            summary.chunk_count += 1;
-            summary.payload_bytes += view.payload.len() as u64;
-            summary.first_sequence.get_or_insert(header.sequence);
-            summary.last_sequence = Some(header.sequence);
-            if header.flags.contains(ChunkFlags::GAP) {
-                summary.gap_count += 1;
-                summary.lost_bytes += header.gap_bytes;
-            }
-            progress.done_bytes.fetch_add(
-                view.payload.len() as u64,
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            if !each(Item::Chunk {
-                header: &header,
-                payload: view.payload,
-            }) {
-                stopped = true;
-                break;
             }
         }
+        Flow::On
     }
-    if let Some(pending) = next {
-        pending.abort();
+
+    /// Chunk `chunk` of a segment, decoded from `bytes` (the object's from offset `start`),
+    /// if it ends where the index says the next begins, is this recording's and comes in
+    /// sequence; why not otherwise.
+    fn checked_chunk<'b>(
+        &self,
+        info: &SegmentInfo,
+        chunk: usize,
+        start: u64,
+        bytes: &'b [u8],
+    ) -> std::result::Result<ChunkView<'b>, String> {
+        let local = (info.chunk_offsets[chunk] - start) as usize;
+        let (view, end) =
+            chunk_at(bytes, local).map_err(|why| format!("chunk does not decode: {why}"))?;
+        let (manifest, entry, expected) = (self.manifest, self.entry, self.expected);
+        let next_offset = info
+            .chunk_offsets
+            .get(chunk + 1)
+            .copied()
+            .unwrap_or(info.size_bytes);
+        if (end as u64) + start != next_offset {
+            Err(format!(
+                "chunk ends at offset {}, the index says the next starts at {next_offset}",
+                end as u64 + start
+            ))
+        } else if view.header.set_uuid.to_string() != manifest.set_uuid
+            || view.header.recording_id != manifest.recording_id
+        {
+            Err(format!(
+                "chunk of set {} recording {}, not of this recording",
+                view.header.set_uuid, view.header.recording_id
+            ))
+        } else if view.header.sequence < entry.first_sequence
+            || view.header.sequence >= entry.end_sequence
+            || expected.is_some_and(|e| view.header.sequence < e)
+        {
+            Err(format!(
+                "chunk sequence {} out of order (expected {} and on, below {})",
+                view.header.sequence,
+                expected.unwrap_or(entry.first_sequence),
+                entry.end_sequence
+            ))
+        } else {
+            Ok(view)
+        }
     }
-    // The end of the recording: sequences it claims that no segment held.
-    if !stopped && control.state() == ControlState::Run {
-        if let Some(expected) = expected.filter(|&e| e < entry.end_sequence) {
-            let count = entry.end_sequence - expected;
+
+    /// Reports the sequences skipped before a good chunk as missing, counts the chunk and
+    /// hands it to `each`. Returns whether to go on.
+    fn hand_out(&mut self, view: &ChunkView<'_>) -> bool {
+        let header = view.header;
+        let summary = &mut self.summary;
+        if let Some(expected) = self.expected.filter(|&e| header.sequence > e) {
+            let count = header.sequence - expected;
             summary.missing_chunk_count += count;
-            each(Item::Missing {
+            if !(self.each)(Item::Missing {
+                first_sequence: expected,
+                count,
+            }) {
+                return false;
+            }
+        }
+        self.expected = Some(header.sequence + 1);
+        summary.chunk_count += 1;
+        summary.payload_bytes += view.payload.len() as u64;
+        summary.first_sequence.get_or_insert(header.sequence);
+        summary.last_sequence = Some(header.sequence);
+        if header.flags.contains(ChunkFlags::GAP) {
+            summary.gap_count += 1;
+            summary.lost_bytes += header.gap_bytes;
+        }
+        self.progress.done_bytes.fetch_add(
+            view.payload.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        (self.each)(Item::Chunk {
+            header: &header,
+            payload: view.payload,
+        })
+    }
+
+    /// Reports damage to a whole object (the chunks in it are still read, where there are
+    /// any). `Leave` where `each` said stop.
+    fn object_damage(&mut self, damage: Damage) -> Flow {
+        self.summary.damage_count += 1;
+        match (self.each)(Item::Damage(&damage)) {
+            true => Flow::On,
+            false => Flow::Leave,
+        }
+    }
+
+    /// Reports the sequences the recording claims past the last chunk read: no segment
+    /// held them.
+    fn missing_at_end(&mut self) {
+        let end_sequence = self.entry.end_sequence;
+        if let Some(expected) = self.expected.filter(|&e| e < end_sequence) {
+            let count = end_sequence - expected;
+            self.summary.missing_chunk_count += count;
+            (self.each)(Item::Missing {
                 first_sequence: expected,
                 count,
             });
         }
     }
-    Ok(finish(summary, started))
 }
 
 fn finish(mut summary: ReadSummary, started: Instant) -> ReadSummary {

@@ -247,11 +247,12 @@ pub fn chunk_at(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use nvrec::layout::{ChunkFlags, Uuid};
 
-    fn header(sequence: u64, len: usize) -> ChunkHeader {
+    /// The header of chunk `sequence` of a test recording, with `len` bytes of payload.
+    pub(crate) fn header(sequence: u64, len: usize) -> ChunkHeader {
         ChunkHeader {
             set_uuid: Uuid([7; 16]),
             recording_id: 1,

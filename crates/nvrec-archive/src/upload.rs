@@ -23,8 +23,8 @@ use nvrec::engine::EngineChoice;
 use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingState};
 use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::volume::VolumeSet;
-use object_store::multipart::PartId;
-use object_store::PutPayload;
+use object_store::multipart::{MultipartStore, PartId};
+use object_store::{MultipartId, PutPayload};
 
 use crate::catalog::Catalog;
 use crate::manifest::{
@@ -266,13 +266,25 @@ pub fn archive_set(
         if control.state() != ControlState::Run {
             break;
         }
-        let dir = recording_dir(&options.node, &set.set_uuid.to_string(), entry.recording_id);
-        let mut report = RecordingReport {
+        let report = job.archive_entry(entry, live == Some(entry.recording_id), catalog)?;
+        let stopped = report.outcome == Outcome::Stopped;
+        reports.push(report);
+        if stopped {
+            break;
+        }
+    }
+    Ok(reports)
+}
+
+impl RecordingReport {
+    /// The report on `entry` before anything was done, its manifest at `manifest_key`.
+    fn new(entry: &RecordingEntry, manifest_key: String) -> RecordingReport {
+        RecordingReport {
             recording_id: entry.recording_id,
             label: entry.name.to_string(),
             state: state_word(entry).to_string(),
             outcome: Outcome::Archived,
-            manifest_key: manifest_key(&dir),
+            manifest_key,
             segment_count: 0,
             segments_kept: 0,
             segments_resumed: 0,
@@ -286,48 +298,53 @@ pub fn archive_set(
             backoff_s: 0.0,
             elapsed_s: 0.0,
             rate_mib_per_s: 0.0,
-        };
+        }
+    }
+
+    /// Counts in the manifest an earlier run wrote for this very entry.
+    fn already_archived(&mut self, manifest: &Manifest) {
+        self.outcome = Outcome::AlreadyArchived;
+        self.segment_count = manifest.segments.len() as u64;
+        self.segments_kept = self.segment_count;
+        self.chunk_count = manifest.chunk_count;
+        self.payload_bytes = manifest.payload_bytes;
+        self.archived_bytes = manifest.archived_bytes;
+        self.holes = manifest.holes.clone();
+    }
+}
+
+impl Job<'_> {
+    /// Archives one recording of the set (`live`: a recorder is writing it now) and
+    /// catalogs its manifest. The report's outcome says whether the run was stopped.
+    fn archive_entry(
+        &self,
+        entry: &RecordingEntry,
+        live: bool,
+        catalog: Option<&Catalog>,
+    ) -> Result<RecordingReport> {
+        let (options, pacer, archive) = (self.source.options, self.up.pacer, self.up.archive);
+        let set_uuid = self.source.set.set_uuid.to_string();
+        let dir = recording_dir(&options.node, &set_uuid, entry.recording_id);
+        let mut report = RecordingReport::new(entry, manifest_key(&dir));
         let started = Instant::now();
         let paused_before = pacer.paused();
         let mut entry = entry.clone();
-        if entry.state == RecordingState::Open || live == Some(entry.recording_id) {
-            match options.live {
-                Live::Skip => {
-                    report.outcome = Outcome::Recording;
-                    report.state = "recording".into();
-                    reports.push(report);
-                    continue;
-                }
-                Live::Follow { poll } => {
-                    match follow(&job, &entry, &dir, poll, &mut report)? {
-                        Some(ended) => entry = ended,
-                        None => {
-                            report.outcome = Outcome::Stopped;
-                            reports.push(report);
-                            break;
-                        }
-                    }
-                    report.state = state_word(&entry).to_string();
-                }
+        if entry.state == RecordingState::Open || live {
+            match self.until_ended(&entry, &dir, &mut report)? {
+                Some(ended) => entry = ended,
+                None => return Ok(report),
             }
         }
         let entry = &entry;
         if let Some(manifest) = existing_manifest(archive, &report.manifest_key, entry)? {
-            report.outcome = Outcome::AlreadyArchived;
-            report.segment_count = manifest.segments.len() as u64;
-            report.segments_kept = report.segment_count;
-            report.chunk_count = manifest.chunk_count;
-            report.payload_bytes = manifest.payload_bytes;
-            report.archived_bytes = manifest.archived_bytes;
-            report.holes = manifest.holes.clone();
+            report.already_archived(&manifest);
             if let Some(catalog) = catalog {
                 catalog.insert(&archive.url().to_string(), &manifest)?;
             }
-            reports.push(report);
-            continue;
+            return Ok(report);
         }
         let manifest = archive_recording(
-            &job,
+            self,
             entry,
             &dir,
             SegmentStart::default(),
@@ -347,13 +364,35 @@ pub fn archive_set(
             }
             None => report.outcome = Outcome::Stopped,
         }
-        let stopped = report.outcome == Outcome::Stopped;
-        reports.push(report);
-        if stopped {
-            break;
+        Ok(report)
+    }
+
+    /// A recording still being written, as the options say: followed to its end (its
+    /// entry then), or left (None, the report saying why).
+    fn until_ended(
+        &self,
+        entry: &RecordingEntry,
+        dir: &str,
+        report: &mut RecordingReport,
+    ) -> Result<Option<RecordingEntry>> {
+        match self.source.options.live {
+            Live::Skip => {
+                report.outcome = Outcome::Recording;
+                report.state = "recording".into();
+                Ok(None)
+            }
+            Live::Follow { poll } => match follow(self, entry, dir, poll, report)? {
+                Some(ended) => {
+                    report.state = state_word(&ended).to_string();
+                    Ok(Some(ended))
+                }
+                None => {
+                    report.outcome = Outcome::Stopped;
+                    Ok(None)
+                }
+            },
         }
     }
-    Ok(reports)
 }
 
 /// The manifest at `key`, if there is one and it describes `entry` as it is now.
@@ -718,18 +757,12 @@ impl Uploader<'_> {
         segment: &Segment,
         resume: Option<(String, Vec<(usize, String)>)>,
     ) -> Result<SegmentUpload> {
-        let Uploader {
-            archive,
-            state,
-            options,
-            pacer,
-        } = *self;
+        let archive = self.archive;
         let store = archive.multipart.as_ref().expect("a multipart store");
-        let url = archive.url().to_string();
         let info = &segment.info;
         let key = info.key.as_str();
         let path = archive.path(key);
-        let part_size = options.part_size_bytes as usize;
+        let part_size = self.options.part_size_bytes as usize;
         let part_count = segment.bytes.len().div_ceil(part_size).max(1);
         let mut done = SegmentUpload::default();
         let (upload_id, known) = match resume {
@@ -742,7 +775,9 @@ impl Uploader<'_> {
                     .runtime
                     .block_on(store.create_multipart(&path))
                     .map_err(|source| archive.error("create multipart upload", key, source))?;
-                state.begin_upload(&url, key, info.size_bytes, info.crc32c, &id)?;
+                let url = archive.url().to_string();
+                self.state
+                    .begin_upload(&url, key, info.size_bytes, info.crc32c, &id)?;
                 (id, Vec::new())
             }
         };
@@ -753,48 +788,7 @@ impl Uploader<'_> {
                 done.parts_kept += 1;
             }
         }
-        let missing: Vec<usize> = (0..part_count).filter(|&i| parts[i].is_none()).collect();
-        let upload_id_ref = &upload_id;
-        let result: Result<()> = archive.runtime.block_on(async {
-            let mut sends = futures::stream::iter(missing)
-                .map(|index| {
-                    let start = index * part_size;
-                    let end = (start + part_size).min(segment.bytes.len());
-                    let bytes = segment.bytes.slice(start..end);
-                    let path = &path;
-                    async move {
-                        let mut tries = 0;
-                        loop {
-                            tries += 1;
-                            pacer.take(bytes.len() as u64).await;
-                            match store
-                                .put_part(
-                                    path,
-                                    upload_id_ref,
-                                    index,
-                                    PutPayload::from(bytes.clone()),
-                                )
-                                .await
-                            {
-                                Ok(part) => return (index, bytes.len(), Ok(part)),
-                                Err(error) if retryable(&error) && tries < REQUEST_TRIES => {
-                                    tokio::time::sleep(RETRY_PAUSE).await;
-                                }
-                                Err(error) => return (index, bytes.len(), Err(error)),
-                            }
-                        }
-                    }
-                })
-                .buffer_unordered(options.parts_in_flight);
-            while let Some((index, len, result)) = sends.next().await {
-                let part = result.map_err(|source| archive.error("upload part", key, source))?;
-                state.part_done(&url, key, upload_id_ref, index, &part.content_id)?;
-                done.uploaded_bytes += len as u64;
-                parts[index] = Some(part);
-            }
-            Ok(())
-        });
-        result?;
+        self.send_parts(segment, &upload_id, &mut parts, &mut done)?;
         let parts: Vec<PartId> = parts
             .into_iter()
             .map(|p| p.expect("every part sent"))
@@ -803,9 +797,55 @@ impl Uploader<'_> {
             .runtime
             .block_on(store.complete_multipart(&path, &upload_id, parts))
             .map_err(|source| archive.error("complete multipart upload", key, source))?;
-        // The store must now hold exactly the bytes given: its size says so (the checksum was
-        // compared before they left).
-        let size = archive.head(key)?.map(|meta| meta.size);
+        self.check_stored_size(info)?;
+        self.object_done(info, put.e_tag.as_deref())?;
+        done.e_tag = put.e_tag;
+        Ok(done)
+    }
+
+    /// Sends the parts of `segment` not yet in `parts` (upload `upload_id`), several in
+    /// flight, each written to the state as the store acknowledges it.
+    fn send_parts(
+        &self,
+        segment: &Segment,
+        upload_id: &MultipartId,
+        parts: &mut [Option<PartId>],
+        done: &mut SegmentUpload,
+    ) -> Result<()> {
+        let (archive, pacer) = (self.archive, self.pacer);
+        let store = archive.multipart.as_ref().expect("a multipart store");
+        let url = archive.url().to_string();
+        let key = segment.info.key.as_str();
+        let path = archive.path(key);
+        let part_size = self.options.part_size_bytes as usize;
+        let missing: Vec<usize> = (0..parts.len()).filter(|&i| parts[i].is_none()).collect();
+        archive.runtime.block_on(async {
+            let mut sends = futures::stream::iter(missing)
+                .map(|index| {
+                    let start = index * part_size;
+                    let end = (start + part_size).min(segment.bytes.len());
+                    let bytes = segment.bytes.slice(start..end);
+                    let len = bytes.len();
+                    let sent = send_part(store.as_ref(), pacer, &path, upload_id, index, bytes);
+                    async move { (index, len, sent.await) }
+                })
+                .buffer_unordered(self.options.parts_in_flight);
+            while let Some((index, len, result)) = sends.next().await {
+                let part = result.map_err(|source| archive.error("upload part", key, source))?;
+                self.state
+                    .part_done(&url, key, upload_id, index, &part.content_id)?;
+                done.uploaded_bytes += len as u64;
+                parts[index] = Some(part);
+            }
+            Ok(())
+        })
+    }
+
+    /// Checks that the store now holds exactly the bytes given: its size says so (the
+    /// checksum was compared before they left).
+    fn check_stored_size(&self, info: &SegmentInfo) -> Result<()> {
+        let key = info.key.as_str();
+        let size = self.archive.head(key)?.map(|meta| meta.size);
         if size != Some(info.size_bytes) {
             return Err(ArchiveError::Checksum {
                 key: key.to_string(),
@@ -816,9 +856,34 @@ impl Uploader<'_> {
                 ),
             });
         }
-        self.object_done(info, put.e_tag.as_deref())?;
-        done.e_tag = put.e_tag;
-        Ok(done)
+        Ok(())
+    }
+}
+
+/// Sends part `index` of upload `upload_id` at the pace's leave, tried again after a
+/// failure a retry may cure.
+async fn send_part(
+    store: &dyn MultipartStore,
+    pacer: &Pacer<'_>,
+    path: &object_store::path::Path,
+    upload_id: &MultipartId,
+    index: usize,
+    bytes: bytes::Bytes,
+) -> object_store::Result<PartId> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        pacer.take(bytes.len() as u64).await;
+        match store
+            .put_part(path, upload_id, index, PutPayload::from(bytes.clone()))
+            .await
+        {
+            Ok(part) => return Ok(part),
+            Err(error) if retryable(&error) && tries < REQUEST_TRIES => {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Err(error) => return Err(error),
+        }
     }
 }
 
@@ -826,7 +891,6 @@ impl Uploader<'_> {
 mod tests {
     use super::*;
     use crate::store::{ArchiveUrl, Mode};
-    use nvrec::layout::{ChunkHeader, Uuid};
 
     fn segment(len_bytes: usize, seed: u8) -> Segment {
         let mut builder = SegmentBuilder::new(u64::MAX);
@@ -836,23 +900,7 @@ mod tests {
             let payload: Vec<u8> = (0..payload_len)
                 .map(|i| (i as u64 * 7 + sequence * 13 + u64::from(seed)) as u8)
                 .collect();
-            let header = ChunkHeader {
-                set_uuid: Uuid([3; 16]),
-                recording_id: 1,
-                member_index: 0,
-                stream_id: 0,
-                sequence,
-                slot_index: sequence,
-                timestamp_ns: 1 + sequence,
-                stream_offset_bytes: sequence * payload_len as u64,
-                gap_bytes: 0,
-                payload_len_bytes: payload_len as u32,
-                flags: if sequence == 0 {
-                    ChunkFlags::FIRST
-                } else {
-                    ChunkFlags::empty()
-                },
-            };
+            let header = crate::segment::tests::header(sequence, payload_len);
             builder.push(&header, &payload).unwrap();
             sequence += 1;
         }
@@ -879,6 +927,15 @@ mod tests {
                 options: ArchiveOptions::new("n".into()),
                 pacer: Pacer::new(None, None),
             }
+        }
+
+        /// Writes to the state that a multipart upload `id` of `segment` began.
+        fn begin_upload(&self, segment: &Segment, id: &str) {
+            let url = self.archive.url().to_string();
+            let info = &segment.info;
+            self.state
+                .begin_upload(&url, &info.key, info.size_bytes, info.crc32c, id)
+                .unwrap();
         }
 
         fn upload(&self, segment: &Segment) -> Result<SegmentUpload> {
@@ -912,16 +969,7 @@ mod tests {
             .runtime
             .block_on(store.create_multipart(&path))
             .unwrap();
-        fixture
-            .state
-            .begin_upload(
-                &url,
-                &key,
-                segment.info.size_bytes,
-                segment.info.crc32c,
-                &id,
-            )
-            .unwrap();
+        fixture.begin_upload(&segment, &id);
         let part = PART_SIZE_BYTES_DEFAULT as usize;
         for index in 0..2 {
             let bytes = segment.bytes.slice(index * part..(index + 1) * part);
@@ -955,16 +1003,7 @@ mod tests {
         let segment = segment(12 << 20, 2);
         let key = segment.info.key.clone();
         let url = fixture.archive.url().to_string();
-        fixture
-            .state
-            .begin_upload(
-                &url,
-                &key,
-                segment.info.size_bytes,
-                segment.info.crc32c,
-                "999",
-            )
-            .unwrap();
+        fixture.begin_upload(&segment, "999");
         fixture.state.part_done(&url, &key, "999", 0, "").unwrap();
         let done = fixture.upload(&segment).unwrap();
         assert_eq!(done.uploaded_bytes, segment.info.size_bytes);

@@ -11,6 +11,8 @@
 //! Recovery after a crash ([`recovered_end`]) reads only from the last checkpoint forward,
 //! at most the recovery window per member: never the whole drive.
 
+mod recovery;
+
 use super::seek;
 use super::volume::{self, VolumeSet};
 use super::RecordingError;
@@ -22,6 +24,7 @@ use crate::layout::{
     decode_chunk, Checkpoint, ChunkFlags, ChunkHeader, MemberPosition, MemberSpan, RecordingEntry,
     RecordingFlags, RecordingState, Retirement, VolumeLayout,
 };
+use recovery::search_end;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
@@ -130,367 +133,6 @@ pub fn recovered_end(
         return search_end(set, false);
     }
     Ok(found)
-}
-
-/// [`recovered_end`]'s search, up to the chunks stamped now where `bounded`.
-fn search_end(
-    set: &VolumeSet,
-    bounded: bool,
-) -> Result<Option<(Checkpoint, RecoveredEnd)>, RecordingError> {
-    let Some(checkpoint) = set.newest_checkpoint()? else {
-        return Ok(None);
-    };
-    if checkpoint.recording_id == 0 {
-        return Ok(None);
-    }
-    let entries = set.recordings()?;
-    let Some(entry) = entries
-        .iter()
-        .find(|e| e.recording_id == checkpoint.recording_id)
-    else {
-        return Ok(None);
-    };
-    if entry.state != RecordingState::Open {
-        return Ok(None);
-    }
-    let ring = entry.flags.contains(RecordingFlags::RING);
-    let stamped_by_ns = bounded.then(|| set.clock().wall_ns());
-    // Each with the lap it was found in.
-    let mut kept: Vec<(ChunkHeader, u64)> = Vec::new();
-    let mut end_slots = Vec::new();
-    let mut laps = Vec::new();
-    let mut highest: Option<u64> = None;
-    let mut searched_slot_count = 0u64;
-    for (index, member) in set.members.iter().enumerate() {
-        let position = checkpoint
-            .members
-            .get(index)
-            .copied()
-            .unwrap_or(MemberPosition {
-                next_slot_index: 0,
-                lap: 0,
-            });
-        let Some(member) = member else {
-            end_slots.push(position.next_slot_index);
-            laps.push(position.lap);
-            continue;
-        };
-        let layout = member.layout();
-        let mut slot = position.next_slot_index;
-        let mut lap = position.lap;
-        let mut last_sequence: Option<u64> = None;
-        let mut end_slot = slot;
-        let mut end_lap = lap;
-        // The window comes from disk: never more than a lap of this member.
-        let mut remaining = (checkpoint.recovery_window_slots as u64).min(layout.data_slot_count);
-        // A ring's lap may end before the member's last slot (the writer uses whole I/Os):
-        // where the run stops, it may go on at slot 0 of the next lap, once.
-        let mut wrapped = false;
-        'search: while remaining > 0 {
-            if slot >= layout.data_slot_count {
-                if !ring || wrapped {
-                    break;
-                }
-                slot = 0;
-                lap = lap.saturating_add(1);
-                wrapped = true;
-            }
-            let count = SCAN_SLOTS_PER_READ
-                .min(layout.data_slot_count - slot)
-                .min(remaining);
-            let offset = layout.data_slot_offset_bytes(slot).unwrap_or(0);
-            let bytes = volume::read_aligned(
-                &member.disk,
-                offset,
-                (count * layout.chunk_size_bytes as u64) as usize,
-            )?;
-            let mut run_ended = false;
-            for (within, slot_bytes) in bytes.chunks(layout.chunk_size_bytes as usize).enumerate() {
-                searched_slot_count += 1;
-                let this_slot = slot + within as u64;
-                // A redirected chunk (a retired member's write sent again here) has a lower
-                // sequence than the chunks before it and does not end the run, where the
-                // checkpoint's retirements say it was sent here: the reader finds it by them.
-                let accounted = |header: &ChunkHeader| {
-                    header.flags.contains(ChunkFlags::REDIRECTED)
-                        && checkpoint.retirements.iter().any(|r| {
-                            r.redirect_member as usize == index
-                                && holds_redirect(r, layout.data_slot_count, this_slot)
-                        })
-                };
-                let belongs = |header: &ChunkHeader| {
-                    header.set_uuid == set.set_uuid
-                        && header.recording_id == checkpoint.recording_id
-                        && header.member_index as usize == index
-                        && header.slot_index == this_slot
-                        && header.sequence >= checkpoint.durable_sequence_end
-                        && stamped_by_ns.is_none_or(|by| header.timestamp_ns <= by)
-                        && (last_sequence.is_none_or(|last| header.sequence > last)
-                            || accounted(header))
-                };
-                let header = match decode_chunk(slot_bytes) {
-                    Ok(view) if belongs(&view.header) => view.header,
-                    _ => {
-                        run_ended = true;
-                        break;
-                    }
-                };
-                if !header.flags.contains(ChunkFlags::REDIRECTED) {
-                    last_sequence = Some(header.sequence);
-                }
-                highest = Some(highest.map_or(header.sequence, |h: u64| h.max(header.sequence)));
-                kept.push((header, lap));
-                end_slot = this_slot + 1;
-                end_lap = lap;
-            }
-            if run_ended {
-                if !ring || wrapped || slot == 0 && last_sequence.is_none() {
-                    break 'search;
-                }
-                slot = 0;
-                lap = lap.saturating_add(1);
-                wrapped = true;
-                remaining = remaining.saturating_sub(count);
-                continue 'search;
-            }
-            slot += count;
-            remaining -= count;
-        }
-        end_slots.push(end_slot);
-        laps.push(end_lap);
-    }
-    kept.sort_by_key(|(header, _)| header.sequence);
-    let mut end_sequence = checkpoint.durable_sequence_end;
-    for (header, _) in &kept {
-        if header.sequence == end_sequence {
-            let Some(next) = end_sequence.checked_add(1) else {
-                break; // A sequence of 2^64 - 1 was never written: it ends the run.
-            };
-            end_sequence = next;
-        } else if header.sequence > end_sequence {
-            break;
-        }
-    }
-    // Chunks past the first hole are not part of a contiguous stream: their slots are free.
-    let contiguous: Vec<&(ChunkHeader, u64)> = kept
-        .iter()
-        .filter(|(h, _)| h.sequence < end_sequence)
-        .collect();
-    let last = contiguous.last().map(|(h, _)| h);
-    for (index, member) in set.members.iter().enumerate() {
-        if member.is_none() {
-            continue;
-        }
-        let position = checkpoint.members.get(index).copied().unwrap_or_default();
-        let last_kept = contiguous
-            .iter()
-            .rfind(|(h, _)| h.member_index as usize == index);
-        // The write point and its lap: after the last chunk kept (which may lie in the lap
-        // before the one where the search ended), else where the checkpoint left it.
-        (end_slots[index], laps[index]) = match last_kept {
-            Some((h, lap)) => (h.slot_index + 1, *lap),
-            None => (position.next_slot_index, position.lap),
-        };
-    }
-    if ring {
-        // The writer may have gone on past the recovered end, over older chunks of this
-        // recording, with writes the crash lost or tore: the ring's oldest survivors start
-        // after the last trace of them.
-        for (index, member) in set.members.iter().enumerate() {
-            let Some(member) = member else { continue };
-            let from = (end_slots[index], laps[index]);
-            let own_newest = contiguous
-                .iter()
-                .filter(|(h, _)| h.member_index as usize == index)
-                .filter(|(h, _)| !h.flags.contains(ChunkFlags::REDIRECTED))
-                .map(|(h, _)| h.sequence)
-                .max();
-            let ends = RunEnds {
-                end_sequence,
-                own_newest,
-            };
-            let past = past_lost_writes(set, &checkpoint, member, index, from, ends)?;
-            searched_slot_count += past.searched_slot_count;
-            (end_slots[index], laps[index]) = past.end;
-            if let Some(seen) = past.highest_sequence {
-                highest = Some(highest.map_or(seen, |h| h.max(seen)));
-            }
-        }
-    }
-    let state = match last {
-        Some(h) if h.flags.contains(ChunkFlags::END) && h.flags.contains(ChunkFlags::ABORTED) => {
-            "aborted"
-        }
-        Some(h) if h.flags.contains(ChunkFlags::END) => "closed",
-        _ => "interrupted",
-    };
-    let lost_after = contiguous
-        .iter()
-        .fold(0u64, |sum, (h, _)| sum.saturating_add(h.gap_bytes));
-    let recovered = RecoveredEnd {
-        recording_id: checkpoint.recording_id,
-        state: state.to_string(),
-        end_sequence,
-        highest_sequence_seen: highest,
-        end_ns: last.map_or(checkpoint.written_ns, |h| h.timestamp_ns),
-        stream_len_bytes: last.map_or(checkpoint.durable_stream_bytes, |h| {
-            h.stream_offset_bytes + h.payload_len_bytes as u64
-        }),
-        lost_bytes: checkpoint.durable_lost_bytes.saturating_add(lost_after),
-        end_slots,
-        laps,
-        recovered_chunk_count: contiguous.len() as u64,
-        searched_slot_count,
-        retirements: checkpoint.retirements.clone(),
-    };
-    Ok(Some((checkpoint, recovered)))
-}
-
-/// Where the recovered run ends, for [`past_lost_writes`].
-#[derive(Clone, Copy)]
-struct RunEnds {
-    /// The recording's recovered end sequence.
-    end_sequence: u64,
-    /// The newest of the member's own chunks in the recovered run (redirected ones left
-    /// out), if it holds any.
-    own_newest: Option<u64>,
-}
-
-impl RunEnds {
-    /// Whether a chunk of the member's own, found past its recovered end, was written after
-    /// that end: its sequence is past the recording's end, or past the member's newest
-    /// chunk in the run (the older laps past the write point hold only older sequences; a
-    /// failed write, sent again elsewhere, may leave whole chunks of its own behind).
-    fn written_after(&self, header: &ChunkHeader, durable_sequence_end: u64) -> bool {
-        header.sequence >= self.end_sequence
-            || match self.own_newest {
-                Some(newest) => header.sequence > newest,
-                None => header.sequence >= durable_sequence_end,
-            }
-    }
-}
-
-/// What a ring member holds past its recovered end.
-struct PastEnd {
-    /// Just past the last slot that shows a write after the recovered end: (slot, lap).
-    end: (u64, u64),
-    highest_sequence: Option<u64>,
-    searched_slot_count: u64,
-}
-
-/// Walks a crashed ring member forward from its recovered end `from` (slot, lap), as far
-/// as its writer may have gone past the checkpoint (the recovery window, at most a lap),
-/// for traces of writes after the recovered end: a chunk of the recording with a later
-/// sequence (past the recording's end, or past the member's newest in the run: see
-/// [`RunEnds::written_after`]), a torn one (its header is the recording's, the chunk does not check), or a
-/// run of blank slots followed by anything (discarded ahead of them). The
-/// chunks such writes overwrote are gone; the older ones after the last trace survive.
-fn past_lost_writes(
-    set: &VolumeSet,
-    checkpoint: &Checkpoint,
-    member: &volume::Member,
-    index: usize,
-    from: (u64, u64),
-    ends: RunEnds,
-) -> Result<PastEnd, RecordingError> {
-    let layout = member.layout();
-    let slots = layout.data_slot_count;
-    let position = checkpoint.members.get(index).copied().unwrap_or_default();
-    let run_slots = if from.1 > position.lap {
-        slots
-            .saturating_sub(position.next_slot_index)
-            .saturating_add(from.0)
-    } else {
-        from.0.saturating_sub(position.next_slot_index)
-    };
-    // How far past its checkpoint position the writer may have gone, slots of the walk:
-    // its writes and discards stay below the recovery window, or a lap less one write,
-    // plus the unused slots at the end of the member a lap of whole writes skips; never
-    // past `bound` (less than a lap: `bound` never comes back to the position).
-    let bound = (checkpoint.recovery_window_slots as u64).min(slots.saturating_sub(1));
-    let reach = bound.saturating_sub(run_slots);
-    let mut past = PastEnd {
-        end: from,
-        highest_sequence: None,
-        searched_slot_count: 0,
-    };
-    let (mut slot, mut lap) = from;
-    // One slot more than the reach: the first one the writer cannot have touched, which
-    // shows whether blank slots up to the reach were discarded ahead of lost writes (it
-    // holds an older chunk) or never written. A writer that went as far as it may, trimming
-    // ahead, leaves no other slot after its discards to tell.
-    let mut remaining = if reach > 0 { reach + 1 } else { 0 };
-    let mut blank_until = None;
-    while remaining > 0 {
-        if slot >= slots {
-            slot = 0;
-            lap = lap.saturating_add(1);
-            // Blank up to the end of the device: the slots a lap of whole writes leaves
-            // unused (a trim never reaches them: it keeps the lap's last write); nothing
-            // older follows in this lap.
-            blank_until = None;
-        }
-        let count = SCAN_SLOTS_PER_READ.min(slots - slot).min(remaining);
-        let offset = layout.data_slot_offset_bytes(slot).unwrap_or(0);
-        let chunk_bytes = layout.chunk_size_bytes as usize;
-        let bytes = volume::read_aligned(&member.disk, offset, count as usize * chunk_bytes)?;
-        for (within, slot_bytes) in bytes.chunks(chunk_bytes).enumerate() {
-            let this_slot = slot + within as u64;
-            let ours = |header: &ChunkHeader| {
-                header.set_uuid == set.set_uuid
-                    && header.recording_id == checkpoint.recording_id
-                    && header.member_index as usize == index
-                    && header.slot_index == this_slot
-            };
-            // A redirected chunk here was written after the write point, whatever its
-            // sequence (a retired member's write sent again), unless the checkpoint already
-            // placed it: a scan that goes round a lap comes back to the redirected run of a
-            // retirement written before the write point.
-            let known_redirect = || {
-                checkpoint.retirements.iter().any(|r| {
-                    r.redirect_member as usize == index && holds_redirect(r, slots, this_slot)
-                })
-            };
-            let peek = remaining - within as u64 == 1;
-            let trace = match decode_chunk(slot_bytes) {
-                _ if peek => false,
-                Ok(view)
-                    if ours(&view.header)
-                        && match view.header.flags.contains(ChunkFlags::REDIRECTED) {
-                            true => view.header.sequence >= ends.end_sequence || !known_redirect(),
-                            false => {
-                                ends.written_after(&view.header, checkpoint.durable_sequence_end)
-                            }
-                        } =>
-                {
-                    let seen = view.header.sequence;
-                    past.highest_sequence =
-                        Some(past.highest_sequence.map_or(seen, |h| h.max(seen)));
-                    true
-                }
-                Ok(_) => false,
-                Err(_) => crate::layout::decode_chunk_header(slot_bytes).is_ok_and(|h| ours(&h)),
-            };
-            let blank = slot_bytes[..crate::layout::CHUNK_HEADER_SIZE_BYTES]
-                .iter()
-                .all(|&b| b == 0);
-            if blank {
-                // Discarded by a trim ahead of lost writes, if older chunks follow it.
-                blank_until = Some((this_slot + 1, lap));
-                continue;
-            }
-            if let Some(end) = blank_until.take() {
-                past.end = end;
-            }
-            if trace {
-                past.end = (this_slot + 1, lap);
-            }
-        }
-        past.searched_slot_count += count;
-        slot += count;
-        remaining -= count;
-    }
-    Ok(past)
 }
 
 /// Recovers and closes a crashed recording on disk (entry and checkpoint), so that the set
@@ -956,32 +598,178 @@ pub fn read_recording_from(
     let cpu_before = process_cpu_s();
     let clock = set.clock();
     let started = clock.now();
-    let ring = entry.flags.contains(RecordingFlags::RING);
-    let chunk_bytes = set.chunk_size_bytes as u64;
-    let member_count = set.member_count();
-    let slots_per_read = SCAN_SLOTS_PER_READ;
-    let buffer_count = (SCAN_QUEUE_DEPTH as usize * member_count).max(2);
-    let pool = BufferPool::new(buffer_count, (slots_per_read * chunk_bytes) as usize)?;
-    let disks: Vec<&super::disk::Disk> = set.present().map(|m| &m.disk).collect();
-    // Engine file indices follow the present members; map member index to file index.
-    let mut file_of_member = vec![u16::MAX; member_count];
-    for (file_index, member) in set.present().enumerate() {
-        file_of_member[member.index() as usize] = file_index as u16;
-    }
-    let opened = super::disk::open_engine(
-        &disks,
-        engine_choice,
-        pool,
-        EngineConfig {
-            queue_depth: buffer_count as u32,
-            sqpoll: false,
-            caller_may_block: false,
-        },
-    )?;
-    let mut engine = opened.engine;
-    let mut free: Vec<u32> = (0..buffer_count as u32).rev().collect();
+    let mut reads = ScanReads::open(set, engine_choice)?;
     let mut damages: Vec<Damage> = Vec::new();
-    let mut redirected = Redirected::read(set, entry, control, &mut damages)?;
+    let redirected = Redirected::read(set, entry, control, &mut damages)?;
+    let mut scans = member_scans(set, entry, &redirected, &mut damages);
+    progress.total_bytes.store(
+        entry.stream_len_bytes.saturating_sub(entry.lost_bytes),
+        Ordering::Relaxed,
+    );
+    progress.done_bytes.store(0, Ordering::Relaxed);
+    let expected = first_expected(set, entry, &mut scans, &redirected, from_ns);
+    let mut merge = Merge {
+        set,
+        entry,
+        progress,
+        each,
+        summary: ReadSummary::default(),
+        expected,
+        damages,
+        redirected,
+    };
+    let mut stop = false;
+    while control.state() == ControlState::Run {
+        merge.summary.read_bytes += reads.fill(set, &mut scans);
+        let waiting = merge.advance_heads(&mut scans, &mut reads);
+        if !merge.report_damage() {
+            stop = true;
+            break;
+        }
+        if waiting {
+            reads.reap(&mut scans)?;
+            continue;
+        }
+        match merge.step(&mut scans, &reads) {
+            Step::On => {}
+            Step::Stop => {
+                stop = true;
+                break;
+            }
+            Step::End => break,
+        }
+    }
+    if !stop && control.state() == ControlState::Run {
+        merge.missing_at_end();
+    }
+    // Let in-flight reads finish before the pool goes away (the engine's drop waits too).
+    drop(reads);
+    let mut summary = merge.summary;
+    let elapsed = clock.since(started);
+    let cpu_after = process_cpu_s();
+    summary.elapsed_s = elapsed.as_secs_f64();
+    summary.rate_mib_per_s = crate::unit::rate_mib_per_s(summary.payload_bytes, elapsed);
+    summary.cpu_user_s = cpu_after.0 - cpu_before.0;
+    summary.cpu_system_s = cpu_after.1 - cpu_before.1;
+    Ok(summary)
+}
+
+/// The reads that feed the members' scans: the engine over the present members, its free
+/// buffers (one read of [`SCAN_SLOTS_PER_READ`] slots each) and which engine file each
+/// member is.
+struct ScanReads {
+    engine: Box<dyn crate::engine::Engine>,
+    free: Vec<u32>,
+    /// Engine file indices follow the present members: the file index of each member.
+    file_of_member: Vec<u16>,
+    completions: Vec<IoCompletion>,
+    chunk_bytes: u64,
+}
+
+impl ScanReads {
+    /// Opens an engine over the present members of `set`, with [`SCAN_QUEUE_DEPTH`] reads
+    /// for each.
+    fn open(set: &VolumeSet, engine_choice: EngineChoice) -> Result<ScanReads, RecordingError> {
+        let chunk_bytes = set.chunk_size_bytes as u64;
+        let member_count = set.member_count();
+        let buffer_count = (SCAN_QUEUE_DEPTH as usize * member_count).max(2);
+        let pool = BufferPool::new(buffer_count, (SCAN_SLOTS_PER_READ * chunk_bytes) as usize)?;
+        let disks: Vec<&super::disk::Disk> = set.present().map(|m| &m.disk).collect();
+        let mut file_of_member = vec![u16::MAX; member_count];
+        for (file_index, member) in set.present().enumerate() {
+            file_of_member[member.index() as usize] = file_index as u16;
+        }
+        let opened = super::disk::open_engine(
+            &disks,
+            engine_choice,
+            pool,
+            EngineConfig {
+                queue_depth: buffer_count as u32,
+                sqpoll: false,
+                caller_may_block: false,
+            },
+        )?;
+        Ok(ScanReads {
+            engine: opened.engine,
+            free: (0..buffer_count as u32).rev().collect(),
+            file_of_member,
+            completions: Vec::with_capacity(buffer_count),
+            chunk_bytes,
+        })
+    }
+
+    /// Keeps reads in flight on every member's scan. Returns the bytes asked for.
+    fn fill(&mut self, set: &VolumeSet, scans: &mut [Scan]) -> u64 {
+        let chunk_bytes = self.chunk_bytes;
+        let mut read_bytes = 0;
+        for scan in scans.iter_mut() {
+            while scan.flights.len() < SCAN_QUEUE_DEPTH as usize {
+                let Some(&(first, count)) = scan.runs.front() else {
+                    break;
+                };
+                let Some(buffer) = self.free.pop() else { break };
+                let take = count.min(SCAN_SLOTS_PER_READ);
+                let member = set.members[scan.member_index as usize]
+                    .as_ref()
+                    .expect("scans only present members");
+                let offset_bytes = member.layout().data_slot_offset_bytes(first).unwrap_or(0);
+                let number = scan.flights.push(ReadFlight {
+                    buffer,
+                    first_slot: first,
+                    slot_count: take,
+                    failed: None,
+                    reread: Vec::new(),
+                });
+                let user_data = ((scan.member_index as u64) << 48) | (number & ((1 << 48) - 1));
+                // SAFETY: `buffer` was taken from the free buffers for this read and is looked at
+                // and freed only after its completion.
+                unsafe {
+                    self.engine.push(IoRequest {
+                        op: IoOp::Read,
+                        file_index: self.file_of_member[scan.member_index as usize],
+                        slot: buffer,
+                        slot_offset_bytes: 0,
+                        offset_bytes,
+                        len_bytes: (take * chunk_bytes) as u32,
+                        user_data,
+                    });
+                }
+                read_bytes += take * chunk_bytes;
+                if take == count {
+                    scan.runs.pop_front();
+                } else {
+                    scan.runs[0] = (first + take, count - take);
+                }
+            }
+        }
+        read_bytes
+    }
+
+    /// Waits for a read to complete and marks the reads that did in their scans.
+    fn reap(&mut self, scans: &mut [Scan]) -> Result<(), RecordingError> {
+        self.engine.submit_and_reap(1, &mut self.completions)?;
+        for completion in self.completions.drain(..) {
+            let member_index = (completion.user_data >> 48) as usize;
+            let number = completion.user_data & ((1 << 48) - 1);
+            if let Some(flight) = scans[member_index].flights.complete(number) {
+                if let Err(error) = completion.result {
+                    flight.failed = Some(error.to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A scan of each member of `set` over the slots `entry` holds there (none for a missing
+/// member); a span or run that goes past the member is cut to it and reported.
+fn member_scans(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    redirected: &Redirected,
+    damages: &mut Vec<Damage>,
+) -> Vec<Scan> {
+    let ring = entry.flags.contains(RecordingFlags::RING);
     let redirected_sequences: Vec<u64> = redirected
         .chunks
         .iter()
@@ -998,12 +786,13 @@ pub fn read_recording_from(
         let (span, runs) = match member {
             None => (span, VecDeque::new()),
             Some(member) => {
-                let span = clamp_span(set, index as u16, span, slot_count, &mut damages);
+                let span = clamp_span(set, index as u16, span, slot_count, damages);
                 let mut runs = slot_runs(member.layout(), span, ring);
-                cut_to_target(set, member, &mut runs, &mut damages);
+                cut_to_target(set, member, &mut runs, damages);
                 (span, runs)
             }
         };
+        let retirements = &entry.retirements;
         scans.push(Scan {
             member_index: index as u16,
             runs,
@@ -1018,100 +807,84 @@ pub fn read_recording_from(
             ring_origin_slot: span.end_slot_index,
             slot_count,
             first: None,
-            void_from_slot: entry
-                .retirements
+            void_from_slot: retirements
                 .iter()
                 .filter(|r| r.member_index as usize == index)
                 .map(|r| r.retired_first_slot)
                 .min(),
-            redirected_sequences: if entry
-                .retirements
-                .iter()
-                .any(|r| r.member_index as usize == index)
-            {
+            redirected_sequences: if retirements.iter().any(|r| r.member_index as usize == index) {
                 redirected_sequences.clone()
             } else {
                 Vec::new()
             },
-            redirects: entry
-                .retirements
+            redirects: retirements
                 .iter()
                 .filter(|r| r.redirect_member as usize == index)
                 .copied()
                 .collect(),
         });
     }
-    progress.total_bytes.store(
-        entry.stream_len_bytes.saturating_sub(entry.lost_bytes),
-        Ordering::Relaxed,
-    );
-    progress.done_bytes.store(0, Ordering::Relaxed);
-    let mut summary = ReadSummary::default();
-    let mut completions: Vec<IoCompletion> = Vec::with_capacity(buffer_count);
-    let mut expected: Option<u64> = if ring {
+    scans
+}
+
+/// The sequence the merge expects first: the recording's first (a ring's is found as the
+/// scans go), or, for a window from `from_ns`, where [`seek_window`] moved the scans to.
+fn first_expected(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    scans: &mut [Scan],
+    redirected: &Redirected,
+    from_ns: Option<u64>,
+) -> Option<u64> {
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    let from_start = if ring {
         None
     } else {
         Some(entry.first_sequence)
     };
-    if let Some(from_ns) = from_ns {
-        // Redirected chunks are read ahead: the window may begin among them.
-        let redirected_low = redirected
-            .chunks
-            .iter()
-            .filter(|(header, _)| header.timestamp_ns >= from_ns)
-            .map(|(header, _)| header.sequence)
-            .min();
-        if let Some(first) = seek_window(set, entry, &mut scans, from_ns, redirected_low) {
-            expected = Some(first);
-        }
-    }
-    let mut stop = false;
-    loop {
-        if control.state() != ControlState::Run {
-            break;
-        }
-        // Keep reads in flight on every member.
-        for scan in scans.iter_mut() {
-            while scan.flights.len() < SCAN_QUEUE_DEPTH as usize {
-                let Some(&(first, count)) = scan.runs.front() else {
-                    break;
-                };
-                let Some(buffer) = free.pop() else { break };
-                let take = count.min(slots_per_read);
-                let member = set.members[scan.member_index as usize]
-                    .as_ref()
-                    .expect("scans only present members");
-                let offset_bytes = member.layout().data_slot_offset_bytes(first).unwrap_or(0);
-                let number = scan.flights.push(ReadFlight {
-                    buffer,
-                    first_slot: first,
-                    slot_count: take,
-                    failed: None,
-                    reread: Vec::new(),
-                });
-                let user_data = ((scan.member_index as u64) << 48) | (number & ((1 << 48) - 1));
-                // SAFETY: `buffer` was taken from the free buffers for this read and is looked at
-                // and freed only after its completion.
-                unsafe {
-                    engine.push(IoRequest {
-                        op: IoOp::Read,
-                        file_index: file_of_member[scan.member_index as usize],
-                        slot: buffer,
-                        slot_offset_bytes: 0,
-                        offset_bytes,
-                        len_bytes: (take * chunk_bytes) as u32,
-                        user_data,
-                    });
-                }
-                summary.read_bytes += take * chunk_bytes;
-                if take == count {
-                    scan.runs.pop_front();
-                } else {
-                    scan.runs[0] = (first + take, count - take);
-                }
-            }
-        }
-        // Decode heads where the data is there.
+    let Some(from_ns) = from_ns else {
+        return from_start;
+    };
+    // Redirected chunks are read ahead: the window may begin among them.
+    let redirected_low = redirected
+        .chunks
+        .iter()
+        .filter(|(header, _)| header.timestamp_ns >= from_ns)
+        .map(|(header, _)| header.sequence)
+        .min();
+    seek_window(set, entry, scans, from_ns, redirected_low).or(from_start)
+}
+
+/// What the merge does after a step.
+enum Step {
+    /// Goes on.
+    On,
+    /// `each` said stop.
+    Stop,
+    /// Every member's scan is exhausted.
+    End,
+}
+
+/// The merge of the members' scans (and the redirected chunks, read ahead) by sequence:
+/// what it hands out to, and what it has handed out so far.
+struct Merge<'a, 'e> {
+    set: &'a VolumeSet,
+    entry: &'a RecordingEntry,
+    progress: &'a Progress,
+    each: &'e mut dyn FnMut(Item<'_>) -> bool,
+    summary: ReadSummary,
+    /// The sequence the next chunk should have: None in a ring until every member has
+    /// found its first chunk.
+    expected: Option<u64>,
+    /// Damage found and not yet reported.
+    damages: Vec<Damage>,
+    redirected: Redirected,
+}
+
+impl Merge<'_, '_> {
+    /// Decodes the head of every scan whose data is there. Returns whether a scan still
+    /// waits for its reads.
+    fn advance_heads(&mut self, scans: &mut [Scan], reads: &mut ScanReads) -> bool {
         let mut waiting = false;
         for scan in scans.iter_mut() {
             if scan.head.is_some() || scan.exhausted {
@@ -1119,139 +892,151 @@ pub fn read_recording_from(
             }
             advance(
                 scan,
-                set,
-                entry,
-                engine.pool(),
-                &mut free,
-                &mut damages,
-                chunk_bytes,
+                self.set,
+                self.entry,
+                reads.engine.pool(),
+                &mut reads.free,
+                &mut self.damages,
+                reads.chunk_bytes,
             );
             if scan.head.is_none() && !scan.exhausted {
                 waiting = true;
             }
         }
-        // Report damage found so far (it is ordered by member, not sequence).
-        for damage in damages.drain(..) {
-            summary.damage_count += 1;
-            if !each(Item::Damage(&damage)) {
-                stop = true;
+        waiting
+    }
+
+    /// Reports the damage found so far (it is ordered by member, not sequence). Returns
+    /// whether to go on (what `each` said).
+    fn report_damage(&mut self) -> bool {
+        let mut go_on = true;
+        for damage in self.damages.drain(..) {
+            self.summary.damage_count += 1;
+            if !(self.each)(Item::Damage(&damage)) {
+                go_on = false;
             }
         }
-        if stop {
-            break;
-        }
-        if waiting {
-            engine.submit_and_reap(1, &mut completions)?;
-            for completion in completions.drain(..) {
-                let member_index = (completion.user_data >> 48) as usize;
-                let number = completion.user_data & ((1 << 48) - 1);
-                if let Some(flight) = scans[member_index].flights.complete(number) {
-                    if let Err(error) = completion.result {
-                        flight.failed = Some(error.to_string());
-                    }
-                }
-            }
-            continue;
-        }
-        // Every live member has a head: emit the lowest sequence (redirected chunks, read
-        // ahead, take part as one more member).
+        go_on
+    }
+
+    /// Every live member has a head: hands out the lowest sequence (redirected chunks, read
+    /// ahead, take part as one more member).
+    fn step(&mut self, scans: &mut [Scan], reads: &ScanReads) -> Step {
         let best = (0..scans.len())
             .filter(|&i| scans[i].head.is_some())
             .min_by_key(|&i| scans[i].head.map(|h| h.0.sequence));
         let best_sequence = best.and_then(|i| scans[i].head.map(|h| h.0.sequence));
-        if expected.is_none() {
-            // Ring: what survives without a hole starts at the newest of the oldest chunks
-            // of the members that overwrote their own (every member has found its first
-            // chunk by now); with none, at the recording's first chunk.
-            // A member whose own chunks were all overwritten may still hold a retired
-            // member's redirected run: its oldest survivor, then.
-            let oldest_redirected = |member_index: u16| {
-                redirected
-                    .chunks
-                    .iter()
-                    .filter(|(header, _)| header.member_index == member_index)
-                    .map(|(header, _)| header.sequence)
-                    .min()
-            };
-            let start = scans
-                .iter()
-                .filter_map(|scan| match scan.first {
-                    Some((sequence, overwrote)) => overwrote.then_some(sequence),
-                    None if entry.overwrote.get(scan.member_index as usize) == Some(&true) => {
-                        oldest_redirected(scan.member_index)
-                    }
-                    None => None,
-                })
-                .max()
-                .unwrap_or(entry.first_sequence);
-            expected = Some(start.max(entry.first_sequence));
+        if self.expected.is_none() {
+            self.expected = Some(self.ring_start(scans));
         }
-        if let Some(sequence) = redirected.next_sequence() {
+        if let Some(sequence) = self.redirected.next_sequence() {
             if best_sequence.is_none_or(|best| sequence < best) {
-                let (header, payload) = redirected.chunks.pop_front().expect("has a front");
-                let want = expected.unwrap_or(entry.first_sequence);
-                if header.sequence < want {
-                    continue;
-                }
-                if !report_missing(&mut summary, each, want, header.sequence) {
-                    stop = true;
-                    break;
-                }
-                expected = Some(header.sequence + 1);
-                summary.redirected_chunk_count += 1;
-                if !emit(&mut summary, progress, each, &header, &payload) {
-                    stop = true;
-                    break;
-                }
-                continue;
+                return self.hand_out_redirected();
             }
         }
         let Some(best) = best else {
-            break; // All members exhausted.
+            return Step::End;
         };
-        let (header, within) = scans[best].head.take().expect("chosen for its head");
-        let want = expected.unwrap_or(entry.first_sequence);
+        self.hand_out_head(&mut scans[best], reads)
+    }
+
+    /// Where a ring's run without a hole starts: at the newest of the oldest chunks of the
+    /// members that overwrote their own (every member has found its first chunk by now);
+    /// with none, at the recording's first chunk. A member whose own chunks were all
+    /// overwritten may still hold a retired member's redirected run: its oldest survivor,
+    /// then.
+    fn ring_start(&self, scans: &[Scan]) -> u64 {
+        let entry = self.entry;
+        let oldest_redirected = |member_index: u16| {
+            self.redirected
+                .chunks
+                .iter()
+                .filter(|(header, _)| header.member_index == member_index)
+                .map(|(header, _)| header.sequence)
+                .min()
+        };
+        let start = scans
+            .iter()
+            .filter_map(|scan| match scan.first {
+                Some((sequence, overwrote)) => overwrote.then_some(sequence),
+                None if entry.overwrote.get(scan.member_index as usize) == Some(&true) => {
+                    oldest_redirected(scan.member_index)
+                }
+                None => None,
+            })
+            .max()
+            .unwrap_or(entry.first_sequence);
+        start.max(entry.first_sequence)
+    }
+
+    /// Hands out the first redirected chunk, after the sequences missing before it.
+    fn hand_out_redirected(&mut self) -> Step {
+        let (header, payload) = self.redirected.chunks.pop_front().expect("has a front");
+        let want = self.expected.unwrap_or(self.entry.first_sequence);
         if header.sequence < want {
-            scans[best].cursor = within + 1;
-            continue; // Older than the surviving run (ring) or a duplicate.
+            return Step::On;
         }
-        if !report_missing(&mut summary, each, want, header.sequence) {
-            stop = true;
-            break;
+        if !report_missing(&mut self.summary, self.each, want, header.sequence) {
+            return Step::Stop;
         }
-        expected = Some(header.sequence + 1);
-        let (flight, _) = scans[best].flights.front().expect("the head's read");
-        let slot_bytes = flight_slot(engine.pool(), flight, within, chunk_bytes)
-            .expect("the head was decoded from these bytes");
-        let payload = &slot_bytes[header.payload_range()];
-        let keep_going = emit(&mut summary, progress, each, &header, payload);
-        scans[best].cursor = within + 1;
-        if !keep_going {
-            stop = true;
-            break;
+        self.expected = Some(header.sequence + 1);
+        self.summary.redirected_chunk_count += 1;
+        match emit(
+            &mut self.summary,
+            self.progress,
+            self.each,
+            &header,
+            &payload,
+        ) {
+            true => Step::On,
+            false => Step::Stop,
         }
     }
-    // The end: sequences after the last chunk found that the entry says exist.
-    if !stop && control.state() == ControlState::Run {
-        if let Some(want) = expected {
-            if want < entry.end_sequence {
-                summary.missing_chunk_count += entry.end_sequence - want;
-                each(Item::Missing {
+
+    /// Hands out `scan`'s head chunk, after the sequences missing before it; one older
+    /// than the surviving run (ring) or a duplicate is passed over.
+    fn hand_out_head(&mut self, scan: &mut Scan, reads: &ScanReads) -> Step {
+        let (header, within) = scan.head.take().expect("chosen for its head");
+        let want = self.expected.unwrap_or(self.entry.first_sequence);
+        if header.sequence < want {
+            scan.cursor = within + 1;
+            return Step::On;
+        }
+        if !report_missing(&mut self.summary, self.each, want, header.sequence) {
+            return Step::Stop;
+        }
+        self.expected = Some(header.sequence + 1);
+        let (flight, _) = scan.flights.front().expect("the head's read");
+        let slot_bytes = flight_slot(reads.engine.pool(), flight, within, reads.chunk_bytes)
+            .expect("the head was decoded from these bytes");
+        let payload = &slot_bytes[header.payload_range()];
+        let keep_going = emit(
+            &mut self.summary,
+            self.progress,
+            self.each,
+            &header,
+            payload,
+        );
+        scan.cursor = within + 1;
+        match keep_going {
+            true => Step::On,
+            false => Step::Stop,
+        }
+    }
+
+    /// Reports the sequences after the last chunk found that the entry says exist.
+    fn missing_at_end(&mut self) {
+        let end_sequence = self.entry.end_sequence;
+        if let Some(want) = self.expected {
+            if want < end_sequence {
+                self.summary.missing_chunk_count += end_sequence - want;
+                (self.each)(Item::Missing {
                     first_sequence: want,
-                    count: entry.end_sequence - want,
+                    count: end_sequence - want,
                 });
             }
         }
     }
-    // Let in-flight reads finish before the pool goes away (the engine's drop waits too).
-    drop(engine);
-    let elapsed = clock.since(started);
-    let cpu_after = process_cpu_s();
-    summary.elapsed_s = elapsed.as_secs_f64();
-    summary.rate_mib_per_s = crate::unit::rate_mib_per_s(summary.payload_bytes, elapsed);
-    summary.cpu_user_s = cpu_after.0 - cpu_before.0;
-    summary.cpu_system_s = cpu_after.1 - cpu_before.1;
-    Ok(summary)
 }
 
 /// Reports the sequences from `want` up to `found` as missing, if any. Returns whether to
@@ -1662,17 +1447,47 @@ fn advance(
     damages: &mut Vec<Damage>,
     chunk_bytes: u64,
 ) {
-    let ring = entry.flags.contains(RecordingFlags::RING);
+    while front_slot_ready(scan, set, entry, free, damages, chunk_bytes) {
+        let (flight, _) = scan.flights.front().expect("a slot is ready");
+        let slot_index = flight.first_slot + scan.cursor;
+        match flight_slot(pool, flight, scan.cursor, chunk_bytes) {
+            Ok(bytes) => {
+                if let Some(header) = next_chunk(scan, set, entry, slot_index, bytes, damages) {
+                    scan.take_head(set, entry, header, slot_index, damages);
+                    return;
+                }
+            }
+            Err(error) => {
+                // Reported once the member's next good chunk tells what it held.
+                let error = error.to_string();
+                scan.unreadable.push((slot_index, error));
+            }
+        }
+        scan.cursor += 1;
+    }
+}
+
+/// Brings `scan` to a slot of its front read that can be looked at: reads done with are
+/// freed, the slots of a failed one read again one by one. Returns false where there is
+/// none yet (its read is in flight) or none left (the scan is then exhausted).
+fn front_slot_ready(
+    scan: &mut Scan,
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    free: &mut Vec<u32>,
+    damages: &mut Vec<Damage>,
+    chunk_bytes: u64,
+) -> bool {
     loop {
         let Some((flight, done)) = scan.flights.front() else {
             if scan.runs.is_empty() {
                 scan.exhausted = true;
                 report_unreadable(scan, set, entry, None, damages);
             }
-            return;
+            return false;
         };
         if !done {
-            return;
+            return false;
         }
         if scan.cursor >= flight.slot_count {
             free.push(flight.buffer);
@@ -1686,110 +1501,149 @@ fn advance(
             reread_slots(set, scan.member_index, flight, chunk_bytes);
             continue;
         }
-        let slot_index = flight.first_slot + scan.cursor;
-        let bytes = match flight_slot(pool, flight, scan.cursor, chunk_bytes) {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                // Reported once the member's next good chunk tells what it held.
-                scan.unreadable.push((slot_index, error.to_string()));
-                scan.cursor += 1;
-                continue;
+        return true;
+    }
+}
+
+/// The chunk `bytes` hold at `slot_index`, if it is the member's next chunk of the
+/// recording; damage where the slot holds what it should not.
+fn next_chunk(
+    scan: &Scan,
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    slot_index: u64,
+    bytes: &[u8],
+    damages: &mut Vec<Damage>,
+) -> Option<ChunkHeader> {
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    let damage = |what: String, sequence: Option<u64>| {
+        Damage::at(set, scan.member_index, slot_index, sequence, what)
+    };
+    // A retired member's failed writes are not damage: what they should have held was
+    // written elsewhere, and anything missing is reported by sequence. Nor are the
+    // slots past the end of a redirected run this member holds, up to its next own
+    // chunk: writes sent again there that did not land (a run is cut at its first
+    // failed write; the rest are given up and reported when the recording ends).
+    let in_void = scan.in_void(slot_index, ring) || scan.past_cut_run(slot_index, ring);
+    let header = match decode_chunk(bytes) {
+        Ok(view) => view.header,
+        Err(error) => {
+            if !ring && !in_void {
+                let sequence = crate::layout::decode_chunk_header(bytes)
+                    .ok()
+                    .map(|h| h.sequence);
+                damages.push(damage(format!("chunk does not decode: {error}"), sequence));
             }
-        };
-        let member_index = scan.member_index;
-        let damage = |what: String, sequence: Option<u64>| {
-            Damage::at(set, member_index, slot_index, sequence, what)
-        };
-        // A retired member's failed writes are not damage: what they should have held was
-        // written elsewhere, and anything missing is reported by sequence. Nor are the
-        // slots past the end of a redirected run this member holds, up to its next own
-        // chunk: writes sent again there that did not land (a run is cut at its first
-        // failed write; the rest are given up and reported when the recording ends).
-        let in_void = scan.in_void(slot_index, ring) || scan.past_cut_run(slot_index, ring);
-        match decode_chunk(bytes) {
-            Ok(view) => {
-                let header = view.header;
-                let ours =
-                    header.set_uuid == set.set_uuid && header.recording_id == entry.recording_id;
-                let in_range =
-                    header.sequence >= entry.first_sequence && header.sequence < entry.end_sequence;
-                let read_elsewhere = header.flags.contains(ChunkFlags::REDIRECTED)
-                    && scan
-                        .redirects
-                        .iter()
-                        .any(|r| holds_redirect(r, scan.slot_count, slot_index));
-                let leftover = in_void
-                    && scan
-                        .redirected_sequences
-                        .binary_search(&header.sequence)
-                        .is_ok();
-                // A write sent again here past the run that counts it (see `in_void`).
-                let stray_rewrite = in_void && header.flags.contains(ChunkFlags::REDIRECTED);
-                if ours && in_range && (read_elsewhere || leftover || stray_rewrite) {
-                    // Read with the redirected chunks, or a retired member's write that
-                    // was sent again elsewhere.
-                } else if ours && in_range {
-                    if header.member_index != scan.member_index || header.slot_index != slot_index {
-                        damages.push(damage(
-                            format!(
-                                "misplaced chunk: says member {} slot {}",
-                                header.member_index, header.slot_index
-                            ),
-                            Some(header.sequence),
-                        ));
-                    } else if scan
-                        .last_sequence
-                        .is_some_and(|last| header.sequence <= last)
-                    {
-                        // In a ring, an older chunk after newer ones is a lap's leftover (the
-                        // sequences it stood for are reported missing if nothing newer came).
-                        if !ring {
-                            damages.push(damage(
-                                "sequence out of order on this member".into(),
-                                Some(header.sequence),
-                            ));
-                        }
-                    } else {
-                        if scan.first.is_none() {
-                            // The entry says which members wrapped where it knows (1.1);
-                            // else the scan tells.
-                            let overwrote = match entry.overwrote.get(scan.member_index as usize) {
-                                Some(&known) => known,
-                                None => scan.overwrote(slot_index),
-                            };
-                            scan.first = Some((header.sequence, ring && overwrote));
-                        }
-                        let next = Some((slot_index, header.sequence));
-                        report_unreadable(scan, set, entry, next, damages);
-                        scan.last_sequence = Some(header.sequence);
-                        scan.last_slot = Some(slot_index);
-                        scan.head = Some((header, scan.cursor));
-                        return;
-                    }
-                } else if ours && header.sequence >= entry.end_sequence {
-                    // Written past the end the entry claims (a failed recording ends at its
-                    // last complete run): not part of the recording.
-                } else if !ring && !in_void {
-                    // In a linear span every slot belongs to the recording.
-                    damages.push(damage(
-                        format!(
-                            "slot holds another chunk (recording {}, sequence {})",
-                            header.recording_id, header.sequence
-                        ),
-                        Some(header.sequence),
-                    ));
-                }
-            }
-            Err(error) => {
-                if !ring && !in_void {
-                    let sequence = crate::layout::decode_chunk_header(bytes)
-                        .ok()
-                        .map(|h| h.sequence);
-                    damages.push(damage(format!("chunk does not decode: {error}"), sequence));
-                }
-            }
+            return None;
         }
-        scan.cursor += 1;
+    };
+    let ours = header.set_uuid == set.set_uuid && header.recording_id == entry.recording_id;
+    let in_range = header.sequence >= entry.first_sequence && header.sequence < entry.end_sequence;
+    if ours && in_range {
+        if scan.read_elsewhere(&header, slot_index, in_void) {
+            return None;
+        }
+        return own_chunk(scan, ring, slot_index, header, damages, damage);
+    }
+    if ours && header.sequence >= entry.end_sequence {
+        // Written past the end the entry claims (a failed recording ends at its
+        // last complete run): not part of the recording.
+    } else if !ring && !in_void {
+        // In a linear span every slot belongs to the recording.
+        damages.push(damage(
+            format!(
+                "slot holds another chunk (recording {}, sequence {})",
+                header.recording_id, header.sequence
+            ),
+            Some(header.sequence),
+        ));
+    }
+    None
+}
+
+/// `header`, a chunk of the recording in its range found at `slot_index`, if it is where
+/// it says and continues the member's sequence; damage otherwise.
+fn own_chunk(
+    scan: &Scan,
+    ring: bool,
+    slot_index: u64,
+    header: ChunkHeader,
+    damages: &mut Vec<Damage>,
+    damage: impl Fn(String, Option<u64>) -> Damage,
+) -> Option<ChunkHeader> {
+    if header.member_index != scan.member_index || header.slot_index != slot_index {
+        damages.push(damage(
+            format!(
+                "misplaced chunk: says member {} slot {}",
+                header.member_index, header.slot_index
+            ),
+            Some(header.sequence),
+        ));
+        return None;
+    }
+    if scan
+        .last_sequence
+        .is_some_and(|last| header.sequence <= last)
+    {
+        // In a ring, an older chunk after newer ones is a lap's leftover (the
+        // sequences it stood for are reported missing if nothing newer came).
+        if !ring {
+            damages.push(damage(
+                "sequence out of order on this member".into(),
+                Some(header.sequence),
+            ));
+        }
+        return None;
+    }
+    Some(header)
+}
+
+impl Scan {
+    /// Whether a chunk of the recording found at `slot` is read with the redirected
+    /// chunks, or is a retired member's write that was sent again elsewhere (`in_void`:
+    /// the slot lies where the member's writes may have failed).
+    fn read_elsewhere(&self, header: &ChunkHeader, slot: u64, in_void: bool) -> bool {
+        let redirected = header.flags.contains(ChunkFlags::REDIRECTED);
+        let read_with_redirects = redirected
+            && self
+                .redirects
+                .iter()
+                .any(|r| holds_redirect(r, self.slot_count, slot));
+        let leftover = in_void
+            && self
+                .redirected_sequences
+                .binary_search(&header.sequence)
+                .is_ok();
+        // A write sent again here past the run that counts it (see `in_void`).
+        let stray_rewrite = in_void && redirected;
+        read_with_redirects || leftover || stray_rewrite
+    }
+
+    /// Makes `header`, found at `slot_index`, the scan's head: the member's next chunk,
+    /// which bounds the sequences its unreadable slots before it held.
+    fn take_head(
+        &mut self,
+        set: &VolumeSet,
+        entry: &RecordingEntry,
+        header: ChunkHeader,
+        slot_index: u64,
+        damages: &mut Vec<Damage>,
+    ) {
+        if self.first.is_none() {
+            let ring = entry.flags.contains(RecordingFlags::RING);
+            // The entry says which members wrapped where it knows (1.1); else the scan
+            // tells.
+            let overwrote = match entry.overwrote.get(self.member_index as usize) {
+                Some(&known) => known,
+                None => self.overwrote(slot_index),
+            };
+            self.first = Some((header.sequence, ring && overwrote));
+        }
+        let next = Some((slot_index, header.sequence));
+        report_unreadable(self, set, entry, next, damages);
+        self.last_sequence = Some(header.sequence);
+        self.last_slot = Some(slot_index);
+        self.head = Some((header, self.cursor));
     }
 }
 

@@ -1,0 +1,529 @@
+//! Where a crashed recording really ends, found from its last checkpoint forward.
+//!
+//! Each member is read from its checkpoint position on, at most the recovery window (never
+//! more than a lap), keeping the chunks that continue its run: this recording's, where
+//! they say they are, stamped after the checkpoint and in increasing sequence (a retired
+//! member's write redirected here, where the checkpoint's retirements place it, does not
+//! end the run). The recording ends at the first sequence no member holds; the chunks
+//! past that hole are not part of the stream. A ring's writer may have gone on past that
+//! end, over older chunks of the recording, with writes the crash lost or tore: each ring
+//! member is walked on for their traces, and its oldest survivors start after the last.
+//!
+//! This module only reads: closing the recording on disk is [`super::recover`]'s.
+
+use super::{holds_redirect, RecoveredEnd, SCAN_SLOTS_PER_READ};
+use crate::layout::{
+    decode_chunk, Checkpoint, ChunkFlags, ChunkHeader, MemberPosition, RecordingEntry,
+    RecordingFlags, RecordingState, VolumeLayout,
+};
+use crate::recording::volume::{self, VolumeSet};
+use crate::recording::RecordingError;
+
+/// [`recovered_end`](super::recovered_end)'s search, up to the chunks stamped now where
+/// `bounded`.
+pub(super) fn search_end(
+    set: &VolumeSet,
+    bounded: bool,
+) -> Result<Option<(Checkpoint, RecoveredEnd)>, RecordingError> {
+    let Some((checkpoint, entry)) = open_at_checkpoint(set)? else {
+        return Ok(None);
+    };
+    let search = EndSearch {
+        set,
+        checkpoint: &checkpoint,
+        ring: entry.flags.contains(RecordingFlags::RING),
+        stamped_by_ns: bounded.then(|| set.clock().wall_ns()),
+    };
+    // Each with the lap it was found in.
+    let mut kept: Vec<(ChunkHeader, u64)> = Vec::new();
+    let mut ends = SearchEnds::default();
+    for (index, member) in set.members.iter().enumerate() {
+        let position = checkpoint
+            .members
+            .get(index)
+            .copied()
+            .unwrap_or(MemberPosition {
+                next_slot_index: 0,
+                lap: 0,
+            });
+        let (end_slot, end_lap) = match member {
+            None => (position.next_slot_index, position.lap),
+            Some(member) => search.member_run(index, member, position, &mut kept, &mut ends)?,
+        };
+        ends.end_slots.push(end_slot);
+        ends.laps.push(end_lap);
+    }
+    kept.sort_by_key(|(header, _)| header.sequence);
+    let end_sequence = run_end(&kept, checkpoint.durable_sequence_end);
+    // Chunks past the first hole are not part of a contiguous stream: their slots are free.
+    let contiguous: Vec<&(ChunkHeader, u64)> = kept
+        .iter()
+        .filter(|(h, _)| h.sequence < end_sequence)
+        .collect();
+    ends.place_write_points(set, &checkpoint, &contiguous);
+    if search.ring {
+        search.past_lost_writes(end_sequence, &contiguous, &mut ends)?;
+    }
+    let recovered = recovered_from(&checkpoint, end_sequence, &contiguous, ends);
+    Ok(Some((checkpoint, recovered)))
+}
+
+/// The newest checkpoint and the entry of the recording it says was open, if one was
+/// (and its entry still says so).
+fn open_at_checkpoint(
+    set: &VolumeSet,
+) -> Result<Option<(Checkpoint, RecordingEntry)>, RecordingError> {
+    let Some(checkpoint) = set.newest_checkpoint()? else {
+        return Ok(None);
+    };
+    if checkpoint.recording_id == 0 {
+        return Ok(None);
+    }
+    let entry = set
+        .recordings()?
+        .into_iter()
+        .find(|e| e.recording_id == checkpoint.recording_id);
+    Ok(entry
+        .filter(|entry| entry.state == RecordingState::Open)
+        .map(|entry| (checkpoint, entry)))
+}
+
+/// What the search for a crashed recording's end goes by.
+struct EndSearch<'a> {
+    set: &'a VolumeSet,
+    checkpoint: &'a Checkpoint,
+    ring: bool,
+    /// Only chunks stamped by then count (a recording another program is writing now).
+    stamped_by_ns: Option<u64>,
+}
+
+/// Where [`search_end`] found each member's run to end, and what it read on the way.
+#[derive(Default)]
+struct SearchEnds {
+    end_slots: Vec<u64>,
+    laps: Vec<u64>,
+    highest: Option<u64>,
+    searched_slot_count: u64,
+}
+
+impl SearchEnds {
+    fn saw(&mut self, sequence: u64) {
+        self.highest = Some(self.highest.map_or(sequence, |h| h.max(sequence)));
+    }
+
+    /// Puts each member's write point and its lap after the last chunk kept (which may lie
+    /// in the lap before the one where the search ended), else where the checkpoint left it.
+    fn place_write_points(
+        &mut self,
+        set: &VolumeSet,
+        checkpoint: &Checkpoint,
+        contiguous: &[&(ChunkHeader, u64)],
+    ) {
+        for (index, member) in set.members.iter().enumerate() {
+            if member.is_none() {
+                continue;
+            }
+            let position = checkpoint.members.get(index).copied().unwrap_or_default();
+            let last_kept = contiguous
+                .iter()
+                .rfind(|(h, _)| h.member_index as usize == index);
+            (self.end_slots[index], self.laps[index]) = match last_kept {
+                Some((h, lap)) => (h.slot_index + 1, *lap),
+                None => (position.next_slot_index, position.lap),
+            };
+        }
+    }
+}
+
+/// Where a position is in a member's run after the checkpoint, as the search goes.
+struct MemberRun {
+    slot: u64,
+    lap: u64,
+    last_sequence: Option<u64>,
+    /// Just past the last chunk kept: (slot, lap).
+    end: (u64, u64),
+}
+
+impl EndSearch<'_> {
+    /// Follows member `index`'s run of chunks forward from its checkpoint `position`,
+    /// keeping them in `kept` with their lap. Returns where the run ends: (slot, lap).
+    fn member_run(
+        &self,
+        index: usize,
+        member: &volume::Member,
+        position: MemberPosition,
+        kept: &mut Vec<(ChunkHeader, u64)>,
+        ends: &mut SearchEnds,
+    ) -> Result<(u64, u64), RecordingError> {
+        let layout = member.layout();
+        let slot_count = layout.data_slot_count;
+        let mut run = MemberRun {
+            slot: position.next_slot_index,
+            lap: position.lap,
+            last_sequence: None,
+            end: (position.next_slot_index, position.lap),
+        };
+        // The window comes from disk: never more than a lap of this member.
+        let mut remaining = (self.checkpoint.recovery_window_slots as u64).min(slot_count);
+        // A ring's lap may end before the member's last slot (the writer uses whole I/Os):
+        // where the run stops, it may go on at slot 0 of the next lap, once.
+        let mut wrapped = false;
+        while remaining > 0 {
+            if run.slot >= slot_count {
+                if !self.ring || wrapped {
+                    break;
+                }
+                run.slot = 0;
+                run.lap = run.lap.saturating_add(1);
+                wrapped = true;
+            }
+            let count = SCAN_SLOTS_PER_READ
+                .min(slot_count - run.slot)
+                .min(remaining);
+            let offset = layout.data_slot_offset_bytes(run.slot).unwrap_or(0);
+            let bytes = volume::read_aligned(
+                &member.disk,
+                offset,
+                (count * layout.chunk_size_bytes as u64) as usize,
+            )?;
+            let run_ended = self.keep_chunks(index, layout, &bytes, &mut run, kept, ends);
+            if run_ended {
+                if !self.ring || wrapped || run.slot == 0 && run.last_sequence.is_none() {
+                    break;
+                }
+                run.slot = 0;
+                run.lap = run.lap.saturating_add(1);
+                wrapped = true;
+                remaining = remaining.saturating_sub(count);
+                continue;
+            }
+            run.slot += count;
+            remaining -= count;
+        }
+        Ok(run.end)
+    }
+
+    /// Keeps the chunks of one read from `run.slot` on while they continue the run.
+    /// Returns whether the run ended within it.
+    fn keep_chunks(
+        &self,
+        index: usize,
+        layout: &VolumeLayout,
+        bytes: &[u8],
+        run: &mut MemberRun,
+        kept: &mut Vec<(ChunkHeader, u64)>,
+        ends: &mut SearchEnds,
+    ) -> bool {
+        for (within, slot_bytes) in bytes.chunks(layout.chunk_size_bytes as usize).enumerate() {
+            ends.searched_slot_count += 1;
+            let this_slot = run.slot + within as u64;
+            let header = match decode_chunk(slot_bytes) {
+                Ok(view) if self.continues(index, layout, this_slot, run, &view.header) => {
+                    view.header
+                }
+                _ => return true,
+            };
+            if !header.flags.contains(ChunkFlags::REDIRECTED) {
+                run.last_sequence = Some(header.sequence);
+            }
+            ends.saw(header.sequence);
+            kept.push((header, run.lap));
+            run.end = (this_slot + 1, run.lap);
+        }
+        false
+    }
+
+    /// Whether `header`, found at `this_slot` of member `index`, continues its run.
+    fn continues(
+        &self,
+        index: usize,
+        layout: &VolumeLayout,
+        this_slot: u64,
+        run: &MemberRun,
+        header: &ChunkHeader,
+    ) -> bool {
+        let checkpoint = self.checkpoint;
+        // A redirected chunk (a retired member's write sent again here) has a lower
+        // sequence than the chunks before it and does not end the run, where the
+        // checkpoint's retirements say it was sent here: the reader finds it by them.
+        let accounted = |header: &ChunkHeader| {
+            header.flags.contains(ChunkFlags::REDIRECTED)
+                && checkpoint.retirements.iter().any(|r| {
+                    r.redirect_member as usize == index
+                        && holds_redirect(r, layout.data_slot_count, this_slot)
+                })
+        };
+        header.set_uuid == self.set.set_uuid
+            && header.recording_id == checkpoint.recording_id
+            && header.member_index as usize == index
+            && header.slot_index == this_slot
+            && header.sequence >= checkpoint.durable_sequence_end
+            && self
+                .stamped_by_ns
+                .is_none_or(|by| header.timestamp_ns <= by)
+            && (run.last_sequence.is_none_or(|last| header.sequence > last) || accounted(header))
+    }
+
+    /// The writer may have gone on past the recovered end, over older chunks of this
+    /// recording, with writes the crash lost or tore: each ring member's oldest survivors
+    /// start after the last trace of them.
+    fn past_lost_writes(
+        &self,
+        end_sequence: u64,
+        contiguous: &[&(ChunkHeader, u64)],
+        ends: &mut SearchEnds,
+    ) -> Result<(), RecordingError> {
+        for (index, member) in self.set.members.iter().enumerate() {
+            let Some(member) = member else { continue };
+            let from = (ends.end_slots[index], ends.laps[index]);
+            let own_newest = contiguous
+                .iter()
+                .filter(|(h, _)| h.member_index as usize == index)
+                .filter(|(h, _)| !h.flags.contains(ChunkFlags::REDIRECTED))
+                .map(|(h, _)| h.sequence)
+                .max();
+            let run_ends = RunEnds {
+                end_sequence,
+                own_newest,
+            };
+            let past = past_lost_writes(self.set, self.checkpoint, member, index, from, run_ends)?;
+            ends.searched_slot_count += past.searched_slot_count;
+            (ends.end_slots[index], ends.laps[index]) = past.end;
+            if let Some(seen) = past.highest_sequence {
+                ends.saw(seen);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The end of the run of sequences from `durable_sequence_end` without a hole, in `kept`
+/// (sorted by sequence).
+fn run_end(kept: &[(ChunkHeader, u64)], durable_sequence_end: u64) -> u64 {
+    let mut end_sequence = durable_sequence_end;
+    for (header, _) in kept {
+        if header.sequence == end_sequence {
+            let Some(next) = end_sequence.checked_add(1) else {
+                break; // A sequence of 2^64 - 1 was never written: it ends the run.
+            };
+            end_sequence = next;
+        } else if header.sequence > end_sequence {
+            break;
+        }
+    }
+    end_sequence
+}
+
+/// The recovered end: the recording as the checkpoint left it, carried on through the
+/// `contiguous` chunks found after it.
+fn recovered_from(
+    checkpoint: &Checkpoint,
+    end_sequence: u64,
+    contiguous: &[&(ChunkHeader, u64)],
+    ends: SearchEnds,
+) -> RecoveredEnd {
+    let last = contiguous.last().map(|(h, _)| h);
+    let state = match last {
+        Some(h) if h.flags.contains(ChunkFlags::END) && h.flags.contains(ChunkFlags::ABORTED) => {
+            "aborted"
+        }
+        Some(h) if h.flags.contains(ChunkFlags::END) => "closed",
+        _ => "interrupted",
+    };
+    let lost_after = contiguous
+        .iter()
+        .fold(0u64, |sum, (h, _)| sum.saturating_add(h.gap_bytes));
+    RecoveredEnd {
+        recording_id: checkpoint.recording_id,
+        state: state.to_string(),
+        end_sequence,
+        highest_sequence_seen: ends.highest,
+        end_ns: last.map_or(checkpoint.written_ns, |h| h.timestamp_ns),
+        stream_len_bytes: last.map_or(checkpoint.durable_stream_bytes, |h| {
+            h.stream_offset_bytes + h.payload_len_bytes as u64
+        }),
+        lost_bytes: checkpoint.durable_lost_bytes.saturating_add(lost_after),
+        end_slots: ends.end_slots,
+        laps: ends.laps,
+        recovered_chunk_count: contiguous.len() as u64,
+        searched_slot_count: ends.searched_slot_count,
+        retirements: checkpoint.retirements.clone(),
+    }
+}
+
+/// Where the recovered run ends, for [`past_lost_writes`].
+#[derive(Clone, Copy)]
+struct RunEnds {
+    /// The recording's recovered end sequence.
+    end_sequence: u64,
+    /// The newest of the member's own chunks in the recovered run (redirected ones left
+    /// out), if it holds any.
+    own_newest: Option<u64>,
+}
+
+impl RunEnds {
+    /// Whether a chunk of the member's own, found past its recovered end, was written after
+    /// that end: its sequence is past the recording's end, or past the member's newest
+    /// chunk in the run (the older laps past the write point hold only older sequences; a
+    /// failed write, sent again elsewhere, may leave whole chunks of its own behind).
+    fn written_after(&self, header: &ChunkHeader, durable_sequence_end: u64) -> bool {
+        header.sequence >= self.end_sequence
+            || match self.own_newest {
+                Some(newest) => header.sequence > newest,
+                None => header.sequence >= durable_sequence_end,
+            }
+    }
+}
+
+/// What a ring member holds past its recovered end.
+struct PastEnd {
+    /// Just past the last slot that shows a write after the recovered end: (slot, lap).
+    end: (u64, u64),
+    highest_sequence: Option<u64>,
+    searched_slot_count: u64,
+}
+
+/// Walks a crashed ring member forward from its recovered end `from` (slot, lap), as far
+/// as its writer may have gone past the checkpoint (the recovery window, at most a lap),
+/// for traces of writes after the recovered end: a chunk of the recording with a later
+/// sequence (past the recording's end, or past the member's newest in the run: see
+/// [`RunEnds::written_after`]), a torn one (its header is the recording's, the chunk does not check), or a
+/// run of blank slots followed by anything (discarded ahead of them). The
+/// chunks such writes overwrote are gone; the older ones after the last trace survive.
+fn past_lost_writes(
+    set: &VolumeSet,
+    checkpoint: &Checkpoint,
+    member: &volume::Member,
+    index: usize,
+    from: (u64, u64),
+    ends: RunEnds,
+) -> Result<PastEnd, RecordingError> {
+    let layout = member.layout();
+    let slots = layout.data_slot_count;
+    let reach = writer_reach(checkpoint, index, slots, from);
+    let traces = Traces {
+        set,
+        checkpoint,
+        index,
+        slot_count: slots,
+        ends,
+    };
+    let mut past = PastEnd {
+        end: from,
+        highest_sequence: None,
+        searched_slot_count: 0,
+    };
+    let (mut slot, mut lap) = from;
+    // One slot more than the reach: the first one the writer cannot have touched, which
+    // shows whether blank slots up to the reach were discarded ahead of lost writes (it
+    // holds an older chunk) or never written. A writer that went as far as it may, trimming
+    // ahead, leaves no other slot after its discards to tell.
+    let mut remaining = if reach > 0 { reach + 1 } else { 0 };
+    let mut blank_until = None;
+    while remaining > 0 {
+        if slot >= slots {
+            slot = 0;
+            lap = lap.saturating_add(1);
+            // Blank up to the end of the device: the slots a lap of whole writes leaves
+            // unused (a trim never reaches them: it keeps the lap's last write); nothing
+            // older follows in this lap.
+            blank_until = None;
+        }
+        let count = SCAN_SLOTS_PER_READ.min(slots - slot).min(remaining);
+        let offset = layout.data_slot_offset_bytes(slot).unwrap_or(0);
+        let chunk_bytes = layout.chunk_size_bytes as usize;
+        let bytes = volume::read_aligned(&member.disk, offset, count as usize * chunk_bytes)?;
+        for (within, slot_bytes) in bytes.chunks(chunk_bytes).enumerate() {
+            let this_slot = slot + within as u64;
+            let peek = remaining - within as u64 == 1;
+            let trace = !peek && traces.shows_write(this_slot, slot_bytes, &mut past);
+            let blank = slot_bytes[..crate::layout::CHUNK_HEADER_SIZE_BYTES]
+                .iter()
+                .all(|&b| b == 0);
+            if blank {
+                // Discarded by a trim ahead of lost writes, if older chunks follow it.
+                blank_until = Some((this_slot + 1, lap));
+                continue;
+            }
+            if let Some(end) = blank_until.take() {
+                past.end = end;
+            }
+            if trace {
+                past.end = (this_slot + 1, lap);
+            }
+        }
+        past.searched_slot_count += count;
+        slot += count;
+        remaining -= count;
+    }
+    Ok(past)
+}
+
+/// How many slots past `from` (slot, lap) member `index`'s writer may have gone beyond its
+/// checkpoint position: its writes and discards stay below the recovery window, or a lap
+/// less one write, plus the unused slots at the end of the member a lap of whole writes
+/// skips; never past the bound (less than a lap: it never comes back to the position).
+fn writer_reach(checkpoint: &Checkpoint, index: usize, slots: u64, from: (u64, u64)) -> u64 {
+    let position = checkpoint.members.get(index).copied().unwrap_or_default();
+    let run_slots = if from.1 > position.lap {
+        slots
+            .saturating_sub(position.next_slot_index)
+            .saturating_add(from.0)
+    } else {
+        from.0.saturating_sub(position.next_slot_index)
+    };
+    let bound = (checkpoint.recovery_window_slots as u64).min(slots.saturating_sub(1));
+    bound.saturating_sub(run_slots)
+}
+
+/// What tells, on a crashed ring member past its recovered end, a write after that end.
+struct Traces<'a> {
+    set: &'a VolumeSet,
+    checkpoint: &'a Checkpoint,
+    index: usize,
+    slot_count: u64,
+    ends: RunEnds,
+}
+
+impl Traces<'_> {
+    /// Whether `slot_bytes`, read at `this_slot`, show a write after the recovered end: a
+    /// later chunk of the recording (its sequence noted in `past`) or a torn one.
+    fn shows_write(&self, this_slot: u64, slot_bytes: &[u8], past: &mut PastEnd) -> bool {
+        let ours = |header: &ChunkHeader| {
+            header.set_uuid == self.set.set_uuid
+                && header.recording_id == self.checkpoint.recording_id
+                && header.member_index as usize == self.index
+                && header.slot_index == this_slot
+        };
+        match decode_chunk(slot_bytes) {
+            Ok(view) if ours(&view.header) && self.written_after(this_slot, &view.header) => {
+                let seen = view.header.sequence;
+                past.highest_sequence = Some(past.highest_sequence.map_or(seen, |h| h.max(seen)));
+                true
+            }
+            Ok(_) => false,
+            Err(_) => crate::layout::decode_chunk_header(slot_bytes).is_ok_and(|h| ours(&h)),
+        }
+    }
+
+    /// Whether a chunk of the recording found at `this_slot` was written after the end.
+    fn written_after(&self, this_slot: u64, header: &ChunkHeader) -> bool {
+        let checkpoint = self.checkpoint;
+        if !header.flags.contains(ChunkFlags::REDIRECTED) {
+            return self
+                .ends
+                .written_after(header, checkpoint.durable_sequence_end);
+        }
+        // A redirected chunk here was written after the write point, whatever its
+        // sequence (a retired member's write sent again), unless the checkpoint already
+        // placed it: a scan that goes round a lap comes back to the redirected run of a
+        // retirement written before the write point.
+        let known_redirect = || {
+            checkpoint.retirements.iter().any(|r| {
+                r.redirect_member as usize == self.index
+                    && holds_redirect(r, self.slot_count, this_slot)
+            })
+        };
+        header.sequence >= self.ends.end_sequence || !known_redirect()
+    }
+}
