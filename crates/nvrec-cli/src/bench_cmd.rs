@@ -10,10 +10,13 @@ use crate::bench_output::{emit, start_progress, Outputs};
 use crate::bench_together::{self as together, Shape};
 use crate::{exit, signal, Finished, UsageError};
 use anyhow::Result;
+use nvrec::bench::rated::RatedRates;
 use nvrec::bench::{
     self, analysis::AnalysisSettings, BenchTarget, FillResult, OverwriteMode, OverwriteResult,
     Profile, ProfileResult, SweepResult,
 };
+use nvrec::control::Progress;
+use nvrec::report::Report;
 use nvrec::unit::format_bytes;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -37,6 +40,63 @@ pub fn run(args: BenchArgs, json: bool) -> Result<Finished> {
         BenchCommand::Profile(args) => profile(args, json),
         BenchCommand::Report(args) => crate::bench_compare::run(args, json),
     }
+}
+
+/// Runs a bench on the one target under a progress display.
+fn measure_alone<R>(
+    common: &CommonArgs,
+    create_len_bytes: Option<u64>,
+    label: &str,
+    json: bool,
+    measure: impl FnOnce(&BenchTarget, &Progress) -> Result<R, bench::BenchError>,
+) -> Result<R> {
+    let target = open(common, create_len_bytes)?;
+    let (progress, display) = start_progress(label, json);
+    let result = measure(&target, &progress)?;
+    drop(display);
+    Ok(result)
+}
+
+/// How a bench on one drive draws its result as text, CSV and report.
+struct Render<R> {
+    text: fn(&R) -> String,
+    csv: fn(&R) -> String,
+    report: fn(&R) -> Report,
+}
+
+const SWEEP_RENDER: Render<SweepResult> = Render {
+    text: sweep_text,
+    csv: sweep_csv,
+    report: crate::bench_report::sweep,
+};
+
+const OVERWRITE_RENDER: Render<OverwriteResult> = Render {
+    text: overwrite_text,
+    csv: overwrite_csv,
+    report: crate::bench_report::overwrite,
+};
+
+const PROFILE_RENDER: Render<ProfileResult> = Render {
+    text: profile_text,
+    csv: profile_csv,
+    report: crate::bench_report::profile,
+};
+
+/// Writes the outputs of a bench on one drive, its JSON being the result itself.
+fn emit_alone<R: serde::Serialize + RatedRates>(
+    common: &CommonArgs,
+    json: bool,
+    result: &R,
+    render: Render<R>,
+) -> Result<()> {
+    let outputs = Outputs {
+        value: serde_json::to_value(result)?,
+        text: (render.text)(result),
+        csv: (render.csv)(result),
+        report: (render.report)(result),
+        rates: result,
+    };
+    emit(common, json, outputs)
 }
 
 fn rate(bytes_per_s: f64) -> String {
@@ -83,22 +143,14 @@ fn sweep(args: SweepArgs, json: bool) -> Result<Finished> {
             |r: &SweepResult| !r.summary.verified,
         );
     }
-    let target = open(&args.common, Some(create_len_bytes))?;
-    let (progress, display) = start_progress("sweep", json);
-    let result = bench::sweep(&target, &settings, &signal::CONTROL, &progress, &mut |_| {})?;
-    drop(display);
-    let text = sweep_text(&result);
-    let csv = sweep_csv(&result);
-    let report = crate::bench_report::sweep(&result);
-    let value = serde_json::to_value(&result)?;
-    let outputs = Outputs {
-        value,
-        text,
-        csv,
-        report,
-        rates: &result,
-    };
-    emit(&args.common, json, outputs)?;
+    let result = measure_alone(
+        &args.common,
+        Some(create_len_bytes),
+        "sweep",
+        json,
+        |target, progress| bench::sweep(target, &settings, &signal::CONTROL, progress, &mut |_| {}),
+    )?;
+    emit_alone(&args.common, json, &result, SWEEP_RENDER)?;
     Ok(Finished(if result.summary.verified {
         exit::OK
     } else {
@@ -136,11 +188,7 @@ fn sweep_text(result: &SweepResult) -> String {
         summary.peak_write_chunk_count,
         rate(summary.peak_read_bytes_per_s),
         summary.peak_read_chunk_count,
-        if summary.verified {
-            "every read matched"
-        } else {
-            "READ-BACK MISMATCH"
-        }
+        crate::bench_report::sweep_verified(summary.verified)
     );
     out
 }
@@ -369,8 +417,20 @@ fn plateau_lines(out: &mut String, analysis: &bench::analysis::SeriesAnalysis) {
 
 fn fill_text(result: &FillResult) -> String {
     let mut out = String::new();
+    fill_heading(&mut out, result);
+    plateau_lines(&mut out, &result.analysis);
+    cliff_lines(&mut out, &result.analysis);
+    steady_lines(&mut out, result);
+    read_back_line(&mut out, result);
+    if let Some(error) = &result.write.error {
+        let _ = writeln!(out, "  FAILED: {error}");
+    }
+    out
+}
+
+/// What was filled where, its peak and mean rates, and whether the run was too short.
+fn fill_heading(out: &mut String, result: &FillResult) {
     let summary = &result.summary;
-    let analysis = &result.analysis;
     let _ = writeln!(
         out,
         "fill of {} on {} ({}), {} engine{}",
@@ -394,7 +454,7 @@ fn fill_text(result: &FillResult) -> String {
         "  mean write        {}",
         rate(summary.mean_write_bytes_per_s)
     );
-    if let Some(short) = analysis.too_short {
+    if let Some(short) = result.analysis.too_short {
         let _ = writeln!(
             out,
             "  TOO SHORT         {} windows of the {} needed to tell plateaus apart: run at least \
@@ -406,7 +466,10 @@ fn fill_text(result: &FillResult) -> String {
             short.run_at_least_bytes.div_ceil(1 << 20)
         );
     }
-    plateau_lines(&mut out, analysis);
+}
+
+/// The cache cliff, the rate after it and every later drop.
+fn cliff_lines(out: &mut String, analysis: &bench::analysis::SeriesAnalysis) {
     match analysis.cliff {
         Some(cliff) => {
             let _ = writeln!(
@@ -435,6 +498,12 @@ fn fill_text(result: &FillResult) -> String {
             rate(drop.rate_after_bytes_per_s)
         );
     }
+}
+
+/// The steady state, the sustained rate and what it rests on, the slowest window, the
+/// stalls and the write latency.
+fn steady_lines(out: &mut String, result: &FillResult) {
+    let analysis = &result.analysis;
     match analysis.steady_state {
         Some(steady) => {
             let _ = writeln!(
@@ -454,7 +523,7 @@ fn fill_text(result: &FillResult) -> String {
     let _ = writeln!(
         out,
         "  sustained write   {} ({})",
-        rate(summary.sustained_write_bytes_per_s),
+        rate(result.summary.sustained_write_bytes_per_s),
         match (analysis.sustained_basis, analysis.sustained_plateau_index) {
             (bench::analysis::SustainedBasis::LastPlateau, Some(index)) => format!(
                 "plateau {} of {}, the last",
@@ -484,7 +553,10 @@ fn fill_text(result: &FillResult) -> String {
         "  write latency     mean {:.0} us, p99 {:.0} us, max {:.0} us",
         result.write.latency.mean_us, result.write.latency.p99_us, result.write.latency.max_us
     );
-    match (&result.read, summary.verified) {
+}
+
+fn read_back_line(out: &mut String, result: &FillResult) {
+    match (&result.read, result.summary.verified) {
         (Some(read), Some(verified)) => {
             let _ = writeln!(
                 out,
@@ -504,10 +576,6 @@ fn fill_text(result: &FillResult) -> String {
             let _ = writeln!(out, "  read back         not done");
         }
     }
-    if let Some(error) = &result.write.error {
-        let _ = writeln!(out, "  FAILED: {error}");
-    }
-    out
 }
 
 /// One CSV row per window, behind a first column naming the phase or mode.
@@ -569,40 +637,29 @@ fn overwrite(args: OverwriteArgs, json: bool) -> Result<Finished> {
                     lockstep,
                     ..settings.clone()
                 };
-                bench::overwrite(
-                    target,
-                    &settings,
-                    &signal::CONTROL,
-                    progress,
-                    &mut |_, _| {},
-                )
+                overwrite_watched_by_progress(target, &settings, progress)
             })?;
         let value = serde_json::to_value(&result)?;
         return together::emit(&args.common, json, &result, value, String::new(), |_| false);
     }
-    let target = open(&args.common, args.size)?;
-    let (progress, display) = start_progress("overwrite", json);
-    let result = bench::overwrite(
-        &target,
-        &settings,
-        &signal::CONTROL,
-        &progress,
-        &mut |_, _| {},
+    let result = measure_alone(
+        &args.common,
+        args.size,
+        "overwrite",
+        json,
+        |target, progress| overwrite_watched_by_progress(target, &settings, progress),
     )?;
-    drop(display);
-    let text = overwrite_text(&result);
-    let csv = overwrite_csv(&result);
-    let report = crate::bench_report::overwrite(&result);
-    let value = serde_json::to_value(&result)?;
-    let outputs = Outputs {
-        value,
-        text,
-        csv,
-        report,
-        rates: &result,
-    };
-    emit(&args.common, json, outputs)?;
+    emit_alone(&args.common, json, &result, OVERWRITE_RENDER)?;
     Ok(Finished(exit::OK))
+}
+
+/// An overwrite that only its progress watches, alone or beside other drives.
+fn overwrite_watched_by_progress(
+    target: &BenchTarget,
+    settings: &bench::OverwriteSettings,
+    progress: &Progress,
+) -> Result<OverwriteResult, bench::BenchError> {
+    bench::overwrite(target, settings, &signal::CONTROL, progress, &mut |_, _| {})
 }
 
 fn overwrite_text(result: &OverwriteResult) -> String {
@@ -702,22 +759,16 @@ fn profile(args: ProfileArgs, json: bool) -> Result<Finished> {
         let value = serde_json::to_value(&result)?;
         return together::emit(&args.common, json, &result, value, String::new(), |_| false);
     }
-    let target = open(&args.common, Some(region))?;
-    let (progress, display) = start_progress(profile.name(), json);
-    let result = bench::profile(&target, &settings, &signal::CONTROL, &progress, &mut |_| {})?;
-    drop(display);
-    let text = profile_text(&result);
-    let csv = profile_csv(&result);
-    let report = crate::bench_report::profile(&result);
-    let value = serde_json::to_value(&result)?;
-    let outputs = Outputs {
-        value,
-        text,
-        csv,
-        report,
-        rates: &result,
-    };
-    emit(&args.common, json, outputs)?;
+    let result = measure_alone(
+        &args.common,
+        Some(region),
+        profile.name(),
+        json,
+        |target, progress| {
+            bench::profile(target, &settings, &signal::CONTROL, progress, &mut |_| {})
+        },
+    )?;
+    emit_alone(&args.common, json, &result, PROFILE_RENDER)?;
     Ok(Finished(exit::OK))
 }
 

@@ -8,7 +8,10 @@
 //!
 //! Each returns the [`Report`]; the caller adds what is common and renders it.
 
-use nvrec::bench::{FillResult, OverwriteResult, Profile, ProfileResult, RunMeta, SweepResult};
+use nvrec::bench::analysis::SeriesAnalysis;
+use nvrec::bench::{
+    FillResult, FillSummary, OverwriteResult, Profile, ProfileResult, RunMeta, SweepResult,
+};
 use nvrec::engine::IoOp;
 use nvrec::nvme::monitor::Telemetry;
 use nvrec::report::{
@@ -126,11 +129,7 @@ pub fn sweep(result: &SweepResult) -> Report {
             summary.peak_write_chunk_count,
             mb(summary.peak_read_bytes_per_s),
             summary.peak_read_chunk_count,
-            if summary.verified {
-                "every read matched"
-            } else {
-                "READ-BACK MISMATCH"
-            }
+            sweep_verified(summary.verified)
         ),
         metadata: metadata(&result.meta),
         sections: vec![Section {
@@ -144,6 +143,24 @@ pub fn sweep(result: &SweepResult) -> Report {
     }
 }
 
+/// Whether a sweep's reads matched, as its text and its report say it.
+pub(crate) fn sweep_verified(verified: bool) -> &'static str {
+    if verified {
+        "every read matched"
+    } else {
+        "READ-BACK MISMATCH"
+    }
+}
+
+/// A chart of something against the time since the bench began.
+fn over_time(title: &str, y: Axis) -> LineChart {
+    LineChart::new(
+        title,
+        Axis::new("time (s)", Scale::Linear, AxisFormat::Seconds),
+        y,
+    )
+}
+
 fn window_series(name: &str, windows: &[nvrec::bench::Window]) -> Series {
     Series {
         name: name.to_string(),
@@ -155,13 +172,48 @@ fn window_series(name: &str, windows: &[nvrec::bench::Window]) -> Series {
 }
 
 pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> Report {
+    let summary = &result.summary;
+    let mut charts = vec![
+        Chart::Line(fill_bandwidth_chart(result)),
+        Chart::Line(fill_latency_chart(result)),
+    ];
+    if let Some(telemetry) = telemetry.filter(|telemetry| !telemetry.devices.is_empty()) {
+        charts.push(Chart::Line(temperature_chart(telemetry)));
+    }
+    if let Some(read) = &result.read {
+        let mut read_chart = over_time("Read-back bandwidth", rate_axis());
+        read_chart.series.push(window_series("read", &read.windows));
+        charts.push(Chart::Line(read_chart));
+    }
+    charts.push(Chart::Bars(peak_bars(summary)));
+    Report {
+        title: "nvrec bench fill".to_string(),
+        subtitle: format!(
+            "{} written: peak {}, sustained {}",
+            format_bytes(summary.bytes_written),
+            mb(summary.peak_write_bytes_per_s),
+            mb(summary.sustained_write_bytes_per_s)
+        ),
+        metadata: metadata(&result.meta),
+        sections: vec![Section {
+            heading: "Continuous write".to_string(),
+            paragraphs: vec![fill_paragraph(result)],
+            charts,
+            tables: vec![Table {
+                caption: "Summary".to_string(),
+                header: vec!["".to_string(), "".to_string()],
+                rows: fill_rows(result),
+            }],
+        }],
+    }
+}
+
+/// The write's rate per window with its plateaus, cliff, later drops, steady state and
+/// sustained rate drawn over it.
+fn fill_bandwidth_chart(result: &FillResult) -> LineChart {
     let analysis = &result.analysis;
     let summary = &result.summary;
-    let mut bandwidth = LineChart::new(
-        "Write bandwidth over the fill",
-        Axis::new("time (s)", Scale::Linear, AxisFormat::Seconds),
-        rate_axis(),
-    );
+    let mut bandwidth = over_time("Write bandwidth over the fill", rate_axis());
     bandwidth
         .series
         .push(window_series("write", &result.write.windows));
@@ -196,9 +248,12 @@ pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> Report {
         y: summary.sustained_write_bytes_per_s,
         label: format!("sustained {}", mb(summary.sustained_write_bytes_per_s)),
     });
-    let mut latency = LineChart::new(
+    bandwidth
+}
+
+fn fill_latency_chart(result: &FillResult) -> LineChart {
+    let mut latency = over_time(
         "Slowest write per window",
-        Axis::new("time (s)", Scale::Linear, AxisFormat::Seconds),
         Axis::new("latency (ms)", Scale::Linear, AxisFormat::Plain),
     );
     latency.series.push(Series {
@@ -215,40 +270,35 @@ pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> Report {
             })
             .collect(),
     });
-    let mut charts = vec![Chart::Line(bandwidth), Chart::Line(latency)];
-    if let Some(telemetry) = telemetry.filter(|telemetry| !telemetry.devices.is_empty()) {
-        let mut temperature = LineChart::new(
-            "Drive temperature during the fill",
-            Axis::new("time (s)", Scale::Linear, AxisFormat::Seconds),
-            Axis::new("°C", Scale::Linear, AxisFormat::Plain),
-        );
-        for device in &telemetry.devices {
-            temperature.series.push(Series {
-                name: device.device.clone(),
-                points: device
-                    .samples
-                    .iter()
-                    .map(|sample| (sample.t_s, sample.composite_temperature_celsius))
-                    .collect(),
+    latency
+}
+
+/// Each drive's temperature over the fill, with its warning threshold where it has one.
+fn temperature_chart(telemetry: &Telemetry) -> LineChart {
+    let mut temperature = over_time(
+        "Drive temperature during the fill",
+        Axis::new("°C", Scale::Linear, AxisFormat::Plain),
+    );
+    for device in &telemetry.devices {
+        temperature.series.push(Series {
+            name: device.device.clone(),
+            points: device
+                .samples
+                .iter()
+                .map(|sample| (sample.t_s, sample.composite_temperature_celsius))
+                .collect(),
+        });
+        if let Some(warning) = device.warning_temperature_celsius {
+            temperature.references.push(Reference {
+                y: warning,
+                label: format!("warning {warning:.0} °C"),
             });
-            if let Some(warning) = device.warning_temperature_celsius {
-                temperature.references.push(Reference {
-                    y: warning,
-                    label: format!("warning {warning:.0} °C"),
-                });
-            }
         }
-        charts.push(Chart::Line(temperature));
     }
-    if let Some(read) = &result.read {
-        let mut read_chart = LineChart::new(
-            "Read-back bandwidth",
-            Axis::new("time (s)", Scale::Linear, AxisFormat::Seconds),
-            rate_axis(),
-        );
-        read_chart.series.push(window_series("read", &read.windows));
-        charts.push(Chart::Line(read_chart));
-    }
+    temperature
+}
+
+fn peak_bars(summary: &FillSummary) -> BarChart {
     let mut bar_values = vec![vec![
         summary.peak_write_bytes_per_s,
         summary.sustained_write_bytes_per_s,
@@ -258,14 +308,67 @@ pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> Report {
         bar_values.push(vec![f64::NAN, read]);
         series_names.push("read".to_string());
     }
-    charts.push(Chart::Bars(BarChart {
+    BarChart {
         title: "Peak versus continuous".to_string(),
         categories: vec!["peak".to_string(), "continuous".to_string()],
         series_names,
         values: bar_values,
         y: rate_axis(),
-    }));
-    let mut rows = vec![
+    }
+}
+
+/// The summary table: the rates and findings, then a row a plateau, then what was short or
+/// read back.
+fn fill_rows(result: &FillResult) -> Vec<Vec<String>> {
+    let analysis = &result.analysis;
+    let summary = &result.summary;
+    let mut rows = fill_rate_rows(summary, analysis);
+    for (index, plateau) in analysis.plateaus.iter().enumerate() {
+        rows.push(vec![
+            format!("plateau {}", index + 1),
+            format!(
+                "{} from {} to {} ({:.2} - {:.2} s), windows p10 {} p90 {}",
+                mb(plateau.rate_bytes_per_s),
+                format_bytes(plateau.start_bytes),
+                format_bytes(plateau.end_bytes),
+                plateau.start_s,
+                plateau.end_s,
+                mb(plateau.rate_p10_bytes_per_s),
+                mb(plateau.rate_p90_bytes_per_s)
+            ),
+        ]);
+    }
+    if let Some(short) = analysis.too_short {
+        rows.push(vec![
+            "too short".to_string(),
+            format!(
+                "{} windows of {} needed: run at least {:.1} s ({})",
+                short.window_count,
+                short.window_count_min,
+                short.run_at_least_s,
+                format_bytes(short.run_at_least_bytes)
+            ),
+        ]);
+    }
+    if let Some(verified) = summary.verified {
+        rows.push(vec![
+            "read back".to_string(),
+            format!(
+                "{}, {}",
+                summary.read_bytes_per_s.map(mb).unwrap_or_default(),
+                if verified {
+                    "every byte matched"
+                } else {
+                    "MISMATCH"
+                }
+            ),
+        ]);
+    }
+    rows
+}
+
+fn fill_rate_rows(summary: &FillSummary, analysis: &SeriesAnalysis) -> Vec<Vec<String>> {
+    vec![
         vec![
             "bytes written".to_string(),
             format_bytes(summary.bytes_written),
@@ -312,82 +415,27 @@ pub fn fill(result: &FillResult, telemetry: Option<&Telemetry>) -> Report {
                 .unwrap_or_default(),
         ],
         vec!["stalls".to_string(), analysis.stalls.len().to_string()],
-    ];
-    for (index, plateau) in analysis.plateaus.iter().enumerate() {
-        rows.push(vec![
-            format!("plateau {}", index + 1),
-            format!(
-                "{} from {} to {} ({:.2} - {:.2} s), windows p10 {} p90 {}",
-                mb(plateau.rate_bytes_per_s),
-                format_bytes(plateau.start_bytes),
-                format_bytes(plateau.end_bytes),
-                plateau.start_s,
-                plateau.end_s,
-                mb(plateau.rate_p10_bytes_per_s),
-                mb(plateau.rate_p90_bytes_per_s)
-            ),
-        ]);
-    }
-    if let Some(short) = analysis.too_short {
-        rows.push(vec![
-            "too short".to_string(),
-            format!(
-                "{} windows of {} needed: run at least {:.1} s ({})",
-                short.window_count,
-                short.window_count_min,
-                short.run_at_least_s,
-                format_bytes(short.run_at_least_bytes)
-            ),
-        ]);
-    }
-    if let Some(verified) = summary.verified {
-        rows.push(vec![
-            "read back".to_string(),
-            format!(
-                "{}, {}",
-                summary.read_bytes_per_s.map(mb).unwrap_or_default(),
-                if verified {
-                    "every byte matched"
-                } else {
-                    "MISMATCH"
-                }
-            ),
-        ]);
-    }
-    Report {
-        title: "nvrec bench fill".to_string(),
-        subtitle: format!(
-            "{} written: peak {}, sustained {}",
-            format_bytes(summary.bytes_written),
-            mb(summary.peak_write_bytes_per_s),
-            mb(summary.sustained_write_bytes_per_s)
-        ),
-        metadata: metadata(&result.meta),
-        sections: vec![Section {
-            heading: "Continuous write".to_string(),
-            paragraphs: vec![format!(
-                "One sequential write of {} logged every {} s, then read back and compared. The cliff is the first drop of more than {:.0} % lasting {} windows; the steady state is the first {} windows after it whose range stays within {:.0} % of their mean and whose trend within {:.0} %.",
-                format_bytes(summary.bytes_written),
-                result
-                    .write
-                    .windows
-                    .first()
-                    .map(|window| window.duration_s)
-                    .unwrap_or(0.0),
-                analysis.settings.drop_fraction * 100.0,
-                analysis.settings.drop_window_count,
-                analysis.settings.steady_window_count,
-                analysis.settings.steady_range_fraction * 100.0,
-                analysis.settings.steady_slope_fraction * 100.0
-            )],
-            charts,
-            tables: vec![Table {
-                caption: "Summary".to_string(),
-                header: vec!["".to_string(), "".to_string()],
-                rows,
-            }],
-        }],
-    }
+    ]
+}
+
+/// How the fill ran and how its findings are defined.
+fn fill_paragraph(result: &FillResult) -> String {
+    let analysis = &result.analysis;
+    format!(
+        "One sequential write of {} logged every {} s, then read back and compared. The cliff is the first drop of more than {:.0} % lasting {} windows; the steady state is the first {} windows after it whose range stays within {:.0} % of their mean and whose trend within {:.0} %.",
+        format_bytes(result.summary.bytes_written),
+        result
+            .write
+            .windows
+            .first()
+            .map(|window| window.duration_s)
+            .unwrap_or(0.0),
+        analysis.settings.drop_fraction * 100.0,
+        analysis.settings.drop_window_count,
+        analysis.settings.steady_window_count,
+        analysis.settings.steady_range_fraction * 100.0,
+        analysis.settings.steady_slope_fraction * 100.0
+    )
 }
 
 pub fn overwrite(result: &OverwriteResult) -> Report {

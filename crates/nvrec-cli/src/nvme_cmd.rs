@@ -3,7 +3,7 @@
 use crate::{exit, Finished, UsageError};
 use anyhow::Result;
 use clap::Args;
-use nvrec::nvme::discover::{inventory, Inventory, Probes};
+use nvrec::nvme::discover::{inventory, Controller, Inventory, Namespace, Probes};
 use nvrec::nvme::page::kelvin_to_celsius;
 use nvrec::nvme::{self, HealthReport, NvmeError};
 use nvrec::unit::format_bytes;
@@ -172,100 +172,128 @@ fn devices_text(found: &Inventory) -> String {
         let _ = writeln!(out, "no NVMe controllers found");
     }
     for controller in &found.controllers {
-        let none = || "-".to_string();
-        let _ = writeln!(
-            out,
-            "{}  {}  serial {}  firmware {}  {}{}",
-            controller.name,
-            controller.model.clone().unwrap_or_else(none),
-            controller.serial.clone().unwrap_or_else(none),
-            controller.firmware.clone().unwrap_or_else(none),
-            controller.transport.clone().unwrap_or_else(none),
-            controller
-                .address
-                .as_ref()
-                .map(|address| format!(" {address}"))
-                .unwrap_or_default()
-        );
-        if let Some(link) = &controller.pcie_link {
-            let degraded =
-                link.current_speed != link.max_speed || link.current_width != link.max_width;
-            let _ = writeln!(
-                out,
-                "    PCIe link {} x{} (max {} x{}){}",
-                link.current_speed,
-                link.current_width,
-                link.max_speed,
-                link.max_width,
-                if degraded { "  BELOW ITS MAXIMUM" } else { "" }
-            );
-        }
-        let mut facts = Vec::new();
-        if let Some(node) = controller.numa_node {
-            facts.push(format!("NUMA node {node}"));
-        }
-        if let Some(celsius) = controller.temperature_celsius {
-            facts.push(format!("{celsius:.0} °C"));
-        }
-        if !facts.is_empty() {
-            let _ = writeln!(out, "    {}", facts.join(", "));
-        }
+        controller_lines(&mut out, controller);
         for namespace in &controller.namespaces {
-            let formats: Vec<String> = namespace
-                .lba_formats
-                .iter()
-                .map(|format| {
-                    format!(
-                        "{}{}{}",
-                        format.data_bytes,
-                        if format.metadata_bytes > 0 {
-                            format!("+{}", format.metadata_bytes)
-                        } else {
-                            String::new()
-                        },
-                        if format.in_use { "*" } else { "" }
-                    )
-                })
-                .collect();
-            let _ = writeln!(
-                out,
-                "    {}  {}  {}-byte blocks{}  {}",
-                namespace.path.display(),
-                format_bytes(namespace.capacity_bytes),
-                namespace.logical_block_bytes,
-                if formats.is_empty() {
-                    String::new()
-                } else {
-                    format!("  formats {} (* in use)", formats.join(" "))
-                },
-                usage_text(&namespace.usage, &namespace.path)
-            );
+            namespace_line(&mut out, namespace);
         }
     }
     if !found.block_devices.is_empty() {
         let _ = writeln!(out, "other block devices:");
     }
     for device in &found.block_devices {
-        let _ = writeln!(
-            out,
-            "    {}  {}  {}-byte blocks{}{}  {}",
-            device.path.display(),
-            format_bytes(device.capacity_bytes),
-            device.logical_block_bytes,
-            device
-                .model
-                .as_ref()
-                .map(|model| format!("  {model}"))
-                .unwrap_or_default(),
-            device
-                .backing_file
-                .as_ref()
-                .map(|file| format!("  backed by {file}"))
-                .unwrap_or_default(),
-            usage_text(&device.usage, &device.path)
-        );
+        let model = device
+            .model
+            .as_ref()
+            .map(|model| format!("  {model}"))
+            .unwrap_or_default();
+        let backing = device
+            .backing_file
+            .as_ref()
+            .map(|file| format!("  backed by {file}"))
+            .unwrap_or_default();
+        let facts = BlockFacts {
+            path: &device.path,
+            capacity_bytes: device.capacity_bytes,
+            logical_block_bytes: device.logical_block_bytes,
+            usage: &device.usage,
+        };
+        block_line(&mut out, &facts, &format!("{model}{backing}"));
     }
     out
+}
+
+/// A controller's identity, its PCIe link (flagged when below its maximum), NUMA node and
+/// temperature.
+fn controller_lines(out: &mut String, controller: &Controller) {
+    let none = || "-".to_string();
+    let _ = writeln!(
+        out,
+        "{}  {}  serial {}  firmware {}  {}{}",
+        controller.name,
+        controller.model.clone().unwrap_or_else(none),
+        controller.serial.clone().unwrap_or_else(none),
+        controller.firmware.clone().unwrap_or_else(none),
+        controller.transport.clone().unwrap_or_else(none),
+        controller
+            .address
+            .as_ref()
+            .map(|address| format!(" {address}"))
+            .unwrap_or_default()
+    );
+    if let Some(link) = &controller.pcie_link {
+        let degraded = link.current_speed != link.max_speed || link.current_width != link.max_width;
+        let _ = writeln!(
+            out,
+            "    PCIe link {} x{} (max {} x{}){}",
+            link.current_speed,
+            link.current_width,
+            link.max_speed,
+            link.max_width,
+            if degraded { "  BELOW ITS MAXIMUM" } else { "" }
+        );
+    }
+    let mut facts = Vec::new();
+    if let Some(node) = controller.numa_node {
+        facts.push(format!("NUMA node {node}"));
+    }
+    if let Some(celsius) = controller.temperature_celsius {
+        facts.push(format!("{celsius:.0} °C"));
+    }
+    if !facts.is_empty() {
+        let _ = writeln!(out, "    {}", facts.join(", "));
+    }
+}
+
+/// A namespace's size, block size, LBA formats (the one in use starred) and what uses it.
+fn namespace_line(out: &mut String, namespace: &Namespace) {
+    let formats: Vec<String> = namespace
+        .lba_formats
+        .iter()
+        .map(|format| {
+            format!(
+                "{}{}{}",
+                format.data_bytes,
+                if format.metadata_bytes > 0 {
+                    format!("+{}", format.metadata_bytes)
+                } else {
+                    String::new()
+                },
+                if format.in_use { "*" } else { "" }
+            )
+        })
+        .collect();
+    let formats = if formats.is_empty() {
+        String::new()
+    } else {
+        format!("  formats {} (* in use)", formats.join(" "))
+    };
+    let facts = BlockFacts {
+        path: &namespace.path,
+        capacity_bytes: namespace.capacity_bytes,
+        logical_block_bytes: namespace.logical_block_bytes,
+        usage: &namespace.usage,
+    };
+    block_line(out, &facts, &formats);
+}
+
+/// What every block device line shows, namespace or not.
+struct BlockFacts<'a> {
+    path: &'a Path,
+    capacity_bytes: u64,
+    logical_block_bytes: u32,
+    usage: &'a Option<nvrec::device::Usage>,
+}
+
+/// A block device's path, size and block size, then `extra`, then what uses it.
+fn block_line(out: &mut String, facts: &BlockFacts<'_>, extra: &str) {
+    let _ = writeln!(
+        out,
+        "    {}  {}  {}-byte blocks{extra}  {}",
+        facts.path.display(),
+        format_bytes(facts.capacity_bytes),
+        facts.logical_block_bytes,
+        usage_text(facts.usage, facts.path)
+    );
 }
 
 pub fn health(args: HealthArgs, json: bool) -> Result<Finished> {
@@ -440,15 +468,7 @@ fn other_device_facts(path: &Path) -> OtherFacts {
 }
 
 fn health_text(report: &HealthReport) -> String {
-    let smart = &report.smart;
     let mut out = String::new();
-    let celsius = |kelvin: u16| {
-        if kelvin == 0 {
-            "not reported".to_string()
-        } else {
-            format!("{:.0} °C ({kelvin} K)", kelvin_to_celsius(kelvin))
-        }
-    };
     let _ = writeln!(
         out,
         "{} ({}): {}  serial {}  firmware {}",
@@ -458,6 +478,7 @@ fn health_text(report: &HealthReport) -> String {
         report.serial,
         report.firmware
     );
+    let smart = &report.smart;
     let _ = writeln!(
         out,
         "  critical warning   {}",
@@ -471,6 +492,23 @@ fn health_text(report: &HealthReport) -> String {
             )
         }
     );
+    temperature_lines(&mut out, report);
+    usage_lines(&mut out, report);
+    out
+}
+
+/// A temperature in kelvin as the health report shows it: 0 means the drive gave none.
+fn celsius(kelvin: u16) -> String {
+    if kelvin == 0 {
+        "not reported".to_string()
+    } else {
+        format!("{:.0} °C ({kelvin} K)", kelvin_to_celsius(kelvin))
+    }
+}
+
+/// The temperatures, their thresholds, the time above them and the throttling.
+fn temperature_lines(out: &mut String, report: &HealthReport) {
+    let smart = &report.smart;
     let _ = writeln!(
         out,
         "  temperature        {}",
@@ -503,6 +541,11 @@ fn health_text(report: &HealthReport) -> String {
         smart.thermal_time_seconds[0],
         smart.thermal_time_seconds[1]
     );
+}
+
+/// Wear, the data moved, the commands, the power history and the errors.
+fn usage_lines(out: &mut String, report: &HealthReport) {
+    let smart = &report.smart;
     let _ = writeln!(
         out,
         "  wear               {} % used, spare {} % (threshold {} %)",
@@ -540,7 +583,6 @@ fn health_text(report: &HealthReport) -> String {
         "  errors             {} media errors, {} error log entries",
         smart.media_errors, smart.error_log_entries
     );
-    out
 }
 
 fn bytes_decimal(bytes: u64) -> String {

@@ -152,21 +152,34 @@ fn render_stream_report(
     json: bool,
     out: &mut String,
 ) {
-    use std::fmt::Write;
     if json {
-        let mut value = serde_json::to_value(report).unwrap_or_default();
-        if let (Some(object), Some(source)) = (value.as_object_mut(), source) {
-            object.insert(
-                "source".into(),
-                serde_json::Value::String(source.describe()),
-            );
-        }
-        if let Some(object) = value.as_object_mut() {
-            object.insert("cpu_s".into(), serde_json::json!(report.cpu_s()));
-        }
-        let _ = writeln!(out, "{value}");
+        stream_report_json(report, source, out);
         return;
     }
+    stream_transfer_lines(report, source, out);
+    stream_engine_lines(report, out);
+    stream_outcome_lines(report, out);
+}
+
+/// The report as one JSON line, with the source described and the CPU time added up.
+fn stream_report_json(report: &StreamReport, source: Option<&SourceSpec>, out: &mut String) {
+    use std::fmt::Write;
+    let mut value = serde_json::to_value(report).unwrap_or_default();
+    if let (Some(object), Some(source)) = (value.as_object_mut(), source) {
+        object.insert(
+            "source".into(),
+            serde_json::Value::String(source.describe()),
+        );
+    }
+    if let Some(object) = value.as_object_mut() {
+        object.insert("cpu_s".into(), serde_json::json!(report.cpu_s()));
+    }
+    let _ = writeln!(out, "{value}");
+}
+
+/// What went where: the heading, the source, the bytes, the range, the time and the rate.
+fn stream_transfer_lines(report: &StreamReport, source: Option<&SourceSpec>, out: &mut String) {
+    use std::fmt::Write;
     let op = report.op.name();
     let _ = writeln!(
         out,
@@ -207,6 +220,11 @@ fn render_stream_report(
         .unwrap_or_default();
     let _ = writeln!(out, "  time          {:.3} s{flush}", report.elapsed_s);
     let _ = writeln!(out, "  rate          {:.1} MiB/s", report.rate_mib_per_s);
+}
+
+/// How it ran: the engine, its fallback and the CPU time.
+fn stream_engine_lines(report: &StreamReport, out: &mut String) {
+    use std::fmt::Write;
     let _ = writeln!(
         out,
         "  engine        {} ({}), queue depth {}, I/O size {}, buffers {}",
@@ -227,6 +245,11 @@ fn render_stream_report(
         "  cpu           {:.3} s user, {:.3} s system",
         report.cpu_user_s, report.cpu_system_s
     );
+}
+
+/// What is worth knowing about the end: padding, discarded chunks, the check and the error.
+fn stream_outcome_lines(report: &StreamReport, out: &mut String) {
+    use std::fmt::Write;
     if report.padded_bytes > 0 {
         let _ = writeln!(
             out,

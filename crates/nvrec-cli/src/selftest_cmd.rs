@@ -4,11 +4,12 @@
 use crate::{exit, signal, Finished, IoArgs, UsageError};
 use anyhow::{Context, Result};
 use clap::Args;
-use nvrec::device::{self, Access, OpenOptions, Safety};
-use nvrec::selftest::{self, Reporter, SweepRow, Verdict, VerdictKind};
-use nvrec::stream::FlushMode;
+use nvrec::device::{self, Access, OpenOptions, Safety, Target};
+use nvrec::nvme::monitor::Telemetry;
+use nvrec::selftest::{self, Reporter, SelftestReport, SweepRow, Verdict, VerdictKind};
+use nvrec::stream::{FlushMode, StreamConfig};
 use nvrec::unit::{format_bytes, parse_size_bytes};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Scratch file made in the current directory when no target is given.
 const SCRATCH_NAME: &str = "nvrec-selftest.scratch";
@@ -58,47 +59,9 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
         Some(path) => (path.clone(), false),
         None => (PathBuf::from(SCRATCH_NAME), true),
     };
-    // A target that exists is used as it is (never grown); one made here gets the size asked.
-    let create_len_bytes = if std::fs::metadata(&path).is_ok() {
-        None
-    } else if scratch {
-        Some(args.size.unwrap_or(SCRATCH_BYTES_DEFAULT))
-    } else {
-        args.size
-    };
-    if let Some(len_bytes) = create_len_bytes {
-        selftest::usable_bytes(&path, None, Some(len_bytes), &config)?;
-    }
-    let options = OpenOptions {
-        access: Access::Write,
-        create_len_bytes,
-        safety: if args.force {
-            Safety::Force
-        } else {
-            Safety::Check
-        },
-    };
-    let mut target = device::open(&path, &options)
-        .with_context(|| format!("opening {} for the self-test", path.display()))?;
-    target.capacity_bytes =
-        selftest::usable_bytes(&path, Some(target.capacity_bytes), args.size, &config)?;
+    let target = open_target(&args, &path, scratch, &config)?;
     let mut console = Console { quiet: json };
-    console.line("INFO: Start ...");
-    console.line(&format!(
-        "INFO: nvrec {} self-test",
-        env!("CARGO_PKG_VERSION")
-    ));
-    console.line(&format!(
-        "INFO: Target: {} ({}), {} used, chunk size {}",
-        path.display(),
-        if scratch {
-            "scratch file"
-        } else {
-            "given target"
-        },
-        format_bytes(target.capacity_bytes),
-        format_bytes(config.chunk_size_bytes)
-    ));
+    console.start(&path, scratch, &target, &config);
     let monitor = crate::telemetry::start(std::slice::from_ref(&path), &args.telemetry);
     let report = selftest::run(&target, config, &signal::CONTROL, &mut console);
     let telemetry = crate::telemetry::finish(monitor);
@@ -117,44 +80,84 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
         value["telemetry"] = serde_json::to_value(&telemetry)?;
         outln!("{value}");
     } else {
-        if let Some(telemetry) = &telemetry {
-            out!("{}", crate::telemetry::text(telemetry));
-        }
-        if let Some(engine) = &report.engine {
-            outln!("INFO: Engine: {engine}");
-        }
-        outln!("{RULE}\n{RULE}\n");
-        outln!(
-            "Overall Test Summary: {}",
-            if report.passed() { "PASS" } else { "FAIL" }
-        );
-        outln!(
-            "{} of {} tests failed, {} passed, {} not applicable",
-            report.failed_count,
-            report.test_count,
-            report.passed_count,
-            report.not_applicable_count
-        );
-        for test in report.tests.iter().filter(|test| !test.passed) {
-            let (what, why) = match test.verdict {
-                VerdictKind::NotApplicable => ("N/A", test.not_applicable.as_deref()),
-                _ => ("FAIL", test.failure.as_deref()),
-            };
-            outln!(
-                "  TEST #{:02} {}: {what}: {}",
-                test.number,
-                test.title,
-                why.unwrap_or("")
-            );
-        }
-        outln!("\n{RULE}\n{RULE}\n");
-        outln!("INFO: ... End");
+        print_summary(&report, telemetry.as_ref());
     }
     Ok(Finished(if report.passed() {
         exit::OK
     } else {
         exit::FAILURE
     }))
+}
+
+/// Opens the target for writing, made with the size asked when it does not exist yet, and
+/// limits its capacity to the bytes the self-test may use.
+fn open_target(
+    args: &SelftestArgs,
+    path: &Path,
+    scratch: bool,
+    config: &StreamConfig,
+) -> Result<Target> {
+    // A target that exists is used as it is (never grown); one made here gets the size asked.
+    let create_len_bytes = if std::fs::metadata(path).is_ok() {
+        None
+    } else if scratch {
+        Some(args.size.unwrap_or(SCRATCH_BYTES_DEFAULT))
+    } else {
+        args.size
+    };
+    if let Some(len_bytes) = create_len_bytes {
+        selftest::usable_bytes(path, None, Some(len_bytes), config)?;
+    }
+    let options = OpenOptions {
+        access: Access::Write,
+        create_len_bytes,
+        safety: if args.force {
+            Safety::Force
+        } else {
+            Safety::Check
+        },
+    };
+    let mut target = device::open(path, &options)
+        .with_context(|| format!("opening {} for the self-test", path.display()))?;
+    target.capacity_bytes =
+        selftest::usable_bytes(path, Some(target.capacity_bytes), args.size, config)?;
+    Ok(target)
+}
+
+/// The closing summary: health, engine, the verdict and every test that did not pass.
+fn print_summary(report: &SelftestReport, telemetry: Option<&Telemetry>) {
+    if let Some(telemetry) = telemetry {
+        out!("{}", crate::telemetry::text(telemetry));
+    }
+    if let Some(engine) = &report.engine {
+        outln!("INFO: Engine: {engine}");
+    }
+    outln!("{RULE}\n{RULE}\n");
+    outln!(
+        "Overall Test Summary: {}",
+        if report.passed() { "PASS" } else { "FAIL" }
+    );
+    outln!(
+        "{} of {} tests failed, {} passed, {} not applicable",
+        report.failed_count,
+        report.test_count,
+        report.passed_count,
+        report.not_applicable_count
+    );
+    for test in report.tests.iter().filter(|test| !test.passed) {
+        let (what, why) = match test.verdict {
+            VerdictKind::NotApplicable => ("N/A", test.not_applicable.as_deref()),
+            _ => ("FAIL", test.failure.as_deref()),
+        };
+        outln!(
+            "  TEST #{:02} {}: {what}: {}",
+            test.number,
+            test.title,
+            why.unwrap_or("")
+        );
+    }
+    outln!("\n{RULE}\n{RULE}\n");
+    outln!("INFO: ... End");
 }
 
 struct Console {
@@ -166,6 +169,26 @@ impl Console {
         if !self.quiet {
             outln!("{text}");
         }
+    }
+
+    /// The opening lines: the version and what is tested.
+    fn start(&mut self, path: &Path, scratch: bool, target: &Target, config: &StreamConfig) {
+        self.line("INFO: Start ...");
+        self.line(&format!(
+            "INFO: nvrec {} self-test",
+            env!("CARGO_PKG_VERSION")
+        ));
+        self.line(&format!(
+            "INFO: Target: {} ({}), {} used, chunk size {}",
+            path.display(),
+            if scratch {
+                "scratch file"
+            } else {
+                "given target"
+            },
+            format_bytes(target.capacity_bytes),
+            format_bytes(config.chunk_size_bytes)
+        ));
     }
 }
 

@@ -15,7 +15,7 @@
 use super::drives::{self, DriveStatus};
 use super::registry::Recording;
 use super::Service;
-use nvrec::recording::counters::LossCause;
+use nvrec::recording::counters::{LossCause, MemberCounters, RecordingCounters};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
@@ -106,142 +106,342 @@ fn labels(pairs: &[(&str, String)]) -> Labels {
         .collect()
 }
 
-/// Families in the order they are shown.
+/// Families in the order they are shown: the members', the recordings', the drives'.
 struct Families {
-    member_written: Family,
-    member_writes: Family,
-    member_latency: Family,
-    member_in_flight: Family,
-    member_queue_depth: Family,
-    member_retired: Family,
-    recording_running: Family,
-    recording_input: Family,
-    recording_recorded: Family,
-    recording_durable: Family,
-    recording_lost: Family,
-    recording_dropped: Family,
-    recording_buffer_occupancy: Family,
-    recording_buffer_size: Family,
-    recording_checkpoints: Family,
-    recording_checkpoint_lag_seconds: Family,
-    recording_checkpoint_lag_bytes: Family,
-    recording_retirements: Family,
-    drive_temperature: Family,
-    drive_throttled: Family,
-    drive_used: Family,
-    drive_critical_warning: Family,
+    member: MemberFamilies,
+    recording: RecordingFamilies,
+    drive: DriveFamilies,
 }
 
 impl Families {
     fn new() -> Families {
-        use MetricType::{Counter, Gauge, Histogram};
         Families {
-            member_written: family(
+            member: MemberFamilies::new(),
+            recording: RecordingFamilies::new(),
+            drive: DriveFamilies::new(),
+        }
+    }
+
+    fn into_vec(self) -> Vec<Family> {
+        let mut all = self.member.into_vec();
+        all.extend(self.recording.into_vec());
+        all.extend(self.drive.into_vec());
+        all
+    }
+
+    fn add_recording(&mut self, recording: &Recording) {
+        let Some(counters) = recording.counters() else {
+            return; // Not begun: nothing to count yet.
+        };
+        self.recording.add(recording, counters);
+        let id = recording.id.to_string();
+        for (index, member) in counters.members.iter().enumerate() {
+            self.member.add(&id, index, member);
+        }
+    }
+
+    fn add_drive(&mut self, status: &DriveStatus) {
+        self.drive.add(status);
+    }
+}
+
+impl Family {
+    fn push(&mut self, labels: Labels, value: Value) {
+        self.samples.push((labels, value));
+    }
+}
+
+fn gauge_of(flag: bool) -> Value {
+    Value::Gauge(if flag { 1.0 } else { 0.0 })
+}
+
+/// Each member's writes, latency and queue, labelled with its recording and path.
+struct MemberFamilies {
+    written: Family,
+    writes: Family,
+    latency: Family,
+    in_flight: Family,
+    queue_depth: Family,
+    retired: Family,
+}
+
+impl MemberFamilies {
+    fn new() -> MemberFamilies {
+        use MetricType::{Counter, Gauge, Histogram};
+        MemberFamilies {
+            written: family(
                 "nvrec_member_written_bytes",
                 "Bytes of completed writes to the member (whole chunks, headers included).",
                 Counter,
             ),
-            member_writes: family(
+            writes: family(
                 "nvrec_member_writes",
                 "Writes completed on the member.",
                 Counter,
             ),
-            member_latency: family(
+            latency: family(
                 "nvrec_member_write_latency_seconds",
                 "Time from submission to completion of each write to the member.",
                 Histogram,
             ),
-            member_in_flight: family(
+            in_flight: family(
                 "nvrec_member_queue_depth_in_use",
                 "Writes in flight on the member now.",
                 Gauge,
             ),
-            member_queue_depth: family(
+            queue_depth: family(
                 "nvrec_member_queue_depth",
                 "Writes the member may have in flight.",
                 Gauge,
             ),
-            member_retired: family(
+            retired: family(
                 "nvrec_member_retired",
                 "1 once the member failed and was retired from the recording.",
                 Gauge,
             ),
-            recording_running: family(
+        }
+    }
+
+    fn into_vec(self) -> Vec<Family> {
+        vec![
+            self.written,
+            self.writes,
+            self.latency,
+            self.in_flight,
+            self.queue_depth,
+            self.retired,
+        ]
+    }
+
+    fn add(&mut self, recording_id: &str, index: usize, member: &MemberCounters) {
+        let member_labels = labels(&[
+            ("recording", recording_id.to_string()),
+            ("member", index.to_string()),
+            ("path", member.path.display().to_string()),
+        ]);
+        self.written.push(
+            member_labels.clone(),
+            Value::Counter(member.written_bytes() as f64),
+        );
+        self.writes.push(
+            member_labels.clone(),
+            Value::Counter(member.write_count() as f64),
+        );
+        let latency = member.latency.snapshot();
+        self.latency.push(
+            member_labels.clone(),
+            Value::Histogram(
+                latency
+                    .buckets
+                    .iter()
+                    .map(|&(bound_ns, count)| {
+                        (bound_ns.map_or(f64::INFINITY, |ns| ns as f64 / 1e9), count)
+                    })
+                    .collect(),
+                latency.sum_ns as f64 / 1e9,
+                latency.count,
+            ),
+        );
+        self.in_flight.push(
+            member_labels.clone(),
+            Value::Gauge(member.in_flight() as f64),
+        );
+        self.queue_depth.push(
+            member_labels.clone(),
+            Value::Gauge(member.queue_depth as f64),
+        );
+        self.retired
+            .push(member_labels, gauge_of(member.is_retired()));
+    }
+}
+
+/// Each recording's bytes in, recorded, durable and lost, its buffers and checkpoints.
+struct RecordingFamilies {
+    running: Family,
+    input: Family,
+    recorded: Family,
+    durable: Family,
+    lost: Family,
+    dropped: Family,
+    buffer_occupancy: Family,
+    buffer_size: Family,
+    checkpoints: Family,
+    checkpoint_lag_seconds: Family,
+    checkpoint_lag_bytes: Family,
+    retirements: Family,
+}
+
+impl RecordingFamilies {
+    fn new() -> RecordingFamilies {
+        use MetricType::{Counter, Gauge};
+        RecordingFamilies {
+            running: family(
                 "nvrec_recording_running",
                 "1 while the recording runs, 0 once it has ended.",
                 Gauge,
             ),
-            recording_input: family(
+            input: family(
                 "nvrec_recording_input_bytes",
                 "Stream bytes the input delivered: recorded and lost.",
                 Counter,
             ),
-            recording_recorded: family(
+            recorded: family(
                 "nvrec_recording_recorded_bytes",
                 "Stream bytes written to the members, in order (the completed frontier).",
                 Counter,
             ),
-            recording_durable: family(
+            durable: family(
                 "nvrec_recording_durable_bytes",
                 "Stream bytes a checkpoint has made durable.",
                 Counter,
             ),
-            recording_lost: family(
+            lost: family(
                 "nvrec_recording_lost_bytes",
                 "Input bytes lost, by cause (marked in the recording as gaps).",
                 Counter,
             ),
-            recording_dropped: family(
+            dropped: family(
                 "nvrec_recording_kernel_dropped_datagrams",
                 "Datagrams or frames the kernel dropped before the recorder read them.",
                 Counter,
             ),
-            recording_buffer_occupancy: family(
+            buffer_occupancy: family(
                 "nvrec_recording_buffer_occupancy_ratio",
                 "Buffers of the pool in use (filled, or being written), from 0 to 1.",
                 Gauge,
             ),
-            recording_buffer_size: family(
+            buffer_size: family(
                 "nvrec_recording_buffer_size_bytes",
                 "Size of the recording's buffer pool.",
                 Gauge,
             ),
-            recording_checkpoints: family(
+            checkpoints: family(
                 "nvrec_recording_checkpoints",
                 "Checkpoints made durable.",
                 Counter,
             ),
-            recording_checkpoint_lag_seconds: family(
+            checkpoint_lag_seconds: family(
                 "nvrec_recording_checkpoint_lag_seconds",
                 "Time since the last durable checkpoint (what a crash now would lose).",
                 Gauge,
             ),
-            recording_checkpoint_lag_bytes: family(
+            checkpoint_lag_bytes: family(
                 "nvrec_recording_checkpoint_lag_bytes",
                 "Recorded stream bytes not yet made durable by a checkpoint.",
                 Gauge,
             ),
-            recording_retirements: family(
+            retirements: family(
                 "nvrec_recording_retirements",
                 "Members retired from the recording after a failure.",
                 Counter,
             ),
-            drive_temperature: family(
+        }
+    }
+
+    fn into_vec(self) -> Vec<Family> {
+        vec![
+            self.running,
+            self.input,
+            self.recorded,
+            self.durable,
+            self.lost,
+            self.dropped,
+            self.buffer_occupancy,
+            self.buffer_size,
+            self.checkpoints,
+            self.checkpoint_lag_seconds,
+            self.checkpoint_lag_bytes,
+            self.retirements,
+        ]
+    }
+
+    fn add(&mut self, recording: &Recording, counters: &RecordingCounters) {
+        let base = labels(&[
+            ("recording", recording.id.to_string()),
+            ("name", recording.label.clone()),
+        ]);
+        let running = recording.ended().is_none();
+        let progress = &recording.handle.progress;
+        let recorded = progress.done_bytes.load(Ordering::Relaxed);
+        let durable = progress.durable_bytes.load(Ordering::Relaxed);
+        let lost = progress.lost_bytes.load(Ordering::Relaxed);
+        self.running.push(base.clone(), gauge_of(running));
+        self.input
+            .push(base.clone(), Value::Counter((recorded + lost) as f64));
+        self.recorded
+            .push(base.clone(), Value::Counter(recorded as f64));
+        self.durable
+            .push(base.clone(), Value::Counter(durable as f64));
+        for cause in LossCause::ALL {
+            let mut with_cause = base.clone();
+            with_cause.push(("cause".into(), cause.name().into()));
+            self.lost.push(
+                with_cause,
+                Value::Counter(counters.lost_bytes(cause) as f64),
+            );
+        }
+        if let Some(network) = &recording.handle.network.get() {
+            self.dropped.push(
+                base.clone(),
+                Value::Counter(network.snapshot().dropped_socket as f64),
+            );
+        }
+        self.buffer_occupancy.push(
+            base.clone(),
+            Value::Gauge(counters.buffers_in_use() as f64 / counters.buffer_count.max(1) as f64),
+        );
+        self.buffer_size
+            .push(base.clone(), Value::Gauge(counters.buffer_bytes as f64));
+        self.checkpoints.push(
+            base.clone(),
+            Value::Counter(counters.checkpoint_count() as f64),
+        );
+        let lag_s = if running {
+            nvrec::recording::volume::now_ns().saturating_sub(counters.durable_at_ns()) as f64 / 1e9
+        } else {
+            0.0
+        };
+        self.checkpoint_lag_seconds
+            .push(base.clone(), Value::Gauge(lag_s));
+        self.checkpoint_lag_bytes.push(
+            base.clone(),
+            Value::Gauge(recorded.saturating_sub(durable) as f64),
+        );
+        self.retirements.push(
+            base,
+            Value::Counter(counters.members.iter().filter(|m| m.is_retired()).count() as f64),
+        );
+    }
+}
+
+/// Each NVMe drive's last health poll.
+struct DriveFamilies {
+    temperature: Family,
+    throttled: Family,
+    used: Family,
+    critical_warning: Family,
+}
+
+impl DriveFamilies {
+    fn new() -> DriveFamilies {
+        use MetricType::{Counter, Gauge};
+        DriveFamilies {
+            temperature: family(
                 "nvrec_drive_temperature_celsius",
                 "Composite temperature of the NVMe drive.",
                 Gauge,
             ),
-            drive_throttled: family(
+            throttled: family(
                 "nvrec_drive_throttled_seconds",
                 "Time the drive spent throttled for temperature (its SMART log's count).",
                 Counter,
             ),
-            drive_used: family(
+            used: family(
                 "nvrec_drive_endurance_used_ratio",
                 "The drive's estimate of its life used (percentage used / 100; may exceed 1).",
                 Gauge,
             ),
-            drive_critical_warning: family(
+            critical_warning: family(
                 "nvrec_drive_critical_warning",
                 "The drive's critical warning bits (0: none).",
                 Gauge,
@@ -251,167 +451,14 @@ impl Families {
 
     fn into_vec(self) -> Vec<Family> {
         vec![
-            self.member_written,
-            self.member_writes,
-            self.member_latency,
-            self.member_in_flight,
-            self.member_queue_depth,
-            self.member_retired,
-            self.recording_running,
-            self.recording_input,
-            self.recording_recorded,
-            self.recording_durable,
-            self.recording_lost,
-            self.recording_dropped,
-            self.recording_buffer_occupancy,
-            self.recording_buffer_size,
-            self.recording_checkpoints,
-            self.recording_checkpoint_lag_seconds,
-            self.recording_checkpoint_lag_bytes,
-            self.recording_retirements,
-            self.drive_temperature,
-            self.drive_throttled,
-            self.drive_used,
-            self.drive_critical_warning,
+            self.temperature,
+            self.throttled,
+            self.used,
+            self.critical_warning,
         ]
     }
 
-    fn add_recording(&mut self, recording: &Recording) {
-        let Some(counters) = recording.counters() else {
-            return; // Not begun: nothing to count yet.
-        };
-        let id = recording.id.to_string();
-        let base = labels(&[("recording", id.clone()), ("name", recording.label.clone())]);
-        let running = recording.ended().is_none();
-        let progress = &recording.handle.progress;
-        let recorded = progress.done_bytes.load(Ordering::Relaxed);
-        let durable = progress.durable_bytes.load(Ordering::Relaxed);
-        let lost = progress.lost_bytes.load(Ordering::Relaxed);
-        let push = |family: &mut Family, labels: Labels, value: Value| {
-            family.samples.push((labels, value));
-        };
-        push(
-            &mut self.recording_running,
-            base.clone(),
-            Value::Gauge(if running { 1.0 } else { 0.0 }),
-        );
-        push(
-            &mut self.recording_input,
-            base.clone(),
-            Value::Counter((recorded + lost) as f64),
-        );
-        push(
-            &mut self.recording_recorded,
-            base.clone(),
-            Value::Counter(recorded as f64),
-        );
-        push(
-            &mut self.recording_durable,
-            base.clone(),
-            Value::Counter(durable as f64),
-        );
-        for cause in LossCause::ALL {
-            let mut with_cause = base.clone();
-            with_cause.push(("cause".into(), cause.name().into()));
-            push(
-                &mut self.recording_lost,
-                with_cause,
-                Value::Counter(counters.lost_bytes(cause) as f64),
-            );
-        }
-        if let Some(network) = &recording.handle.network.get() {
-            push(
-                &mut self.recording_dropped,
-                base.clone(),
-                Value::Counter(network.snapshot().dropped_socket as f64),
-            );
-        }
-        push(
-            &mut self.recording_buffer_occupancy,
-            base.clone(),
-            Value::Gauge(counters.buffers_in_use() as f64 / counters.buffer_count.max(1) as f64),
-        );
-        push(
-            &mut self.recording_buffer_size,
-            base.clone(),
-            Value::Gauge(counters.buffer_bytes as f64),
-        );
-        push(
-            &mut self.recording_checkpoints,
-            base.clone(),
-            Value::Counter(counters.checkpoint_count() as f64),
-        );
-        let lag_s = if running {
-            nvrec::recording::volume::now_ns().saturating_sub(counters.durable_at_ns()) as f64 / 1e9
-        } else {
-            0.0
-        };
-        push(
-            &mut self.recording_checkpoint_lag_seconds,
-            base.clone(),
-            Value::Gauge(lag_s),
-        );
-        push(
-            &mut self.recording_checkpoint_lag_bytes,
-            base.clone(),
-            Value::Gauge(recorded.saturating_sub(durable) as f64),
-        );
-        push(
-            &mut self.recording_retirements,
-            base.clone(),
-            Value::Counter(counters.members.iter().filter(|m| m.is_retired()).count() as f64),
-        );
-        for (index, member) in counters.members.iter().enumerate() {
-            let member_labels = labels(&[
-                ("recording", id.clone()),
-                ("member", index.to_string()),
-                ("path", member.path.display().to_string()),
-            ]);
-            push(
-                &mut self.member_written,
-                member_labels.clone(),
-                Value::Counter(member.written_bytes() as f64),
-            );
-            push(
-                &mut self.member_writes,
-                member_labels.clone(),
-                Value::Counter(member.write_count() as f64),
-            );
-            let latency = member.latency.snapshot();
-            push(
-                &mut self.member_latency,
-                member_labels.clone(),
-                Value::Histogram(
-                    latency
-                        .buckets
-                        .iter()
-                        .map(|&(bound_ns, count)| {
-                            (bound_ns.map_or(f64::INFINITY, |ns| ns as f64 / 1e9), count)
-                        })
-                        .collect(),
-                    latency.sum_ns as f64 / 1e9,
-                    latency.count,
-                ),
-            );
-            push(
-                &mut self.member_in_flight,
-                member_labels.clone(),
-                Value::Gauge(member.in_flight() as f64),
-            );
-            push(
-                &mut self.member_queue_depth,
-                member_labels.clone(),
-                Value::Gauge(member.queue_depth as f64),
-            );
-            push(
-                &mut self.member_retired,
-                member_labels,
-                Value::Gauge(if member.is_retired() { 1.0 } else { 0.0 }),
-            );
-        }
-    }
-
-    fn add_drive(&mut self, status: &DriveStatus) {
+    fn add(&mut self, status: &DriveStatus) {
         let DriveStatus::Nvme(report) = status else {
             return; // Files and other devices have no SMART data.
         };
@@ -420,21 +467,20 @@ impl Families {
             ("model", report.model.trim().to_string()),
             ("serial", report.serial.trim().to_string()),
         ]);
-        self.drive_temperature.samples.push((
+        self.temperature.push(
             device.clone(),
             Value::Gauge(report.smart.composite_temperature_celsius),
-        ));
-        self.drive_throttled.samples.push((
+        );
+        self.throttled.push(
             device.clone(),
             Value::Counter(drives::throttled_seconds(report) as f64),
-        ));
-        self.drive_used.samples.push((
+        );
+        self.used.push(
             device.clone(),
             Value::Gauge(report.smart.percentage_used as f64 / 100.0),
-        ));
-        self.drive_critical_warning
-            .samples
-            .push((device, Value::Gauge(report.smart.critical_warning as f64)));
+        );
+        self.critical_warning
+            .push(device, Value::Gauge(report.smart.critical_warning as f64));
     }
 }
 

@@ -160,9 +160,40 @@ pub fn run(
     progress: &Progress,
     on_window: &mut dyn FnMut(&Window),
 ) -> Result<WorkloadResult, BenchError> {
+    check_workload(engine, workload)?;
+    prepare_slots(engine, workload);
+    let mut state = RunState::new(engine, workload);
+    let mut completions: Vec<IoCompletion> = Vec::with_capacity(state.queue_depth as usize);
+    loop {
+        let pushed = state.issue(engine, control)?;
+        if engine.in_flight() == 0 {
+            break;
+        }
+        // Wait for one completion when the queue is full or nothing more will be issued.
+        let wait = !pushed || state.free_slots.is_empty();
+        engine.submit_and_reap(u32::from(wait), &mut completions)?;
+        let now_ns = engine.now_ns();
+        state
+            .window
+            .advance_to(now_ns, state.position_bytes, &mut state.windows, on_window);
+        state.complete(&*engine, now_ns, &mut completions);
+        state.advance_frontier();
+        progress
+            .done_bytes
+            .fetch_add(state.done_bytes - state.reported_bytes, Ordering::Relaxed);
+        state.reported_bytes = state.done_bytes;
+    }
+    let end_ns = engine.now_ns();
+    state
+        .window
+        .finish(end_ns, state.position_bytes, &mut state.windows, on_window);
+    Ok(state.into_result(end_ns))
+}
+
+/// Refuses a workload the engine's slots or the region cannot hold, and a flush.
+fn check_workload(engine: &dyn Engine, workload: &Workload) -> Result<(), BenchError> {
     let io = workload.io_size_bytes;
     let slot_bytes = engine.pool().slot_bytes() as u64;
-    let queue_depth = engine.queue_depth();
     if io == 0 || io > slot_bytes || io > u32::MAX as u64 {
         return Err(BenchError::Settings(format!(
             "I/O size {io} does not fit the engine's {slot_bytes}-byte slots"
@@ -179,205 +210,278 @@ pub fn run(
             "a workload reads or writes".to_string(),
         ));
     }
-    let region_start = workload.region_offset_bytes;
-    // Whole I/Os only: a region that is not a multiple of the I/O size loses its tail.
-    let region_end = region_start + workload.region_len_bytes / io * io;
-    let limit_bytes = workload
-        .limit_bytes
-        .unwrap_or(if workload.limit_ns.is_some() {
-            u64::MAX
-        } else {
-            region_end - region_start
-        });
-    prepare_slots(engine, workload);
+    Ok(())
+}
 
-    let mut free_slots: Vec<u32> = (0..queue_depth).rev().collect();
+/// Everything [`run`] keeps between issuing requests and reaping their completions.
+struct RunState<'a> {
+    workload: &'a Workload,
+    io: u64,
+    queue_depth: u32,
+    region_start: u64,
+    region_end: u64,
+    limit_bytes: u64,
+    free_slots: Vec<u32>,
     // A slot is free again at its completion; the request stays until the frontier passes
     // it, so that the write point of a ring is exact whatever order completions come in.
-    let mut flights: InFlight<BenchFlight> = InFlight::with_capacity(2 * queue_depth as usize);
-    let mut frontier_bytes = 0u64;
-    let mut completions: Vec<IoCompletion> = Vec::with_capacity(queue_depth as usize);
-    let mut histogram = Histogram::default();
-    let mut rng = match workload.access {
-        Access::Random { seed } => seed ^ 0x5851_f42d_4c95_7f2d,
-        Access::Sequential => 0,
-    };
-    let mut next_offset = region_start;
-    let mut issued_bytes = 0u64;
-    let mut done_bytes = 0u64;
-    let mut io_count = 0u64;
-    let mut bytes_discarded = 0u64;
-    let mut discarded_position = 0u64;
-    let mut position_bytes = 0u64;
-    let mut bad_io_count = 0u64;
-    let mut first_mismatch = None;
-    let mut error: Option<IoError> = None;
-    let mut stopped = false;
-    let start_ns = engine.now_ns();
-    let mut windows = Vec::new();
-    let mut window = WindowLog::new(start_ns, workload.window_ns);
-    window.count_max = workload
-        .window_count_max
-        .filter(|max| *max >= 2)
-        .map(|max| max / 2 * 2);
-    let mut reported_bytes = 0u64;
+    flights: InFlight<BenchFlight>,
+    frontier_bytes: u64,
+    histogram: Histogram,
+    rng: u64,
+    next_offset: u64,
+    issued_bytes: u64,
+    done_bytes: u64,
+    io_count: u64,
+    bytes_discarded: u64,
+    discarded_position: u64,
+    position_bytes: u64,
+    bad_io_count: u64,
+    first_mismatch: Option<Mismatch>,
+    error: Option<IoError>,
+    stopped: bool,
+    start_ns: u64,
+    windows: Vec<Window>,
+    window: WindowLog,
+    reported_bytes: u64,
+}
 
-    loop {
-        let now_ns = engine.now_ns();
-        let time_up = workload
-            .limit_ns
-            .is_some_and(|limit| now_ns.saturating_sub(start_ns) >= limit);
-        if control.state() != ControlState::Run {
-            stopped = true;
+impl<'a> RunState<'a> {
+    fn new(engine: &dyn Engine, workload: &'a Workload) -> RunState<'a> {
+        let io = workload.io_size_bytes;
+        let queue_depth = engine.queue_depth();
+        let region_start = workload.region_offset_bytes;
+        // Whole I/Os only: a region that is not a multiple of the I/O size loses its tail.
+        let region_end = region_start + workload.region_len_bytes / io * io;
+        let limit_bytes = workload
+            .limit_bytes
+            .unwrap_or(if workload.limit_ns.is_some() {
+                u64::MAX
+            } else {
+                region_end - region_start
+            });
+        let start_ns = engine.now_ns();
+        let mut window = WindowLog::new(start_ns, workload.window_ns);
+        window.count_max = workload
+            .window_count_max
+            .filter(|max| *max >= 2)
+            .map(|max| max / 2 * 2);
+        RunState {
+            workload,
+            io,
+            queue_depth,
+            region_start,
+            region_end,
+            limit_bytes,
+            free_slots: (0..queue_depth).rev().collect(),
+            flights: InFlight::with_capacity(2 * queue_depth as usize),
+            frontier_bytes: 0,
+            histogram: Histogram::default(),
+            rng: match workload.access {
+                Access::Random { seed } => seed ^ 0x5851_f42d_4c95_7f2d,
+                Access::Sequential => 0,
+            },
+            next_offset: region_start,
+            issued_bytes: 0,
+            done_bytes: 0,
+            io_count: 0,
+            bytes_discarded: 0,
+            discarded_position: 0,
+            position_bytes: 0,
+            bad_io_count: 0,
+            first_mismatch: None,
+            error: None,
+            stopped: false,
+            start_ns,
+            windows: Vec::new(),
+            window,
+            reported_bytes: 0,
         }
-        let may_issue = error.is_none() && !stopped && !time_up && issued_bytes < limit_bytes;
+    }
+
+    /// Pushes requests while slots are free and the workload wants more; returns whether it
+    /// pushed any.
+    fn issue(&mut self, engine: &mut dyn Engine, control: &Control) -> Result<bool, BenchError> {
+        let now_ns = engine.now_ns();
+        let time_up = self
+            .workload
+            .limit_ns
+            .is_some_and(|limit| now_ns.saturating_sub(self.start_ns) >= limit);
+        if control.state() != ControlState::Run {
+            self.stopped = true;
+        }
+        let may_issue = self.error.is_none()
+            && !self.stopped
+            && !time_up
+            && self.issued_bytes < self.limit_bytes;
         let mut pushed = false;
-        while may_issue && issued_bytes < limit_bytes {
-            if next_offset >= region_end {
-                if !workload.wrap {
+        while may_issue && self.issued_bytes < self.limit_bytes {
+            if self.next_offset >= self.region_end {
+                if !self.workload.wrap {
                     break;
                 }
-                next_offset = region_start;
+                self.next_offset = self.region_start;
             }
-            let Some(slot) = free_slots.pop() else { break };
-            let offset = match workload.access {
-                Access::Sequential => {
-                    let offset = next_offset;
-                    next_offset += io;
-                    offset
-                }
-                Access::Random { .. } => {
-                    let io_count_in_region = (region_end - region_start) / io;
-                    region_start + next_random(&mut rng) % io_count_in_region * io
-                }
+            let Some(slot) = self.free_slots.pop() else {
+                break;
             };
-            if let (Some(ahead), IoOp::Write, Access::Sequential) =
-                (workload.discard_ahead_bytes, workload.op, workload.access)
-            {
-                // Positions count bytes along the ring, laps included. Keep `ahead` bytes past
-                // this write discarded, never reaching round to what is still in flight.
-                let ring_bytes = region_end - region_start;
-                let reach = issued_bytes + ring_bytes - queue_depth as u64 * io;
-                let wanted = (issued_bytes + io + ahead).min(reach);
-                while discarded_position < wanted {
-                    let ring_offset = discarded_position % ring_bytes;
-                    let step = ahead
-                        .min(ring_bytes - ring_offset)
-                        .min(reach - discarded_position);
-                    if let Err(source) = engine.discard(0, region_start + ring_offset, step) {
-                        return Err(BenchError::Io {
-                            what: "discarding ahead of the write point".to_string(),
-                            source,
-                        });
-                    }
-                    bytes_discarded += step;
-                    discarded_position += step;
-                }
-            }
-            if let (Data::Pattern { seed }, IoOp::Write) = (workload.data, workload.op) {
-                Pattern::new(seed).fill(
-                    offset,
-                    &mut engine.pool_mut().slot_mut(slot as usize)[..io as usize],
-                );
-            }
-            issued_bytes += io;
-            let number = flights.push(BenchFlight {
-                slot,
-                offset_bytes: offset,
-                submitted_ns: now_ns,
-                issued_end_bytes: issued_bytes,
-            });
-            // SAFETY: the slot came off the free list for this request and goes back on it
-            // at its completion, after which alone its data is checked.
-            unsafe {
-                engine.push(IoRequest {
-                    op: workload.op,
-                    file_index: 0,
-                    slot,
-                    slot_offset_bytes: 0,
-                    offset_bytes: offset,
-                    len_bytes: io as u32,
-                    user_data: number,
-                });
-            }
+            let offset = self.next_request_offset();
+            self.discard_ahead(engine)?;
+            self.push(engine, slot, offset, now_ns);
             pushed = true;
         }
-        if engine.in_flight() == 0 {
-            break;
+        Ok(pushed)
+    }
+
+    fn next_request_offset(&mut self) -> u64 {
+        let io = self.io;
+        match self.workload.access {
+            Access::Sequential => {
+                let offset = self.next_offset;
+                self.next_offset += io;
+                offset
+            }
+            Access::Random { .. } => {
+                let io_count_in_region = (self.region_end - self.region_start) / io;
+                self.region_start + next_random(&mut self.rng) % io_count_in_region * io
+            }
         }
-        // Wait for one completion when the queue is full or nothing more will be issued.
-        let wait = !pushed || free_slots.is_empty();
-        engine.submit_and_reap(u32::from(wait), &mut completions)?;
-        let now_ns = engine.now_ns();
-        window.advance_to(now_ns, position_bytes, &mut windows, on_window);
+    }
+
+    /// On a sequential write with discard ahead, keeps the bytes past the next write discarded.
+    fn discard_ahead(&mut self, engine: &mut dyn Engine) -> Result<(), BenchError> {
+        let workload = self.workload;
+        let (Some(ahead), IoOp::Write, Access::Sequential) =
+            (workload.discard_ahead_bytes, workload.op, workload.access)
+        else {
+            return Ok(());
+        };
+        let io = self.io;
+        // Positions count bytes along the ring, laps included. Keep `ahead` bytes past
+        // this write discarded, never reaching round to what is still in flight.
+        let ring_bytes = self.region_end - self.region_start;
+        let reach = self.issued_bytes + ring_bytes - self.queue_depth as u64 * io;
+        let wanted = (self.issued_bytes + io + ahead).min(reach);
+        while self.discarded_position < wanted {
+            let ring_offset = self.discarded_position % ring_bytes;
+            let step = ahead
+                .min(ring_bytes - ring_offset)
+                .min(reach - self.discarded_position);
+            if let Err(source) = engine.discard(0, self.region_start + ring_offset, step) {
+                return Err(BenchError::Io {
+                    what: "discarding ahead of the write point".to_string(),
+                    source,
+                });
+            }
+            self.bytes_discarded += step;
+            self.discarded_position += step;
+        }
+        Ok(())
+    }
+
+    /// Fills the slot where the data is a pattern, then pushes its request.
+    fn push(&mut self, engine: &mut dyn Engine, slot: u32, offset: u64, now_ns: u64) {
+        let io = self.io;
+        if let (Data::Pattern { seed }, IoOp::Write) = (self.workload.data, self.workload.op) {
+            Pattern::new(seed).fill(
+                offset,
+                &mut engine.pool_mut().slot_mut(slot as usize)[..io as usize],
+            );
+        }
+        self.issued_bytes += io;
+        let number = self.flights.push(BenchFlight {
+            slot,
+            offset_bytes: offset,
+            submitted_ns: now_ns,
+            issued_end_bytes: self.issued_bytes,
+        });
+        // SAFETY: the slot came off the free list for this request and goes back on it
+        // at its completion, after which alone its data is checked.
+        unsafe {
+            engine.push(IoRequest {
+                op: self.workload.op,
+                file_index: 0,
+                slot,
+                slot_offset_bytes: 0,
+                offset_bytes: offset,
+                len_bytes: io as u32,
+                user_data: number,
+            });
+        }
+    }
+
+    /// Counts each completion (checking read data against the pattern) and frees its slot.
+    fn complete(&mut self, engine: &dyn Engine, now_ns: u64, completions: &mut Vec<IoCompletion>) {
+        let io = self.io;
         for completion in completions.drain(..) {
-            let flight = *flights
+            let flight = *self
+                .flights
                 .complete(completion.user_data)
                 .expect("a completion of a request in flight");
             match completion.result {
                 Ok(()) => {
                     let latency_ns = now_ns.saturating_sub(flight.submitted_ns);
-                    histogram.record(latency_ns);
-                    done_bytes += io;
-                    io_count += 1;
-                    window.add(io, latency_ns);
-                    if let (Some(pattern), IoOp::Read) = (workload.check, workload.op) {
+                    self.histogram.record(latency_ns);
+                    self.done_bytes += io;
+                    self.io_count += 1;
+                    self.window.add(io, latency_ns);
+                    if let (Some(pattern), IoOp::Read) = (self.workload.check, self.workload.op) {
                         let data = &engine.pool().slot(flight.slot as usize)[..io as usize];
                         if let Err(mismatch) = pattern.check(flight.offset_bytes, data, io) {
-                            bad_io_count += 1;
-                            first_mismatch.get_or_insert(mismatch);
+                            self.bad_io_count += 1;
+                            self.first_mismatch.get_or_insert(mismatch);
                         }
                     }
                 }
                 Err(io_error) => {
-                    error.get_or_insert(io_error);
+                    self.error.get_or_insert(io_error);
                 }
             }
-            free_slots.push(flight.slot);
+            self.free_slots.push(flight.slot);
         }
-        while let Some((_, true)) = flights.front() {
-            frontier_bytes = flights.pop_front().map_or(0, |f| f.issued_end_bytes);
-        }
-        if workload.access == Access::Sequential && frontier_bytes > 0 {
-            // Where the ring's write point is: everything before it has completed.
-            let ring_bytes = region_end - region_start;
-            position_bytes = (frontier_bytes - 1) % ring_bytes + 1;
-        }
-        progress
-            .done_bytes
-            .fetch_add(done_bytes - reported_bytes, Ordering::Relaxed);
-        reported_bytes = done_bytes;
     }
-    let end_ns = engine.now_ns();
-    window.finish(end_ns, position_bytes, &mut windows, on_window);
-    let elapsed_s = end_ns.saturating_sub(start_ns) as f64 / 1e9;
-    Ok(WorkloadResult {
-        op: workload.op,
-        access: workload.access,
-        io_size_bytes: io,
-        queue_depth,
-        bytes: done_bytes,
-        io_count,
-        elapsed_s,
-        rate_bytes_per_s: if elapsed_s > 0.0 {
-            done_bytes as f64 / elapsed_s
-        } else {
-            0.0
-        },
-        iops: if elapsed_s > 0.0 {
-            io_count as f64 / elapsed_s
-        } else {
-            0.0
-        },
-        latency: histogram.summary(),
-        started_ns: start_ns,
-        bytes_discarded,
-        bad_io_count,
-        first_mismatch,
-        stopped,
-        error,
-        windows,
-    })
+
+    /// Moves the frontier past every completed request at the front, and with it the ring's
+    /// write point.
+    fn advance_frontier(&mut self) {
+        while let Some((_, true)) = self.flights.front() {
+            self.frontier_bytes = self.flights.pop_front().map_or(0, |f| f.issued_end_bytes);
+        }
+        if self.workload.access == Access::Sequential && self.frontier_bytes > 0 {
+            // Where the ring's write point is: everything before it has completed.
+            let ring_bytes = self.region_end - self.region_start;
+            self.position_bytes = (self.frontier_bytes - 1) % ring_bytes + 1;
+        }
+    }
+
+    fn into_result(self, end_ns: u64) -> WorkloadResult {
+        let elapsed_s = end_ns.saturating_sub(self.start_ns) as f64 / 1e9;
+        let per_s = |count: f64| {
+            if elapsed_s > 0.0 {
+                count / elapsed_s
+            } else {
+                0.0
+            }
+        };
+        WorkloadResult {
+            op: self.workload.op,
+            access: self.workload.access,
+            io_size_bytes: self.io,
+            queue_depth: self.queue_depth,
+            bytes: self.done_bytes,
+            io_count: self.io_count,
+            elapsed_s,
+            rate_bytes_per_s: per_s(self.done_bytes as f64),
+            iops: per_s(self.io_count as f64),
+            latency: self.histogram.summary(),
+            started_ns: self.start_ns,
+            bytes_discarded: self.bytes_discarded,
+            bad_io_count: self.bad_io_count,
+            first_mismatch: self.first_mismatch,
+            stopped: self.stopped,
+            error: self.error,
+            windows: self.windows,
+        }
+    }
 }
 
 /// A request between push and the frontier.
@@ -598,23 +702,30 @@ impl Histogram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buffer::BufferPool;
-    use crate::engine::{EngineConfig, SimDrive, SimModel};
+    use crate::bench::{open_sim, BenchTarget};
+    use crate::engine::EngineChoice;
 
-    fn sim(spec: &str, queue_depth: u32, slot_bytes: usize) -> (SimDrive, Box<dyn Engine>) {
-        let drive = SimDrive::new(SimModel::parse(spec).unwrap()).unwrap();
-        let pool = BufferPool::new(queue_depth as usize, slot_bytes).unwrap();
-        let engine = drive
-            .engine(
-                pool,
-                EngineConfig {
-                    queue_depth,
-                    sqpoll: false,
-                    caller_may_block: false,
-                },
-            )
+    /// A simulated drive and an engine on it; the target holds the drive for its counters.
+    fn sim(spec: &str, queue_depth: u32, slot_bytes: usize) -> (BenchTarget, Box<dyn Engine>) {
+        let target = open_sim(spec);
+        let engine = target
+            .open_engine(EngineChoice::Auto, queue_depth, slot_bytes as u64)
             .unwrap();
-        (drive, Box::new(engine))
+        (target, engine)
+    }
+
+    /// Runs a workload with no control, progress or window watcher of its own.
+    fn run_alone(
+        engine: &mut dyn Engine,
+        workload: &Workload,
+    ) -> Result<WorkloadResult, BenchError> {
+        run(
+            engine,
+            workload,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_| {},
+        )
     }
 
     #[test]
@@ -645,14 +756,7 @@ mod tests {
         let mut workload = Workload::sequential(IoOp::Write, 0, 32 << 20, 1 << 20);
         workload.window_ns = Some(1_000_000);
         workload.window_count_max = Some(8);
-        let write = run(
-            engine.as_mut(),
-            &workload,
-            &Control::new(),
-            &Progress::default(),
-            &mut |_| {},
-        )
-        .unwrap();
+        let write = run_alone(engine.as_mut(), &workload).unwrap();
         assert!(
             (4..=5).contains(&write.windows.len()),
             "{:#?}",
@@ -713,14 +817,7 @@ mod tests {
         let mut workload = Workload::sequential(IoOp::Read, 8 << 20, 8 << 20, 4096);
         workload.access = Access::Random { seed: 1 };
         workload.limit_ns = Some(10_000_000);
-        let result = run(
-            engine.as_mut(),
-            &workload,
-            &Control::new(),
-            &Progress::default(),
-            &mut |_| {},
-        )
-        .unwrap();
+        let result = run_alone(engine.as_mut(), &workload).unwrap();
         // 100k IOPS for 10 ms, plus what was in flight at the end.
         assert!(
             (1000..=1040).contains(&result.io_count),
@@ -741,14 +838,7 @@ mod tests {
         workload.wrap = true;
         workload.limit_bytes = Some(48 << 20);
         workload.discard_ahead_bytes = Some(4 << 20);
-        let result = run(
-            engine.as_mut(),
-            &workload,
-            &Control::new(),
-            &Progress::default(),
-            &mut |_| {},
-        )
-        .unwrap();
+        let result = run_alone(engine.as_mut(), &workload).unwrap();
         assert_eq!(result.bytes, 48 << 20);
         assert!(
             result.bytes_discarded >= 48 << 20,
@@ -761,21 +851,14 @@ mod tests {
             "{}",
             result.rate_bytes_per_s
         );
-        assert!(drive.counters().bytes_discarded >= 48 << 20);
+        assert!(drive.sim_drive().unwrap().counters().bytes_discarded >= 48 << 20);
     }
 
     #[test]
     fn refuses_an_io_larger_than_a_slot() {
         let (_drive, mut engine) = sim("sim:capacity=16M", 4, 4096);
         let workload = Workload::sequential(IoOp::Write, 0, 16 << 20, 1 << 20);
-        let error = run(
-            engine.as_mut(),
-            &workload,
-            &Control::new(),
-            &Progress::default(),
-            &mut |_| {},
-        )
-        .unwrap_err();
+        let error = run_alone(engine.as_mut(), &workload).unwrap_err();
         assert!(error.to_string().contains("does not fit"), "{error}");
     }
 }

@@ -100,35 +100,12 @@ pub fn fill(
     on_window: &mut dyn FnMut(IoOp, &Window),
 ) -> Result<FillResult, BenchError> {
     let io = settings.io_size_bytes;
-    target.require(need(settings, target.capacity_bytes))?;
-    let size_bytes = settings.size_bytes.unwrap_or(target.capacity_bytes);
-    if io == 0 || !io.is_multiple_of(target.logical_block_bytes as u64) || size_bytes < io {
-        return Err(BenchError::Settings(format!(
-            "the I/O size {io} must be a multiple of the logical block size {} and fit the size {size_bytes}",
-            target.logical_block_bytes
-        )));
-    }
+    let size_bytes = checked_size_bytes(target, settings)?;
     let mut engine = target.open_engine(settings.engine, settings.queue_depth, io)?;
     let passes = if settings.verify { 2 } else { 1 };
     driver::start_progress(progress, size_bytes / io * io * passes);
-    let mut meta = RunMeta::new("fill", target, engine.as_ref());
-    meta.settings = vec![
-        ("size".to_string(), size_bytes.to_string()),
-        ("io_size".to_string(), io.to_string()),
-        ("queue_depth".to_string(), settings.queue_depth.to_string()),
-        (
-            "window_s".to_string(),
-            settings
-                .window_s
-                .map_or("auto".to_string(), |window_s| window_s.to_string()),
-        ),
-        ("verify".to_string(), settings.verify.to_string()),
-    ];
-    let window_ns = Some((settings.window_s.unwrap_or(super::WINDOW_S_AUTO_START) * 1e9) as u64);
-    let window_count_max = match settings.window_s {
-        Some(_) => None,
-        None => Some(super::WINDOW_COUNT_AUTO_MAX),
-    };
+    let meta = fill_meta(target, engine.as_ref(), settings, size_bytes);
+    let windows = FillWindows::new(settings);
     let mut analysis_settings = settings.analysis;
     if settings.window_s.is_none() {
         analysis_settings.window_bytes_min = super::WINDOW_TRANSFER_COUNT_MIN * io;
@@ -137,8 +114,7 @@ pub fn fill(
     write_workload.data = Data::Pattern {
         seed: settings.seed,
     };
-    write_workload.window_ns = window_ns;
-    write_workload.window_count_max = window_count_max;
+    windows.apply(&mut write_workload);
     settings.lockstep.wait();
     let write = driver::run(
         engine.as_mut(),
@@ -158,8 +134,7 @@ pub fn fill(
     let read = if settings.verify && write.error.is_none() && !write.stopped {
         let mut read_workload = Workload::sequential(IoOp::Read, 0, write.bytes, io);
         read_workload.check = Some(Pattern::new(settings.seed));
-        read_workload.window_ns = window_ns;
-        read_workload.window_count_max = window_count_max;
+        windows.apply(&mut read_workload);
         Some(driver::run(
             engine.as_mut(),
             &read_workload,
@@ -171,7 +146,83 @@ pub fn fill(
         None
     };
     let analysis = analyse(&write.windows, &analysis_settings);
-    let summary = FillSummary {
+    Ok(FillResult {
+        meta,
+        summary: summarise(&analysis, &write, read.as_ref()),
+        analysis,
+        write,
+        read,
+    })
+}
+
+/// The bytes to fill, once the target has room for them and the I/O size suits both the
+/// block size and the fill.
+fn checked_size_bytes(target: &BenchTarget, settings: &FillSettings) -> Result<u64, BenchError> {
+    let io = settings.io_size_bytes;
+    target.require(need(settings, target.capacity_bytes))?;
+    let size_bytes = settings.size_bytes.unwrap_or(target.capacity_bytes);
+    if io == 0 || !io.is_multiple_of(target.logical_block_bytes as u64) || size_bytes < io {
+        return Err(BenchError::Settings(format!(
+            "the I/O size {io} must be a multiple of the logical block size {} and fit the size {size_bytes}",
+            target.logical_block_bytes
+        )));
+    }
+    Ok(size_bytes)
+}
+
+fn fill_meta(
+    target: &BenchTarget,
+    engine: &dyn crate::engine::Engine,
+    settings: &FillSettings,
+    size_bytes: u64,
+) -> RunMeta {
+    let mut meta = RunMeta::new("fill", target, engine);
+    meta.settings = vec![
+        ("size".to_string(), size_bytes.to_string()),
+        ("io_size".to_string(), settings.io_size_bytes.to_string()),
+        ("queue_depth".to_string(), settings.queue_depth.to_string()),
+        (
+            "window_s".to_string(),
+            settings
+                .window_s
+                .map_or("auto".to_string(), |window_s| window_s.to_string()),
+        ),
+        ("verify".to_string(), settings.verify.to_string()),
+    ];
+    meta
+}
+
+/// The logging windows of both passes: the length asked for, or short ones that double
+/// whenever their count reaches the most.
+#[derive(Clone, Copy)]
+struct FillWindows {
+    window_ns: Option<u64>,
+    window_count_max: Option<usize>,
+}
+
+impl FillWindows {
+    fn new(settings: &FillSettings) -> FillWindows {
+        FillWindows {
+            window_ns: Some((settings.window_s.unwrap_or(super::WINDOW_S_AUTO_START) * 1e9) as u64),
+            window_count_max: match settings.window_s {
+                Some(_) => None,
+                None => Some(super::WINDOW_COUNT_AUTO_MAX),
+            },
+        }
+    }
+
+    fn apply(self, workload: &mut Workload) {
+        workload.window_ns = self.window_ns;
+        workload.window_count_max = self.window_count_max;
+    }
+}
+
+fn summarise(
+    analysis: &SeriesAnalysis,
+    write: &WorkloadResult,
+    read: Option<&WorkloadResult>,
+) -> FillSummary {
+    FillSummary {
         bytes_written: write.bytes,
         peak_write_bytes_per_s: analysis.peak_rate_bytes_per_s,
         mean_write_bytes_per_s: write.rate_bytes_per_s,
@@ -183,18 +234,9 @@ pub fn fill(
             .slowest_window
             .map(|window| window.rate_bytes_per_s),
         stall_count: analysis.stalls.len(),
-        read_bytes_per_s: read.as_ref().map(|read| read.rate_bytes_per_s),
-        verified: read
-            .as_ref()
-            .map(|read| read.is_success() && read.bytes == write.bytes),
-    };
-    Ok(FillResult {
-        meta,
-        summary,
-        analysis,
-        write,
-        read,
-    })
+        read_bytes_per_s: read.map(|read| read.rate_bytes_per_s),
+        verified: read.map(|read| read.is_success() && read.bytes == write.bytes),
+    }
 }
 
 /// One run of a repeated fill, as the average lists it.
@@ -281,19 +323,28 @@ mod tests {
         (found / expected - 1.0).abs() <= tolerance
     }
 
+    /// Asserts a rate of `summary` within five percent of the simulated drive's.
+    fn assert_rate(found: f64, expected: f64, summary: &FillSummary) {
+        assert!(within(found, expected, 0.05), "{summary:?}");
+    }
+
+    /// Fills with no control, progress or window watcher of its own.
+    fn fill_alone(target: &BenchTarget, settings: &FillSettings) -> Result<FillResult, BenchError> {
+        fill(
+            target,
+            settings,
+            &Control::new(),
+            &Progress::default(),
+            &mut |_, _| {},
+        )
+    }
+
     #[test]
     fn finds_the_simulated_cliff_and_both_rates_within_five_percent() {
         // 512 MiB drive, 128 MiB cache at 2.8 GB/s then 1.6 GB/s: the cliff at 48 ms of a
         // 0.3 s fill; 5 ms windows keep the proportions of a real drive's 0.5 s windows.
         let target = open("sim:capacity=512M,cache=128M,fast=2.8GB/s,slow=1.6GB/s");
-        let result = fill(
-            &target,
-            &settings(0.005),
-            &Control::new(),
-            &Progress::default(),
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let result = fill_alone(&target, &settings(0.005)).unwrap();
         let summary = result.summary;
         assert_eq!(summary.bytes_written, 512 << 20);
         assert_eq!(summary.verified, Some(true));
@@ -302,22 +353,14 @@ mod tests {
             within(cliff, (128u64 << 20) as f64, 0.05),
             "cliff at {cliff}"
         );
-        assert!(
-            within(summary.peak_write_bytes_per_s, 2.8e9, 0.05),
-            "{summary:?}"
+        assert_rate(summary.peak_write_bytes_per_s, 2.8e9, &summary);
+        assert_rate(
+            summary.rate_after_cliff_bytes_per_s.unwrap(),
+            1.6e9,
+            &summary,
         );
-        assert!(
-            within(summary.rate_after_cliff_bytes_per_s.unwrap(), 1.6e9, 0.05),
-            "{summary:?}"
-        );
-        assert!(
-            within(summary.sustained_write_bytes_per_s, 1.6e9, 0.05),
-            "{summary:?}"
-        );
-        assert!(
-            within(summary.read_bytes_per_s.unwrap(), 3.2e9, 0.05),
-            "{summary:?}"
-        );
+        assert_rate(summary.sustained_write_bytes_per_s, 1.6e9, &summary);
+        assert_rate(summary.read_bytes_per_s.unwrap(), 3.2e9, &summary);
         assert_eq!(summary.stall_count, 0);
     }
 
@@ -331,14 +374,7 @@ mod tests {
         let mut settings = settings(0.025);
         settings.queue_depth = 8;
         settings.analysis.stall_latency_us = Some(30_000.0);
-        let result = fill(
-            &target,
-            &settings,
-            &Control::new(),
-            &Progress::default(),
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let result = fill_alone(&target, &settings).unwrap();
         let analysis = &result.analysis;
         assert!(analysis.cliff.is_some());
         assert_eq!(analysis.later_drops.len(), 1, "{analysis:#?}");
@@ -362,15 +398,7 @@ mod tests {
             size_bytes: Some(32 << 20),
             ..FillSettings::default()
         };
-        let error = fill(
-            &target,
-            &settings,
-            &Control::new(),
-            &Progress::default(),
-            &mut |_, _| {},
-        )
-        .err()
-        .unwrap();
+        let error = fill_alone(&target, &settings).err().unwrap();
         assert_eq!(
             error.to_string(),
             "bench fill needs 32 MiB (--size), sim has 16 MiB; give a larger target or a \
@@ -383,15 +411,7 @@ mod tests {
             ..FillSettings::default()
         };
         let target = open("sim:capacity=1M");
-        let error = fill(
-            &target,
-            &settings,
-            &Control::new(),
-            &Progress::default(),
-            &mut |_, _| {},
-        )
-        .err()
-        .unwrap();
+        let error = fill_alone(&target, &settings).err().unwrap();
         assert!(error.to_string().contains("--io-size"), "{error}");
     }
 
@@ -399,16 +419,7 @@ mod tests {
     fn repeated_fills_average_each_run_and_keep_its_plateaus() {
         let target = open("sim:capacity=64M,cache=16M,fast=3GB/s,slow=1GB/s,read=2GB/s");
         let results: Vec<FillResult> = (0..3)
-            .map(|_| {
-                fill(
-                    &target,
-                    &settings(0.001),
-                    &Control::new(),
-                    &Progress::default(),
-                    &mut |_, _| {},
-                )
-                .unwrap()
-            })
+            .map(|_| fill_alone(&target, &settings(0.001)).unwrap())
             .collect();
         let average = fill_average(&results).unwrap();
         assert_eq!(average.run_count, 3);

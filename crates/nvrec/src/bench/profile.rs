@@ -23,7 +23,7 @@ use super::driver::{self, Access, Data, Workload, WorkloadResult};
 use super::size::{size_at_most, Need};
 use super::{BenchError, BenchTarget, Lockstep, RunMeta};
 use crate::control::{Control, ControlState, Progress};
-use crate::engine::{EngineChoice, IoOp};
+use crate::engine::{Engine, EngineChoice, IoOp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -338,6 +338,44 @@ pub fn profile(
     on_test: &mut dyn FnMut(&ProfileTestResult),
 ) -> Result<ProfileResult, BenchError> {
     target.require(need(settings, target.capacity_bytes))?;
+    let region = checked_region_bytes(settings)?;
+    let profile_data = settings.data.unwrap_or(settings.profile.data_default());
+    let meta = profile_meta(target, settings, region, profile_data)?;
+    let lbs = target.logical_block_bytes as u64;
+    driver::start_progress(progress, total_bytes(settings, region, lbs));
+    let mut run = ProfileRun {
+        target,
+        settings,
+        control,
+        progress,
+        region,
+        data: match profile_data {
+            ProfileData::Compressible => Data::Compressible,
+            ProfileData::Incompressible => Data::Incompressible,
+        },
+        lbs,
+        tests: Vec::new(),
+        skipped: Vec::new(),
+    };
+    match settings.profile {
+        Profile::Cdm | Profile::Cdm6 | Profile::CdmNvme | Profile::Custom => {
+            run.crystal_disk_mark(on_test)?
+        }
+        Profile::Atto => run.atto(on_test)?,
+    }
+    Ok(ProfileResult {
+        meta,
+        profile: settings.profile,
+        region_bytes: region,
+        data: profile_data,
+        stopped: run.stopped(),
+        tests: run.tests,
+        skipped: run.skipped,
+    })
+}
+
+/// The test region in whole MiB, once it and the other settings make sense.
+fn checked_region_bytes(settings: &ProfileSettings) -> Result<u64, BenchError> {
     let region = settings
         .region_bytes
         .unwrap_or(settings.profile.region_bytes_default())
@@ -358,11 +396,15 @@ pub fn profile(
             "the custom profile needs its tests (--test SEQ1M-Q8T1 ...)".to_string(),
         ));
     }
-    let profile_data = settings.data.unwrap_or(settings.profile.data_default());
-    let data = match profile_data {
-        ProfileData::Compressible => Data::Compressible,
-        ProfileData::Incompressible => Data::Incompressible,
-    };
+    Ok(region)
+}
+
+fn profile_meta(
+    target: &BenchTarget,
+    settings: &ProfileSettings,
+    region: u64,
+    profile_data: ProfileData,
+) -> Result<RunMeta, BenchError> {
     let meta_engine = target.open_engine(settings.engine, 1, 1 << 20)?;
     let mut meta = RunMeta::new("profile", target, meta_engine.as_ref());
     drop(meta_engine);
@@ -376,128 +418,181 @@ pub fn profile(
             (profile_data == ProfileData::Compressible).to_string(),
         ),
     ];
-    let mut tests = Vec::new();
-    let mut skipped = Vec::new();
-    let lbs = target.logical_block_bytes as u64;
-    driver::start_progress(progress, total_bytes(settings, region, lbs));
-    let stopped = |control: &Control| control.state() != ControlState::Run;
+    Ok(meta)
+}
 
-    match settings.profile {
-        Profile::Cdm | Profile::Cdm6 | Profile::CdmNvme | Profile::Custom => {
-            let shapes = match settings.profile {
-                Profile::Custom => settings.shapes.clone(),
-                preset => preset.shapes().to_vec(),
-            };
-            // Reads need written data: write the region once, sequentially.
-            let mut engine = target.open_engine(settings.engine, 8, 1 << 20)?;
-            let mut prepare = Workload::sequential(IoOp::Write, 0, region, 1 << 20);
-            prepare.data = data;
-            let prepared = driver::run(engine.as_mut(), &prepare, control, progress, &mut |_| {})?;
-            if let Some(source) = prepared.error {
+/// What every test of a profile runs with, and the tests done and skipped so far.
+struct ProfileRun<'a> {
+    target: &'a BenchTarget,
+    settings: &'a ProfileSettings,
+    control: &'a Control,
+    progress: &'a Progress,
+    region: u64,
+    data: Data,
+    lbs: u64,
+    tests: Vec<ProfileTestResult>,
+    skipped: Vec<String>,
+}
+
+impl ProfileRun<'_> {
+    fn stopped(&self) -> bool {
+        self.control.state() != ControlState::Run
+    }
+
+    /// CrystalDiskMark's way: every shape read, then every shape written, each for a time.
+    fn crystal_disk_mark(
+        &mut self,
+        on_test: &mut dyn FnMut(&ProfileTestResult),
+    ) -> Result<(), BenchError> {
+        let shapes = match self.settings.profile {
+            Profile::Custom => self.settings.shapes.clone(),
+            preset => preset.shapes().to_vec(),
+        };
+        self.write_region()?;
+        for op in [IoOp::Read, IoOp::Write] {
+            for &shape in &shapes {
+                if shape.io_size_bytes % self.lbs != 0 {
+                    self.skipped.push(format!(
+                        "{} (below the {}-byte block size)",
+                        shape.label(),
+                        self.lbs
+                    ));
+                    continue;
+                }
+                let runs = self.timed_runs(op, shape)?;
+                self.add_test(shape.label(), op, shape, &runs, on_test);
+                if self.stopped() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads need written data: writes the region once, sequentially.
+    fn write_region(&mut self) -> Result<(), BenchError> {
+        let mut engine = self.target.open_engine(self.settings.engine, 8, 1 << 20)?;
+        let mut prepare = Workload::sequential(IoOp::Write, 0, self.region, 1 << 20);
+        prepare.data = self.data;
+        let prepared = driver::run(
+            engine.as_mut(),
+            &prepare,
+            self.control,
+            self.progress,
+            &mut |_| {},
+        )?;
+        if let Some(source) = prepared.error {
+            return Err(BenchError::Io {
+                what: "writing the test region before the read tests".to_string(),
+                source,
+            });
+        }
+        Ok(())
+    }
+
+    /// The runs of one time-based test, fewer when stopped.
+    fn timed_runs(
+        &mut self,
+        op: IoOp,
+        shape: TestShape,
+    ) -> Result<Vec<WorkloadResult>, BenchError> {
+        let settings = self.settings;
+        let mut runs = Vec::new();
+        for run in 0..settings.runs {
+            let mut workload = Workload::sequential(op, 0, self.region, shape.io_size_bytes);
+            workload.wrap = true;
+            workload.limit_ns = Some((settings.duration_s * 1e9) as u64);
+            workload.data = self.data;
+            if !shape.sequential {
+                workload.access = Access::Random {
+                    seed: 0x5eed ^ run as u64,
+                };
+            }
+            settings.lockstep.wait();
+            runs.push(run_threads(
+                self.target,
+                settings.engine,
+                shape,
+                &workload,
+                self.control,
+                self.progress,
+            )?);
+            if self.stopped() {
+                break;
+            }
+        }
+        Ok(runs)
+    }
+
+    /// ATTO's way: for each transfer size the region written, then read, at queue depth 4.
+    fn atto(&mut self, on_test: &mut dyn FnMut(&ProfileTestResult)) -> Result<(), BenchError> {
+        for size in atto_sizes() {
+            let label = crate::unit::format_bytes(size);
+            if size % self.lbs != 0 {
+                self.skipped
+                    .push(format!("{label} (below the {}-byte block size)", self.lbs));
+                continue;
+            }
+            if size > self.region {
+                self.skipped
+                    .push(format!("{label} (larger than the region)"));
+                continue;
+            }
+            let shape = TestShape::new(true, size, ATTO_QUEUE_DEPTH, 1);
+            let mut engine =
+                self.target
+                    .open_engine(self.settings.engine, ATTO_QUEUE_DEPTH, size)?;
+            for op in [IoOp::Write, IoOp::Read] {
+                let runs = self.atto_runs(engine.as_mut(), op, size, &label)?;
+                self.add_test(label.clone(), op, shape, &runs, on_test);
+                if self.stopped() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The runs of one ATTO transfer size and direction, fewer when stopped.
+    fn atto_runs(
+        &mut self,
+        engine: &mut dyn Engine,
+        op: IoOp,
+        size: u64,
+        label: &str,
+    ) -> Result<Vec<WorkloadResult>, BenchError> {
+        let mut runs = Vec::new();
+        for _ in 0..self.settings.runs {
+            let mut workload = Workload::sequential(op, 0, self.region, size);
+            workload.data = self.data;
+            self.settings.lockstep.wait();
+            let result = driver::run(engine, &workload, self.control, self.progress, &mut |_| {})?;
+            if let Some(source) = result.error {
                 return Err(BenchError::Io {
-                    what: "writing the test region before the read tests".to_string(),
+                    what: format!("ATTO {label} {}", op.name()),
                     source,
                 });
             }
-            drop(engine);
-            'ops: for op in [IoOp::Read, IoOp::Write] {
-                for &shape in &shapes {
-                    if shape.io_size_bytes % lbs != 0 {
-                        skipped.push(format!(
-                            "{} (below the {lbs}-byte block size)",
-                            shape.label()
-                        ));
-                        continue;
-                    }
-                    let mut runs = Vec::new();
-                    for run in 0..settings.runs {
-                        let mut workload = Workload::sequential(op, 0, region, shape.io_size_bytes);
-                        workload.wrap = true;
-                        workload.limit_ns = Some((settings.duration_s * 1e9) as u64);
-                        workload.data = data;
-                        if !shape.sequential {
-                            workload.access = Access::Random {
-                                seed: 0x5eed ^ run as u64,
-                            };
-                        }
-                        settings.lockstep.wait();
-                        runs.push(run_threads(
-                            target,
-                            settings.engine,
-                            shape,
-                            &workload,
-                            control,
-                            progress,
-                        )?);
-                        if stopped(control) {
-                            break;
-                        }
-                    }
-                    let result = test_result(shape.label(), op, shape, &runs);
-                    on_test(&result);
-                    tests.push(result);
-                    if stopped(control) {
-                        break 'ops;
-                    }
-                }
+            runs.push(result);
+            if self.stopped() {
+                break;
             }
         }
-        Profile::Atto => {
-            'sizes: for size in atto_sizes() {
-                let label = crate::unit::format_bytes(size);
-                if size % lbs != 0 {
-                    skipped.push(format!("{label} (below the {lbs}-byte block size)"));
-                    continue;
-                }
-                if size > region {
-                    skipped.push(format!("{label} (larger than the region)"));
-                    continue;
-                }
-                let shape = TestShape::new(true, size, ATTO_QUEUE_DEPTH, 1);
-                let mut engine = target.open_engine(settings.engine, ATTO_QUEUE_DEPTH, size)?;
-                for op in [IoOp::Write, IoOp::Read] {
-                    let mut runs = Vec::new();
-                    for _ in 0..settings.runs {
-                        let mut workload = Workload::sequential(op, 0, region, size);
-                        workload.data = data;
-                        settings.lockstep.wait();
-                        let result = driver::run(
-                            engine.as_mut(),
-                            &workload,
-                            control,
-                            progress,
-                            &mut |_| {},
-                        )?;
-                        if let Some(source) = result.error {
-                            return Err(BenchError::Io {
-                                what: format!("ATTO {label} {}", op.name()),
-                                source,
-                            });
-                        }
-                        runs.push(result);
-                        if stopped(control) {
-                            break;
-                        }
-                    }
-                    let result = test_result(label.clone(), op, shape, &runs);
-                    on_test(&result);
-                    tests.push(result);
-                    if stopped(control) {
-                        break 'sizes;
-                    }
-                }
-            }
-        }
+        Ok(runs)
     }
-    Ok(ProfileResult {
-        meta,
-        profile: settings.profile,
-        region_bytes: region,
-        data: profile_data,
-        tests,
-        skipped,
-        stopped: stopped(control),
-    })
+
+    fn add_test(
+        &mut self,
+        name: String,
+        op: IoOp,
+        shape: TestShape,
+        runs: &[WorkloadResult],
+        on_test: &mut dyn FnMut(&ProfileTestResult),
+    ) {
+        let result = test_result(name, op, shape, runs);
+        on_test(&result);
+        self.tests.push(result);
+    }
 }
 
 /// Runs one time-based test with `shape.thread_count` threads, each with its own engine and

@@ -10,7 +10,7 @@ use super::driver::{self, Data, Workload, WorkloadResult};
 use super::size::Need;
 use super::{BenchError, BenchTarget, Lockstep, RunMeta};
 use crate::control::{Control, ControlState, Progress};
-use crate::engine::{EngineChoice, IoOp};
+use crate::engine::{Engine, EngineChoice, IoOp};
 use crate::pattern::Pattern;
 use crate::unit::format_bytes;
 
@@ -145,16 +145,7 @@ pub fn sweep(
     on_point: &mut dyn FnMut(&SweepPoint),
 ) -> Result<SweepResult, BenchError> {
     let chunk = settings.chunk_size_bytes;
-    if chunk == 0
-        || !chunk.is_multiple_of(target.logical_block_bytes as u64)
-        || settings.runs == 0
-        || settings.chunk_count_max == Some(0)
-    {
-        return Err(BenchError::Settings(format!(
-            "the chunk size {chunk} must be a multiple of the logical block size {}, and runs and the chunk count at least 1",
-            target.logical_block_bytes
-        )));
-    }
+    check_settings(target, settings)?;
     target.require(need(settings))?;
     let counts = sweep_counts(settings, target.capacity_bytes);
     // Each count is written and read back in every run.
@@ -171,55 +162,127 @@ pub fn sweep(
         ("runs".to_string(), settings.runs.to_string()),
         ("queue_depth".to_string(), settings.queue_depth.to_string()),
     ];
+    let mut sweeper = Sweeper {
+        engine: engine.as_mut(),
+        settings,
+        control,
+        progress,
+        verified: true,
+    };
     let mut points = Vec::new();
-    let mut verified = true;
     let mut stopped = false;
-    'counts: for count in counts {
-        let mut write_rates = Vec::new();
-        let mut read_rates = Vec::new();
-        let mut write_latency_max_us: f64 = 0.0;
-        for run in 0..settings.runs {
-            // A different seed each run, so a read cannot pass on what an earlier run left.
-            let seed = settings.seed ^ (count << 8) ^ run as u64;
-            let mut write = Workload::sequential(IoOp::Write, 0, count * chunk, chunk);
-            write.data = Data::Pattern { seed };
-            settings.lockstep.wait();
-            let written = driver::run(engine.as_mut(), &write, control, progress, &mut |_| {})?;
-            fail_on_error(&written, "writing")?;
-            if written.stopped || control.state() != ControlState::Run {
-                stopped = true;
-                break 'counts;
-            }
-            if let Err(source) = engine.sync_data() {
-                return Err(BenchError::Io {
-                    what: "flushing after a sweep write".to_string(),
-                    source,
-                });
-            }
-            let mut read = Workload::sequential(IoOp::Read, 0, count * chunk, chunk);
-            read.check = Some(Pattern::new(seed));
-            settings.lockstep.wait();
-            let read_back = driver::run(engine.as_mut(), &read, control, progress, &mut |_| {})?;
-            fail_on_error(&read_back, "reading")?;
-            if read_back.stopped {
-                stopped = true;
-                break 'counts;
-            }
-            verified &= read_back.is_success();
-            write_rates.push(written.rate_bytes_per_s);
-            read_rates.push(read_back.rate_bytes_per_s);
-            write_latency_max_us = write_latency_max_us.max(written.latency.max_us);
-        }
-        let point = SweepPoint {
-            chunk_count: count,
-            bytes: count * chunk,
-            write: RateStats::of(&write_rates),
-            read: RateStats::of(&read_rates),
-            write_latency_max_us,
+    for count in counts {
+        let Some(point) = sweeper.measure_count(count)? else {
+            stopped = true;
+            break;
         };
         on_point(&point);
         points.push(point);
     }
+    Ok(SweepResult {
+        meta,
+        summary: summarise(&points, sweeper.verified),
+        points,
+        stopped,
+    })
+}
+
+fn check_settings(target: &BenchTarget, settings: &SweepSettings) -> Result<(), BenchError> {
+    let chunk = settings.chunk_size_bytes;
+    if chunk == 0
+        || !chunk.is_multiple_of(target.logical_block_bytes as u64)
+        || settings.runs == 0
+        || settings.chunk_count_max == Some(0)
+    {
+        return Err(BenchError::Settings(format!(
+            "the chunk size {chunk} must be a multiple of the logical block size {}, and runs and the chunk count at least 1",
+            target.logical_block_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// What every chunk count of a sweep runs with, and whether every read so far matched.
+struct Sweeper<'a> {
+    engine: &'a mut dyn Engine,
+    settings: &'a SweepSettings,
+    control: &'a Control,
+    progress: &'a Progress,
+    verified: bool,
+}
+
+impl Sweeper<'_> {
+    /// Writes and reads back `count` chunks in every run; `None` when the sweep was stopped.
+    fn measure_count(&mut self, count: u64) -> Result<Option<SweepPoint>, BenchError> {
+        let mut write_rates = Vec::new();
+        let mut read_rates = Vec::new();
+        let mut write_latency_max_us: f64 = 0.0;
+        for run in 0..self.settings.runs {
+            let Some((written, read_back)) = self.write_and_read(count, run)? else {
+                return Ok(None);
+            };
+            self.verified &= read_back.is_success();
+            write_rates.push(written.rate_bytes_per_s);
+            read_rates.push(read_back.rate_bytes_per_s);
+            write_latency_max_us = write_latency_max_us.max(written.latency.max_us);
+        }
+        Ok(Some(SweepPoint {
+            chunk_count: count,
+            bytes: count * self.settings.chunk_size_bytes,
+            write: RateStats::of(&write_rates),
+            read: RateStats::of(&read_rates),
+            write_latency_max_us,
+        }))
+    }
+
+    /// One run of one count: the write, its flush, and the checked read; `None` when stopped.
+    fn write_and_read(
+        &mut self,
+        count: u64,
+        run: u32,
+    ) -> Result<Option<(WorkloadResult, WorkloadResult)>, BenchError> {
+        let settings = self.settings;
+        let chunk = settings.chunk_size_bytes;
+        // A different seed each run, so a read cannot pass on what an earlier run left.
+        let seed = settings.seed ^ (count << 8) ^ run as u64;
+        let mut write = Workload::sequential(IoOp::Write, 0, count * chunk, chunk);
+        write.data = Data::Pattern { seed };
+        settings.lockstep.wait();
+        let written = self.run(&write)?;
+        fail_on_error(&written, "writing")?;
+        if written.stopped || self.control.state() != ControlState::Run {
+            return Ok(None);
+        }
+        if let Err(source) = self.engine.sync_data() {
+            return Err(BenchError::Io {
+                what: "flushing after a sweep write".to_string(),
+                source,
+            });
+        }
+        let mut read = Workload::sequential(IoOp::Read, 0, count * chunk, chunk);
+        read.check = Some(Pattern::new(seed));
+        settings.lockstep.wait();
+        let read_back = self.run(&read)?;
+        fail_on_error(&read_back, "reading")?;
+        if read_back.stopped {
+            return Ok(None);
+        }
+        Ok(Some((written, read_back)))
+    }
+
+    fn run(&mut self, workload: &Workload) -> Result<WorkloadResult, BenchError> {
+        driver::run(
+            &mut *self.engine,
+            workload,
+            self.control,
+            self.progress,
+            &mut |_| {},
+        )
+    }
+}
+
+/// The peaks over the chunk counts and the rate of the largest.
+fn summarise(points: &[SweepPoint], verified: bool) -> SweepSummary {
     let best = |rate: fn(&SweepPoint) -> f64| {
         points
             .iter()
@@ -229,22 +292,17 @@ pub fn sweep(
     };
     let (peak_write, peak_write_count) = best(|point| point.write.mean_bytes_per_s);
     let (peak_read, peak_read_count) = best(|point| point.read.mean_bytes_per_s);
-    Ok(SweepResult {
-        meta,
-        summary: SweepSummary {
-            peak_write_bytes_per_s: peak_write,
-            peak_write_chunk_count: peak_write_count,
-            peak_read_bytes_per_s: peak_read,
-            peak_read_chunk_count: peak_read_count,
-            largest_write_bytes_per_s: points
-                .last()
-                .map(|point| point.write.mean_bytes_per_s)
-                .unwrap_or(0.0),
-            verified,
-        },
-        points,
-        stopped,
-    })
+    SweepSummary {
+        peak_write_bytes_per_s: peak_write,
+        peak_write_chunk_count: peak_write_count,
+        peak_read_bytes_per_s: peak_read,
+        peak_read_chunk_count: peak_read_count,
+        largest_write_bytes_per_s: points
+            .last()
+            .map(|point| point.write.mean_bytes_per_s)
+            .unwrap_or(0.0),
+        verified,
+    }
 }
 
 fn fail_on_error(result: &WorkloadResult, what: &str) -> Result<(), BenchError> {

@@ -345,8 +345,39 @@ fn render_line(chart: &LineChart, index: usize) -> String {
         &description(&chart.title, "Line chart", &what, &names),
         index,
     );
+    let points = drawable_points(chart);
+    let Some((x_map, y_map)) = line_mappings(chart, &points) else {
+        no_data(&mut out);
+        return out;
+    };
+    levels(&mut out, chart, &x_map, &y_map);
+    bands(&mut out, chart, &x_map);
+    y_axis(&mut out, &y_map, &chart.y);
+    x_axis(&mut out, &x_map, &chart.x);
+    for (series_index, series_points) in points.iter().enumerate() {
+        series_line(&mut out, series_index, series_points, &x_map, &y_map);
+    }
+    references(&mut out, chart, &y_map);
+    markers(&mut out, chart, &x_map);
+    legend(&mut out, &names, Swatch::Line);
+    out.push_str("</svg>");
+    out
+}
+
+/// Closes a chart that has nothing to draw with a note that says so.
+fn no_data(out: &mut String) {
+    let _ = write!(
+        out,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text></svg>",
+        WIDTH / 2.0,
+        HEIGHT / 2.0
+    );
+}
+
+/// Each series' points that its axes' scales can draw.
+fn drawable_points(chart: &LineChart) -> Vec<Vec<(f64, f64)>> {
     let (x_scale, y_scale) = (chart.x.scale, chart.y.scale);
-    let points: Vec<Vec<(f64, f64)>> = chart
+    chart
         .series
         .iter()
         .map(|series| {
@@ -357,10 +388,15 @@ fn render_line(chart: &LineChart, index: usize) -> String {
                 .filter(|(x, y)| drawable(x_scale, *x) && drawable(y_scale, *y))
                 .collect()
         })
-        .collect();
-    let all = points.iter().flatten();
+        .collect()
+}
+
+/// The axes' mappings over the points and the references, with room above the highest and
+/// around a lone x value; `None` when there is no point.
+fn line_mappings(chart: &LineChart, points: &[Vec<(f64, f64)>]) -> Option<(Mapping, Mapping)> {
+    let (x_scale, y_scale) = (chart.x.scale, chart.y.scale);
     let (mut x_min, mut x_max, mut y_min, mut y_max) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for (x, y) in all {
+    for (x, y) in points.iter().flatten() {
         (x_min, x_max, y_min, y_max) = (x_min.min(*x), x_max.max(*x), y_min.min(*y), y_max.max(*y));
     }
     for reference in &chart.references {
@@ -369,13 +405,7 @@ fn render_line(chart: &LineChart, index: usize) -> String {
         }
     }
     if x_min > x_max {
-        let _ = write!(
-            out,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text></svg>",
-            WIDTH / 2.0,
-            HEIGHT / 2.0
-        );
-        return out;
+        return None;
     }
     if y_scale == Scale::Linear {
         y_min = y_min.min(0.0);
@@ -414,9 +444,14 @@ fn render_line(chart: &LineChart, index: usize) -> String {
         from: HEIGHT - BOTTOM,
         to: TOP,
     };
-    levels(&mut out, chart, &x_map, &y_map);
+    Some((x_map, y_map))
+}
+
+/// Each band shaded over its x range and labelled at its top.
+fn bands(out: &mut String, chart: &LineChart, x_map: &Mapping) {
+    let (x_min, x_max) = (x_map.min, x_map.max);
     for band in &chart.bands {
-        if !(drawable(x_scale, band.from_x) && drawable(x_scale, band.to_x)) {
+        if !(drawable(x_map.scale, band.from_x) && drawable(x_map.scale, band.to_x)) {
             continue;
         }
         let (from, to) = (
@@ -436,8 +471,11 @@ fn render_line(chart: &LineChart, index: usize) -> String {
             );
         }
     }
-    y_axis(&mut out, &y_map, &chart.y);
-    for tick in ticks(x_scale, x_min, x_max, 8) {
+}
+
+/// The x grid lines with their ticks, the x label and the plot's frame.
+fn x_axis(out: &mut String, x_map: &Mapping, axis: &super::Axis) {
+    for tick in ticks(x_map.scale, x_map.min, x_map.max, 8) {
         let x = x_map.map(tick);
         let _ = write!(
             out,
@@ -445,7 +483,7 @@ fn render_line(chart: &LineChart, index: usize) -> String {
              <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             HEIGHT - BOTTOM,
             HEIGHT - BOTTOM + 18.0,
-            escape(&format_tick(chart.x.format, tick))
+            escape(&format_tick(axis.format, tick))
         );
     }
     let _ = write!(
@@ -454,55 +492,68 @@ fn render_line(chart: &LineChart, index: usize) -> String {
          <rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#999\"/>",
         (LEFT + WIDTH - RIGHT) / 2.0,
         HEIGHT - 12.0,
-        escape(&chart.x.label),
+        escape(&axis.label),
         WIDTH - RIGHT - LEFT,
         HEIGHT - BOTTOM - TOP
     );
+}
+
+/// One series as a path, downsampled to a point a pixel column; a lone point as a circle,
+/// and the points of a short series marked.
+fn series_line(
+    out: &mut String,
+    series_index: usize,
+    series_points: &[(f64, f64)],
+    x_map: &Mapping,
+    y_map: &Mapping,
+) {
     let columns = (WIDTH - LEFT - RIGHT) as usize;
-    for (series_index, series_points) in points.iter().enumerate() {
-        let color = PALETTE[series_index % PALETTE.len()];
-        let reduced = downsample(series_points, columns);
-        if reduced.len() == 1 {
-            let (x, y) = reduced[0];
-            let _ = write!(
-                out,
-                "<circle class=\"plot\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>",
-                x_map.map(x),
-                y_map.map(y)
-            );
-            continue;
-        }
-        if reduced.is_empty() {
-            continue;
-        }
+    let color = PALETTE[series_index % PALETTE.len()];
+    let reduced = downsample(series_points, columns);
+    if reduced.len() == 1 {
+        let (x, y) = reduced[0];
         let _ = write!(
             out,
-            "<path class=\"plot\" fill=\"none\" stroke-width=\"1.6\" stroke=\"{color}\"{} d=\"",
-            dash_attribute(series_index)
+            "<circle class=\"plot\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>",
+            x_map.map(x),
+            y_map.map(y)
         );
-        for (point_index, (x, y)) in reduced.iter().enumerate() {
+        return;
+    }
+    if reduced.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<path class=\"plot\" fill=\"none\" stroke-width=\"1.6\" stroke=\"{color}\"{} d=\"",
+        dash_attribute(series_index)
+    );
+    for (point_index, (x, y)) in reduced.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{}{:.1} {:.1}",
+            if point_index == 0 { "M" } else { " L" },
+            x_map.map(*x),
+            y_map.map(*y)
+        );
+    }
+    out.push_str("\"/>");
+    if reduced.len() <= 40 {
+        for (x, y) in &reduced {
             let _ = write!(
                 out,
-                "{}{:.1} {:.1}",
-                if point_index == 0 { "M" } else { " L" },
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{color}\"/>",
                 x_map.map(*x),
                 y_map.map(*y)
             );
         }
-        out.push_str("\"/>");
-        if reduced.len() <= 40 {
-            for (x, y) in &reduced {
-                let _ = write!(
-                    out,
-                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{color}\"/>",
-                    x_map.map(*x),
-                    y_map.map(*y)
-                );
-            }
-        }
     }
+}
+
+/// Each reference drawn as a dashed line across the plot, labelled at its right end.
+fn references(out: &mut String, chart: &LineChart, y_map: &Mapping) {
     for reference in &chart.references {
-        if !drawable(y_scale, reference.y) {
+        if !drawable(y_map.scale, reference.y) {
             continue;
         }
         let y = y_map.map(reference.y);
@@ -516,8 +567,12 @@ fn render_line(chart: &LineChart, index: usize) -> String {
             escape(&reference.label)
         );
     }
+}
+
+/// Each marker within the x range drawn as a dashed upright line, labelled near the top.
+fn markers(out: &mut String, chart: &LineChart, x_map: &Mapping) {
     for marker in &chart.markers {
-        if !drawable(x_scale, marker.x) || marker.x < x_min || marker.x > x_max {
+        if !drawable(x_map.scale, marker.x) || marker.x < x_map.min || marker.x > x_map.max {
             continue;
         }
         let x = x_map.map(marker.x);
@@ -531,9 +586,6 @@ fn render_line(chart: &LineChart, index: usize) -> String {
             escape(&marker.label)
         );
     }
-    legend(&mut out, &names, Swatch::Line);
-    out.push_str("</svg>");
-    out
 }
 
 fn render_bars(chart: &BarChart, index: usize) -> String {
@@ -553,12 +605,7 @@ fn render_bars(chart: &BarChart, index: usize) -> String {
         .filter(|value| value.is_finite())
         .fold(0.0, f64::max);
     if chart.categories.is_empty() || y_max <= 0.0 {
-        let _ = write!(
-            out,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text></svg>",
-            WIDTH / 2.0,
-            HEIGHT / 2.0
-        );
+        no_data(&mut out);
         return out;
     }
     let y_map = Mapping {
@@ -809,6 +856,23 @@ mod tests {
         );
     }
 
+    /// Draws `chart` with one more series of the one point `point`.
+    fn with_one_point(mut chart: LineChart, point: (f64, f64), index: usize) -> String {
+        chart.series.push(Series {
+            name: "one".into(),
+            points: vec![point],
+        });
+        render_chart(&Chart::Line(chart), index)
+    }
+
+    /// Asserts that `svg` draws a lone point as a circle whose attributes begin `attributes`.
+    fn assert_one_circle(svg: &str, attributes: &str) {
+        assert!(
+            svg.contains(&format!("<circle class=\"plot\" {attributes}")),
+            "{svg}"
+        );
+    }
+
     #[test]
     fn odd_data_draws_without_panicking() {
         let axis = || Axis::new("v", Scale::Log2, AxisFormat::Bytes);
@@ -828,32 +892,18 @@ mod tests {
         });
         let empty = render_chart(&Chart::Line(chart.clone()), 0);
         assert!(empty.contains("no data") && !empty.contains("class=\"plot\""));
-        chart.series.push(Series {
-            name: "one".into(),
-            points: vec![(4096.0, 1e9)],
-        });
-        let single = render_chart(&Chart::Line(chart), 1);
+        let single = with_one_point(chart, (4096.0, 1e9), 1);
         // One point sits in the middle of the plot, on either kind of axis.
         let middle_x = format!("cx=\"{:.1}\"", (LEFT + WIDTH - RIGHT) / 2.0);
-        assert!(
-            single.contains(&format!("<circle class=\"plot\" {middle_x}")),
-            "{single}"
-        );
-        let mut linear = LineChart::new(
+        assert_one_circle(&single, &middle_x);
+        let linear = LineChart::new(
             "one",
             Axis::new("x", Scale::Linear, AxisFormat::Plain),
             Axis::new("y", Scale::Log10, AxisFormat::Plain),
         );
-        linear.series.push(Series {
-            name: "one".into(),
-            points: vec![(5e9, 100.0)],
-        });
-        let single = render_chart(&Chart::Line(linear), 2);
+        let single = with_one_point(linear, (5e9, 100.0), 2);
         let middle_y = format!("cy=\"{:.1}\"", (TOP + HEIGHT - BOTTOM) / 2.0);
-        assert!(
-            single.contains(&format!("<circle class=\"plot\" {middle_x} {middle_y}")),
-            "{single}"
-        );
+        assert_one_circle(&single, &format!("{middle_x} {middle_y}"));
         let bars = BarChart {
             title: "bars".into(),
             categories: vec!["SEQ1M Q8T1".into(), "RND4K Q1T1".into()],
