@@ -11,7 +11,7 @@
 //! - [`outcome`]: [`Class`], the typed usage error, and the class of an error chain.
 //! - [`sources`]: what a use case reads from, as users name it, opened.
 //! - [`record`]: a recording from a request to a plan, a handle, a run and its class.
-//! - [`archive`]: a set's recordings into object storage, and their space freed after.
+//! - [`archiving`]: a set's recordings into object storage, and their space freed after.
 //! - [`chunks`]: where a reader's chunks come from: a volume set or an archive.
 //! - [`window`]: `--from`/`--to` as offsets or UTC times, resolved against a recording.
 //! - [`replay`]: the replay pipeline into a writer: window, pace, gap fill, PcapNg.
@@ -21,7 +21,7 @@
 //! - [`listing`]: what `ls` and the service show of a set, as JSON and as lines.
 //! - [`losses`]: losses inside a recording of network records, counted by cause.
 
-pub mod archive;
+pub mod archiving;
 pub mod chunks;
 pub mod export;
 pub mod listing;

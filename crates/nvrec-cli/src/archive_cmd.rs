@@ -7,7 +7,7 @@ use crate::args::EngineArg;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use nvrec::unit::{format_bytes, format_utc_ns, parse_rate_bytes_per_s, parse_size_bytes};
-use nvrec_app::archive::ArchiveRequest;
+use nvrec_app::archiving::ArchiveRequest;
 use nvrec_app::{Class, UsageError};
 use nvrec_archive::catalog::{Catalog, CatalogLocation, CatalogRow, Filter};
 use nvrec_archive::free::Freed;
@@ -250,7 +250,7 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Class> {
     let request = archive_request(args)?;
     request.check()?;
     let run = crate::reading::with_progress("archive", json, |control, progress| {
-        nvrec_app::archive::archive(&request, control, progress)
+        nvrec_app::archiving::archive(&request, control, progress)
     })?;
     if json {
         outln!(

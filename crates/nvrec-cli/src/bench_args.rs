@@ -1,11 +1,12 @@
 //! The arguments of `nvrec bench` and the opening of its targets, shared by the benches on
 //! one drive (`bench_cmd`) and on several at once (`bench_together`).
 
-use crate::{size_arg, EngineArg, UsageError};
+use crate::args::{size_arg, EngineArg};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use nvrec::bench::{self, analysis::AnalysisSettings, BenchTarget, TargetSpec};
 use nvrec::device::{Access, Safety};
+use nvrec_app::UsageError;
 use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
@@ -117,7 +118,7 @@ pub struct FillArgs {
     pub(crate) steady_windows: usize,
     /// A transfer slower than this is a stall (default: 10x the median of the windows'
     /// slowest, at least 50 ms), e.g. 100ms.
-    #[arg(long, value_parser = crate::duration_arg)]
+    #[arg(long, value_parser = crate::args::duration_arg)]
     pub(crate) stall_latency: Option<std::time::Duration>,
     #[command(flatten)]
     pub(crate) telemetry: crate::telemetry::TelemetryArgs,

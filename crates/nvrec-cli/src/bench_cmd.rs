@@ -8,7 +8,7 @@ use crate::bench_args::{
 pub use crate::bench_args::{BenchArgs, BenchCommand};
 use crate::bench_output::{emit, start_progress, Outputs};
 use crate::bench_together::{self as together, Shape};
-use crate::{exit, signal, Finished, UsageError};
+use crate::signal;
 use anyhow::Result;
 use nvrec::bench::rated::RatedRates;
 use nvrec::bench::{
@@ -18,6 +18,7 @@ use nvrec::bench::{
 use nvrec::control::Progress;
 use nvrec::report::Report;
 use nvrec::unit::format_bytes;
+use nvrec_app::{Class, UsageError};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -32,7 +33,7 @@ fn several(common: &CommonArgs) -> bool {
     common.targets.len() > 1
 }
 
-pub fn run(args: BenchArgs, json: bool) -> Result<Finished> {
+pub fn run(args: BenchArgs, json: bool) -> Result<Class> {
     match args.command {
         BenchCommand::Sweep(args) => sweep(args, json),
         BenchCommand::Fill(args) => fill(args, json),
@@ -107,7 +108,7 @@ fn rate(bytes_per_s: f64) -> String {
     )
 }
 
-fn sweep(args: SweepArgs, json: bool) -> Result<Finished> {
+fn sweep(args: SweepArgs, json: bool) -> Result<Class> {
     let settings = bench::SweepSettings {
         chunk_size_bytes: args.chunk_size,
         chunk_count_max: args.max_chunks,
@@ -151,11 +152,11 @@ fn sweep(args: SweepArgs, json: bool) -> Result<Finished> {
         |target, progress| bench::sweep(target, &settings, &signal::CONTROL, progress, &mut |_| {}),
     )?;
     emit_alone(&args.common, json, &result, SWEEP_RENDER)?;
-    Ok(Finished(if result.summary.verified {
-        exit::OK
+    Ok(if result.summary.verified {
+        Class::Done
     } else {
-        exit::FAILURE
-    }))
+        Class::Failed
+    })
 }
 
 fn sweep_text(result: &SweepResult) -> String {
@@ -212,7 +213,7 @@ fn sweep_csv(result: &SweepResult) -> String {
     out
 }
 
-fn fill(args: FillArgs, json: bool) -> Result<Finished> {
+fn fill(args: FillArgs, json: bool) -> Result<Class> {
     if let Some(window) = args
         .window
         .filter(|window| window.is_nan() || *window <= 0.0)
@@ -282,11 +283,11 @@ fn fill(args: FillArgs, json: bool) -> Result<Finished> {
     let failed = results
         .iter()
         .any(|run| run.write.error.is_some() || run.summary.verified == Some(false));
-    Ok(Finished(if failed { exit::FAILURE } else { exit::OK }))
+    Ok(if failed { Class::Failed } else { Class::Done })
 }
 
 /// A fill on several drives at once, then on each alone, with every drive's health sampled.
-fn fill_together(args: &FillArgs, settings: bench::FillSettings, json: bool) -> Result<Finished> {
+fn fill_together(args: &FillArgs, settings: bench::FillSettings, json: bool) -> Result<Class> {
     if args.runs > 1 {
         return Err(UsageError(
             "--runs with several targets: fill them together once, or each with --runs".into(),
@@ -607,7 +608,7 @@ fn fill_csv(result: &FillResult) -> String {
     out
 }
 
-fn overwrite(args: OverwriteArgs, json: bool) -> Result<Finished> {
+fn overwrite(args: OverwriteArgs, json: bool) -> Result<Class> {
     if args.window.is_nan() || args.window <= 0.0 {
         return Err(UsageError(format!("--window must be positive, not {}", args.window)).into());
     }
@@ -650,7 +651,7 @@ fn overwrite(args: OverwriteArgs, json: bool) -> Result<Finished> {
         |target, progress| overwrite_watched_by_progress(target, &settings, progress),
     )?;
     emit_alone(&args.common, json, &result, OVERWRITE_RENDER)?;
-    Ok(Finished(exit::OK))
+    Ok(Class::Done)
 }
 
 /// An overwrite that only its progress watches, alone or beside other drives.
@@ -700,7 +701,7 @@ fn overwrite_csv(result: &OverwriteResult) -> String {
     out
 }
 
-fn profile(args: ProfileArgs, json: bool) -> Result<Finished> {
+fn profile(args: ProfileArgs, json: bool) -> Result<Class> {
     let profile = match args.profile {
         ProfileArg::Cdm => Profile::Cdm,
         ProfileArg::Cdm6 => Profile::Cdm6,
@@ -769,7 +770,7 @@ fn profile(args: ProfileArgs, json: bool) -> Result<Finished> {
         },
     )?;
     emit_alone(&args.common, json, &result, PROFILE_RENDER)?;
-    Ok(Finished(exit::OK))
+    Ok(Class::Done)
 }
 
 fn profile_text(result: &ProfileResult) -> String {

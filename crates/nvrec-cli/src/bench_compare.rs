@@ -7,13 +7,13 @@
 //! against the first file's. `--csv` writes that table as rows. Works on `serde_json::Value`
 //! so that results saved by older versions (fields missing) still compare on what they hold.
 
-use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
 use nvrec::report::{
     render_html, Axis, AxisFormat, BarChart, Chart, LineChart, Report, Scale, Section, Series,
     Table,
 };
+use nvrec_app::{Class, UsageError};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -465,7 +465,7 @@ pub fn together_report(value: &Value) -> Report {
     page
 }
 
-pub fn run(args: ReportArgs, json: bool) -> Result<crate::Finished> {
+pub fn run(args: ReportArgs, json: bool) -> Result<Class> {
     let loaded = args.files.iter().map(load).collect::<Result<Vec<_>>>()?;
     let (saved, several) = flatten(loaded);
     if saved.is_empty() {
@@ -500,7 +500,7 @@ pub fn run(args: ReportArgs, json: bool) -> Result<crate::Finished> {
             args.output.display()
         );
     }
-    Ok(crate::Finished(crate::exit::OK))
+    Ok(Class::Done)
 }
 
 /// A bench on several drives at once: the figures as bars (each drive together, the

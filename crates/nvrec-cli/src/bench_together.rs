@@ -6,7 +6,7 @@
 
 use crate::bench_args::{open_spec, parse_target, CommonArgs};
 use crate::bench_output::{rated_text, write_outputs};
-use crate::{exit, progress, signal, Finished, UsageError};
+use crate::{progress, signal};
 use anyhow::Result;
 use nvrec::bench::{
     self, run_together, BenchError, BenchTarget, Combined, Lockstep, TogetherFigures,
@@ -14,6 +14,7 @@ use nvrec::bench::{
 };
 use nvrec::control::{ControlState, Progress};
 use nvrec::unit::format_bytes;
+use nvrec_app::{Class, UsageError};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -98,7 +99,7 @@ pub(crate) fn emit<R>(
     mut value: serde_json::Value,
     extra_text: String,
     failed: impl Fn(&R) -> bool,
-) -> Result<Finished>
+) -> Result<Class>
 where
     R: bench::rated::RatedRates,
 {
@@ -118,7 +119,11 @@ where
         .drives
         .iter()
         .any(|drive| failed(&drive.together) || drive.alone.as_ref().is_some_and(&failed));
-    Ok(Finished(if any_failed { exit::FAILURE } else { exit::OK }))
+    Ok(if any_failed {
+        Class::Failed
+    } else {
+        Class::Done
+    })
 }
 
 fn mb(bytes_per_s: f64) -> String {

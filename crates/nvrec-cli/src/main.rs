@@ -39,32 +39,11 @@ use clap::{Parser, Subcommand};
 use nvrec_app::{error_text, Class};
 use std::process::ExitCode;
 
-// Shared with the commands until each names its own module (args, nvrec_app).
-pub use args::{duration_arg, size_arg, EngineArg, IoArgs};
-pub use nvrec_app::UsageError;
-
-/// Exit statuses, documented in `--help` and docs/GUIDE.md ("Exit statuses").
-pub mod exit {
-    /// Done: complete, stopped on request, or the source ended.
-    pub const OK: u8 = 0;
-    /// An I/O error, a pattern mismatch, a failed self-test.
-    pub const FAILURE: u8 = 1;
-    /// Bad arguments: usage, address range, chunk size.
-    pub const USAGE: u8 = 2;
-    /// Refused for safety: the device is mounted or in use (never overridden), or holds
-    /// data (a signature: --force; an nvrec set: --append or --overwrite).
-    pub const REFUSED: u8 = 3;
-    /// Aborted by SIGTERM or a second SIGINT (data up to the reported address is intact).
-    pub const ABORTED: u8 = 4;
-    /// A linear recording filled its targets and stopped cleanly (the data is intact).
-    pub const TARGET_FULL: u8 = 5;
-    /// A recording ended as asked but a member failed on the way and was retired: every
-    /// byte is recorded on the others (`ls` says which member, when and why).
-    pub const DEGRADED: u8 = 6;
-    /// Stdout was closed (`nvrec ls SET | head -1`): the run was aborted and nothing more
-    /// printed; 128 + SIGPIPE, what a shell shows for a program that SIGPIPE ended.
-    pub const STDOUT_CLOSED: u8 = 128 + libc::SIGPIPE as u8;
-}
+/// The exit status of a command whose stdout was closed (`nvrec ls SET | head -1`): the run
+/// is aborted and nothing more printed; 128 + SIGPIPE, what a shell shows for a program that
+/// SIGPIPE ended. Every other status comes from the outcome's class (`Class::exit_status`,
+/// documented in `--help` and docs/GUIDE.md, "Exit statuses").
+const STDOUT_CLOSED: u8 = 128 + libc::SIGPIPE as u8;
 
 const AFTER_HELP: &str = "\
 SIZES: bytes, or with K, M, G, T, P (x1024; also KiB, MiB ...), KB, MB, GB, TB, PB (x1000),
@@ -135,15 +114,6 @@ enum Command {
     Status(serve::client::StatusArgs),
 }
 
-/// The outcome of a command: an exit status, decided from what happened.
-pub struct Finished(pub u8);
-
-impl From<Class> for Finished {
-    fn from(class: Class) -> Finished {
-        Finished(class.exit_status())
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     signal::install();
@@ -155,10 +125,10 @@ fn main() -> ExitCode {
         None => result,
     };
     match result {
-        Ok(Finished(code)) => ExitCode::from(code),
+        Ok(class) => ExitCode::from(class.exit_status()),
         Err(error) => {
             let code = exit_status(&error);
-            if code == exit::STDOUT_CLOSED {
+            if code == STDOUT_CLOSED {
                 // Quiet, as a program that SIGPIPE ended: the reader is gone.
             } else if json {
                 let value = serde_json::json!({ "error": error_text(&error), "exit_code": code });
@@ -180,30 +150,30 @@ fn exit_status(error: &anyhow::Error) -> u8 {
             .is_some_and(|error| error.kind() == std::io::ErrorKind::BrokenPipe)
     });
     if broken_pipe {
-        return exit::STDOUT_CLOSED;
+        return STDOUT_CLOSED;
     }
     Class::of_error(error).exit_status()
 }
 
-fn run(cli: Cli) -> Result<Finished> {
+fn run(cli: Cli) -> Result<Class> {
     let json = cli.json;
     match cli.command {
-        Command::Write(args) => stream_cmd::write(args, json).map(Finished::from),
-        Command::Read(args) => stream_cmd::read(args, json).map(Finished::from),
+        Command::Write(args) => stream_cmd::write(args, json),
+        Command::Read(args) => stream_cmd::read(args, json),
         Command::Selftest(args) => selftest_cmd::run(args, json),
         Command::Bench(args) => bench_cmd::run(args, json),
         Command::Plan(args) => plan_cmd::run(args, json),
         Command::Devices(args) => nvme_cmd::devices(args, json),
         Command::Health(args) => nvme_cmd::health(args, json),
-        Command::Record(args) => record_cmd::record(args, json).map(Finished::from),
-        Command::Ls(args) => ls_cmd::ls(args, json).map(Finished::from),
-        Command::Replay(args) => replay_cmd::replay(args, json).map(Finished::from),
-        Command::Export(args) => export_cmd::export(args, json).map(Finished::from),
-        Command::Verify(args) => verify_cmd::verify(args, json).map(Finished::from),
-        Command::Repair(args) => repair_cmd::repair(args, json).map(Finished::from),
-        Command::Serve(args) => serve::run(args).map(Finished::from),
-        Command::Status(args) => serve::client::status(args, json).map(Finished::from),
-        Command::Archive(args) => archive_cmd::archive(args, json).map(Finished::from),
-        Command::Catalog(args) => archive_cmd::catalog(args, json).map(Finished::from),
+        Command::Record(args) => record_cmd::record(args, json),
+        Command::Ls(args) => ls_cmd::ls(args, json),
+        Command::Replay(args) => replay_cmd::replay(args, json),
+        Command::Export(args) => export_cmd::export(args, json),
+        Command::Verify(args) => verify_cmd::verify(args, json),
+        Command::Repair(args) => repair_cmd::repair(args, json),
+        Command::Serve(args) => serve::run(args),
+        Command::Status(args) => serve::client::status(args, json),
+        Command::Archive(args) => archive_cmd::archive(args, json),
+        Command::Catalog(args) => archive_cmd::catalog(args, json),
     }
 }

@@ -1,12 +1,12 @@
 //! `nvrec devices` and `nvrec health`: what is attached, and how an NVMe drive is doing.
 
-use crate::{exit, Finished, UsageError};
 use anyhow::Result;
 use clap::Args;
 use nvrec::nvme::discover::{inventory, Controller, Inventory, Namespace, Probes};
 use nvrec::nvme::page::kelvin_to_celsius;
 use nvrec::nvme::{self, HealthReport, NvmeError};
 use nvrec::unit::format_bytes;
+use nvrec_app::{Class, UsageError};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -36,7 +36,7 @@ pub struct HealthArgs {
     device: PathBuf,
 }
 
-pub fn devices(args: DevicesArgs, json: bool) -> Result<Finished> {
+pub fn devices(args: DevicesArgs, json: bool) -> Result<Class> {
     let probes = Probes {
         identify: !args.quick,
         usage: !args.quick,
@@ -52,7 +52,7 @@ pub fn devices(args: DevicesArgs, json: bool) -> Result<Finished> {
         out!("{}", devices_text(&found));
         out!("{}", pcie_text(&groups));
     }
-    Ok(Finished(exit::OK))
+    Ok(Class::Done)
 }
 
 /// Each uplink, its limit, and the drives behind it with every link up to the root port.
@@ -296,7 +296,7 @@ fn block_line(out: &mut String, facts: &BlockFacts<'_>, extra: &str) {
     );
 }
 
-pub fn health(args: HealthArgs, json: bool) -> Result<Finished> {
+pub fn health(args: HealthArgs, json: bool) -> Result<Class> {
     let metadata = std::fs::metadata(&args.device)
         .map_err(|error| UsageError(format!("{}: {error}", args.device.display())))?;
     use std::os::unix::fs::FileTypeExt;
@@ -324,11 +324,11 @@ pub fn health(args: HealthArgs, json: bool) -> Result<Finished> {
             } else {
                 out!("{}", health_text(&report));
             }
-            Ok(Finished(if report.smart.critical_warning != 0 {
-                exit::FAILURE
+            Ok(if report.smart.critical_warning != 0 {
+                Class::Failed
             } else {
-                exit::OK
-            }))
+                Class::Done
+            })
         }
         Err(NvmeError::NotNvme { path, .. }) => {
             let facts = other_device_facts(&args.device);
@@ -352,7 +352,7 @@ pub fn health(args: HealthArgs, json: bool) -> Result<Finished> {
                 outln!("{message}");
                 out!("{}", facts.text());
             }
-            Ok(Finished(exit::FAILURE))
+            Ok(Class::Failed)
         }
         Err(error) => Err(error.into()),
     }

@@ -5,12 +5,12 @@
 //! and binary units and the formula that produced it, or the `Plan` as JSON. Every input the
 //! arithmetic cannot use is a usage error (exit status 2). It does no arithmetic of its own.
 
-use crate::{exit, Finished, UsageError};
 use anyhow::Result;
 use clap::Args;
 use nvrec::device::pcie;
 use nvrec::plan::{self, Endurance, OverProvisioningAdvice, Plan, PlanInput};
 use nvrec::unit::{format_bytes, parse_duration, parse_rate_bytes_per_s, parse_size_bytes};
+use nvrec_app::{Class, UsageError};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -285,7 +285,7 @@ fn drive_rate_from_bench(path: &PathBuf) -> Result<(f64, Option<TakenPlateau>)> 
         })
 }
 
-pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
+pub fn run(args: PlanArgs, json: bool) -> Result<Class> {
     let mut taken = None;
     let (drive_rate, drive_rate_source) = match (&args.drive_rate, &args.from_bench) {
         (Some(text), _) => (rate(text, "--drive-rate")?, "--drive-rate".to_string()),
@@ -359,7 +359,7 @@ pub fn run(args: PlanArgs, json: bool) -> Result<Finished> {
             out!("{}", uplink_caps_text(caps));
         }
     }
-    Ok(Finished(exit::OK))
+    Ok(Class::Done)
 }
 
 /// `12.50 GB/s (100.0 Gbit/s, 11921 MiB/s)`; negative rates get a sign.

@@ -1,7 +1,8 @@
 //! `nvrec selftest`: the suite on a scratch file (default) or on a given target, printed as
 //! a console log in the style of the NVMe Streamer's.
 
-use crate::{exit, signal, Finished, IoArgs, UsageError};
+use crate::args::IoArgs;
+use crate::signal;
 use anyhow::{Context, Result};
 use clap::Args;
 use nvrec::device::{self, Access, OpenOptions, Safety, Target};
@@ -9,6 +10,7 @@ use nvrec::nvme::monitor::Telemetry;
 use nvrec::selftest::{self, Reporter, SelftestReport, SweepRow, Verdict, VerdictKind};
 use nvrec::stream::{FlushMode, StreamConfig};
 use nvrec::unit::{format_bytes, parse_size_bytes};
+use nvrec_app::{Class, UsageError};
 use std::path::{Path, PathBuf};
 
 /// Scratch file made in the current directory when no target is given.
@@ -45,7 +47,7 @@ fn size_arg(text: &str) -> Result<u64, String> {
 /// Default scratch size: big enough for the sweep to reach 4096 chunks of 128 KiB.
 const SCRATCH_BYTES_DEFAULT: u64 = 1 << 30;
 
-pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
+pub fn run(args: SelftestArgs, json: bool) -> Result<Class> {
     let config = args.io.config(FlushMode::AfterWrite);
     config.validate(1)?;
     if args.size == Some(0) {
@@ -82,11 +84,11 @@ pub fn run(args: SelftestArgs, json: bool) -> Result<Finished> {
     } else {
         print_summary(&report, telemetry.as_ref());
     }
-    Ok(Finished(if report.passed() {
-        exit::OK
+    Ok(if report.passed() {
+        Class::Done
     } else {
-        exit::FAILURE
-    }))
+        Class::Failed
+    })
 }
 
 /// Opens the target for writing, made with the size asked when it does not exist yet, and

@@ -58,13 +58,8 @@ macro_rules! shared_engine_methods {
             super::sync_files(&self.files)
         }
 
-        fn discard(
-            &mut self,
-            file_index: u16,
-            offset_bytes: u64,
-            len_bytes: u64,
-        ) -> Result<(), IoError> {
-            super::discard_file(&self.files[file_index as usize], offset_bytes, len_bytes)
+        fn discard(&mut self, file: u16, offset_bytes: u64, len_bytes: u64) -> Result<(), IoError> {
+            super::discard_file(&self.files[file as usize], offset_bytes, len_bytes)
         }
     };
     (stats) => {
@@ -328,13 +323,18 @@ pub trait Engine {
     /// in flight. Breaking this is a data race with the device: torn or stale data on the
     /// target or in the slot, silently.
     unsafe fn push(&mut self, request: IoRequest);
-    /// Submits what was pushed, then appends completions to `completions` (cleared first),
+    /// Submits what was pushed, then puts completions in `completions` (cleared first),
     /// waiting for at least `wait_min` unless a signal interrupts the wait.
     fn submit_and_reap(
         &mut self,
         wait_min: u32,
         completions: &mut Vec<IoCompletion>,
-    ) -> Result<(), EngineError>;
+    ) -> Result<(), EngineError> {
+        completions.clear();
+        self.reap(wait_min, completions)
+    }
+    /// [`Engine::submit_and_reap`] as each engine does it: `out` is empty on entry.
+    fn reap(&mut self, wait_min: u32, out: &mut Vec<IoCompletion>) -> Result<(), EngineError>;
     /// Makes written data durable on every file (fdatasync). Call with nothing in flight.
     fn sync_data(&mut self) -> Result<(), IoError>;
     fn stats(&self) -> EngineStats;

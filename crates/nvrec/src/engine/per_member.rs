@@ -324,21 +324,16 @@ impl Engine for PerMemberEngine {
         self.in_flight += 1;
     }
 
-    fn submit_and_reap(
-        &mut self,
-        wait_min: u32,
-        completions: &mut Vec<IoCompletion>,
-    ) -> Result<(), EngineError> {
-        completions.clear();
+    fn reap(&mut self, wait_min: u32, out: &mut Vec<IoCompletion>) -> Result<(), EngineError> {
         self.send_batches()?;
         loop {
             match self.done.try_recv() {
-                Ok(report) => self.take(report, completions)?,
+                Ok(report) => self.take(report, out)?,
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => return Err(EngineError::WorkerLost),
             }
         }
-        while (completions.len() as u32) < wait_min && self.in_flight > 0 {
+        while (out.len() as u32) < wait_min && self.in_flight > 0 {
             let report = match self.wait_limit {
                 Some(limit) => match self.done.recv_timeout(limit) {
                     Ok(report) => report,
@@ -347,7 +342,7 @@ impl Engine for PerMemberEngine {
                 },
                 None => self.done.recv().map_err(|_| EngineError::WorkerLost)?,
             };
-            self.take(report, completions)?;
+            self.take(report, out)?;
         }
         Ok(())
     }

@@ -648,12 +648,7 @@ impl Engine for SimEngine {
     shared_engine_methods!(batched);
     shared_engine_methods!(stats);
 
-    fn submit_and_reap(
-        &mut self,
-        wait_min: u32,
-        completions: &mut Vec<IoCompletion>,
-    ) -> Result<(), EngineError> {
-        completions.clear();
+    fn reap(&mut self, wait_min: u32, out: &mut Vec<IoCompletion>) -> Result<(), EngineError> {
         self.stats.syscall_count += 1;
         let pushed = std::mem::take(&mut self.pushed);
         for request in &pushed {
@@ -678,7 +673,7 @@ impl Engine for SimEngine {
                 break;
             }
             let (_, completion) = self.pending.pop_front().expect("front exists");
-            completions.push(completion);
+            out.push(completion);
         }
         Ok(())
     }

@@ -941,12 +941,7 @@ impl Engine for SimDisksEngine {
     shared_engine_methods!(batched);
     shared_engine_methods!(stats);
 
-    fn submit_and_reap(
-        &mut self,
-        wait_min: u32,
-        completions: &mut Vec<IoCompletion>,
-    ) -> Result<(), EngineError> {
-        completions.clear();
+    fn reap(&mut self, wait_min: u32, out: &mut Vec<IoCompletion>) -> Result<(), EngineError> {
         self.stats.syscall_count += 1;
         let clock = self.set.clock();
         let started = clock.now();
@@ -960,8 +955,8 @@ impl Engine for SimDisksEngine {
         let deadline = self.wait_limit.map(|limit| started + limit);
         loop {
             let now = clock.now();
-            self.collect(now, completions);
-            if completions.len() >= wait_min as usize || self.pending.is_empty() {
+            self.collect(now, out);
+            if out.len() >= wait_min as usize || self.pending.is_empty() {
                 return Ok(());
             }
             // Nothing more is due yet: time moves on to the earliest completion, or to the
@@ -990,14 +985,9 @@ impl Engine for SimDisksEngine {
         self.wait_limit = Some(limit);
     }
 
-    fn discard(
-        &mut self,
-        file_index: u16,
-        offset_bytes: u64,
-        len_bytes: u64,
-    ) -> Result<(), IoError> {
-        self.set
-            .discard(self.disks[file_index as usize], offset_bytes, len_bytes)
+    fn discard(&mut self, file: u16, offset_bytes: u64, len_bytes: u64) -> Result<(), IoError> {
+        let disk = self.disks[file as usize];
+        self.set.discard(disk, offset_bytes, len_bytes)
     }
 }
 

@@ -182,22 +182,17 @@ impl Engine for ThreadsEngine {
         }
     }
 
-    fn submit_and_reap(
-        &mut self,
-        wait_min: u32,
-        completions: &mut Vec<IoCompletion>,
-    ) -> Result<(), EngineError> {
-        completions.clear();
-        while (completions.len() as u32) < wait_min && self.in_flight > 0 {
+    fn reap(&mut self, wait_min: u32, out: &mut Vec<IoCompletion>) -> Result<(), EngineError> {
+        while (out.len() as u32) < wait_min && self.in_flight > 0 {
             self.stats.syscall_count += 1;
             match self.done.recv_timeout(WAIT_SLICE) {
-                Ok(done) => self.account(done, completions),
+                Ok(done) => self.account(done, out),
                 Err(RecvTimeoutError::Timeout) => return Ok(()),
                 Err(RecvTimeoutError::Disconnected) => return Err(EngineError::WorkerLost),
             }
         }
         while let Ok(done) = self.done.try_recv() {
-            self.account(done, completions);
+            self.account(done, out);
         }
         Ok(())
     }

@@ -246,15 +246,10 @@ impl Engine for UringEngine {
         self.in_flight += 1;
     }
 
-    fn submit_and_reap(
-        &mut self,
-        wait_min: u32,
-        completions: &mut Vec<IoCompletion>,
-    ) -> Result<(), EngineError> {
-        completions.clear();
+    fn reap(&mut self, wait_min: u32, out: &mut Vec<IoCompletion>) -> Result<(), EngineError> {
         loop {
             self.fill_submission_queue();
-            let must_wait = (completions.len() as u32) < wait_min && self.in_flight > 0;
+            let must_wait = (out.len() as u32) < wait_min && self.in_flight > 0;
             if must_wait {
                 self.arm_wake();
             }
@@ -294,9 +289,9 @@ impl Engine for UringEngine {
                     woken = true;
                     continue;
                 }
-                self.handle_cqe(tag as u32, result, completions);
+                self.handle_cqe(tag as u32, result, out);
             }
-            if completions.len() as u32 >= wait_min || self.in_flight == 0 || woken {
+            if out.len() as u32 >= wait_min || self.in_flight == 0 || woken {
                 if !self.pending.is_empty() {
                     // Resubmissions of short transfers go out now, without waiting.
                     self.fill_submission_queue();
