@@ -388,6 +388,8 @@ struct StreamSink<'a> {
     zeros: Vec<u8>,
     streams: &'a [u16],
     stream_len_bytes: u64,
+    /// The recording's start: chunks go by their time on its timeline.
+    start_ns: u64,
     control: &'a Control,
     pacer: Pacer,
     speed: Option<f64>,
@@ -419,6 +421,7 @@ impl<'a> StreamSink<'a> {
             },
             streams: &request.streams,
             stream_len_bytes: entry.stream_len_bytes,
+            start_ns: entry.start_ns,
             control,
             pacer: Pacer::new(request.speed),
             speed: request.speed,
@@ -563,13 +566,14 @@ impl PassSink for StreamSink<'_> {
         let (from_ns, to_ns) = self.window;
         match item {
             Item::Chunk { header, payload } => {
-                if from_ns.is_some_and(|from| header.timestamp_ns < from) {
+                let time_ns = header.time_ns(self.start_ns);
+                if from_ns.is_some_and(|from| time_ns < from) {
                     return true;
                 }
-                if to_ns.is_some_and(|to| header.timestamp_ns > to) {
+                if to_ns.is_some_and(|to| time_ns > to) {
                     return false;
                 }
-                self.pacer.wait(header.timestamp_ns, self.control) && self.chunk(header, payload)
+                self.pacer.wait(time_ns, self.control) && self.chunk(header, payload)
             }
             hole => {
                 self.problems.extend(hole_problem(&hole));

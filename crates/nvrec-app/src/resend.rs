@@ -129,6 +129,7 @@ pub fn resend(
         problems: Vec::new(),
         window: (from_ns, to_ns),
         speed: request.speed,
+        start_ns: entry.start_ns,
     };
     let (summary, passes) = read_passes(
         source, &entry, request, from_ns, control, progress, &mut sink,
@@ -175,6 +176,8 @@ struct ResendSink<'a> {
     /// The window, in nanoseconds since the epoch.
     window: (Option<u64>, Option<u64>),
     speed: Option<f64>,
+    /// The recording's start: chunks go by their time on its timeline.
+    start_ns: u64,
 }
 
 impl PassSink for ResendSink<'_> {
@@ -187,7 +190,7 @@ impl PassSink for ResendSink<'_> {
         let (from_ns, to_ns) = self.window;
         match item {
             Item::Chunk { header, payload } => {
-                if to_ns.is_some_and(|to| header.timestamp_ns >= to) {
+                if to_ns.is_some_and(|to| header.time_ns(self.start_ns) >= to) {
                     return false;
                 }
                 let records = self.reassembly.payload(header.stream_offset_bytes, payload);

@@ -108,7 +108,22 @@ pub struct RecordingCheck {
     pub unaccounted: Unaccounted,
     /// Anything lost, by any cause (gaps, loss records).
     pub lossy: bool,
+    /// Where the wall clock was stepped while recording (format 1.5 chunks tell): reported,
+    /// never a fault, and no window or pacing goes by it.
+    pub clock_steps: Vec<ClockStep>,
 }
+
+/// A step of the wall clock between two chunks of a recording: `step_ns` (forward when
+/// positive) before the chunk of `sequence`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ClockStep {
+    pub sequence: u64,
+    pub step_ns: i64,
+}
+
+/// A change of the wall clock against the monotonic one between consecutive chunks larger
+/// than this is a step (NTP slews by at most 0.5 ms a second; a step is set at once).
+const CLOCK_STEP_NS_MIN: i64 = 100_000_000;
 
 impl RecordingCheck {
     pub fn good(&self) -> bool {
@@ -141,6 +156,7 @@ impl RecordingCheck {
             "degraded": !entry.retirements.is_empty(),
             "redirected_chunk_count": summary.redirected_chunk_count,
             "retirements": entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
+            "clock_steps": self.clock_steps,
         });
         add_unaccounted(&mut value, &self.unaccounted);
         value
@@ -157,7 +173,7 @@ pub fn check_recording(
     progress: &Progress,
 ) -> Result<RecordingCheck> {
     let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, entry.start_ns)?;
-    let mut checker = ChunkChecker::new(request.seed);
+    let mut checker = ChunkChecker::new(request.seed, entry.start_ns);
     let summary = source.read_from(
         entry,
         request.engine,
@@ -166,10 +182,11 @@ pub fn check_recording(
         progress,
         &mut |item| {
             if let Item::Chunk { header, .. } = &item {
-                if from_ns.is_some_and(|from| header.timestamp_ns < from) {
+                let time_ns = header.time_ns(entry.start_ns);
+                if from_ns.is_some_and(|from| time_ns < from) {
                     return true;
                 }
-                if to_ns.is_some_and(|to| header.timestamp_ns > to) {
+                if to_ns.is_some_and(|to| time_ns > to) {
                     return false;
                 }
             }
@@ -183,6 +200,8 @@ pub fn check_recording(
         pattern,
         mut records,
         mut reassembly,
+        clock_steps,
+        ..
     } = checker;
     if let Some(loss) = reassembly.finish() {
         records.loss(&loss);
@@ -209,6 +228,7 @@ pub fn check_recording(
         records,
         unaccounted,
         lossy,
+        clock_steps,
     })
 }
 
@@ -250,16 +270,40 @@ struct ChunkChecker {
     pattern: Option<Pattern>,
     records: RecordCounts,
     reassembly: Reassembly,
+    /// The recording's start, and the wall clock's offset at the chunk before.
+    start_ns: u64,
+    wall_offset_ns: Option<i64>,
+    clock_steps: Vec<ClockStep>,
 }
 
 impl ChunkChecker {
-    fn new(seed: Option<u64>) -> ChunkChecker {
+    fn new(seed: Option<u64>, start_ns: u64) -> ChunkChecker {
         ChunkChecker {
             first_bad: None,
             pattern_errors: 0,
             pattern: seed.map(Pattern::new),
             records: RecordCounts::default(),
             reassembly: Reassembly::new(),
+            start_ns,
+            wall_offset_ns: None,
+            clock_steps: Vec::new(),
+        }
+    }
+
+    /// Notes a step of the wall clock since the chunk before, where both clocks are there.
+    fn clocks(&mut self, header: &ChunkHeader) {
+        if !header.flags.contains(ChunkFlags::ELAPSED) {
+            return;
+        }
+        let offset_ns = header.wall_offset_ns(self.start_ns);
+        if let Some(before_ns) = self.wall_offset_ns.replace(offset_ns) {
+            let step_ns = offset_ns.wrapping_sub(before_ns);
+            if step_ns.unsigned_abs() > CLOCK_STEP_NS_MIN as u64 {
+                self.clock_steps.push(ClockStep {
+                    sequence: header.sequence,
+                    step_ns,
+                });
+            }
         }
     }
 
@@ -288,6 +332,7 @@ impl ChunkChecker {
     }
 
     fn chunk(&mut self, header: &ChunkHeader, payload: &[u8]) {
+        self.clocks(header);
         let at = |why: String| {
             format!(
                 "sequence {} on member {} slot {}: {why}",
@@ -395,4 +440,60 @@ pub fn check_stored(
         first_bad,
         all_good,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvrec::layout::Uuid;
+
+    /// A chunk made `elapsed_ns` after a recording's start at 1000 s, the wall clock then
+    /// `stepped_ns` away from it.
+    fn chunk(sequence: u64, elapsed_ns: u64, stepped_ns: i64) -> ChunkHeader {
+        let start_ns = 1_000_000_000_000;
+        ChunkHeader {
+            set_uuid: Uuid::from_random_bytes([1; 16]),
+            recording_id: 1,
+            member_index: 0,
+            stream_id: 0,
+            sequence,
+            slot_index: sequence,
+            timestamp_ns: (start_ns + elapsed_ns).wrapping_add_signed(stepped_ns),
+            elapsed_ns,
+            stream_offset_bytes: 0,
+            gap_bytes: 0,
+            payload_len_bytes: 0,
+            flags: ChunkFlags::ELAPSED,
+        }
+    }
+
+    #[test]
+    fn steps_of_the_wall_clock_are_found_and_slewing_is_not() {
+        let mut checker = ChunkChecker::new(None, 1_000_000_000_000);
+        let ms = 1_000_000;
+        // Slewed by a millisecond, then set an hour forward, then 30 s back.
+        for (sequence, elapsed_ns, stepped_ns) in [
+            (1, 0, 0),
+            (2, 10 * ms, ms as i64),
+            (3, 20 * ms, 3_600_000 * ms as i64),
+            (4, 30 * ms, 3_570_000 * ms as i64),
+        ] {
+            checker.clocks(&chunk(sequence, elapsed_ns, stepped_ns));
+        }
+        let found: Vec<(u64, i64)> = checker
+            .clock_steps
+            .iter()
+            .map(|step| (step.sequence, step.step_ns / ms as i64))
+            .collect();
+        assert_eq!(found, [(3, 3_599_999), (4, -30_000)]);
+        // Chunks of before format 1.5 have one clock: nothing to compare.
+        let mut old = ChunkChecker::new(None, 0);
+        let mut header = chunk(1, 0, 0);
+        header.flags = ChunkFlags::empty();
+        header.elapsed_ns = 0;
+        old.clocks(&header);
+        header.timestamp_ns += 3_600_000 * ms;
+        old.clocks(&header);
+        assert!(old.clock_steps.is_empty());
+    }
 }

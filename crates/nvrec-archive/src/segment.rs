@@ -261,6 +261,7 @@ pub(crate) mod tests {
             sequence,
             slot_index: sequence / 2,
             timestamp_ns: 1_000_000 + sequence,
+            elapsed_ns: 0,
             stream_offset_bytes: sequence * 1000,
             gap_bytes: 0,
             payload_len_bytes: len as u32,

@@ -137,6 +137,13 @@ fn print_check(source: &ChunkSource, check: &RecordingCheck, strict: bool) {
     for retirement in &entry.retirements {
         outln!("  DEGRADED: {}", retirement_line(source, retirement));
     }
+    for step in &check.clock_steps {
+        outln!(
+            "  CLOCK STEP: the wall clock was set {:+.3} s before sequence {} (windows and pacing go by the monotonic clock; chunk times after it show the new setting)",
+            step.step_ns as f64 / 1e9,
+            step.sequence
+        );
+    }
     if !check.unaccounted.is_clear() {
         outln!("  UNACCOUNTED: {}", unaccounted_text(&check.unaccounted));
     }

@@ -649,6 +649,12 @@ fn append_time_selection_and_recording_choice() {
         value["recordings"][0]["chunk_count"].as_u64().unwrap()
     };
     let all_chunks = verified(&[]);
+    let report = run(nvrec().args(["--json", "verify"]).args(&paced));
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(
+        report["recordings"][0]["clock_steps"],
+        serde_json::json!([])
+    );
     let window_chunks = verified(&["--from", "200ms", "--to", "400ms"]);
     assert!(
         window_chunks > 0 && window_chunks * 3 < all_chunks,

@@ -59,6 +59,7 @@ fn framing(c: &mut Criterion) {
         sequence: 42,
         slot_index: 42,
         timestamp_ns: 1,
+        elapsed_ns: 0,
         stream_offset_bytes: 0,
         gap_bytes: 0,
         payload_len_bytes,

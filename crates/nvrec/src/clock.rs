@@ -8,7 +8,7 @@
 //! simulated disks takes no real time for its stalls and timeouts, and the same seed gives
 //! the same sequence of events every time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -28,6 +28,8 @@ pub struct VirtualTime {
     origin: Instant,
     origin_wall_ns: u64,
     elapsed_ns: AtomicU64,
+    /// How far the wall clock has been set away from the monotonic one ([`Clock::step_wall`]).
+    wall_step_ns: AtomicI64,
 }
 
 /// The wall time a virtual clock starts at (2026-01-01T00:00:00Z): a fixed instant, so
@@ -41,6 +43,7 @@ impl Clock {
             origin: Instant::now(),
             origin_wall_ns: VIRTUAL_EPOCH_NS,
             elapsed_ns: AtomicU64::new(0),
+            wall_step_ns: AtomicI64::new(0),
         }))
     }
 
@@ -68,7 +71,17 @@ impl Clock {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0),
-            Clock::Virtual(time) => time.origin_wall_ns + time.elapsed(),
+            Clock::Virtual(time) => (time.origin_wall_ns + time.elapsed())
+                .wrapping_add_signed(time.wall_step_ns.load(Ordering::SeqCst)),
+        }
+    }
+
+    /// Sets the wall clock `by_ns` forward (back when negative), as an NTP step or an
+    /// operator does, while the monotonic clock goes on unmoved: a virtual clock's test of
+    /// what a recording makes of it. The real clocks are the system's and are never set.
+    pub fn step_wall(&self, by_ns: i64) {
+        if let Clock::Virtual(time) = self {
+            time.wall_step_ns.fetch_add(by_ns, Ordering::SeqCst);
         }
     }
 

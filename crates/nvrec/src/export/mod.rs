@@ -185,6 +185,9 @@ pub struct Export {
     /// The output as messages name it (`-` for stdout).
     output_path: PathBuf,
     window: Window,
+    /// The recording's start: chunks are placed in the window by their time on its
+    /// timeline ([`ChunkHeader::time_ns`]).
+    start_ns: u64,
     /// Packets that span payloads, put back together.
     reassembly: Reassembly,
     /// What could not be exported as it is, each a sentence.
@@ -243,6 +246,7 @@ impl Export {
             writer,
             output_path,
             window: options.window,
+            start_ns: entry.start_ns,
             reassembly: Reassembly::new(),
             problems: Vec::new(),
             failure: None,
@@ -265,7 +269,7 @@ impl Export {
         let past_window = self
             .window
             .to_ns
-            .is_some_and(|to| header.timestamp_ns >= to);
+            .is_some_and(|to| header.time_ns(self.start_ns) >= to);
         if past_window && !self.reassembly.is_spanning() {
             return false;
         }
@@ -283,7 +287,7 @@ impl Export {
     fn chunk(&mut self, header: &ChunkHeader, payload: &[u8]) -> Result<(), ExportError> {
         let records = header.flags.contains(ChunkFlags::RECORDS);
         let window = self.window;
-        let in_window = window.contains(header.timestamp_ns);
+        let in_window = window.contains(header.time_ns(self.start_ns));
         match &mut self.writer {
             Writer::Pcapng(_) | Writer::Mcap(_) if records => {
                 let walk = self.reassembly.payload(header.stream_offset_bytes, payload);

@@ -404,6 +404,7 @@ mod tests {
             sequence: offset,
             slot_index: 0,
             timestamp_ns,
+            elapsed_ns: 0,
             stream_offset_bytes: offset,
             gap_bytes: gap,
             payload_len_bytes: 16,

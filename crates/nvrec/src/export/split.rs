@@ -85,13 +85,14 @@ impl SplitExport {
     pub fn item(&mut self, item: Item<'_>) -> bool {
         if let Item::Chunk { header, payload } = &item {
             let len_bytes = payload.len() as u64;
-            if self.due(header.timestamp_ns, len_bytes) {
+            let time_ns = header.time_ns(self.entry.start_ns);
+            if self.due(time_ns, len_bytes) {
                 if let Err(error) = self.next_part() {
                     self.failure = Some(error);
                     return false;
                 }
             }
-            self.part_start_ns.get_or_insert(header.timestamp_ns);
+            self.part_start_ns.get_or_insert(time_ns);
             self.part_bytes += len_bytes;
         }
         self.current.item(item)

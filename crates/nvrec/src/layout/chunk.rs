@@ -30,7 +30,8 @@ pub(crate) mod off {
     pub const STREAM_OFFSET_BYTES: usize = 64;
     pub const GAP_BYTES: usize = 72;
     pub const PAYLOAD_LEN_BYTES: usize = 80;
-    // 84..120 reserved
+    pub const ELAPSED_NS: usize = 84;
+    // 92..120 reserved
     pub const CHUNK_CRC: usize = 120;
     pub const HEADER_CRC: usize = 124;
 }
@@ -59,6 +60,10 @@ flag_set! {
         /// (format 1.1): its sequence number is lower than those of the chunks before it
         /// here. The recording's retirement table says where such chunks lie. Ignorable.
         const REDIRECTED = 1 << 17;
+        /// `elapsed_ns` holds the chunk's time on the monotonic clock since the recording
+        /// began (format 1.5). Ignorable: without it the chunk has only its wall-clock
+        /// time.
+        const ELAPSED = 1 << 18;
     }
 }
 
@@ -83,8 +88,13 @@ pub struct ChunkHeader {
     /// The data slot of the member the chunk was written to (catches misdirected writes
     /// and stale slots).
     pub slot_index: u64,
-    /// When the payload's first byte arrived: nanoseconds since the Unix epoch (UTC).
+    /// When the payload's first byte arrived: nanoseconds since the Unix epoch (UTC), as
+    /// the wall clock said then (a step of the wall clock shows here).
     pub timestamp_ns: u64,
+    /// With [`ChunkFlags::ELAPSED`] (format 1.5): the same moment on the monotonic clock,
+    /// nanoseconds since the recording began, which no step of the wall clock moves; 0
+    /// without the flag. [`ChunkHeader::time_ns`] puts a chunk on the recording's timeline.
+    pub elapsed_ns: u64,
     /// Offset of the payload's first byte in its stream, lost bytes included.
     pub stream_offset_bytes: u64,
     /// Stream bytes lost right before this payload: `stream_offset_bytes - gap_bytes ..
@@ -129,6 +139,13 @@ impl ChunkHeader {
                 field: "flags",
                 bits: unknown,
             });
+        }
+        if !self.flags.contains(ChunkFlags::ELAPSED) && self.elapsed_ns != 0 {
+            return Err(LayoutError::invalid(
+                H,
+                "elapsed_ns",
+                "is set without the ELAPSED flag",
+            ));
         }
         if self.flags.contains(ChunkFlags::ABORTED) && !self.flags.contains(ChunkFlags::END) {
             return Err(LayoutError::invalid(H, "flags", "ABORTED without END"));
@@ -183,6 +200,29 @@ impl ChunkHeader {
             ));
         }
         Ok(())
+    }
+
+    /// The chunk's time on the timeline of a recording that began at `recording_start_ns`
+    /// (the entry's `start_ns`): the start plus the monotonic time elapsed, so that a step
+    /// of the wall clock during the recording moves no chunk; a chunk without
+    /// [`ChunkFlags::ELAPSED`] (before format 1.5) has only its wall-clock time. Windows and
+    /// pacing go by this.
+    #[inline]
+    pub fn time_ns(&self, recording_start_ns: u64) -> u64 {
+        if self.flags.contains(ChunkFlags::ELAPSED) {
+            recording_start_ns.saturating_add(self.elapsed_ns)
+        } else {
+            self.timestamp_ns
+        }
+    }
+
+    /// How far the wall clock had been stepped, relative to the recording's monotonic time,
+    /// when this chunk was made: its wall-clock time less its time on the timeline (zero
+    /// without [`ChunkFlags::ELAPSED`]). A change of it between chunks is a clock step.
+    #[inline]
+    pub fn wall_offset_ns(&self, recording_start_ns: u64) -> i64 {
+        self.timestamp_ns
+            .wrapping_sub(self.time_ns(recording_start_ns)) as i64
     }
 
     /// Where the payload sits in a slot: `CHUNK_HEADER_SIZE_BYTES..+payload_len_bytes`.
@@ -259,6 +299,7 @@ impl ChunkHeader {
         put_u64(&mut h, off::STREAM_OFFSET_BYTES, self.stream_offset_bytes);
         put_u64(&mut h, off::GAP_BYTES, self.gap_bytes);
         put_u32(&mut h, off::PAYLOAD_LEN_BYTES, self.payload_len_bytes);
+        put_u64(&mut h, off::ELAPSED_NS, self.elapsed_ns);
         h
     }
 }
@@ -320,6 +361,7 @@ fn parse_header(bytes: &[u8]) -> Result<(ChunkHeader, u32), LayoutError> {
         gap_bytes: get_u64(h, off::GAP_BYTES),
         payload_len_bytes: get_u32(h, off::PAYLOAD_LEN_BYTES),
         flags: ChunkFlags::from_bits_retain(get_u32(h, off::FLAGS)),
+        elapsed_ns: get_u64(h, off::ELAPSED_NS),
     };
     header.validate()?;
     Ok((header, get_u32(h, off::CHUNK_CRC)))
@@ -339,6 +381,7 @@ pub(crate) mod tests {
             sequence: 1_000_001,
             slot_index: 4242,
             timestamp_ns: 1_767_225_600_000_000_000,
+            elapsed_ns: 0,
             stream_offset_bytes: 131_072_000,
             gap_bytes: 0,
             payload_len_bytes: 4000,
@@ -356,6 +399,41 @@ pub(crate) mod tests {
         }
         header.encode_into(&mut slot).expect("frames");
         slot
+    }
+
+    #[test]
+    fn two_clocks_round_trip_and_a_chunk_of_one_clock_reads_as_before() {
+        let start_ns = sample().timestamp_ns - 5_000;
+        let both = ChunkHeader {
+            flags: ChunkFlags::ELAPSED,
+            elapsed_ns: 2_000,
+            ..sample()
+        };
+        let slot = framed(&both);
+        assert_eq!(get_u16(&slot, 10), CHUNK_VERSION_MINOR);
+        let view = decode_chunk(&slot).unwrap();
+        assert_eq!(view.header, both);
+        assert_eq!(view.header.time_ns(start_ns), start_ns + 2_000);
+        assert_eq!(view.header.wall_offset_ns(start_ns), 3_000);
+        // A chunk of format 1.4 and before: version 0, the bytes zero, one clock.
+        let mut old = framed(&sample());
+        put_u16(&mut old, 10, 0);
+        let mut stored = [0u8; HEADER];
+        stored[..off::CHUNK_CRC].copy_from_slice(&old[..off::CHUNK_CRC]);
+        let end = sample().payload_range().end;
+        let chunk_crc = crc32c_append(crc32c(&stored), &old[HEADER..end]);
+        put_u32(&mut old, off::CHUNK_CRC, chunk_crc);
+        let header_crc = crc32c(&old[..off::HEADER_CRC]);
+        put_u32(&mut old, off::HEADER_CRC, header_crc);
+        let view = decode_chunk(&old).unwrap();
+        assert_eq!(view.header.elapsed_ns, 0);
+        assert_eq!(view.header.time_ns(start_ns), sample().timestamp_ns);
+        // Elapsed time without its flag is refused.
+        let stray = ChunkHeader {
+            elapsed_ns: 1,
+            ..sample()
+        };
+        assert!(stray.validate().is_err());
     }
 
     #[test]
@@ -439,17 +517,22 @@ pub(crate) mod tests {
 
     #[test]
     fn fields_sit_where_the_format_says() {
-        let h = sample();
+        let h = ChunkHeader {
+            flags: ChunkFlags::PATTERN | ChunkFlags::ELAPSED,
+            elapsed_ns: 0x0102_0304,
+            ..sample()
+        };
         let slot = framed(&h);
         assert_eq!(&slot[0..8], b"NVRECCHK");
-        assert_eq!(slot[8..12], [1, 0, 0, 0]);
+        assert_eq!(slot[8..12], [1, 0, 5, 0]);
         assert_eq!(slot[12..14], [1, 0]);
         assert_eq!(&slot[16..32], h.set_uuid.as_bytes());
         assert_eq!(slot[32..36], [3, 0, 0, 0]);
-        assert_eq!(slot[36..40], (1u32 << 16).to_le_bytes());
+        assert_eq!(slot[36..40], (1u32 << 16 | 1 << 18).to_le_bytes());
         assert_eq!(slot[40..48], 1_000_001u64.to_le_bytes());
         assert_eq!(slot[80..84], 4000u32.to_le_bytes());
-        assert!(slot[84..120].iter().all(|&x| x == 0));
+        assert_eq!(slot[84..92], 0x0102_0304u64.to_le_bytes());
+        assert!(slot[92..120].iter().all(|&x| x == 0));
         let mut zeroed = [0u8; HEADER];
         zeroed.copy_from_slice(&slot[..HEADER]);
         zeroed[120..].fill(0);

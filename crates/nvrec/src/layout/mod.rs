@@ -89,10 +89,12 @@ pub const FORMAT_VERSION_MAJOR: u16 = 1;
 /// version of its major version: minor versions only give meaning to bytes that earlier
 /// minors write as zero and read as "reserved, ignore" (see `docs/FORMAT.md`).
 pub const FORMAT_VERSION_MINOR: u16 = 1;
-/// Minor version written in chunk headers: 1.1 changed nothing in them but a new ignorable
-/// flag, and readers of 1.0 compute a chunk's CRC over the header as they would write it,
-/// their own version included, so a chunk stamped 1.1 would read as damaged there.
-pub const CHUNK_VERSION_MINOR: u16 = 0;
+/// Minor version written in chunk headers: 5, since format 1.5 gave bytes 84..92 a meaning
+/// (`elapsed_ns`, with the ignorable flag `ELAPSED`). Readers since 1.1 check a chunk's CRC
+/// over its header as stored and read such chunks, ignoring what they do not know; a 1.0
+/// reader computes it over the header as it would write it and sees them as damaged (1.1
+/// to 1.4 kept chunk headers at 0 for it).
+pub const CHUNK_VERSION_MINOR: u16 = 5;
 
 /// Magic number of a [`Superblock`], the first 8 bytes of the structure.
 pub const SUPERBLOCK_MAGIC: [u8; 8] = *b"NVRECSUP";

@@ -849,7 +849,7 @@ fn first_expected(
     let redirected_low = redirected
         .chunks
         .iter()
-        .filter(|(header, _)| header.timestamp_ns >= from_ns)
+        .filter(|(header, _)| header.time_ns(entry.start_ns) >= from_ns)
         .map(|(header, _)| header.sequence)
         .min();
     seek_window(set, entry, scans, from_ns, redirected_low).or(from_start)
@@ -1301,7 +1301,7 @@ fn held_at(
     match own {
         true => seek::Held::Own {
             sequence: header.sequence,
-            timestamp_ns: header.timestamp_ns,
+            timestamp_ns: header.time_ns(entry.start_ns),
         },
         false => seek::Held::Other,
     }

@@ -21,6 +21,8 @@ pub const PROBE_SLOTS: u64 = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Held {
     /// A chunk of the recording's own on this member (not redirected here).
+    /// A chunk of the recording, with its time on the recording's timeline
+    /// (`ChunkHeader::time_ns`).
     Own { sequence: u64, timestamp_ns: u64 },
     /// Something else that decodes or nothing at all: blank, another recording or set, a
     /// redirected chunk.

@@ -327,6 +327,8 @@ impl RetirementReport {
 #[derive(Debug, Clone, Copy, Default)]
 struct ChunkMeta {
     timestamp_ns: u64,
+    /// The same moment on the monotonic clock, since the recording began (format 1.5).
+    elapsed_ns: u64,
     stream_offset_bytes: u64,
     gap_bytes: u64,
     payload_len_bytes: u32,
@@ -403,6 +405,10 @@ struct Writer<'a> {
     error: Option<String>,
     started: Instant,
     start_ns: u64,
+    /// `start_ns` on the monotonic clock: chunks' `elapsed_ns` count from here, so that
+    /// the entry's start plus a chunk's elapsed time is its time on the recording's
+    /// timeline.
+    start_instant: Instant,
     ingest: Ingest,
     placement: Placement,
     frontier: Frontier,
@@ -653,6 +659,7 @@ impl<'a> Writer<'a> {
             error: None,
             started: clock.now(),
             start_ns: clock.wall_ns(),
+            start_instant: clock.now(),
             ingest: Ingest::new(buffer_count, k, payload_capacity, &*source),
             placement: Placement::new(members, next_sequence),
             frontier: Frontier::new(
@@ -1172,6 +1179,7 @@ impl<'a> Writer<'a> {
         };
         self.ingest.metas[buffer as usize * self.k as usize] = ChunkMeta {
             timestamp_ns: self.clock.wall_ns(),
+            elapsed_ns: self.clock.since(self.start_instant).as_nanos() as u64,
             stream_offset_bytes: self.ingest.stream_offset_bytes,
             gap_bytes: std::mem::take(&mut self.ingest.pending_gap_bytes),
             payload_len_bytes: 0,

@@ -110,7 +110,7 @@ impl Ingest {
     pub(super) fn chunk_filled(
         &mut self,
         buffer: u32,
-        timestamp_ns: u64,
+        (timestamp_ns, elapsed_ns): (u64, u64),
         payload_len_bytes: u32,
         payload_crc32c: u32,
     ) {
@@ -118,6 +118,7 @@ impl Ingest {
         let gap_bytes = std::mem::take(&mut self.pending_gap_bytes);
         self.metas[(buffer * self.k + index) as usize] = ChunkMeta {
             timestamp_ns,
+            elapsed_ns,
             stream_offset_bytes: self.stream_offset_bytes,
             gap_bytes,
             payload_len_bytes,
@@ -323,17 +324,30 @@ impl Writer<'_> {
 
     /// Fills the next chunk slot of `buffer` with up to `remaining` bytes of the source,
     /// and seals the buffer where the chunk ends it (full, short, or the source done).
+    /// When the chunk about to be filled begins, on the wall clock and on the monotonic
+    /// clock since the recording began (format 1.5: a step of the wall clock moves the
+    /// first, never the second). A paced source's chunks are stamped at their place in the
+    /// stream, the same model time on both.
+    #[inline]
+    fn chunk_times(&self) -> (u64, u64) {
+        match self.options.rate_bytes_per_s {
+            Some(rate) => {
+                let elapsed_ns = (self.ingest.stream_offset_bytes as f64 / rate * 1e9) as u64;
+                (self.start_ns + elapsed_ns, elapsed_ns)
+            }
+            None => (
+                self.clock.wall_ns(),
+                self.clock.since(self.start_instant).as_nanos() as u64,
+            ),
+        }
+    }
+
     #[inline]
     fn fill_chunk(&mut self, buffer: u32, remaining: u64) -> Flow {
         self.ingest.filling = Some(buffer);
         let index = self.ingest.buffer_chunk_counts[buffer as usize];
         let start = index as usize * self.chunk_bytes() + CHUNK_HEADER_SIZE_BYTES;
-        let timestamp_ns = match self.options.rate_bytes_per_s {
-            Some(rate) => {
-                self.start_ns + (self.ingest.stream_offset_bytes as f64 / rate * 1e9) as u64
-            }
-            None => self.clock.wall_ns(),
-        };
+        let times = self.chunk_times();
         let chunk_slot = buffer as usize * self.k as usize + index as usize;
         let draining = self.state() != ControlState::Run;
         if draining {
@@ -353,7 +367,7 @@ impl Writer<'_> {
         }
         let payload_crc32c = self.payload_crc32c(buffer, start, read.bytes);
         self.ingest
-            .chunk_filled(buffer, timestamp_ns, read.bytes as u32, payload_crc32c);
+            .chunk_filled(buffer, times, read.bytes as u32, payload_crc32c);
         if (read.bytes as u64) < remaining && !read.packed {
             // A short chunk: the source went quiet (the chunk goes out as it is), or it
             // ended (or was interrupted by a stop) mid-payload. (A record source's chunk
@@ -469,7 +483,7 @@ mod tests {
         let buffer = ingest.free.pop().unwrap();
         ingest.filling = Some(buffer);
         for _ in 0..chunks {
-            ingest.chunk_filled(buffer, 0, len, 0);
+            ingest.chunk_filled(buffer, (0, 0), len, 0);
         }
         ingest.seal_filling();
         buffer
@@ -479,10 +493,10 @@ mod tests {
     fn a_loss_goes_into_the_next_chunk_as_its_gap_and_only_that_one() {
         let mut ingest = ingest(2, 4);
         let buffer = ingest.free.pop().unwrap();
-        ingest.chunk_filled(buffer, 0, 1000, 0);
+        ingest.chunk_filled(buffer, (0, 0), 1000, 0);
         ingest.lose(3000);
-        ingest.chunk_filled(buffer, 0, 1000, 0);
-        ingest.chunk_filled(buffer, 0, 1000, 0);
+        ingest.chunk_filled(buffer, (0, 0), 1000, 0);
+        ingest.chunk_filled(buffer, (0, 0), 1000, 0);
         let metas = &ingest.metas[(buffer * 4) as usize..][..3];
         assert_eq!(
             metas

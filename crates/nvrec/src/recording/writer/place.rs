@@ -587,6 +587,7 @@ impl Writer<'_> {
             if meta.gap_bytes > 0 {
                 chunk_flags.insert(ChunkFlags::GAP);
             }
+            chunk_flags.insert(ChunkFlags::ELAPSED);
             if meta.end {
                 chunk_flags.insert(ChunkFlags::END);
                 if self.state() == ControlState::Abort || self.error.is_some() {
@@ -601,6 +602,7 @@ impl Writer<'_> {
                 sequence,
                 slot_index: span.slot_of(index as u32),
                 timestamp_ns: meta.timestamp_ns,
+                elapsed_ns: meta.elapsed_ns,
                 stream_offset_bytes: meta.stream_offset_bytes,
                 gap_bytes: meta.gap_bytes,
                 payload_len_bytes: meta.payload_len_bytes,

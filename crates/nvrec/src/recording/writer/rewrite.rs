@@ -430,6 +430,7 @@ impl Writer<'_> {
             }
             self.ingest.metas[base + index] = ChunkMeta {
                 timestamp_ns: header.timestamp_ns,
+                elapsed_ns: header.elapsed_ns,
                 stream_offset_bytes: header.stream_offset_bytes,
                 gap_bytes: header.gap_bytes,
                 payload_len_bytes: header.payload_len_bytes,
