@@ -103,6 +103,7 @@ impl Shifts {
 
 /// A segment being filled.
 pub struct SegmentBuilder {
+    recording_start_ns: u64,
     bytes: Vec<u8>,
     crc32c: u32,
     shifts: Shifts,
@@ -121,8 +122,13 @@ pub struct Segment {
 }
 
 impl SegmentBuilder {
-    pub fn new(capacity_bytes: u64) -> SegmentBuilder {
+    /// A builder for segments of about `capacity_bytes` of a recording that began at
+    /// `recording_start_ns` (its entry's `start_ns`): the chunk index holds each chunk's
+    /// time on the recording's timeline (`ChunkHeader::time_ns`), what windows are found
+    /// by.
+    pub fn new(capacity_bytes: u64, recording_start_ns: u64) -> SegmentBuilder {
         SegmentBuilder {
+            recording_start_ns,
             bytes: Vec::with_capacity(capacity_bytes.min(1 << 30) as usize),
             crc32c: 0,
             shifts: Shifts::default(),
@@ -173,7 +179,8 @@ impl SegmentBuilder {
         }
         self.last_sequence = header.sequence;
         self.offsets.push(start as u64);
-        self.timestamps_ns.push(header.timestamp_ns);
+        self.timestamps_ns
+            .push(header.time_ns(self.recording_start_ns));
         Ok(())
     }
 
@@ -275,7 +282,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_checksum_built_from_the_chunks_is_the_objects() {
-        let mut builder = SegmentBuilder::new(1 << 20);
+        let mut builder = SegmentBuilder::new(1 << 20, 0);
         for sequence in 0..20u64 {
             let len = (sequence as usize * 37) % 1000;
             let payload: Vec<u8> = (0..len).map(|i| (i as u64 * 31 + sequence) as u8).collect();
@@ -303,7 +310,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_changed_byte_fails_the_check() {
-        let mut builder = SegmentBuilder::new(1 << 20);
+        let mut builder = SegmentBuilder::new(1 << 20, 0);
         builder.push(&header(0, 100), &[5u8; 100]).unwrap();
         let mut segment = builder.take(0, "seg".into(), None);
         let mut bytes = segment.bytes.to_vec();
@@ -355,7 +362,7 @@ pub(crate) mod tests {
 
     #[test]
     fn segments_are_cut_before_the_chunk_that_overflows() {
-        let mut builder = SegmentBuilder::new(1000);
+        let mut builder = SegmentBuilder::new(1000, 0);
         assert!(
             !builder.is_full_for(5000),
             "an empty segment takes any chunk"

@@ -513,7 +513,7 @@ fn read_segments(
     sender: SyncSender<Segment>,
     reuse: Receiver<Vec<u8>>,
 ) -> Reading {
-    let mut builder = SegmentBuilder::new(source.options.segment_size_bytes);
+    let mut builder = SegmentBuilder::new(source.options.segment_size_bytes, entry.start_ns);
     let mut index = start.index;
     let mut outcome = ReadOutcome::default();
     let mut failure: Option<ArchiveError> = None;
@@ -893,7 +893,7 @@ mod tests {
     use crate::store::{ArchiveUrl, Mode};
 
     fn segment(len_bytes: usize, seed: u8) -> Segment {
-        let mut builder = SegmentBuilder::new(u64::MAX);
+        let mut builder = SegmentBuilder::new(u64::MAX, 0);
         let payload_len = 100_000usize;
         let mut sequence = 0u64;
         while builder.is_empty() || (sequence as usize) * (payload_len + 128) < len_bytes {
