@@ -123,7 +123,7 @@ fn print_set(set: &VolumeSet, damage: &[health::MetaDamage]) {
             problem.problem
         );
     }
-    print_damage(damage);
+    reading::print_damage(damage);
 }
 
 /// The table of recordings, each with what is wrong with it.
@@ -204,17 +204,4 @@ fn print_row(entry: &RecordingEntry) {
             entry.name.as_str().to_string()
         }
     );
-}
-
-/// The metadata damage of a set, a line each, with what to do about it.
-pub fn print_damage(damage: &[health::MetaDamage]) {
-    for item in damage {
-        outln!("  METADATA {item}");
-    }
-    if damage
-        .iter()
-        .any(|d| d.severity == health::Severity::Repairable)
-    {
-        outln!("  (nvrec repair rewrites the damaged copies from the good ones)");
-    }
 }

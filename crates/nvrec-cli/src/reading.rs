@@ -1,10 +1,12 @@
 //! What the reading commands (`ls`, `replay`, `verify`, `export`, `archive`) share: opening
-//! what they read (saying which of an archive's manifests could not be read), and running a
-//! use case under the process's stop and abort with a progress display.
+//! what they read (saying which of an archive's manifests could not be read), running a use
+//! case under the process's stop and abort with a progress display, and the lines on a
+//! set's metadata damage.
 
 use crate::{progress, signal};
 use anyhow::Result;
 use nvrec::control::{Control, Progress};
+use nvrec::recording::health;
 use nvrec_app::chunks::ChunkSource;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,4 +35,17 @@ pub fn with_progress<T>(what: &str, json: bool, work: impl FnOnce(&Control, &Pro
 /// quietly (main), whatever it made of the rest.
 pub fn stdout_gone() -> bool {
     crate::output::stdout_closed()
+}
+
+/// The metadata damage of a set, a line each, with what to do about it.
+pub fn print_damage(damage: &[health::MetaDamage]) {
+    for item in damage {
+        outln!("  METADATA {item}");
+    }
+    if damage
+        .iter()
+        .any(|d| d.severity == health::Severity::Repairable)
+    {
+        outln!("  (nvrec repair rewrites the damaged copies from the good ones)");
+    }
 }

@@ -2,7 +2,6 @@
 //! or an archive's objects checked in the store.
 
 use crate::args::{size_arg, EngineArg};
-use crate::ls_cmd::print_damage;
 use crate::{progress, reading, signal};
 use anyhow::Result;
 use clap::Args;
@@ -160,7 +159,7 @@ fn print_set(source: &ChunkSource, set: &SetCheck) {
     for problem in &set.member_problems {
         outln!("{}: {}", problem.path.display(), problem.problem);
     }
-    print_damage(&set.damage);
+    reading::print_damage(&set.damage);
 }
 
 /// `verify --stored`: each of `selected`'s objects checked in the store by HEAD.
