@@ -30,6 +30,7 @@ pub mod outcome;
 pub mod record;
 pub mod replay;
 pub mod resend;
+pub mod retaining;
 pub mod sources;
 pub mod verify;
 pub mod window;

@@ -17,6 +17,9 @@ use nvrec::unit::{format_bytes, format_utc_ns};
 /// and the one another program is writing right now still open (shown as recording, with
 /// what it has made durable so far).
 pub fn state_text(entry: &RecordingEntry) -> &'static str {
+    if entry.reclaimed.is_some() {
+        return "reclaimed";
+    }
     let wrapped = entry.flags.contains(RecordingFlags::RING);
     match (entry.state, wrapped) {
         (RecordingState::Open, _) => "recording",
@@ -52,7 +55,31 @@ pub fn entry_json(entry: &RecordingEntry) -> serde_json::Value {
         "members": entry.members.iter().map(|m| serde_json::json!({"start_slot": m.start_slot_index, "end_slot": m.end_slot_index})).collect::<Vec<_>>(),
         "degraded": !entry.retirements.is_empty(),
         "retirements": entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
+        "reclaimed": entry.reclaimed.map(|reclaim| serde_json::json!({
+            "reclaimed": format_utc_ns(reclaim.reclaimed_ns),
+            "reclaimed_ns": reclaim.reclaimed_ns,
+            "cause": reclaim.cause.as_str(),
+            "archived": reclaim.archived,
+        })),
     })
+}
+
+/// A line on a reclaimed recording, for `ls`: when and why its space was reused.
+pub fn reclaimed_line(entry: &RecordingEntry) -> Option<String> {
+    let reclaim = entry.reclaimed?;
+    let why = match reclaim.cause {
+        nvrec::layout::ReclaimCause::Space => "its space was needed by a newer recording",
+        nvrec::layout::ReclaimCause::Age => "it was older than the set keeps (--keep)",
+    };
+    let archived = if reclaim.archived {
+        "; its archive held it whole"
+    } else {
+        ""
+    };
+    Some(format!(
+        "reclaimed at {}: {why}{archived}; its data is gone from the drives",
+        format_utc_ns(reclaim.reclaimed_ns)
+    ))
 }
 
 pub fn retirement_json(retirement: &nvrec::layout::Retirement) -> serde_json::Value {

@@ -40,6 +40,10 @@ pub struct RecordRequest {
     pub stripe: Stripe,
     pub fill: Fill,
     pub append: bool,
+    /// What the recording may reclaim of the set's oldest recordings, and how long the set
+    /// keeps recordings (format 1.6).
+    pub reclaim: Option<crate::retaining::ReclaimRequest>,
+    pub keep: Option<Duration>,
     pub overwrite: bool,
     pub label: String,
     pub sync_interval: Duration,
@@ -154,6 +158,7 @@ fn record_options(
         safety: request.safety,
         create_len_bytes: request.create_len_bytes,
         signal: request.samples.signal(source_spec)?,
+        retention: crate::retaining::retention_of(request.reclaim.as_ref(), request.keep)?,
     })
 }
 
@@ -524,6 +529,8 @@ mod tests {
             stripe: Stripe::Adaptive,
             fill: Fill::Linear,
             append: false,
+            reclaim: None,
+            keep: None,
             overwrite: false,
             label: String::new(),
             sync_interval: Duration::from_secs(1),

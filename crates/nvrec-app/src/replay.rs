@@ -124,7 +124,7 @@ impl Selection {
         let mut entries: Vec<RecordingEntry> = source
             .recordings()?
             .into_iter()
-            .filter(|entry| overlaps(entry, request))
+            .filter(|entry| entry.reclaimed.is_none() && overlaps(entry, request))
             .collect();
         if entries.len() < 2 {
             return Ok(vec![Selection::of(source, request)?]);

@@ -36,12 +36,18 @@ pub struct VerifyRequest {
     pub to: Option<TimeArg>,
 }
 
-/// The recordings a verify checks: one, or every one. None at all is an error, unless an
-/// archive's manifests could not be read (which the check then counts).
+/// The recordings a verify checks: one, or every one whose data the set still holds (a
+/// reclaimed recording is listed by `ls` as such; asked for by id, it is refused). None at
+/// all is an error, unless an archive's manifests could not be read (which the check then
+/// counts).
 pub fn select(source: &ChunkSource, request: &VerifyRequest) -> Result<Vec<RecordingEntry>> {
     let selected = match request.recording {
         Some(id) => vec![source.select(Some(id))?],
-        None => source.recordings()?,
+        None => source
+            .recordings()?
+            .into_iter()
+            .filter(|entry| entry.reclaimed.is_none())
+            .collect(),
     };
     if selected.is_empty() && source.unreadable().is_empty() {
         return Err(nvrec::recording::RecordingError::NoRecordings.into());

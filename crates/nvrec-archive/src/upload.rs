@@ -239,7 +239,11 @@ pub fn archive_set(
     let entries = reader::recordings(set)?;
     let selected: Vec<RecordingEntry> = match options.recording {
         Some(id) => vec![reader::select(&entries, Some(id))?],
-        None => entries,
+        // A reclaimed recording's space holds newer ones: there is nothing of it to send.
+        None => entries
+            .into_iter()
+            .filter(|entry| entry.reclaimed.is_none())
+            .collect(),
     };
     let live = set.live_recording()?;
     let pacer = Pacer::new(

@@ -11,8 +11,8 @@ use nvrec::recording::volume::{self, VolumeSet};
 use nvrec::unit::{format_bytes, format_utc_ns};
 use nvrec_app::chunks::ChunkSource;
 use nvrec_app::listing::{
-    entry_json, record_losses, retirement_line, scan_rows, set_json_with, state_text,
-    unaccounted_of, unaccounted_text,
+    entry_json, reclaimed_line, record_losses, retirement_line, scan_rows, set_json_with,
+    state_text, unaccounted_of, unaccounted_text,
 };
 use nvrec_app::{Class, UsageError};
 use std::path::PathBuf;
@@ -145,6 +145,10 @@ fn print_recordings(source: &ChunkSource, listed: &Listed, losses: bool) -> Resu
     );
     for entry in &listed.entries {
         print_row(entry);
+        if let Some(line) = reclaimed_line(entry) {
+            outln!("      RECLAIMED: {line}");
+            continue;
+        }
         if losses && entry.flags.contains(RecordingFlags::RECORDS) {
             let counts = record_losses(source, entry, &signal::CONTROL)?;
             match counts.dropped {

@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 use nvrec::device::Safety;
 use nvrec::recording::{Fill, MemberFailure, Stripe};
 use nvrec_app::record::{CaptureRequest, RecordRequest};
+use nvrec_app::retaining::ReclaimRequest;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -86,6 +87,15 @@ pub struct RecordArgs {
     /// Add a recording after the last one on the same volume set.
     #[arg(long, conflicts_with = "overwrite")]
     append: bool,
+    /// With --append: when the set is full, go on at its start, reclaiming its oldest
+    /// recordings as room is needed: `oldest`, or `archived=URL` (only those the archive at
+    /// URL holds whole). Reclaimed recordings stay listed as reclaimed.
+    #[arg(long, requires = "append", conflicts_with = "ring", value_parser = reclaim_arg)]
+    reclaim: Option<ReclaimRequest>,
+    /// With --append: reclaim recordings that ended longer ago than this (e.g. 7d) as the
+    /// recording starts.
+    #[arg(long, requires = "append", value_parser = duration_arg)]
+    keep: Option<Duration>,
     /// Format targets that already hold an nvrec volume set, losing its recordings (without
     /// it such a target is refused, exit 3).
     #[arg(long)]
@@ -164,6 +174,8 @@ impl RecordArgs {
                 Fill::Linear
             },
             append: self.append,
+            reclaim: self.reclaim,
+            keep: self.keep,
             overwrite: self.overwrite,
             label: self.label,
             sync_interval: self.sync_interval,
@@ -209,4 +221,18 @@ impl RecordArgs {
 enum MemberFailureArg {
     Retire,
     Stop,
+}
+
+/// `--reclaim oldest` or `--reclaim archived=URL`.
+fn reclaim_arg(text: &str) -> Result<ReclaimRequest, String> {
+    match text.split_once('=') {
+        None if text == "oldest" => Ok(ReclaimRequest::Oldest),
+        Some(("archived", url)) if !url.is_empty() => Ok(ReclaimRequest::Archived {
+            url: url.to_string(),
+        }),
+        _ => Err(format!(
+            "{text:?}: expected `oldest` or `archived=URL` (the archive that must hold a \
+             recording before it is reclaimed)"
+        )),
+    }
 }

@@ -214,6 +214,27 @@ fn print_failures(report: &RecordReport) {
             failure.unflushed_chunk_count
         );
     }
+    for reclaimed in &report.reclaimed {
+        outln!(
+            "  RECLAIMED     recording {} \"{}\" ({}) at {}: {}{}",
+            reclaimed.recording_id,
+            reclaimed.name,
+            nvrec::unit::format_bytes(reclaimed.stream_len_bytes),
+            format_utc_ns(reclaimed.reclaimed_ns),
+            match reclaimed.cause {
+                "age" => "older than the set keeps",
+                _ => "its space was needed",
+            },
+            if reclaimed.archived {
+                ", held whole by its archive"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(refused) = &report.reclaim_refused {
+        outln!("  NOT RECLAIMED {refused}");
+    }
     if let Some(error) = &report.error {
         outln!("  error         {error}");
     }

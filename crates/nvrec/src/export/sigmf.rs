@@ -392,6 +392,7 @@ mod tests {
                 center_freq_hz: Some(100e6),
                 meta: vec![("core:author".into(), "Ada".into())],
             }),
+            reclaimed: None,
         }
     }
 

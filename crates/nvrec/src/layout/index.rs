@@ -59,7 +59,10 @@ pub(crate) mod re_off {
     pub const NAME: usize = 96;
     pub const MEMBER_COUNT: usize = 160;
     pub const RETIREMENT_COUNT: usize = 162;
-    // 164..192 reserved
+    pub const RECLAIM_CAUSE: usize = 164;
+    pub const RECLAIM_FLAGS: usize = 166;
+    pub const RECLAIMED_NS: usize = 168;
+    // 176..192 reserved
     pub const MEMBERS: usize = 192;
     pub const MEMBER_STRIDE: usize = 16;
     pub const MEMBER_START_SLOT: usize = 0;
@@ -367,6 +370,10 @@ flag_set! {
         /// The stream is records (datagrams, packets, losses; format 1.2): its chunks are
         /// flagged `RECORDS`, and a reader that does not know records refuses it.
         const RECORDS = 1 << 1;
+        /// The recording's space was reclaimed for newer ones (format 1.6): its slots may
+        /// hold other data now, and the entry says when and why (`reclaimed`). A reader that
+        /// does not know the flag refuses the entry rather than read what is gone.
+        const RECLAIMED = 1 << 2;
         /// The payload is the seekable test pattern. Ignorable.
         const PATTERN = 1 << 16;
         /// The entry carries each member's lap at the start (`start_laps`) and which
@@ -422,7 +429,58 @@ pub struct RecordingEntry {
     /// SigMF export. `None` with the flag set: an older writer rewrote the entry and the
     /// facts are gone.
     pub signal: Option<Signal>,
+    /// With [`RecordingFlags::RECLAIMED`] (format 1.6): when and why its space was reused.
+    pub reclaimed: Option<Reclaim>,
 }
+
+/// Why a recording's space was reclaimed (format 1.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReclaimCause {
+    /// A newer recording needed the room: the set's oldest recording went first.
+    Space,
+    /// It ended longer ago than the set's recordings are kept (`--keep`).
+    Age,
+}
+
+impl ReclaimCause {
+    /// The on-disk code.
+    pub const fn code(self) -> u16 {
+        match self {
+            ReclaimCause::Space => 1,
+            ReclaimCause::Age => 2,
+        }
+    }
+
+    /// The cause with this on-disk code.
+    pub const fn from_code(code: u16) -> Option<Self> {
+        match code {
+            1 => Some(ReclaimCause::Space),
+            2 => Some(ReclaimCause::Age),
+            _ => None,
+        }
+    }
+
+    /// The cause in words, as `ls` prints it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReclaimCause::Space => "space",
+            ReclaimCause::Age => "age",
+        }
+    }
+}
+
+/// A reclaimed recording's record: when, why, and whether an archive held it then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reclaim {
+    /// When the entry was marked reclaimed, before any of its slots was reused.
+    pub reclaimed_ns: u64,
+    pub cause: ReclaimCause,
+    /// An archive held the whole recording, checked when it was reclaimed.
+    pub archived: bool,
+}
+
+/// Reclaim flag bit 0: an archive held the recording when it was reclaimed.
+const RECLAIM_ARCHIVED: u16 = 1;
 
 impl RecordingEntry {
     /// Checks the fields: non-nil uuid, id and revision from 1, known flags, sequences
@@ -452,6 +510,13 @@ impl RecordingEntry {
         let n = self.members.len();
         check_member_count(R, n)?;
         validate_table(R, &self.retirements, n)?;
+        if self.reclaimed.is_some() != self.flags.contains(RecordingFlags::RECLAIMED) {
+            return Err(LayoutError::invalid(
+                R,
+                "flags",
+                "RECLAIMED and the reclaim fields go together",
+            ));
+        }
         if self.signal.is_some() && !self.flags.contains(RecordingFlags::SIGNAL) {
             return Err(LayoutError::invalid(
                 R,
@@ -524,6 +589,16 @@ impl RecordingEntry {
         if let Some(signal) = &self.signal {
             signal.encode_into(&mut b)?;
         }
+        if let Some(reclaim) = &self.reclaimed {
+            put_u16(&mut b, re_off::RECLAIM_CAUSE, reclaim.cause.code());
+            let flags = if reclaim.archived {
+                RECLAIM_ARCHIVED
+            } else {
+                0
+            };
+            put_u16(&mut b, re_off::RECLAIM_FLAGS, flags);
+            put_u64(&mut b, re_off::RECLAIMED_NS, reclaim.reclaimed_ns);
+        }
         seal_meta(&mut b);
         Ok(b)
     }
@@ -566,10 +641,14 @@ impl RecordingEntry {
             start_laps: Vec::new(),
             overwrote: Vec::new(),
             signal: None,
+            reclaimed: None,
         };
         let mut entry = entry;
         if entry.flags.contains(RecordingFlags::SIGNAL) {
             entry.signal = Signal::decode_from(b)?;
+        }
+        if entry.flags.contains(RecordingFlags::RECLAIMED) {
+            entry.reclaimed = Some(decode_reclaim(b)?);
         }
         if entry.flags.contains(RecordingFlags::LAPS) {
             entry.start_laps = (0..usize::from(member_count))
@@ -582,6 +661,27 @@ impl RecordingEntry {
         entry.validate()?;
         Ok(entry)
     }
+}
+
+/// The reclaim fields of an entry flagged `RECLAIMED`.
+fn decode_reclaim(b: &[u8; RECORDING_ENTRY_SIZE_BYTES]) -> Result<Reclaim, LayoutError> {
+    let code = get_u16(b, re_off::RECLAIM_CAUSE);
+    let cause = ReclaimCause::from_code(code).ok_or_else(|| {
+        LayoutError::invalid(R, "reclaim_cause", format!("unknown cause code {code}"))
+    })?;
+    let flags = get_u16(b, re_off::RECLAIM_FLAGS);
+    if flags & !RECLAIM_ARCHIVED != 0 {
+        return Err(LayoutError::invalid(
+            R,
+            "reclaim_flags",
+            format!("unknown bits {flags:#x}"),
+        ));
+    }
+    Ok(Reclaim {
+        reclaimed_ns: get_u64(b, re_off::RECLAIMED_NS),
+        cause,
+        archived: flags & RECLAIM_ARCHIVED != 0,
+    })
 }
 
 /// The checkpoint a reader goes by: among the checkpoint slots' bytes, the valid one of
@@ -684,6 +784,7 @@ pub(crate) mod tests {
             start_laps: Vec::new(),
             overwrote: Vec::new(),
             signal: None,
+            reclaimed: None,
         }
     }
 
@@ -788,6 +889,55 @@ pub(crate) mod tests {
         for e in all {
             let b = e.encode().expect("encodes");
             assert_eq!(RecordingEntry::decode(&b), Ok(e));
+        }
+    }
+
+    /// Format 1.6: a reclaimed entry round-trips, its fields sit where the format says and
+    /// change nothing else but the flags and the CRC; a reader of 1.5 refuses the entry by
+    /// its must-understand flag; the flag and the fields go together, and unknown codes are
+    /// refused.
+    #[test]
+    fn a_reclaimed_entry_round_trips_and_is_refused_without_its_fields() {
+        let plain = sample_entry();
+        let reclaimed = RecordingEntry {
+            flags: plain.flags | RecordingFlags::RECLAIMED,
+            reclaimed: Some(Reclaim {
+                reclaimed_ns: 1_767_300_000_000_000_000,
+                cause: ReclaimCause::Age,
+                archived: true,
+            }),
+            ..plain.clone()
+        };
+        let b = reclaimed.encode().expect("encodes");
+        assert_eq!(RecordingEntry::decode(&b), Ok(reclaimed.clone()));
+        assert_eq!(b[164..166], [2, 0], "cause: age");
+        assert_eq!(b[166..168], [1, 0], "archived");
+        assert_eq!(b[168..176], 1_767_300_000_000_000_000u64.to_le_bytes());
+        let old = plain.encode().expect("encodes");
+        let differing: Vec<usize> = (0..4096).filter(|&i| old[i] != b[i]).collect();
+        assert!(
+            differing
+                .iter()
+                .all(|&i| (44..48).contains(&i) || (164..176).contains(&i) || i >= 4092),
+            "{differing:?}"
+        );
+        // The flag alone, or the fields alone, are refused.
+        let flag_alone = RecordingEntry {
+            reclaimed: None,
+            ..reclaimed.clone()
+        };
+        assert!(flag_alone.encode().is_err());
+        let fields_alone = RecordingEntry {
+            flags: plain.flags,
+            ..reclaimed.clone()
+        };
+        assert!(fields_alone.encode().is_err());
+        // An unknown cause or reclaim flag bit is refused on reading.
+        for (at, value) in [(164usize, 9u8), (166, 2)] {
+            let mut bad = b;
+            bad[at] = value;
+            seal_meta(&mut bad);
+            assert!(RecordingEntry::decode(&bad).is_err(), "byte {at} = {value}");
         }
     }
 

@@ -111,6 +111,14 @@ impl Disk {
         }
     }
 
+    /// The open target, where the member is one (a simulated disk has none).
+    pub fn file(&self) -> Option<&std::fs::File> {
+        match self {
+            Disk::Target(target) => Some(&target.file),
+            Disk::Sim { .. } => None,
+        }
+    }
+
     pub fn path(&self) -> &Path {
         match self {
             Disk::Target(target) => &target.path,

@@ -16,6 +16,8 @@
 //! - [`health`]: every metadata copy judged against the best one; what is lost.
 //! - [`scan`]: recordings found from their chunks alone, and the chunks past an entry's end
 //!   that it does not account for.
+//! - [`retention`]: reclaiming the space of a set's oldest recordings, and the lock that
+//!   keeps a recording being read from being reclaimed.
 //! - [`repair`]: damaged metadata rewritten from good copies, lost entries rebuilt, short
 //!   entries extended.
 //! - [`fuzzing`]: reading a damaged set never panics or runs away, as a property the fuzz
@@ -32,6 +34,7 @@ pub mod health;
 pub mod load;
 pub mod reader;
 pub mod repair;
+pub mod retention;
 pub mod scan;
 pub mod seek;
 pub mod volume;
@@ -137,6 +140,14 @@ pub enum RecordingError {
     },
     #[error("the volume set holds no recording")]
     NoRecordings,
+    /// The recording's space was reused by newer ones (format 1.6).
+    #[error("recording {recording_id} was reclaimed ({cause}{archived}) at {when}: its space holds newer recordings now")]
+    Reclaimed {
+        recording_id: u32,
+        cause: &'static str,
+        archived: &'static str,
+        when: String,
+    },
 }
 
 fn describe_recordings(recordings: &[(u32, String, u64)]) -> String {
@@ -170,7 +181,9 @@ impl RecordingError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            RecordingError::Usage(_) | RecordingError::NoSuchRecording(_)
+            RecordingError::Usage(_)
+                | RecordingError::NoSuchRecording(_)
+                | RecordingError::Reclaimed { .. }
         )
     }
 }

@@ -596,6 +596,7 @@ pub fn read_recording_from(
     each: &mut dyn FnMut(Item<'_>) -> bool,
 ) -> Result<ReadSummary, RecordingError> {
     let cpu_before = process_cpu_s();
+    let _reading = super::retention::reading(set, entry)?;
     let clock = set.clock();
     let started = clock.now();
     let mut reads = ScanReads::open(set, engine_choice)?;
@@ -787,7 +788,9 @@ fn member_scans(
             None => (span, VecDeque::new()),
             Some(member) => {
                 let span = clamp_span(set, index as u16, span, slot_count, damages);
-                let mut runs = slot_runs(member.layout(), span, ring);
+                let kept_its_start = entry.state != RecordingState::Open
+                    && entry.overwrote.get(index) == Some(&false);
+                let mut runs = slot_runs(member.layout(), span, ring, kept_its_start);
                 cut_to_target(set, member, &mut runs, damages);
                 (span, runs)
             }
@@ -1307,9 +1310,30 @@ fn held_at(
     }
 }
 
-fn slot_runs(layout: &VolumeLayout, span: MemberSpan, ring: bool) -> VecDeque<(u64, u64)> {
+/// The slots a member's scan reads, in order. A ring member that did not go round over
+/// its own start (`kept_its_start`, as a closed entry says) holds the recording from its
+/// start slot to its end slot in lap order, and only those are read (a ring that reclaims
+/// the space of a set's oldest recordings is one: see `retention.rs`); others are read a
+/// whole lap round from the end.
+fn slot_runs(
+    layout: &VolumeLayout,
+    span: MemberSpan,
+    ring: bool,
+    kept_its_start: bool,
+) -> VecDeque<(u64, u64)> {
     let mut runs = VecDeque::new();
-    if ring {
+    let slots = layout.data_slot_count;
+    let (start, end) = (span.start_slot_index, span.end_slot_index);
+    if ring && kept_its_start && start != end && start < slots && end <= slots {
+        if end > start {
+            runs.push_back((start, end - start));
+        } else {
+            runs.push_back((start, slots - start));
+            if end > 0 {
+                runs.push_back((0, end));
+            }
+        }
+    } else if ring {
         // One whole lap, oldest first: from the end position round to it.
         let slots = layout.data_slot_count;
         let end = span.end_slot_index.min(slots);

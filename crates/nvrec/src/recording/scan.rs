@@ -257,6 +257,7 @@ impl Found {
             overwrote: vec![false; set.member_count()],
             // A signal's facts live in the entry alone: lost with it, as its name is.
             signal: None,
+            reclaimed: None,
         }
     }
 }

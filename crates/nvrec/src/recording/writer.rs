@@ -40,6 +40,7 @@ use crate::layout::{
 use frontier::Frontier;
 use ingest::Ingest;
 use place::{MemberState, Placement};
+use reclaim::{Reclaimer, Room};
 use retire::{tag, untag, Retiring};
 use rewrite::{Done, Gate, Rewrite, RewriteFlight};
 
@@ -47,6 +48,7 @@ mod checkpoint;
 mod frontier;
 mod ingest;
 mod place;
+mod reclaim;
 mod retire;
 mod rewrite;
 mod stripe;
@@ -174,6 +176,9 @@ pub struct RecordOptions {
     pub member_timeout: Duration,
     /// The facts of a sampled signal, kept in the entry (format 1.3).
     pub signal: Option<crate::layout::Signal>,
+    /// What the recording may reclaim of the set's oldest recordings, and how long the
+    /// set keeps them (format 1.6).
+    pub retention: super::retention::Retention,
 }
 
 impl Default for RecordOptions {
@@ -199,6 +204,7 @@ impl Default for RecordOptions {
             on_member_failure: MemberFailure::Retire,
             member_timeout: super::MEMBER_TIMEOUT_DEFAULT,
             signal: None,
+            retention: super::retention::Retention::default(),
         }
     }
 }
@@ -212,7 +218,8 @@ pub enum RecordOutcome {
     SourceEnded,
     Stopped,
     Aborted,
-    /// Linear mode: every member is full.
+    /// Linear mode (or a recording that reclaims, with nothing more it may reclaim): every
+    /// member is full.
     TargetFull,
     Failed,
 }
@@ -271,6 +278,11 @@ pub struct RecordReport {
     /// Failures of a member that neither ended the recording nor retired it: the flush of a
     /// member already retired, the closing checkpoint after the entry was closed.
     pub member_errors: Vec<MemberErrorReport>,
+    /// Recordings whose space this recording reclaimed, or that were older than the set
+    /// keeps, in the order they went (format 1.6).
+    pub reclaimed: Vec<super::retention::Reclaimed>,
+    /// Why the set's oldest recording was not reclaimed when the recording needed room.
+    pub reclaim_refused: Option<String>,
     pub error: Option<String>,
 }
 
@@ -417,6 +429,10 @@ struct Writer<'a> {
     counters: Option<&'a RecordingCounters>,
     /// Where time comes from: the members' clock (virtual on simulated disks).
     clock: Clock,
+    /// With a reclaim policy: the set's oldest recordings, reclaimed as room is needed.
+    reclaimer: Option<Reclaimer>,
+    /// Recordings older than the set keeps, reclaimed as the recording began.
+    reclaimed_at_start: Vec<super::retention::Reclaimed>,
 }
 
 /// Records `source` onto the targets at `paths`. See the module docs.
@@ -472,6 +488,19 @@ fn record_inner(
 ) -> Result<RecordReport, RecordingError> {
     validate(options)?;
     let cpu_before = process_cpu_s();
+    let reclaiming = options.retention.reclaim.clone();
+    // A recording that may reclaim goes round the data area as a ring that never
+    // overwrites itself (see `writer/reclaim.rs`); nothing ahead of it is discarded.
+    let ring_options;
+    let options = if reclaiming.is_some() {
+        ring_options = RecordOptions {
+            fill: Fill::Ring { trim: false },
+            ..options.clone()
+        };
+        &ring_options
+    } else {
+        options
+    };
     let (set, checkpoint, recording_id) = if options.append {
         let set = volume::open_members(members, Access::Write, options.safety)?;
         set.lock_for_recording()?;
@@ -499,6 +528,7 @@ fn record_inner(
             .ok_or_else(|| RecordingError::NotAVolumeSet("format wrote no checkpoint".into()))?;
         (set, checkpoint, 1)
     };
+    let (entries, aged) = retained(&set, options, recording_id)?;
     std::thread::scope(|scope| {
         let durability = Durability::start(scope, &set);
         let mut writer = Writer::new(
@@ -512,6 +542,12 @@ fn record_inner(
             progress,
             counters,
         )?;
+        writer.reclaimed_at_start = aged;
+        if let Some(policy) = reclaiming {
+            let reclaimer = Reclaimer::new(policy, entries);
+            reclaimer.set_limits(&mut writer.placement.members);
+            writer.reclaimer = Some(reclaimer);
+        }
         writer.begin()?;
         writer.run();
         writer.end()?;
@@ -519,8 +555,68 @@ fn record_inner(
     })
 }
 
+/// The set's recordings as a recording with a retention policy begins, oldest first, after
+/// those older than `keep` were reclaimed (and those, for the report).
+fn retained(
+    set: &VolumeSet,
+    options: &RecordOptions,
+    recording_id: u32,
+) -> Result<(Vec<RecordingEntry>, Vec<super::retention::Reclaimed>), RecordingError> {
+    use super::retention;
+    let retention = &options.retention;
+    if retention.reclaim.is_none() && retention.keep.is_none() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let mut entries = super::reader::recordings(set)?;
+    let mut reclaimed = match retention.keep {
+        Some(keep) => retention::reclaim_aged(set, &mut entries, keep, set.clock().wall_ns())?,
+        None => Vec::new(),
+    };
+    // The new entry takes the table slot of recording `id - nR`, the oldest the table
+    // lists: one that still holds data goes first, never out of the table unreclaimed.
+    let evicted = recording_id.checked_sub(set.recording_slot_count());
+    let oldest = entries
+        .iter_mut()
+        .find(|entry| Some(entry.recording_id) == evicted && retention::holds_data(entry));
+    if let (Some(entry), Some(policy)) = (oldest, &retention.reclaim) {
+        match retention::reclaim(
+            set,
+            entry,
+            crate::layout::ReclaimCause::Space,
+            Some(policy),
+            &[],
+        )? {
+            Ok(next) => {
+                reclaimed.push(retention::report_of(&next));
+                *entry = next;
+            }
+            Err(refusal) => {
+                return Err(RecordingError::Usage(format!(
+                    "recording {recording_id} takes the table slot of recording {}, which may \
+                     not be reclaimed ({refusal:?})",
+                    entry.recording_id
+                )))
+            }
+        }
+    }
+    Ok((entries, reclaimed))
+}
+
 fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
     let usage = |text: String| Err(RecordingError::Usage(text));
+    let retains = options.retention.reclaim.is_some() || options.retention.keep.is_some();
+    if retains && !options.append {
+        return usage(
+            "--reclaim and --keep apply to a set recordings are added to (--append)".into(),
+        );
+    }
+    if options.retention.reclaim.is_some() && matches!(options.fill, Fill::Ring { .. }) {
+        return usage(
+            "a ring reuses its own space; --reclaim reuses that of a set's oldest recordings \
+             (record with --append, without --ring)"
+                .into(),
+        );
+    }
     if options.chunk_size_bytes < 8192 || !options.chunk_size_bytes.is_multiple_of(4096) {
         return usage(format!(
             "chunk size {} must be a multiple of 4096, at least 8192",
@@ -674,6 +770,8 @@ impl<'a> Writer<'a> {
             durability,
             source,
             clock,
+            reclaimer: None,
+            reclaimed_at_start: Vec::new(),
         })
     }
 
@@ -735,6 +833,7 @@ impl<'a> Writer<'a> {
                 .collect(),
             retirements: self.retiring.retirements.clone(),
             signal: self.options.signal.clone(),
+            reclaimed: None,
             start_laps: if ring {
                 self.placement
                     .members
@@ -1306,6 +1405,13 @@ impl<'a> Writer<'a> {
                 .collect(),
             degraded: !self.retiring.retirements.is_empty(),
             member_errors: self.retiring.member_errors.clone(),
+            reclaimed: self
+                .reclaimed_at_start
+                .iter()
+                .chain(self.reclaimer.iter().flat_map(|r| &r.reclaimed))
+                .cloned()
+                .collect(),
+            reclaim_refused: self.reclaimer.as_ref().and_then(|r| r.refused.clone()),
             error: self.error.clone(),
         }
     }

@@ -57,6 +57,9 @@ pub(super) struct MemberState {
     pub(super) completed_unflushed: VecDeque<Done>,
     pub(super) start_slot: u64,
     pub(super) start_lap: u64,
+    /// A recording that reclaims (see `reclaim.rs`): the ring position no write of this
+    /// member may reach past, where data the set still holds begins.
+    pub(super) limit_position: Option<u64>,
     /// For the rate estimate: bytes completed and time spent with I/O in flight (both
     /// halved now and then, so that the estimate follows a drive that slows down).
     pub(super) rate_bytes: u64,
@@ -245,6 +248,9 @@ impl MemberState {
     pub(super) fn can_take_redirect(&self, chunk_count: u64, ring: bool) -> bool {
         self.in_flight < self.queue_depth
             && (!ring || self.ring_clear(chunk_count))
+            && self
+                .limit_position
+                .is_none_or(|limit| self.ring_next().0 + chunk_count <= limit)
             && self.since_durable_slots + chunk_count <= self.recovery_limit_slots
     }
 
@@ -385,6 +391,17 @@ impl Writer<'_> {
             let (fill, stripe) = (self.options.fill, self.options.stripe);
             let Some(member_index) = self.placement.choose_member(chunk_count, fill, stripe, now)
             else {
+                if self.placement.full {
+                    match self.make_room() {
+                        Room::Made => {
+                            self.placement.full = false;
+                            continue;
+                        }
+                        // A reader has the oldest recording: the buffers wait for it.
+                        Room::Wait => self.placement.full = false,
+                        Room::None => {}
+                    }
+                }
                 break;
             };
             self.ingest.ready.pop_front();

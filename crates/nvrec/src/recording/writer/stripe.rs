@@ -19,7 +19,12 @@ impl Want {
         !member.retired
             && match self.fill {
                 Fill::Linear => member.next_slot + self.chunk_count as u64 <= member.usable_slots,
-                Fill::Ring { .. } => member.usable_slots >= self.chunk_count as u64,
+                Fill::Ring { .. } => {
+                    member.usable_slots >= self.chunk_count as u64
+                        && member.limit_position.is_none_or(|limit| {
+                            member.ring_next().0 + self.chunk_count as u64 <= limit
+                        })
+                }
             }
     }
 
