@@ -70,6 +70,9 @@ pub fn reclaimed_line(entry: &RecordingEntry) -> Option<String> {
     let why = match reclaim.cause {
         nvrec::layout::ReclaimCause::Space => "its space was needed by a newer recording",
         nvrec::layout::ReclaimCause::Age => "it was older than the set keeps (--keep)",
+        nvrec::layout::ReclaimCause::Freed => {
+            "its space was given back once its archive was verified (archive --delete-after-verify)"
+        }
     };
     let archived = if reclaim.archived {
         "; its archive held it whole"

@@ -1,13 +1,14 @@
 //! `--delete-after-verify`: a recording's space on the drives given back once its archive
 //! is verified in the store.
 //!
-//! The format has no state for a recording whose data is gone (docs/FORMAT.md), and a
-//! member cannot be cut short without breaking its set, so freeing means what the drives
+//! A member cannot be cut short without breaking its set, so freeing means what the drives
 //! themselves understand: the recording's data slots on every member are discarded
 //! (BLKDISCARD on a block device, which lets an SSD reclaim them; a punched hole in a file,
-//! which gives the filesystem its blocks back). The entry stays, as the set's history:
-//! `ls` on the drives still lists the recording, and `replay` or `verify` of it there
-//! report its chunks missing; it is read from the archive.
+//! which gives the filesystem its blocks back). First its entry is flagged reclaimed (format
+//! 1.6, cause `freed`, its archive holding it), on every member, flushed, as retention
+//! does before it reuses a recording's space: `ls` on the drives lists it as reclaimed with
+//! when and why, `replay` or `verify` of it there is refused with that, and it is read from
+//! the archive. A recording being read is kept, and freed by a later run.
 //!
 //! Only what is safe is freed: a recording that has ended, written linearly (a ring's slots
 //! are reused by the recorder anyway), with no holes (what the drives could not give might
@@ -15,7 +16,8 @@
 //! entity tag by HEAD, no read-back: the bytes were checked against the chunks' CRCs before
 //! they left). Anything else is kept, saying why.
 
-use nvrec::layout::{RecordingEntry, RecordingFlags, RecordingState};
+use nvrec::layout::{ReclaimCause, RecordingEntry, RecordingFlags, RecordingState};
+use nvrec::recording::retention::{self, ReclaimPolicy, Refusal};
 use nvrec::recording::volume::VolumeSet;
 
 use crate::manifest::Manifest;
@@ -95,6 +97,14 @@ pub fn free_recording(
         return kept("the drives' entry is not the archived one");
     }
     verify_stored(archive, manifest)?;
+    // The entry says the data is gone before any of it is: flagged reclaimed (format 1.6),
+    // on every member, flushed; never under a reader, who holds the recording's lock.
+    let verified = Some(&ReclaimPolicy::Verified);
+    match retention::reclaim(set, entry, ReclaimCause::Freed, verified, &[])? {
+        Ok(_) => {}
+        Err(Refusal::BeingRead) => return kept("it is being read"),
+        Err(Refusal::Kept(why)) => return kept(&why),
+    }
     let mut freed_bytes = 0;
     for (index, span) in entry.members.iter().enumerate() {
         let Some(member) = set.members.get(index).and_then(|m| m.as_ref()) else {

@@ -48,4 +48,17 @@ pub fn print_damage(damage: &[health::MetaDamage]) {
     {
         outln!("  (nvrec repair rewrites the damaged copies from the good ones)");
     }
+    let mut unreadable: Vec<u16> = damage
+        .iter()
+        .filter(|d| d.severity == health::Severity::Unreadable)
+        .filter_map(|d| d.member_index)
+        .collect();
+    unreadable.dedup();
+    for member in unreadable {
+        outln!(
+            "  (member {member} has metadata it cannot read: nvrec repair writes nothing while \
+             a copy it cannot read may be the newest; give repair the other targets to repair \
+             the set without member {member}, or replace it)"
+        );
+    }
 }

@@ -440,6 +440,9 @@ pub enum ReclaimCause {
     Space,
     /// It ended longer ago than the set's recordings are kept (`--keep`).
     Age,
+    /// Its space was given back once its archive was verified (`archive
+    /// --delete-after-verify`): its slots were discarded.
+    Freed,
 }
 
 impl ReclaimCause {
@@ -448,6 +451,7 @@ impl ReclaimCause {
         match self {
             ReclaimCause::Space => 1,
             ReclaimCause::Age => 2,
+            ReclaimCause::Freed => 3,
         }
     }
 
@@ -456,6 +460,7 @@ impl ReclaimCause {
         match code {
             1 => Some(ReclaimCause::Space),
             2 => Some(ReclaimCause::Age),
+            3 => Some(ReclaimCause::Freed),
             _ => None,
         }
     }
@@ -465,6 +470,7 @@ impl ReclaimCause {
         match self {
             ReclaimCause::Space => "space",
             ReclaimCause::Age => "age",
+            ReclaimCause::Freed => "freed",
         }
     }
 }

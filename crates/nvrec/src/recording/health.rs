@@ -4,7 +4,8 @@
 //! Readers go by the best copy anywhere, so one damaged copy costs nothing; but damage is
 //! never silent: [`check`] names each copy that is unreadable, fails its check, is blank
 //! where the others hold a structure, or is older than theirs, and says whether a good copy
-//! exists to repair it from ([`Severity::Repairable`]) or what the set has lost
+//! exists to repair it from ([`Severity::Repairable`]; [`Severity::Unreadable`] where the
+//! copy cannot be read at all, which `repair` will not write over) or what the set has lost
 //! ([`Severity::Lost`]). `nvrec repair` ([`super::repair`]) rewrites the repairable ones.
 
 use super::volume::{MetaCopy, MetaPlace, VolumeSet, BLANK};
@@ -20,6 +21,10 @@ use std::path::PathBuf;
 pub enum Severity {
     /// Another copy holds what this one should: `nvrec repair` rewrites it from there.
     Repairable,
+    /// The copy cannot be read at all (an I/O error, not a failed check). Other copies hold
+    /// what it should, but `repair` writes nothing while a copy it cannot read may be the
+    /// newest: the member is left out of the repair, or replaced.
+    Unreadable,
     /// No copy anywhere holds it: the set's state or a recording's entry is gone (the
     /// chunks remain; `ls --scan` and `repair --scan` rebuild entries from them).
     Lost,
@@ -55,6 +60,7 @@ impl std::fmt::Display for MetaDamage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let severity = match self.severity {
             Severity::Repairable => "repairable",
+            Severity::Unreadable => "UNREADABLE",
             Severity::Lost => "LOST",
         };
         write!(f, "{severity}: ")?;
@@ -97,7 +103,10 @@ pub fn loses_anything(damage: &[MetaDamage]) -> bool {
 
 fn member_damage(set: &VolumeSet, copy: &MetaCopy, problem: String) -> MetaDamage {
     MetaDamage {
-        severity: Severity::Repairable,
+        severity: match copy.bytes {
+            Ok(_) => Severity::Repairable,
+            Err(_) => Severity::Unreadable,
+        },
         member_index: Some(copy.member_index),
         path: set.members[copy.member_index as usize]
             .as_ref()

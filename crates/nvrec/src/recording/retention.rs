@@ -39,6 +39,8 @@ pub enum ReclaimPolicy {
     Oldest,
     /// The oldest, once the archive holds them.
     Archived(Arc<dyn ArchiveCheck>),
+    /// The caller checked its archive itself (`archive --delete-after-verify`).
+    Verified,
 }
 
 impl std::fmt::Debug for ReclaimPolicy {
@@ -46,6 +48,7 @@ impl std::fmt::Debug for ReclaimPolicy {
         match self {
             ReclaimPolicy::Oldest => f.write_str("Oldest"),
             ReclaimPolicy::Archived(_) => f.write_str("Archived"),
+            ReclaimPolicy::Verified => f.write_str("Verified"),
         }
     }
 }
@@ -100,7 +103,8 @@ pub fn reclaim(
             Ok(false) => return Ok(Err(Refusal::Kept("the archive does not hold it".into()))),
             Err(error) => return Ok(Err(Refusal::Kept(error))),
         },
-        _ => false,
+        Some(ReclaimPolicy::Verified) => true,
+        Some(ReclaimPolicy::Oldest) | None => false,
     };
     let next = RecordingEntry {
         revision: entry.revision + 1,
@@ -191,6 +195,7 @@ pub fn reclaimed_error(recording_id: u32, reclaim: &Reclaim) -> RecordingError {
         cause: match reclaim.cause {
             ReclaimCause::Space => "its space was needed",
             ReclaimCause::Age => "older than the set keeps",
+            ReclaimCause::Freed => "its space was given back once its archive was verified",
         },
         archived: if reclaim.archived {
             ", held by its archive"
@@ -420,8 +425,9 @@ mod tests {
 
     #[test]
     fn a_ring_that_wrapped_over_itself_holds_the_whole_lap_from_its_end() {
+        // Wherever the write point is, it is inside such a ring's data: no room at all.
         assert_eq!(room_slots(&[ring(1, 0, 300, true)], 0, 300, LAP), 0);
-        assert_eq!(room_slots(&[ring(1, 0, 300, true)], 0, 200, LAP), 100);
+        assert_eq!(room_slots(&[ring(1, 0, 300, true)], 0, 200, LAP), 0);
         // One that wrapped at the lap's end but not over its own start holds start..end.
         let wrapped_once = ring(4, 800, 200, false);
         assert_eq!(
