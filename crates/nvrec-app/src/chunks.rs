@@ -154,6 +154,32 @@ impl ChunkSource {
         Ok(reader::select(&entries, id)?)
     }
 
+    /// For an archive, the stream ranges a ring overwrote before they were archived that
+    /// lie within what a read of `entry` (`summary`) went over: all of them where it began
+    /// at the start, else those after its first chunk up to its last. None for drives.
+    pub fn overwritten(
+        &self,
+        entry: &RecordingEntry,
+        summary: &ReadSummary,
+    ) -> Vec<nvrec_archive::manifest::Loss> {
+        let ChunkSource::Archive { recordings, .. } = self else {
+            return Vec::new();
+        };
+        let (Some(first), Some(last)) = (summary.first_sequence, summary.last_sequence) else {
+            return Vec::new();
+        };
+        let manifest = &archived(recordings, entry).manifest;
+        let whole = manifest
+            .segments
+            .first()
+            .is_some_and(|s| s.first_sequence == first);
+        manifest
+            .overwritten()
+            .filter(|loss| loss.sequence <= last && (whole || loss.sequence > first))
+            .cloned()
+            .collect()
+    }
+
     /// A member, as messages name it.
     pub fn describe_member(&self, index: usize) -> String {
         match self {

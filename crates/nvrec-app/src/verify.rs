@@ -106,8 +106,11 @@ pub struct RecordingCheck {
     pub pattern: Option<Pattern>,
     pub records: RecordCounts,
     pub unaccounted: Unaccounted,
-    /// Anything lost, by any cause (gaps, loss records).
+    /// Anything lost, by any cause (gaps, loss records, ranges an archived ring overwrote).
     pub lossy: bool,
+    /// An archive's stream ranges that a ring overwrote before they were archived (within
+    /// what was read): the archive lacks them, so it is not called OK.
+    pub not_archived: Vec<nvrec_archive::manifest::Loss>,
     /// Where the wall clock was stepped while recording (format 1.5 chunks tell): reported,
     /// never a fault, and no window or pacing goes by it.
     pub clock_steps: Vec<ClockStep>,
@@ -151,6 +154,7 @@ impl RecordingCheck {
             "pattern_seed": self.pattern.as_ref().map(Pattern::seed),
             "lost_bytes": summary.lost_bytes,
             "lossy": self.lossy,
+            "not_archived": self.not_archived,
             "first_bad": self.first_bad,
             "rate_mib_per_s": summary.rate_mib_per_s,
             "degraded": !entry.retirements.is_empty(),
@@ -219,6 +223,7 @@ pub fn check_recording(
         first_bad = entry_problem(&unaccounted, set, entry);
     }
     let lossy = summary.lost_bytes > 0 || records.losses > 0;
+    let not_archived = source.overwritten(entry, &summary);
     Ok(RecordingCheck {
         entry: entry.clone(),
         summary,
@@ -228,6 +233,7 @@ pub fn check_recording(
         records,
         unaccounted,
         lossy,
+        not_archived,
         clock_steps,
     })
 }

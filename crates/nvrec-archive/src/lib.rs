@@ -16,6 +16,8 @@
 //! - [`state`]: the local SQLite file that makes an archive run resumable.
 //! - [`upload`]: `nvrec archive`: a volume set's recordings into the store, paced by `pace`
 //!   (`--max-rate`, and pauses while a recorder on the same set needs the drives).
+//! - `pack`: the reading side of `upload`: chunks into segments, with what was found
+//!   between them (gaps, holes, and the stream ranges a ring overwrote before they were read).
 //! - [`read`]: replay, verify and export straight from the store, through ranged GETs.
 //! - [`catalog`]: an SQLite catalog of archived recordings, rebuildable from the manifests.
 //! - [`free`]: `--delete-after-verify`: a recording's slots discarded once its archive is
@@ -35,6 +37,7 @@ pub mod dir;
 pub mod free;
 pub mod manifest;
 mod pace;
+mod pack;
 pub mod read;
 pub mod segment;
 pub mod state;

@@ -17,7 +17,7 @@ use nvrec::control::{Control, ControlState, Progress};
 use nvrec::layout::{ChunkFlags, ChunkView, RecordingEntry, RecordingFlags};
 use nvrec::recording::reader::{Damage, Item, ReadSummary};
 
-use crate::manifest::{Manifest, SegmentInfo, MANIFEST_NAME};
+use crate::manifest::{Loss, Manifest, SegmentInfo, MANIFEST_NAME};
 use crate::segment::chunk_at;
 use crate::store::Archive;
 use crate::{ArchiveError, Result};
@@ -136,6 +136,9 @@ pub fn read_recording(
         each,
         summary: ReadSummary::default(),
         expected,
+        overwritten: manifest.overwritten().collect(),
+        next_overwritten: 0,
+        whole: from_ns.is_none(),
     };
     let flow = read.segments(archive, first_segment, first_chunk)?;
     if flow != Flow::Stop && control.state() == ControlState::Run {
@@ -167,6 +170,12 @@ struct ArchiveRead<'a, 'e> {
     summary: ReadSummary,
     /// The sequence the next chunk should have; None until the first chunk sets it.
     expected: Option<u64>,
+    /// What a ring overwrote before it was archived (the manifest's losses, in sequence
+    /// order): not missing chunks but lost stream bytes, counted as the read passes them.
+    overwritten: Vec<&'a Loss>,
+    next_overwritten: usize,
+    /// The read began at the recording's start (not a window's).
+    whole: bool,
 }
 
 /// The GET of a segment's bytes from its chunk `chunk` on (the whole object from the
@@ -359,8 +368,19 @@ impl ArchiveRead<'_, '_> {
     /// hands it to `each`. Returns whether to go on.
     fn hand_out(&mut self, view: &ChunkView<'_>) -> bool {
         let header = view.header;
+        let overwritten = |expected: u64| {
+            self.overwritten.iter().any(|loss| {
+                loss.sequence == header.sequence
+                    && loss
+                        .first_sequence_lost
+                        .is_some_and(|first| first <= expected)
+            })
+        };
+        let missing = self
+            .expected
+            .filter(|&e| header.sequence > e && !overwritten(e));
         let summary = &mut self.summary;
-        if let Some(expected) = self.expected.filter(|&e| header.sequence > e) {
+        if let Some(expected) = missing {
             let count = header.sequence - expected;
             summary.missing_chunk_count += count;
             if !(self.each)(Item::Missing {
@@ -379,6 +399,7 @@ impl ArchiveRead<'_, '_> {
             summary.gap_count += 1;
             summary.lost_bytes += header.gap_bytes;
         }
+        self.count_overwritten(header.sequence);
         self.progress.done_bytes.fetch_add(
             view.payload.len() as u64,
             std::sync::atomic::Ordering::Relaxed,
@@ -387,6 +408,21 @@ impl ArchiveRead<'_, '_> {
             header: &header,
             payload: view.payload,
         })
+    }
+
+    /// Counts as lost the stream ranges overwritten before the chunk `sequence`: those
+    /// the read has passed (before its first chunk only where it began at the start).
+    fn count_overwritten(&mut self, sequence: u64) {
+        while let Some(loss) = self.overwritten.get(self.next_overwritten) {
+            if loss.sequence > sequence {
+                break;
+            }
+            let first = self.summary.first_sequence;
+            if self.whole || first.is_some_and(|first| loss.sequence > first) {
+                self.summary.lost_bytes += loss.gap_bytes;
+            }
+            self.next_overwritten += 1;
+        }
     }
 
     /// Reports damage to a whole object (the chunks in it are still read, where there are
