@@ -103,6 +103,14 @@ impl ChunkSource {
         )
     }
 
+    /// The requests made to an archive's store so far (none for drives).
+    pub fn archive_requests(&self) -> Option<u64> {
+        match self {
+            ChunkSource::Set(_) => None,
+            ChunkSource::Archive { archive, .. } => Some(archive.requests()),
+        }
+    }
+
     /// The archive's URL, for an archive.
     pub fn archive_url(&self) -> Option<String> {
         match self {
@@ -201,6 +209,21 @@ impl ChunkSource {
         progress: &Progress,
         each: &mut dyn FnMut(Item<'_>) -> bool,
     ) -> Result<ReadSummary> {
+        self.read_window(entry, engine, (from_ns, None), control, progress, each)
+    }
+
+    /// As [`ChunkSource::read_from`], for the window `(from_ns, to_ns)`: the caller stops
+    /// at the first chunk after `to_ns`, which an archive reads no further than (the drives'
+    /// reader is stopped by the caller).
+    pub fn read_window(
+        &self,
+        entry: &RecordingEntry,
+        engine: EngineChoice,
+        (from_ns, to_ns): (Option<u64>, Option<u64>),
+        control: &Control,
+        progress: &Progress,
+        each: &mut dyn FnMut(Item<'_>) -> bool,
+    ) -> Result<ReadSummary> {
         match self {
             ChunkSource::Set(set) => Ok(reader::read_recording_from(
                 set, entry, engine, from_ns, control, progress, each,
@@ -211,8 +234,9 @@ impl ChunkSource {
                 ..
             } => {
                 let recording = archived(recordings, entry);
-                Ok(nvrec_archive::read::read_recording(
-                    archive, recording, from_ns, control, progress, each,
+                let window = nvrec_archive::read::Window { from_ns, to_ns };
+                Ok(nvrec_archive::read::read_window(
+                    archive, recording, window, control, progress, each,
                 )?)
             }
         }

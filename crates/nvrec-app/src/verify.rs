@@ -178,10 +178,10 @@ pub fn check_recording(
 ) -> Result<RecordingCheck> {
     let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, entry.start_ns)?;
     let mut checker = ChunkChecker::new(request.seed, entry.start_ns);
-    let summary = source.read_from(
+    let summary = source.read_window(
         entry,
         request.engine,
-        from_ns,
+        (from_ns, to_ns),
         control,
         progress,
         &mut |item| {

@@ -10,6 +10,7 @@
 //!
 //! - [`store`]: where objects go: `file://DIR` (a directory) and `s3://BUCKET/PREFIX` (the
 //!   S3 API, any compatible server), or an in-memory store for tests; one code path.
+//! - [`counted`]: every request to the store counted (what a read costs on S3).
 //! - [`dir`]: the directory store: PUTs written with O_DIRECT and synced before they count.
 //! - [`manifest`]: the manifest and the object keys.
 //! - [`segment`]: chunks into segments (and back), with their checksums.
@@ -33,6 +34,7 @@
 //! `--delete-after-verify` asks for ([`free`]).
 
 pub mod catalog;
+pub mod counted;
 pub mod dir;
 pub mod free;
 pub mod manifest;

@@ -1137,14 +1137,14 @@ fn start_ring(targets: &[PathBuf], duration: &str, size: &str) -> Child {
 }
 
 /// Waits for a recording started by [`start_ring`]; it lost nothing, and wrapped: its
-/// stream is longer than the member holds.
+/// stream is half as long again as the member.
 fn ring_recorded(recorder: Child, size_bytes: u64) -> u64 {
     let recorded = recorder.wait_with_output().unwrap();
     assert!(recorded.status.success(), "{}", text(&recorded));
     let report = json(&recorded);
     assert_eq!(report["lost_bytes"], 0, "{report}");
     let stream_len = report["stream_bytes"].as_u64().unwrap();
-    assert!(stream_len > 2 * size_bytes, "{report}");
+    assert!(stream_len > size_bytes * 3 / 2, "{report}");
     stream_len
 }
 
@@ -1316,4 +1316,58 @@ fn a_ring_archived_after_it_ended_names_its_overwritten_start_as_lost() {
     // The drives held less than a lap: the rest of the stream was overwritten there.
     assert!(stream_len - end <= 24 << 20, "{lost:?} of {stream_len}");
     assert!(stream_len - end > 16 << 20, "{lost:?} of {stream_len}");
+}
+
+#[test]
+fn a_one_second_window_of_an_archived_ring_takes_three_requests() {
+    let setup = Setup::new("arch-ring-window");
+    let targets = setup.files(&["a.img"]);
+    let url = format!("file://{}", setup.path("archive").display());
+    // 4 s at 20 MB/s on a 48 MiB member: it wrapped, and keeps its last 2.4 s or so.
+    let recorder = start_ring(&targets, "4s", "48M");
+    ring_recorded(recorder, 48 << 20);
+    let output = setup.archive(&url, &targets, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let window = ["--from", "2.2s", "--to", "3.2s"];
+    let from_drives = run(nvrec().arg("replay").args(window).args(&targets));
+    assert!(from_drives.status.success(), "{}", text(&from_drives));
+    assert!(
+        from_drives.stdout.len() > 15_000_000,
+        "{}",
+        text(&from_drives)
+    );
+    let replayed = setup.path("window.bin");
+    let output = run(setup
+        .nvrec()
+        .args(["--json", "replay", "--output"])
+        .arg(&replayed)
+        .args(window)
+        .arg(&url));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        std::fs::read(&replayed).unwrap() == from_drives.stdout,
+        "the window from the archive differs"
+    );
+    // A LIST and the manifest's GET find it, one ranged GET of the one segment reads it.
+    let report = json(&output);
+    assert_eq!(report["archive_requests"], 3, "{report}");
+    // The same window of smaller segments: one ranged GET for each segment it touches.
+    let small = format!("file://{}", setup.path("small").display());
+    let output = setup.archive(
+        &small,
+        &targets,
+        &["--segment-size", "5M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(setup
+        .nvrec()
+        .args(["--json", "replay", "--output"])
+        .arg(&replayed)
+        .args(window)
+        .arg(&small));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(std::fs::read(&replayed).unwrap() == from_drives.stdout);
+    let requests = json(&output)["archive_requests"].as_u64().unwrap();
+    // 20 MB in 5 MiB segments: four or five of them.
+    assert!((6..=7).contains(&requests), "{requests}");
 }
