@@ -239,6 +239,15 @@ fn replay_one(
         &mut sink,
     )?;
     let end = sink.finish();
+    let mut problems = end.problems;
+    // An archived ring's ranges overwritten before they were archived: not in the stream
+    // written (zeros with --gaps zero), and said so as a gap is.
+    let not_archived = source.overwritten(&entry, &summary);
+    problems.extend(
+        not_archived
+            .iter()
+            .map(|loss| format!("lost: {}", loss.line())),
+    );
     let report = ReplayReport {
         passes,
         entry,
@@ -246,7 +255,7 @@ fn replay_one(
         written_bytes: end.written,
         zero_filled_bytes: end.filled,
         summary,
-        problems: end.problems,
+        problems,
         error: end.error,
     };
     Ok((report, end.out))

@@ -1201,6 +1201,13 @@ fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u6
         output.stdout == expected,
         "the archive is not the pattern outside the ranges it names lost"
     );
+    for (start, end) in &lost {
+        let said = text(&output);
+        assert!(
+            said.contains(&format!("lost: stream bytes {start}..{end} ")),
+            "{said}"
+        );
+    }
     let output = run(setup.nvrec().args(["verify", url]));
     assert!(output.status.success(), "{}", text(&output));
     let said = text(&output);
