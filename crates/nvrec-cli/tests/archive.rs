@@ -1234,8 +1234,9 @@ fn follow_archives_a_ring_that_wraps_whole_while_it_records() {
     let setup = Setup::new("arch-ring-follow");
     let targets = setup.files(&["a.img"]);
     let url = format!("file://{}", setup.path("archive").display());
-    // 6 s at 20 MB/s on a 48 MiB member: two and a half laps.
-    let recorder = start_ring(&targets, "6s", "48M");
+    // 9 s at 20 MB/s on a 96 MiB member: not quite two laps, and what the archive sends
+    // may lag the recorder by 4 s before the ring comes round to it.
+    let recorder = start_ring(&targets, "9s", "96M");
     let output = setup.archive(
         &url,
         &targets,
@@ -1249,7 +1250,7 @@ fn follow_archives_a_ring_that_wraps_whole_while_it_records() {
             "5M",
         ],
     );
-    let stream_len = ring_recorded(recorder, 48 << 20);
+    let stream_len = ring_recorded(recorder, 96 << 20);
     assert!(output.status.success(), "{}", text(&output));
     let report = json(&output);
     let recording = &report["recordings"][0];
