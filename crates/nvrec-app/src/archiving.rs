@@ -87,7 +87,12 @@ pub struct ArchiveRun {
 
 impl ArchiveRun {
     pub fn class(&self) -> Class {
-        let holes = self.recordings.iter().any(|r| !r.holes.is_empty());
+        // Holes, or a followed ring that ran ahead of its archive: what the archive was
+        // there to keep is not all in it.
+        let holes = self
+            .recordings
+            .iter()
+            .any(|r| !r.holes.is_empty() || r.followed && !r.overwritten.is_empty());
         match (self.aborted, holes) {
             (true, _) => Class::Aborted,
             (false, true) => Class::Failed,

@@ -103,6 +103,14 @@ impl ChunkSource {
         )
     }
 
+    /// The requests made to an archive's store so far (none for drives).
+    pub fn archive_requests(&self) -> Option<u64> {
+        match self {
+            ChunkSource::Set(_) => None,
+            ChunkSource::Archive { archive, .. } => Some(archive.requests()),
+        }
+    }
+
     /// The archive's URL, for an archive.
     pub fn archive_url(&self) -> Option<String> {
         match self {
@@ -154,6 +162,32 @@ impl ChunkSource {
         Ok(reader::select(&entries, id)?)
     }
 
+    /// For an archive, the stream ranges a ring overwrote before they were archived that
+    /// lie within what a read of `entry` (`summary`) went over: all of them where it began
+    /// at the start, else those after its first chunk up to its last. None for drives.
+    pub fn overwritten(
+        &self,
+        entry: &RecordingEntry,
+        summary: &ReadSummary,
+    ) -> Vec<nvrec_archive::manifest::Loss> {
+        let ChunkSource::Archive { recordings, .. } = self else {
+            return Vec::new();
+        };
+        let (Some(first), Some(last)) = (summary.first_sequence, summary.last_sequence) else {
+            return Vec::new();
+        };
+        let manifest = &archived(recordings, entry).manifest;
+        let whole = manifest
+            .segments
+            .first()
+            .is_some_and(|s| s.first_sequence == first);
+        manifest
+            .overwritten()
+            .filter(|loss| loss.sequence <= last && (whole || loss.sequence > first))
+            .cloned()
+            .collect()
+    }
+
     /// A member, as messages name it.
     pub fn describe_member(&self, index: usize) -> String {
         match self {
@@ -175,6 +209,21 @@ impl ChunkSource {
         progress: &Progress,
         each: &mut dyn FnMut(Item<'_>) -> bool,
     ) -> Result<ReadSummary> {
+        self.read_window(entry, engine, (from_ns, None), control, progress, each)
+    }
+
+    /// As [`ChunkSource::read_from`], for the window `(from_ns, to_ns)`: the caller stops
+    /// at the first chunk after `to_ns`, which an archive reads no further than (the drives'
+    /// reader is stopped by the caller).
+    pub fn read_window(
+        &self,
+        entry: &RecordingEntry,
+        engine: EngineChoice,
+        (from_ns, to_ns): (Option<u64>, Option<u64>),
+        control: &Control,
+        progress: &Progress,
+        each: &mut dyn FnMut(Item<'_>) -> bool,
+    ) -> Result<ReadSummary> {
         match self {
             ChunkSource::Set(set) => Ok(reader::read_recording_from(
                 set, entry, engine, from_ns, control, progress, each,
@@ -185,8 +234,9 @@ impl ChunkSource {
                 ..
             } => {
                 let recording = archived(recordings, entry);
-                Ok(nvrec_archive::read::read_recording(
-                    archive, recording, from_ns, control, progress, each,
+                let window = nvrec_archive::read::Window { from_ns, to_ns };
+                Ok(nvrec_archive::read::read_window(
+                    archive, recording, window, control, progress, each,
                 )?)
             }
         }

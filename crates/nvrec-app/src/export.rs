@@ -64,10 +64,10 @@ pub fn export(
     control: &Control,
     progress: &Progress,
 ) -> Result<ExportReport> {
-    let from_ns = options.window.from_ns;
+    let window = (options.window.from_ns, options.window.to_ns);
     let (mut exporter, output) = Exporter::create(&entry, options, to)?;
     let mut problems: Vec<String> = Vec::new();
-    let summary = source.read_from(&entry, engine, from_ns, control, progress, &mut |item| {
+    let summary = source.read_window(&entry, engine, window, control, progress, &mut |item| {
         problems.extend(hole_text(&item));
         exporter.item(item)
     })?;

@@ -230,9 +230,24 @@ fn replay_one(
     } = selection;
     let mut sink = StreamSink::new(out, &entry, request, control, (from_ns, to_ns));
     let (summary, passes) = read_passes(
-        source, &entry, request, from_ns, control, progress, &mut sink,
+        source,
+        &entry,
+        request,
+        (from_ns, to_ns),
+        control,
+        progress,
+        &mut sink,
     )?;
     let end = sink.finish();
+    let mut problems = end.problems;
+    // An archived ring's ranges overwritten before they were archived: not in the stream
+    // written (zeros with --gaps zero), and said so as a gap is.
+    let not_archived = source.overwritten(&entry, &summary);
+    problems.extend(
+        not_archived
+            .iter()
+            .map(|loss| format!("lost: {}", loss.line())),
+    );
     let report = ReplayReport {
         passes,
         entry,
@@ -240,7 +255,7 @@ fn replay_one(
         written_bytes: end.written,
         zero_filled_bytes: end.filled,
         summary,
-        problems: end.problems,
+        problems,
         error: end.error,
     };
     Ok((report, end.out))
@@ -294,14 +309,14 @@ pub(crate) trait PassSink {
     fn end_pass(&mut self) -> bool;
 }
 
-/// Reads `entry` from `from_ns` on into `sink`, as many passes as `request` asks, fewer
+/// Reads `entry`'s `window` (from, to) into `sink`, as many passes as `request` asks, fewer
 /// when the sink fails or the run is asked to end. Returns the last pass's summary and how
 /// many passes were read.
 pub(crate) fn read_passes(
     source: &ChunkSource,
     entry: &RecordingEntry,
     request: &ReplayRequest,
-    from_ns: Option<u64>,
+    window: (Option<u64>, Option<u64>),
     control: &Control,
     progress: &Progress,
     sink: &mut dyn PassSink,
@@ -309,10 +324,10 @@ pub(crate) fn read_passes(
     let mut passes = 0;
     loop {
         sink.begin_pass();
-        let summary = source.read_from(
+        let summary = source.read_window(
             entry,
             request.engine,
-            from_ns,
+            window,
             control,
             progress,
             &mut |item| sink.item(item),

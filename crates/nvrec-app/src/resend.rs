@@ -132,7 +132,13 @@ pub fn resend(
         start_ns: entry.start_ns,
     };
     let (summary, passes) = read_passes(
-        source, &entry, request, from_ns, control, progress, &mut sink,
+        source,
+        &entry,
+        request,
+        (from_ns, to_ns),
+        control,
+        progress,
+        &mut sink,
     )?;
     let ResendSink {
         mut sender,

@@ -112,8 +112,11 @@ pub struct RecordingCheck {
     pub pattern: Option<Pattern>,
     pub records: RecordCounts,
     pub unaccounted: Unaccounted,
-    /// Anything lost, by any cause (gaps, loss records).
+    /// Anything lost, by any cause (gaps, loss records, ranges an archived ring overwrote).
     pub lossy: bool,
+    /// An archive's stream ranges that a ring overwrote before they were archived (within
+    /// what was read): the archive lacks them, so it is not called OK.
+    pub not_archived: Vec<nvrec_archive::manifest::Loss>,
     /// Where the wall clock was stepped while recording (format 1.5 chunks tell): reported,
     /// never a fault, and no window or pacing goes by it.
     pub clock_steps: Vec<ClockStep>,
@@ -157,6 +160,7 @@ impl RecordingCheck {
             "pattern_seed": self.pattern.as_ref().map(Pattern::seed),
             "lost_bytes": summary.lost_bytes,
             "lossy": self.lossy,
+            "not_archived": self.not_archived,
             "first_bad": self.first_bad,
             "rate_mib_per_s": summary.rate_mib_per_s,
             "degraded": !entry.retirements.is_empty(),
@@ -180,10 +184,10 @@ pub fn check_recording(
 ) -> Result<RecordingCheck> {
     let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, entry.start_ns)?;
     let mut checker = ChunkChecker::new(request.seed, entry.start_ns);
-    let summary = source.read_from(
+    let summary = source.read_window(
         entry,
         request.engine,
-        from_ns,
+        (from_ns, to_ns),
         control,
         progress,
         &mut |item| {
@@ -225,6 +229,7 @@ pub fn check_recording(
         first_bad = entry_problem(&unaccounted, set, entry);
     }
     let lossy = summary.lost_bytes > 0 || records.losses > 0;
+    let not_archived = source.overwritten(entry, &summary);
     Ok(RecordingCheck {
         entry: entry.clone(),
         summary,
@@ -234,6 +239,7 @@ pub fn check_recording(
         records,
         unaccounted,
         lossy,
+        not_archived,
         clock_steps,
     })
 }

@@ -10,12 +10,15 @@
 //!
 //! - [`store`]: where objects go: `file://DIR` (a directory) and `s3://BUCKET/PREFIX` (the
 //!   S3 API, any compatible server), or an in-memory store for tests; one code path.
+//! - [`counted`]: every request to the store counted (what a read costs on S3).
 //! - [`dir`]: the directory store: PUTs written with O_DIRECT and synced before they count.
 //! - [`manifest`]: the manifest and the object keys.
 //! - [`segment`]: chunks into segments (and back), with their checksums.
 //! - [`state`]: the local SQLite file that makes an archive run resumable.
 //! - [`upload`]: `nvrec archive`: a volume set's recordings into the store, paced by `pace`
 //!   (`--max-rate`, and pauses while a recorder on the same set needs the drives).
+//! - `pack`: the reading side of `upload`: chunks into segments, with what was found
+//!   between them (gaps, holes, and the stream ranges a ring overwrote before they were read).
 //! - [`read`]: replay, verify and export straight from the store, through ranged GETs.
 //! - [`catalog`]: an SQLite catalog of archived recordings, rebuildable from the manifests.
 //! - [`free`]: `--delete-after-verify`: a recording's slots discarded once its archive is
@@ -31,10 +34,12 @@
 //! `--delete-after-verify` asks for ([`free`]).
 
 pub mod catalog;
+pub mod counted;
 pub mod dir;
 pub mod free;
 pub mod manifest;
 mod pace;
+mod pack;
 pub mod read;
 pub mod segment;
 pub mod state;

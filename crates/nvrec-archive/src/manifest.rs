@@ -59,12 +59,90 @@ pub fn check_node(node: &str) -> Result<()> {
     }
 }
 
-/// Stream bytes lost while recording, where the chunk after them says.
+/// Stream bytes the archive does not hold: the range `stream_offset_bytes - gap_bytes ..
+/// stream_offset_bytes`, right before chunk `sequence` (the first one after them that the
+/// archive holds).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Loss {
     pub sequence: u64,
     pub stream_offset_bytes: u64,
     pub gap_bytes: u64,
+    /// Why they are missing (a gap the recorder marked where not said).
+    #[serde(default, skip_serializing_if = "LossCause::is_recorded")]
+    pub cause: LossCause,
+    /// The first sequence of the chunks that held them, where they were chunks
+    /// (overwritten): sequences `first_sequence_lost..sequence` are not in the archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_sequence_lost: Option<u64>,
+}
+
+/// Why stream bytes are missing from an archive.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum LossCause {
+    /// Lost while recording: the input outran the drives (the chunk after says `GAP`).
+    #[default]
+    #[serde(rename = "lost while recording")]
+    Recorded,
+    /// Recorded, but a ring overwrote their chunks before the archive read them.
+    #[serde(rename = "overwritten on the drives before archived")]
+    Overwritten,
+}
+
+impl LossCause {
+    fn is_recorded(&self) -> bool {
+        *self == LossCause::Recorded
+    }
+
+    /// In words, as the manifest has it.
+    pub fn text(self) -> &'static str {
+        match self {
+            LossCause::Recorded => "lost while recording",
+            LossCause::Overwritten => "overwritten on the drives before archived",
+        }
+    }
+}
+
+impl Loss {
+    /// A gap the recorder marked, as the chunk after it says.
+    pub fn recorded(sequence: u64, stream_offset_bytes: u64, gap_bytes: u64) -> Loss {
+        Loss {
+            sequence,
+            stream_offset_bytes,
+            gap_bytes,
+            cause: LossCause::Recorded,
+            first_sequence_lost: None,
+        }
+    }
+
+    /// The stream range it stands for.
+    pub fn stream_range(&self) -> std::ops::Range<u64> {
+        self.stream_offset_bytes.saturating_sub(self.gap_bytes)..self.stream_offset_bytes
+    }
+
+    /// One line for `ls`, `verify` and `archive`: the range, the chunks and the cause.
+    pub fn line(&self) -> String {
+        let range = self.stream_range();
+        let chunks = match self.first_sequence_lost {
+            Some(first) => format!(", sequences {first}..{}", self.sequence),
+            None => String::new(),
+        };
+        format!(
+            "stream bytes {}..{} ({} bytes{chunks}): {}",
+            range.start,
+            range.end,
+            self.gap_bytes,
+            self.cause.text()
+        )
+    }
+}
+
+impl Manifest {
+    /// The losses of chunks overwritten before they were archived (a ring's).
+    pub fn overwritten(&self) -> impl Iterator<Item = &Loss> {
+        self.losses
+            .iter()
+            .filter(|loss| loss.cause == LossCause::Overwritten)
+    }
 }
 
 /// Something the drives could not give when the recording was archived: chunks missing or
@@ -141,6 +219,9 @@ pub struct Manifest {
     pub first_sequence: u64,
     pub end_sequence: u64,
     pub stream_len_bytes: u64,
+    /// As the entry says; a ring's is everything of its stream not archived,
+    /// `stream_len_bytes - payload_bytes` (what it overwrote before the archive read it
+    /// among them: the `losses` overwritten).
     pub lost_bytes: u64,
     pub chunk_size_bytes: u32,
     /// Chunks archived, their payload bytes, and the bytes of all segments.

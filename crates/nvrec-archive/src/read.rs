@@ -10,6 +10,7 @@
 //! the object and the offset) or as missing sequences, and the chunks around it still
 //! come back: the chunk index says where the next one starts.
 
+use std::ops::Range;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -17,7 +18,7 @@ use nvrec::control::{Control, ControlState, Progress};
 use nvrec::layout::{ChunkFlags, ChunkView, RecordingEntry, RecordingFlags};
 use nvrec::recording::reader::{Damage, Item, ReadSummary};
 
-use crate::manifest::{Manifest, SegmentInfo, MANIFEST_NAME};
+use crate::manifest::{Loss, Manifest, SegmentInfo, MANIFEST_NAME};
 use crate::segment::chunk_at;
 use crate::store::Archive;
 use crate::{ArchiveError, Result};
@@ -109,6 +110,34 @@ pub fn read_recording(
     progress: &Progress,
     each: &mut dyn FnMut(Item<'_>) -> bool,
 ) -> Result<ReadSummary> {
+    let window = Window {
+        from_ns,
+        to_ns: None,
+    };
+    read_window(archive, recording, window, control, progress, each)
+}
+
+/// A time window of a read, on the recording's timeline: from the first chunk at or after
+/// `from_ns`, up to and including the first chunk after `to_ns` (a reader stops there, as
+/// on the drives).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Window {
+    pub from_ns: Option<u64>,
+    pub to_ns: Option<u64>,
+}
+
+/// As [`read_recording`], for `window`: no byte past its end is asked for, so a window
+/// within one segment takes one ranged GET of data (beside the LIST and the manifest GET
+/// that found the recording).
+pub fn read_window(
+    archive: &Archive,
+    recording: &ArchivedRecording,
+    window: Window,
+    control: &Control,
+    progress: &Progress,
+    each: &mut dyn FnMut(Item<'_>) -> bool,
+) -> Result<ReadSummary> {
+    let Window { from_ns, to_ns } = window;
     let started = Instant::now();
     let manifest = &recording.manifest;
     let entry = &recording.entry;
@@ -136,9 +165,13 @@ pub fn read_recording(
         each,
         summary: ReadSummary::default(),
         expected,
+        overwritten: manifest.overwritten().collect(),
+        next_overwritten: 0,
+        whole: from_ns.is_none(),
+        to_ns,
     };
     let flow = read.segments(archive, first_segment, first_chunk)?;
-    if flow != Flow::Stop && control.state() == ControlState::Run {
+    if matches!(flow, Flow::On | Flow::Leave) && control.state() == ControlState::Run {
         read.missing_at_end();
     }
     Ok(finish(read.summary, started))
@@ -154,6 +187,8 @@ enum Flow {
     Leave,
     /// `each` said stop at a chunk, or `control` did: nothing more is handed out.
     Stop,
+    /// The window ended: what comes after it is not read, nor reported missing.
+    WindowEnd,
 }
 
 /// A read of an archived recording under way: what it checks chunks against, where they
@@ -167,35 +202,65 @@ struct ArchiveRead<'a, 'e> {
     summary: ReadSummary,
     /// The sequence the next chunk should have; None until the first chunk sets it.
     expected: Option<u64>,
+    /// What a ring overwrote before it was archived (the manifest's losses, in sequence
+    /// order): not missing chunks but lost stream bytes, counted as the read passes them.
+    overwritten: Vec<&'a Loss>,
+    next_overwritten: usize,
+    /// The read began at the recording's start (not a window's).
+    whole: bool,
+    /// The window's end: chunks past the first after it are not read.
+    to_ns: Option<u64>,
 }
 
-/// The GET of a segment's bytes from its chunk `chunk` on (the whole object from the
-/// first), started on the archive's runtime.
+/// Bytes `start..end` of a segment: its chunks `chunks` (the whole object where they are
+/// all of them).
+fn byte_range(info: &SegmentInfo, chunks: Range<usize>) -> Range<u64> {
+    let offset = |chunk: usize| {
+        info.chunk_offsets
+            .get(chunk)
+            .copied()
+            .unwrap_or(info.size_bytes)
+    };
+    offset(chunks.start)..offset(chunks.end)
+}
+
+/// The GET of a segment's chunks `chunks` (the whole object where they are all of it),
+/// started on the archive's runtime.
 fn fetch(
     archive: &Archive,
     info: &SegmentInfo,
-    chunk: usize,
+    chunks: Range<usize>,
 ) -> tokio::task::JoinHandle<object_store::Result<Bytes>> {
-    let start = if chunk == 0 {
-        0
-    } else {
-        info.chunk_offsets[chunk]
-    };
+    let range = byte_range(info, chunks);
     let store = archive.store.clone();
     let path = archive.path(&info.key);
-    let size = info.size_bytes;
+    let whole = range == (0..info.size_bytes);
     archive.runtime.spawn(async move {
-        if start == 0 {
+        if whole {
             store.get(&path).await?.bytes().await
         } else {
-            store.get_range(&path, start..size).await
+            store.get_range(&path, range).await
         }
     })
 }
 
 impl ArchiveRead<'_, '_> {
+    /// The chunks of `info` from `start_chunk` that the window asks for: up to and
+    /// including the first after its end, and whether that one is in this segment.
+    fn window_chunks(&self, info: &SegmentInfo, start_chunk: usize) -> (Range<usize>, bool) {
+        let count = info.chunk_offsets.len();
+        let Some(to_ns) = self.to_ns else {
+            return (start_chunk..count, false);
+        };
+        let past = info.chunk_timestamps_ns.partition_point(|&t| t <= to_ns);
+        match past < count {
+            true => (start_chunk..(past + 1).max(start_chunk + 1), true),
+            false => (start_chunk..count, false),
+        }
+    }
+
     /// Reads the segments from `first_segment` (from its chunk `first_chunk`) on, each
-    /// fetched while the one before it is handed out.
+    /// fetched while the one before it is handed out, up to the window's end.
     fn segments(
         &mut self,
         archive: &Archive,
@@ -203,29 +268,31 @@ impl ArchiveRead<'_, '_> {
         first_chunk: usize,
     ) -> Result<Flow> {
         let segments = &self.manifest.segments;
+        let mut chunks = segments
+            .get(first_segment)
+            .map(|info| self.window_chunks(info, first_chunk));
         // A recording without chunks has no segment to fetch.
-        let mut next = (first_segment < segments.len())
-            .then(|| fetch(archive, &segments[first_segment], first_chunk));
+        let mut next = chunks
+            .clone()
+            .map(|(range, _)| fetch(archive, &segments[first_segment], range));
         let mut flow = Flow::On;
         for (index, info) in segments.iter().enumerate().skip(first_segment) {
-            if self.control.state() != ControlState::Run || flow == Flow::Stop {
+            if self.control.state() != ControlState::Run || flow != Flow::On {
                 break;
             }
-            let start_chunk = if index == first_segment {
-                first_chunk
-            } else {
-                0
-            };
+            let (range, window_ends) = chunks.take().expect("the chunks of each segment");
             let fetched = archive
                 .runtime
                 .block_on(next.take().expect("a fetch per segment"))
                 .expect("a fetch does not panic");
-            if let Some(following) = segments.get(index + 1) {
-                next = Some(fetch(archive, following, 0));
+            if let Some(following) = segments.get(index + 1).filter(|_| !window_ends) {
+                let (range, ends) = self.window_chunks(following, 0);
+                next = Some(fetch(archive, following, range.clone()));
+                chunks = Some((range, ends));
             }
-            flow = self.segment(archive, info, start_chunk, fetched)?;
-            if flow == Flow::Leave {
-                break;
+            flow = self.segment(archive, info, range, fetched)?;
+            if flow == Flow::On && window_ends {
+                flow = Flow::WindowEnd;
             }
         }
         if let Some(pending) = next {
@@ -234,15 +301,16 @@ impl ArchiveRead<'_, '_> {
         Ok(flow)
     }
 
-    /// Checks what came of one segment's GET and hands out its chunks from `start_chunk`.
+    /// Checks what came of one segment's GET and hands out its chunks `chunks`.
     fn segment(
         &mut self,
         archive: &Archive,
         info: &SegmentInfo,
-        start_chunk: usize,
+        chunks: Range<usize>,
         fetched: object_store::Result<Bytes>,
     ) -> Result<Flow> {
-        let start = info.chunk_offsets.get(start_chunk).copied().unwrap_or(0);
+        let range = byte_range(info, chunks.clone());
+        let start = range.start;
         let bytes = match fetched {
             Ok(bytes) => bytes,
             Err(error @ object_store::Error::NotFound { .. }) => {
@@ -253,17 +321,18 @@ impl ArchiveRead<'_, '_> {
             Err(error) => return Err(archive.error("GET", &info.key, error)),
         };
         self.summary.read_bytes += bytes.len() as u64;
-        if self.check_object(info, start, &bytes) == Flow::Leave {
+        if self.check_object(info, range, &bytes) == Flow::Leave {
             return Ok(Flow::Leave);
         }
-        Ok(self.chunks(info, start_chunk, start, &bytes))
+        Ok(self.chunks(info, chunks, start, &bytes))
     }
 
-    /// Compares the object's bytes from `start` with the manifest: their length, and their
+    /// Compares the object's bytes `range` with the manifest: their length, and their
     /// CRC32C where the whole object was read. A mismatch is damage; its chunks are still
     /// read.
-    fn check_object(&mut self, info: &SegmentInfo, start: u64, bytes: &Bytes) -> Flow {
-        let expected_len = info.size_bytes - start;
+    fn check_object(&mut self, info: &SegmentInfo, range: Range<u64>, bytes: &Bytes) -> Flow {
+        let start = range.start;
+        let expected_len = range.end - start;
         if bytes.len() as u64 != expected_len {
             let what = format!(
                 "object holds {} bytes from offset {start}, the manifest says {expected_len}",
@@ -271,7 +340,7 @@ impl ArchiveRead<'_, '_> {
             );
             return self.object_damage(damage(info, start, None, what));
         }
-        if start == 0 {
+        if range == (0..info.size_bytes) {
             let actual = nvrec::layout::crc32c(bytes);
             if actual != info.crc32c {
                 let what = format!(
@@ -284,10 +353,16 @@ impl ArchiveRead<'_, '_> {
         Flow::On
     }
 
-    /// Hands out the chunks of a segment from `start_chunk`; `bytes` are the object's from
-    /// offset `start`.
-    fn chunks(&mut self, info: &SegmentInfo, start_chunk: usize, start: u64, bytes: &[u8]) -> Flow {
-        for chunk in start_chunk..info.chunk_offsets.len() {
+    /// Hands out the chunks `chunks` of a segment; `bytes` are the object's from offset
+    /// `start`.
+    fn chunks(
+        &mut self,
+        info: &SegmentInfo,
+        chunks: Range<usize>,
+        start: u64,
+        bytes: &[u8],
+    ) -> Flow {
+        for chunk in chunks {
             if self.control.state() != ControlState::Run {
                 return Flow::Stop;
             }
@@ -359,8 +434,19 @@ impl ArchiveRead<'_, '_> {
     /// hands it to `each`. Returns whether to go on.
     fn hand_out(&mut self, view: &ChunkView<'_>) -> bool {
         let header = view.header;
+        let overwritten = |expected: u64| {
+            self.overwritten.iter().any(|loss| {
+                loss.sequence == header.sequence
+                    && loss
+                        .first_sequence_lost
+                        .is_some_and(|first| first <= expected)
+            })
+        };
+        let missing = self
+            .expected
+            .filter(|&e| header.sequence > e && !overwritten(e));
         let summary = &mut self.summary;
-        if let Some(expected) = self.expected.filter(|&e| header.sequence > e) {
+        if let Some(expected) = missing {
             let count = header.sequence - expected;
             summary.missing_chunk_count += count;
             if !(self.each)(Item::Missing {
@@ -379,6 +465,7 @@ impl ArchiveRead<'_, '_> {
             summary.gap_count += 1;
             summary.lost_bytes += header.gap_bytes;
         }
+        self.count_overwritten(header.sequence);
         self.progress.done_bytes.fetch_add(
             view.payload.len() as u64,
             std::sync::atomic::Ordering::Relaxed,
@@ -387,6 +474,21 @@ impl ArchiveRead<'_, '_> {
             header: &header,
             payload: view.payload,
         })
+    }
+
+    /// Counts as lost the stream ranges overwritten before the chunk `sequence`: those
+    /// the read has passed (before its first chunk only where it began at the start).
+    fn count_overwritten(&mut self, sequence: u64) {
+        while let Some(loss) = self.overwritten.get(self.next_overwritten) {
+            if loss.sequence > sequence {
+                break;
+            }
+            let first = self.summary.first_sequence;
+            if self.whole || first.is_some_and(|first| loss.sequence > first) {
+                self.summary.lost_bytes += loss.gap_bytes;
+            }
+            self.next_overwritten += 1;
+        }
     }
 
     /// Reports damage to a whole object (the chunks in it are still read, where there are

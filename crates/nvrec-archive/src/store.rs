@@ -17,6 +17,7 @@ use object_store::multipart::MultipartStore;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, PutPayload};
 
+use crate::counted::Counted;
 use crate::dir::DirectoryStore;
 use crate::{ArchiveError, Result};
 
@@ -105,7 +106,9 @@ pub enum Mode {
 /// An open archive: a store, the key prefix inside it, and a runtime to drive it.
 pub struct Archive {
     url: ArchiveUrl,
+    /// The store, every request through it counted ([`Counted`]).
     pub(crate) store: Arc<dyn ObjectStore>,
+    counted: Arc<Counted>,
     /// Stores with resumable multipart uploads (S3, memory); a directory takes each object
     /// whole (a file renamed into place, so never half there).
     pub(crate) multipart: Option<Arc<dyn MultipartStore>>,
@@ -175,9 +178,11 @@ impl Archive {
                     (store.clone(), Some(store), String::new())
                 }
             };
+        let counted = Arc::new(Counted::new(store));
         Ok(Archive {
             url: url.clone(),
-            store,
+            store: counted.clone(),
+            counted,
             multipart,
             prefix,
             runtime,
@@ -186,6 +191,11 @@ impl Archive {
 
     pub fn url(&self) -> &ArchiveUrl {
         &self.url
+    }
+
+    /// The requests made to the store so far, but for multipart parts (see [`Counted`]).
+    pub fn requests(&self) -> u64 {
+        self.counted.requests()
     }
 
     /// The full key of `relative` (a key below the archive's prefix).

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use nvrec::control::{Control, ControlState, Progress};
 use nvrec::engine::EngineChoice;
-use nvrec::layout::{ChunkFlags, RecordingEntry, RecordingState};
+use nvrec::layout::{RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::volume::VolumeSet;
 use object_store::multipart::{MultipartStore, PartId};
@@ -28,10 +28,11 @@ use object_store::{MultipartId, PutPayload};
 
 use crate::catalog::Catalog;
 use crate::manifest::{
-    encode_entry, manifest_key, recording_dir, segment_key, state_word, Hole, Loss, Manifest,
+    encode_entry, manifest_key, recording_dir, state_word, Hole, Loss, LossCause, Manifest,
     RetirementInfo, SegmentInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 use crate::pace::Pacer;
+use crate::pack::{Packed, Packer, ReadOutcome, SegmentStart};
 use crate::segment::{Segment, SegmentBuilder, SEGMENT_SIZE_BYTES_DEFAULT};
 use crate::state::{ObjectState, State};
 use crate::store::Archive;
@@ -133,15 +134,6 @@ pub enum Outcome {
     Stopped,
 }
 
-/// Where reading a recording starts: at its first chunk, or (following a live recording)
-/// at the first chunk of the first segment not yet sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct SegmentStart {
-    index: u32,
-    sequence: u64,
-    timestamp_ns: u64,
-}
-
 /// Which segments of a reading go up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Upto {
@@ -171,6 +163,10 @@ pub struct RecordingReport {
     pub uploaded_bytes: u64,
     /// Chunks missing or damaged on the drives: missing in the archive too.
     pub holes: Vec<Hole>,
+    /// Stream ranges a ring overwrote before they were read: missing in the archive.
+    pub overwritten: Vec<Loss>,
+    /// Followed while it was being written (--follow).
+    pub followed: bool,
     /// Segments sent while the recording was still being written (--follow).
     pub segments_sent_live: u64,
     /// Seconds paused because a recorder on the same set was filling its buffer pool.
@@ -298,6 +294,8 @@ impl RecordingReport {
             archived_bytes: 0,
             uploaded_bytes: 0,
             holes: Vec::new(),
+            overwritten: Vec::new(),
+            followed: false,
             segments_sent_live: 0,
             backoff_s: 0.0,
             elapsed_s: 0.0,
@@ -314,6 +312,23 @@ impl RecordingReport {
         self.payload_bytes = manifest.payload_bytes;
         self.archived_bytes = manifest.archived_bytes;
         self.holes = manifest.holes.clone();
+        self.overwritten = manifest.overwritten().cloned().collect();
+    }
+
+    /// Counts what the readings of the recording have sent so far.
+    fn sent(&mut self, sent: &Sent) {
+        self.segment_count = sent.segments.len() as u64;
+        self.chunk_count = sent.segments.iter().map(|s| s.chunk_count).sum();
+        self.payload_bytes = sent.payload_bytes;
+        self.archived_bytes = sent.segments.iter().map(|s| s.size_bytes).sum();
+        self.holes = sent.outcome.holes.clone();
+        self.overwritten = sent
+            .outcome
+            .losses
+            .iter()
+            .filter(|loss| loss.cause == LossCause::Overwritten)
+            .cloned()
+            .collect();
     }
 }
 
@@ -333,9 +348,11 @@ impl Job<'_> {
         let started = Instant::now();
         let paused_before = pacer.paused();
         let mut entry = entry.clone();
+        let mut sent = Sent::default();
         if entry.state == RecordingState::Open || live {
+            report.followed = self.source.options.live != Live::Skip;
             match self.until_ended(&entry, &dir, &mut report)? {
-                Some(ended) => entry = ended,
+                Some((ended, carried)) => (entry, sent) = (ended, carried),
                 None => return Ok(report),
             }
         }
@@ -347,15 +364,7 @@ impl Job<'_> {
             }
             return Ok(report);
         }
-        let manifest = archive_recording(
-            self,
-            entry,
-            &dir,
-            SegmentStart::default(),
-            Upto::End,
-            &mut report,
-        )?
-        .1;
+        let manifest = archive_recording(self, entry, &dir, sent, Upto::End, &mut report)?.1;
         report.elapsed_s = started.elapsed().as_secs_f64();
         report.backoff_s = (pacer.paused() - paused_before).as_secs_f64();
         report.rate_mib_per_s =
@@ -372,13 +381,14 @@ impl Job<'_> {
     }
 
     /// A recording still being written, as the options say: followed to its end (its
-    /// entry then), or left (None, the report saying why).
+    /// entry then, and what its passes sent that its last one goes on from), or left
+    /// (None, the report saying why).
     fn until_ended(
         &self,
         entry: &RecordingEntry,
         dir: &str,
         report: &mut RecordingReport,
-    ) -> Result<Option<RecordingEntry>> {
+    ) -> Result<Option<(RecordingEntry, Sent)>> {
         match self.source.options.live {
             Live::Skip => {
                 report.outcome = Outcome::Recording;
@@ -386,9 +396,9 @@ impl Job<'_> {
                 Ok(None)
             }
             Live::Follow { poll } => match follow(self, entry, dir, poll, report)? {
-                Some(ended) => {
+                Some((ended, sent)) => {
                     report.state = state_word(&ended).to_string();
-                    Ok(Some(ended))
+                    Ok(Some((ended, sent)))
                 }
                 None => {
                     report.outcome = Outcome::Stopped;
@@ -417,67 +427,52 @@ fn existing_manifest(
     Ok((manifest.entry == encode_entry(entry)?).then_some(manifest))
 }
 
-/// What the reader thread saw besides the chunks.
-#[derive(Default)]
-struct ReadOutcome {
-    losses: Vec<Loss>,
-    holes: Vec<Hole>,
+/// What the passes over a recording have archived so far. A followed ring's passes carry
+/// it to the next and to its last one: its early chunks are gone by its end, so the last
+/// pass adds to what they sent instead of reading the recording again.
+#[derive(Debug, Clone, Default)]
+struct Sent {
+    /// Where the next reading starts.
+    start: SegmentStart,
+    segments: Vec<SegmentInfo>,
+    outcome: ReadOutcome,
+    payload_bytes: u64,
 }
 
 /// What reading a recording into segments came to.
 struct Reading {
     summary: Result<ReadSummary>,
-    outcome: ReadOutcome,
+    packed: Packed,
     /// A chunk that would not go into a segment.
     failure: Option<ArchiveError>,
-    /// Where the next reading starts: the segment still filling.
-    next: SegmentStart,
 }
 
-/// Reads `entry` from `start` (or uploads it whole, `upto`): its chunks go into segments,
-/// each sent up as it fills while the next one is read, then the manifest (only once the
-/// recording has ended). Returns where a next reading starts, and the manifest written.
+/// Reads `entry` from where `sent` stands (or uploads it whole, `upto`): its chunks go
+/// into segments, each sent up as it fills while the next one is read, then the manifest
+/// (only once the recording has ended). Returns what is sent now, and the manifest written.
 fn archive_recording(
     job: &Job<'_>,
     entry: &RecordingEntry,
     dir: &str,
-    start: SegmentStart,
+    sent: Sent,
     upto: Upto,
     report: &mut RecordingReport,
-) -> Result<(SegmentStart, Option<Manifest>)> {
+) -> Result<(Sent, Option<Manifest>)> {
     let (sender, receiver) = sync_channel::<Segment>(SEGMENTS_AHEAD);
     // Uploaded segments' memory, back to the reader to fill again.
     let (recycle, reuse) = sync_channel::<Vec<u8>>(SEGMENTS_AHEAD + 1);
-    let mut segments: Vec<SegmentInfo> = Vec::new();
+    let Sent {
+        start,
+        mut segments,
+        mut outcome,
+        payload_bytes,
+    } = sent;
     let (reading, upload_error) = std::thread::scope(|scope| {
         let reading = {
             let source = &job.source;
             scope.spawn(move || read_segments(source, entry, dir, start, upto, sender, reuse))
         };
-        let mut upload_error: Option<ArchiveError> = None;
-        for segment in receiver.iter() {
-            match job.up.segment(&segment) {
-                Ok(done) => {
-                    report.add(&done);
-                    let Segment {
-                        bytes, mut info, ..
-                    } = segment;
-                    info.e_tag = done.e_tag;
-                    segments.push(info);
-                    if let Ok(bytes) = bytes.try_into_mut() {
-                        let _ = recycle.try_send(Vec::from(bytes));
-                    }
-                }
-                Err(error) => {
-                    upload_error = Some(error);
-                    break;
-                }
-            }
-            if job.source.control.state() == ControlState::Abort {
-                break;
-            }
-        }
-        drop(receiver);
+        let upload_error = upload_segments(job, receiver, &recycle, &mut segments, report);
         (
             reading.join().expect("the reader thread does not panic"),
             upload_error,
@@ -486,23 +481,58 @@ fn archive_recording(
     if let Some(error) = upload_error {
         return Err(error);
     }
-    let summary: ReadSummary = reading.summary?;
+    reading.summary?;
     if let Some(error) = reading.failure {
         return Err(error);
     }
-    report.segment_count = segments.len() as u64;
-    report.chunk_count = segments.iter().map(|s| s.chunk_count).sum();
-    report.payload_bytes = summary.payload_bytes;
-    report.archived_bytes = segments.iter().map(|s| s.size_bytes).sum();
-    report.holes = reading.outcome.holes.clone();
+    let mut packed = reading.packed;
+    outcome.append(&mut packed.outcome);
+    let sent = Sent {
+        start: packed.next,
+        segments,
+        outcome,
+        payload_bytes: payload_bytes + packed.payload_bytes,
+    };
+    report.sent(&sent);
     if job.source.control.state() != ControlState::Run || upto == Upto::Sealed {
-        return Ok((reading.next, None));
+        return Ok((sent, None));
     }
-    let manifest = manifest_of(job, entry, report, reading.outcome, segments)?;
+    let manifest = manifest_of(job, entry, report, &sent)?;
     job.up
         .archive
         .put(&report.manifest_key, manifest.encode().into())?;
-    Ok((reading.next, Some(manifest)))
+    Ok((sent, Some(manifest)))
+}
+
+/// The sending side of [`archive_recording`]: every segment `receiver` gives goes up and
+/// into `segments`, its memory back to the reader. Returns the error that ended it, if any.
+fn upload_segments(
+    job: &Job<'_>,
+    receiver: Receiver<Segment>,
+    recycle: &SyncSender<Vec<u8>>,
+    segments: &mut Vec<SegmentInfo>,
+    report: &mut RecordingReport,
+) -> Option<ArchiveError> {
+    for segment in receiver.iter() {
+        match job.up.segment(&segment) {
+            Ok(done) => {
+                report.add(&done);
+                let Segment {
+                    bytes, mut info, ..
+                } = segment;
+                info.e_tag = done.e_tag;
+                segments.push(info);
+                if let Ok(bytes) = bytes.try_into_mut() {
+                    let _ = recycle.try_send(Vec::from(bytes));
+                }
+            }
+            Err(error) => return Some(error),
+        }
+        if job.source.control.state() == ControlState::Abort {
+            break;
+        }
+    }
+    None
 }
 
 /// The reading side of [`archive_recording`], on a thread of its own: the chunks of
@@ -517,11 +547,14 @@ fn read_segments(
     sender: SyncSender<Segment>,
     reuse: Receiver<Vec<u8>>,
 ) -> Reading {
-    let mut builder = SegmentBuilder::new(source.options.segment_size_bytes, entry.start_ns);
-    let mut index = start.index;
-    let mut outcome = ReadOutcome::default();
+    let builder = SegmentBuilder::new(source.options.segment_size_bytes, entry.start_ns);
+    let ring = entry
+        .flags
+        .contains(RecordingFlags::RING)
+        .then_some((entry.first_sequence, upto == Upto::Sealed));
+    let mut packer = Packer::new(builder, dir, start, ring);
     let mut failure: Option<ArchiveError> = None;
-    let from_ns = (start != SegmentStart::default()).then_some(start.timestamp_ns);
+    let from_ns = (!start.is_beginning()).then_some(start.timestamp_ns);
     let summary = reader::read_recording_from(
         source.set,
         entry,
@@ -536,35 +569,23 @@ fn read_segments(
                 Item::Chunk { header, payload } => {
                     // The drives are the recorder's first: wait while it needs them.
                     source.pacer.hold();
-                    if builder.is_full_for(payload.len()) {
-                        let segment =
-                            builder.take(index, segment_key(dir, index), reuse.try_recv().ok());
-                        index += 1;
-                        if sender.send(segment).is_err() {
-                            return false; // The uploader failed.
+                    match packer.chunk(header, payload, &sender, &reuse) {
+                        Ok(go_on) => return go_on,
+                        Err(error) => {
+                            failure = Some(error);
+                            return false;
                         }
-                    }
-                    if header.flags.contains(ChunkFlags::GAP) {
-                        outcome.losses.push(Loss {
-                            sequence: header.sequence,
-                            stream_offset_bytes: header.stream_offset_bytes,
-                            gap_bytes: header.gap_bytes,
-                        });
-                    }
-                    if let Err(error) = builder.push(header, payload) {
-                        failure = Some(error);
-                        return false;
                     }
                 }
                 Item::Missing {
                     first_sequence,
                     count,
-                } => outcome.holes.push(Hole {
+                } => packer.missing(Hole {
                     first_sequence: Some(first_sequence),
                     chunk_count: count,
                     what: "missing on the drives".into(),
                 }),
-                Item::Damage(damage) => outcome.holes.push(Hole {
+                Item::Damage(damage) => packer.damage(Hole {
                     first_sequence: damage.sequence,
                     chunk_count: 1,
                     what: format!(
@@ -577,34 +598,28 @@ fn read_segments(
         },
     );
     let complete = source.control.state() == ControlState::Run;
-    let next = match builder.first() {
-        Some((sequence, timestamp_ns)) => SegmentStart {
-            index,
-            sequence,
-            timestamp_ns,
-        },
-        None => SegmentStart { index, ..start },
-    };
-    if failure.is_none() && complete && upto == Upto::End && !builder.is_empty() {
-        let _ = sender.send(builder.take(index, segment_key(dir, index), None));
-    }
+    let last = failure.is_none() && complete && upto == Upto::End;
     Reading {
         summary: summary.map_err(ArchiveError::from),
-        outcome,
+        packed: packer.finish(start, last, &sender),
         failure,
-        next,
     }
 }
 
-/// The manifest of `entry` archived as `segments`.
+/// The manifest of `entry` archived as `sent` says.
 fn manifest_of(
     job: &Job<'_>,
     entry: &RecordingEntry,
     report: &RecordingReport,
-    outcome: ReadOutcome,
-    segments: Vec<SegmentInfo>,
+    sent: &Sent,
 ) -> Result<Manifest> {
     let set = job.source.set;
+    // A ring holds only what it did not overwrite: its archive says what it lacks.
+    let lost_bytes = if entry.flags.contains(RecordingFlags::RING) {
+        entry.stream_len_bytes.saturating_sub(sent.payload_bytes)
+    } else {
+        entry.lost_bytes
+    };
     Ok(Manifest {
         format: MANIFEST_FORMAT.into(),
         version: MANIFEST_VERSION,
@@ -619,37 +634,38 @@ fn manifest_of(
         first_sequence: entry.first_sequence,
         end_sequence: entry.end_sequence,
         stream_len_bytes: entry.stream_len_bytes,
-        lost_bytes: entry.lost_bytes,
+        lost_bytes,
         chunk_size_bytes: set.chunk_size_bytes,
         chunk_count: report.chunk_count,
         payload_bytes: report.payload_bytes,
         archived_bytes: report.archived_bytes,
-        losses: outcome.losses,
-        holes: outcome.holes,
+        losses: sent.outcome.losses.clone(),
+        holes: sent.outcome.holes.clone(),
         retirements: entry.retirements.iter().map(RetirementInfo::of).collect(),
         entry: encode_entry(entry)?,
-        segments,
+        segments: sent.segments.clone(),
     })
 }
 
 /// Follows recording `entry` while it is being written: every segment that has filled
 /// is sent (each reading starts at the first segment not yet sent, found by time without
 /// reading what comes before it), then it waits `poll` and looks again. Returns the entry
-/// as it ended, or `None` when Ctrl-C or SIGTERM came first. Only what a checkpoint or a
-/// checked chunk made durable is read, as `ls` shows it; the recorder is never waited for
-/// and never slowed but by the drives' shared bandwidth (`--max-rate` bounds ours).
+/// as it ended, with what a ring's passes sent (its last pass goes on from there; a linear
+/// recording's reads the whole again and finds the segments in the store), or `None` when
+/// Ctrl-C or SIGTERM came first. Only what a checkpoint or a checked chunk made durable
+/// is read, as `ls` shows it; the recorder is never waited for and never slowed but by the
+/// drives' shared bandwidth (`--max-rate` bounds ours). A ring's chunks overwritten before
+/// a pass read them are the archive's losses, with their stream ranges.
 fn follow(
     job: &Job<'_>,
     entry: &RecordingEntry,
     dir: &str,
     poll: Duration,
     report: &mut RecordingReport,
-) -> Result<Option<RecordingEntry>> {
+) -> Result<Option<(RecordingEntry, Sent)>> {
     let id = entry.recording_id;
-    // A ring overwrites its oldest chunks: what filled early is not what the archive of
-    // the ended recording holds, so a ring is only waited for.
-    let ring = entry.flags.contains(nvrec::layout::RecordingFlags::RING);
-    let mut start = SegmentStart::default();
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    let mut sent = Sent::default();
     loop {
         if job.source.control.state() != ControlState::Run {
             return Ok(None);
@@ -657,14 +673,17 @@ fn follow(
         let still_live = job.source.set.live_recording()? == Some(id);
         let now = reader::select(&reader::recordings(job.source.set)?, Some(id))?;
         if !still_live {
-            return Ok(Some(now));
+            return Ok(Some((now, if ring { sent } else { Sent::default() })));
         }
-        if !ring {
+        let before = sent.start.index;
+        sent = if ring {
+            archive_recording(job, &now, dir, sent, Upto::Sealed, report)?.0
+        } else {
+            // Counted by the last pass, which finds these segments in the store.
             let mut pass = report.clone();
-            let (next, _) = archive_recording(job, &now, dir, start, Upto::Sealed, &mut pass)?;
-            report.segments_sent_live += u64::from(next.index - start.index);
-            start = next;
-        }
+            archive_recording(job, &now, dir, sent, Upto::Sealed, &mut pass)?.0
+        };
+        report.segments_sent_live += u64::from(sent.start.index - before);
         let deadline = Instant::now() + poll;
         while Instant::now() < deadline && job.source.control.state() == ControlState::Run {
             std::thread::sleep(Duration::from_millis(50).min(poll));

@@ -342,6 +342,9 @@ fn print_archived(report: &RecordingReport, url: &ArchiveUrl, freed: Option<&Fre
         Some(Freed::Kept { why }) => outln!("  kept on the drives: {why}"),
         None => {}
     }
+    for loss in &report.overwritten {
+        outln!("  LOST: {}", loss.line());
+    }
     for hole in &report.holes {
         outln!(
             "  HOLE: {} chunks{}: {}",
@@ -404,6 +407,9 @@ pub fn ls(url: &ArchiveUrl, json: bool) -> Result<Class> {
             for r in &recordings {
                 let m = &r.manifest;
                 print_listing_row(&CatalogRow::of(&url.to_string(), m), Listing::Archive);
+                for loss in m.overwritten() {
+                    outln!("      LOST: {}", loss.line());
+                }
                 for hole in &m.holes {
                     outln!("      HOLE: {} chunks: {}", hole.chunk_count, hole.what);
                 }

@@ -195,17 +195,31 @@ fn open_output(args: &ReplayArgs) -> Result<Box<dyn Write>> {
 }
 
 /// Each recording's replay, named; in JSON one object, or with a window that spans
-/// recordings `{"recordings": [...]}`.
+/// recordings `{"recordings": [...]}`. From an archive, the requests the run made to its
+/// store too (`archive_requests`).
 fn print_reports(source: &ChunkSource, reports: &[ReplayReport], json: bool) {
+    let requests = source.archive_requests();
     match (json, reports) {
-        (true, [report]) => outln!("{}", report.json()),
+        (true, [report]) => {
+            let mut value = report.json();
+            value["archive_requests"] = serde_json::json!(requests);
+            outln!("{value}");
+        }
         (true, _) => {
             let all: Vec<serde_json::Value> = reports.iter().map(ReplayReport::json).collect();
-            outln!("{}", serde_json::json!({ "recordings": all }));
+            outln!(
+                "{}",
+                serde_json::json!({ "recordings": all, "archive_requests": requests })
+            );
         }
-        (false, _) => reports
-            .iter()
-            .for_each(|report| print_report(source, report)),
+        (false, _) => {
+            reports
+                .iter()
+                .for_each(|report| print_report(source, report));
+            if let Some(requests) = requests {
+                errln!("  {requests} requests to the archive's store");
+            }
+        }
     }
 }
 

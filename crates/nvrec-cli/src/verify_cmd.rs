@@ -100,9 +100,20 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Class> {
 /// One recording's verdict, in lines.
 fn print_check(source: &ChunkSource, check: &RecordingCheck, strict: bool) {
     let entry = &check.entry;
+    let not_archived: u64 = check.not_archived.iter().map(|loss| loss.gap_bytes).sum();
+    let verdict = match not_archived {
+        0 => "OK".to_string(),
+        bytes => format!(
+            "LOSSY: {bytes} bytes of its stream in {} not archived (overwritten on the drives before archived)",
+            match check.not_archived.len() {
+                1 => "1 range".to_string(),
+                n => format!("{n} ranges"),
+            }
+        ),
+    };
     match &check.first_bad {
         None => outln!(
-            "recording {} ({}): OK, {} chunks, {} bytes, CRC and sequence checked{}{}, {:.1} MiB/s",
+            "recording {} ({}): {verdict}, {} chunks, {} bytes, CRC and sequence checked{}{}, {:.1} MiB/s",
             entry.recording_id,
             state_text(entry),
             check.summary.chunk_count,
@@ -132,6 +143,9 @@ fn print_check(source: &ChunkSource, check: &RecordingCheck, strict: bool) {
             check.records.dropped,
             check.records.losses
         );
+    }
+    for loss in &check.not_archived {
+        outln!("  LOST: {}", loss.line());
     }
     for retirement in &entry.retirements {
         outln!("  DEGRADED: {}", retirement_line(source, retirement));

@@ -1131,3 +1131,260 @@ fn delete_after_verify_frees_only_what_the_archive_holds() {
         "a recording whose archive is damaged was freed"
     );
 }
+
+/// Starts a ring recording of pattern at 20 MB/s for `duration` onto a `size` file member,
+/// and returns once `ls` shows it recording.
+fn start_ring(targets: &[PathBuf], duration: &str, size: &str) -> Child {
+    let mut args = vec!["--source", "pattern", "--rate", "20MB/s", "--ring"];
+    args.extend(["--duration", duration, "--create-size", size]);
+    let paths: Vec<&str> = targets.iter().map(|t| t.to_str().unwrap()).collect();
+    args.extend(&paths);
+    start_recorder_until(&args, || {
+        let output = run(nvrec().args(["--json", "ls"]).args(targets));
+        output.status.success() && json(&output)["recordings"][0]["state"] == "recording"
+    })
+}
+
+/// Waits for a recording started by [`start_ring`]; it lost nothing, and wrapped: its
+/// stream is half as long again as the member.
+fn ring_recorded(recorder: Child, size_bytes: u64) -> u64 {
+    let recorded = recorder.wait_with_output().unwrap();
+    assert!(recorded.status.success(), "{}", text(&recorded));
+    let report = json(&recorded);
+    assert_eq!(report["lost_bytes"], 0, "{report}");
+    let stream_len = report["stream_bytes"].as_u64().unwrap();
+    assert!(stream_len > size_bytes * 3 / 2, "{report}");
+    stream_len
+}
+
+/// Checks a ring's archive against its pattern: `ls` of the URL says every stream byte
+/// either archived or lost, with the ranges lost (overwritten) adding up; `replay --gaps
+/// zero` gives the pattern where the archive holds the stream and zeros in exactly those
+/// ranges (from its first chunk on); `verify` calls it OK only where nothing is lost, else LOSSY naming each range.
+/// Returns the ranges lost.
+fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u64)> {
+    let output = run(setup.nvrec().args(["--json", "ls", url]));
+    assert!(output.status.success(), "{}", text(&output));
+    let listed = json(&output);
+    let row = &listed["recordings"][0];
+    assert_eq!(row["stream_len_bytes"], stream_len, "{listed}");
+    let lost_bytes = row["lost_bytes"].as_u64().unwrap();
+    assert_eq!(
+        row["bytes"].as_u64().unwrap() + lost_bytes,
+        stream_len,
+        "{listed}"
+    );
+    let lost: Vec<(u64, u64)> = row["losses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|loss| {
+            assert_eq!(
+                loss["cause"], "overwritten on the drives before archived",
+                "{listed}"
+            );
+            let end = loss["stream_offset_bytes"].as_u64().unwrap();
+            (end - loss["gap_bytes"].as_u64().unwrap(), end)
+        })
+        .collect();
+    assert_eq!(
+        lost.iter().map(|(start, end)| end - start).sum::<u64>(),
+        lost_bytes,
+        "{listed}"
+    );
+    let output = run(setup.nvrec().args(["replay", "--gaps", "zero", url]));
+    assert!(output.status.success(), "{}", text(&output));
+    let mut expected = vec![0u8; stream_len as usize];
+    nvrec::pattern::Pattern::new(0).fill(0, &mut expected);
+    for &(start, end) in &lost {
+        expected[start as usize..end as usize].fill(0);
+    }
+    // A replay starts at the first chunk there is: a range lost at the start is not filled.
+    let first = lost
+        .first()
+        .filter(|range| range.0 == 0)
+        .map_or(0, |range| range.1);
+    let expected = &expected[first as usize..];
+    assert_eq!(output.stdout.len(), expected.len());
+    assert!(
+        output.stdout == expected,
+        "the archive is not the pattern outside the ranges it names lost"
+    );
+    for (start, end) in &lost {
+        let said = text(&output);
+        assert!(
+            said.contains(&format!("lost: stream bytes {start}..{end} ")),
+            "{said}"
+        );
+    }
+    let output = run(setup.nvrec().args(["verify", url]));
+    assert!(output.status.success(), "{}", text(&output));
+    let said = text(&output);
+    assert!(said.contains("pattern checked"), "{said}");
+    assert_eq!(said.contains("): OK,"), lost.is_empty(), "{said}");
+    for (start, end) in &lost {
+        assert!(
+            said.contains(&format!("LOST: stream bytes {start}..{end} ")),
+            "{said}"
+        );
+    }
+    let output = run(setup.nvrec().args(["verify", "--strict", url]));
+    assert_eq!(
+        output.status.success(),
+        lost.is_empty(),
+        "{}",
+        text(&output)
+    );
+    lost
+}
+
+#[test]
+fn follow_archives_a_ring_that_wraps_whole_while_it_records() {
+    let setup = Setup::new("arch-ring-follow");
+    let targets = setup.files(&["a.img"]);
+    let url = format!("file://{}", setup.path("archive").display());
+    // 9 s at 20 MB/s on a 96 MiB member: not quite two laps, and what the archive sends
+    // may lag the recorder by 4 s before the ring comes round to it.
+    let recorder = start_ring(&targets, "9s", "96M");
+    let output = setup.archive(
+        &url,
+        &targets,
+        &[
+            "--follow",
+            "--poll",
+            "200ms",
+            "--segment-size",
+            "5M",
+            "--part-size",
+            "5M",
+        ],
+    );
+    let stream_len = ring_recorded(recorder, 96 << 20);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["state"], "complete (ring)", "{report}");
+    assert!(
+        recording["segments_sent_live"].as_u64().unwrap() >= 10,
+        "{report}"
+    );
+    assert_eq!(
+        recording["overwritten"].as_array().unwrap().len(),
+        0,
+        "{report}"
+    );
+    assert!(check_ring_archive(&setup, &url, stream_len).is_empty());
+}
+
+#[test]
+fn a_ring_the_archive_cannot_keep_up_with_names_the_ranges_it_lacks() {
+    let setup = Setup::new("arch-ring-behind");
+    let targets = setup.files(&["a.img"]);
+    let url = format!("file://{}", setup.path("archive").display());
+    // 4 s at 20 MB/s on a 24 MiB member, archived at a quarter of that.
+    let recorder = start_ring(&targets, "4s", "24M");
+    let output = setup.archive(
+        &url,
+        &targets,
+        &[
+            "--follow",
+            "--poll",
+            "200ms",
+            "--max-rate",
+            "5MB/s",
+            "--segment-size",
+            "5M",
+            "--part-size",
+            "5M",
+        ],
+    );
+    let stream_len = ring_recorded(recorder, 24 << 20);
+    // What the archive was there to keep is not all in it: exit 1, the ranges named.
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let report = json(&output);
+    let named = report["recordings"][0]["overwritten"]
+        .as_array()
+        .unwrap()
+        .len();
+    let lost = check_ring_archive(&setup, &url, stream_len);
+    assert_eq!(named, lost.len(), "{report}");
+    // Some of it went while the ring ran: the archive holds its start, then lacks ranges.
+    assert!(lost.iter().any(|&(start, _)| start > 0), "{lost:?}");
+    assert!(lost.iter().all(|&(_, end)| end < stream_len), "{lost:?}");
+}
+
+#[test]
+fn a_ring_archived_after_it_ended_names_its_overwritten_start_as_lost() {
+    let setup = Setup::new("arch-ring-after");
+    let targets = setup.files(&["a.img"]);
+    let url = format!("file://{}", setup.path("archive").display());
+    let recorder = start_ring(&targets, "3s", "24M");
+    let stream_len = ring_recorded(recorder, 24 << 20);
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--segment-size", "5M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let lost = check_ring_archive(&setup, &url, stream_len);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    let (start, end) = lost[0];
+    assert_eq!(start, 0);
+    // The drives held less than a lap: the rest of the stream was overwritten there.
+    assert!(stream_len - end <= 24 << 20, "{lost:?} of {stream_len}");
+    assert!(stream_len - end > 16 << 20, "{lost:?} of {stream_len}");
+}
+
+#[test]
+fn a_one_second_window_of_an_archived_ring_takes_three_requests() {
+    let setup = Setup::new("arch-ring-window");
+    let targets = setup.files(&["a.img"]);
+    let url = format!("file://{}", setup.path("archive").display());
+    // 4 s at 20 MB/s on a 48 MiB member: it wrapped, and keeps its last 2.4 s or so.
+    let recorder = start_ring(&targets, "4s", "48M");
+    ring_recorded(recorder, 48 << 20);
+    let output = setup.archive(&url, &targets, &[]);
+    assert!(output.status.success(), "{}", text(&output));
+    let window = ["--from", "2.2s", "--to", "3.2s"];
+    let from_drives = run(nvrec().arg("replay").args(window).args(&targets));
+    assert!(from_drives.status.success(), "{}", text(&from_drives));
+    assert!(
+        from_drives.stdout.len() > 15_000_000,
+        "{}",
+        text(&from_drives)
+    );
+    let replayed = setup.path("window.bin");
+    let output = run(setup
+        .nvrec()
+        .args(["--json", "replay", "--output"])
+        .arg(&replayed)
+        .args(window)
+        .arg(&url));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        std::fs::read(&replayed).unwrap() == from_drives.stdout,
+        "the window from the archive differs"
+    );
+    // A LIST and the manifest's GET find it, one ranged GET of the one segment reads it.
+    let report = json(&output);
+    assert_eq!(report["archive_requests"], 3, "{report}");
+    // The same window of smaller segments: one ranged GET for each segment it touches.
+    let small = format!("file://{}", setup.path("small").display());
+    let output = setup.archive(
+        &small,
+        &targets,
+        &["--segment-size", "5M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(setup
+        .nvrec()
+        .args(["--json", "replay", "--output"])
+        .arg(&replayed)
+        .args(window)
+        .arg(&small));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(std::fs::read(&replayed).unwrap() == from_drives.stdout);
+    let requests = json(&output)["archive_requests"].as_u64().unwrap();
+    // 20 MB in 5 MiB segments: four or five of them.
+    assert!((6..=7).contains(&requests), "{requests}");
+}
