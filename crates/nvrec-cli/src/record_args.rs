@@ -92,9 +92,9 @@ pub struct RecordArgs {
     /// URL holds whole). Reclaimed recordings stay listed as reclaimed.
     #[arg(long, requires = "append", conflicts_with = "ring", value_parser = reclaim_arg)]
     reclaim: Option<ReclaimRequest>,
-    /// With --append: reclaim recordings that ended longer ago than this (e.g. 7d) as the
-    /// recording starts.
-    #[arg(long, requires = "append", value_parser = duration_arg)]
+    /// With --reclaim: also reclaim recordings that ended longer ago than this (e.g. 7d) as
+    /// the recording starts, whether their space is needed yet or not.
+    #[arg(long, requires = "reclaim", value_parser = duration_arg)]
     keep: Option<Duration>,
     /// Format targets that already hold an nvrec volume set, losing its recordings (without
     /// it such a target is refused, exit 3).
@@ -192,6 +192,14 @@ impl RecordArgs {
                 Safety::Check
             },
             realtime_priority: self.realtime.then_some(self.realtime_priority),
+        }
+    }
+
+    /// The archive `--reclaim archived=URL` asks, if any.
+    pub fn reclaim_archive_url(&self) -> Option<&str> {
+        match &self.reclaim {
+            Some(ReclaimRequest::Archived { url }) => Some(url),
+            _ => None,
         }
     }
 

@@ -187,6 +187,7 @@ fn retention_options_are_refused_where_they_mean_nothing() {
         vec!["--append", "--reclaim", "archived="],
         vec!["--append", "--ring", "--reclaim", "oldest"],
         vec!["--keep", "7d", "--create-size", "8M"],
+        vec!["--append", "--keep", "7d"],
     ] {
         let output = record_pattern(&targets, 1, "1MiB", &extra);
         assert_eq!(

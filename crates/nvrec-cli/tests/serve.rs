@@ -510,6 +510,9 @@ const RECORD_OPTIONS: &[(&str, bool)] = &[
     ("ring", false),
     ("trim", false),
     ("append", false),
+    // An archive's URL: a directory (file://) is refused, as every path is.
+    ("reclaim", true),
+    ("keep", false),
     ("overwrite", false),
     ("label", false),
     ("sync-interval", false),
@@ -681,6 +684,21 @@ fn every_path_option_of_record_is_refused_or_inline_through_the_api() {
             capture(json!({"filter-bpf=/etc/shadow": true})),
             400,
             "is not the name of an option",
+        ),
+        // The archive retention asks: an object store, never a directory.
+        (
+            "reclaim archived= naming a directory",
+            json!({"targets": [allowed], "source": "pattern", "size": "1M", "create_size": "16M",
+                   "append": true, "reclaim": format!("archived=file://{}", scratch.0.display())}),
+            403,
+            "reads no files",
+        ),
+        (
+            "reclaim archived= naming /etc",
+            json!({"targets": [allowed], "source": "pattern", "size": "1M", "append": true,
+                   "reclaim": "archived=file:///etc"}),
+            403,
+            "reads no files",
         ),
         (
             "filter_bpf naming /etc/shadow with the pattern source",

@@ -239,7 +239,7 @@ fn recordings_older_than_the_set_keeps_are_reclaimed_as_a_recording_starts() {
     sim.clock().step_wall(8 * 24 * 3_600_000_000_000);
     record(&sim, 2, &options(true, Retention::default()));
     let keep = Retention {
-        reclaim: None,
+        reclaim: Some(ReclaimPolicy::Oldest),
         keep: Some(Duration::from_secs(7 * 24 * 3600)),
     };
     let report = record(&sim, 3, &options(true, keep));

@@ -365,6 +365,16 @@ async fn start_recording(
     if let Some(program) = body.filter {
         request.args.set_filter_program(program);
     }
+    // Nor does it read an archive in a directory: `--reclaim archived=` takes a store.
+    if let Some(url) = request.args.reclaim_archive_url() {
+        if !url.starts_with("s3://") {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "the service reads no files: --reclaim archived= takes an object store here \
+                 (archived=s3://BUCKET/PREFIX)",
+            ));
+        }
+    }
     let plan = nvrec_app::record::plan(request.args.request())
         .map_err(|error| ApiError::from_error(&error))?;
     // Only the targets the service was started with, whatever else the request says.

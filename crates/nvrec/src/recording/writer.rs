@@ -610,6 +610,13 @@ fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
             "--reclaim and --keep apply to a set recordings are added to (--append)".into(),
         );
     }
+    if options.retention.keep.is_some() && options.retention.reclaim.is_none() {
+        return usage(
+            "--keep reclaims old recordings for a recording that may reuse their space: \
+             give it with --reclaim"
+                .into(),
+        );
+    }
     if options.retention.reclaim.is_some() && matches!(options.fill, Fill::Ring { .. }) {
         return usage(
             "a ring reuses its own space; --reclaim reuses that of a set's oldest recordings \
