@@ -13,6 +13,8 @@
 //! - panics instead, failing the test, where `NVREC_NO_SKIP=1` is set (CI sets it): CI
 //!   allows no skip. A need that another test covers ([`Need::covered_by`]) is allowed
 //!   there only when that other test runs.
+//!
+//! It also holds [`TempDir`], the scratch directory the library's tests share.
 
 use std::fmt::Display;
 use std::io::Write;
@@ -260,6 +262,25 @@ fn plural(count: usize) -> String {
     match count {
         1 => "1 test".to_string(),
         _ => format!("{count} tests"),
+    }
+}
+
+/// A directory under the system temp dir, named for the test and this process, made empty,
+/// and removed when dropped: where a test's files go.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("nvrec-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("creating the temp dir");
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

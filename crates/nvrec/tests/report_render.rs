@@ -36,23 +36,7 @@ const MIB: f64 = 1048576.0;
 /// A label that would run script if it reached the page as markup.
 const HOSTILE: &str = "<script>document.body.dataset.injected='1'</script><img src=x onerror=\"document.body.dataset.injected='2'\">";
 
-/// A directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("nvrec-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("creating the temp dir");
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use nvrec_testkit::TempDir;
 
 fn peak_chart() -> LineChart {
     let mut chart = LineChart::new(

@@ -17,27 +17,10 @@ use nvrec::recording::volume::{self, VolumeSet};
 use nvrec::recording::writer::{self, RecordOptions, RecordOutcome, RecordReport};
 use nvrec::recording::{RecordingError, Stripe};
 use nvrec::source::PatternSource;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("nvrec-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("creating the temp dir");
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use nvrec_testkit::TempDir;
 
 const DISK_BYTES: u64 = 8 << 20;
 const CHUNK_BYTES: u32 = 8192;
@@ -318,4 +301,21 @@ fn a_recording_being_read_is_not_reclaimed() {
     // A reader that comes later is refused, with when and why.
     let error = read_back(&reading, &entry, 1).unwrap_err();
     assert!(error.to_string().contains("was reclaimed"), "{error}");
+}
+
+#[test]
+fn an_archive_policy_keeps_what_its_archive_lacks_however_old() {
+    let sim = SimDisks::new(2, DISK_BYTES, 512, 25);
+    record(&sim, 1, &options(false, Retention::default()));
+    sim.clock().step_wall(8 * 24 * 3_600_000_000_000);
+    let keep = Retention {
+        reclaim: Some(ReclaimPolicy::Archived(Arc::new(EmptyArchive))),
+        keep: Some(Duration::from_secs(7 * 24 * 3600)),
+    };
+    let report = record(&sim, 2, &options(true, keep));
+    assert!(report.reclaimed.is_empty(), "{:?}", report.reclaimed);
+    let set = open(&sim);
+    let entries = reader::recordings(&set).unwrap();
+    assert!(entries[0].reclaimed.is_none());
+    assert_eq!(read_back(&set, &entries[0], 1).unwrap(), RECORDING_BYTES);
 }

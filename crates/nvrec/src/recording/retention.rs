@@ -121,12 +121,14 @@ pub fn reclaim(
 }
 
 /// Reclaims, oldest first, the recordings of `entries` that ended more than `keep` before
-/// `now_ns` (except `current`). A recording a reader holds is left for a later start.
+/// `now_ns` and that `policy` lets go (an archive policy keeps what its archive does not
+/// hold, however old). A recording a reader holds is left for a later start.
 pub fn reclaim_aged(
     set: &VolumeSet,
     entries: &mut [RecordingEntry],
     keep: Duration,
     now_ns: u64,
+    policy: Option<&ReclaimPolicy>,
 ) -> Result<Vec<Reclaimed>, RecordingError> {
     let before_ns = now_ns.saturating_sub(keep.as_nanos().min(u64::MAX as u128) as u64);
     let mut done = Vec::new();
@@ -134,7 +136,7 @@ pub fn reclaim_aged(
         if !holds_data(entry) || entry.end_ns == 0 || entry.end_ns >= before_ns {
             continue;
         }
-        if let Ok(next) = reclaim(set, entry, ReclaimCause::Age, None, &[])? {
+        if let Ok(next) = reclaim(set, entry, ReclaimCause::Age, policy, &[])? {
             done.push(report_of(&next));
             *entry = next;
         }
@@ -180,9 +182,8 @@ pub fn reading(set: &VolumeSet, entry: &RecordingEntry) -> Result<ReadLock, Reco
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let now = set.recordings()?;
-    let current = now.iter().find(|e| e.recording_id == id).unwrap_or(entry);
-    if let Some(reclaim) = current.reclaimed {
+    let current = set.entry(id);
+    if let Some(reclaim) = current.as_ref().unwrap_or(entry).reclaimed {
         return Err(reclaimed_error(id, &reclaim));
     }
     Ok(lock)

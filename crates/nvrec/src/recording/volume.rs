@@ -332,6 +332,29 @@ impl VolumeSet {
             .collect()
     }
 
+    /// Recording `id`'s entry as the table holds it now: the newest valid copy of its slot
+    /// on any present member (two small reads a member, not the whole table), or `None`
+    /// when the slot holds another recording or nothing.
+    pub fn entry(&self, id: u32) -> Option<RecordingEntry> {
+        self.present()
+            .flat_map(|member| {
+                let layout = member.layout();
+                let slot = layout.recording_slot_for_id(id);
+                (0..RECORDING_ENTRY_COPIES).filter_map(move |copy| {
+                    let slot = slot?;
+                    let offset = layout.recording_entry_offset_bytes(slot, copy)?;
+                    Some(MetaCopy::read(
+                        member,
+                        MetaPlace::Entry { slot, copy },
+                        offset,
+                    ))
+                })
+            })
+            .filter_map(|copy| self.entry_of(&copy).ok())
+            .filter(|entry| entry.recording_id == id)
+            .max_by_key(|entry| entry.revision)
+    }
+
     /// Every recording the table knows, oldest first. Unreadable copies are passed over.
     pub fn recordings(&self) -> Result<Vec<RecordingEntry>, RecordingError> {
         let mut entries: Vec<RecordingEntry> = Vec::new();

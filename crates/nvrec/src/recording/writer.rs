@@ -569,7 +569,11 @@ fn retained(
     }
     let mut entries = super::reader::recordings(set)?;
     let mut reclaimed = match retention.keep {
-        Some(keep) => retention::reclaim_aged(set, &mut entries, keep, set.clock().wall_ns())?,
+        Some(keep) => {
+            let now_ns = set.clock().wall_ns();
+            let policy = retention.reclaim.as_ref();
+            retention::reclaim_aged(set, &mut entries, keep, now_ns, policy)?
+        }
         None => Vec::new(),
     };
     // The new entry takes the table slot of recording `id - nR`, the oldest the table
