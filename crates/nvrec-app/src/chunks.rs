@@ -162,6 +162,30 @@ impl ChunkSource {
         Ok(reader::select(&entries, id)?)
     }
 
+    /// Recording `recording` (default: the last) or, given, mark `mark` of a set (format
+    /// 1.7): its entry, which reads as the mark's window of its recording.
+    pub fn pick(&self, recording: Option<u32>, mark: Option<u32>) -> Result<RecordingEntry> {
+        let Some(id) = mark else {
+            return self.select(recording);
+        };
+        let ChunkSource::Set(set) = self else {
+            return Err(UsageError(
+                "--mark reads a mark from the drives that keep it; an archive holds recordings"
+                    .into(),
+            )
+            .into());
+        };
+        let (mark, _) = nvrec::recording::marks::find(set, id)?;
+        if let Some(reclaim) = mark.reclaimed {
+            return Err(nvrec::recording::RecordingError::MarkReleased {
+                mark_id: id,
+                when: nvrec::unit::format_rfc3339_ns(reclaim.reclaimed_ns),
+            }
+            .into());
+        }
+        Ok(mark)
+    }
+
     /// For an archive, the stream ranges a ring overwrote before they were archived that
     /// lie within what a read of `entry` (`summary`) went over: all of them where it began
     /// at the start, else those after its first chunk up to its last. None for drives.

@@ -26,6 +26,7 @@ pub mod chunks;
 pub mod export;
 pub mod listing;
 pub mod losses;
+pub mod marking;
 pub mod outcome;
 pub mod record;
 pub mod replay;

@@ -17,6 +17,9 @@ use nvrec::unit::{format_bytes, format_utc_ns};
 /// and the one another program is writing right now still open (shown as recording, with
 /// what it has made durable so far).
 pub fn state_text(entry: &RecordingEntry) -> &'static str {
+    if entry.flags.contains(RecordingFlags::MARK) {
+        return mark_state(entry);
+    }
     if entry.reclaimed.is_some() {
         return "reclaimed";
     }
@@ -73,6 +76,7 @@ pub fn reclaimed_line(entry: &RecordingEntry) -> Option<String> {
         nvrec::layout::ReclaimCause::Freed => {
             "its space was given back once its archive was verified (archive --delete-after-verify)"
         }
+        nvrec::layout::ReclaimCause::Released => "the mark was released (nvrec mark --release)",
     };
     let archived = if reclaim.archived {
         "; its archive held it whole"
@@ -146,7 +150,77 @@ pub fn set_json_with(
         "metadata_damage": damage,
         "scan": null,
         "recordings": entries.iter().zip(unaccounted).map(|(entry, found)| listed_json(entry, found)).collect::<Vec<_>>(),
+        "marks": set.marks().unwrap_or_default().iter().map(mark_json).collect::<Vec<_>>(),
     })
+}
+
+/// What a read names: "recording N", or "mark N of recording M" (format 1.7).
+pub fn entry_name(entry: &RecordingEntry) -> String {
+    match entry.mark_of {
+        Some(of) => format!(
+            "mark {} of recording {}",
+            entry.recording_id, of.recording_id
+        ),
+        None => format!("recording {}", entry.recording_id),
+    }
+}
+
+/// A mark (format 1.7) as `ls --json` and the service show it.
+pub fn mark_json(mark: &RecordingEntry) -> serde_json::Value {
+    let of = mark.mark_of.unwrap_or(nvrec::layout::MarkOf {
+        recording_id: 0,
+        stream_offset_bytes: 0,
+        from_ns: 0,
+    });
+    serde_json::json!({
+        "mark_id": mark.recording_id,
+        "recording_id": of.recording_id,
+        "label": mark.name.as_str(),
+        "state": mark_state(mark),
+        "from": format_utc_ns(of.from_ns),
+        "to": format_utc_ns(mark.end_ns),
+        "from_ns": of.from_ns,
+        "to_ns": mark.end_ns,
+        "stream_offset_bytes": of.stream_offset_bytes,
+        "bytes": mark.stream_len_bytes,
+        "chunks": mark.end_sequence.saturating_sub(mark.first_sequence),
+        "released": mark.reclaimed.map(|reclaim| format_utc_ns(reclaim.reclaimed_ns)),
+    })
+}
+
+/// A mark's state in a word: being recorded, kept, cut short by a crash, or released.
+pub fn mark_state(mark: &RecordingEntry) -> &'static str {
+    match (mark.reclaimed.is_some(), mark.state) {
+        (true, _) => "released",
+        (false, RecordingState::Open) => "recording",
+        (false, RecordingState::Interrupted) => "kept (cut by a crash)",
+        (false, _) => "kept",
+    }
+}
+
+/// A mark as `ls` lists it under its recording.
+pub fn mark_line(mark: &RecordingEntry) -> String {
+    let of = mark
+        .mark_of
+        .map_or((0, 0), |of| (of.from_ns, of.stream_offset_bytes));
+    let label = match mark.name.as_str() {
+        "" => String::new(),
+        label => format!(" \"{label}\""),
+    };
+    format!(
+        "mark {}{label}: {} from {} to {} ({} at stream offset {}), {}",
+        mark.recording_id,
+        format_bytes(mark.stream_len_bytes),
+        format_utc_ns(of.0),
+        format_utc_ns(mark.end_ns),
+        format_duration_ns(mark.end_ns.saturating_sub(of.0)),
+        of.1,
+        mark_state(mark)
+    )
+}
+
+fn format_duration_ns(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
 }
 
 /// A recording as `ls` and `verify` show it in JSON: its entry, and the chunks past its end

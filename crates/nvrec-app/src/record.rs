@@ -57,6 +57,10 @@ pub struct RecordRequest {
     pub samples: Samples,
     /// How often NVMe targets' SMART logs are sampled; none: not at all.
     pub health_interval: Option<Duration>,
+    /// The share of the ring that marks may keep (`--max-marked`; format 1.7).
+    pub max_marked: f64,
+    /// What takes marks on its own while the recording runs, and their window.
+    pub mark_triggers: crate::marking::Triggers,
 }
 
 /// A capture source's options as asked.
@@ -80,6 +84,7 @@ pub struct RecordPlan {
     pub options: RecordOptions,
     pub health_interval: Option<Duration>,
     pub realtime_priority: Option<u8>,
+    pub mark_triggers: crate::marking::Triggers,
 }
 
 /// Checks `request` as far as can be done without touching a target or the source: every
@@ -94,6 +99,7 @@ pub fn plan(request: RecordRequest) -> Result<RecordPlan> {
         )
         .into());
     }
+    check_marks(&request)?;
     let options = record_options(&request, &source_spec, io_size)?;
     let capture = capture_options(&request.capture, &source_spec)?;
     Ok(RecordPlan {
@@ -103,7 +109,32 @@ pub fn plan(request: RecordRequest) -> Result<RecordPlan> {
         options,
         health_interval: request.health_interval,
         realtime_priority: request.realtime_priority,
+        mark_triggers: request.mark_triggers,
     })
+}
+
+/// Marks are kept by rings: a trigger on another recording is a mistake, and so is a share
+/// of the ring that leaves nothing to record on.
+fn check_marks(request: &RecordRequest) -> Result<(), UsageError> {
+    if !(request.max_marked > 0.0 && request.max_marked <= 0.9) {
+        return Err(UsageError(format!(
+            "--max-marked {:.0}% is out of range: marks may keep from 1% to 90% of the ring",
+            request.max_marked * 100.0
+        )));
+    }
+    let triggers = &request.mark_triggers;
+    let ring = matches!(request.fill, Fill::Ring { .. });
+    if (triggers.signal.is_some() || triggers.udp.is_some()) && !ring {
+        return Err(UsageError(
+            "--mark-on-signal and --mark-udp take marks that a ring keeps: add --ring".into(),
+        ));
+    }
+    if (triggers.signal.is_some() || triggers.udp.is_some()) && request.reclaim.is_some() {
+        return Err(UsageError(
+            "a recording that reclaims (--reclaim) keeps no marks".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The chunk, I/O and stream sizes, checked; the I/O size they make.
@@ -159,6 +190,8 @@ fn record_options(
         create_len_bytes: request.create_len_bytes,
         signal: request.samples.signal(source_spec)?,
         retention: crate::retaining::retention_of(request.reclaim.as_ref(), request.keep)?,
+        marks: None,
+        max_marked: request.max_marked,
     })
 }
 
@@ -305,6 +338,8 @@ pub struct RecordHandle {
     /// Set when a network source is opened.
     pub network: OnceLock<Arc<NetCounters>>,
     pub counters: OnceLock<RecordingCounters>,
+    /// Where marks are asked of the recording while it runs.
+    pub marks: Arc<nvrec::recording::marks::MarkDesk>,
 }
 
 /// An opened source, ready for [`run`].
@@ -326,6 +361,8 @@ pub struct RecordRun {
     pub report: Result<RecordReport>,
     pub telemetry: Option<Telemetry>,
     pub scheduling: Scheduling,
+    /// What the mark triggers (signal, datagram) did, a line each.
+    pub mark_lines: Vec<String>,
 }
 
 impl RecordRun {
@@ -335,6 +372,7 @@ impl RecordRun {
             report: Err(error),
             telemetry: None,
             scheduling: scheduling(),
+            mark_lines: Vec::new(),
         }
     }
 
@@ -377,20 +415,28 @@ pub fn run(
         Some(priority) => enter_realtime(priority),
         None => Ok(()),
     };
-    // The buffer pool's fill is published while it runs, for `archive` to back off by.
-    let report = realtime.and_then(|()| {
-        nvrec::recording::load::publish_while(&handle.counters, || {
-            writer::record_counted(
-                &plan.targets,
-                source.as_mut(),
-                &plan.options,
-                control,
-                &handle.progress,
-                &handle.counters,
-            )
-        })
-        .context("recording")
-    });
+    let options = RecordOptions {
+        marks: Some(handle.marks.clone()),
+        ..plan.options.clone()
+    };
+    // The buffer pool's fill is published while it runs, for `archive` to back off by;
+    // marks are taken from its socket and triggers.
+    let (report, mark_lines) =
+        crate::marking::serve_while(&handle.marks, &handle.counters, &plan.mark_triggers, || {
+            realtime.and_then(|()| {
+                nvrec::recording::load::publish_while(&handle.counters, || {
+                    writer::record_counted(
+                        &plan.targets,
+                        source.as_mut(),
+                        &options,
+                        control,
+                        &handle.progress,
+                        &handle.counters,
+                    )
+                })
+                .context("recording")
+            })
+        });
     let scheduling = scheduling();
     let telemetry = monitor.map(HealthMonitor::stop);
     // A recording that failed before it took a byte leaves no file it created behind; one
@@ -408,6 +454,7 @@ pub fn run(
         report,
         telemetry,
         scheduling,
+        mark_lines,
     }
 }
 
@@ -542,6 +589,8 @@ mod tests {
             realtime_priority: None,
             samples: Samples::default(),
             health_interval: None,
+            max_marked: 0.5,
+            mark_triggers: crate::marking::Triggers::default(),
         }
     }
 

@@ -29,6 +29,8 @@ const ZERO_FILL_BYTES: usize = 1 << 20;
 pub struct ReplayRequest {
     /// Which recording (default: the last).
     pub recording: Option<u32>,
+    /// A mark's window instead (format 1.7).
+    pub mark: Option<u32>,
     pub from: Option<TimeArg>,
     pub to: Option<TimeArg>,
     /// The multiple of the recorded speed to pace at; none: as fast as it goes.
@@ -118,7 +120,8 @@ impl Selection {
     /// the set that holds time in it, in time order (a window may span recordings).
     pub fn all(source: &ChunkSource, request: &ReplayRequest) -> Result<Vec<Selection>> {
         let absolute = |end: Option<TimeArg>| matches!(end, Some(TimeArg::At { .. }));
-        if request.recording.is_some() || !(absolute(request.from) || absolute(request.to)) {
+        let named = request.recording.is_some() || request.mark.is_some();
+        if named || !(absolute(request.from) || absolute(request.to)) {
             return Ok(vec![Selection::of(source, request)?]);
         }
         let mut entries: Vec<RecordingEntry> = source
@@ -138,12 +141,13 @@ impl Selection {
 
     /// Selects the recording and resolves the window against its start.
     pub fn of(source: &ChunkSource, request: &ReplayRequest) -> Result<Selection> {
-        Selection::window_of(source.select(request.recording)?, request)
+        Selection::window_of(source.pick(request.recording, request.mark)?, request)
     }
 
     /// `entry` with the request's window resolved against its start.
     fn window_of(entry: RecordingEntry, request: &ReplayRequest) -> Result<Selection> {
-        let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, entry.start_ns)?;
+        let origin = crate::window::origin_ns(&entry);
+        let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, origin)?;
         Ok(Selection {
             entry,
             from_ns,

@@ -25,6 +25,8 @@ use nvrec::recording::volume::MemberProblem;
 pub struct VerifyRequest {
     /// Which recording (default: every one).
     pub recording: Option<u32>,
+    /// A mark's window instead (format 1.7).
+    pub mark: Option<u32>,
     /// The pattern's seed every pattern recording must carry (default: its own).
     pub seed: Option<u64>,
     /// Any loss at all fails the check.
@@ -41,9 +43,10 @@ pub struct VerifyRequest {
 /// all is an error, unless an archive's manifests could not be read (which the check then
 /// counts).
 pub fn select(source: &ChunkSource, request: &VerifyRequest) -> Result<Vec<RecordingEntry>> {
-    let selected = match request.recording {
-        Some(id) => vec![source.select(Some(id))?],
-        None => source
+    let selected = match (request.recording, request.mark) {
+        (_, Some(mark)) => vec![source.pick(None, Some(mark))?],
+        (Some(id), None) => vec![source.select(Some(id))?],
+        (None, None) => source
             .recordings()?
             .into_iter()
             .filter(|entry| entry.reclaimed.is_none())
@@ -182,7 +185,8 @@ pub fn check_recording(
     control: &Control,
     progress: &Progress,
 ) -> Result<RecordingCheck> {
-    let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, entry.start_ns)?;
+    let origin = crate::window::origin_ns(entry);
+    let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, origin)?;
     let mut checker = ChunkChecker::new(request.seed, entry.start_ns);
     let summary = source.read_window(
         entry,

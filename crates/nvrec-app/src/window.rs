@@ -60,6 +60,12 @@ pub fn time_arg(text: &str) -> Result<TimeArg, String> {
 
 /// The window `[from, to)` in nanoseconds since the epoch for a recording that started at
 /// `start_ns`; refused when it holds no time at all.
+/// Where offsets of a window count from in `entry`: its start, or for a mark (format 1.7)
+/// the start of its window.
+pub fn origin_ns(entry: &nvrec::layout::RecordingEntry) -> u64 {
+    entry.mark_of.map_or(entry.start_ns, |of| of.from_ns)
+}
+
 pub fn window_ns(
     from: Option<TimeArg>,
     to: Option<TimeArg>,

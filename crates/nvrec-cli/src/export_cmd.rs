@@ -48,6 +48,10 @@ pub struct ExportArgs {
     /// Which recording (default: the last).
     #[arg(long)]
     recording: Option<u32>,
+    /// Export mark N's window instead (`ls` lists the marks; --from and --to count from
+    /// its start).
+    #[arg(long, value_name = "N", conflicts_with = "recording")]
+    mark: Option<u32>,
     /// Only what was received this long after the recording's start or later (500ms, 2m),
     /// or at this time in UTC or later (RFC 3339: 2026-11-27T08:00:00Z); a byte stream: by
     /// chunk.
@@ -104,7 +108,8 @@ fn split_arg(text: &str) -> Result<Split, String> {
 
 /// The export's options from the arguments; every mistake is a usage error.
 fn options(args: &ExportArgs, entry: &RecordingEntry) -> Result<ExportOptions> {
-    let (from_ns, to_ns) = nvrec_app::window::window_ns(args.from, args.to, entry.start_ns)?;
+    let (from_ns, to_ns) =
+        nvrec_app::window::window_ns(args.from, args.to, nvrec_app::window::origin_ns(entry))?;
     let format = match args.format {
         FormatArg::Pcapng => Format::Pcapng,
         FormatArg::Sigmf => Format::Sigmf,
@@ -153,7 +158,7 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Class> {
         read_filter(path)?; // Before anything is opened.
     }
     let source = reading::open(&args.targets)?;
-    let entry = source.select(args.recording)?;
+    let entry = source.pick(args.recording, args.mark)?;
     let options = options(&args, &entry)?;
     let to = match (args.split, to_stdout) {
         (Some(split), _) => ExportTo::Parts(args.output.clone(), split),
@@ -177,7 +182,8 @@ pub fn export(args: ExportArgs, json: bool) -> Result<Class> {
 fn print_report(args: &ExportArgs, report: &ExportReport, json: bool) {
     if json {
         let value = serde_json::json!({
-            "recording_id": report.entry.recording_id,
+            "recording_id": report.entry.mark_of.map_or(report.entry.recording_id, |of| of.recording_id),
+            "mark_id": report.entry.mark_of.map(|_| report.entry.recording_id),
             "recording_state": report.state_text(),
             "format": args.format.to_possible_value().map(|v| v.get_name().to_string()),
             "output": args.output,
@@ -191,8 +197,8 @@ fn print_report(args: &ExportArgs, report: &ExportReport, json: bool) {
     }
     for part in &report.parts {
         errln!(
-            "nvrec export: recording {} ({}): {}",
-            report.entry.recording_id,
+            "nvrec export: {} ({}): {}",
+            nvrec_app::listing::entry_name(&report.entry),
             report.state_text(),
             exported_text(&part.exported, &part.path)
         );

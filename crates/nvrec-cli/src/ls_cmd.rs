@@ -143,11 +143,21 @@ fn print_recordings(source: &ChunkSource, listed: &Listed, losses: bool) -> Resu
         "MiB/s",
         "lost bytes",
     );
+    let marks = source
+        .set()
+        .map(|set| set.marks().unwrap_or_default())
+        .unwrap_or_default();
     for entry in &listed.entries {
         print_row(entry);
         if let Some(line) = reclaimed_line(entry) {
             outln!("      RECLAIMED: {line}");
             continue;
+        }
+        for mark in marks
+            .iter()
+            .filter(|m| m.mark_of.map(|of| of.recording_id) == Some(entry.recording_id))
+        {
+            outln!("      {}", nvrec_app::listing::mark_line(mark));
         }
         if losses && entry.flags.contains(RecordingFlags::RECORDS) {
             let counts = record_losses(source, entry, &signal::CONTROL)?;

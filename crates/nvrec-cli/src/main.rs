@@ -18,6 +18,7 @@ mod bench_report;
 mod bench_together;
 mod export_cmd;
 mod ls_cmd;
+mod mark_cmd;
 mod nvme_cmd;
 mod plan_cmd;
 mod progress;
@@ -83,6 +84,9 @@ enum Command {
     Record(record_args::RecordArgs),
     /// List the recordings on a volume set, or in an archive (file://DIR, s3://BUCKET/PREFIX).
     Ls(ls_cmd::LsArgs),
+    /// Keep an event window of the ring recording running on a volume set out of its ring
+    /// (--before, --after, --label), or release a mark (--release N).
+    Mark(mark_cmd::MarkArgs),
     /// Reproduce a recorded stream byte-exactly, in order.
     Replay(replay_cmd::ReplayArgs),
     /// Write a recording as PcapNg (Wireshark, tcpdump; cut by a BPF filter), SigMF (radio
@@ -167,6 +171,7 @@ fn run(cli: Cli) -> Result<Class> {
         Command::Health(args) => nvme_cmd::health(args, json),
         Command::Record(args) => record_cmd::record(args, json),
         Command::Ls(args) => ls_cmd::ls(args, json),
+        Command::Mark(args) => mark_cmd::mark(args, json),
         Command::Replay(args) => replay_cmd::replay(args, json),
         Command::Export(args) => export_cmd::export(args, json),
         Command::Verify(args) => verify_cmd::verify(args, json),

@@ -96,6 +96,24 @@ pub struct RecordArgs {
     /// the recording starts, whether their space is needed yet or not.
     #[arg(long, requires = "reclaim", value_parser = duration_arg)]
     keep: Option<Duration>,
+    /// With --ring: the share of the ring that marks (`nvrec mark`, --mark-on-signal,
+    /// --mark-udp) may keep out of it, e.g. 50%; a mark that needs more is refused with the
+    /// size it needs, and the rest of the ring records on at full speed.
+    #[arg(long, default_value = "50%", value_parser = share_arg, value_name = "PERCENT")]
+    max_marked: f64,
+    /// With --ring: SIGUSR1 takes a mark (--mark-before to --mark-after around it).
+    #[arg(long, requires = "ring")]
+    mark_on_signal: bool,
+    /// With --ring: each UDP datagram received at ADDRESS:PORT takes a mark, labelled with
+    /// its text.
+    #[arg(long, requires = "ring", value_name = "ADDRESS:PORT")]
+    mark_udp: Option<std::net::SocketAddr>,
+    /// How much before a trigger its mark keeps.
+    #[arg(long, default_value = "2m", value_parser = duration_arg)]
+    mark_before: Duration,
+    /// How long after a trigger its mark goes on keeping.
+    #[arg(long, default_value = "30s", value_parser = duration_arg)]
+    mark_after: Duration,
     /// Format targets that already hold an nvrec volume set, losing its recordings (without
     /// it such a target is refused, exit 3).
     #[arg(long)]
@@ -192,7 +210,19 @@ impl RecordArgs {
                 Safety::Check
             },
             realtime_priority: self.realtime.then_some(self.realtime_priority),
+            max_marked: self.max_marked,
+            mark_triggers: nvrec_app::marking::Triggers {
+                signal: self.mark_on_signal.then_some(&crate::signal::MARK),
+                udp: self.mark_udp,
+                before: self.mark_before,
+                after: self.mark_after,
+            },
         }
+    }
+
+    /// Whether SIGUSR1 takes marks.
+    pub fn marks_on_signal(&self) -> bool {
+        self.mark_on_signal
     }
 
     /// The archive `--reclaim archived=URL` asks, if any.
@@ -229,6 +259,22 @@ impl RecordArgs {
 enum MemberFailureArg {
     Retire,
     Stop,
+}
+
+/// A share as users type it: `50%`, or `0.5`.
+pub fn share_arg(text: &str) -> Result<f64, String> {
+    let share = match text.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().map(|p| p / 100.0),
+        None => text.trim().parse::<f64>(),
+    }
+    .map_err(|_| format!("{text} is not a share: give a percentage such as 50%"))?;
+    if share.is_finite() && share > 0.0 && share < 1.0 {
+        Ok(share)
+    } else {
+        Err(format!(
+            "{text} is out of range: give a share between 0% and 100%"
+        ))
+    }
 }
 
 /// `--reclaim oldest` or `--reclaim archived=URL`.

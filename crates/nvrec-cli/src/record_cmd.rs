@@ -16,6 +16,9 @@ use std::sync::Arc;
 
 pub fn record(args: RecordArgs, json: bool) -> Result<Class> {
     let realtime = args.realtime();
+    if args.marks_on_signal() {
+        signal::install_mark();
+    }
     let plan = record::plan(args.request())?;
     let handle = RecordHandle::default();
     let source = record::open_source(&plan, &handle)?;
@@ -38,6 +41,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Class> {
         report,
         telemetry,
         scheduling,
+        mark_lines,
     } = run;
     let report = report?;
     let network = handle.network.get().cloned();
@@ -50,6 +54,7 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Class> {
                 .map(|n| n.report_stored(report.unrecorded_bytes)),
         )?;
         value["scheduling"] = serde_json::to_value(&scheduling)?;
+        value["mark_triggers"] = serde_json::to_value(&mark_lines)?;
         outln!("{value}");
         return Ok(class);
     }
@@ -65,8 +70,22 @@ pub fn record(args: RecordArgs, json: bool) -> Result<Class> {
             scheduling.priority
         );
     }
+    print_marks(&report, &mark_lines);
     print_failures(&report);
     Ok(class)
+}
+
+/// The marks taken and released while it recorded, and what the triggers could not take.
+fn print_marks(report: &RecordReport, trigger_lines: &[String]) {
+    for answer in &report.marks {
+        outln!("  {}", nvrec_app::marking::taken_line(answer));
+    }
+    for line in trigger_lines
+        .iter()
+        .filter(|line| !line.starts_with("mark "))
+    {
+        outln!("  {line}");
+    }
 }
 
 /// What was recorded from where, and what was lost on the way.

@@ -22,6 +22,10 @@ pub struct ReplayArgs {
     /// Which recording (default: the last).
     #[arg(long)]
     recording: Option<u32>,
+    /// Replay mark N's window instead (`ls` lists the marks; --from and --to count from
+    /// its start).
+    #[arg(long, value_name = "N", conflicts_with = "recording")]
+    mark: Option<u32>,
     /// Where the stream goes: a file, or stdout with '-'. Default: stdout, unless stdout is a
     /// terminal (the stream is binary data): then redirect it, give a file, or ask for the
     /// terminal with '--output -'.
@@ -105,6 +109,7 @@ impl ReplayArgs {
     fn request(&self) -> ReplayRequest {
         ReplayRequest {
             recording: self.recording,
+            mark: self.mark,
             from: self.from,
             to: self.to,
             speed: pacing(self),
@@ -226,8 +231,8 @@ fn print_reports(source: &ChunkSource, reports: &[ReplayReport], json: bool) {
 fn print_report(source: &ChunkSource, report: &ReplayReport) {
     let entry = &report.entry;
     errln!(
-        "nvrec replay: recording {} ({}): {}: {} bytes in {} chunks, {:.3} s, {:.1} MiB/s",
-        entry.recording_id,
+        "nvrec replay: {} ({}): {}: {} bytes in {} chunks, {:.3} s, {:.1} MiB/s",
+        nvrec_app::listing::entry_name(entry),
         state_text(entry),
         report.outcome.text(),
         report.written_bytes,

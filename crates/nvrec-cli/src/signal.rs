@@ -6,7 +6,7 @@
 //! blocking read of stdin or a wait for completions returns EINTR and the loop sees the flag.
 
 use nvrec::control::Control;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 pub static CONTROL: Control = Control::new();
 static SIGINT_COUNT: AtomicU32 = AtomicU32::new(0);
@@ -16,6 +16,25 @@ extern "C" fn on_signal(signal: libc::c_int) {
         CONTROL.request_stop();
     } else {
         CONTROL.request_abort();
+    }
+}
+
+/// Set by SIGUSR1 with `record --mark-on-signal`: the recording takes a mark.
+pub static MARK: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_mark_signal(_signal: libc::c_int) {
+    MARK.store(true, Ordering::SeqCst);
+}
+
+/// Makes SIGUSR1 take a mark (see [`MARK`]) instead of ending the process.
+pub fn install_mark() {
+    // SAFETY: as in `install`; the handler only stores an atomic.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_mark_signal as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
     }
 }
 

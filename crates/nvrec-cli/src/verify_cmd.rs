@@ -23,6 +23,9 @@ pub struct VerifyArgs {
     /// Which recording (default: every one).
     #[arg(long)]
     recording: Option<u32>,
+    /// Check mark N's window instead (`ls` lists the marks).
+    #[arg(long, value_name = "N", conflicts_with = "recording")]
+    mark: Option<u32>,
     /// Seed of the pattern, for recordings of the pattern source. Default: each recording is
     /// checked against its own seed, read from its first chunk (so a set recorded with
     /// several seeds verifies); with --seed every recording must carry this one.
@@ -54,6 +57,7 @@ pub struct VerifyArgs {
 pub fn verify(args: VerifyArgs, json: bool) -> Result<Class> {
     let request = VerifyRequest {
         recording: args.recording,
+        mark: args.mark,
         seed: args.seed,
         strict: args.strict,
         engine: args.engine.choice(),
@@ -113,8 +117,8 @@ fn print_check(source: &ChunkSource, check: &RecordingCheck, strict: bool) {
     };
     match &check.first_bad {
         None => outln!(
-            "recording {} ({}): {verdict}, {} chunks, {} bytes, CRC and sequence checked{}{}, {:.1} MiB/s",
-            entry.recording_id,
+            "{} ({}): {verdict}, {} chunks, {} bytes, CRC and sequence checked{}{}, {:.1} MiB/s",
+            nvrec_app::listing::entry_name(entry),
             state_text(entry),
             check.summary.chunk_count,
             check.summary.payload_bytes,
@@ -131,8 +135,8 @@ fn print_check(source: &ChunkSource, check: &RecordingCheck, strict: bool) {
             check.summary.rate_mib_per_s
         ),
         Some(bad) => outln!(
-            "recording {} ({}): BAD: first bad chunk: {bad}",
-            entry.recording_id,
+            "{} ({}): BAD: first bad chunk: {bad}",
+            nvrec_app::listing::entry_name(entry),
             state_text(entry)
         ),
     }

@@ -513,6 +513,12 @@ const RECORD_OPTIONS: &[(&str, bool)] = &[
     // An archive's URL: a directory (file://) is refused, as every path is.
     ("reclaim", true),
     ("keep", false),
+    // Marks (format 1.7): a share, a signal, an address to listen at, two durations.
+    ("max-marked", false),
+    ("mark-on-signal", false),
+    ("mark-udp", false),
+    ("mark-before", false),
+    ("mark-after", false),
     ("overwrite", false),
     ("label", false),
     ("sync-interval", false),

@@ -86,6 +86,11 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/v1/recordings/{id}", get(show_recording))
         .route("/v1/recordings/{id}/stop", post(stop_recording))
         .route("/v1/recordings/{id}/abort", post(abort_recording))
+        .route("/v1/recordings/{id}/marks", post(take_mark))
+        .route(
+            "/v1/recordings/{id}/marks/{mark}/release",
+            post(release_mark),
+        )
         .route("/v1/volumes", get(volumes))
         .route("/v1/drives", get(drives_json))
         .route("/v1/service", get(service_json))
@@ -480,6 +485,73 @@ async fn abort_recording(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     end_recording(&service, &id, true).await
+}
+
+/// A mark of a running ring recording (format 1.7), as `nvrec mark` takes one: a JSON body
+/// with `before` and `after` (durations as the CLI takes them, default 2m and 30s) and
+/// `label`. A mark the ring cannot keep is refused (400) with the size it needs.
+async fn take_mark(
+    State(service): State<Arc<Service>>,
+    Path(id): Path<String>,
+    body: Option<Json<Value>>,
+) -> ApiResult<Json<Value>> {
+    let body = body.map(|Json(body)| body).unwrap_or_else(|| json!({}));
+    let duration = |field: &str, default: &str| {
+        let text = body.get(field).and_then(Value::as_str).unwrap_or(default);
+        nvrec::unit::parse_duration(text)
+            .map_err(|error| ApiError::bad_request(format!("{field}: {error}")))
+    };
+    let request = nvrec::recording::marks::MarkRequest {
+        before: duration("before", "2m")?,
+        after: duration("after", "30s")?,
+        label: body
+            .get("label")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    };
+    ask_mark(
+        &service,
+        &id,
+        nvrec::recording::marks::MarkOrder::Take(request),
+    )
+    .await
+}
+
+/// Releases mark `mark` through the running recording `id`: the ring may write over it.
+async fn release_mark(
+    State(service): State<Arc<Service>>,
+    Path((id, mark)): Path<(String, u32)>,
+) -> ApiResult<Json<Value>> {
+    ask_mark(
+        &service,
+        &id,
+        nvrec::recording::marks::MarkOrder::Release(mark),
+    )
+    .await
+}
+
+async fn ask_mark(
+    service: &Service,
+    id: &str,
+    order: nvrec::recording::marks::MarkOrder,
+) -> ApiResult<Json<Value>> {
+    let recording = find(service, id)?;
+    if recording.ended().is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("recording {id} has ended: marks are taken while it records"),
+        ));
+    }
+    let desk = Arc::clone(&recording.handle.marks);
+    let wait = nvrec_app::marking::ANSWER_WAIT;
+    let answer = tokio::task::spawn_blocking(move || desk.ask_and_wait(order, wait))
+        .await
+        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
+    match answer {
+        Ok(answer) => Ok(Json(serde_json::to_value(&answer).unwrap_or(Value::Null))),
+        Err(why) => Err(ApiError::bad_request(why)),
+    }
 }
 
 async fn end_recording(service: &Service, id: &str, abort: bool) -> ApiResult<Json<Value>> {

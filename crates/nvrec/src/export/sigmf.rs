@@ -393,6 +393,7 @@ mod tests {
                 meta: vec![("core:author".into(), "Ada".into())],
             }),
             reclaimed: None,
+            mark_of: None,
         }
     }
 

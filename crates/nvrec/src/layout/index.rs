@@ -62,14 +62,18 @@ pub(crate) mod re_off {
     pub const RECLAIM_CAUSE: usize = 164;
     pub const RECLAIM_FLAGS: usize = 166;
     pub const RECLAIMED_NS: usize = 168;
-    // 176..192 reserved
+    pub const MARK_OF: usize = 176;
+    // 180..184 reserved
+    pub const MARK_OFFSET_BYTES: usize = 184;
     pub const MEMBERS: usize = 192;
     pub const MEMBER_STRIDE: usize = 16;
     pub const MEMBER_START_SLOT: usize = 0;
     pub const MEMBER_END_SLOT: usize = 8;
     // 192 + 128 × 16 = 2240
     pub const OVERWROTE: usize = 2240;
-    // 2256 .. 2304 reserved
+    // 2256 .. 2278 signal, 2278 .. 2280 reserved
+    pub const MARK_FROM_NS: usize = 2280;
+    // 2288 .. 2304 reserved
     pub const RETIREMENTS: usize = 2304;
     // 2304 + 16 × 64 = 3328
     pub const START_LAPS: usize = 3328;
@@ -374,6 +378,10 @@ flag_set! {
         /// hold other data now, and the entry says when and why (`reclaimed`). A reader that
         /// does not know the flag refuses the entry rather than read what is gone.
         const RECLAIMED = 1 << 2;
+        /// The entry is a mark (format 1.7): a window of recording `mark_of`'s chunks that
+        /// its ring keeps, its spans the slots kept on each member. A reader that does not
+        /// know marks refuses the entry rather than take it for a recording.
+        const MARK = 1 << 3;
         /// The payload is the seekable test pattern. Ignorable.
         const PATTERN = 1 << 16;
         /// The entry carries each member's lap at the start (`start_laps`) and which
@@ -431,6 +439,21 @@ pub struct RecordingEntry {
     pub signal: Option<Signal>,
     /// With [`RecordingFlags::RECLAIMED`] (format 1.6): when and why its space was reused.
     pub reclaimed: Option<Reclaim>,
+    /// With [`RecordingFlags::MARK`] (format 1.7): the recording whose chunks the mark keeps.
+    pub mark_of: Option<MarkOf>,
+}
+
+/// What a mark's entry says of its recording (format 1.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkOf {
+    /// The recording whose chunks the mark keeps.
+    pub recording_id: u32,
+    /// Where the mark's window begins in that recording's stream: its first chunk's
+    /// `stream_offset_bytes`.
+    pub stream_offset_bytes: u64,
+    /// When it begins: its first chunk's time (ns since the Unix epoch). The entry's
+    /// `start_ns` is its recording's, which its chunks' `elapsed_ns` count from.
+    pub from_ns: u64,
 }
 
 /// Why a recording's space was reclaimed (format 1.6).
@@ -443,6 +466,9 @@ pub enum ReclaimCause {
     /// Its space was given back once its archive was verified (`archive
     /// --delete-after-verify`): its slots were discarded.
     Freed,
+    /// A mark was released (`nvrec mark --release`, format 1.7): its recording's ring may
+    /// write over its slots again.
+    Released,
 }
 
 impl ReclaimCause {
@@ -452,6 +478,7 @@ impl ReclaimCause {
             ReclaimCause::Space => 1,
             ReclaimCause::Age => 2,
             ReclaimCause::Freed => 3,
+            ReclaimCause::Released => 4,
         }
     }
 
@@ -461,6 +488,7 @@ impl ReclaimCause {
             1 => Some(ReclaimCause::Space),
             2 => Some(ReclaimCause::Age),
             3 => Some(ReclaimCause::Freed),
+            4 => Some(ReclaimCause::Released),
             _ => None,
         }
     }
@@ -471,6 +499,7 @@ impl ReclaimCause {
             ReclaimCause::Space => "space",
             ReclaimCause::Age => "age",
             ReclaimCause::Freed => "freed",
+            ReclaimCause::Released => "released",
         }
     }
 }
@@ -521,6 +550,15 @@ impl RecordingEntry {
                 R,
                 "flags",
                 "RECLAIMED and the reclaim fields go together",
+            ));
+        }
+        if self.mark_of.is_some() != self.flags.contains(RecordingFlags::MARK)
+            || self.mark_of.is_some_and(|of| of.recording_id == 0)
+        {
+            return Err(LayoutError::invalid(
+                R,
+                "flags",
+                "MARK and a recording id in mark_of go together",
             ));
         }
         if self.signal.is_some() && !self.flags.contains(RecordingFlags::SIGNAL) {
@@ -605,6 +643,11 @@ impl RecordingEntry {
             put_u16(&mut b, re_off::RECLAIM_FLAGS, flags);
             put_u64(&mut b, re_off::RECLAIMED_NS, reclaim.reclaimed_ns);
         }
+        if let Some(of) = self.mark_of {
+            put_u32(&mut b, re_off::MARK_OF, of.recording_id);
+            put_u64(&mut b, re_off::MARK_OFFSET_BYTES, of.stream_offset_bytes);
+            put_u64(&mut b, re_off::MARK_FROM_NS, of.from_ns);
+        }
         seal_meta(&mut b);
         Ok(b)
     }
@@ -648,8 +691,16 @@ impl RecordingEntry {
             overwrote: Vec::new(),
             signal: None,
             reclaimed: None,
+            mark_of: None,
         };
         let mut entry = entry;
+        if entry.flags.contains(RecordingFlags::MARK) {
+            entry.mark_of = Some(MarkOf {
+                recording_id: get_u32(b, re_off::MARK_OF),
+                stream_offset_bytes: get_u64(b, re_off::MARK_OFFSET_BYTES),
+                from_ns: get_u64(b, re_off::MARK_FROM_NS),
+            });
+        }
         if entry.flags.contains(RecordingFlags::SIGNAL) {
             entry.signal = Signal::decode_from(b)?;
         }
@@ -791,6 +842,7 @@ pub(crate) mod tests {
             overwrote: Vec::new(),
             signal: None,
             reclaimed: None,
+            mark_of: None,
         }
     }
 
@@ -930,6 +982,7 @@ pub(crate) mod tests {
         // The flag alone, or the fields alone, are refused.
         let flag_alone = RecordingEntry {
             reclaimed: None,
+            mark_of: None,
             ..reclaimed.clone()
         };
         assert!(flag_alone.encode().is_err());
@@ -1229,10 +1282,10 @@ pub(crate) mod tests {
             (
                 "unknown must-understand flag",
                 |b| {
-                    put_u32(b, re_off::FLAGS, 1 << 4);
+                    put_u32(b, re_off::FLAGS, 1 << 5);
                     reseal(b);
                 },
-                |e| matches!(e, LayoutError::UnsupportedFeature { bits: 0x10, .. }),
+                |e| matches!(e, LayoutError::UnsupportedFeature { bits: 0x20, .. }),
             ),
             (
                 "recording 0",

@@ -60,8 +60,8 @@ pub use chunk::{
 pub use codec::{crc32c, format_version_of};
 pub use error::{LayoutError, Structure};
 pub use index::{
-    newest_checkpoint, newest_recording_entry, Checkpoint, MemberPosition, MemberSpan, Reclaim,
-    ReclaimCause, RecordingEntry, RecordingFlags, RecordingState,
+    newest_checkpoint, newest_recording_entry, Checkpoint, MarkOf, MemberPosition, MemberSpan,
+    Reclaim, ReclaimCause, RecordingEntry, RecordingFlags, RecordingState,
 };
 pub use label::Label;
 #[cfg(test)]

@@ -81,7 +81,7 @@ pub fn check(set: &VolumeSet) -> Result<Vec<MetaDamage>, RecordingError> {
     superblocks(set, &mut damage);
     let retired = retired_members(set)?;
     checkpoints(set, &retired, &mut damage);
-    let entries = set.recordings()?;
+    let entries = set.entries()?; // Marks hold ids too (format 1.7).
     for copies in set.all_entry_copies() {
         entry_slot(set, &copies, &retired, &mut damage);
     }
@@ -292,7 +292,7 @@ fn lost_entries(
 /// takes the next one, so an id is never reused even when an entry was lost.
 pub fn highest_recording_id(set: &VolumeSet) -> Result<u32, RecordingError> {
     let mut highest = set
-        .recordings()?
+        .entries()?
         .iter()
         .map(|e| e.recording_id)
         .max()

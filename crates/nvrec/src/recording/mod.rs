@@ -32,6 +32,7 @@ mod durability;
 pub mod fuzzing;
 pub mod health;
 pub mod load;
+pub mod marks;
 pub mod reader;
 pub mod repair;
 pub mod retention;
@@ -138,6 +139,13 @@ pub enum RecordingError {
         offset_bytes: u64,
         error: String,
     },
+    #[error("mark {0} is not on this volume set")]
+    NoSuchMark(u32),
+    /// The mark was released (format 1.7): its slots may hold newer chunks now.
+    #[error(
+        "mark {mark_id} was released at {when}: its recording's ring may have written over it"
+    )]
+    MarkReleased { mark_id: u32, when: String },
     #[error("the volume set holds no recording")]
     NoRecordings,
     /// The recording's space was reused by newer ones (format 1.6).
@@ -184,6 +192,8 @@ impl RecordingError {
             RecordingError::Usage(_)
                 | RecordingError::NoSuchRecording(_)
                 | RecordingError::Reclaimed { .. }
+                | RecordingError::NoSuchMark(_)
+                | RecordingError::MarkReleased { .. }
         )
     }
 }

@@ -180,6 +180,7 @@ pub fn recover(set: &VolumeSet) -> Result<Option<RecoveredEnd>, RecordingError> 
         apply_recovery(entry, &recovered);
         entry.revision += 1;
         set.write_entry(entry)?;
+        super::marks::close_open(set, entry)?;
     }
     let next_sequence = recovered.end_sequence.max(
         recovered
@@ -313,6 +314,8 @@ struct ReadFlight {
 
 struct Scan {
     member_index: u16,
+    /// The slots a mark keeps apart from the lap (see [`kept_scan`]).
+    kept_apart: bool,
     /// Slots still to be read, in order: (first, count) runs (two when a ring wraps).
     runs: VecDeque<(u64, u64)>,
     /// Reads in flight, numbered by the low bits of their user_data.
@@ -585,7 +588,8 @@ pub fn read_recording(
 /// where the window starts ([`seek`]; a ring's in lap order, a retired member's and a
 /// redirect member's too). Chunks before it are not reported, not even as missing. Where
 /// the search cannot tell (see [`seek`]) the whole recording is read instead and the
-/// caller's own filter on chunk timestamps does the rest.
+/// caller's own filter on chunk timestamps does the rest. A mark's entry (format 1.7) reads
+/// as [`read_mark_from`].
 pub fn read_recording_from(
     set: &VolumeSet,
     entry: &RecordingEntry,
@@ -595,14 +599,95 @@ pub fn read_recording_from(
     progress: &Progress,
     each: &mut dyn FnMut(Item<'_>) -> bool,
 ) -> Result<ReadSummary, RecordingError> {
-    let cpu_before = process_cpu_s();
+    if entry.flags.contains(RecordingFlags::MARK) {
+        let mark_id = entry.recording_id;
+        return read_mark_from(
+            set,
+            mark_id,
+            engine_choice,
+            from_ns,
+            control,
+            progress,
+            each,
+        );
+    }
     let _reading = super::retention::reading(set, entry)?;
+    let kept = super::marks::kept_ranges(set, entry)?;
+    let scope = ScanScope::Recording { kept };
+    read_scans(
+        set,
+        entry,
+        &scope,
+        engine_choice,
+        from_ns,
+        control,
+        progress,
+        each,
+    )
+}
+
+/// Reads mark `mark_id` of `set`: its window of its recording's chunks, from the slots it
+/// keeps, as [`read_recording_from`] reads a recording. A released mark is refused.
+pub fn read_mark_from(
+    set: &VolumeSet,
+    mark_id: u32,
+    engine_choice: EngineChoice,
+    from_ns: Option<u64>,
+    control: &Control,
+    progress: &Progress,
+    each: &mut dyn FnMut(Item<'_>) -> bool,
+) -> Result<ReadSummary, RecordingError> {
+    let (mark, parent) = super::marks::find(set, mark_id)?;
+    let _parent = super::retention::reading(set, &parent)?;
+    let _mark = super::retention::reading(set, &mark).map_err(|error| match error {
+        RecordingError::Reclaimed { when, .. } => RecordingError::MarkReleased { mark_id, when },
+        error => error,
+    })?;
+    let view = super::marks::view(&parent, &mark);
+    read_scans(
+        set,
+        &view,
+        &ScanScope::Mark,
+        engine_choice,
+        from_ns,
+        control,
+        progress,
+        each,
+    )
+}
+
+/// What the scans of a read cover.
+enum ScanScope {
+    /// A recording: in a ring, the slots its marks keep are scans of their own.
+    Recording { kept: Vec<super::marks::KeptRange> },
+    /// A mark's view of its recording: its slots, and none where it kept none.
+    Mark,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_scans(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    scope: &ScanScope,
+    engine_choice: EngineChoice,
+    from_ns: Option<u64>,
+    control: &Control,
+    progress: &Progress,
+    each: &mut dyn FnMut(Item<'_>) -> bool,
+) -> Result<ReadSummary, RecordingError> {
+    let cpu_before = process_cpu_s();
     let clock = set.clock();
     let started = clock.now();
-    let mut reads = ScanReads::open(set, engine_choice)?;
     let mut damages: Vec<Damage> = Vec::new();
     let redirected = Redirected::read(set, entry, control, &mut damages)?;
-    let mut scans = member_scans(set, entry, &redirected, &mut damages);
+    let mut scans = member_scans(set, entry, &redirected, scope, &mut damages);
+    let mut reads = ScanReads::open(set, engine_choice, scans.len())?;
+    // A lap with kept slots apart is not in time order: no search, the caller's filter
+    // on chunk timestamps finds the window.
+    let from_ns = match scope {
+        ScanScope::Recording { kept } if !kept.is_empty() => None,
+        _ => from_ns,
+    };
     progress.total_bytes.store(
         entry.stream_len_bytes.saturating_sub(entry.lost_bytes),
         Ordering::Relaxed,
@@ -669,11 +754,15 @@ struct ScanReads {
 
 impl ScanReads {
     /// Opens an engine over the present members of `set`, with [`SCAN_QUEUE_DEPTH`] reads
-    /// for each.
-    fn open(set: &VolumeSet, engine_choice: EngineChoice) -> Result<ScanReads, RecordingError> {
+    /// for each of `scan_count` scans (a member's, and those of the slots marks keep).
+    fn open(
+        set: &VolumeSet,
+        engine_choice: EngineChoice,
+        scan_count: usize,
+    ) -> Result<ScanReads, RecordingError> {
         let chunk_bytes = set.chunk_size_bytes as u64;
         let member_count = set.member_count();
-        let buffer_count = (SCAN_QUEUE_DEPTH as usize * member_count).max(2);
+        let buffer_count = (SCAN_QUEUE_DEPTH as usize * scan_count.max(member_count)).max(2);
         let pool = BufferPool::new(buffer_count, (SCAN_SLOTS_PER_READ * chunk_bytes) as usize)?;
         let disks: Vec<&super::disk::Disk> = set.present().map(|m| &m.disk).collect();
         let mut file_of_member = vec![u16::MAX; member_count];
@@ -703,7 +792,7 @@ impl ScanReads {
     fn fill(&mut self, set: &VolumeSet, scans: &mut [Scan]) -> u64 {
         let chunk_bytes = self.chunk_bytes;
         let mut read_bytes = 0;
-        for scan in scans.iter_mut() {
+        for (scan_index, scan) in scans.iter_mut().enumerate() {
             while scan.flights.len() < SCAN_QUEUE_DEPTH as usize {
                 let Some(&(first, count)) = scan.runs.front() else {
                     break;
@@ -721,7 +810,7 @@ impl ScanReads {
                     failed: None,
                     reread: Vec::new(),
                 });
-                let user_data = ((scan.member_index as u64) << 48) | (number & ((1 << 48) - 1));
+                let user_data = ((scan_index as u64) << 48) | (number & ((1 << 48) - 1));
                 // SAFETY: `buffer` was taken from the free buffers for this read and is looked at
                 // and freed only after its completion.
                 unsafe {
@@ -750,9 +839,9 @@ impl ScanReads {
     fn reap(&mut self, scans: &mut [Scan]) -> Result<(), RecordingError> {
         self.engine.submit_and_reap(1, &mut self.completions)?;
         for completion in self.completions.drain(..) {
-            let member_index = (completion.user_data >> 48) as usize;
+            let scan_index = (completion.user_data >> 48) as usize;
             let number = completion.user_data & ((1 << 48) - 1);
-            if let Some(flight) = scans[member_index].flights.complete(number) {
+            if let Some(flight) = scans[scan_index].flights.complete(number) {
                 if let Err(error) = completion.result {
                     flight.failed = Some(error.to_string());
                 }
@@ -768,6 +857,7 @@ fn member_scans(
     set: &VolumeSet,
     entry: &RecordingEntry,
     redirected: &Redirected,
+    scope: &ScanScope,
     damages: &mut Vec<Damage>,
 ) -> Vec<Scan> {
     let ring = entry.flags.contains(RecordingFlags::RING);
@@ -790,7 +880,17 @@ fn member_scans(
                 let span = clamp_span(set, index as u16, span, slot_count, damages);
                 let kept_its_start = entry.state != RecordingState::Open
                     && entry.overwrote.get(index) == Some(&false);
-                let mut runs = slot_runs(member.layout(), span, ring, kept_its_start);
+                let mut runs = match scope {
+                    ScanScope::Mark if span.start_slot_index == span.end_slot_index => {
+                        VecDeque::new()
+                    }
+                    _ => slot_runs(member.layout(), span, ring, kept_its_start),
+                };
+                if let ScanScope::Recording { kept } = scope {
+                    for range in kept.iter().filter(|range| range.member == index) {
+                        runs = cut_out(&runs, range, slot_count);
+                    }
+                }
                 cut_to_target(set, member, &mut runs, damages);
                 (span, runs)
             }
@@ -798,6 +898,7 @@ fn member_scans(
         let retirements = &entry.retirements;
         scans.push(Scan {
             member_index: index as u16,
+            kept_apart: false,
             runs,
             flights: InFlight::with_capacity(SCAN_QUEUE_DEPTH as usize),
             cursor: 0,
@@ -827,7 +928,85 @@ fn member_scans(
                 .collect(),
         });
     }
+    if let ScanScope::Recording { kept } = scope {
+        let apart: Vec<Scan> = kept
+            .iter()
+            .filter(|range| set.members.get(range.member).is_some_and(|m| m.is_some()))
+            .map(|range| kept_scan(&scans[range.member], range))
+            .collect();
+        scans.extend(apart);
+    }
     scans
+}
+
+/// A scan of the slots a mark keeps on a member, beside that member's scan of the rest of
+/// its lap: its chunks are merged in by sequence, and are not the lap's oldest.
+fn kept_scan(member_scan: &Scan, range: &super::marks::KeptRange) -> Scan {
+    let mut runs = VecDeque::new();
+    let slots = member_scan.slot_count;
+    let first = range.first_slot.min(slots);
+    let to_end = (slots - first).min(range.slot_count);
+    if to_end > 0 {
+        runs.push_back((first, to_end));
+    }
+    if range.slot_count > to_end {
+        runs.push_back((0, (range.slot_count - to_end).min(slots)));
+    }
+    Scan {
+        member_index: member_scan.member_index,
+        kept_apart: true,
+        runs,
+        flights: InFlight::with_capacity(SCAN_QUEUE_DEPTH as usize),
+        cursor: 0,
+        last_sequence: None,
+        last_slot: None,
+        unreadable: Vec::new(),
+        head: None,
+        exhausted: member_scan.exhausted,
+        ring_start_slot: member_scan.ring_start_slot,
+        ring_origin_slot: member_scan.ring_origin_slot,
+        slot_count: slots,
+        first: None,
+        void_from_slot: None,
+        redirected_sequences: Vec::new(),
+        redirects: Vec::new(),
+    }
+}
+
+/// `runs` without the slots of `range` (in a member of `slots` slots).
+fn cut_out(
+    runs: &VecDeque<(u64, u64)>,
+    range: &super::marks::KeptRange,
+    slots: u64,
+) -> VecDeque<(u64, u64)> {
+    // The kept slots as at most two plain intervals.
+    let first = range.first_slot.min(slots);
+    let to_end = (slots - first).min(range.slot_count);
+    let mut holes = vec![(first, first + to_end)];
+    if range.slot_count > to_end {
+        holes.push((0, (range.slot_count - to_end).min(slots)));
+    }
+    let mut out = VecDeque::new();
+    for &(start, count) in runs {
+        let mut pieces = vec![(start, start + count)];
+        for &(hole_start, hole_end) in &holes {
+            pieces = pieces
+                .into_iter()
+                .flat_map(|(a, b)| {
+                    let mut left = Vec::new();
+                    if a < hole_start.min(b) {
+                        left.push((a, hole_start.min(b)));
+                    }
+                    if hole_end.max(a) < b {
+                        left.push((hole_end.max(a), b));
+                    }
+                    left
+                })
+                .collect();
+        }
+        out.extend(pieces.into_iter().map(|(a, b)| (a, b - a)));
+    }
+    out
 }
 
 /// The sequence the merge expects first: the recording's first (a ring's is found as the
@@ -960,6 +1139,7 @@ impl Merge<'_, '_> {
         };
         let start = scans
             .iter()
+            .filter(|scan| !scan.kept_apart)
             .filter_map(|scan| match scan.first {
                 Some((sequence, overwrote)) => overwrote.then_some(sequence),
                 None if entry.overwrote.get(scan.member_index as usize) == Some(&true) => {

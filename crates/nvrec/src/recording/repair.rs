@@ -317,7 +317,8 @@ fn entries(
             _ => None,
         })
         .collect();
-    for entry in set.recordings()? {
+    // Marks' entries too (format 1.7): a mark lives in the table as a recording does.
+    for entry in set.entries()? {
         let slot = set
             .present()
             .next()

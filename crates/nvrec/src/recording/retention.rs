@@ -197,6 +197,7 @@ pub fn reclaimed_error(recording_id: u32, reclaim: &Reclaim) -> RecordingError {
             ReclaimCause::Space => "its space was needed",
             ReclaimCause::Age => "older than the set keeps",
             ReclaimCause::Freed => "its space was given back once its archive was verified",
+            ReclaimCause::Released => "the mark was released",
         },
         archived: if reclaim.archived {
             ", held by its archive"
@@ -377,6 +378,7 @@ mod tests {
             overwrote: Vec::new(),
             signal: None,
             reclaimed: None,
+            mark_of: None,
         }
     }
 

@@ -258,6 +258,7 @@ impl Found {
             // A signal's facts live in the entry alone: lost with it, as its name is.
             signal: None,
             reclaimed: None,
+            mark_of: None,
         }
     }
 }

@@ -355,8 +355,23 @@ impl VolumeSet {
             .max_by_key(|entry| entry.revision)
     }
 
-    /// Every recording the table knows, oldest first. Unreadable copies are passed over.
+    /// Every recording the table knows, oldest first (marks left out: see
+    /// [`VolumeSet::marks`]). Unreadable copies are passed over.
     pub fn recordings(&self) -> Result<Vec<RecordingEntry>, RecordingError> {
+        let mut entries = self.entries()?;
+        entries.retain(|entry| !entry.flags.contains(crate::layout::RecordingFlags::MARK));
+        Ok(entries)
+    }
+
+    /// Every mark the table knows (format 1.7), oldest first.
+    pub fn marks(&self) -> Result<Vec<RecordingEntry>, RecordingError> {
+        let mut entries = self.entries()?;
+        entries.retain(|entry| entry.flags.contains(crate::layout::RecordingFlags::MARK));
+        Ok(entries)
+    }
+
+    /// Every entry the table knows, recordings and marks, oldest first.
+    pub fn entries(&self) -> Result<Vec<RecordingEntry>, RecordingError> {
         let mut entries: Vec<RecordingEntry> = Vec::new();
         for copies in self.all_entry_copies() {
             // The highest (id, revision) wins: a slot reused by recording id + nR leaves

@@ -39,6 +39,7 @@ use crate::layout::{
 };
 use frontier::Frontier;
 use ingest::Ingest;
+use mark::Marker;
 use place::{MemberState, Placement};
 use reclaim::{Reclaimer, Room};
 use retire::{tag, untag, Retiring};
@@ -47,6 +48,7 @@ use rewrite::{Done, Gate, Rewrite, RewriteFlight};
 mod checkpoint;
 mod frontier;
 mod ingest;
+mod mark;
 mod place;
 mod reclaim;
 mod retire;
@@ -179,6 +181,11 @@ pub struct RecordOptions {
     /// What the recording may reclaim of the set's oldest recordings, and how long the
     /// set keeps them (format 1.6).
     pub retention: super::retention::Retention,
+    /// Where marks are asked of the recording while it runs (format 1.7; ring recordings
+    /// keep them).
+    pub marks: Option<std::sync::Arc<super::marks::MarkDesk>>,
+    /// The share of each member's lap that marks may keep, below 1.
+    pub max_marked: f64,
 }
 
 impl Default for RecordOptions {
@@ -205,6 +212,8 @@ impl Default for RecordOptions {
             member_timeout: super::MEMBER_TIMEOUT_DEFAULT,
             signal: None,
             retention: super::retention::Retention::default(),
+            marks: None,
+            max_marked: 0.5,
         }
     }
 }
@@ -283,6 +292,8 @@ pub struct RecordReport {
     pub reclaimed: Vec<super::retention::Reclaimed>,
     /// Why the set's oldest recording was not reclaimed when the recording needed room.
     pub reclaim_refused: Option<String>,
+    /// Marks taken and released while it recorded (format 1.7).
+    pub marks: Vec<super::marks::MarkAnswer>,
     pub error: Option<String>,
 }
 
@@ -433,6 +444,8 @@ struct Writer<'a> {
     reclaimer: Option<Reclaimer>,
     /// Recordings older than the set keeps, reclaimed as the recording began.
     reclaimed_at_start: Vec<super::retention::Reclaimed>,
+    /// With a mark desk: the marks asked of the recording, and the slots they keep.
+    marker: Option<Marker>,
 }
 
 /// Records `source` onto the targets at `paths`. See the module docs.
@@ -783,6 +796,10 @@ impl<'a> Writer<'a> {
             clock,
             reclaimer: None,
             reclaimed_at_start: Vec::new(),
+            marker: options
+                .marks
+                .clone()
+                .map(|desk| Marker::new(desk, options.max_marked, member_count, recording_id + 1)),
         })
     }
 
@@ -795,20 +812,8 @@ impl<'a> Writer<'a> {
         state: RecordingState,
         revision: u64,
     ) -> Result<RecordingEntry, RecordingError> {
-        let mut flags = RecordingFlags::empty();
+        let flags = self.entry_flags();
         let ring = matches!(self.options.fill, Fill::Ring { .. });
-        if ring {
-            flags.insert(RecordingFlags::RING | RecordingFlags::LAPS);
-        }
-        if self.options.pattern {
-            flags.insert(RecordingFlags::PATTERN);
-        }
-        if self.ingest.records {
-            flags.insert(RecordingFlags::RECORDS);
-        }
-        if self.options.signal.is_some() {
-            flags.insert(RecordingFlags::SIGNAL);
-        }
         let open = state == RecordingState::Open;
         Ok(RecordingEntry {
             set_uuid: self.set.set_uuid,
@@ -845,6 +850,7 @@ impl<'a> Writer<'a> {
             retirements: self.retiring.retirements.clone(),
             signal: self.options.signal.clone(),
             reclaimed: None,
+            mark_of: None,
             start_laps: if ring {
                 self.placement
                     .members
@@ -876,6 +882,25 @@ impl<'a> Writer<'a> {
                 Vec::new()
             },
         })
+    }
+
+    /// The recording's flags: its placement and what its stream is (a mark of it has them
+    /// too).
+    fn entry_flags(&self) -> RecordingFlags {
+        let mut flags = RecordingFlags::empty();
+        if matches!(self.options.fill, Fill::Ring { .. }) {
+            flags.insert(RecordingFlags::RING | RecordingFlags::LAPS);
+        }
+        if self.options.pattern {
+            flags.insert(RecordingFlags::PATTERN);
+        }
+        if self.ingest.records {
+            flags.insert(RecordingFlags::RECORDS);
+        }
+        if self.options.signal.is_some() {
+            flags.insert(RecordingFlags::SIGNAL);
+        }
+        flags
     }
 
     /// Opens the entry and writes the recording's first checkpoint, on every member that
@@ -934,6 +959,7 @@ impl<'a> Writer<'a> {
                 }
             }
             self.check_timeouts();
+            self.serve_marks();
             self.poll_durability();
             self.gate_expired();
             if let Some(counters) = self.counters {
@@ -1063,6 +1089,9 @@ impl<'a> Writer<'a> {
     /// Ends the recording: submits what is left (unless aborting), writes the end marker,
     /// drains, flushes, and closes the entry.
     fn end(&mut self) -> Result<(), RecordingError> {
+        if let Err(error) = self.end_marks() {
+            self.error.get_or_insert(format!("closing a mark: {error}"));
+        }
         if let Some(outcome) = self.durability.finish() {
             self.checkpoint_made(outcome);
         }
@@ -1423,6 +1452,7 @@ impl<'a> Writer<'a> {
                 .cloned()
                 .collect(),
             reclaim_refused: self.reclaimer.as_ref().and_then(|r| r.refused.clone()),
+            marks: self.mark_answers(),
             error: self.error.clone(),
         }
     }

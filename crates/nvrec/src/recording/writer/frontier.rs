@@ -129,7 +129,13 @@ impl Frontier {
     /// the frontier has moved: while a member lags, another would claim nothing more.)
     pub(super) fn due(&self, now: Instant, interval: Duration, members: &[MemberState]) -> bool {
         let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
+        // A member that jumped over kept slots waits for a checkpoint there (see
+        // `MemberState::jump_kept`), once its writes before the jump are done.
+        let jumped = members
+            .iter()
+            .any(|member| member.barrier.is_some() && member.in_flight == 0);
         now.saturating_duration_since(self.last_checkpoint) >= interval
+            || jumped
             || moved
                 && members.iter().any(|member| {
                     member.since_checkpoint_slots >= (member.recovery_limit_slots / 2).max(1)

@@ -60,6 +60,16 @@ pub(super) struct MemberState {
     /// A recording that reclaims (see `reclaim.rs`): the ring position no write of this
     /// member may reach past, where data the set still holds begins.
     pub(super) limit_position: Option<u64>,
+    /// Slots marks keep (format 1.7): (first slot, slot count) in lap order. The write
+    /// point jumps over them (see [`MemberState::jump_kept`]).
+    pub(super) kept: Vec<(u64, u64)>,
+    /// After a jump over kept slots: the ring position the write point jumped to. No write
+    /// goes on past it until a durable checkpoint puts the member there, so recovery, which
+    /// searches forward from a checkpoint and stops at the first older chunk, never has to
+    /// cross kept slots.
+    pub(super) barrier: Option<u64>,
+    /// The checkpoint last built puts the member at or past `barrier`.
+    pub(super) barrier_passed: bool,
     /// For the rate estimate: bytes completed and time spent with I/O in flight (both
     /// halved now and then, so that the estimate follows a drive that slows down).
     pub(super) rate_bytes: u64,
@@ -174,6 +184,17 @@ impl MemberState {
             ..MemberState::default()
         }
     }
+}
+
+/// How far the write point at `slot` jumps to pass kept `range` (first slot, count), in a
+/// lap of `lap` slots, if a write of `count` slots from it would touch the range.
+fn jump_distance((first, kept): (u64, u64), slot: u64, count: u64, lap: u64) -> Option<u64> {
+    let into = (slot + lap - first % lap) % lap;
+    if into < kept {
+        return Some(kept - into);
+    }
+    let ahead = (first % lap + lap - slot) % lap;
+    (ahead < count).then_some(ahead + kept)
 }
 
 /// A member idle this long while adaptive striping sends elsewhere gets the next I/O: its
@@ -310,8 +331,15 @@ impl MemberState {
         };
         // Slots from that position to the write point (ring positions count laps).
         let lap_slots = self.usable_slots.max(1);
-        self.since_checkpoint_slots = (self.lap * lap_slots + self.next_slot)
-            .saturating_sub(position.lap * lap_slots + position.next_slot_index);
+        let at = position.lap * lap_slots + position.next_slot_index;
+        self.since_checkpoint_slots = (self.lap * lap_slots + self.next_slot).saturating_sub(at);
+        if let Some(barrier) = self.barrier {
+            // Writes before a jump not covered yet: recovery could not find those after it.
+            self.barrier_passed = at >= barrier;
+            if !self.barrier_passed {
+                self.since_checkpoint_slots = self.recovery_limit_slots;
+            }
+        }
         position
     }
 
@@ -319,6 +347,56 @@ impl MemberState {
     pub(super) fn checkpoint_durable(&mut self) {
         self.since_durable_slots = self.since_checkpoint_slots;
         self.durable_guard_slots = self.checkpoint_guard_slots;
+        if self.barrier_passed {
+            self.barrier = None;
+            self.barrier_passed = false;
+        }
+    }
+
+    /// Moves the write point past the kept slots that a write of `count` slots from it
+    /// would touch (or that it stands in), and blocks writes until a checkpoint is durable
+    /// there (`barrier`). Returns whether it moved.
+    pub(super) fn jump_kept(&mut self, count: u64) -> bool {
+        let lap = self.usable_slots;
+        if lap == 0 || self.kept.is_empty() {
+            return false;
+        }
+        let mut jumped = false;
+        for _ in 0..=self.kept.len() {
+            let (position, _, slot) = self.ring_next();
+            let Some(distance) = self
+                .kept
+                .iter()
+                .filter_map(|&range| jump_distance(range, slot, count, lap))
+                .min()
+            else {
+                break;
+            };
+            let to = position + distance;
+            self.lap = to / lap;
+            self.next_slot = to % lap;
+            jumped = true;
+        }
+        if jumped {
+            self.barrier = Some(self.ring_next().0);
+            self.barrier_passed = false;
+            self.since_checkpoint_slots = self.recovery_limit_slots;
+            self.since_durable_slots = self.recovery_limit_slots;
+            self.trimmed_to_slot = self.next_slot;
+        }
+        jumped
+    }
+
+    /// Slots from the write point, in lap order, before the first kept slot (a lap when
+    /// none is kept): as far as a discard ahead may go.
+    pub(super) fn slots_before_kept(&self) -> u64 {
+        let lap = self.usable_slots.max(1);
+        let slot = self.next_slot % lap;
+        self.kept
+            .iter()
+            .map(|&(first, _)| (first % lap + lap - slot) % lap)
+            .min()
+            .unwrap_or(lap)
     }
 }
 
@@ -498,12 +576,14 @@ impl Writer<'_> {
         let parts = span.parts();
         self.push_parts(buffer, member_index, parts.as_slice(), user_data)?;
         self.note_placed(member_index, &span, first_sequence, redirected, user_data);
-        Ok(Placed {
+        let placed = Placed {
             parts: parts.count as u8,
             slot: span.first_slot,
             position: span.ring_position,
             stream_end_bytes,
-        })
+        };
+        self.note_mark_write(member_index, &placed, buffer, first_sequence, redirected);
+        Ok(placed)
     }
 
     /// A ring's write point before a write: a position at the end of the lap (as a
@@ -750,8 +830,11 @@ impl Writer<'_> {
         // discard ahead of lost writes by the older chunk that follows blank slots, and at
         // the end of the lap nothing would follow them (the slots a lap of whole writes
         // leaves unused are blank too): the oldest survivors would seem to begin before them.
-        let mut want_to = (member.next_slot + (TRIM_AHEAD_IO_COUNT * io_slots).min(room))
-            .min(member.usable_slots.saturating_sub(io_slots));
+        let mut want_to = (member.next_slot
+            + (TRIM_AHEAD_IO_COUNT * io_slots)
+                .min(room)
+                .min(member.slots_before_kept()))
+        .min(member.usable_slots.saturating_sub(io_slots));
         // Never discard slots that a write in flight (of the lap before) still goes to.
         if let Some(&(_, oldest, _)) = member.pending.front() {
             let lap_start = member.lap * member.usable_slots;

@@ -1,0 +1,258 @@
+//! Marks (format 1.7): event windows a ring recording keeps while it goes on recording.
+//!
+//! A mark is an entry of the recording table flagged `MARK`: the window of its
+//! recording's chunks from `--before` the moment it was taken to `--after` it, and on each
+//! member the slots that hold them (its spans, in lap order). The ring's writer jumps over
+//! those slots on later laps until the mark is released, so the window survives while the
+//! rest of the ring goes round. The entry is written (open) and flushed when the mark is
+//! taken, and again (closed) when its after-window ends; recovery closes an open mark at
+//! its recording's recovered end. Marks ask the running recorder through a [`MarkDesk`].
+//!
+//! A reader of the recording leaves the kept slots out of the ring's lap and reads them as
+//! runs of their own, merged in by sequence ([`kept_ranges`]); a read of the mark reads
+//! only its slots ([`view`]).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
+
+use super::volume::VolumeSet;
+use super::RecordingError;
+use crate::layout::{ReclaimCause, RecordingEntry, RecordingFlags, RecordingState};
+
+/// A mark asked of a running recorder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkRequest {
+    /// How much of the recording before now the mark keeps.
+    pub before: Duration,
+    /// How long after now it goes on keeping.
+    pub after: Duration,
+    pub label: String,
+}
+
+/// What the recorder answered.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct MarkAnswer {
+    pub mark_id: u32,
+    pub recording_id: u32,
+    /// Taken now, or released (`nvrec mark --release`).
+    pub released: bool,
+    /// How much before the moment it was taken the mark keeps: less than asked where
+    /// the ring no longer held it.
+    pub before_ns: u64,
+    pub after_ns: u64,
+    pub label: String,
+}
+
+/// What is asked of the recorder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkOrder {
+    Take(MarkRequest),
+    Release(u32),
+}
+
+type Reply = mpsc::Sender<Result<MarkAnswer, String>>;
+
+/// Where marks are asked of a running recording: triggers (a command, the service, a
+/// signal, a datagram) put orders in; the writer takes them between its writes and
+/// answers each.
+#[derive(Debug, Default)]
+pub struct MarkDesk {
+    orders: Mutex<VecDeque<(MarkOrder, Reply)>>,
+    pending: AtomicBool,
+}
+
+impl MarkDesk {
+    /// Puts `order` in; the answer comes on the receiver once the writer took it (or the
+    /// receiver says disconnected, when the recording ended first).
+    pub fn ask(&self, order: MarkOrder) -> mpsc::Receiver<Result<MarkAnswer, String>> {
+        let (reply, answer) = mpsc::channel();
+        let mut orders = self.orders.lock().unwrap_or_else(|e| e.into_inner());
+        orders.push_back((order, reply));
+        self.pending.store(true, Ordering::Release);
+        answer
+    }
+
+    /// [`MarkDesk::ask`], waiting up to `wait` for the answer.
+    pub fn ask_and_wait(&self, order: MarkOrder, wait: Duration) -> Result<MarkAnswer, String> {
+        match self.ask(order).recv_timeout(wait) {
+            Ok(answer) => answer,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                Err(format!("the recorder did not answer within {wait:?}"))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err("the recording ended before it took the mark".into())
+            }
+        }
+    }
+
+    /// The orders waiting, taken out (cheap when there are none).
+    pub(crate) fn take_orders(&self) -> Vec<(MarkOrder, Reply)> {
+        if !self.pending.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut orders = self.orders.lock().unwrap_or_else(|e| e.into_inner());
+        orders.drain(..).collect()
+    }
+
+    /// Answers every order still waiting with `why` (the recording ended).
+    pub(crate) fn close(&self, why: &str) {
+        for (_, reply) in self.take_orders() {
+            let _ = reply.send(Err(why.to_string()));
+        }
+    }
+}
+
+/// Slots a mark keeps on one member: `slot_count` slots from `first_slot` in lap order
+/// (wrapping past the lap's end to slot 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeptRange {
+    pub member: usize,
+    pub first_slot: u64,
+    pub slot_count: u64,
+}
+
+/// The marks of recording `recording_id` that the table lists, oldest first.
+pub fn marks_of(set: &VolumeSet, recording_id: u32) -> Result<Vec<RecordingEntry>, RecordingError> {
+    let mut marks = set.marks()?;
+    marks.retain(|mark| mark.mark_of.map(|of| of.recording_id) == Some(recording_id));
+    Ok(marks)
+}
+
+/// The slots `mark` keeps on each member, whose slots number `lap_slots(member)` (a span
+/// that wraps goes on at slot 0, as a reader's ring scan does): none for an open mark (its
+/// end is not known yet).
+pub fn ranges_of(mark: &RecordingEntry, lap_slots: impl Fn(usize) -> u64) -> Vec<KeptRange> {
+    if mark.state == RecordingState::Open {
+        return Vec::new();
+    }
+    mark.members
+        .iter()
+        .enumerate()
+        .filter_map(|(member, span)| {
+            let lap = lap_slots(member).max(1);
+            let (start, end) = (span.start_slot_index, span.end_slot_index);
+            let slot_count = match end >= start {
+                true => end - start,
+                false => lap.saturating_sub(start) + end,
+            };
+            (slot_count > 0).then_some(KeptRange {
+                member,
+                first_slot: start,
+                slot_count,
+            })
+        })
+        .collect()
+}
+
+/// The slots that marks of `entry` (a ring recording) keep apart from its lap, released or
+/// not: a released mark's slots hold its chunks until the ring writes over them, and older
+/// chunks in the middle of a lap would look like its start.
+pub fn kept_ranges(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+) -> Result<Vec<KeptRange>, RecordingError> {
+    if !entry.flags.contains(RecordingFlags::RING) || entry.flags.contains(RecordingFlags::MARK) {
+        return Ok(Vec::new());
+    }
+    let lap_slots = |member: usize| {
+        set.members
+            .get(member)
+            .and_then(|m| m.as_ref())
+            .map_or(1, |m| m.layout().data_slot_count)
+    };
+    Ok(marks_of(set, entry.recording_id)?
+        .iter()
+        .flat_map(|mark| ranges_of(mark, lap_slots))
+        .collect())
+}
+
+/// Recording `parent` as a read of `mark` sees it: the mark's chunks, on the slots it
+/// keeps, read as a ring that never went round. A mark closes where its recording's writes
+/// were placed; those its recording did not keep (a crash took them before they were
+/// durable) are not the mark's either.
+pub fn view(parent: &RecordingEntry, mark: &RecordingEntry) -> RecordingEntry {
+    let end_sequence = match parent.state {
+        RecordingState::Open => mark.end_sequence,
+        _ => mark.end_sequence.min(parent.end_sequence),
+    };
+    RecordingEntry {
+        state: RecordingState::Closed,
+        first_sequence: mark.first_sequence.min(end_sequence),
+        end_sequence,
+        start_ns: parent.start_ns,
+        end_ns: mark.end_ns,
+        stream_len_bytes: mark.stream_len_bytes,
+        lost_bytes: 0,
+        members: mark.members.clone(),
+        start_laps: mark.start_laps.clone(),
+        overwrote: vec![false; mark.members.len()],
+        flags: parent.flags | RecordingFlags::RING | RecordingFlags::LAPS,
+        ..parent.clone()
+    }
+}
+
+/// Mark `mark_id` of `set` and the recording it marks.
+pub fn find(
+    set: &VolumeSet,
+    mark_id: u32,
+) -> Result<(RecordingEntry, RecordingEntry), RecordingError> {
+    let mark = set
+        .marks()?
+        .into_iter()
+        .find(|mark| mark.recording_id == mark_id)
+        .ok_or(RecordingError::NoSuchMark(mark_id))?;
+    let parent_id = mark.mark_of.map_or(0, |of| of.recording_id);
+    let parent = super::reader::recordings(set)?
+        .into_iter()
+        .find(|entry| entry.recording_id == parent_id)
+        .ok_or(RecordingError::NoSuchRecording(parent_id))?;
+    if let Some(reclaim) = &parent.reclaimed {
+        return Err(super::retention::reclaimed_error(parent_id, reclaim));
+    }
+    Ok((mark, parent))
+}
+
+/// Releases mark `mark_id` of a set no recorder writes: its entry's next revision, flagged
+/// `RECLAIMED` (cause released), on every member, flushed. A mark being read is not
+/// released (the reader holds it).
+pub fn release(set: &VolumeSet, mark_id: u32) -> Result<RecordingEntry, RecordingError> {
+    let (mark, _) = find(set, mark_id)?;
+    if mark.reclaimed.is_some() {
+        return Err(RecordingError::Usage(format!(
+            "mark {mark_id} was released already"
+        )));
+    }
+    match super::retention::reclaim(set, &mark, ReclaimCause::Released, None, &[])? {
+        Ok(next) => Ok(next),
+        Err(_) => Err(RecordingError::Usage(format!(
+            "mark {mark_id} is being read; release it once the read is done"
+        ))),
+    }
+}
+
+/// Closes the open marks of recording `parent` (a crashed recording just closed at its
+/// recovered end): each keeps its window up to that end.
+pub(crate) fn close_open(set: &VolumeSet, parent: &RecordingEntry) -> Result<(), RecordingError> {
+    for mark in marks_of(set, parent.recording_id)? {
+        if mark.state != RecordingState::Open {
+            continue;
+        }
+        let offset = mark.mark_of.map_or(0, |of| of.stream_offset_bytes);
+        let mut closed = RecordingEntry {
+            revision: mark.revision + 1,
+            state: RecordingState::Interrupted,
+            end_sequence: parent.end_sequence.max(mark.first_sequence),
+            end_ns: parent.end_ns,
+            stream_len_bytes: parent.stream_len_bytes.saturating_sub(offset),
+            lost_bytes: 0,
+            ..mark.clone()
+        };
+        for (span, end) in closed.members.iter_mut().zip(&parent.members) {
+            span.end_slot_index = end.end_slot_index;
+        }
+        set.write_entry(&closed)?;
+    }
+    Ok(())
+}

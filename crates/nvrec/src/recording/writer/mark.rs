@@ -1,0 +1,484 @@
+//! Marks (format 1.7, see `recording/marks.rs`): the mark stage takes the orders of the
+//! recording's [`MarkDesk`] between writes. A mark's before-window is found in a history
+//! of each member's writes (kept for a lap, thinned when long); its entry is written open
+//! and flushed at once, then closed when its after-window ends, or sooner where the ring
+//! would otherwise reach its start (`--max-marked`). From then on the members' write
+//! points jump over the slots it keeps (`MemberState::jump_kept`) until it is released.
+
+use super::*;
+use crate::layout::{MarkOf, ReclaimCause};
+use crate::recording::marks::{MarkAnswer, MarkDesk, MarkOrder, MarkRequest};
+use std::sync::Arc;
+
+/// A member's history holds at most this many writes; past it every other one is dropped
+/// (a mark may then keep a little more before its window than it asked for, never less).
+const HISTORY_MAX: usize = 1 << 16;
+
+/// One write of a member, as a mark looks for its window's start.
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    position: u64,
+    slot: u64,
+    lap: u64,
+    first_sequence: u64,
+    /// Its first chunk's time since the recording began, and stream offset.
+    elapsed_ns: u64,
+    stream_offset_bytes: u64,
+}
+
+/// A mark whose after-window is being recorded.
+struct OpenMark {
+    entry: RecordingEntry,
+    close_at_ns: u64,
+    /// Each member's ring position where the mark's slots begin (None: kept none there).
+    starts: Vec<Option<u64>>,
+    /// Slots each member may keep for it at most.
+    cap_slots: Vec<u64>,
+    answer: MarkAnswer,
+}
+
+/// A closed mark the ring keeps: its entry and the slots it keeps on each member.
+struct KeptMark {
+    entry: RecordingEntry,
+    ranges: Vec<Option<(u64, u64)>>,
+}
+
+/// The mark stage's state.
+pub(super) struct Marker {
+    desk: Arc<MarkDesk>,
+    /// The share of each member's lap that marks may keep.
+    max_marked: f64,
+    history: Vec<VecDeque<Written>>,
+    open: Option<OpenMark>,
+    kept: Vec<KeptMark>,
+    next_id: u32,
+    /// Where the stream of the last write placed ends.
+    placed_stream_end: u64,
+    /// Marks taken and released, for the report.
+    pub(super) answers: Vec<MarkAnswer>,
+}
+
+impl Marker {
+    pub(super) fn new(desk: Arc<MarkDesk>, max_marked: f64, members: usize, next_id: u32) -> Self {
+        Marker {
+            desk,
+            max_marked,
+            history: vec![VecDeque::new(); members],
+            open: None,
+            kept: Vec::new(),
+            next_id,
+            placed_stream_end: 0,
+            answers: Vec::new(),
+        }
+    }
+}
+
+impl Writer<'_> {
+    /// Notes a write placed (not a redirected one) in its member's history, and moves the
+    /// member's write point past kept slots its next write would touch.
+    pub(super) fn note_mark_write(
+        &mut self,
+        member_index: usize,
+        placed: &Placed,
+        buffer: u32,
+        first_sequence: u64,
+        redirected: bool,
+    ) {
+        let k = self.k as u64;
+        let Some(marker) = self.marker.as_mut() else {
+            return;
+        };
+        let member = &mut self.placement.members[member_index];
+        if !redirected {
+            let meta = self.ingest.metas[buffer as usize * self.k as usize];
+            let lap_slots = member.usable_slots.max(1);
+            let history = &mut marker.history[member_index];
+            history.push_back(Written {
+                position: placed.position,
+                slot: placed.slot,
+                lap: placed.position / lap_slots,
+                first_sequence,
+                elapsed_ns: meta.elapsed_ns,
+                stream_offset_bytes: meta.stream_offset_bytes,
+            });
+            marker.placed_stream_end = marker.placed_stream_end.max(placed.stream_end_bytes);
+            let now_position = member.ring_next().0;
+            while history
+                .front()
+                .is_some_and(|w| w.position + member.usable_slots < now_position + k)
+            {
+                history.pop_front();
+            }
+            if history.len() > HISTORY_MAX {
+                thin(history);
+            }
+        }
+        member.jump_kept(k);
+    }
+
+    /// Takes the orders waiting at the desk, and closes the open mark when its time has
+    /// come (or its room is used up).
+    pub(super) fn serve_marks(&mut self) {
+        let Some(marker) = self.marker.as_ref() else {
+            return;
+        };
+        let orders = marker.desk.take_orders();
+        for (order, reply) in orders {
+            let answer = match order {
+                MarkOrder::Take(request) => self.take_mark(&request),
+                MarkOrder::Release(id) => self.release_mark(id),
+            };
+            if let Ok(answer) = &answer {
+                if let Some(marker) = self.marker.as_mut() {
+                    marker.answers.push(answer.clone());
+                }
+            }
+            let _ = reply.send(answer);
+        }
+        if self.mark_due() {
+            if let Err(error) = self.close_mark() {
+                self.error.get_or_insert(format!("closing a mark: {error}"));
+            }
+        }
+    }
+
+    /// Now, on the recording's timeline as chunks are stamped (a paced source's chunks at
+    /// their place in the stream).
+    fn now_elapsed_ns(&self) -> u64 {
+        match self.options.rate_bytes_per_s {
+            Some(rate) => (self.ingest.stream_offset_bytes as f64 / rate * 1e9) as u64,
+            None => self.clock.since(self.start_instant).as_nanos() as u64,
+        }
+    }
+
+    /// Whether the open mark's after-window ended, or a member's room for it is used up.
+    fn mark_due(&self) -> bool {
+        let Some(open) = self.marker.as_ref().and_then(|m| m.open.as_ref()) else {
+            return false;
+        };
+        let k = self.k as u64;
+        let full = self
+            .placement
+            .members
+            .iter()
+            .enumerate()
+            .any(|(i, member)| {
+                open.starts[i]
+                    .is_some_and(|start| member.ring_next().0 + 2 * k > start + open.cap_slots[i])
+            });
+        full || self.now_elapsed_ns() >= open.close_at_ns
+    }
+
+    /// A mark of `request`: its window's start found on each member, its size checked
+    /// against the room marks may keep, its entry written open and flushed.
+    fn take_mark(&mut self, request: &MarkRequest) -> Result<MarkAnswer, String> {
+        if !matches!(self.options.fill, Fill::Ring { .. }) || self.reclaimer.is_some() {
+            return Err(
+                "marks are kept by ring recordings (record --ring); this one is not".into(),
+            );
+        }
+        let marker = self.marker.as_ref().expect("marks are served");
+        if let Some(open) = &marker.open {
+            return Err(format!(
+                "mark {} is still recording its after-window: one mark at a time",
+                open.entry.recording_id
+            ));
+        }
+        let now_ns = self.now_elapsed_ns();
+        let from_ns = now_ns.saturating_sub(request.before.as_nanos() as u64);
+        let after_ns = request.after.as_nanos() as u64;
+        let start = self.window_start(from_ns, after_ns)?;
+        let id = marker.next_id;
+        let entry = self.open_mark_entry(id, request, &start)?;
+        let live = self.placement.live();
+        self.set
+            .write_entry_on(&entry, &live)
+            .map_err(|e| format!("writing mark {id}: {e}"))?;
+        let answer = MarkAnswer {
+            mark_id: id,
+            recording_id: self.recording_id,
+            released: false,
+            before_ns: now_ns.saturating_sub(start.elapsed_ns),
+            after_ns,
+            label: request.label.clone(),
+        };
+        let marker = self.marker.as_mut().expect("marks are served");
+        marker.next_id += 1;
+        marker.open = Some(OpenMark {
+            entry,
+            close_at_ns: now_ns + after_ns,
+            starts: start.positions,
+            cap_slots: start.cap_slots,
+            answer: answer.clone(),
+        });
+        Ok(answer)
+    }
+
+    /// Releases mark `id`: its entry flagged released (every member, flushed), then its
+    /// slots given back to the ring. A mark of an earlier recording is released the same.
+    fn release_mark(&mut self, id: u32) -> Result<MarkAnswer, String> {
+        if self
+            .marker
+            .as_ref()
+            .and_then(|m| m.open.as_ref())
+            .is_some_and(|o| o.entry.recording_id == id)
+        {
+            self.close_mark()
+                .map_err(|e| format!("closing mark {id}: {e}"))?;
+        }
+        let marker = self.marker.as_mut().expect("marks are served");
+        let Some(index) = marker.kept.iter().position(|m| m.entry.recording_id == id) else {
+            let released =
+                crate::recording::marks::release(self.set, id).map_err(|e| e.to_string())?;
+            return Ok(released_answer(&released));
+        };
+        let entry = marker.kept[index].entry.clone();
+        let live = self.placement.live();
+        match crate::recording::retention::reclaim(
+            self.set,
+            &entry,
+            ReclaimCause::Released,
+            None,
+            &live,
+        ) {
+            Ok(Ok(next)) => {
+                let marker = self.marker.as_mut().expect("marks are served");
+                let kept = marker.kept.remove(index);
+                for (member, range) in self.placement.members.iter_mut().zip(&kept.ranges) {
+                    if let Some(range) = range {
+                        if let Some(at) = member.kept.iter().position(|r| r == range) {
+                            member.kept.remove(at);
+                        }
+                    }
+                }
+                Ok(released_answer(&next))
+            }
+            Ok(Err(_)) => Err(format!(
+                "mark {id} is being read; release it once the read is done"
+            )),
+            Err(error) => Err(format!("releasing mark {id}: {error}")),
+        }
+    }
+
+    /// Closes the open mark at the write points: its entry's next revision (closed, with
+    /// its end slots, sequence and length), flushed; then its slots are kept.
+    pub(super) fn close_mark(&mut self) -> Result<(), RecordingError> {
+        let Some(open) = self.marker.as_mut().and_then(|m| m.open.take()) else {
+            return Ok(());
+        };
+        let marker = self.marker.as_ref().expect("marks are served");
+        let offset = open.entry.mark_of.map_or(0, |of| of.stream_offset_bytes);
+        let mut entry = RecordingEntry {
+            revision: open.entry.revision + 1,
+            state: RecordingState::Closed,
+            end_sequence: self.placement.next_sequence.max(open.entry.first_sequence),
+            end_ns: self.clock.wall_ns(),
+            stream_len_bytes: marker.placed_stream_end.saturating_sub(offset),
+            ..open.entry.clone()
+        };
+        let mut ranges = Vec::new();
+        for (i, member) in self.placement.members.iter().enumerate() {
+            let lap = member.usable_slots.max(1);
+            let (now, _, slot) = member.ring_next();
+            let range = open.starts[i]
+                .filter(|&start| now > start)
+                .map(|start| (start % lap, now - start));
+            entry.members[i].end_slot_index = match range {
+                Some(_) => slot,
+                None => entry.members[i].start_slot_index,
+            };
+            ranges.push(range);
+        }
+        let live = self.placement.live();
+        self.set.write_entry_on(&entry, &live)?;
+        let k = self.k as u64;
+        for (member, range) in self.placement.members.iter_mut().zip(&ranges) {
+            if let Some(range) = range {
+                member.kept.push(*range);
+                member.jump_kept(k);
+            }
+        }
+        let marker = self.marker.as_mut().expect("marks are served");
+        if let Some(answer) = marker
+            .answers
+            .iter_mut()
+            .find(|a| a.mark_id == open.answer.mark_id)
+        {
+            let from_ns = entry.mark_of.map_or(0, |of| of.from_ns);
+            answer.after_ns = entry
+                .end_ns
+                .saturating_sub(from_ns)
+                .saturating_sub(answer.before_ns);
+        }
+        marker.kept.push(KeptMark { entry, ranges });
+        Ok(())
+    }
+
+    /// Where a window from `from_ns` (since the recording began) starts on each member,
+    /// and how much each may keep: refused where the before-window and an after-window of
+    /// `after_ns` at the member's recent rate would take more than marks may keep.
+    fn window_start(&self, from_ns: u64, after_ns: u64) -> Result<WindowStart, String> {
+        let marker = self.marker.as_ref().expect("marks are served");
+        let k = self.k as u64;
+        let now_ns = self.now_elapsed_ns();
+        let mut start = WindowStart::default();
+        let mut latest: Option<Written> = None;
+        for (i, member) in self.placement.members.iter().enumerate() {
+            let lap = member.usable_slots.max(1);
+            let kept: u64 = member.kept.iter().map(|&(_, count)| count).sum();
+            let cap = ((lap as f64 * marker.max_marked) as u64).saturating_sub(kept);
+            let now = member.ring_next().0;
+            let history = &marker.history[i];
+            let found = history
+                .iter()
+                .rev()
+                .find(|w| w.elapsed_ns <= from_ns)
+                .or_else(|| history.front())
+                .copied();
+            let Some(written) = found.filter(|_| !member.retired) else {
+                start.positions.push(None);
+                start.slots.push((member.next_slot % lap, member.lap));
+                start.cap_slots.push(cap);
+                continue;
+            };
+            let before = now.saturating_sub(written.position);
+            let rate = recent_slots_per_ns(history, now_ns, now);
+            let need = before + (rate * after_ns as f64) as u64 + 2 * k;
+            if need > cap {
+                let bytes = need * self.set.chunk_size_bytes as u64;
+                let allowed = cap * self.set.chunk_size_bytes as u64;
+                return Err(format!(
+                    "the mark needs {} of member {i}'s ring ({:.0}% of its lap) at the rate \
+                     recorded now; marks may keep {} more (--max-marked {:.0}%)",
+                    crate::unit::format_bytes(bytes),
+                    need as f64 * 100.0 / lap as f64,
+                    crate::unit::format_bytes(allowed),
+                    marker.max_marked * 100.0
+                ));
+            }
+            if latest.is_none_or(|l| written.first_sequence > l.first_sequence) {
+                latest = Some(written);
+            }
+            start.positions.push(Some(written.position));
+            start.slots.push((written.slot, written.lap));
+            start.cap_slots.push(cap);
+        }
+        let latest = latest.unwrap_or(Written {
+            position: 0,
+            slot: 0,
+            lap: 0,
+            first_sequence: self.placement.next_sequence,
+            elapsed_ns: now_ns,
+            stream_offset_bytes: marker.placed_stream_end,
+        });
+        start.first_sequence = latest.first_sequence;
+        start.elapsed_ns = latest.elapsed_ns;
+        start.stream_offset_bytes = latest.stream_offset_bytes;
+        Ok(start)
+    }
+
+    /// A mark's entry as it is taken: open, its spans starting (and ending) where its
+    /// window starts on each member.
+    fn open_mark_entry(
+        &self,
+        id: u32,
+        request: &MarkRequest,
+        start: &WindowStart,
+    ) -> Result<RecordingEntry, String> {
+        let name = Label::new(&request.label).map_err(|e| format!("label: {e}"))?;
+        Ok(RecordingEntry {
+            set_uuid: self.set.set_uuid,
+            recording_id: id,
+            revision: 1,
+            state: RecordingState::Open,
+            flags: self.entry_flags() | RecordingFlags::MARK,
+            first_sequence: start.first_sequence,
+            end_sequence: start.first_sequence,
+            start_ns: self.start_ns,
+            end_ns: 0,
+            stream_len_bytes: 0,
+            lost_bytes: 0,
+            name,
+            members: start
+                .slots
+                .iter()
+                .map(|&(slot, _)| MemberSpan {
+                    start_slot_index: slot,
+                    end_slot_index: slot,
+                })
+                .collect(),
+            retirements: Vec::new(),
+            start_laps: start.slots.iter().map(|&(_, lap)| lap as u32).collect(),
+            overwrote: vec![false; start.slots.len()],
+            signal: self.options.signal.clone(),
+            reclaimed: None,
+            mark_of: Some(MarkOf {
+                recording_id: self.recording_id,
+                stream_offset_bytes: start.stream_offset_bytes,
+                from_ns: self.start_ns + start.elapsed_ns,
+            }),
+        })
+    }
+
+    /// The report's marks.
+    pub(super) fn mark_answers(&self) -> Vec<MarkAnswer> {
+        self.marker
+            .as_ref()
+            .map_or_else(Vec::new, |m| m.answers.clone())
+    }
+
+    /// The recording ends: the open mark closes, orders still waiting are refused.
+    pub(super) fn end_marks(&mut self) -> Result<(), RecordingError> {
+        self.close_mark()?;
+        if let Some(marker) = &self.marker {
+            marker.desk.close("the recording ended");
+        }
+        Ok(())
+    }
+}
+
+/// Where a mark's window starts: on each member its ring position (None: none kept
+/// there), slot and lap, and the room it may take; the window's first chunk.
+#[derive(Default)]
+struct WindowStart {
+    positions: Vec<Option<u64>>,
+    slots: Vec<(u64, u64)>,
+    cap_slots: Vec<u64>,
+    first_sequence: u64,
+    elapsed_ns: u64,
+    stream_offset_bytes: u64,
+}
+
+/// A member's write rate over its last second of history, in slots per nanosecond.
+fn recent_slots_per_ns(history: &VecDeque<Written>, now_ns: u64, now_position: u64) -> f64 {
+    let since = now_ns.saturating_sub(1_000_000_000);
+    let Some(first) = history
+        .iter()
+        .find(|w| w.elapsed_ns >= since)
+        .or(history.front())
+    else {
+        return 0.0;
+    };
+    let span_ns = now_ns.saturating_sub(first.elapsed_ns).max(1);
+    now_position.saturating_sub(first.position) as f64 / span_ns as f64
+}
+
+/// Drops every other write of a long history (the first kept).
+fn thin(history: &mut VecDeque<Written>) {
+    let mut index = 0;
+    history.retain(|_| {
+        index += 1;
+        index % 2 == 1
+    });
+}
+
+fn released_answer(entry: &RecordingEntry) -> MarkAnswer {
+    MarkAnswer {
+        mark_id: entry.recording_id,
+        recording_id: entry.mark_of.map_or(0, |of| of.recording_id),
+        released: true,
+        before_ns: 0,
+        after_ns: entry.end_ns.saturating_sub(entry.start_ns),
+        label: entry.name.as_str().to_string(),
+    }
+}

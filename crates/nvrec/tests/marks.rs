@@ -1,0 +1,331 @@
+//! Marks (format 1.7): a window of a ring recording, asked while it records, is kept out of
+//! the ring: the ring goes round several more times, jumping over its slots, and both the
+//! mark and the ring's last lap read back whole, byte for byte. Simulated disks
+//! (deterministic: the mark is asked at a fixed stream offset, time is virtual).
+
+use nvrec::control::{Control, Progress};
+use nvrec::device::{Access, Safety};
+use nvrec::engine::{EngineChoice, SimDisks};
+use nvrec::layout::{RecordingEntry, RecordingFlags, RecordingState};
+use nvrec::pattern::Pattern;
+use nvrec::recording::disk::Members;
+use nvrec::recording::marks::{self, MarkAnswer, MarkDesk, MarkOrder, MarkRequest};
+use nvrec::recording::reader::{self, Item, ReadSummary};
+use nvrec::recording::volume::{self, VolumeSet};
+use nvrec::recording::writer::{self, RecordOptions, RecordReport};
+use nvrec::recording::{Fill, RecordingError, Stripe};
+use nvrec::source::{PatternSource, Source};
+use std::io;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+const DISK_BYTES: u64 = 8 << 20;
+const CHUNK_BYTES: u32 = 8192;
+const SEED: u64 = 41;
+
+/// The pattern, asking the desk for `order` once the stream reaches `at` bytes.
+struct AskAt {
+    pattern: PatternSource,
+    desk: Arc<MarkDesk>,
+    orders: Vec<(u64, MarkOrder)>,
+    answers: Vec<mpsc::Receiver<Result<MarkAnswer, String>>>,
+}
+
+impl Source for AskAt {
+    fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<usize> {
+        while self
+            .orders
+            .first()
+            .is_some_and(|(at, _)| offset_bytes >= *at)
+        {
+            let (_, order) = self.orders.remove(0);
+            self.answers.push(self.desk.ask(order));
+        }
+        self.pattern.read_at(offset_bytes, buf)
+    }
+
+    fn may_block(&self) -> bool {
+        false
+    }
+}
+
+fn options(limit_bytes: u64, desk: &Arc<MarkDesk>) -> RecordOptions {
+    RecordOptions {
+        chunk_size_bytes: CHUNK_BYTES,
+        io_chunk_count: 2,
+        queue_depth: 4,
+        buffer_bytes: 16 * u64::from(CHUNK_BYTES),
+        stripe: Stripe::RoundRobin,
+        fill: Fill::Ring { trim: false },
+        limit_bytes: Some(limit_bytes),
+        pattern: true,
+        marks: Some(desk.clone()),
+        ..RecordOptions::default()
+    }
+}
+
+fn take(before_ms: u64, after_ms: u64, label: &str) -> MarkOrder {
+    MarkOrder::Take(MarkRequest {
+        before: Duration::from_millis(before_ms),
+        after: Duration::from_millis(after_ms),
+        label: label.into(),
+    })
+}
+
+/// Records `limit_bytes` of the pattern as a ring, asking `orders` on the way.
+fn record(
+    sim: &SimDisks,
+    limit_bytes: u64,
+    orders: Vec<(u64, MarkOrder)>,
+) -> (RecordReport, Vec<Result<MarkAnswer, String>>) {
+    // Drives of 100 MB/s in virtual time: a mark's window in time is one in bytes.
+    for disk in 0..sim.disk_count() {
+        sim.slow(disk, 100e6);
+    }
+    let desk = Arc::new(MarkDesk::default());
+    let mut source = AskAt {
+        pattern: PatternSource(Pattern::new(SEED)),
+        desk: desk.clone(),
+        orders,
+        answers: Vec::new(),
+    };
+    let report = writer::record_on(
+        Members::Sim(sim),
+        &mut source,
+        &options(limit_bytes, &desk),
+        &Control::new(),
+        &Progress::default(),
+    )
+    .unwrap();
+    let answers = source
+        .answers
+        .iter()
+        .map(|answer| answer.recv_timeout(Duration::from_secs(5)).unwrap())
+        .collect();
+    (report, answers)
+}
+
+fn open(sim: &SimDisks) -> VolumeSet {
+    volume::open_members(Members::Sim(sim), Access::Read, Safety::Check).unwrap()
+}
+
+/// What a read handed out: the stream ranges of its chunks (each checked against the
+/// pattern), and anything missing or damaged.
+#[derive(Default, Debug)]
+struct ReadBack {
+    first_offset: Option<u64>,
+    end_offset: u64,
+    bytes: u64,
+    trouble: Vec<String>,
+}
+
+fn collect(
+    read: impl FnOnce(&mut dyn FnMut(Item<'_>) -> bool) -> Result<ReadSummary, RecordingError>,
+) -> Result<ReadBack, RecordingError> {
+    let pattern = Pattern::new(SEED);
+    let mut back = ReadBack::default();
+    let mut last_end = None;
+    read(&mut |item: Item<'_>| {
+        match item {
+            Item::Chunk { header, payload } => {
+                let mut expected = vec![0u8; payload.len()];
+                pattern.fill(header.stream_offset_bytes, &mut expected);
+                if expected != payload {
+                    back.trouble
+                        .push(format!("sequence {} differs", header.sequence));
+                }
+                if last_end.is_some_and(|end| end != header.stream_offset_bytes) {
+                    back.trouble
+                        .push(format!("a hole before sequence {}", header.sequence));
+                }
+                back.first_offset.get_or_insert(header.stream_offset_bytes);
+                last_end = Some(header.stream_offset_bytes + payload.len() as u64);
+                back.end_offset = last_end.unwrap_or(0);
+                back.bytes += payload.len() as u64;
+            }
+            Item::Missing {
+                first_sequence,
+                count,
+            } => back
+                .trouble
+                .push(format!("{count} missing from {first_sequence}")),
+            Item::Damage(damage) => back.trouble.push(format!("damage: {}", damage.what)),
+        }
+        true
+    })?;
+    Ok(back)
+}
+
+fn read_recording(set: &VolumeSet, entry: &RecordingEntry) -> ReadBack {
+    let (control, progress) = (Control::new(), Progress::default());
+    collect(|each| {
+        reader::read_recording(set, entry, EngineChoice::Auto, &control, &progress, each)
+    })
+    .unwrap()
+}
+
+fn read_mark(set: &VolumeSet, id: u32) -> Result<ReadBack, RecordingError> {
+    let (control, progress) = (Control::new(), Progress::default());
+    collect(|each| {
+        reader::read_mark_from(set, id, EngineChoice::Auto, None, &control, &progress, each)
+    })
+}
+
+#[test]
+fn a_mark_survives_a_ring_that_goes_round_three_more_times() {
+    let sim = SimDisks::new(2, DISK_BYTES, 4096, 7);
+    let lap_bytes = 2 * DISK_BYTES;
+    let at = lap_bytes / 2;
+    let (report, answers) = record(&sim, 4 * lap_bytes, vec![(at, take(10, 10, "event"))]);
+    assert!(report.error.is_none(), "{:?}", report.error);
+    assert!(
+        report.members.iter().all(|m| m.laps >= 3),
+        "{:?}",
+        report.members
+    );
+    let answer = answers[0].clone().expect("the mark is taken");
+    assert_eq!(answer.mark_id, report.recording_id + 1);
+    assert!(answer.before_ns > 0, "{answer:?}");
+
+    let set = open(&sim);
+    let marks = marks::marks_of(&set, report.recording_id).unwrap();
+    assert_eq!(marks.len(), 1);
+    let mark = &marks[0];
+    assert_eq!(mark.state, RecordingState::Closed);
+    assert!(mark.flags.contains(RecordingFlags::MARK));
+    assert_eq!(mark.name.as_str(), "event");
+    let back = read_mark(&set, mark.recording_id).unwrap();
+    assert!(back.trouble.is_empty(), "mark: {:?}", back.trouble);
+    let first = back.first_offset.expect("the mark holds chunks");
+    assert!(first < at && back.end_offset > at, "{back:?} around {at}");
+    assert_eq!(back.bytes, mark.stream_len_bytes);
+
+    // The ring's own read: its last lap, whole, and the mark's old chunks not in it.
+    let entry = reader::recordings(&set).unwrap().pop().unwrap();
+    let ring = read_recording(&set, &entry);
+    assert!(ring.trouble.is_empty(), "ring: {:?}", ring.trouble);
+    assert_eq!(ring.end_offset, report.stream_bytes);
+    assert!(ring.first_offset.unwrap() > back.end_offset);
+}
+
+#[test]
+fn a_mark_larger_than_marks_may_keep_is_refused_with_the_size_it_needs() {
+    let sim = SimDisks::new(1, DISK_BYTES, 4096, 3);
+    let (report, answers) = record(
+        &sim,
+        2 * DISK_BYTES,
+        vec![(DISK_BYTES, take(60_000, 0, "all"))],
+    );
+    assert!(report.error.is_none());
+    let error = answers[0].clone().unwrap_err();
+    assert!(
+        error.contains("needs") && error.contains("--max-marked"),
+        "{error}"
+    );
+    let set = open(&sim);
+    assert!(marks::marks_of(&set, report.recording_id)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn a_released_mark_is_refused_and_the_ring_writes_over_it() {
+    let sim = SimDisks::new(1, DISK_BYTES, 4096, 5);
+    let orders = vec![
+        (DISK_BYTES / 2, take(10, 10, "first")),
+        (DISK_BYTES, MarkOrder::Release(2)),
+    ];
+    let (report, answers) = record(&sim, 3 * DISK_BYTES, orders);
+    assert!(report.error.is_none());
+    assert!(
+        answers[0].is_ok() && answers[1].as_ref().unwrap().released,
+        "{answers:?}"
+    );
+    let set = open(&sim);
+    let error = read_mark(&set, 2).unwrap_err();
+    assert!(
+        matches!(error, RecordingError::MarkReleased { mark_id: 2, .. }),
+        "{error}"
+    );
+    let entry = reader::recordings(&set).unwrap().pop().unwrap();
+    let ring = read_recording(&set, &entry);
+    assert!(ring.trouble.is_empty(), "ring: {:?}", ring.trouble);
+    assert_eq!(ring.end_offset, report.stream_bytes);
+}
+
+/// A crash (and the power cut after it) anywhere while a mark records its after-window,
+/// or after: a mark the recorder answered for is listed once after recovery, closed, and
+/// reads back whole; the ring reads back whole too.
+#[test]
+fn a_crash_during_a_mark_keeps_every_mark_it_answered_for() {
+    let mut answered_count = 0;
+    for step in 1..=24u64 {
+        let sim = SimDisks::new(1, DISK_BYTES, 4096, 100 + step);
+        sim.slow(0, 100e6);
+        // The whole run takes some 2,400 operations; crash within its first two thirds.
+        sim.crash_at(60 * step + 300);
+        let desk = Arc::new(MarkDesk::default());
+        let mut source = AskAt {
+            pattern: PatternSource(Pattern::new(SEED)),
+            desk: desk.clone(),
+            orders: vec![(DISK_BYTES / 2, take(5, 20, "crash"))],
+            answers: Vec::new(),
+        };
+        let _ = writer::record_on(
+            Members::Sim(&sim),
+            &mut source,
+            &options(3 * DISK_BYTES, &desk),
+            &Control::new(),
+            &Progress::default(),
+        );
+        if !sim.crashed() {
+            sim.crash();
+        }
+        let answered: Vec<MarkAnswer> = source
+            .answers
+            .iter()
+            .filter_map(|answer| answer.try_recv().ok().and_then(|a| a.ok()))
+            .collect();
+        answered_count += answered.len();
+        let images = sim.power_cut_images().expect("crashed");
+        let after = SimDisks::from_images(images, 4096, 100 + step);
+        let Ok(set) = volume::open_members(Members::Sim(&after), Access::Write, Safety::Check)
+        else {
+            assert!(answered.is_empty(), "step {step}: a mark answered, no set");
+            continue;
+        };
+        reader::recover(&set).unwrap();
+        let marks = set.marks().unwrap();
+        for answer in &answered {
+            let listed: Vec<&RecordingEntry> = marks
+                .iter()
+                .filter(|m| m.recording_id == answer.mark_id)
+                .collect();
+            assert_eq!(
+                listed.len(),
+                1,
+                "step {step}: mark {} listed once",
+                answer.mark_id
+            );
+            assert_ne!(listed[0].state, RecordingState::Open, "step {step}: closed");
+            let back = read_mark(&set, answer.mark_id).unwrap();
+            assert!(
+                back.trouble.is_empty(),
+                "step {step}: mark: {:?}",
+                back.trouble
+            );
+        }
+        if let Some(entry) = reader::recordings(&set).unwrap().pop() {
+            let ring = read_recording(&set, &entry);
+            assert!(
+                ring.trouble.is_empty(),
+                "step {step}: ring: {:?}",
+                ring.trouble
+            );
+        }
+    }
+    assert!(
+        answered_count > 0,
+        "no step crashed after the mark was taken"
+    );
+}
