@@ -1,0 +1,364 @@
+//! End-to-end tests of marks (format 1.7): `nvrec mark` against a running ring recording,
+//! the signal and datagram triggers, a recorder killed with SIGKILL during a mark, marks
+//! through `repair`, release, and what is refused.
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A ring recording of the pattern (seed 5) at `rate` onto `targets`, `extra` added.
+fn start_ring(targets: &[PathBuf], rate: &str, extra: &[&str]) -> Child {
+    nvrec()
+        .args([
+            "--json", "record", "--ring", "--source", "pattern", "--seed", "5",
+        ])
+        .args(["--rate", rate, "--sync-interval", "100ms"])
+        .args(extra)
+        .args(targets)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Asks the recorder on `targets` for a mark; waits until the recorder's socket is there.
+fn mark(targets: &[PathBuf], args: &[&str]) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let output = run(nvrec().arg("mark").args(args).args(targets));
+        let waiting =
+            text(&output).contains("no recording runs") || text(&output).contains("not an nvrec");
+        if !waiting || Instant::now() > deadline {
+            return output;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn ls(targets: &[PathBuf]) -> serde_json::Value {
+    let output = run(nvrec().args(["--json", "ls"]).args(targets));
+    json(&output)
+}
+
+fn verify_mark(targets: &[PathBuf], id: u64) -> std::process::Output {
+    run(nvrec()
+        .args(["verify", "--mark", &id.to_string()])
+        .args(targets))
+}
+
+#[test]
+fn a_mark_asked_of_a_running_ring_outlives_its_laps_and_reads_whole() {
+    let scratch = Scratch::new("marks-running");
+    let targets = vec![scratch.path("a.img"), scratch.path("b.img")];
+    // Two members of 32 MiB: a lap of 64 MiB is some 1.6 s at 40 MB/s; 6 s is over 3 laps.
+    let child = start_ring(
+        &targets,
+        "40MB/s",
+        &["--duration", "6s", "--create-size", "32M"],
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let output = mark(
+        &targets,
+        &["--before", "200ms", "--after", "200ms", "--label", "one"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("mark 2 of recording 1 taken"),
+        "{}",
+        text(&output)
+    );
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["lost_bytes"], 0, "{report}");
+    assert_eq!(report["marks"][0]["mark_id"], 2, "{report}");
+    let laps: Vec<u64> = report["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["laps"].as_u64().unwrap())
+        .collect();
+    assert!(
+        laps.iter().all(|&l| l >= 3),
+        "the ring went round: {laps:?}"
+    );
+
+    let listed = ls(&targets);
+    let marks = listed["marks"].as_array().unwrap();
+    assert_eq!(marks.len(), 1, "{listed}");
+    assert_eq!(marks[0]["state"], "kept");
+    assert_eq!(marks[0]["label"], "one");
+    assert_eq!(marks[0]["recording_id"], 1);
+    let bytes = marks[0]["bytes"].as_u64().unwrap();
+    // 400 ms at 40 MB/s, less what the ring's history rounds: about 16 MB.
+    assert!((10_000_000..30_000_000).contains(&bytes), "{listed}");
+    let output = verify_mark(&targets, 2);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("pattern checked"),
+        "{}",
+        text(&output)
+    );
+    let output = run(nvrec().arg("verify").args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let replayed = scratch.path("mark.bin");
+    let output = run(nvrec()
+        .args(["replay", "--mark", "2", "--output"])
+        .arg(&replayed)
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(std::fs::metadata(&replayed).unwrap().len(), bytes);
+}
+
+#[test]
+fn killed_during_a_mark_the_recorder_leaves_it_listed_once_and_whole_after_repair() {
+    let scratch = Scratch::new("marks-kill9");
+    let targets = vec![scratch.path("a.img")];
+    for (round, kill_after_ms) in [1500u64, 1900, 2600].into_iter().enumerate() {
+        let extra: Vec<&str> = match round {
+            0 => vec!["--create-size", "128M"],
+            _ => vec!["--append"],
+        };
+        let mut child = start_ring(&targets, "10MB/s", &extra);
+        std::thread::sleep(Duration::from_millis(1000));
+        let output = mark(
+            &targets,
+            &["--before", "300ms", "--after", "3s", "--label", "cut"],
+        );
+        assert!(output.status.success(), "round {round}: {}", text(&output));
+        std::thread::sleep(Duration::from_millis(kill_after_ms - 1000));
+        child.kill().unwrap(); // SIGKILL, in the mark's after-window
+        child.wait().unwrap();
+        wait_unlocked(&targets);
+        let output = run(nvrec().arg("repair").args(&targets));
+        assert!(output.status.success(), "round {round}: {}", text(&output));
+        let listed = ls(&targets);
+        let marks = listed["marks"].as_array().unwrap();
+        assert_eq!(marks.len(), round + 1, "each mark listed once: {listed}");
+        for mark in marks {
+            assert_eq!(mark["state"], "kept (cut by a crash)", "{listed}");
+            let id = mark["mark_id"].as_u64().unwrap();
+            let output = verify_mark(&targets, id);
+            assert!(
+                output.status.success(),
+                "round {round}, mark {id}: {}",
+                text(&output)
+            );
+        }
+        let output = run(nvrec().arg("verify").args(&targets));
+        assert!(output.status.success(), "round {round}: {}", text(&output));
+    }
+}
+
+/// Waits until no recorder holds `targets` (a killed one's lock goes with its process).
+fn wait_unlocked(targets: &[PathBuf]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let locked = |path: &PathBuf| {
+        std::fs::File::open(path).is_ok_and(|file| nvrec::device::is_recording(&file))
+    };
+    while targets.iter().any(locked) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_mark_whose_entry_is_damaged_on_one_member_comes_back_with_repair() {
+    let scratch = Scratch::new("marks-repair");
+    let targets = vec![scratch.path("a.img"), scratch.path("b.img")];
+    let child = start_ring(
+        &targets,
+        "40MB/s",
+        &["--duration", "2500ms", "--create-size", "32M"],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let output = mark(&targets, &["--before", "100ms", "--after", "100ms"]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(child.wait_with_output().unwrap().status.success());
+    // Mark 2's table slot is slot 1: both its copies on member 0 overwritten. (Index area
+    // at 4 KiB, two checkpoint slots, then two 4 KiB copies a table slot.)
+    let first_copy = 4096 + (2 + 2) * 4096;
+    let mut image = std::fs::read(&targets[0]).unwrap();
+    image[first_copy..first_copy + 8192].fill(0xa5);
+    std::fs::write(&targets[0], &image).unwrap();
+    let listed = ls(&targets);
+    assert_eq!(
+        listed["marks"].as_array().unwrap().len(),
+        1,
+        "member 1 still holds it"
+    );
+    assert!(
+        !listed["metadata_damage"].as_array().unwrap().is_empty(),
+        "{listed}"
+    );
+    let output = run(nvrec().arg("repair").args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let listed = ls(&targets);
+    assert!(
+        listed["metadata_damage"].as_array().unwrap().is_empty(),
+        "{listed}"
+    );
+    assert_eq!(listed["marks"][0]["state"], "kept", "{listed}");
+    // Member 1 alone (member 0 left out) still reads the mark: both hold it again.
+    let output = verify_mark(&targets, 2);
+    assert!(output.status.success(), "{}", text(&output));
+    let image = std::fs::read(&targets[0]).unwrap();
+    assert!(image[first_copy..first_copy + 8192]
+        .iter()
+        .any(|&b| b != 0xa5));
+}
+
+#[test]
+fn a_datagram_and_a_signal_take_marks_labelled_by_what_sent_them() {
+    let scratch = Scratch::new("marks-triggers");
+    let targets = vec![scratch.path("a.img")];
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let child = start_ring(
+        &targets,
+        "40MB/s",
+        &[
+            "--duration",
+            "3s",
+            "--create-size",
+            "64M",
+            "--mark-udp",
+            &address,
+            "--mark-on-signal",
+            "--mark-before",
+            "100ms",
+            "--mark-after",
+            "100ms",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sender.send_to(b"door open\n", &address).unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: a signal to the child this test started, which is still running.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let labels: Vec<&str> = report["marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["door open", "signal"], "{report}");
+    let listed = ls(&targets);
+    assert_eq!(listed["marks"].as_array().unwrap().len(), 2, "{listed}");
+    for id in [2, 3] {
+        let output = verify_mark(&targets, id);
+        assert!(output.status.success(), "mark {id}: {}", text(&output));
+    }
+}
+
+#[test]
+fn what_marks_cannot_do_is_refused_with_exit_2() {
+    let scratch = Scratch::new("marks-refused");
+    let targets = vec![scratch.path("a.img")];
+    // Bad options: nothing created.
+    let output = run(nvrec()
+        .args(["record", "--ring", "--source", "pattern", "--size", "1M"])
+        .args(["--max-marked", "0%", "--create-size", "8M"])
+        .args(&targets));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(!targets[0].exists());
+    let output = run(nvrec()
+        .args([
+            "record",
+            "--source",
+            "pattern",
+            "--size",
+            "1M",
+            "--mark-udp",
+            "127.0.0.1:9",
+        ])
+        .args(["--create-size", "8M"])
+        .args(&targets));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(!targets[0].exists());
+
+    // A linear recording keeps no marks.
+    let child = nvrec()
+        .args([
+            "record",
+            "--source",
+            "pattern",
+            "--rate",
+            "20MB/s",
+            "--duration",
+            "2s",
+        ])
+        .args(["--create-size", "64M", "--sync-interval", "100ms"])
+        .args(&targets)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let output = mark(&targets, &["--before", "100ms", "--after", "100ms"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("ring"), "{}", text(&output));
+    let mut child = child;
+    assert!(child.wait().unwrap().success());
+
+    // No recorder at all, and marks that are not there.
+    let output = run(nvrec().args(["mark", "--before", "1s"]).args(&targets));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("no recording runs"),
+        "{}",
+        text(&output)
+    );
+    let output = run(nvrec()
+        .args(["replay", "--mark", "9", "--output", "/dev/null"])
+        .args(&targets));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains("mark 9 is not on this volume set"),
+        "{}",
+        text(&output)
+    );
+    let output = run(nvrec().args(["mark", "--release", "9"]).args(&targets));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
+
+#[test]
+fn a_released_mark_is_refused_with_when_and_the_ring_takes_its_slots_back() {
+    let scratch = Scratch::new("marks-release");
+    let targets = vec![scratch.path("a.img")];
+    let child = start_ring(
+        &targets,
+        "40MB/s",
+        &["--duration", "4s", "--create-size", "32M"],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let output = mark(&targets, &["--before", "100ms", "--after", "100ms"]);
+    assert!(output.status.success(), "{}", text(&output));
+    std::thread::sleep(Duration::from_millis(800));
+    // Released through the running recorder: its slots go back to the ring.
+    let output = mark(&targets, &["--release", "2"]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("released"), "{}", text(&output));
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let listed = ls(&targets);
+    assert_eq!(listed["marks"][0]["state"], "released", "{listed}");
+    let output = verify_mark(&targets, 2);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("was released"), "{}", text(&output));
+    let output = run(nvrec().arg("verify").args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    // Released again, with no recorder: refused, it is released already.
+    let output = run(nvrec().args(["mark", "--release", "2"]).args(&targets));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
