@@ -411,6 +411,55 @@ fn an_api_recording_replays_byte_for_byte_as_the_cli_s() {
 }
 
 #[test]
+fn a_mark_taken_and_released_through_the_api_is_kept_then_given_back() {
+    let scratch = Scratch::new("serve-marks");
+    let target = scratch.path("ring.img");
+    let service = Service::start(&scratch, &["--allow-target", &path_text(&target)]);
+    let (status, started) = service.call(
+        "POST",
+        "/v1/recordings",
+        Some(
+            json!({"targets": [target], "source": "pattern", "ring": true, "rate": "40MB/s",
+                    "duration": "4s", "create_size": "64M", "sync_interval": "100ms"}),
+        ),
+    );
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_u64().unwrap();
+    wait_for(&service, id, "its first second", |v| {
+        v["bytes"].as_u64().unwrap_or(0) > 40_000_000
+    });
+    let marks = format!("/v1/recordings/{id}/marks");
+    // Bad input: 400, nothing taken.
+    let (status, refused) = service.call("POST", &marks, Some(json!({"before": "soon"})));
+    assert_eq!(status, 400, "{refused}");
+    let (status, refused) = service.call("POST", &marks, Some(json!({"before": "10m"})));
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("needs"),
+        "{refused}"
+    );
+    let (status, taken) = service.call(
+        "POST",
+        &marks,
+        Some(json!({"before": "200ms", "after": "200ms", "label": "api"})),
+    );
+    assert_eq!(status, 200, "{taken}");
+    assert_eq!(taken["mark_id"], 2, "{taken}");
+    assert_eq!(taken["label"], "api", "{taken}");
+    std::thread::sleep(Duration::from_millis(600));
+    let (status, released) = service.call("POST", &format!("{marks}/2/release"), None);
+    assert_eq!(status, 200, "{released}");
+    assert_eq!(released["released"], true, "{released}");
+    let ended = wait_for(&service, id, "the end", |v| v.get("exit_code").is_some());
+    let (status, late) = service.call("POST", &marks, Some(json!({})));
+    assert_eq!(status, 409, "{late} after {ended}");
+    let listed = run(nvrec().args(["--json", "ls"]).arg(&target));
+    let listed = json(&listed);
+    assert_eq!(listed["marks"][0]["state"], "released", "{listed}");
+    assert_eq!(listed["marks"][0]["label"], "api", "{listed}");
+}
+
+#[test]
 fn targets_not_allowed_are_refused_and_nothing_is_written() {
     let scratch = Scratch::new("serve-refuse");
     let allowed = scratch.path("allowed.img");

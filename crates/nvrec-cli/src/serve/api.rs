@@ -493,9 +493,13 @@ async fn abort_recording(
 async fn take_mark(
     State(service): State<Arc<Service>>,
     Path(id): Path<String>,
-    body: Option<Json<Value>>,
+    body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let body = body.map(|Json(body)| body).unwrap_or_else(|| json!({}));
+    let body: Value = match body.is_empty() {
+        true => json!({}),
+        false => serde_json::from_slice(&body)
+            .map_err(|error| ApiError::bad_request(format!("the body is not JSON: {error}")))?,
+    };
     let duration = |field: &str, default: &str| {
         let text = body.get(field).and_then(Value::as_str).unwrap_or(default);
         nvrec::unit::parse_duration(text)
