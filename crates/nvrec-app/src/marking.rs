@@ -183,7 +183,7 @@ pub fn taken_line(answer: &MarkAnswer) -> String {
             answer.mark_id, answer.recording_id
         ),
         false => format!(
-            "mark {} of recording {} taken: {:.3} s before, {:.3} s after{}",
+            "mark {} of recording {} taken: {:.3} s before, {:.3} s after{}{}",
             answer.mark_id,
             answer.recording_id,
             answer.before_ns as f64 / 1e9,
@@ -191,6 +191,10 @@ pub fn taken_line(answer: &MarkAnswer) -> String {
             match answer.label.as_str() {
                 "" => String::new(),
                 label => format!(" \"{label}\""),
+            },
+            match answer.cut_short {
+                true => " (CUT SHORT: its room under --max-marked ran out, or the recording ended)",
+                false => "",
             }
         ),
     }
@@ -261,6 +265,7 @@ fn decode_answer(line: &str) -> Result<MarkAnswer, String> {
         before_ns: next()?.parse().map_err(|_| bad())?,
         after_ns: next()?.parse().map_err(|_| bad())?,
         label: next().unwrap_or_default().to_string(),
+        cut_short: false,
     })
 }
 
@@ -306,6 +311,7 @@ mod tests {
             before_ns: 7,
             after_ns: 8,
             label: "a b".into(),
+            cut_short: false,
         };
         assert_eq!(
             decode_answer(&encode_answer(&Ok(answer.clone()))).unwrap(),

@@ -77,5 +77,6 @@ fn release_here(targets: &[PathBuf], id: u32) -> Result<nvrec::recording::marks:
         before_ns: 0,
         after_ns: 0,
         label: entry.name.as_str().to_string(),
+        cut_short: false,
     })
 }

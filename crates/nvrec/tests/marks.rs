@@ -50,11 +50,15 @@ impl Source for AskAt {
 }
 
 fn options(limit_bytes: u64, desk: &Arc<MarkDesk>) -> RecordOptions {
+    options_with_pool(limit_bytes, desk, 16 * u64::from(CHUNK_BYTES))
+}
+
+fn options_with_pool(limit_bytes: u64, desk: &Arc<MarkDesk>, pool: u64) -> RecordOptions {
     RecordOptions {
         chunk_size_bytes: CHUNK_BYTES,
         io_chunk_count: 2,
         queue_depth: 4,
-        buffer_bytes: 16 * u64::from(CHUNK_BYTES),
+        buffer_bytes: pool,
         stripe: Stripe::RoundRobin,
         fill: Fill::Ring { trim: false },
         limit_bytes: Some(limit_bytes),
@@ -115,6 +119,8 @@ fn open(sim: &SimDisks) -> VolumeSet {
 struct ReadBack {
     first_offset: Option<u64>,
     end_offset: u64,
+    /// The last chunk's time (ns since the epoch).
+    last_time_ns: u64,
     bytes: u64,
     trouble: Vec<String>,
 }
@@ -141,6 +147,7 @@ fn collect(
                 back.first_offset.get_or_insert(header.stream_offset_bytes);
                 last_end = Some(header.stream_offset_bytes + payload.len() as u64);
                 back.end_offset = last_end.unwrap_or(0);
+                back.last_time_ns = header.timestamp_ns;
                 back.bytes += payload.len() as u64;
             }
             Item::Missing {
@@ -328,4 +335,44 @@ fn a_crash_during_a_mark_keeps_every_mark_it_answered_for() {
         answered_count > 0,
         "no step crashed after the mark was taken"
     );
+}
+
+/// The input runs ahead of the writes by what the buffer pool holds (here 1 MiB, some 10 ms
+/// of these drives): the chunks of the after-window still in the pool when it ends are the
+/// mark's too, and it keeps them.
+#[test]
+fn a_mark_keeps_its_whole_after_window_though_the_writes_lag_the_input() {
+    let sim = SimDisks::new(1, DISK_BYTES, 4096, 11);
+    sim.slow(0, 100e6);
+    let desk = Arc::new(MarkDesk::default());
+    let mut source = AskAt {
+        pattern: PatternSource(Pattern::new(SEED)),
+        desk: desk.clone(),
+        orders: vec![(DISK_BYTES / 2, take(5, 10, "lag"))],
+        answers: Vec::new(),
+    };
+    let report = writer::record_on(
+        Members::Sim(&sim),
+        &mut source,
+        &options_with_pool(3 * DISK_BYTES, &desk, 1 << 20),
+        &Control::new(),
+        &Progress::default(),
+    )
+    .unwrap();
+    assert!(report.error.is_none(), "{:?}", report.error);
+    let answer = source.answers[0].recv().unwrap().unwrap();
+    let set = open(&sim);
+    let mark = &marks::marks_of(&set, report.recording_id).unwrap()[0];
+    let back = read_mark(&set, mark.recording_id).unwrap();
+    assert!(back.trouble.is_empty(), "{:?}", back.trouble);
+    let taken_ns = mark.mark_of.unwrap().from_ns + answer.before_ns;
+    // Its last chunk began within a write (two chunks, 0.16 ms here) of the window's end.
+    let window_end_ns = taken_ns + 10_000_000;
+    assert!(
+        back.last_time_ns + 200_000 >= window_end_ns,
+        "the mark ends {} ms short of its window",
+        (window_end_ns - back.last_time_ns) as f64 / 1e6
+    );
+    assert!(report.marks[0].after_ns >= 9_800_000, "{:?}", report.marks);
+    assert!(!report.marks[0].cut_short, "{:?}", report.marks);
 }

@@ -43,6 +43,9 @@ pub struct MarkAnswer {
     pub before_ns: u64,
     pub after_ns: u64,
     pub label: String,
+    /// Its after-window was cut short: the room marks may keep ran out (`--max-marked`),
+    /// or the recording ended first. `after_ns` says how much it kept.
+    pub cut_short: bool,
 }
 
 /// What is asked of the recorder.

@@ -1089,9 +1089,6 @@ impl<'a> Writer<'a> {
     /// Ends the recording: submits what is left (unless aborting), writes the end marker,
     /// drains, flushes, and closes the entry.
     fn end(&mut self) -> Result<(), RecordingError> {
-        if let Err(error) = self.end_marks() {
-            self.error.get_or_insert(format!("closing a mark: {error}"));
-        }
         if let Some(outcome) = self.durability.finish() {
             self.checkpoint_made(outcome);
         }
@@ -1149,6 +1146,10 @@ impl<'a> Writer<'a> {
                 self.error.get_or_insert(error.to_string());
                 break;
             }
+        }
+        // An open mark closes with the last chunks placed: the recording ends its window.
+        if let Err(error) = self.end_marks() {
+            self.error.get_or_insert(format!("closing a mark: {error}"));
         }
         // The end-of-recording marker: an empty chunk, in the slot kept for it.
         self.write_end_marker();

@@ -29,6 +29,10 @@ struct Written {
 /// A mark whose after-window is being recorded.
 struct OpenMark {
     entry: RecordingEntry,
+    /// When it was taken, and when its after-window ends, on the chunks' timeline: it
+    /// closes once the writes placed reach that end (the input runs ahead of them by what
+    /// the buffer pool holds, and those chunks belong to the window too).
+    taken_ns: u64,
     close_at_ns: u64,
     /// Each member's ring position where the mark's slots begin (None: kept none there).
     starts: Vec<Option<u64>>,
@@ -52,8 +56,9 @@ pub(super) struct Marker {
     open: Option<OpenMark>,
     kept: Vec<KeptMark>,
     next_id: u32,
-    /// Where the stream of the last write placed ends.
+    /// Where the stream of the last write placed ends, and its last chunk's time.
     placed_stream_end: u64,
+    placed_elapsed_ns: u64,
     /// Marks taken and released, for the report.
     pub(super) answers: Vec<MarkAnswer>,
 }
@@ -68,6 +73,7 @@ impl Marker {
             kept: Vec::new(),
             next_id,
             placed_stream_end: 0,
+            placed_elapsed_ns: 0,
             answers: Vec::new(),
         }
     }
@@ -80,7 +86,7 @@ impl Writer<'_> {
         &mut self,
         member_index: usize,
         placed: &Placed,
-        buffer: u32,
+        (buffer, chunk_count): (u32, u32),
         first_sequence: u64,
         redirected: bool,
     ) {
@@ -90,7 +96,10 @@ impl Writer<'_> {
         };
         let member = &mut self.placement.members[member_index];
         if !redirected {
-            let meta = self.ingest.metas[buffer as usize * self.k as usize];
+            let base = buffer as usize * self.k as usize;
+            let meta = self.ingest.metas[base];
+            let last = self.ingest.metas[base + chunk_count.max(1) as usize - 1];
+            marker.placed_elapsed_ns = marker.placed_elapsed_ns.max(last.elapsed_ns);
             let lap_slots = member.usable_slots.max(1);
             let history = &mut marker.history[member_index];
             history.push_back(Written {
@@ -151,9 +160,13 @@ impl Writer<'_> {
         }
     }
 
-    /// Whether the open mark's after-window ended, or a member's room for it is used up.
+    /// Whether the writes placed reached the end of the open mark's after-window, or a
+    /// member's room for it is used up.
     fn mark_due(&self) -> bool {
-        let Some(open) = self.marker.as_ref().and_then(|m| m.open.as_ref()) else {
+        let Some(marker) = self.marker.as_ref() else {
+            return false;
+        };
+        let Some(open) = marker.open.as_ref() else {
             return false;
         };
         let k = self.k as u64;
@@ -166,7 +179,7 @@ impl Writer<'_> {
                 open.starts[i]
                     .is_some_and(|start| member.ring_next().0 + 2 * k > start + open.cap_slots[i])
             });
-        full || self.now_elapsed_ns() >= open.close_at_ns
+        full || marker.placed_elapsed_ns >= open.close_at_ns
     }
 
     /// A mark of `request`: its window's start found on each member, its size checked
@@ -201,11 +214,13 @@ impl Writer<'_> {
             before_ns: now_ns.saturating_sub(start.elapsed_ns),
             after_ns,
             label: request.label.clone(),
+            cut_short: false,
         };
         let marker = self.marker.as_mut().expect("marks are served");
         marker.next_id += 1;
         marker.open = Some(OpenMark {
             entry,
+            taken_ns: now_ns,
             close_at_ns: now_ns + after_ns,
             starts: start.positions,
             cap_slots: start.cap_slots,
@@ -272,7 +287,7 @@ impl Writer<'_> {
             revision: open.entry.revision + 1,
             state: RecordingState::Closed,
             end_sequence: self.placement.next_sequence.max(open.entry.first_sequence),
-            end_ns: self.clock.wall_ns(),
+            end_ns: self.start_ns + marker.placed_elapsed_ns,
             stream_len_bytes: marker.placed_stream_end.saturating_sub(offset),
             ..open.entry.clone()
         };
@@ -299,16 +314,15 @@ impl Writer<'_> {
             }
         }
         let marker = self.marker.as_mut().expect("marks are served");
+        let after_ns = marker.placed_elapsed_ns.saturating_sub(open.taken_ns);
+        let cut_short = marker.placed_elapsed_ns < open.close_at_ns;
         if let Some(answer) = marker
             .answers
             .iter_mut()
             .find(|a| a.mark_id == open.answer.mark_id)
         {
-            let from_ns = entry.mark_of.map_or(0, |of| of.from_ns);
-            answer.after_ns = entry
-                .end_ns
-                .saturating_sub(from_ns)
-                .saturating_sub(answer.before_ns);
+            answer.after_ns = after_ns;
+            answer.cut_short = cut_short;
         }
         marker.kept.push(KeptMark { entry, ranges });
         Ok(())
@@ -341,9 +355,12 @@ impl Writer<'_> {
                 start.cap_slots.push(cap);
                 continue;
             };
-            let before = now.saturating_sub(written.position);
+            // The window from that write to the after-window's end, at the member's rate:
+            // what the buffer pool holds of it yet goes to these slots too.
             let rate = recent_slots_per_ns(history, now_ns, now);
-            let need = before + (rate * after_ns as f64) as u64 + 2 * k;
+            let span_ns = now_ns.saturating_sub(written.elapsed_ns) + after_ns;
+            let before = now.saturating_sub(written.position);
+            let need = before.max((rate * span_ns as f64) as u64) + 2 * k;
             if need > cap {
                 let bytes = need * self.set.chunk_size_bytes as u64;
                 let allowed = cap * self.set.chunk_size_bytes as u64;
@@ -480,5 +497,6 @@ fn released_answer(entry: &RecordingEntry) -> MarkAnswer {
         before_ns: 0,
         after_ns: entry.end_ns.saturating_sub(entry.start_ns),
         label: entry.name.as_str().to_string(),
+        cut_short: false,
     }
 }

@@ -582,7 +582,13 @@ impl Writer<'_> {
             position: span.ring_position,
             stream_end_bytes,
         };
-        self.note_mark_write(member_index, &placed, buffer, first_sequence, redirected);
+        self.note_mark_write(
+            member_index,
+            &placed,
+            (buffer, chunk_count),
+            first_sequence,
+            redirected,
+        );
         Ok(placed)
     }
 
