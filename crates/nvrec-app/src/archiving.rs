@@ -81,6 +81,9 @@ pub struct ArchiveRun {
     pub recordings: Vec<RecordingReport>,
     /// With `delete_after_verify`: what became of each archived recording's space.
     pub freed: Vec<(u32, Freed)>,
+    /// With `delete_after_verify`: the marks of the archived recordings (format 1.7),
+    /// released where the archive holds their window whole.
+    pub marks: Vec<MarkArchived>,
     /// The run was aborted.
     pub aborted: bool,
 }
@@ -137,17 +140,112 @@ pub fn archive(
         progress,
     )
     .with_context(|| format!("archiving to {}", request.url))?;
-    let freed = if request.delete_after_verify {
-        free_archived(&archive, &set, &recordings)?
+    let (freed, marks) = if request.delete_after_verify {
+        (
+            free_archived(&archive, &set, &recordings)?,
+            release_archived_marks(&archive, &set, &recordings)?,
+        )
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     Ok(ArchiveRun {
         set_uuid: set.set_uuid.to_string(),
         recordings,
         freed,
+        marks,
         aborted: control.state() == ControlState::Abort,
     })
+}
+
+/// A mark of an archived recording: released, its archive holding its window, or kept and
+/// why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MarkArchived {
+    pub mark_id: u32,
+    pub recording_id: u32,
+    pub kept_because: Option<String>,
+}
+
+/// With `delete_after_verify`: releases the marks of each archived recording whose window
+/// the archive holds whole (every chunk of it in segments verified in the store, no range of
+/// it overwritten before it was archived): the ring may write over them, and `ls` says they
+/// were released held by the archive. A mark the archive lacks stays kept, with why.
+fn release_archived_marks(
+    archive: &Archive,
+    set: &volume::VolumeSet,
+    reports: &[RecordingReport],
+) -> Result<Vec<MarkArchived>> {
+    let mut released = Vec::new();
+    for report in reports {
+        if !matches!(report.outcome, Outcome::Archived | Outcome::AlreadyArchived) {
+            continue;
+        }
+        let marks = nvrec::recording::marks::marks_of(set, report.recording_id)?;
+        if marks.iter().all(|mark| mark.reclaimed.is_some()) {
+            continue;
+        }
+        let manifest = Manifest::decode(&report.manifest_key, &archive.get(&report.manifest_key)?)?;
+        let stored = free::verify_stored(archive, &manifest);
+        for mark in marks.iter().filter(|mark| mark.reclaimed.is_none()) {
+            let outcome = match (&stored, lacks(&manifest, mark)) {
+                (Err(error), _) => Err(format!("its archive does not verify: {error}")),
+                (Ok(()), Some(why)) => Err(why),
+                (Ok(()), None) => release_held(set, mark),
+            };
+            released.push(MarkArchived {
+                mark_id: mark.recording_id,
+                recording_id: report.recording_id,
+                kept_because: outcome.err(),
+            });
+        }
+    }
+    Ok(released)
+}
+
+/// Why the archive of `manifest` does not hold all of `mark`'s window, if it does not.
+fn lacks(manifest: &Manifest, mark: &nvrec::layout::RecordingEntry) -> Option<String> {
+    let (first, end) = (
+        mark.first_sequence,
+        mark.end_sequence.min(manifest.end_sequence),
+    );
+    if end <= first {
+        return None;
+    }
+    let archived_first = manifest.segments.first().map(|s| s.first_sequence);
+    let archived_last = manifest.segments.last().map(|s| s.last_sequence);
+    if archived_first.is_none_or(|f| f > first) || archived_last.is_none_or(|l| l + 1 < end) {
+        return Some(
+            "its window is not in the archive (archive the ring with --follow while it records)"
+                .into(),
+        );
+    }
+    let overwritten = manifest.overwritten().any(|loss| {
+        let lost_from = loss.first_sequence_lost.unwrap_or(loss.sequence);
+        lost_from < end && loss.sequence > first
+    });
+    if overwritten || !manifest.holes.is_empty() {
+        return Some("part of its window is missing from the archive".into());
+    }
+    None
+}
+
+/// Releases `mark`, its archive holding it (`RECLAIMED`, cause released, flag archived).
+fn release_held(
+    set: &volume::VolumeSet,
+    mark: &nvrec::layout::RecordingEntry,
+) -> Result<(), String> {
+    use nvrec::recording::retention::{reclaim, ReclaimPolicy};
+    match reclaim(
+        set,
+        mark,
+        nvrec::layout::ReclaimCause::Released,
+        Some(&ReclaimPolicy::Verified),
+        &[],
+    ) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(_)) => Err("it is being read".into()),
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 /// Gives back the drives' space of every recording now whole in the archive.

@@ -185,12 +185,14 @@ pub fn mark_json(mark: &RecordingEntry) -> serde_json::Value {
         "bytes": mark.stream_len_bytes,
         "chunks": mark.end_sequence.saturating_sub(mark.first_sequence),
         "released": mark.reclaimed.map(|reclaim| format_utc_ns(reclaim.reclaimed_ns)),
+        "archived": mark.reclaimed.is_some_and(|reclaim| reclaim.archived),
     })
 }
 
 /// A mark's state in a word: being recorded, kept, cut short by a crash, or released.
 pub fn mark_state(mark: &RecordingEntry) -> &'static str {
     match (mark.reclaimed.is_some(), mark.state) {
+        (true, _) if mark.reclaimed.is_some_and(|r| r.archived) => "released (archived)",
         (true, _) => "released",
         (false, RecordingState::Open) => "recording",
         (false, RecordingState::Interrupted) => "kept (cut by a crash)",

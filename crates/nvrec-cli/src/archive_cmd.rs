@@ -261,11 +261,26 @@ pub fn archive(args: ArchiveArgs, json: bool) -> Result<Class> {
                 "set_uuid": run.set_uuid,
                 "recordings": run.recordings,
                 "freed": run.freed.iter().map(|(id, outcome)| serde_json::json!({"recording_id": id, "outcome": outcome})).collect::<Vec<_>>(),
+                "marks": run.marks,
             })
         );
     } else {
         for report in &run.recordings {
             print_archived(report, &request.url, run.freed(report.recording_id));
+        }
+        for mark in &run.marks {
+            match &mark.kept_because {
+                None => outln!(
+                    "  mark {} of recording {}: released, its archive holds its window whole",
+                    mark.mark_id,
+                    mark.recording_id
+                ),
+                Some(why) => outln!(
+                    "  mark {} of recording {}: kept on the drives: {why}",
+                    mark.mark_id,
+                    mark.recording_id
+                ),
+            }
         }
     }
     Ok(run.class())

@@ -1388,3 +1388,85 @@ fn a_one_second_window_of_an_archived_ring_takes_three_requests() {
     // 20 MB in 5 MiB segments: four or five of them.
     assert!((6..=7).contains(&requests), "{requests}");
 }
+
+/// A mark (format 1.7) is kept on the drives until it is released or archived: a ring
+/// archived with `--follow` holds the mark's window, and `--delete-after-verify` then
+/// releases the mark (flagged as held by its archive); the window reads from the archive.
+#[test]
+fn a_mark_whose_window_the_archive_holds_is_released_after_verify() {
+    let setup = Setup::new("arch-ring-mark");
+    let targets = setup.files(&["a.img"]);
+    let url = format!("file://{}", setup.path("archive").display());
+    // 6 s at 20 MB/s on a 48 MiB member: two laps and a half, the mark taken at 1.5 s.
+    let recorder = start_ring(&targets, "6s", "48M");
+    let marker = {
+        let targets = targets.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1500));
+            run(nvrec()
+                .args(["mark", "--before", "300ms", "--after", "300ms"])
+                .args(&targets))
+        })
+    };
+    let follow = [
+        "--follow",
+        "--poll",
+        "200ms",
+        "--segment-size",
+        "5M",
+        "--part-size",
+        "5M",
+    ];
+    let output = setup.archive(&url, &targets, &follow);
+    let stream_len = ring_recorded(recorder, 48 << 20);
+    let marked = marker.join().unwrap();
+    assert!(marked.status.success(), "{}", text(&marked));
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(check_ring_archive(&setup, &url, stream_len).is_empty());
+
+    let output = setup.archive(&url, &targets, &["--delete-after-verify"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["marks"][0]["mark_id"], 2, "{report}");
+    assert!(report["marks"][0]["kept_because"].is_null(), "{report}");
+    let listed = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
+    assert_eq!(
+        listed["marks"][0]["state"], "released (archived)",
+        "{listed}"
+    );
+    assert_eq!(listed["marks"][0]["archived"], true, "{listed}");
+    let output = run(nvrec().args(["verify", "--mark", "2"]).args(&targets));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+}
+
+/// A ring archived only after it ended lacks a mark's window that the ring had jumped
+/// over: the mark stays kept, and the run says why.
+#[test]
+fn a_mark_the_archive_lacks_stays_kept_and_says_why() {
+    let setup = Setup::new("arch-ring-mark-kept");
+    let targets = setup.files(&["a.img"]);
+    let url = format!("file://{}", setup.path("archive").display());
+    let recorder = start_ring(&targets, "6s", "48M");
+    std::thread::sleep(Duration::from_millis(1500));
+    let marked = run(nvrec()
+        .args(["mark", "--before", "300ms", "--after", "300ms"])
+        .args(&targets));
+    assert!(marked.status.success(), "{}", text(&marked));
+    ring_recorded(recorder, 48 << 20);
+    let extra = [
+        "--delete-after-verify",
+        "--segment-size",
+        "5M",
+        "--part-size",
+        "5M",
+    ];
+    let output = setup.archive(&url, &targets, &extra);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let why = report["marks"][0]["kept_because"].as_str().unwrap_or("");
+    assert!(why.contains("not in the archive"), "{report}");
+    let listed = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
+    assert_eq!(listed["marks"][0]["state"], "kept", "{listed}");
+    let output = run(nvrec().args(["verify", "--mark", "2"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+}
