@@ -376,3 +376,72 @@ fn a_mark_keeps_its_whole_after_window_though_the_writes_lag_the_input() {
     assert!(report.marks[0].after_ns >= 9_800_000, "{:?}", report.marks);
     assert!(!report.marks[0].cut_short, "{:?}", report.marks);
 }
+
+/// A time window of a ring with a kept mark is found by search, the mark's slots searched
+/// as scans of their own: it hands out exactly what a read of the whole ring hands out from
+/// the window's start on, wherever the window starts (before the ring's run, in it, at a
+/// jump over the mark's slots).
+#[test]
+fn a_window_of_a_ring_with_a_mark_is_what_the_whole_read_holds_from_its_start() {
+    let sim = SimDisks::new(2, DISK_BYTES, 4096, 21);
+    let lap_bytes = 2 * DISK_BYTES;
+    let (report, answers) = record(&sim, 3 * lap_bytes, vec![(lap_bytes, take(10, 10, "w"))]);
+    assert!(report.error.is_none() && answers[0].is_ok(), "{answers:?}");
+    let set = open(&sim);
+    let entry = reader::recordings(&set).unwrap().pop().unwrap();
+    let (control, progress) = (Control::new(), Progress::default());
+    let mut whole: Vec<(u64, u64)> = Vec::new(); // (sequence, time)
+    let read = reader::read_recording(
+        &set,
+        &entry,
+        EngineChoice::Auto,
+        &control,
+        &progress,
+        &mut |item| {
+            if let Item::Chunk { header, .. } = item {
+                whole.push((header.sequence, header.time_ns(entry.start_ns)));
+            }
+            true
+        },
+    )
+    .unwrap();
+    assert!(read.read_bytes > 0);
+    let (first_ns, last_ns) = (whole[0].1, whole[whole.len() - 1].1);
+    let mut checked = 0;
+    for step in 0..=20u64 {
+        let from_ns = first_ns - 5_000_000 + (last_ns - first_ns + 5_000_000) * step / 20;
+        let mut window: Vec<u64> = Vec::new();
+        let summary = reader::read_recording_from(
+            &set,
+            &entry,
+            EngineChoice::Auto,
+            Some(from_ns),
+            &control,
+            &progress,
+            &mut |item| {
+                if let Item::Chunk { header, .. } = item {
+                    if header.time_ns(entry.start_ns) >= from_ns {
+                        window.push(header.sequence);
+                    }
+                }
+                true
+            },
+        )
+        .unwrap();
+        let expected: Vec<u64> = whole
+            .iter()
+            .skip_while(|(_, time)| *time < from_ns)
+            .map(|(sequence, _)| *sequence)
+            .collect();
+        assert_eq!(window, expected, "window from step {step}");
+        if step == 19 {
+            // Found by search: the window's last tenth, not the lap, was read.
+            assert!(
+                summary.read_bytes * 4 < read.read_bytes,
+                "{summary:?} of {read:?}"
+            );
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 21);
+}

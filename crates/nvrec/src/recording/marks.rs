@@ -114,6 +114,9 @@ pub struct KeptRange {
     pub member: usize,
     pub first_slot: u64,
     pub slot_count: u64,
+    /// The mark was released: the ring may have written newer chunks into the first of
+    /// these slots, before older ones of the mark.
+    pub released: bool,
 }
 
 /// The marks of recording `recording_id` that the table lists, oldest first.
@@ -144,6 +147,7 @@ pub fn ranges_of(mark: &RecordingEntry, lap_slots: impl Fn(usize) -> u64) -> Vec
                 member,
                 first_slot: start,
                 slot_count,
+                released: mark.reclaimed.is_some(),
             })
         })
         .collect()

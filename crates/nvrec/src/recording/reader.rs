@@ -682,10 +682,11 @@ fn read_scans(
     let redirected = Redirected::read(set, entry, control, &mut damages)?;
     let mut scans = member_scans(set, entry, &redirected, scope, &mut damages);
     let mut reads = ScanReads::open(set, engine_choice, scans.len())?;
-    // A lap with kept slots apart is not in time order: no search, the caller's filter
-    // on chunk timestamps finds the window.
+    // A released mark's slots may hold the ring's newer chunks before the mark's older
+    // ones: no search can tell where a window starts among them, so the lap is read and
+    // the caller's filter on chunk timestamps finds the window.
     let from_ns = match scope {
-        ScanScope::Recording { kept } if !kept.is_empty() => None,
+        ScanScope::Recording { kept } if kept.iter().any(|range| range.released) => None,
         _ => from_ns,
     };
     progress.total_bytes.store(
@@ -1371,7 +1372,9 @@ fn seek_window(
             true => seek::Held::Elsewhere,
             false => held_at(set, entry, member, slot),
         };
-        let wrapped = ring && entry.overwrote[scan.member_index as usize];
+        // A mark's slots hold chunks older than the lap's, or within its run: never the
+        // start of the run the lap holds.
+        let wrapped = ring && !scan.kept_apart && entry.overwrote[scan.member_index as usize];
         if wrapped {
             match seek::first_own(&runs, held) {
                 seek::Start::At { sequence, .. } => run_start = run_start.max(sequence),

@@ -122,7 +122,40 @@ impl Writer<'_> {
                 thin(history);
             }
         }
-        member.jump_kept(k);
+        if member.jump_kept(k) {
+            if let Err(error) = self.widen_marks(member_index) {
+                self.error
+                    .get_or_insert(format!("widening a mark: {error}"));
+            }
+        }
+    }
+
+    /// Marks whose slots a jump widened back to the write point on `member_index` (see
+    /// `MemberState::widened`): their entries' next revision, with the wider span there,
+    /// on every member, flushed.
+    fn widen_marks(&mut self, member_index: usize) -> Result<(), RecordingError> {
+        let widened = std::mem::take(&mut self.placement.members[member_index].widened);
+        let live = self.placement.live();
+        let Some(marker) = self.marker.as_mut() else {
+            return Ok(());
+        };
+        for (before, after) in widened {
+            for kept in marker.kept.iter_mut() {
+                if kept.ranges[member_index] != Some(before) {
+                    continue;
+                }
+                kept.ranges[member_index] = Some(after);
+                kept.entry.revision += 1;
+                kept.entry.members[member_index].start_slot_index = after.0;
+                if after.0 > before.0 {
+                    // Widened back over the lap's start: its first slot is a lap earlier.
+                    let lap = &mut kept.entry.start_laps[member_index];
+                    *lap = lap.saturating_sub(1);
+                }
+                self.set.write_entry_on(&kept.entry, &live)?;
+            }
+        }
+        Ok(())
     }
 
     /// Takes the orders waiting at the desk, and closes the open mark when its time has
@@ -314,6 +347,14 @@ impl Writer<'_> {
             }
         }
         let marker = self.marker.as_mut().expect("marks are served");
+        marker.kept.push(KeptMark {
+            entry: entry.clone(),
+            ranges: ranges.clone(),
+        });
+        for member_index in 0..self.placement.members.len() {
+            self.widen_marks(member_index)?;
+        }
+        let marker = self.marker.as_mut().expect("marks are served");
         let after_ns = marker.placed_elapsed_ns.saturating_sub(open.taken_ns);
         let cut_short = marker.placed_elapsed_ns < open.close_at_ns;
         if let Some(answer) = marker
@@ -324,7 +365,6 @@ impl Writer<'_> {
             answer.after_ns = after_ns;
             answer.cut_short = cut_short;
         }
-        marker.kept.push(KeptMark { entry, ranges });
         Ok(())
     }
 

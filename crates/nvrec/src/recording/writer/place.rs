@@ -70,6 +70,11 @@ pub(super) struct MemberState {
     pub(super) barrier: Option<u64>,
     /// The checkpoint last built puts the member at or past `barrier`.
     pub(super) barrier_passed: bool,
+    /// Kept ranges a jump widened back to the write point, (before, after): a write that
+    /// would have reached into one left the slots before it unwritten, holding an older
+    /// lap's chunks, and they are kept with it (the mark's entry says so; see `mark.rs`),
+    /// so that a reader's lap never holds older chunks between newer ones.
+    pub(super) widened: Vec<((u64, u64), (u64, u64))>,
     /// For the rate estimate: bytes completed and time spent with I/O in flight (both
     /// halved now and then, so that the estimate follows a drive that slows down).
     pub(super) rate_bytes: u64,
@@ -187,14 +192,15 @@ impl MemberState {
 }
 
 /// How far the write point at `slot` jumps to pass kept `range` (first slot, count), in a
-/// lap of `lap` slots, if a write of `count` slots from it would touch the range.
-fn jump_distance((first, kept): (u64, u64), slot: u64, count: u64, lap: u64) -> Option<u64> {
+/// lap of `lap` slots, if a write of `count` slots from it would touch the range; and the
+/// slots it leaves unwritten before the range (a write point short of it).
+fn jump_distance((first, kept): (u64, u64), slot: u64, count: u64, lap: u64) -> Option<(u64, u64)> {
     let into = (slot + lap - first % lap) % lap;
     if into < kept {
-        return Some(kept - into);
+        return Some((kept - into, 0));
     }
     let ahead = (first % lap + lap - slot) % lap;
-    (ahead < count).then_some(ahead + kept)
+    (ahead < count).then_some((ahead + kept, ahead))
 }
 
 /// A member idle this long while adaptive striping sends elsewhere gets the next I/O: its
@@ -364,14 +370,23 @@ impl MemberState {
         let mut jumped = false;
         for _ in 0..=self.kept.len() {
             let (position, _, slot) = self.ring_next();
-            let Some(distance) = self
+            let Some((index, distance, short)) = self
                 .kept
                 .iter()
-                .filter_map(|&range| jump_distance(range, slot, count, lap))
-                .min()
+                .enumerate()
+                .filter_map(|(index, &range)| {
+                    jump_distance(range, slot, count, lap).map(|(d, s)| (index, d, s))
+                })
+                .min_by_key(|&(_, distance, _)| distance)
             else {
                 break;
             };
+            if short > 0 {
+                let (first, kept) = self.kept[index];
+                let widened = ((first % lap + lap - short) % lap, kept + short);
+                self.widened.push((self.kept[index], widened));
+                self.kept[index] = widened;
+            }
             let to = position + distance;
             self.lap = to / lap;
             self.next_slot = to % lap;
@@ -893,6 +908,40 @@ mod tests {
             redirect_reserve_slots: 8,
             ..MemberState::default()
         }
+    }
+
+    #[test]
+    fn the_write_point_jumps_over_kept_slots_and_waits_for_a_checkpoint_past_them() {
+        let mut member = member();
+        member.queue_depth = 4;
+        member.kept = vec![(40, 10), (95, 10)]; // the second wraps over the lap's end
+        member.next_slot = 38;
+        // A write of 2 from 38 fits before 40: no jump.
+        assert!(!member.jump_kept(2));
+        member.next_slot = 40;
+        assert!(member.jump_kept(2));
+        assert_eq!((member.lap, member.next_slot), (0, 50));
+        assert!(
+            !member.can_take(2, true),
+            "no write past a jump before a checkpoint"
+        );
+        // A checkpoint built with writes before the jump still uncovered keeps it waiting.
+        member.undurable.push_back((7, 38, 0, 0));
+        member.checkpoint_position(0, true, 2);
+        member.checkpoint_durable();
+        assert!(member.barrier.is_some() && !member.can_take(2, true));
+        // One that puts the member at the jump's end lets it go on.
+        member.checkpoint_position(8, true, 2);
+        member.checkpoint_durable();
+        assert!(member.barrier.is_none() && member.can_take(2, true));
+        // Over the range that wraps: from 94, a write of 2 would reach into it at 95; the
+        // slot left unwritten before it is kept with it.
+        member.next_slot = 94;
+        assert!(member.jump_kept(2));
+        assert_eq!((member.lap, member.next_slot), (1, 5));
+        assert_eq!(member.widened, vec![((95, 10), (94, 11))]);
+        assert_eq!(member.kept[1], (94, 11));
+        assert_eq!(member.slots_before_kept(), 35);
     }
 
     #[test]
