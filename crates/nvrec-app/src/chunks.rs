@@ -175,7 +175,7 @@ impl ChunkSource {
             )
             .into());
         };
-        let (mark, _) = nvrec::recording::marks::find(set, id)?;
+        let (mark, _) = nvrec::recording::marks::find(set, id, &reader::recordings(set)?)?;
         if let Some(reclaim) = mark.reclaimed {
             return Err(nvrec::recording::RecordingError::MarkReleased {
                 mark_id: id,

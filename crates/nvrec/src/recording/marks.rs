@@ -200,10 +200,12 @@ pub fn view(parent: &RecordingEntry, mark: &RecordingEntry) -> RecordingEntry {
     }
 }
 
-/// Mark `mark_id` of `set` and the recording it marks.
+/// Mark `mark_id` of `set` and the recording it marks, among `recordings` (the set's, as
+/// `reader::recordings` gives them: a crashed one at its recovered end).
 pub fn find(
     set: &VolumeSet,
     mark_id: u32,
+    recordings: &[RecordingEntry],
 ) -> Result<(RecordingEntry, RecordingEntry), RecordingError> {
     let mark = set
         .marks()?
@@ -211,9 +213,10 @@ pub fn find(
         .find(|mark| mark.recording_id == mark_id)
         .ok_or(RecordingError::NoSuchMark(mark_id))?;
     let parent_id = mark.mark_of.map_or(0, |of| of.recording_id);
-    let parent = super::reader::recordings(set)?
-        .into_iter()
+    let parent = recordings
+        .iter()
         .find(|entry| entry.recording_id == parent_id)
+        .cloned()
         .ok_or(RecordingError::NoSuchRecording(parent_id))?;
     if let Some(reclaim) = &parent.reclaimed {
         return Err(super::retention::reclaimed_error(parent_id, reclaim));
@@ -225,7 +228,7 @@ pub fn find(
 /// `RECLAIMED` (cause released), on every member, flushed. A mark being read is not
 /// released (the reader holds it).
 pub fn release(set: &VolumeSet, mark_id: u32) -> Result<RecordingEntry, RecordingError> {
-    let (mark, _) = find(set, mark_id)?;
+    let (mark, _) = find(set, mark_id, &set.recordings()?)?;
     if mark.reclaimed.is_some() {
         return Err(RecordingError::Usage(format!(
             "mark {mark_id} was released already"

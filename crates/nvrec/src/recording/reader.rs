@@ -637,7 +637,7 @@ pub fn read_mark_from(
     progress: &Progress,
     each: &mut dyn FnMut(Item<'_>) -> bool,
 ) -> Result<ReadSummary, RecordingError> {
-    let (mark, parent) = super::marks::find(set, mark_id)?;
+    let (mark, parent) = super::marks::find(set, mark_id, &recordings(set)?)?;
     let _parent = super::retention::reading(set, &parent)?;
     let _mark = super::retention::reading(set, &mark).map_err(|error| match error {
         RecordingError::Reclaimed { when, .. } => RecordingError::MarkReleased { mark_id, when },
