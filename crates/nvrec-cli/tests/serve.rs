@@ -429,6 +429,20 @@ fn a_mark_taken_and_released_through_the_api_is_kept_then_given_back() {
         v["bytes"].as_u64().unwrap_or(0) > 40_000_000
     });
     let marks = format!("/v1/recordings/{id}/marks");
+    // A signal to the service is not a recording's: refused.
+    let (status, refused) = service.call(
+        "POST",
+        "/v1/recordings",
+        Some(
+            json!({"targets": [target], "source": "pattern", "ring": true,
+                    "mark_on_signal": true}),
+        ),
+    );
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("/marks"),
+        "{refused}"
+    );
     // Bad input: 400, nothing taken.
     let (status, refused) = service.call("POST", &marks, Some(json!({"before": "soon"})));
     assert_eq!(status, 400, "{refused}");

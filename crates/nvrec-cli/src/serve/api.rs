@@ -380,6 +380,12 @@ async fn start_recording(
             ));
         }
     }
+    // A signal to the service is not a recording's: marks come through its API here.
+    if request.args.marks_on_signal() {
+        return Err(ApiError::bad_request(
+            "mark_on_signal: the service takes marks through POST /v1/recordings/ID/marks",
+        ));
+    }
     let plan = nvrec_app::record::plan(request.args.request())
         .map_err(|error| ApiError::from_error(&error))?;
     // Only the targets the service was started with, whatever else the request says.
