@@ -153,17 +153,6 @@ fn killed_during_a_mark_the_recorder_leaves_it_listed_once_and_whole_after_repai
     }
 }
 
-/// Waits until no recorder holds `targets` (a killed one's lock goes with its process).
-fn wait_unlocked(targets: &[PathBuf]) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let locked = |path: &PathBuf| {
-        std::fs::File::open(path).is_ok_and(|file| nvrec::device::is_recording(&file))
-    };
-    while targets.iter().any(locked) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn a_mark_whose_entry_is_damaged_on_one_member_comes_back_with_repair() {
     let scratch = Scratch::new("marks-repair");

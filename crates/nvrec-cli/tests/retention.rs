@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn targets(scratch: &Scratch) -> Vec<PathBuf> {
     vec![scratch.path("a.img"), scratch.path("b.img")]
@@ -92,13 +92,7 @@ fn record_and_kill(targets: &[PathBuf], seed: u64, after: Duration) {
     let mut child = child;
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let locked = |path: &PathBuf| {
-        std::fs::File::open(path).is_ok_and(|file| nvrec::device::is_recording(&file))
-    };
-    while targets.iter().any(locked) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_unlocked(targets);
 }
 
 #[test]

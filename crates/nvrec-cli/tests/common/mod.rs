@@ -336,15 +336,20 @@ fn stdin_recorder(targets: &[PathBuf], extra: &[&str]) -> (std::process::Child, 
     (child, stdin)
 }
 
-/// Kills a recorder with SIGKILL (its stdin still open, so that it never sees an end).
-/// Kills the recorder with SIGKILL and waits until the kernel has let go of its targets:
-/// a dead process's io_uring (and the files it holds, with their recording locks) is torn
-/// down after the process is reaped, later still on a slow or failing device, and until
-/// then `ls` rightly shows the recording as running.
+/// Kills a recorder with SIGKILL (its stdin still open, so that it never sees an end) and
+/// waits until its targets are let go ([`wait_unlocked`]).
 fn kill_recorder(mut child: std::process::Child, stdin: ChildStdin, targets: &[PathBuf]) {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     drop(stdin);
+    wait_unlocked(targets);
+}
+
+/// Waits (at most 20 s) until no recorder holds `targets`: a dead process's io_uring (and
+/// the files it holds, with their recording locks) is torn down after the process is
+/// reaped, later still on a slow or failing device, and until then `ls` rightly shows the
+/// recording as running.
+pub fn wait_unlocked(targets: &[PathBuf]) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let locked = |path: &PathBuf| {
         std::fs::File::open(path).is_ok_and(|file| nvrec::device::is_recording(&file))

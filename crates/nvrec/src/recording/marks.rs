@@ -119,6 +119,23 @@ pub struct KeptRange {
     pub released: bool,
 }
 
+impl KeptRange {
+    /// The kept slots of a member of `slots` slots, in lap order, as runs (first slot,
+    /// count): one, or two where they wrap past its last slot to slot 0.
+    pub fn runs(&self, slots: u64) -> Vec<(u64, u64)> {
+        let first = self.first_slot.min(slots);
+        let to_end = (slots - first).min(self.slot_count);
+        let mut runs = Vec::with_capacity(2);
+        if to_end > 0 {
+            runs.push((first, to_end));
+        }
+        if self.slot_count > to_end {
+            runs.push((0, (self.slot_count - to_end).min(slots)));
+        }
+        runs
+    }
+}
+
 /// The marks of recording `recording_id` that the table lists, oldest first.
 pub fn marks_of(set: &VolumeSet, recording_id: u32) -> Result<Vec<RecordingEntry>, RecordingError> {
     let mut marks = set.marks()?;

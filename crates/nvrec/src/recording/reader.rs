@@ -312,6 +312,37 @@ struct ReadFlight {
     reread: Vec<Result<Vec<u8>, String>>,
 }
 
+impl Scan {
+    /// A scan of `runs` of member `member_index` (of `slot_count` slots), nothing read yet;
+    /// `(ring_start_slot, ring_origin_slot)` as [`Scan`] says.
+    fn new(
+        member_index: u16,
+        runs: VecDeque<(u64, u64)>,
+        slot_count: u64,
+        (ring_start_slot, ring_origin_slot): (u64, u64),
+    ) -> Scan {
+        Scan {
+            member_index,
+            kept_apart: false,
+            runs,
+            flights: InFlight::with_capacity(SCAN_QUEUE_DEPTH as usize),
+            cursor: 0,
+            last_sequence: None,
+            last_slot: None,
+            unreadable: Vec::new(),
+            head: None,
+            exhausted: false,
+            ring_start_slot,
+            ring_origin_slot,
+            slot_count,
+            first: None,
+            void_from_slot: None,
+            redirected_sequences: Vec::new(),
+            redirects: Vec::new(),
+        }
+    }
+}
+
 struct Scan {
     member_index: u16,
     /// The slots a mark keeps apart from the lap (see [`kept_scan`]).
@@ -897,21 +928,9 @@ fn member_scans(
             }
         };
         let retirements = &entry.retirements;
+        let ring_slots = (span.start_slot_index, span.end_slot_index);
         scans.push(Scan {
-            member_index: index as u16,
-            kept_apart: false,
-            runs,
-            flights: InFlight::with_capacity(SCAN_QUEUE_DEPTH as usize),
-            cursor: 0,
-            last_sequence: None,
-            last_slot: None,
-            unreadable: Vec::new(),
-            head: None,
             exhausted: member.is_none(),
-            ring_start_slot: span.start_slot_index,
-            ring_origin_slot: span.end_slot_index,
-            slot_count,
-            first: None,
             void_from_slot: retirements
                 .iter()
                 .filter(|r| r.member_index as usize == index)
@@ -927,6 +946,7 @@ fn member_scans(
                 .filter(|r| r.redirect_member as usize == index)
                 .copied()
                 .collect(),
+            ..Scan::new(index as u16, runs, slot_count, ring_slots)
         });
     }
     if let ScanScope::Recording { kept } = scope {
@@ -943,34 +963,16 @@ fn member_scans(
 /// A scan of the slots a mark keeps on a member, beside that member's scan of the rest of
 /// its lap: its chunks are merged in by sequence, and are not the lap's oldest.
 fn kept_scan(member_scan: &Scan, range: &super::marks::KeptRange) -> Scan {
-    let mut runs = VecDeque::new();
-    let slots = member_scan.slot_count;
-    let first = range.first_slot.min(slots);
-    let to_end = (slots - first).min(range.slot_count);
-    if to_end > 0 {
-        runs.push_back((first, to_end));
-    }
-    if range.slot_count > to_end {
-        runs.push_back((0, (range.slot_count - to_end).min(slots)));
-    }
+    let runs = range.runs(member_scan.slot_count).into();
     Scan {
-        member_index: member_scan.member_index,
         kept_apart: true,
-        runs,
-        flights: InFlight::with_capacity(SCAN_QUEUE_DEPTH as usize),
-        cursor: 0,
-        last_sequence: None,
-        last_slot: None,
-        unreadable: Vec::new(),
-        head: None,
         exhausted: member_scan.exhausted,
-        ring_start_slot: member_scan.ring_start_slot,
-        ring_origin_slot: member_scan.ring_origin_slot,
-        slot_count: slots,
-        first: None,
-        void_from_slot: None,
-        redirected_sequences: Vec::new(),
-        redirects: Vec::new(),
+        ..Scan::new(
+            member_scan.member_index,
+            runs,
+            member_scan.slot_count,
+            (member_scan.ring_start_slot, member_scan.ring_origin_slot),
+        )
     }
 }
 
@@ -980,13 +982,11 @@ fn cut_out(
     range: &super::marks::KeptRange,
     slots: u64,
 ) -> VecDeque<(u64, u64)> {
-    // The kept slots as at most two plain intervals.
-    let first = range.first_slot.min(slots);
-    let to_end = (slots - first).min(range.slot_count);
-    let mut holes = vec![(first, first + to_end)];
-    if range.slot_count > to_end {
-        holes.push((0, (range.slot_count - to_end).min(slots)));
-    }
+    let holes: Vec<(u64, u64)> = range
+        .runs(slots)
+        .into_iter()
+        .map(|(first, count)| (first, first + count))
+        .collect();
     let mut out = VecDeque::new();
     for &(start, count) in runs {
         let mut pieces = vec![(start, start + count)];
