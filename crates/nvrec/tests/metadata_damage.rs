@@ -206,3 +206,35 @@ fn repair_writes_nothing_over_a_copy_it_cannot_read() {
     drop(set);
     assert!(sim.current_images() == before, "repair wrote nothing");
 }
+
+#[test]
+fn an_entry_found_in_another_table_slot_is_named_and_never_listed() {
+    let sim = recorded_set();
+    let set = volume::open_members(Members::Sim(&sim), Access::Read, Safety::Check).unwrap();
+    let layout = *set.members[0].as_ref().unwrap().layout();
+    let entry = set.entry(1).unwrap();
+    // A revision of recording 1's entry, newer than the table's and valid in itself, as a
+    // misdirected write leaves it: in table slot 5 (recording 6's) of member 0.
+    let astray = nvrec::layout::RecordingEntry {
+        revision: entry.revision + 1,
+        stream_len_bytes: entry.stream_len_bytes / 2,
+        ..entry.clone()
+    };
+    let offset = layout.recording_entry_offset_bytes(5, 0).unwrap();
+    let member = set.members[0].as_ref().unwrap();
+    volume::write_meta(&member.disk, offset, 4096, &astray.encode().unwrap()).unwrap();
+
+    let entries = set.recordings().unwrap();
+    let ids: Vec<u32> = entries.iter().map(|e| e.recording_id).collect();
+    assert_eq!(ids, [1, 2], "each recording once");
+    assert_eq!(entries[0], entry, "as its own slot holds it");
+    assert_eq!(set.entry(1).unwrap(), entry);
+    let damage = health::check(&set).unwrap();
+    let named: Vec<_> = damage
+        .iter()
+        .filter(|d| d.place == Some(MetaPlace::Entry { slot: 5, copy: 0 }))
+        .collect();
+    assert_eq!(named.len(), 1, "{damage:?}");
+    assert_eq!(named[0].member_index, Some(0));
+    assert!(named[0].problem.contains("misplaced"), "{}", named[0]);
+}

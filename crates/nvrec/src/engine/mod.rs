@@ -91,7 +91,8 @@ use std::fs::File;
 pub use per_member::PerMemberEngine;
 pub use sim::{SimCounters, SimDrive, SimEngine, SimModel, SimSpecError, SIM_SPEC_KEYS};
 pub use simdisks::{
-    DiskFault, FaultStart, RangeFault, SimDisks, SimDisksCounters, SimDisksEngine, TEAR_BLOCK_BYTES,
+    DiskFault, FaultStart, RangeFault, SilentStrike, SilentWrite, SimDisks, SimDisksCounters,
+    SimDisksEngine, TEAR_BLOCK_BYTES,
 };
 pub use threads::ThreadsEngine;
 pub use uring::UringEngine;

@@ -5,7 +5,9 @@
 //! while a test injects faults: a failed read or write over a range (EIO, ENOSPC), flushes
 //! that fail, a dying disk (every write, discard and flush fails, as a drive that is going
 //! does), each from a chosen moment (a disk's n-th write or n-th flush) or at once, a stall
-//! of chosen length, a member slowed to a rate, and a crash followed by a power cut. It differs
+//! of chosen length, a member slowed to a rate, a write that the disk acknowledges and does
+//! not store where it was asked to (lost, or misdirected to another place of the disk), and a
+//! crash followed by a power cut. It differs
 //! from [`super::SimDrive`], which models one drive's *timing* for the benches: this one
 //! models *durability*.
 //!
@@ -38,6 +40,18 @@
 //! volatile write dropped, kept whole, or torn (some of its 4 KiB blocks kept), as the seed
 //! decides: what a drive with a volatile write cache may hold after losing power.
 //! [`SimDisks::from_images`] turns the images into a fresh set to recover from.
+//!
+//! # Silent writes
+//! A drive may also acknowledge a write, and a flush after it, and yet not hold it where it
+//! was asked to: its bytes never reach the medium (a lost write), or reach another place
+//! (a misdirected write, as from a wrong address in the drive's mapping). Nothing fails, and
+//! only a later read shows it. [`DiskFault::Silent`] strikes one such write, the first a
+//! disk is given over a range once the fault has begun: a lost write is logged nowhere (the
+//! range keeps what it held, as reads see it and as it is durable: blank, an older chunk,
+//! older metadata); a misdirected one is logged at its landing place instead, where it lands,
+//! becomes durable and may be torn as any write there would, over what that place held.
+//! [`SimDisks::silent_writes`] says what each struck write was and where it went, and the
+//! trace records it.
 //!
 //! Each disk is kept twice in memory (current and durable): keep them small.
 
@@ -83,13 +97,78 @@ pub enum DiskFault {
     FailingFlush { disk: usize, errno: i32 },
     /// `disk` is dying: every write, discard and flush fails with EIO; reads still work.
     Dying { disk: usize },
+    /// The first write (a chunk I/O or a metadata write; never a discard) that `disk` is
+    /// given over `offset_bytes..offset_bytes + len_bytes` once the fault has begun
+    /// completes, is acknowledged and made "durable" by the flushes after it, and does what
+    /// `write` says instead of landing. The fault strikes once.
+    Silent {
+        disk: usize,
+        offset_bytes: u64,
+        len_bytes: u64,
+        write: SilentWrite,
+    },
+}
+
+/// What a write struck by [`DiskFault::Silent`] does instead of landing where it was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SilentWrite {
+    /// Its bytes never reach the disk: the range it was given keeps what it held.
+    Lost,
+    /// Its bytes land `shift_bytes` away from where it was given (a nonzero multiple of the
+    /// logical block), or as far the other way where that would leave the fault's range,
+    /// over whatever was there; the range it was given keeps what it held where the landing
+    /// does not cover it. A write with room in the range for neither is lost.
+    Misdirected { shift_bytes: i64 },
+}
+
+/// A write that a [`DiskFault::Silent`] struck: what it was and where its bytes went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SilentStrike {
+    pub disk: usize,
+    /// Where it was given.
+    pub offset_bytes: u64,
+    /// What it wrote.
+    pub data: Vec<u8>,
+    /// Where its bytes landed: `None` for a lost write.
+    pub landed_at_bytes: Option<u64>,
+    /// What the place it landed held when it did, as (offset, bytes) pieces within it: as
+    /// reads saw it, as it was durable, and the writes in flight over it (a power cut may
+    /// bring back any of them, and a write in flight may land after it). Empty for a lost
+    /// write.
+    pub displaced: Vec<(u64, Vec<u8>)>,
+}
+
+impl SilentWrite {
+    /// Where a write of `len_bytes` given at `offset_bytes` lands, for a fault over
+    /// `range_offset_bytes..+range_len_bytes`; `None`: nowhere (lost).
+    fn landing(
+        self,
+        offset_bytes: u64,
+        len_bytes: u64,
+        range_offset_bytes: u64,
+        range_len_bytes: u64,
+    ) -> Option<u64> {
+        let SilentWrite::Misdirected { shift_bytes } = self else {
+            return None;
+        };
+        let first = i128::from(range_offset_bytes);
+        let last = first + i128::from(range_len_bytes) - i128::from(len_bytes);
+        [shift_bytes, -shift_bytes]
+            .into_iter()
+            .filter(|&shift| shift != 0)
+            .map(|shift| i128::from(offset_bytes) + i128::from(shift))
+            .find(|at| (first..=last).contains(at))
+            .map(|at| at as u64)
+    }
 }
 
 impl DiskFault {
     pub fn disk(&self) -> usize {
         match *self {
             DiskFault::Range(fault) => fault.disk,
-            DiskFault::FailingFlush { disk, .. } | DiskFault::Dying { disk } => disk,
+            DiskFault::FailingFlush { disk, .. }
+            | DiskFault::Dying { disk }
+            | DiskFault::Silent { disk, .. } => disk,
         }
     }
 
@@ -102,6 +181,7 @@ impl DiskFault {
                 .then_some(fault.errno),
             DiskFault::FailingFlush { errno, .. } => (op == IoOp::Flush).then_some(errno),
             DiskFault::Dying { .. } => (op != IoOp::Read).then_some(libc::EIO),
+            DiskFault::Silent { .. } => None,
         }
     }
 }
@@ -111,6 +191,8 @@ struct Timed {
     fault: DiskFault,
     start: FaultStart,
     active: bool,
+    /// A silent fault has struck its one write.
+    spent: bool,
 }
 
 /// What happened to the set, for tests to check that a fault was reached.
@@ -124,6 +206,9 @@ pub struct SimDisksCounters {
     /// Flushes that failed (counted in `failed_count` too).
     pub failed_flush_count: u64,
     pub stalled_count: u64,
+    /// Writes acknowledged and lost, or misdirected (see [`DiskFault::Silent`]).
+    pub lost_write_count: u64,
+    pub misdirected_write_count: u64,
 }
 
 /// What kind of operation a trace record is.
@@ -141,6 +226,10 @@ enum Served {
     Completion = 6,
     /// A power cut: what it kept of each volatile write.
     PowerCut = 7,
+    /// A write acknowledged and lost: where it was given.
+    Lost = 8,
+    /// A write acknowledged and misdirected: where it landed.
+    Misdirected = 9,
 }
 
 /// The running hash of the operations a set served: FNV-1a over 64 bits, each value fed as
@@ -349,6 +438,8 @@ struct State {
     /// The set's clock (every handle shares it): what the trace stamps operations with.
     clock: Clock,
     trace: Trace,
+    /// The writes silent faults struck, in order.
+    silent: Vec<SilentStrike>,
 }
 
 impl State {
@@ -476,7 +567,8 @@ impl State {
         now: Instant,
         op: Served,
     ) -> Result<(u64, Instant), IoError> {
-        let result = self.log_write(disk, offset_bytes, data, now);
+        let struck_before = self.silent.len();
+        let result = self.log_write(disk, offset_bytes, data, now, op);
         self.traced(Record {
             disk,
             served: op,
@@ -485,6 +577,25 @@ impl State {
             errno: errno_of(&result),
             digest: crate::layout::crc32c(data),
         });
+        if self.silent.len() > struck_before {
+            let strike = &self.silent[struck_before];
+            let (served, at) = match strike.landed_at_bytes {
+                None => (Served::Lost, offset_bytes),
+                Some(at) => (Served::Misdirected, at),
+            };
+            // What it landed over, as a digest of the pieces in order.
+            let digest = strike.displaced.iter().fold(0u32, |digest, (_, bytes)| {
+                digest.rotate_left(1) ^ crate::layout::crc32c(bytes)
+            });
+            self.traced(Record {
+                disk,
+                served,
+                offset_bytes: at,
+                len_bytes: data.len() as u64,
+                errno: 0,
+                digest,
+            });
+        }
         result
     }
 
@@ -494,6 +605,7 @@ impl State {
         offset_bytes: u64,
         data: &[u8],
         now: Instant,
+        op: Served,
     ) -> Result<(u64, Instant), IoError> {
         if !self.operation() {
             return Err(IoError::from_errno(
@@ -524,6 +636,10 @@ impl State {
             }
             return Err(error);
         }
+        let landing = match op {
+            Served::Discard => Some(offset_bytes),
+            _ => self.strike(disk, offset_bytes, data),
+        };
         let id = self.next_id;
         self.next_id += 1;
         let target = &mut self.disks[disk];
@@ -534,13 +650,70 @@ impl State {
                 self.counters.stalled_count += 1;
             }
         }
-        target.log.push(Logged {
-            id,
+        // A lost write is logged nowhere: it completes, and nothing lands.
+        if let Some(at) = landing {
+            target.log.push(Logged {
+                id,
+                offset_bytes: at,
+                data: data.to_vec(),
+                completed: false,
+            });
+        }
+        Ok((id, target.due(now, data.len())))
+    }
+
+    /// Where a write of `data` given to `disk` at `offset_bytes` lands: there, or where the
+    /// silent fault that strikes it says (`None`: nowhere), noting the strike.
+    fn strike(&mut self, disk: usize, offset_bytes: u64, data: &[u8]) -> Option<u64> {
+        let len_bytes = data.len() as u64;
+        let Some(timed) = self.faults.iter_mut().find(|timed| {
+            timed.active
+                && !timed.spent
+                && matches!(timed.fault, DiskFault::Silent { disk: d, offset_bytes: o, len_bytes: l, .. }
+                    if d == disk && offset_bytes < o + l && o < offset_bytes + len_bytes)
+        }) else {
+            return Some(offset_bytes);
+        };
+        let DiskFault::Silent {
+            offset_bytes: range_offset,
+            len_bytes: range_len,
+            write,
+            ..
+        } = timed.fault
+        else {
+            unreachable!("found as silent");
+        };
+        timed.spent = true;
+        let landed_at = write.landing(offset_bytes, len_bytes, range_offset, range_len);
+        let target = &self.disks[disk];
+        let mut displaced = Vec::new();
+        if let Some(at) = landed_at {
+            let end = at + len_bytes;
+            for image in [&target.current, &target.durable] {
+                displaced.push((at, image[at as usize..end as usize].to_vec()));
+            }
+            for logged in target.log.iter().filter(|logged| !logged.completed) {
+                let from = logged.offset_bytes.max(at);
+                let to = (logged.offset_bytes + logged.data.len() as u64).min(end);
+                if from < to {
+                    let piece = (from - logged.offset_bytes) as usize..(to - logged.offset_bytes) as usize;
+                    displaced.push((from, logged.data[piece].to_vec()));
+                }
+            }
+        }
+        self.silent.push(SilentStrike {
+            disk,
             offset_bytes,
             data: data.to_vec(),
-            completed: false,
+            landed_at_bytes: landed_at,
+            displaced,
         });
-        Ok((id, target.due(now, data.len())))
+
+        match landed_at {
+            None => self.counters.lost_write_count += 1,
+            Some(_) => self.counters.misdirected_write_count += 1,
+        }
+        landed_at
     }
 
     /// Flushes `disk` now (see [`SimDisks::flush`]).
@@ -621,6 +794,7 @@ impl SimDisks {
             counters: SimDisksCounters::default(),
             clock: clock.clone(),
             trace: Trace::new(),
+            silent: Vec::new(),
         };
         SimDisks {
             state: Arc::new(Mutex::new(state)),
@@ -684,11 +858,28 @@ impl SimDisks {
 
     /// `fault` begins at `start` (at once, or at its disk's n-th write or flush) and lasts.
     pub fn fail_from(&self, fault: DiskFault, start: FaultStart) {
+        if let DiskFault::Silent {
+            write: SilentWrite::Misdirected { shift_bytes },
+            ..
+        } = fault
+        {
+            let lbs = i64::from(self.logical_block_bytes());
+            assert!(
+                shift_bytes != 0 && shift_bytes % lbs == 0,
+                "a misdirected write lands whole logical blocks away, not {shift_bytes} bytes"
+            );
+        }
         self.lock().faults.push(Timed {
             fault,
             start,
             active: start == FaultStart::Now,
+            spent: false,
         });
+    }
+
+    /// The writes silent faults struck so far, in the order they were given.
+    pub fn silent_writes(&self) -> Vec<SilentStrike> {
+        self.lock().silent.clone()
     }
 
     /// Flushes of `disk` that failed so far.
@@ -1224,6 +1415,114 @@ mod tests {
         );
         let failed = set.write_at(0, 0, &[1u8; 4096]).unwrap_err();
         assert_eq!(failed.errno, libc::ENOSPC);
+    }
+
+    /// A silent fault over the first 64 KiB of disk 0, from its 3rd write on.
+    fn silent(write: SilentWrite) -> SimDisks {
+        let set = SimDisks::new(2, 1 << 20, 4096, 9);
+        set.fail_from(
+            DiskFault::Silent {
+                disk: 0,
+                offset_bytes: 0,
+                len_bytes: 65536,
+                write,
+            },
+            FaultStart::AtWrite(3),
+        );
+        set
+    }
+
+    fn read(set: &SimDisks, disk: usize, offset: u64) -> Vec<u8> {
+        let mut out = vec![0u8; 4096];
+        set.read_at(disk, offset, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn a_lost_write_completes_is_flushed_and_leaves_what_was_there() {
+        let set = silent(SilentWrite::Lost);
+        let mut engine = engine(&set);
+        set.write_at(0, 8192, &[1u8; 8192]).unwrap();
+        set.flush(0).unwrap();
+        // The 2nd write comes before the fault begins; the 3rd, a discard, is never struck.
+        set.write_at(0, 65536, &[2u8; 4096]).unwrap();
+        set.discard(0, 16384, 4096).unwrap();
+        assert!(write(&mut engine, 0, 8192, 3)[0].result.is_ok(), "acknowledged");
+        set.flush(0).unwrap();
+        assert!(read(&set, 0, 8192).iter().all(|&b| b == 1), "still the older bytes");
+        // Struck once: the next write over the range lands.
+        set.write_at(0, 0, &[4u8; 4096]).unwrap();
+        assert!(read(&set, 0, 0).iter().all(|&b| b == 4));
+        assert!(set.unflushed_writes(0).iter().all(|(offset, _)| *offset == 0));
+        set.flush(0).unwrap();
+        set.crash();
+        let image = &set.power_cut_images().unwrap()[0];
+        assert!(image[8192..16384].iter().all(|&b| b == 1), "and after a power cut");
+        let struck = set.silent_writes();
+        assert_eq!(struck.len(), 1);
+        assert_eq!((struck[0].disk, struck[0].offset_bytes), (0, 8192));
+        assert_eq!(struck[0].data, vec![3u8; 8192]);
+        assert_eq!(struck[0].landed_at_bytes, None);
+        assert_eq!(set.counters().lost_write_count, 1);
+        assert_eq!(set.counters().misdirected_write_count, 0);
+    }
+
+    #[test]
+    fn a_misdirected_write_lands_elsewhere_in_its_range_over_what_was_there() {
+        let set = silent(SilentWrite::Misdirected { shift_bytes: 8192 });
+        set.write_at(0, 0, &[1u8; 4096]).unwrap();
+        set.write_at(0, 16384, &[2u8; 8192]).unwrap();
+        set.flush(0).unwrap();
+        // Given at 8192, lands at 16384 over the durable bytes there.
+        set.write_at(0, 8192, &[3u8; 8192]).unwrap();
+        set.flush(0).unwrap();
+        assert!(read(&set, 0, 8192).iter().all(|&b| b == 0), "not where it was given");
+        assert!(read(&set, 0, 16384).iter().all(|&b| b == 3), "where it landed");
+        assert!(read(&set, 0, 20480).iter().all(|&b| b == 3));
+        let struck = &set.silent_writes()[0];
+        assert_eq!(struck.landed_at_bytes, Some(16384));
+        let durable_and_current = vec![(16384, vec![2u8; 8192]); 2];
+        assert_eq!(struck.displaced, durable_and_current);
+        assert_eq!(set.counters().misdirected_write_count, 1);
+        // Past the range's end it lands as far the other way; with room for neither, it
+        // is lost.
+        assert_eq!(
+            SilentWrite::Misdirected { shift_bytes: 8192 }.landing(57344, 8192, 0, 65536),
+            Some(49152)
+        );
+        assert_eq!(
+            SilentWrite::Misdirected { shift_bytes: -4096 }.landing(0, 4096, 0, 65536),
+            Some(4096)
+        );
+        assert_eq!(
+            SilentWrite::Misdirected { shift_bytes: 65536 }.landing(0, 4096, 0, 65536),
+            None
+        );
+        // Unflushed where it landed, a power cut may drop or tear it there.
+        let set = silent(SilentWrite::Misdirected { shift_bytes: -8192 });
+        set.write_at(0, 0, &[1u8; 8192]).unwrap();
+        set.flush(0).unwrap();
+        set.write_at(0, 65536, &[9u8; 4096]).unwrap();
+        set.write_at(0, 8192, &[5u8; 8192]).unwrap();
+        assert_eq!(set.unflushed_writes(0)[1], (0, vec![5u8; 8192]));
+    }
+
+    #[test]
+    fn silent_writes_repeat_with_the_seed_and_are_traced() {
+        let run = |write| {
+            let set = silent(write);
+            for offset in [0, 4096, 8192] {
+                set.write_at(0, offset, &[7u8; 4096]).unwrap();
+            }
+            set.flush(0).unwrap();
+            (set.trace_hash(), set.trace_len(), set.current_images())
+        };
+        let lost = run(SilentWrite::Lost);
+        assert_eq!(lost, run(SilentWrite::Lost));
+        assert_eq!(lost.1, 5, "the three writes, the strike, the flush");
+        let misdirected = run(SilentWrite::Misdirected { shift_bytes: 4096 });
+        assert_ne!(lost.0, misdirected.0);
+        assert_ne!(lost.2, misdirected.2);
     }
 
     #[test]

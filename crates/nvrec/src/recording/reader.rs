@@ -2004,6 +2004,79 @@ mod tests {
         assert_eq!(found.missing, vec![(entry.first_sequence + 70, total - 70)]);
     }
 
+    #[test]
+    fn a_ring_gone_round_past_its_newest_checkpoint_recovers_every_chunk_it_holds() {
+        for trim in [false, true] {
+            ring_gone_round_past_its_newest_checkpoint(trim);
+        }
+    }
+
+    /// A ring recording (trimming ahead of its writes or not) whose newest checkpoint is
+    /// older than a lap of its writes: recovered, it reads as it did when it was closed.
+    fn ring_gone_round_past_its_newest_checkpoint(trim: bool) {
+        // One member, 64 KiB chunks: a lap of 90 slots, gone round once and a half.
+        let sim = SimDisks::new(1, 8 << 20, LOGICAL_BLOCK_BYTES, 1);
+        let options = RecordOptions {
+            chunk_size_bytes: 65536,
+            limit_bytes: Some(8 << 20),
+            buffer_bytes: 2 << 20,
+            fill: crate::recording::Fill::Ring { trim },
+            pattern: true,
+            label: "ring".into(),
+            ..RecordOptions::default()
+        };
+        let mut source = PatternSource(Pattern::new(SEED));
+        let control = Control::new();
+        writer::record_on(Members::Sim(&sim), &mut source, &options, &control, &Progress::default())
+            .unwrap();
+        let (set, closed) = open(&sim);
+        let whole = read(&set, &closed, &control);
+        assert!(whole.missing.is_empty() && whole.damages.is_empty());
+        assert!(closed.overwrote[0], "the ring went round");
+        // What a drive that acknowledged and lost every checkpoint after the recording's
+        // first, and its closing entry, leaves: the newest checkpoint names the recording
+        // open at its start, and the writer went round past that position, over chunks the
+        // lost ones claimed.
+        let member = set.members[0].as_ref().unwrap();
+        let layout = *member.layout();
+        let newest = set.newest_checkpoint().unwrap().unwrap();
+        let stale = Checkpoint {
+            generation: newest.generation + 1,
+            recording_id: closed.recording_id,
+            recording_first_sequence: closed.first_sequence,
+            durable_sequence_end: closed.first_sequence,
+            durable_stream_bytes: 0,
+            durable_lost_bytes: 0,
+            members: vec![MemberPosition {
+                next_slot_index: closed.members[0].start_slot_index,
+                lap: u64::from(closed.start_laps[0]),
+            }],
+            retirements: Vec::new(),
+            ..newest
+        };
+        member
+            .write_checkpoint(&stale.encode().unwrap(), stale.generation)
+            .unwrap();
+        let copy = (closed.revision % 2) as u32;
+        let offset = layout.recording_entry_offset_bytes(0, copy).unwrap();
+        volume::write_meta(&member.disk, offset, layout.meta_block_bytes, &[0u8; 4096]).unwrap();
+        let (set, entry) = open(&sim);
+        assert_eq!(entry.revision, closed.revision - 1, "the entry as it began");
+        assert_eq!(entry.state, RecordingState::Closed, "its end marker found");
+        assert_eq!(entry.end_sequence, closed.end_sequence);
+        assert_eq!(entry.stream_len_bytes, closed.stream_len_bytes);
+        // (Trimmed, the slots after its last chunk are blank: recovery puts the write point
+        // past them, where the older chunks it keeps begin.)
+        if !trim {
+            assert_eq!(entry.members, closed.members);
+        }
+        assert_eq!(entry.overwrote, closed.overwrote);
+        let recovered = read(&set, &entry, &control);
+        assert!(recovered.missing.is_empty(), "{:?}", recovered.missing);
+        assert!(recovered.damages.is_empty(), "{:?}", recovered.damages);
+        assert_eq!(recovered.chunk_sequences, whole.chunk_sequences);
+    }
+
     /// Writes `entry` as its next revision, with a valid CRC, into `image`.
     fn rewrite_entry(image: &mut [u8], layout: &VolumeLayout, entry: &RecordingEntry) {
         let mut entry = entry.clone();

@@ -247,7 +247,10 @@ impl VolumeSet {
         Ok(found)
     }
 
-    /// The entry a copy holds if it is one of this set's, as [`VolumeSet::checkpoint_of`].
+    /// The entry a copy holds if it is one of this set's, as [`VolumeSet::checkpoint_of`],
+    /// and where it belongs: a table slot holds only the entries of the ids that map to it
+    /// (`docs/FORMAT.md` 5), so an entry found in another one was written there by mistake
+    /// (a misdirected write) and is not the table's, however good its checks.
     pub fn entry_of(&self, copy: &MetaCopy) -> Result<RecordingEntry, String> {
         let bytes = copy
             .bytes
@@ -255,6 +258,21 @@ impl VolumeSet {
             .map_err(|e| format!("unreadable: {e}"))?;
         let found = self.of_set(RecordingEntry::decode(bytes), |e| e.set_uuid)?;
         self.member_count_matches(found.members.len())?;
+        if let MetaPlace::Entry { slot, .. } = copy.place {
+            let layout = self.members[copy.member_index as usize]
+                .as_ref()
+                .map(|member| member.layout());
+            let belongs = layout.and_then(|l| l.recording_slot_for_id(found.recording_id));
+            if belongs != Some(slot) {
+                return Err(format!(
+                    "misplaced: holds recording {}'s entry (revision {}), which belongs in \
+                     table slot {}: a write that went astray",
+                    found.recording_id,
+                    found.revision,
+                    belongs.map_or("none".into(), |s| s.to_string())
+                ));
+            }
+        }
         Ok(found)
     }
 

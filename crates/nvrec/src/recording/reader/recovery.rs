@@ -9,6 +9,17 @@
 //! end, over older chunks of the recording, with writes the crash lost or tore: each ring
 //! member is walked on for their traces, and its oldest survivors start after the last.
 //!
+//! The checkpoint found is the newest one the writer made durable, unless the drive lost a
+//! newer one (a write it acknowledged and did not keep). A ring's writer goes on less than
+//! a lap past its newest checkpoint, so it may then have gone round past the position of
+//! the one found, over chunks the lost one claimed, and the run from that position is a lap
+//! younger than the search takes it for. The walk for traces tells (see
+//! [`past_lost_writes`]): nowhere else within a lap of the position can a chunk written
+//! after the checkpoint lie after a newer one. Such a member is searched again from just
+//! after its newest chunk (its write point, where its oldest survivors begin), a lap round,
+//! and the recording's run without a hole starts at the newest of those oldest survivors
+//! rather than at the checkpoint's durable end, whose chunks the ring overwrote.
+//!
 //! This module only reads: closing the recording on disk is [`super::recover`]'s.
 
 use super::{holds_redirect, RecoveredEnd, SCAN_SLOTS_PER_READ};
@@ -34,37 +45,14 @@ pub(super) fn search_end(
         ring: entry.flags.contains(RecordingFlags::RING),
         stamped_by_ns: bounded.then(|| set.clock().wall_ns()),
     };
-    // Each with the lap it was found in.
-    let mut kept: Vec<(ChunkHeader, u64)> = Vec::new();
-    let mut ends = SearchEnds::default();
-    for (index, member) in set.members.iter().enumerate() {
-        let position = checkpoint
-            .members
-            .get(index)
-            .copied()
-            .unwrap_or(MemberPosition {
-                next_slot_index: 0,
-                lap: 0,
-            });
-        let (end_slot, end_lap) = match member {
-            None => (position.next_slot_index, position.lap),
-            Some(member) => search.member_run(index, member, position, &mut kept, &mut ends)?,
-        };
-        ends.end_slots.push(end_slot);
-        ends.laps.push(end_lap);
+    let none = vec![false; set.members.len()];
+    let (recovered, lapped) = search.search(&none)?;
+    if !lapped.contains(&true) {
+        return Ok(Some((checkpoint, recovered)));
     }
-    kept.sort_by_key(|(header, _)| header.sequence);
-    let end_sequence = run_end(&kept, checkpoint.durable_sequence_end);
-    // Chunks past the first hole are not part of a contiguous stream: their slots are free.
-    let contiguous: Vec<&(ChunkHeader, u64)> = kept
-        .iter()
-        .filter(|(h, _)| h.sequence < end_sequence)
-        .collect();
-    ends.place_write_points(set, &checkpoint, &contiguous);
-    if search.ring {
-        search.past_lost_writes(end_sequence, &contiguous, &mut ends)?;
-    }
-    let recovered = recovered_from(&checkpoint, end_sequence, &contiguous, ends);
+    // A newer checkpoint was lost: the lapped members are searched again from their write
+    // points (see the module docs).
+    let (recovered, _) = search.search(&lapped)?;
     Ok(Some((checkpoint, recovered)))
 }
 
@@ -145,13 +133,158 @@ struct MemberRun {
 }
 
 impl EndSearch<'_> {
-    /// Follows member `index`'s run of chunks forward from its checkpoint `position`,
-    /// keeping them in `kept` with their lap. Returns where the run ends: (slot, lap).
+    /// Searches every member from its checkpoint position, or, for a member `lapped` says
+    /// went round past it, from its write point: the recording's end, and the members whose
+    /// walk for traces showed that they went round past the position.
+    fn search(&self, lapped: &[bool]) -> Result<(RecoveredEnd, Vec<bool>), RecordingError> {
+        let checkpoint = self.checkpoint;
+        // Each with the lap it was found in.
+        let mut kept: Vec<(ChunkHeader, u64)> = Vec::new();
+        let mut ends = SearchEnds::default();
+        // Where the run without a hole starts: the checkpoint's durable end, or the newest
+        // of the lapped members' oldest survivors.
+        let mut run_start = checkpoint.durable_sequence_end;
+        for (index, member) in self.set.members.iter().enumerate() {
+            let position = checkpoint
+                .members
+                .get(index)
+                .copied()
+                .unwrap_or(MemberPosition {
+                    next_slot_index: 0,
+                    lap: 0,
+                });
+            let (end_slot, end_lap) = match (member, lapped[index]) {
+                (None, _) => (position.next_slot_index, position.lap),
+                (Some(member), false) => {
+                    // The window comes from disk: never more than a lap of this member.
+                    let window = u64::from(checkpoint.recovery_window_slots);
+                    self.member_run(index, member, position, window, &mut kept, &mut ends)?
+                }
+                (Some(member), true) => {
+                    let before = kept.len();
+                    let end = self.lapped_run(index, member, position, &mut kept, &mut ends)?;
+                    if let Some((oldest, _)) = kept.get(before) {
+                        run_start = run_start.max(oldest.sequence);
+                    }
+                    end
+                }
+            };
+            ends.end_slots.push(end_slot);
+            ends.laps.push(end_lap);
+        }
+        kept.sort_by_key(|(header, _)| header.sequence);
+        let end_sequence = run_end(&kept, run_start);
+        // Chunks past the first hole are not part of a contiguous stream: their slots are
+        // free.
+        let contiguous: Vec<&(ChunkHeader, u64)> = kept
+            .iter()
+            .filter(|(h, _)| h.sequence < end_sequence)
+            .collect();
+        ends.place_write_points(self.set, checkpoint, &contiguous);
+        let mut found_lapped = vec![false; self.set.members.len()];
+        if self.ring {
+            found_lapped = self.past_lost_writes(end_sequence, &contiguous, lapped, &mut ends)?;
+        }
+        let recovered = recovered_from(checkpoint, end_sequence, &contiguous, ends);
+        Ok((recovered, found_lapped))
+    }
+
+    /// Member `index`'s run of chunks, which went round past its checkpoint `position`:
+    /// from the first slot after its newest chunk that holds a whole chunk (slots a trim
+    /// ahead of the writer left blank, and writes the crash tore, may come first), a lap
+    /// round, keeping them in `kept` with their lap. Returns where the run ends: (slot,
+    /// lap).
+    fn lapped_run(
+        &self,
+        index: usize,
+        member: &volume::Member,
+        position: MemberPosition,
+        kept: &mut Vec<(ChunkHeader, u64)>,
+        ends: &mut SearchEnds,
+    ) -> Result<(u64, u64), RecordingError> {
+        let layout = member.layout();
+        let slot_count = layout.data_slot_count;
+        let (newest_slot, newest_lap) = self.newest_in_lap(index, member, position, ends)?;
+        let (mut slot, mut lap) = (newest_slot + 1, newest_lap);
+        for _ in 0..slot_count {
+            if slot >= slot_count {
+                (slot, lap) = (0, lap.saturating_add(1));
+            }
+            let offset = layout.data_slot_offset_bytes(slot).unwrap_or(0);
+            let bytes = volume::read_aligned(&member.disk, offset, layout.chunk_size_bytes as usize)?;
+            ends.searched_slot_count += 1;
+            if decode_chunk(&bytes).is_ok() {
+                break;
+            }
+            slot += 1;
+        }
+        let oldest = MemberPosition {
+            next_slot_index: slot,
+            lap,
+        };
+        self.member_run(index, member, oldest, slot_count, kept, ends)
+    }
+
+    /// Where member `index`'s newest chunk written after the checkpoint lies, in a lap from
+    /// `position`: its slot, and the lap the search counts there from the position, which
+    /// is that of the older chunks after it (a lapped member's newest chunk is a lap
+    /// younger). The position itself where the lap holds none.
+    fn newest_in_lap(
+        &self,
+        index: usize,
+        member: &volume::Member,
+        position: MemberPosition,
+        ends: &mut SearchEnds,
+    ) -> Result<(u64, u64), RecordingError> {
+        let layout = member.layout();
+        let slot_count = layout.data_slot_count;
+        let chunk_bytes = layout.chunk_size_bytes as usize;
+        let traces = Traces {
+            set: self.set,
+            checkpoint: self.checkpoint,
+            index,
+            slot_count,
+            ends: RunEnds {
+                end_sequence: 0,
+                own_newest: None,
+            },
+        };
+        let (mut slot, mut lap) = (position.next_slot_index.min(slot_count), position.lap);
+        let mut newest: Option<(u64, u64, u64)> = None;
+        let mut remaining = slot_count;
+        while remaining > 0 {
+            if slot >= slot_count {
+                (slot, lap) = (0, lap.saturating_add(1));
+            }
+            let count = SCAN_SLOTS_PER_READ.min(slot_count - slot).min(remaining);
+            let offset = layout.data_slot_offset_bytes(slot).unwrap_or(0);
+            let bytes = volume::read_aligned(&member.disk, offset, count as usize * chunk_bytes)?;
+            for (within, slot_bytes) in bytes.chunks(chunk_bytes).enumerate() {
+                let this_slot = slot + within as u64;
+                if let Some(sequence) = traces.written_since_checkpoint(this_slot, slot_bytes) {
+                    if newest.is_none_or(|(newer, _, _)| sequence > newer) {
+                        newest = Some((sequence, this_slot, lap));
+                    }
+                }
+            }
+            ends.searched_slot_count += count;
+            slot += count;
+            remaining -= count;
+        }
+        Ok(newest.map_or((position.next_slot_index, position.lap), |(_, slot, lap)| {
+            (slot, lap)
+        }))
+    }
+
+    /// Follows member `index`'s run of chunks forward from `position` (its checkpoint's),
+    /// at most `window_slots` slots and never more than a lap, keeping them in `kept` with
+    /// their lap. Returns where the run ends: (slot, lap).
     fn member_run(
         &self,
         index: usize,
         member: &volume::Member,
         position: MemberPosition,
+        window_slots: u64,
         kept: &mut Vec<(ChunkHeader, u64)>,
         ends: &mut SearchEnds,
     ) -> Result<(u64, u64), RecordingError> {
@@ -163,8 +296,7 @@ impl EndSearch<'_> {
             last_sequence: None,
             end: (position.next_slot_index, position.lap),
         };
-        // The window comes from disk: never more than a lap of this member.
-        let mut remaining = (self.checkpoint.recovery_window_slots as u64).min(slot_count);
+        let mut remaining = window_slots.min(slot_count);
         // A ring's lap may end before the member's last slot (the writer uses whole I/Os):
         // where the run stops, it may go on at slot 0 of the next lap, once.
         let mut wrapped = false;
@@ -267,12 +399,16 @@ impl EndSearch<'_> {
     /// The writer may have gone on past the recovered end, over older chunks of this
     /// recording, with writes the crash lost or tore: each ring member's oldest survivors
     /// start after the last trace of them.
+    /// Returns the members whose walk showed that they went round past the checkpoint's
+    /// position; a member `lapped` already says did is walked a lap round.
     fn past_lost_writes(
         &self,
         end_sequence: u64,
         contiguous: &[&(ChunkHeader, u64)],
+        lapped: &[bool],
         ends: &mut SearchEnds,
-    ) -> Result<(), RecordingError> {
+    ) -> Result<Vec<bool>, RecordingError> {
+        let mut found = vec![false; self.set.members.len()];
         for (index, member) in self.set.members.iter().enumerate() {
             let Some(member) = member else { continue };
             let from = (ends.end_slots[index], ends.laps[index]);
@@ -286,15 +422,24 @@ impl EndSearch<'_> {
                 end_sequence,
                 own_newest,
             };
-            let past = past_lost_writes(self.set, self.checkpoint, member, index, from, run_ends)?;
+            let walk_a_lap = lapped[index];
+            let past = past_lost_writes(self, member, index, from, run_ends, walk_a_lap)?;
             ends.searched_slot_count += past.searched_slot_count;
             (ends.end_slots[index], ends.laps[index]) = past.end;
             if let Some(seen) = past.highest_sequence {
                 ends.saw(seen);
             }
+            found[index] = past.lapped;
         }
-        Ok(())
+        Ok(found)
     }
+}
+
+/// Whether a slot's header block is blank: never written, or discarded.
+fn is_blank(slot_bytes: &[u8]) -> bool {
+    slot_bytes[..crate::layout::CHUNK_HEADER_SIZE_BYTES]
+        .iter()
+        .all(|&b| b == 0)
 }
 
 /// The end of the run of sequences from `durable_sequence_end` without a hole, in `kept`
@@ -381,6 +526,8 @@ struct PastEnd {
     end: (u64, u64),
     highest_sequence: Option<u64>,
     searched_slot_count: u64,
+    /// The member went round past the checkpoint's position (the walk stopped there).
+    lapped: bool,
 }
 
 /// Walks a crashed ring member forward from its recovered end `from` (slot, lap), as far
@@ -390,17 +537,29 @@ struct PastEnd {
 /// [`RunEnds::written_after`]), a torn one (its header is the recording's, the chunk does not check), or a
 /// run of blank slots followed by anything (discarded ahead of them). The
 /// chunks such writes overwrote are gone; the older ones after the last trace survive.
+///
+/// Within a lap of the checkpoint's position, the member's chunks written after the
+/// checkpoint come in increasing sequence whatever the crash kept of them (the writer
+/// places them in slot order, and writes nothing there that it wrote before the
+/// checkpoint): one that comes after a newer one shows that the writer went round past the
+/// position, a newer checkpoint lost, and the walk stops there (`lapped`). A member already
+/// known to have gone round (`walk_a_lap`) is walked a lap round, as far as its writer may
+/// have gone.
 fn past_lost_writes(
-    set: &VolumeSet,
-    checkpoint: &Checkpoint,
+    search: &EndSearch<'_>,
     member: &volume::Member,
     index: usize,
     from: (u64, u64),
     ends: RunEnds,
+    walk_a_lap: bool,
 ) -> Result<PastEnd, RecordingError> {
+    let (set, checkpoint) = (search.set, search.checkpoint);
     let layout = member.layout();
     let slots = layout.data_slot_count;
-    let reach = writer_reach(checkpoint, index, slots, from);
+    let reach = match walk_a_lap {
+        true => slots.saturating_sub(1),
+        false => writer_reach(checkpoint, index, slots, from),
+    };
     let traces = Traces {
         set,
         checkpoint,
@@ -412,7 +571,10 @@ fn past_lost_writes(
         end: from,
         highest_sequence: None,
         searched_slot_count: 0,
+        lapped: false,
     };
+    // The newest of the member's chunks written after the checkpoint so far, in slot order.
+    let mut newest = ends.own_newest;
     let (mut slot, mut lap) = from;
     // One slot more than the reach: the first one the writer cannot have touched, which
     // shows whether blank slots up to the reach were discarded ahead of lost writes (it
@@ -435,12 +597,19 @@ fn past_lost_writes(
         let bytes = volume::read_aligned(&member.disk, offset, count as usize * chunk_bytes)?;
         for (within, slot_bytes) in bytes.chunks(chunk_bytes).enumerate() {
             let this_slot = slot + within as u64;
+            if !walk_a_lap {
+                if let Some(sequence) = traces.written_since_checkpoint(this_slot, slot_bytes) {
+                    if newest.is_some_and(|newer| sequence < newer) {
+                        past.lapped = true;
+                        past.searched_slot_count += within as u64 + 1;
+                        return Ok(past);
+                    }
+                    newest = Some(sequence);
+                }
+            }
             let peek = remaining - within as u64 == 1;
             let trace = !peek && traces.shows_write(this_slot, slot_bytes, &mut past);
-            let blank = slot_bytes[..crate::layout::CHUNK_HEADER_SIZE_BYTES]
-                .iter()
-                .all(|&b| b == 0);
-            if blank {
+            if is_blank(slot_bytes) {
                 // Discarded by a trim ahead of lost writes, if older chunks follow it.
                 blank_until = Some((this_slot + 1, lap));
                 continue;
@@ -504,6 +673,20 @@ impl Traces<'_> {
             Ok(_) => false,
             Err(_) => crate::layout::decode_chunk_header(slot_bytes).is_ok_and(|h| ours(&h)),
         }
+    }
+
+    /// The sequence of the chunk `slot_bytes` hold at `this_slot`, where its header (whole,
+    /// or what a torn write left: the header's own CRC vouches for it) names a chunk of the
+    /// recording written there after the checkpoint (a redirected one left out).
+    fn written_since_checkpoint(&self, this_slot: u64, slot_bytes: &[u8]) -> Option<u64> {
+        let header = crate::layout::decode_chunk_header(slot_bytes).ok()?;
+        let own = header.set_uuid == self.set.set_uuid
+            && header.recording_id == self.checkpoint.recording_id
+            && header.member_index as usize == self.index
+            && header.slot_index == this_slot
+            && !header.flags.contains(ChunkFlags::REDIRECTED)
+            && header.sequence >= self.checkpoint.durable_sequence_end;
+        own.then_some(header.sequence)
     }
 
     /// Whether a chunk of the recording found at `this_slot` was written after the end.
