@@ -74,7 +74,8 @@ impl Writer<'_> {
         if self.placement.members[member].retired {
             self.retired_flush_failed(member, error);
         } else if is_flush_failure(error) {
-            let cause = retire::cause_of_io(error);
+            let (_, errno) = retire::cause_of_io(error);
+            let cause = (crate::layout::RetirementCause::FlushFailed, errno);
             self.member_flush_failed(member, cause, error.to_string());
         } else {
             let cause = retire::cause_of_io(error);

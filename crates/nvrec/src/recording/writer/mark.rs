@@ -2,7 +2,8 @@
 //! recording's [`MarkDesk`] between writes. A mark's before-window is found in a history
 //! of each member's writes (kept for a lap, thinned when long); its entry is written open
 //! and flushed at once, then closed when its after-window ends, or sooner where the ring
-//! would otherwise reach its start (`--max-marked`). From then on the members' write
+//! would otherwise reach its start (`--max-marked`). A mark asked while one still records
+//! its after-window is joined to it: that window goes on to the later end. From then on the members' write
 //! points jump over the slots it keeps (`MemberState::jump_kept`) until it is released.
 
 use super::*;
@@ -170,7 +171,8 @@ impl Writer<'_> {
                 MarkOrder::Take(request) => self.take_mark(&request),
                 MarkOrder::Release(id) => self.release_mark(id),
             };
-            if let Ok(answer) = &answer {
+            // A mark joined to the open one is that mark, listed once.
+            if let Some(answer) = answer.as_ref().ok().filter(|answer| !answer.joined) {
                 if let Some(marker) = self.marker.as_mut() {
                     marker.answers.push(answer.clone());
                 }
@@ -223,18 +225,16 @@ impl Writer<'_> {
                 "marks are kept by ring recordings (record --ring); this one is not".into(),
             );
         }
-        let marker = self.marker.as_ref().expect("marks are served");
-        if let Some(open) = &marker.open {
-            return Err(format!(
-                "mark {} is still recording its after-window: one mark at a time",
-                open.entry.recording_id
-            ));
-        }
         let now_ns = self.now_elapsed_ns();
+        if let Some(open) = self.marker.as_mut().and_then(|marker| marker.open.as_mut()) {
+            return Ok(join(open, request, now_ns));
+        }
+        let marker = self.marker.as_ref().expect("marks are served");
         let from_ns = now_ns.saturating_sub(request.before.as_nanos() as u64);
         let after_ns = request.after.as_nanos() as u64;
         let start = self.window_start(from_ns, after_ns)?;
         let id = marker.next_id;
+        self.table_slot_free(id)?;
         let entry = self.open_mark_entry(id, request, &start)?;
         let live = self.placement.live();
         self.set
@@ -248,6 +248,7 @@ impl Writer<'_> {
             after_ns,
             label: request.label.clone(),
             cut_short: false,
+            joined: false,
         };
         let marker = self.marker.as_mut().expect("marks are served");
         marker.next_id += 1;
@@ -260,6 +261,71 @@ impl Writer<'_> {
             answer: answer.clone(),
         });
         Ok(answer)
+    }
+
+    /// A ring added to a set whose earlier recordings' `marks` keep slots: it keeps them as
+    /// it keeps its own, its write points jumping over them from the first write (so a
+    /// ring restarted after a crash goes on without writing over the marks it took), and
+    /// they may be released through it. Readers of this ring leave their slots out of its
+    /// lap (`marks::kept_ranges`).
+    pub(super) fn keep_earlier_marks(
+        &mut self,
+        marks: Vec<RecordingEntry>,
+    ) -> Result<(), RecordingError> {
+        let members = self.placement.members.len();
+        let marker = self.marker.get_or_insert_with(|| {
+            Marker::new(
+                Arc::new(MarkDesk::default()),
+                self.options.max_marked,
+                members,
+                self.recording_id + 1,
+            )
+        });
+        for entry in marks {
+            let ranges: Vec<Option<(u64, u64)>> = (0..members)
+                .map(|index| {
+                    let lap = self.placement.members[index].usable_slots;
+                    crate::recording::marks::range_in_lap(&entry, index, lap)
+                })
+                .collect();
+            for (member, range) in self.placement.members.iter_mut().zip(&ranges) {
+                member.kept.extend(range);
+            }
+            marker.kept.push(KeptMark { entry, ranges });
+        }
+        let k = self.k as u64;
+        for index in 0..members {
+            let member = &mut self.placement.members[index];
+            if member.jump_kept(k) {
+                // Nothing written yet: the ring begins past them.
+                (member.start_slot, member.start_lap) = (member.next_slot, member.lap);
+                member.trimmed_to_slot = member.next_slot;
+            }
+            self.widen_marks(index)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a mark whose entry would take the table slot of this recording's own entry
+    /// or of a mark that is kept (the table holds a fixed number of entries): that entry
+    /// would be gone with what it keeps.
+    fn table_slot_free(&self, id: u32) -> Result<(), String> {
+        let count = self.set.recording_slot_count();
+        if id.checked_sub(count) == Some(self.recording_id) {
+            return Err(format!(
+                "mark {id} would take the table slot of recording {} itself (the table holds \
+                 {count} entries): no more marks in this recording",
+                self.recording_id
+            ));
+        }
+        match crate::recording::marks::table_slot_kept(self.set, id) {
+            Ok(None) => Ok(()),
+            Ok(Some(mark)) => Err(format!(
+                "mark {id} would take the table slot of {}",
+                crate::recording::marks::release_hint(&mark)
+            )),
+            Err(error) => Err(format!("reading the table: {error}")),
+        }
     }
 
     /// Releases mark `id`: its entry flagged released (every member, flushed), then its
@@ -529,6 +595,23 @@ fn thin(history: &mut VecDeque<Written>) {
     });
 }
 
+/// A mark asked at `now_ns` while `open` still records its after-window: joined to it,
+/// whose after-window goes on to the later of the two ends. Its before-window is the open
+/// mark's (a window already kept cannot grow back); the answer says what the joined mark
+/// keeps around now, less before than asked where the open mark began later.
+fn join(open: &mut OpenMark, request: &MarkRequest, now_ns: u64) -> MarkAnswer {
+    open.close_at_ns = open
+        .close_at_ns
+        .max(now_ns + request.after.as_nanos() as u64);
+    let window_start_ns = open.taken_ns.saturating_sub(open.answer.before_ns);
+    MarkAnswer {
+        before_ns: now_ns.saturating_sub(window_start_ns),
+        after_ns: open.close_at_ns.saturating_sub(now_ns),
+        joined: true,
+        ..open.answer.clone()
+    }
+}
+
 fn released_answer(entry: &RecordingEntry) -> MarkAnswer {
     MarkAnswer {
         mark_id: entry.recording_id,
@@ -538,5 +621,6 @@ fn released_answer(entry: &RecordingEntry) -> MarkAnswer {
         after_ns: entry.end_ns.saturating_sub(entry.start_ns),
         label: entry.name.as_str().to_string(),
         cut_short: false,
+        joined: false,
     }
 }
