@@ -5,6 +5,13 @@
 //! segment unsent (it is still filling); the next pass reads it again, and what was found
 //! with it, so nothing is counted twice.
 //!
+//! Each segment goes to the uploader with what storing it commits ([`Commit`]): those
+//! findings, its payload bytes, and where a reading goes on after it. The uploader writes
+//! that to the resume state once the store holds the segment ([`crate::state`]), so that a
+//! run started again after a kill goes on after the last segment stored, as the next pass
+//! of the killed run would have, instead of reading the recording again from its start (a
+//! ring has overwritten that by then).
+//!
 //! A ring's stream is followed by offset: each chunk accounts for the stream from where
 //! its own gap begins (`stream_offset_bytes - gap_bytes`), and where that lies past the end
 //! of the chunk before it, the range between was recorded but is not read: the ring
@@ -21,7 +28,7 @@ use crate::Result;
 
 /// Where reading a recording starts: at its first chunk, or (following a live recording)
 /// at the first chunk of the first segment not yet sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct SegmentStart {
     pub index: u32,
     pub sequence: u64,
@@ -40,7 +47,7 @@ impl SegmentStart {
 }
 
 /// What a reading found besides the chunks.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ReadOutcome {
     pub losses: Vec<Loss>,
     pub holes: Vec<Hole>,
@@ -51,6 +58,24 @@ impl ReadOutcome {
         self.losses.append(&mut other.losses);
         self.holes.append(&mut other.holes);
     }
+}
+
+/// A segment for the uploader, and what storing it commits.
+pub(crate) struct Sealed {
+    pub segment: Segment,
+    pub commit: Commit,
+}
+
+/// What a segment commits once the store holds it: the findings filed with its chunks
+/// (gaps, holes and overwritten ranges before each of them), their payload bytes, and where
+/// a reading goes on after it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Commit {
+    pub outcome: ReadOutcome,
+    pub payload_bytes: u64,
+    /// At the chunk that did not fit in it (the next segment's first), or, for the last
+    /// segment of a recording, after its last chunk.
+    pub next: SegmentStart,
 }
 
 /// A ring's stream as read so far.
@@ -85,15 +110,15 @@ pub(crate) struct Packer<'a> {
     pending_payload_bytes: u64,
     /// Reported before the next chunk: they belong to its segment.
     waiting: Vec<Waiting>,
-    /// Found with the segments given to the uploader, and their payload bytes.
-    committed: ReadOutcome,
-    committed_payload_bytes: u64,
+    /// Where a reading goes on after the last segment taken (the start, before one is).
+    resume: SegmentStart,
 }
 
-/// What a reading packed and sent.
+/// What a reading leaves besides the segments it sent.
 pub(crate) struct Packed {
-    pub outcome: ReadOutcome,
-    pub payload_bytes: u64,
+    /// Found after the last chunk of a recording read to its end, where no segment was
+    /// left to go with it (holes at its end).
+    pub leftover: ReadOutcome,
     /// Where the next reading starts: the segment still filling.
     pub next: SegmentStart,
 }
@@ -130,8 +155,7 @@ impl<'a> Packer<'a> {
             pending: ReadOutcome::default(),
             pending_payload_bytes: 0,
             waiting: Vec::new(),
-            committed: ReadOutcome::default(),
-            committed_payload_bytes: 0,
+            resume: start,
         }
     }
 
@@ -141,12 +165,12 @@ impl<'a> Packer<'a> {
         &mut self,
         header: &ChunkHeader,
         payload: &[u8],
-        sender: &SyncSender<Segment>,
+        sender: &SyncSender<Sealed>,
         reuse: &Receiver<Vec<u8>>,
     ) -> Result<bool> {
         if self.builder.is_full_for(payload.len()) {
-            let segment = self.take(reuse.try_recv().ok());
-            if sender.send(segment).is_err() {
+            let sealed = self.take(reuse.try_recv().ok(), Some(header));
+            if sender.send(sealed).is_err() {
                 return Ok(false);
             }
         }
@@ -173,18 +197,42 @@ impl<'a> Packer<'a> {
         self.waiting.push(Waiting::Damage(hole));
     }
 
-    /// The segment being filled, taken to be sent, and what was found with it committed.
-    fn take(&mut self, reuse: Option<Vec<u8>>) -> Segment {
+    /// The segment being filled, taken to be sent with what was found with it; the next
+    /// segment begins with `next_chunk` (none: the recording has ended).
+    fn take(&mut self, reuse: Option<Vec<u8>>, next_chunk: Option<&ChunkHeader>) -> Sealed {
         let key = segment_key(self.dir, self.index);
         let segment = self.builder.take(self.index, key, reuse);
         self.index += 1;
-        self.committed.append(&mut self.pending);
-        self.committed_payload_bytes += std::mem::take(&mut self.pending_payload_bytes);
-        if let Some(ring) = &mut self.ring {
-            ring.segment_stream_start = ring.stream_end_bytes;
-            ring.segment_next_sequence = ring.next_sequence;
-        }
-        segment
+        let (stream_offset_bytes, sent_sequence_end) = match &mut self.ring {
+            Some(ring) => {
+                ring.segment_stream_start = ring.stream_end_bytes;
+                ring.segment_next_sequence = ring.next_sequence;
+                (ring.stream_end_bytes, ring.next_sequence)
+            }
+            None => (0, 0),
+        };
+        // A reading from here finds its first chunk by time: the next chunk's, or the last
+        // one's (skipped then by its sequence).
+        let (sequence, timestamp_ns) = match next_chunk {
+            Some(header) => (header.sequence, self.builder.time_ns(header)),
+            None => (
+                segment.info.last_sequence + 1,
+                segment.info.last_timestamp_ns,
+            ),
+        };
+        self.resume = SegmentStart {
+            index: self.index,
+            sequence,
+            timestamp_ns,
+            stream_offset_bytes,
+            sent_sequence_end,
+        };
+        let commit = Commit {
+            outcome: std::mem::take(&mut self.pending),
+            payload_bytes: std::mem::take(&mut self.pending_payload_bytes),
+            next: self.resume,
+        };
+        Sealed { segment, commit }
     }
 
     /// Files the holes reported before `header`'s chunk, and in a ring the stream range
@@ -221,15 +269,23 @@ impl<'a> Packer<'a> {
         ring.next_sequence = header.sequence + 1;
     }
 
-    /// Ends the reading from `start`: the segment still filling is sent and what was found
-    /// with it committed where `last` (the recording has ended and was read whole), else
-    /// left for the next reading.
-    pub fn finish(
-        mut self,
-        start: SegmentStart,
-        last: bool,
-        sender: &SyncSender<Segment>,
-    ) -> Packed {
+    /// Ends the reading: the segment still filling is sent with what was found with it
+    /// where `last` (the recording has ended and was read whole), else left for the next
+    /// reading.
+    pub fn finish(mut self, last: bool, sender: &SyncSender<Sealed>) -> Packed {
+        let mut leftover = ReadOutcome::default();
+        if last {
+            let waiting = std::mem::take(&mut self.waiting)
+                .into_iter()
+                .map(Waiting::hole);
+            if self.builder.is_empty() {
+                leftover.holes.extend(waiting);
+            } else {
+                let mut sealed = self.take(None, None);
+                sealed.commit.outcome.holes.extend(waiting);
+                let _ = sender.send(sealed);
+            }
+        }
         let next = match (self.builder.first(), self.ring) {
             (Some((sequence, timestamp_ns)), ring) => SegmentStart {
                 index: self.index,
@@ -238,27 +294,9 @@ impl<'a> Packer<'a> {
                 stream_offset_bytes: ring.map_or(0, |r| r.segment_stream_start),
                 sent_sequence_end: ring.map_or(0, |r| r.segment_next_sequence),
             },
-            (None, _) => SegmentStart {
-                index: self.index,
-                ..start
-            },
+            (None, _) => self.resume,
         };
-        if last {
-            if !self.builder.is_empty() {
-                let segment = self.take(None);
-                let _ = sender.send(segment);
-            }
-            self.committed.append(&mut self.pending);
-            let waiting = std::mem::take(&mut self.waiting);
-            self.committed
-                .holes
-                .extend(waiting.into_iter().map(Waiting::hole));
-        }
-        Packed {
-            outcome: self.committed,
-            payload_bytes: self.committed_payload_bytes,
-            next,
-        }
+        Packed { leftover, next }
     }
 }
 
@@ -278,10 +316,17 @@ mod tests {
 
     /// Chunks of 1000 bytes at stream offset 1000 × sequence; four fit a segment.
     struct Pass {
-        sender: SyncSender<Segment>,
-        sent: Receiver<Segment>,
+        sender: SyncSender<Sealed>,
+        sent: Receiver<Sealed>,
         reuse: Receiver<Vec<u8>>,
         _recycle: SyncSender<Vec<u8>>,
+    }
+
+    /// What a reader hands a packer: a chunk, or sequences found on no member.
+    #[derive(Clone, Copy)]
+    enum Read {
+        Chunk(u64),
+        Missing(u64, u64),
     }
 
     impl Pass {
@@ -310,10 +355,23 @@ mod tests {
             }
         }
 
-        fn sent_sequences(&self) -> Vec<(u64, u64)> {
+        fn read(&self, packer: &mut Packer<'_>, items: &[Read]) {
+            for item in items {
+                match *item {
+                    Read::Chunk(sequence) => self.chunks(packer, &[sequence]),
+                    Read::Missing(first, count) => packer.missing(missing(first, count)),
+                }
+            }
+        }
+
+        /// The segments sent so far: their first and last sequences, and their commits.
+        fn sent(&self) -> Vec<((u64, u64), Commit)> {
             self.sent
                 .try_iter()
-                .map(|s| (s.info.first_sequence, s.info.last_sequence))
+                .map(|s| {
+                    let info = &s.segment.info;
+                    ((info.first_sequence, info.last_sequence), s.commit)
+                })
                 .collect()
         }
     }
@@ -344,25 +402,45 @@ mod tests {
         // The recorder lapped the reader: 4 to 6 were gone when it got there.
         packer.missing(missing(4, 3));
         pass.chunks(&mut packer, &[7, 8]);
-        let packed = packer.finish(SegmentStart::default(), false, &pass.sender);
-        assert_eq!(pass.sent_sequences(), vec![(0, 3)]);
+        let packed = packer.finish(false, &pass.sender);
+        let sent = pass.sent();
+        assert_eq!(sent.len(), 1);
+        let (sequences, commit) = &sent[0];
+        assert_eq!(*sequences, (0, 3));
         // The loss goes with the segment still filling, which the next pass reads again.
-        assert!(packed.outcome.losses.is_empty() && packed.outcome.holes.is_empty());
-        assert_eq!(packed.payload_bytes, 4000);
+        assert_eq!(commit.outcome, ReadOutcome::default());
+        assert_eq!(commit.payload_bytes, 4000);
+        assert_eq!(packed.leftover, ReadOutcome::default());
         let next = packed.next;
         assert_eq!(
             (next.index, next.sequence, next.stream_offset_bytes),
             (1, 7, 4000)
         );
         assert_eq!(next.sent_sequence_end, 4);
+        // A run that goes on after the segment stored goes on where the next pass does.
+        assert_eq!(commit.next, next);
         // By the next pass 7 and 8 are gone too; it ends with the recording.
         let mut packer = pass.packer(next, true);
         pass.chunks(&mut packer, &[9, 10]);
-        let packed = packer.finish(next, true, &pass.sender);
-        assert_eq!(pass.sent_sequences(), vec![(9, 10)]);
-        assert_eq!(packed.outcome.losses, vec![overwritten(4000..9000, 4, 9)]);
-        assert!(packed.outcome.holes.is_empty());
-        assert_eq!(packed.payload_bytes, 2000);
+        let packed = packer.finish(true, &pass.sender);
+        let sent = pass.sent();
+        assert_eq!(sent.len(), 1);
+        let (sequences, commit) = &sent[0];
+        assert_eq!(*sequences, (9, 10));
+        assert_eq!(commit.outcome.losses, vec![overwritten(4000..9000, 4, 9)]);
+        assert!(commit.outcome.holes.is_empty());
+        assert_eq!(commit.payload_bytes, 2000);
+        // After the last segment: its last chunk found by time, passed by its sequence.
+        let after = commit.next;
+        assert_eq!(
+            (after.index, after.sequence, after.timestamp_ns),
+            (2, 11, header(10, 1000).time_ns(0))
+        );
+        assert_eq!(
+            (after.stream_offset_bytes, after.sent_sequence_end),
+            (11000, 11)
+        );
+        assert_eq!(packed.next, after);
     }
 
     #[test]
@@ -374,11 +452,17 @@ mod tests {
         // 7 is missing on the drives of the ended ring: a hole, not an overwritten range.
         packer.missing(missing(7, 1));
         pass.chunks(&mut packer, &[8]);
-        let packed = packer.finish(SegmentStart::default(), true, &pass.sender);
-        assert_eq!(pass.sent_sequences(), vec![(5, 8)]);
-        assert_eq!(packed.outcome.losses, vec![overwritten(0..5000, 0, 5)]);
-        assert_eq!(packed.outcome.holes, vec![missing(7, 1)]);
-        assert_eq!(packed.payload_bytes, 3000);
+        // And 9, after the last chunk: a hole at its end, with no segment to go with.
+        packer.missing(missing(9, 1));
+        let packed = packer.finish(true, &pass.sender);
+        let sent = pass.sent();
+        assert_eq!(sent.len(), 1);
+        let (sequences, commit) = &sent[0];
+        assert_eq!(*sequences, (5, 8));
+        assert_eq!(commit.outcome.losses, vec![overwritten(0..5000, 0, 5)]);
+        assert_eq!(commit.outcome.holes, vec![missing(7, 1), missing(9, 1)]);
+        assert_eq!(commit.payload_bytes, 3000);
+        assert_eq!(packed.leftover, ReadOutcome::default());
     }
 
     #[test]
@@ -392,8 +476,48 @@ mod tests {
         );
         packer.missing(missing(0, 2));
         pass.chunks(&mut packer, &[2, 3]);
-        let packed = packer.finish(SegmentStart::default(), true, &pass.sender);
-        assert!(packed.outcome.losses.is_empty());
-        assert_eq!(packed.outcome.holes, vec![missing(0, 2)]);
+        let packed = packer.finish(true, &pass.sender);
+        let sent = pass.sent();
+        assert!(sent[0].1.outcome.losses.is_empty());
+        assert_eq!(sent[0].1.outcome.holes, vec![missing(0, 2)]);
+        assert_eq!(sent[0].1.next.stream_offset_bytes, 0);
+        assert_eq!(packed.leftover, ReadOutcome::default());
+    }
+
+    /// A run killed after the store held any one segment, and started again from that
+    /// segment's commit (as the resume state keeps it), sends the segments that one
+    /// reading through would, with the same findings, and nothing twice.
+    #[test]
+    fn a_reading_resumed_after_any_segment_goes_on_as_one_reading_through() {
+        let mut items: Vec<Read> = (0..4).map(Read::Chunk).collect();
+        items.push(Read::Missing(4, 2));
+        items.extend((6..13).map(Read::Chunk));
+        items.push(Read::Missing(13, 3));
+        items.extend((16..19).map(Read::Chunk));
+        let through = {
+            let pass = Pass::new();
+            let mut packer = pass.packer(SegmentStart::default(), true);
+            pass.read(&mut packer, &items);
+            packer.finish(true, &pass.sender);
+            pass.sent()
+        };
+        assert_eq!(through.len(), 4);
+        for stored in 0..through.len() {
+            let next = through[stored].1.next;
+            let pass = Pass::new();
+            let mut packer = pass.packer(next, true);
+            // The reader seeks the next segment's first chunk by time, and reports nothing
+            // before it.
+            let from = |item: &Read| match *item {
+                Read::Chunk(sequence) | Read::Missing(sequence, _) => sequence >= next.sequence,
+            };
+            let rest: Vec<Read> = items.iter().copied().filter(from).collect();
+            pass.read(&mut packer, &rest);
+            let packed = packer.finish(true, &pass.sender);
+            let mut resumed = through[..=stored].to_vec();
+            resumed.extend(pass.sent());
+            assert_eq!(resumed, through, "resumed after segment {stored}");
+            assert_eq!(packed.leftover, ReadOutcome::default());
+        }
     }
 }

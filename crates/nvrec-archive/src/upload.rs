@@ -6,8 +6,11 @@
 //! drives and sending overlap. A segment goes up as one PUT (a directory: a file renamed
 //! into place) or, on S3, as a multipart upload of parts sent in parallel; each step the
 //! store acknowledges is written to the local state ([`crate::state`]) before the next, so
-//! a run killed at any point resumes where the store stands. The manifest goes last: a
-//! recording without one is not archived, whatever segments are there.
+//! a run killed at any point resumes where the store stands: each segment stored is
+//! written down with what it commits, and a ring (whose start is overwritten by then) is
+//! taken up after the last of them rather than read again from its oldest chunk. The
+//! manifest goes last: a recording without one is not archived, whatever segments are
+//! there.
 //!
 //! Before any byte leaves, a segment's bytes are summed and compared with the checksum
 //! built from the recorded chunks ([`crate::segment::Segment::check`]). The upload never
@@ -32,7 +35,7 @@ use crate::manifest::{
     RetirementInfo, SegmentInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 use crate::pace::Pacer;
-use crate::pack::{Packed, Packer, ReadOutcome, SegmentStart};
+use crate::pack::{Commit, Packed, Packer, ReadOutcome, Sealed, SegmentStart};
 use crate::segment::{Segment, SegmentBuilder, SEGMENT_SIZE_BYTES_DEFAULT};
 use crate::state::{ObjectState, State};
 use crate::store::Archive;
@@ -169,6 +172,11 @@ pub struct RecordingReport {
     pub followed: bool,
     /// Segments sent while the recording was still being written (--follow).
     pub segments_sent_live: u64,
+    /// Segments of a ring that an earlier run had sent before it was interrupted (killed,
+    /// stopped), which this one went on after without reading them again: the resume state
+    /// says what they hold. (A linear recording's last reading goes through it all again
+    /// and finds them in the store: `segments_kept`.)
+    pub segments_sent_before: u64,
     /// Seconds paused because a recorder on the same set was filling its buffer pool.
     pub backoff_s: f64,
     pub elapsed_s: f64,
@@ -297,6 +305,7 @@ impl RecordingReport {
             overwritten: Vec::new(),
             followed: false,
             segments_sent_live: 0,
+            segments_sent_before: 0,
             backoff_s: 0.0,
             elapsed_s: 0.0,
             rate_mib_per_s: 0.0,
@@ -348,16 +357,26 @@ impl Job<'_> {
         let started = Instant::now();
         let paused_before = pacer.paused();
         let mut entry = entry.clone();
+        // What an earlier run sent of it before it was killed or stopped: every reading of a
+        // ring goes on from there (its early chunks may be gone from the drives by now), and
+        // so does following a linear recording (its last reading goes through it all).
+        let before = self.up.sent_before(&entry, &dir)?;
+        let ring = entry.flags.contains(RecordingFlags::RING);
         let mut sent = Sent::default();
+        if ring {
+            report.segments_sent_before = before.segments.len() as u64;
+            sent = before.clone();
+        }
         if entry.state == RecordingState::Open || live {
             report.followed = self.source.options.live != Live::Skip;
-            match self.until_ended(&entry, &dir, &mut report)? {
+            match self.until_ended(&entry, &dir, before, &mut report)? {
                 Some((ended, carried)) => (entry, sent) = (ended, carried),
                 None => return Ok(report),
             }
         }
         let entry = &entry;
         if let Some(manifest) = existing_manifest(archive, &report.manifest_key, entry)? {
+            self.up.forget_sent(&dir)?;
             report.already_archived(&manifest);
             if let Some(catalog) = catalog {
                 catalog.insert(&archive.url().to_string(), &manifest)?;
@@ -380,13 +399,14 @@ impl Job<'_> {
         Ok(report)
     }
 
-    /// A recording still being written, as the options say: followed to its end (its
-    /// entry then, and what its passes sent that its last one goes on from), or left
-    /// (None, the report saying why).
+    /// A recording still being written, as the options say: followed to its end from
+    /// where `before` stands (its entry then, and what its passes sent that a ring's last
+    /// one goes on from), or left (None, the report saying why).
     fn until_ended(
         &self,
         entry: &RecordingEntry,
         dir: &str,
+        before: Sent,
         report: &mut RecordingReport,
     ) -> Result<Option<(RecordingEntry, Sent)>> {
         match self.source.options.live {
@@ -395,7 +415,7 @@ impl Job<'_> {
                 report.state = "recording".into();
                 Ok(None)
             }
-            Live::Follow { poll } => match follow(self, entry, dir, poll, report)? {
+            Live::Follow { poll } => match follow(self, entry, dir, poll, before, report)? {
                 Some((ended, sent)) => {
                     report.state = state_word(&ended).to_string();
                     Ok(Some((ended, sent)))
@@ -429,7 +449,9 @@ fn existing_manifest(
 
 /// What the passes over a recording have archived so far. A followed ring's passes carry
 /// it to the next and to its last one: its early chunks are gone by its end, so the last
-/// pass adds to what they sent instead of reading the recording again.
+/// pass adds to what they sent instead of reading the recording again. The resume state
+/// keeps it segment by segment, so that a run started again after a kill carries it on
+/// too ([`Uploader::sent_before`]).
 #[derive(Debug, Clone, Default)]
 struct Sent {
     /// Where the next reading starts.
@@ -437,6 +459,16 @@ struct Sent {
     segments: Vec<SegmentInfo>,
     outcome: ReadOutcome,
     payload_bytes: u64,
+}
+
+impl Sent {
+    /// Goes on after a segment the store now holds, with what it commits.
+    fn add(&mut self, info: SegmentInfo, mut commit: Commit) {
+        self.segments.push(info);
+        self.outcome.append(&mut commit.outcome);
+        self.payload_bytes += commit.payload_bytes;
+        self.start = commit.next;
+    }
 }
 
 /// What reading a recording into segments came to.
@@ -458,21 +490,18 @@ fn archive_recording(
     upto: Upto,
     report: &mut RecordingReport,
 ) -> Result<(Sent, Option<Manifest>)> {
-    let (sender, receiver) = sync_channel::<Segment>(SEGMENTS_AHEAD);
+    let (sender, receiver) = sync_channel::<Sealed>(SEGMENTS_AHEAD);
     // Uploaded segments' memory, back to the reader to fill again.
     let (recycle, reuse) = sync_channel::<Vec<u8>>(SEGMENTS_AHEAD + 1);
-    let Sent {
-        start,
-        mut segments,
-        mut outcome,
-        payload_bytes,
-    } = sent;
+    let start = sent.start;
+    let mut sent = sent;
     let (reading, upload_error) = std::thread::scope(|scope| {
         let reading = {
             let source = &job.source;
             scope.spawn(move || read_segments(source, entry, dir, start, upto, sender, reuse))
         };
-        let upload_error = upload_segments(job, receiver, &recycle, &mut segments, report);
+        let sending = Sending { entry, dir };
+        let upload_error = upload_segments(job, &sending, receiver, &recycle, &mut sent, report);
         (
             reading.join().expect("the reader thread does not panic"),
             upload_error,
@@ -486,13 +515,12 @@ fn archive_recording(
         return Err(error);
     }
     let mut packed = reading.packed;
-    outcome.append(&mut packed.outcome);
-    let sent = Sent {
-        start: packed.next,
-        segments,
-        outcome,
-        payload_bytes: payload_bytes + packed.payload_bytes,
-    };
+    // The next reading starts at the segment still filling, unless a segment read was
+    // never sent (the run was aborted): then after the last one sent.
+    if packed.next.index == sent.start.index {
+        sent.start = packed.next;
+    }
+    sent.outcome.append(&mut packed.leftover);
     report.sent(&sent);
     if job.source.control.state() != ControlState::Run || upto == Upto::Sealed {
         return Ok((sent, None));
@@ -501,32 +529,44 @@ fn archive_recording(
     job.up
         .archive
         .put(&report.manifest_key, manifest.encode().into())?;
+    // The manifest says it all now: nothing to go on from.
+    job.up.forget_sent(dir)?;
     Ok((sent, Some(manifest)))
 }
 
+/// Whose segments a sending side sends: the recording, and its key prefix.
+struct Sending<'a> {
+    entry: &'a RecordingEntry,
+    dir: &'a str,
+}
+
 /// The sending side of [`archive_recording`]: every segment `receiver` gives goes up and
-/// into `segments`, its memory back to the reader. Returns the error that ended it, if any.
+/// into `sent`, written down in the resume state with what it commits, its memory back to
+/// the reader. Returns the error that ended it, if any.
 fn upload_segments(
     job: &Job<'_>,
-    receiver: Receiver<Segment>,
+    sending: &Sending<'_>,
+    receiver: Receiver<Sealed>,
     recycle: &SyncSender<Vec<u8>>,
-    segments: &mut Vec<SegmentInfo>,
+    sent: &mut Sent,
     report: &mut RecordingReport,
 ) -> Option<ArchiveError> {
-    for segment in receiver.iter() {
-        match job.up.segment(&segment) {
-            Ok(done) => {
-                report.add(&done);
-                let Segment {
-                    bytes, mut info, ..
-                } = segment;
-                info.e_tag = done.e_tag;
-                segments.push(info);
-                if let Ok(bytes) = bytes.try_into_mut() {
-                    let _ = recycle.try_send(Vec::from(bytes));
-                }
-            }
+    for Sealed { segment, commit } in receiver.iter() {
+        let done = match job.up.segment(&segment) {
+            Ok(done) => done,
             Err(error) => return Some(error),
+        };
+        report.add(&done);
+        let Segment {
+            bytes, mut info, ..
+        } = segment;
+        info.e_tag = done.e_tag;
+        if let Err(error) = job.up.segment_sent(sending, &info, &commit) {
+            return Some(error);
+        }
+        sent.add(info, commit);
+        if let Ok(bytes) = bytes.try_into_mut() {
+            let _ = recycle.try_send(Vec::from(bytes));
         }
         if job.source.control.state() == ControlState::Abort {
             break;
@@ -544,7 +584,7 @@ fn read_segments(
     dir: &str,
     start: SegmentStart,
     upto: Upto,
-    sender: SyncSender<Segment>,
+    sender: SyncSender<Sealed>,
     reuse: Receiver<Vec<u8>>,
 ) -> Reading {
     let builder = SegmentBuilder::new(source.options.segment_size_bytes, entry.start_ns);
@@ -601,7 +641,7 @@ fn read_segments(
     let last = failure.is_none() && complete && upto == Upto::End;
     Reading {
         summary: summary.map_err(ArchiveError::from),
-        packed: packer.finish(start, last, &sender),
+        packed: packer.finish(last, &sender),
         failure,
     }
 }
@@ -647,12 +687,13 @@ fn manifest_of(
     })
 }
 
-/// Follows recording `entry` while it is being written: every segment that has filled
-/// is sent (each reading starts at the first segment not yet sent, found by time without
-/// reading what comes before it), then it waits `poll` and looks again. Returns the entry
-/// as it ended, with what a ring's passes sent (its last pass goes on from there; a linear
-/// recording's reads the whole again and finds the segments in the store), or `None` when
-/// Ctrl-C or SIGTERM came first. Only what a checkpoint or a checked chunk made durable
+/// Follows recording `entry` while it is being written, from where `sent` stands (what
+/// an earlier run sent before it was killed or stopped, or nothing): every segment that
+/// has filled is sent (each reading starts at the first segment not yet sent, found by
+/// time without reading what comes before it), then it waits `poll` and looks again.
+/// Returns the entry as it ended, with what a ring's passes sent (its last pass goes on
+/// from there; a linear recording's reads the whole again and finds the segments in the
+/// store), or `None` when Ctrl-C or SIGTERM came first. Only what a checkpoint or a checked chunk made durable
 /// is read, as `ls` shows it; the recorder is never waited for and never slowed but by the
 /// drives' shared bandwidth (`--max-rate` bounds ours). A ring's chunks overwritten before
 /// a pass read them are the archive's losses, with their stream ranges.
@@ -661,11 +702,11 @@ fn follow(
     entry: &RecordingEntry,
     dir: &str,
     poll: Duration,
+    mut sent: Sent,
     report: &mut RecordingReport,
 ) -> Result<Option<(RecordingEntry, Sent)>> {
     let id = entry.recording_id;
     let ring = entry.flags.contains(RecordingFlags::RING);
-    let mut sent = Sent::default();
     loop {
         if job.source.control.state() != ControlState::Run {
             return Ok(None);
@@ -697,6 +738,49 @@ fn retryable(error: &object_store::Error) -> bool {
 }
 
 impl Uploader<'_> {
+    /// What an earlier run sent of `entry` (keyed in `dir`) and wrote down, segment by
+    /// segment, before it was killed or stopped, as far as the store still holds it (one
+    /// LIST of `dir` says, as a HEAD confirms a segment kept): from the first segment it
+    /// lacks, the reading goes again, and what was written down from there is forgotten.
+    /// Nothing where no run did.
+    fn sent_before(&self, entry: &RecordingEntry, dir: &str) -> Result<Sent> {
+        let url = self.archive.url().to_string();
+        let rows = self.state.sent_segments(&url, dir, entry.start_ns)?;
+        let mut sent = Sent::default();
+        if rows.is_empty() {
+            return Ok(sent);
+        }
+        let stored: std::collections::HashMap<String, u64> =
+            self.archive.list(dir)?.into_iter().collect();
+        for (info, commit) in rows {
+            if stored.get(&info.key) != Some(&info.size_bytes) {
+                break;
+            }
+            sent.add(info, commit);
+        }
+        self.state.forget_sent(&url, dir, sent.start.index)?;
+        Ok(sent)
+    }
+
+    /// Writes down that the store holds segment `info` of what `sending` sends, and what
+    /// it commits: a run started again after a kill goes on after it.
+    fn segment_sent(
+        &self,
+        sending: &Sending<'_>,
+        info: &SegmentInfo,
+        commit: &Commit,
+    ) -> Result<()> {
+        let url = self.archive.url().to_string();
+        self.state
+            .segment_sent(&url, sending.dir, sending.entry.start_ns, info, commit)
+    }
+
+    /// Forgets what was sent of the recording in `dir`: its manifest is in the store.
+    fn forget_sent(&self, dir: &str) -> Result<()> {
+        self.state
+            .forget_sent(&self.archive.url().to_string(), dir, 0)
+    }
+
     /// Writes down that the store holds the segment `info` describes, as entity `e_tag`.
     fn object_done(&self, info: &SegmentInfo, e_tag: Option<&str>) -> Result<()> {
         let url = self.archive.url().to_string();

@@ -315,9 +315,10 @@ fn archive_request(args: ArchiveArgs) -> Result<ArchiveRequest> {
 fn print_archived(report: &RecordingReport, url: &ArchiveUrl, freed: Option<&Freed>) {
     let what = match report.outcome {
         Outcome::Archived => format!(
-            "archived: {} segments ({} sent while recording, {} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
+            "archived: {} segments ({} sent while recording, {} sent by an interrupted run, {} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
             report.segment_count,
             report.segments_sent_live,
+            report.segments_sent_before,
             report.segments_kept.saturating_sub(report.segments_sent_live),
             report.segments_resumed,
             format_bytes(report.archived_bytes),

@@ -1335,6 +1335,228 @@ fn a_ring_archived_after_it_ended_names_its_overwritten_start_as_lost() {
     assert!(stream_len - end > 16 << 20, "{lost:?} of {stream_len}");
 }
 
+/// The whole segment objects of an archive in a directory (not the staging files a killed
+/// run may leave): key, inode and bytes. The directory store writes each object aside and
+/// renames it into place, so an object sent again is a new file, whatever its bytes.
+fn segment_objects(dir: &Path) -> Vec<(String, u64, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    files_under_or_none(dir)
+        .into_iter()
+        .filter(|key| key.contains("/seg-") && !key.contains('#'))
+        .map(|key| {
+            let path = dir.join(&key);
+            let inode = std::fs::metadata(&path).unwrap().ino();
+            let bytes = std::fs::read(&path).unwrap();
+            (key, inode, bytes)
+        })
+        .collect()
+}
+
+/// Starts `archive --follow` (`follow` its options) of the ring on `targets` into the
+/// directory `archive`, and kills it (SIGKILL) once the store holds whole segment
+/// `index`. Returns the segments it left there.
+fn follow_killed_at_segment(
+    setup: &Setup,
+    archive: &Path,
+    targets: &[PathBuf],
+    follow: &[&str],
+    index: u32,
+) -> Vec<(String, u64, Vec<u8>)> {
+    let url = format!("file://{}", archive.display());
+    let mut child = setup
+        .nvrec()
+        .args(["archive", "--to", &url, "--node", "bench-7"])
+        .args(follow)
+        .args(targets)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let segment = format!("/seg-{index:06}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !segment_objects(archive)
+        .iter()
+        .any(|(key, _, _)| key.ends_with(&segment))
+    {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the archive ended ({status}) before segment {index} was in the store");
+        }
+        assert!(Instant::now() < deadline, "segment {index} never came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let left = segment_objects(archive);
+    let keys: Vec<&str> = left.iter().map(|(key, _, _)| key.as_str()).collect();
+    assert!(
+        !files_under(archive)
+            .iter()
+            .any(|key| key.ends_with("manifest.json")),
+        "{keys:?}"
+    );
+    // Numbered from 0 without a gap.
+    for (number, key) in keys.iter().enumerate() {
+        assert!(key.ends_with(&format!("/seg-{number:06}")), "{keys:?}");
+    }
+    left
+}
+
+/// Checks that the segments a killed run `left` in the directory `archive` are still
+/// there, never written again (the same files with the same bytes), but for the last one:
+/// the killed run may have stored it without having written that down, and then it went
+/// again. Returns the payload bytes of the stream they hold (before the last one).
+fn left_untouched(archive: &Path, left: &[(String, u64, Vec<u8>)]) -> u64 {
+    let now = segment_objects(archive);
+    let (last, kept) = left.split_last().expect("segments were left");
+    let mut payload_bytes = 0;
+    for (key, inode, bytes) in kept {
+        let found = now.iter().find(|(k, _, _)| k == key);
+        let Some((_, inode_now, bytes_now)) = found else {
+            panic!("{key} is gone from the store");
+        };
+        assert!(bytes_now == bytes, "{key} was replaced by other bytes");
+        assert_eq!(inode_now, inode, "{key} was written again");
+        payload_bytes += segment_payload_bytes(bytes);
+    }
+    assert!(
+        now.iter().any(|(key, _, _)| key == &last.0),
+        "{} is gone",
+        last.0
+    );
+    payload_bytes
+}
+
+/// Payload bytes of the chunks in a segment object (128-byte header, then payload).
+fn segment_payload_bytes(bytes: &[u8]) -> u64 {
+    let mut offset = 0;
+    let mut payload_bytes = 0;
+    while offset < bytes.len() {
+        let header = nvrec::layout::decode_chunk_header(&bytes[offset..]).unwrap();
+        payload_bytes += u64::from(header.payload_len_bytes);
+        offset += 128 + header.payload_len_bytes as usize;
+    }
+    payload_bytes
+}
+
+const FOLLOW_RING: [&str; 7] = [
+    "--follow",
+    "--poll",
+    "200ms",
+    "--segment-size",
+    "5M",
+    "--part-size",
+    "5M",
+];
+
+/// A ring followed by `archive --follow`, which is killed (SIGKILL) once the ring has come
+/// round over the first segments it sent, then started again with the same arguments: the
+/// second run goes on where the archive stands (the killed run's segments neither read nor
+/// sent again, nothing named lost at the start), and the archive is whole.
+#[test]
+fn a_killed_follow_of_a_ring_resumes_where_its_archive_stands() {
+    let setup = Setup::new("arch-ring-kill");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    // 8 s at 20 MB/s on a 48 MiB member: 3.3 laps. Killed once 11 segments of 5 MiB are
+    // sent, more than the member holds: the ring has written over the first ones by then.
+    let recorder = start_ring(&targets, "8s", "48M");
+    let left = follow_killed_at_segment(&setup, &archive, &targets, &FOLLOW_RING, 10);
+    let output = setup.archive(&url, &targets, &FOLLOW_RING);
+    let stream_len = ring_recorded(recorder, 48 << 20);
+    left_untouched(&archive, &left);
+    assert!(check_ring_archive(&setup, &url, stream_len).is_empty());
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["state"], "complete (ring)", "{report}");
+    // It went on from the killed run's segments (all but perhaps the last, see
+    // left_untouched), and sent only what followed them.
+    let before = recording["segments_sent_before"].as_u64().unwrap();
+    assert!(
+        (left.len() as u64 - 1..=left.len() as u64).contains(&before),
+        "{report}"
+    );
+    let left_bytes: u64 = left[..before as usize]
+        .iter()
+        .map(|s| s.2.len() as u64)
+        .sum();
+    assert_eq!(
+        recording["uploaded_bytes"].as_u64().unwrap() + left_bytes,
+        recording["archived_bytes"].as_u64().unwrap(),
+        "{report}"
+    );
+    // The store holds what the manifest names, nothing else.
+    let objects = segment_objects(&archive);
+    assert_eq!(recording["segment_count"], objects.len(), "{report}");
+}
+
+/// As above, but the ring ends while its archive is down, and overwrites what the killed
+/// run had not sent yet: the next run goes on where the archive stands and names exactly
+/// that range lost, nothing before it.
+#[test]
+fn a_ring_that_ends_while_its_killed_follow_is_down_lacks_only_what_it_overwrote() {
+    let setup = Setup::new("arch-ring-kill-end");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    // 4 s at 20 MB/s on a 24 MiB member: 3.3 laps, killed after 4 segments (20 MiB).
+    let recorder = start_ring(&targets, "4s", "24M");
+    let left = follow_killed_at_segment(&setup, &archive, &targets, &FOLLOW_RING, 3);
+    let stream_len = ring_recorded(recorder, 24 << 20);
+    let output = setup.archive(&url, &targets, &FOLLOW_RING);
+    let sent_bytes = left_untouched(&archive, &left);
+    let lost = check_ring_archive(&setup, &url, stream_len);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    let before = recording["segments_sent_before"].as_u64().unwrap();
+    assert!(
+        (left.len() as u64 - 1..=left.len() as u64).contains(&before),
+        "{report}"
+    );
+    // One range lost: from where the killed run's segments end (the last of them
+    // included where it went on after it) to the oldest chunk the ring kept.
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    let last_bytes = segment_payload_bytes(&left.last().unwrap().2);
+    let start = lost[0].0;
+    assert!(
+        start == sent_bytes || before == left.len() as u64 && start == sent_bytes + last_bytes,
+        "{lost:?}: the killed run sent {sent_bytes} + {last_bytes} bytes"
+    );
+    assert!(
+        stream_len - lost[0].1 <= 24 << 20,
+        "{lost:?} of {stream_len}"
+    );
+}
+
+/// A killed follow of a ring whose store has since lost one of the segments it sent: the
+/// next run goes on after the last segment before it that the store holds (the resume state
+/// is believed only as far as the store bears it out), and names what the ring overwrote
+/// from there lost, cut into segments again under the keys after it.
+#[test]
+fn a_resumed_ring_archive_goes_on_after_the_segments_the_store_still_holds() {
+    let setup = Setup::new("arch-ring-kill-gone");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    let recorder = start_ring(&targets, "4s", "24M");
+    let left = follow_killed_at_segment(&setup, &archive, &targets, &FOLLOW_RING, 3);
+    let stream_len = ring_recorded(recorder, 24 << 20);
+    std::fs::remove_file(archive.join(&left[1].0)).unwrap();
+    let output = setup.archive(&url, &targets, &FOLLOW_RING);
+    let sent_bytes = left_untouched(&archive, &left[..2]);
+    let lost = check_ring_archive(&setup, &url, stream_len);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["segments_sent_before"], 1, "{report}");
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].0, sent_bytes, "{lost:?}");
+    let objects = segment_objects(&archive);
+    assert_eq!(recording["segment_count"], objects.len(), "{report}");
+}
+
 #[test]
 fn a_one_second_window_of_an_archived_ring_takes_three_requests() {
     let setup = Setup::new("arch-ring-window");
