@@ -4,8 +4,9 @@
 //! recording's chunks from `--before` the moment it was taken to `--after` it, and on each
 //! member the slots that hold them (its spans, in lap order). The ring's writer jumps over
 //! those slots on later laps until the mark is released, so the window survives while the
-//! rest of the ring goes round. The entry is written (open) and flushed when the mark is
-//! taken, and again (closed) when its after-window ends; recovery closes an open mark at
+//! rest of the ring goes round. The entry is written (open) with the checkpoint after the
+//! mark is taken, off the writer's way, and the mark answered once it is durable; again
+//! (closed) when its after-window ends; recovery closes an open mark at
 //! its recording's recovered end. Marks ask the running recorder through a [`MarkDesk`].
 //!
 //! A reader of the recording leaves the kept slots out of the ring's lap and reads them as
