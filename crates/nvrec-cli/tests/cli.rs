@@ -137,6 +137,10 @@ fn stdin_round_trip_pads_the_short_final_chunk() {
     assert_eq!(report["outcome"], "source_ended");
     assert_eq!(report["padded_bytes"], CHUNK - 1234);
     assert_eq!(report["chunk_count"], 3);
+    // The early end is raised in the report, naming the short chunk.
+    assert_eq!(report["early_end"]["chunk_index"], 2);
+    assert_eq!(report["early_end"]["offset_bytes"], 2 * CHUNK);
+    assert_eq!(report["early_end"]["filled_bytes"], 1234);
     let output = run(nvrec()
         .args(["read", "--chunks", "3", "--output", "-"])
         .arg(&target));
