@@ -298,6 +298,49 @@ fn selftest_passes_on_a_scratch_file_and_cleans_up() {
 }
 
 #[test]
+fn selftest_refuses_stop_after_and_its_help_does_not_offer_it() {
+    let scratch = Scratch::new("selftest-stop-after");
+    let target = scratch.path("t.img");
+    for with_target in [false, true] {
+        let output = run(nvrec()
+            .args(["selftest", "--size", "16M", "--stop-after", "1s"])
+            .args(with_target.then_some(&target))
+            .current_dir(&scratch.0));
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{shown}");
+        assert!(
+            shown.contains("selftest has no --stop-after") && shown.contains("smaller --size"),
+            "{shown}"
+        );
+    }
+    assert!(
+        !target.exists() && !scratch.path("nvrec-selftest.scratch").exists(),
+        "a refused self-test created its target"
+    );
+    // write and read still take it: a limit of 0 s stops them before their first chunk.
+    for command in ["write", "read"] {
+        let output = run(nvrec()
+            .args(["--json", command, "--size", "4M", "--stop-after", "0s"])
+            .arg(&target));
+        assert!(output.status.success(), "{command}: {}", text(&output));
+        let report = json(&output);
+        assert_eq!(report["outcome"], "stopped", "{command}: {report}");
+        assert_eq!(report["chunk_count"], 0, "{command}: {report}");
+    }
+    // The help offers what the command takes: --stop-after for write and read, not selftest.
+    for (command, offered) in [("selftest", false), ("write", true), ("read", true)] {
+        let output = run(nvrec().args([command, "--help"]));
+        assert!(output.status.success(), "{}", text(&output));
+        assert_eq!(
+            text(&output).contains("--stop-after"),
+            offered,
+            "{command} --help: {}",
+            text(&output)
+        );
+    }
+}
+
+#[test]
 fn selftest_passes_on_a_loop_device() {
     let Some(device) = LoopDevice::new(256 << 20) else {
         return;
