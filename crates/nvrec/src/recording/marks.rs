@@ -225,29 +225,27 @@ pub fn overwritten(set: &VolumeSet, mark: &RecordingEntry) -> Option<String> {
     for range in ranges_of(mark, lap_slots) {
         let member = set.members.get(range.member)?.as_ref()?;
         let slots = lap_slots(range.member);
-        let last = (range.first_slot + range.slot_count - 1) % slots;
-        for slot in [last] {
-            let holds = |header: &crate::layout::ChunkHeader| {
-                header.set_uuid == set.set_uuid
-                    && header.recording_id == of
-                    && header.slot_index == slot
-                    && header.sequence < mark.end_sequence
-            };
-            match super::scan::slot_header(member, slot) {
-                Some(header) if holds(&header) => {}
-                Some(header) if header.set_uuid == set.set_uuid => {
-                    return Some(format!(
-                        "member {} slot {slot} holds a chunk of recording {} (sequence {}), \
-                         not of its window",
-                        range.member, header.recording_id, header.sequence
-                    ))
-                }
-                _ => {
-                    return Some(format!(
-                        "member {} slot {slot} holds no chunk of its window",
-                        range.member
-                    ))
-                }
+        let slot = (range.first_slot + range.slot_count - 1) % slots;
+        let holds = |header: &crate::layout::ChunkHeader| {
+            header.set_uuid == set.set_uuid
+                && header.recording_id == of
+                && header.slot_index == slot
+                && header.sequence < mark.end_sequence
+        };
+        match super::scan::slot_header(member, slot) {
+            Some(header) if holds(&header) => {}
+            Some(header) if header.set_uuid == set.set_uuid => {
+                return Some(format!(
+                    "member {} slot {slot} holds a chunk of recording {} (sequence {}), \
+                     not of its window",
+                    range.member, header.recording_id, header.sequence
+                ))
+            }
+            _ => {
+                return Some(format!(
+                    "member {} slot {slot} holds no chunk of its window",
+                    range.member
+                ))
             }
         }
     }
