@@ -149,8 +149,18 @@ pub fn set_json_with(
         "complete": complete,
         "metadata_damage": damage,
         "scan": null,
-        "recordings": entries.iter().zip(unaccounted).map(|(entry, found)| listed_json(entry, found)).collect::<Vec<_>>(),
-        "marks": set.marks().unwrap_or_default().iter().map(mark_json).collect::<Vec<_>>(),
+        "recordings": entries.iter().zip(unaccounted).map(|(entry, found)| {
+            let mut value = listed_json(entry, found);
+            value["written_over"] = scan::written_over(set, entry).into();
+            value
+        }).collect::<Vec<_>>(),
+        "marks": set.marks().unwrap_or_default().iter().map(|mark| {
+            let mut value = mark_json(mark);
+            let kept = mark.reclaimed.is_none() && mark.state != RecordingState::Open;
+            value["overwritten"] = kept.then(|| nvrec::recording::marks::overwritten(set, mark)).flatten().into();
+            value
+        }).collect::<Vec<_>>(),
+        "unnamed": unnamed_of(set),
     })
 }
 
@@ -183,6 +193,7 @@ pub fn mark_json(mark: &RecordingEntry) -> serde_json::Value {
         "to_ns": mark.end_ns,
         "stream_offset_bytes": of.stream_offset_bytes,
         "bytes": mark.stream_len_bytes,
+        "lost_bytes": mark.lost_bytes,
         "chunks": mark.end_sequence.saturating_sub(mark.first_sequence),
         "released": mark.reclaimed.map(|reclaim| format_utc_ns(reclaim.reclaimed_ns)),
         "archived": mark.reclaimed.is_some_and(|reclaim| reclaim.archived),
@@ -209,8 +220,12 @@ pub fn mark_line(mark: &RecordingEntry) -> String {
         "" => String::new(),
         label => format!(" \"{label}\""),
     };
+    let lost = match mark.lost_bytes {
+        0 => String::new(),
+        bytes => format!(", {} of its window LOST", format_bytes(bytes)),
+    };
     format!(
-        "mark {}{label}: {} from {} to {} ({} at stream offset {}), {}",
+        "mark {}{label}: {} from {} to {} ({} at stream offset {}), {}{lost}",
         mark.recording_id,
         format_bytes(mark.stream_len_bytes),
         format_utc_ns(of.0),
@@ -351,6 +366,28 @@ pub fn unaccounted_text(found: &Unaccounted) -> String {
         found.first_sequence,
         found.end_sequence,
         places.join(", ")
+    )
+}
+
+/// Chunks at the set's write point of recordings that no entry names (`scan::unnamed`: an
+/// entry write lost), each with what it holds; one small read per member when there are
+/// none.
+pub fn unnamed_of(set: &volume::VolumeSet) -> Vec<Unaccounted> {
+    scan::unnamed(set)
+        .unwrap_or_default()
+        .iter()
+        .map(|entry| scan::unaccounted(set, entry))
+        .filter(|found| found.chunk_count > 0)
+        .collect()
+}
+
+/// A recording that no entry names, in a line (`ls`, `verify`).
+pub fn unnamed_text(found: &Unaccounted) -> String {
+    format!(
+        "UNACCOUNTED recording {}: no entry names it (an entry write was lost), yet the set \
+         holds {}: nvrec repair restores its entry",
+        found.recording_id,
+        unaccounted_text(found).replace(" past the end of its entry", ""),
     )
 }
 

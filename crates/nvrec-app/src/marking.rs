@@ -183,9 +183,13 @@ pub fn taken_line(answer: &MarkAnswer) -> String {
             answer.mark_id, answer.recording_id
         ),
         false => format!(
-            "mark {} of recording {} taken: {:.3} s before, {:.3} s after{}{}",
+            "mark {} of recording {} {}: {:.3} s before, {:.3} s after{}{}",
             answer.mark_id,
             answer.recording_id,
+            match answer.joined {
+                true => "joined (it was still recording its after-window; its window goes on to this one's end)",
+                false => "taken",
+            },
             answer.before_ns as f64 / 1e9,
             answer.after_ns as f64 / 1e9,
             match answer.label.as_str() {
@@ -243,8 +247,8 @@ fn encode_order(order: &MarkOrder) -> String {
 fn encode_answer(answer: &Result<MarkAnswer, String>) -> String {
     match answer {
         Ok(a) => format!(
-            "ok {} {} {} {} {} {}",
-            a.mark_id, a.recording_id, a.released, a.before_ns, a.after_ns, a.label
+            "ok {} {} {} {} {} {} {}",
+            a.mark_id, a.recording_id, a.released, a.joined, a.before_ns, a.after_ns, a.label
         ),
         Err(error) => format!("error {}", error.replace('\n', " ")),
     }
@@ -256,12 +260,13 @@ fn decode_answer(line: &str) -> Result<MarkAnswer, String> {
     }
     let bad = || format!("an answer not understood: {line}");
     let rest = line.strip_prefix("ok ").ok_or_else(bad)?;
-    let mut words = rest.splitn(6, ' ');
+    let mut words = rest.splitn(7, ' ');
     let mut next = || words.next().ok_or_else(bad);
     Ok(MarkAnswer {
         mark_id: next()?.parse().map_err(|_| bad())?,
         recording_id: next()?.parse().map_err(|_| bad())?,
         released: next()? == "true",
+        joined: next()? == "true",
         before_ns: next()?.parse().map_err(|_| bad())?,
         after_ns: next()?.parse().map_err(|_| bad())?,
         label: next().unwrap_or_default().to_string(),
@@ -312,6 +317,7 @@ mod tests {
             after_ns: 8,
             label: "a b".into(),
             cut_short: false,
+            joined: false,
         };
         assert_eq!(
             decode_answer(&encode_answer(&Ok(answer.clone()))).unwrap(),

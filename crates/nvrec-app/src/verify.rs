@@ -39,18 +39,25 @@ pub struct VerifyRequest {
 }
 
 /// The recordings a verify checks: one, or every one whose data the set still holds (a
-/// reclaimed recording is listed by `ls` as such; asked for by id, it is refused). None at
-/// all is an error, unless an archive's manifests could not be read (which the check then
-/// counts).
+/// reclaimed recording is listed by `ls` as such; asked for by id, it is refused), and
+/// every mark a set keeps (format 1.7), so that a mark whose window was lost fails the
+/// set's check too. None at all is an error, unless an archive's manifests could not be
+/// read (which the check then counts).
 pub fn select(source: &ChunkSource, request: &VerifyRequest) -> Result<Vec<RecordingEntry>> {
     let selected = match (request.recording, request.mark) {
         (_, Some(mark)) => vec![source.pick(None, Some(mark))?],
         (Some(id), None) => vec![source.select(Some(id))?],
-        (None, None) => source
-            .recordings()?
-            .into_iter()
-            .filter(|entry| entry.reclaimed.is_none())
-            .collect(),
+        (None, None) => {
+            let mut all: Vec<RecordingEntry> = source
+                .recordings()?
+                .into_iter()
+                .filter(|entry| entry.reclaimed.is_none())
+                .collect();
+            if let Some(set) = source.set() {
+                all.extend(nvrec::recording::marks::kept(set)?);
+            }
+            all
+        }
     };
     if selected.is_empty() && source.unreadable().is_empty() {
         return Err(nvrec::recording::RecordingError::NoRecordings.into());
@@ -67,6 +74,9 @@ pub struct SetCheck {
     /// Crashed recordings whose end is recovered without a missing member: what they hold
     /// past the last checkpoint is out of reach, so they are not called good.
     pub open_without_members: Vec<u32>,
+    /// Chunks of recordings that no entry names (an entry write lost): the set holds them
+    /// and no read finds them until `repair` restores their entries.
+    pub unnamed: Vec<Unaccounted>,
 }
 
 impl SetCheck {
@@ -91,6 +101,7 @@ impl SetCheck {
             missing_members,
             member_problems: set.problems.clone(),
             open_without_members,
+            unnamed: crate::listing::unnamed_of(set),
         })
     }
 
@@ -99,6 +110,7 @@ impl SetCheck {
     pub fn is_whole(&self, source: &ChunkSource) -> bool {
         self.missing_members.is_empty()
             && self.member_problems.is_empty()
+            && self.unnamed.is_empty()
             && source.unreadable().is_empty()
             && !health::loses_anything(&self.damage)
     }

@@ -149,6 +149,11 @@ impl SegmentBuilder {
         Some((self.first_sequence, *self.timestamps_ns.first()?))
     }
 
+    /// When `header`'s chunk began on the recording's timeline, as the chunk index holds it.
+    pub fn time_ns(&self, header: &ChunkHeader) -> u64 {
+        header.time_ns(self.recording_start_ns)
+    }
+
     /// Whether a chunk with `payload_len_bytes` no longer fits (an empty segment takes any).
     pub fn is_full_for(&self, payload_len_bytes: usize) -> bool {
         !self.is_empty()
@@ -179,8 +184,7 @@ impl SegmentBuilder {
         }
         self.last_sequence = header.sequence;
         self.offsets.push(start as u64);
-        self.timestamps_ns
-            .push(header.time_ns(self.recording_start_ns));
+        self.timestamps_ns.push(self.time_ns(header));
         Ok(())
     }
 

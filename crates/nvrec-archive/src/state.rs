@@ -9,6 +9,15 @@
 //! transaction, so the file never claims more than the store holds. Objects are
 //! deterministic (same key, same bytes), so a part or object sent twice is harmless.
 //!
+//! It also records, per recording being archived, each segment the store holds with what
+//! it commits (the manifest's entry for it, the findings filed with it, and where reading
+//! goes on after it), so that a run started again goes on after the last of them rather
+//! than at the recording's start: a followed ring has overwritten its start by then, and
+//! reading it again from its oldest chunk would cut segments under the same keys from
+//! other chunks. The rows go once the recording's manifest is in the store. A run that
+//! goes on from a manifest already there (written for an earlier revision of the entry)
+//! writes its rows from the first segment after those the manifest names.
+//!
 //! The file is in WAL mode with `synchronous = NORMAL`: a commit is in the file (the OS's
 //! cache) when it returns, so a killed process loses nothing, and no commit waits for an
 //! fsync. A power cut may take the last rows back; the state then claims less than the
@@ -20,6 +29,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use crate::manifest::SegmentInfo;
+use crate::pack::Commit;
 use crate::{ArchiveError, Result};
 
 /// How long a write waits for another process holding the file.
@@ -95,6 +106,15 @@ impl State {
                      part_index INTEGER NOT NULL,
                      content_id TEXT NOT NULL,
                      PRIMARY KEY (url, key, upload_id, part_index)
+                 );
+                 CREATE TABLE IF NOT EXISTS sent_segments (
+                     url TEXT NOT NULL,
+                     dir TEXT NOT NULL,
+                     recording_start_ns INTEGER NOT NULL,
+                     segment_index INTEGER NOT NULL,
+                     info TEXT NOT NULL,
+                     committed TEXT NOT NULL,
+                     PRIMARY KEY (url, dir, segment_index)
                  );",
             )
             .map_err(error)?;
@@ -222,6 +242,88 @@ impl State {
         transaction.commit().map_err(|e| self.error(e))
     }
 
+    /// The store holds segment `info` of the recording in `dir` (the one that began at
+    /// `recording_start_ns`), and it commits `commit`.
+    pub(crate) fn segment_sent(
+        &self,
+        url: &str,
+        dir: &str,
+        recording_start_ns: u64,
+        info: &SegmentInfo,
+        commit: &Commit,
+    ) -> Result<()> {
+        let index = commit
+            .next
+            .index
+            .checked_sub(1)
+            .expect("a segment's successor");
+        let info = serde_json::to_string(info).expect("segment infos serialize");
+        let commit = serde_json::to_string(commit).expect("commits serialize");
+        self.connection
+            .execute(
+                "INSERT OR REPLACE INTO sent_segments (url, dir, recording_start_ns, segment_index, info, committed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![url, dir, recording_start_ns as i64, index, info, commit],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The segments the store holds of the recording in `dir` that began at
+    /// `recording_start_ns`, in order from segment `from_index` (0, or the first after
+    /// those a manifest in the store names), with what each commits: those numbered from
+    /// `from_index` without a gap (a power cut may have taken the last rows back).
+    pub(crate) fn sent_segments(
+        &self,
+        url: &str,
+        dir: &str,
+        recording_start_ns: u64,
+        from_index: u32,
+    ) -> Result<Vec<(SegmentInfo, Commit)>> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT segment_index, info, committed FROM sent_segments
+                 WHERE url = ?1 AND dir = ?2 AND recording_start_ns = ?3 AND segment_index >= ?4
+                 ORDER BY segment_index",
+            )
+            .map_err(|e| self.error(e))?;
+        let rows = statement
+            .query_map(
+                params![url, dir, recording_start_ns as i64, from_index],
+                |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        json_column::<SegmentInfo>(row, 1)?,
+                        json_column::<Commit>(row, 2)?,
+                    ))
+                },
+            )
+            .map_err(|e| self.error(e))?;
+        let mut sent = Vec::new();
+        for row in rows {
+            let (index, info, commit) = row.map_err(|e| self.error(e))?;
+            let expected = i64::from(from_index) + sent.len() as i64;
+            if index != expected || commit.next.index as i64 != index + 1 {
+                break;
+            }
+            sent.push((info, commit));
+        }
+        Ok(sent)
+    }
+
+    /// Forgets the segments sent of the recording in `dir` from segment `from_index` on
+    /// (all of them from 0: its manifest is in the store).
+    pub(crate) fn forget_sent(&self, url: &str, dir: &str, from_index: u32) -> Result<()> {
+        self.connection
+            .execute(
+                "DELETE FROM sent_segments WHERE url = ?1 AND dir = ?2 AND segment_index >= ?3",
+                params![url, dir, from_index],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
     /// Forgets `key` (its upload is gone from the store, or its object is).
     pub fn forget(&self, url: &str, key: &str) -> Result<()> {
         self.connection
@@ -238,6 +340,17 @@ impl State {
             .map_err(|e| self.error(e))?;
         Ok(())
     }
+}
+
+/// Column `index` of `row`, JSON of a `T`.
+fn json_column<T: serde::de::DeserializeOwned>(
+    row: &rusqlite::Row<'_>,
+    index: usize,
+) -> rusqlite::Result<T> {
+    let text: String = row.get(index)?;
+    serde_json::from_str(&text).map_err(|error| {
+        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, error.into())
+    })
 }
 
 #[cfg(test)]
@@ -277,6 +390,85 @@ mod tests {
         );
         state.forget("u", "k").unwrap();
         assert_eq!(state.object("u", "k", 10, 1).unwrap(), ObjectState::Unknown);
+        drop(state);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn sent_segment(index: u32) -> (SegmentInfo, Commit) {
+        let info = SegmentInfo {
+            key: format!("d/seg-{index:06}"),
+            size_bytes: 1128,
+            crc32c: index,
+            e_tag: Some(format!("e{index}")),
+            chunk_count: 1,
+            first_sequence: u64::from(index),
+            last_sequence: u64::from(index),
+            first_timestamp_ns: 7,
+            last_timestamp_ns: 7,
+            chunk_offsets: vec![0],
+            chunk_timestamps_ns: vec![7],
+        };
+        let commit = Commit {
+            outcome: crate::pack::ReadOutcome {
+                losses: vec![crate::manifest::Loss::recorded(u64::from(index), 5, 5)],
+                holes: Vec::new(),
+            },
+            payload_bytes: 1000,
+            next: crate::pack::SegmentStart {
+                index: index + 1,
+                sequence: u64::from(index) + 1,
+                timestamp_ns: 8,
+                stream_offset_bytes: 1000 * u64::from(index + 1),
+                sent_sequence_end: u64::from(index) + 1,
+            },
+        };
+        (info, commit)
+    }
+
+    #[test]
+    fn the_segments_sent_of_a_recording_survive_reopening_in_order_until_forgotten() {
+        let dir = std::env::temp_dir().join(format!("nvrec-state-sent-{}", std::process::id()));
+        let path = dir.join("state.sqlite");
+        let segments: Vec<_> = (0..4).map(sent_segment).collect();
+        {
+            let state = State::open(&path).unwrap();
+            assert!(state.sent_segments("u", "d", 5, 0).unwrap().is_empty());
+            for (info, commit) in segments.iter().rev() {
+                state.segment_sent("u", "d", 5, info, commit).unwrap();
+            }
+        }
+        let state = State::open(&path).unwrap();
+        assert_eq!(state.sent_segments("u", "d", 5, 0).unwrap(), segments);
+        // Another recording under the same key (another start), another archive: none.
+        assert!(state.sent_segments("u", "d", 6, 0).unwrap().is_empty());
+        assert!(state.sent_segments("other", "d", 5, 0).unwrap().is_empty());
+        // Only those numbered from 0 without a gap count.
+        let (info, commit) = sent_segment(5);
+        state.segment_sent("u", "d", 5, &info, &commit).unwrap();
+        assert_eq!(state.sent_segments("u", "d", 5, 0).unwrap(), segments);
+        state.forget_sent("u", "d", 2).unwrap();
+        assert_eq!(state.sent_segments("u", "d", 5, 0).unwrap(), segments[..2]);
+        state.forget_sent("u", "d", 0).unwrap();
+        assert!(state.sent_segments("u", "d", 5, 0).unwrap().is_empty());
+        drop(state);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A run that goes on after the segments a manifest in the store names writes its
+    /// segments down from the first after them; a run started again after it was killed
+    /// takes them up from there (and a run from 0 finds none of them).
+    #[test]
+    fn the_segments_sent_after_those_a_manifest_names_are_taken_up_from_there() {
+        let dir = std::env::temp_dir().join(format!("nvrec-state-after-{}", std::process::id()));
+        let state = State::open(&dir.join("state.sqlite")).unwrap();
+        let segments: Vec<_> = (3..6).map(sent_segment).collect();
+        for (info, commit) in &segments {
+            state.segment_sent("u", "d", 5, info, commit).unwrap();
+        }
+        assert!(state.sent_segments("u", "d", 5, 0).unwrap().is_empty());
+        assert_eq!(state.sent_segments("u", "d", 5, 3).unwrap(), segments);
+        assert_eq!(state.sent_segments("u", "d", 5, 4).unwrap(), segments[1..]);
+        assert!(state.sent_segments("u", "d", 5, 2).unwrap().is_empty());
         drop(state);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -6,8 +6,14 @@
 //! drives and sending overlap. A segment goes up as one PUT (a directory: a file renamed
 //! into place) or, on S3, as a multipart upload of parts sent in parallel; each step the
 //! store acknowledges is written to the local state ([`crate::state`]) before the next, so
-//! a run killed at any point resumes where the store stands. The manifest goes last: a
-//! recording without one is not archived, whatever segments are there.
+//! a run killed at any point resumes where the store stands: each segment stored is
+//! written down with what it commits, and a ring (whose start is overwritten by then) is
+//! taken up after the last of them rather than read again from its oldest chunk. The
+//! manifest goes last: a recording without one is not archived, whatever segments are
+//! there. A manifest already in the store for an earlier revision of the recording's
+//! entry (a crashed recording archived before recovery closed its entry) is gone on from
+//! the same way, never cut again from the drives, and no manifest replaces one that holds
+//! more ([`crate::manifest::Standing`], [`Manifest::lacks_what`]).
 //!
 //! Before any byte leaves, a segment's bytes are summed and compared with the checksum
 //! built from the recorded chunks ([`crate::segment::Segment::check`]). The upload never
@@ -29,10 +35,10 @@ use object_store::{MultipartId, PutPayload};
 use crate::catalog::Catalog;
 use crate::manifest::{
     encode_entry, manifest_key, recording_dir, state_word, Hole, Loss, LossCause, Manifest,
-    RetirementInfo, SegmentInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
+    RetirementInfo, SegmentInfo, Standing, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 use crate::pace::Pacer;
-use crate::pack::{Packed, Packer, ReadOutcome, SegmentStart};
+use crate::pack::{Commit, Packed, Packer, ReadOutcome, RingReading, Sealed, SegmentStart};
 use crate::segment::{Segment, SegmentBuilder, SEGMENT_SIZE_BYTES_DEFAULT};
 use crate::state::{ObjectState, State};
 use crate::store::Archive;
@@ -132,6 +138,10 @@ pub enum Outcome {
     Recording,
     /// Ctrl-C or SIGTERM came first: resumed by the next run.
     Stopped,
+    /// The archive holds this recording as an entry that the drives' entry does not go on
+    /// from (another start, or an end before the chunks the archive holds): left as it
+    /// is, never cut again from the drives (`kept_because` says why).
+    Kept,
 }
 
 /// Which segments of a reading go up.
@@ -169,6 +179,18 @@ pub struct RecordingReport {
     pub followed: bool,
     /// Segments sent while the recording was still being written (--follow).
     pub segments_sent_live: u64,
+    /// Segments of a ring that an earlier run had sent before it was interrupted (killed,
+    /// stopped), which this one went on after without reading them again: the resume state
+    /// says what they hold. (A linear recording's last reading goes through it all again
+    /// and finds them in the store: `segments_kept`.)
+    pub segments_sent_before: u64,
+    /// Segments a manifest already in the store named, written for an earlier revision of
+    /// the recording's entry (a follow archived a crashed recording before recovery closed
+    /// its entry on the drives): kept as they are, the manifest written again for the entry
+    /// as it is now, with whatever the drives hold after them.
+    pub segments_held: u64,
+    /// Why the archive was left as it is (`Kept`).
+    pub kept_because: Option<String>,
     /// Seconds paused because a recorder on the same set was filling its buffer pool.
     pub backoff_s: f64,
     pub elapsed_s: f64,
@@ -297,6 +319,9 @@ impl RecordingReport {
             overwritten: Vec::new(),
             followed: false,
             segments_sent_live: 0,
+            segments_sent_before: 0,
+            segments_held: 0,
+            kept_because: None,
             backoff_s: 0.0,
             elapsed_s: 0.0,
             rate_mib_per_s: 0.0,
@@ -348,23 +373,55 @@ impl Job<'_> {
         let started = Instant::now();
         let paused_before = pacer.paused();
         let mut entry = entry.clone();
+        // What an earlier run sent of it before it was killed or stopped: every reading of a
+        // ring goes on from there (its early chunks may be gone from the drives by now), and
+        // so does following a linear recording (its last reading goes through it all).
+        let before = self.up.sent_before(&entry, &dir, Sent::default())?;
+        let ring = entry.flags.contains(RecordingFlags::RING);
         let mut sent = Sent::default();
+        if ring {
+            report.segments_sent_before = before.segments.len() as u64;
+            sent = before.clone();
+        }
         if entry.state == RecordingState::Open || live {
             report.followed = self.source.options.live != Live::Skip;
-            match self.until_ended(&entry, &dir, &mut report)? {
+            match self.until_ended(&entry, &dir, before, &mut report)? {
                 Some((ended, carried)) => (entry, sent) = (ended, carried),
                 None => return Ok(report),
             }
         }
         let entry = &entry;
-        if let Some(manifest) = existing_manifest(archive, &report.manifest_key, entry)? {
-            report.already_archived(&manifest);
-            if let Some(catalog) = catalog {
-                catalog.insert(&archive.url().to_string(), &manifest)?;
+        let stored = stored_manifest(archive, &report.manifest_key)?;
+        if let Some(manifest) = &stored {
+            match manifest.standing(entry)? {
+                Standing::Current | Standing::Reclaimed => {
+                    self.up.forget_sent(&dir)?;
+                    report.already_archived(manifest);
+                    if let Some(catalog) = catalog {
+                        catalog.insert(&archive.url().to_string(), manifest)?;
+                    }
+                    return Ok(report);
+                }
+                Standing::Other(why) => {
+                    report.already_archived(manifest);
+                    report.outcome = Outcome::Kept;
+                    report.kept_because = Some(why);
+                    return Ok(report);
+                }
+                // Never cut again from the drives (a ring, or the recording after it, may
+                // have written over them): what the archive holds stays, and the reading
+                // goes on after it, and after what a run doing so sent before it was killed.
+                Standing::Earlier => {
+                    let held = self.up.held(manifest, entry)?;
+                    report.segments_held = held.segments.len() as u64;
+                    sent = self.up.sent_before(entry, &dir, held)?;
+                    report.segments_sent_before = sent.segments.len() as u64 - report.segments_held;
+                }
             }
-            return Ok(report);
         }
-        let manifest = archive_recording(self, entry, &dir, sent, Upto::End, &mut report)?.1;
+        let replaces = stored.as_ref();
+        let manifest =
+            archive_recording(self, entry, &dir, sent, Upto::End, replaces, &mut report)?.1;
         report.elapsed_s = started.elapsed().as_secs_f64();
         report.backoff_s = (pacer.paused() - paused_before).as_secs_f64();
         report.rate_mib_per_s =
@@ -380,13 +437,14 @@ impl Job<'_> {
         Ok(report)
     }
 
-    /// A recording still being written, as the options say: followed to its end (its
-    /// entry then, and what its passes sent that its last one goes on from), or left
-    /// (None, the report saying why).
+    /// A recording still being written, as the options say: followed to its end from
+    /// where `before` stands (its entry then, and what its passes sent that a ring's last
+    /// one goes on from), or left (None, the report saying why).
     fn until_ended(
         &self,
         entry: &RecordingEntry,
         dir: &str,
+        before: Sent,
         report: &mut RecordingReport,
     ) -> Result<Option<(RecordingEntry, Sent)>> {
         match self.source.options.live {
@@ -395,7 +453,7 @@ impl Job<'_> {
                 report.state = "recording".into();
                 Ok(None)
             }
-            Live::Follow { poll } => match follow(self, entry, dir, poll, report)? {
+            Live::Follow { poll } => match follow(self, entry, dir, poll, before, report)? {
                 Some((ended, sent)) => {
                     report.state = state_word(&ended).to_string();
                     Ok(Some((ended, sent)))
@@ -409,27 +467,23 @@ impl Job<'_> {
     }
 }
 
-/// The manifest at `key`, if there is one and it describes `entry` as it is now.
-fn existing_manifest(
-    archive: &Archive,
-    key: &str,
-    entry: &RecordingEntry,
-) -> Result<Option<Manifest>> {
+/// The manifest at `key`, if there is one (a damaged one is written anew).
+fn stored_manifest(archive: &Archive, key: &str) -> Result<Option<Manifest>> {
     if archive.head(key)?.is_none() {
         return Ok(None);
     }
-    let manifest = match Manifest::decode(key, &archive.get(key)?) {
-        Ok(manifest) => manifest,
-        // A damaged manifest is written anew below.
-        Err(ArchiveError::Manifest { .. }) => return Ok(None),
-        Err(error) => return Err(error),
-    };
-    Ok((manifest.entry == encode_entry(entry)?).then_some(manifest))
+    match Manifest::decode(key, &archive.get(key)?) {
+        Ok(manifest) => Ok(Some(manifest)),
+        Err(ArchiveError::Manifest { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// What the passes over a recording have archived so far. A followed ring's passes carry
 /// it to the next and to its last one: its early chunks are gone by its end, so the last
-/// pass adds to what they sent instead of reading the recording again.
+/// pass adds to what they sent instead of reading the recording again. The resume state
+/// keeps it segment by segment, so that a run started again after a kill carries it on
+/// too ([`Uploader::sent_before`]).
 #[derive(Debug, Clone, Default)]
 struct Sent {
     /// Where the next reading starts.
@@ -437,6 +491,16 @@ struct Sent {
     segments: Vec<SegmentInfo>,
     outcome: ReadOutcome,
     payload_bytes: u64,
+}
+
+impl Sent {
+    /// Goes on after a segment the store now holds, with what it commits.
+    fn add(&mut self, info: SegmentInfo, mut commit: Commit) {
+        self.segments.push(info);
+        self.outcome.append(&mut commit.outcome);
+        self.payload_bytes += commit.payload_bytes;
+        self.start = commit.next;
+    }
 }
 
 /// What reading a recording into segments came to.
@@ -449,30 +513,79 @@ struct Reading {
 
 /// Reads `entry` from where `sent` stands (or uploads it whole, `upto`): its chunks go
 /// into segments, each sent up as it fills while the next one is read, then the manifest
-/// (only once the recording has ended). Returns what is sent now, and the manifest written.
+/// (only once the recording has ended), in place of `replaces` (the manifest in the store,
+/// which it must hold all of). Returns what is sent now, and the manifest written.
 fn archive_recording(
     job: &Job<'_>,
     entry: &RecordingEntry,
     dir: &str,
     sent: Sent,
     upto: Upto,
+    replaces: Option<&Manifest>,
     report: &mut RecordingReport,
 ) -> Result<(Sent, Option<Manifest>)> {
-    let (sender, receiver) = sync_channel::<Segment>(SEGMENTS_AHEAD);
+    let mut sent = sent;
+    // Gone on from where the archive holds the recording's last chunk: nothing is left to
+    // read (the drives may hold another recording's chunks there by now).
+    let nothing_left = upto == Upto::End
+        && !sent.start.is_beginning()
+        && sent.start.sequence >= entry.end_sequence;
+    if !nothing_left {
+        read_and_send(job, entry, dir, &mut sent, upto, report)?;
+    }
+    report.sent(&sent);
+    if job.source.control.state() != ControlState::Run || upto == Upto::Sealed {
+        return Ok((sent, None));
+    }
+    let manifest = manifest_of(job, entry, report, &sent)?;
+    if let Some(why) = replaces.and_then(|old| manifest.lacks_what(old)) {
+        return Err(ArchiveError::Manifest {
+            key: report.manifest_key.clone(),
+            why: format!(
+                "not written again: the archive holds more of recording {} than this run found ({why})",
+                entry.recording_id
+            ),
+        });
+    }
+    job.up
+        .archive
+        .put(&report.manifest_key, manifest.encode().into())?;
+    // The manifest says it all now: nothing to go on from.
+    job.up.forget_sent(dir)?;
+    Ok((sent, Some(manifest)))
+}
+
+/// The reading and the sending of [`archive_recording`]: the chunks of `entry` from where
+/// `sent` stands into segments, each sent as it fills while the next one is read, `sent`
+/// gone on after each.
+fn read_and_send(
+    job: &Job<'_>,
+    entry: &RecordingEntry,
+    dir: &str,
+    sent: &mut Sent,
+    upto: Upto,
+    report: &mut RecordingReport,
+) -> Result<()> {
+    let (sender, receiver) = sync_channel::<Sealed>(SEGMENTS_AHEAD);
     // Uploaded segments' memory, back to the reader to fill again.
     let (recycle, reuse) = sync_channel::<Vec<u8>>(SEGMENTS_AHEAD + 1);
-    let Sent {
-        start,
-        mut segments,
-        mut outcome,
-        payload_bytes,
-    } = sent;
+    let start = sent.start;
+    let ring = match entry.flags.contains(RecordingFlags::RING) {
+        true => Some(RingReading {
+            first_sequence: entry.first_sequence,
+            end_sequence: entry.end_sequence,
+            stream_len_bytes: entry.stream_len_bytes,
+            overwriting: upto == Upto::Sealed || written_over(job.source.set, entry)?,
+        }),
+        false => None,
+    };
     let (reading, upload_error) = std::thread::scope(|scope| {
         let reading = {
             let source = &job.source;
-            scope.spawn(move || read_segments(source, entry, dir, start, upto, sender, reuse))
+            scope.spawn(move || read_segments(source, entry, dir, start, ring, upto, sender, reuse))
         };
-        let upload_error = upload_segments(job, receiver, &recycle, &mut segments, report);
+        let sending = Sending { entry, dir };
+        let upload_error = upload_segments(job, &sending, receiver, &recycle, sent, report);
         (
             reading.join().expect("the reader thread does not panic"),
             upload_error,
@@ -486,47 +599,58 @@ fn archive_recording(
         return Err(error);
     }
     let mut packed = reading.packed;
-    outcome.append(&mut packed.outcome);
-    let sent = Sent {
-        start: packed.next,
-        segments,
-        outcome,
-        payload_bytes: payload_bytes + packed.payload_bytes,
-    };
-    report.sent(&sent);
-    if job.source.control.state() != ControlState::Run || upto == Upto::Sealed {
-        return Ok((sent, None));
+    // The next reading starts at the segment still filling, unless a segment read was
+    // never sent (the run was aborted): then after the last one sent.
+    if packed.next.index == sent.start.index {
+        sent.start = packed.next;
     }
-    let manifest = manifest_of(job, entry, report, &sent)?;
-    job.up
-        .archive
-        .put(&report.manifest_key, manifest.encode().into())?;
-    Ok((sent, Some(manifest)))
+    sent.outcome.append(&mut packed.leftover);
+    Ok(())
+}
+
+/// Whether a later recording on `set` has written since the ring `entry` ended (or is
+/// writing now): it began where the ring's write point stood, over the ring's oldest
+/// chunks, so the chunks a reading of the ring misses were overwritten, as while the ring
+/// itself records.
+fn written_over(set: &VolumeSet, entry: &RecordingEntry) -> Result<bool> {
+    let id = entry.recording_id;
+    let later = set.recordings()?.iter().any(|e| e.recording_id > id);
+    Ok(later || set.live_recording()?.is_some_and(|live| live > id))
+}
+
+/// Whose segments a sending side sends: the recording, and its key prefix.
+struct Sending<'a> {
+    entry: &'a RecordingEntry,
+    dir: &'a str,
 }
 
 /// The sending side of [`archive_recording`]: every segment `receiver` gives goes up and
-/// into `segments`, its memory back to the reader. Returns the error that ended it, if any.
+/// into `sent`, written down in the resume state with what it commits, its memory back to
+/// the reader. Returns the error that ended it, if any.
 fn upload_segments(
     job: &Job<'_>,
-    receiver: Receiver<Segment>,
+    sending: &Sending<'_>,
+    receiver: Receiver<Sealed>,
     recycle: &SyncSender<Vec<u8>>,
-    segments: &mut Vec<SegmentInfo>,
+    sent: &mut Sent,
     report: &mut RecordingReport,
 ) -> Option<ArchiveError> {
-    for segment in receiver.iter() {
-        match job.up.segment(&segment) {
-            Ok(done) => {
-                report.add(&done);
-                let Segment {
-                    bytes, mut info, ..
-                } = segment;
-                info.e_tag = done.e_tag;
-                segments.push(info);
-                if let Ok(bytes) = bytes.try_into_mut() {
-                    let _ = recycle.try_send(Vec::from(bytes));
-                }
-            }
+    for Sealed { segment, commit } in receiver.iter() {
+        let done = match job.up.segment(&segment) {
+            Ok(done) => done,
             Err(error) => return Some(error),
+        };
+        report.add(&done);
+        let Segment {
+            bytes, mut info, ..
+        } = segment;
+        info.e_tag = done.e_tag;
+        if let Err(error) = job.up.segment_sent(sending, &info, &commit) {
+            return Some(error);
+        }
+        sent.add(info, commit);
+        if let Ok(bytes) = bytes.try_into_mut() {
+            let _ = recycle.try_send(Vec::from(bytes));
         }
         if job.source.control.state() == ControlState::Abort {
             break;
@@ -536,22 +660,21 @@ fn upload_segments(
 }
 
 /// The reading side of [`archive_recording`], on a thread of its own: the chunks of
-/// `entry` from `start` into segments, each given to `sender` as it fills (the last one
-/// too, when `upto` is the end), their memory taken back from `reuse`.
+/// `entry` (`ring`: how a ring's stream is followed) from `start` into segments, each
+/// given to `sender` as it fills (the last one too, when `upto` is the end), their memory
+/// taken back from `reuse`.
+#[allow(clippy::too_many_arguments)]
 fn read_segments(
     source: &Source<'_>,
     entry: &RecordingEntry,
     dir: &str,
     start: SegmentStart,
+    ring: Option<RingReading>,
     upto: Upto,
-    sender: SyncSender<Segment>,
+    sender: SyncSender<Sealed>,
     reuse: Receiver<Vec<u8>>,
 ) -> Reading {
     let builder = SegmentBuilder::new(source.options.segment_size_bytes, entry.start_ns);
-    let ring = entry
-        .flags
-        .contains(RecordingFlags::RING)
-        .then_some((entry.first_sequence, upto == Upto::Sealed));
     let mut packer = Packer::new(builder, dir, start, ring);
     let mut failure: Option<ArchiveError> = None;
     let from_ns = (!start.is_beginning()).then_some(start.timestamp_ns);
@@ -601,7 +724,7 @@ fn read_segments(
     let last = failure.is_none() && complete && upto == Upto::End;
     Reading {
         summary: summary.map_err(ArchiveError::from),
-        packed: packer.finish(start, last, &sender),
+        packed: packer.finish(last, &sender),
         failure,
     }
 }
@@ -647,12 +770,13 @@ fn manifest_of(
     })
 }
 
-/// Follows recording `entry` while it is being written: every segment that has filled
-/// is sent (each reading starts at the first segment not yet sent, found by time without
-/// reading what comes before it), then it waits `poll` and looks again. Returns the entry
-/// as it ended, with what a ring's passes sent (its last pass goes on from there; a linear
-/// recording's reads the whole again and finds the segments in the store), or `None` when
-/// Ctrl-C or SIGTERM came first. Only what a checkpoint or a checked chunk made durable
+/// Follows recording `entry` while it is being written, from where `sent` stands (what
+/// an earlier run sent before it was killed or stopped, or nothing): every segment that
+/// has filled is sent (each reading starts at the first segment not yet sent, found by
+/// time without reading what comes before it), then it waits `poll` and looks again.
+/// Returns the entry as it ended, with what a ring's passes sent (its last pass goes on
+/// from there; a linear recording's reads the whole again and finds the segments in the
+/// store), or `None` when Ctrl-C or SIGTERM came first. Only what a checkpoint or a checked chunk made durable
 /// is read, as `ls` shows it; the recorder is never waited for and never slowed but by the
 /// drives' shared bandwidth (`--max-rate` bounds ours). A ring's chunks overwritten before
 /// a pass read them are the archive's losses, with their stream ranges.
@@ -661,11 +785,11 @@ fn follow(
     entry: &RecordingEntry,
     dir: &str,
     poll: Duration,
+    mut sent: Sent,
     report: &mut RecordingReport,
 ) -> Result<Option<(RecordingEntry, Sent)>> {
     let id = entry.recording_id;
     let ring = entry.flags.contains(RecordingFlags::RING);
-    let mut sent = Sent::default();
     loop {
         if job.source.control.state() != ControlState::Run {
             return Ok(None);
@@ -677,11 +801,11 @@ fn follow(
         }
         let before = sent.start.index;
         sent = if ring {
-            archive_recording(job, &now, dir, sent, Upto::Sealed, report)?.0
+            archive_recording(job, &now, dir, sent, Upto::Sealed, None, report)?.0
         } else {
             // Counted by the last pass, which finds these segments in the store.
             let mut pass = report.clone();
-            archive_recording(job, &now, dir, sent, Upto::Sealed, &mut pass)?.0
+            archive_recording(job, &now, dir, sent, Upto::Sealed, None, &mut pass)?.0
         };
         report.segments_sent_live += u64::from(sent.start.index - before);
         let deadline = Instant::now() + poll;
@@ -697,6 +821,109 @@ fn retryable(error: &object_store::Error) -> bool {
 }
 
 impl Uploader<'_> {
+    /// What an earlier run sent of `entry` (keyed in `dir`) after `base` (what a manifest
+    /// in the store holds, or nothing) and wrote down, segment by segment, before it was
+    /// killed or stopped, as far as the store still holds it (one LIST of `dir` says, as a
+    /// HEAD confirms a segment kept): from the first segment it lacks, the reading goes
+    /// again, and what was written down from there is forgotten. `base` where no run did.
+    fn sent_before(&self, entry: &RecordingEntry, dir: &str, base: Sent) -> Result<Sent> {
+        let url = self.archive.url().to_string();
+        let rows = self
+            .state
+            .sent_segments(&url, dir, entry.start_ns, base.start.index)?;
+        let mut sent = base;
+        if rows.is_empty() {
+            return Ok(sent);
+        }
+        let stored: std::collections::HashMap<String, u64> =
+            self.archive.list(dir)?.into_iter().collect();
+        for (info, commit) in rows {
+            if stored.get(&info.key) != Some(&info.size_bytes) {
+                break;
+            }
+            sent.add(info, commit);
+        }
+        self.state.forget_sent(&url, dir, sent.start.index)?;
+        Ok(sent)
+    }
+
+    /// What the archive holds of `entry` as `manifest` (written for an earlier revision of
+    /// its entry) names it, for a reading to go on after its last chunk: its segments,
+    /// their payload bytes, the findings filed with them (not those after the last chunk:
+    /// the reading finds them again), and where the reading starts, which for a ring is
+    /// where its stream stood after that chunk (its header, one ranged GET, says).
+    fn held(&self, manifest: &Manifest, entry: &RecordingEntry) -> Result<Sent> {
+        let Some(last) = manifest.segments.last() else {
+            return Ok(Sent::default());
+        };
+        let last_sequence = last.last_sequence;
+        let ring = entry.flags.contains(RecordingFlags::RING);
+        let (stream_offset_bytes, sent_sequence_end) = match ring {
+            true => (self.stream_end_after(last)?, last_sequence + 1),
+            false => (0, 0),
+        };
+        let before_end = |sequence: Option<u64>| sequence.is_none_or(|s| s <= last_sequence);
+        Ok(Sent {
+            start: SegmentStart {
+                index: manifest.segments.len() as u32,
+                sequence: last_sequence + 1,
+                timestamp_ns: last.last_timestamp_ns,
+                stream_offset_bytes,
+                sent_sequence_end,
+            },
+            segments: manifest.segments.clone(),
+            outcome: ReadOutcome {
+                losses: (manifest.losses.iter())
+                    .filter(|loss| before_end(Some(loss.sequence)))
+                    .cloned()
+                    .collect(),
+                holes: (manifest.holes.iter())
+                    .filter(|hole| before_end(hole.first_sequence))
+                    .cloned()
+                    .collect(),
+            },
+            payload_bytes: manifest.payload_bytes,
+        })
+    }
+
+    /// Where a ring's stream stands after the last chunk of segment `info`: that chunk's
+    /// offset in the stream and payload length, from its header in the store.
+    fn stream_end_after(&self, info: &SegmentInfo) -> Result<u64> {
+        let bad = |why: String| ArchiveError::Manifest {
+            key: info.key.clone(),
+            why,
+        };
+        let offset = *(info.chunk_offsets.last())
+            .ok_or_else(|| bad("the manifest names it with no chunk".into()))?;
+        let end = (offset + nvrec::layout::CHUNK_HEADER_SIZE_BYTES as u64).min(info.size_bytes);
+        let bytes = self.archive.get_range(&info.key, offset..end)?;
+        let header = nvrec::layout::decode_chunk_header(&bytes).map_err(|error| {
+            bad(format!(
+                "its last chunk's header at offset {offset} does not decode: {error}"
+            ))
+        })?;
+        Ok(header.stream_offset_bytes + u64::from(header.payload_len_bytes))
+    }
+
+    /// Writes down that the store holds segment `info` of what `sending` sends, and what
+    /// it commits: a run started again after a kill goes on after it.
+    fn segment_sent(
+        &self,
+        sending: &Sending<'_>,
+        info: &SegmentInfo,
+        commit: &Commit,
+    ) -> Result<()> {
+        let url = self.archive.url().to_string();
+        self.state
+            .segment_sent(&url, sending.dir, sending.entry.start_ns, info, commit)
+    }
+
+    /// Forgets what was sent of the recording in `dir`: its manifest is in the store.
+    fn forget_sent(&self, dir: &str) -> Result<()> {
+        self.state
+            .forget_sent(&self.archive.url().to_string(), dir, 0)
+    }
+
     /// Writes down that the store holds the segment `info` describes, as entity `e_tag`.
     fn object_done(&self, info: &SegmentInfo, e_tag: Option<&str>) -> Result<()> {
         let url = self.archive.url().to_string();

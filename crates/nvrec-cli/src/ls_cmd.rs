@@ -38,6 +38,12 @@ struct Listed {
     entries: Vec<RecordingEntry>,
     damage: Vec<health::MetaDamage>,
     unaccounted: Vec<Unaccounted>,
+    /// Chunks of recordings no entry names (an entry write lost).
+    unnamed: Vec<Unaccounted>,
+    /// Kept marks whose slots hold something else now, and what (format 1.7).
+    overwritten: Vec<(u32, String)>,
+    /// Recordings a later recording wrote over (a ring appended goes round over them).
+    written_over: Vec<(u32, String)>,
     scanned: Option<(Scan, Vec<serde_json::Value>)>,
 }
 
@@ -59,6 +65,20 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Class> {
         damage: health::check(set)?,
         // Chunks past an entry's end that it does not account for: the entry is wrong.
         unaccounted: unaccounted_of(set, &entries),
+        unnamed: nvrec_app::listing::unnamed_of(set),
+        overwritten: nvrec::recording::marks::kept(set)?
+            .iter()
+            .filter_map(|mark| {
+                nvrec::recording::marks::overwritten(set, mark).map(|why| (mark.recording_id, why))
+            })
+            .collect(),
+        written_over: entries
+            .iter()
+            .filter_map(|entry| {
+                nvrec::recording::scan::written_over(set, entry)
+                    .map(|why| (entry.recording_id, why))
+            })
+            .collect(),
         scanned: if args.scan {
             Some(scan_rows(set, &entries, &signal::CONTROL)?)
         } else {
@@ -69,12 +89,18 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Class> {
     let whole = set.missing_indices().is_empty()
         && set.problems.is_empty()
         && !health::loses_anything(&listed.damage)
-        && listed.unaccounted.iter().all(Unaccounted::is_clear);
+        && listed.unaccounted.iter().all(Unaccounted::is_clear)
+        && listed.unnamed.is_empty()
+        && listed.overwritten.is_empty()
+        && listed.written_over.is_empty();
     if json {
         print_json(&source, set, &listed, args.losses)?;
     } else {
         print_set(set, &listed.damage);
         print_recordings(&source, &listed, args.losses)?;
+        for found in &listed.unnamed {
+            outln!("{}", nvrec_app::listing::unnamed_text(found));
+        }
         if let Some((found, rows)) = &listed.scanned {
             repair_cmd::print_scan(found, rows);
         }
@@ -118,7 +144,8 @@ fn print_set(set: &VolumeSet, damage: &[health::MetaDamage]) {
     }
     for problem in &set.problems {
         outln!(
-            "  NOT A MEMBER: {}: {}",
+            "  {}: {}: {}",
+            problem.heading(),
             problem.path.display(),
             problem.problem
         );
@@ -149,15 +176,36 @@ fn print_recordings(source: &ChunkSource, listed: &Listed, losses: bool) -> Resu
         .unwrap_or_default();
     for entry in &listed.entries {
         print_row(entry);
-        if let Some(line) = reclaimed_line(entry) {
-            outln!("      RECLAIMED: {line}");
-            continue;
+        if let Some((_, why)) = listed
+            .written_over
+            .iter()
+            .find(|(id, _)| *id == entry.recording_id)
+        {
+            outln!("      OVERWRITTEN in part: {why}; nvrec verify names what is left");
         }
+        let reclaimed = reclaimed_line(entry);
+        if let Some(line) = &reclaimed {
+            outln!("      RECLAIMED: {line}");
+        }
+        // A recording reclaimed for room keeps its marks (their slots are never reclaimed).
         for mark in marks
             .iter()
             .filter(|m| m.mark_of.map(|of| of.recording_id) == Some(entry.recording_id))
         {
             outln!("      {}", nvrec_app::listing::mark_line(mark));
+            if let Some((_, why)) = listed
+                .overwritten
+                .iter()
+                .find(|(id, _)| *id == mark.recording_id)
+            {
+                outln!(
+                    "        OVERWRITTEN: {why} (nvrec verify --mark {} reads what is left)",
+                    mark.recording_id
+                );
+            }
+        }
+        if reclaimed.is_some() {
+            continue;
         }
         if losses && entry.flags.contains(RecordingFlags::RECORDS) {
             let counts = record_losses(source, entry, &signal::CONTROL)?;

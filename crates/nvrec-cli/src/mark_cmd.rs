@@ -78,5 +78,6 @@ fn release_here(targets: &[PathBuf], id: u32) -> Result<nvrec::recording::marks:
         after_ns: 0,
         label: entry.name.as_str().to_string(),
         cut_short: false,
+        joined: false,
     })
 }

@@ -154,6 +154,20 @@ fn print_losses(report: &RecordReport) {
     } else {
         outln!("  lost          0 bytes");
     }
+    if report.lost_past_end_bytes > 0 {
+        outln!(
+            "  LOST          {} bytes after the recording's end (input outran the targets before they filled)",
+            report.lost_past_end_bytes
+        );
+    }
+    let causes = report.lost_by_cause;
+    if causes.no_buffer_bytes + causes.behind_rate_bytes > 0 {
+        outln!(
+            "  lost by cause {} bytes with no free buffer, {} bytes behind the rate",
+            causes.no_buffer_bytes,
+            causes.behind_rate_bytes
+        );
+    }
     if report.overdue_bytes > 0 {
         outln!(
             "  overdue       {} bytes were due by the stop and not yet taken (the recorder was behind the rate)",

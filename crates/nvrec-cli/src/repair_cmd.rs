@@ -49,6 +49,7 @@ fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
     outln!("volume set {}: repair", set.set_uuid);
     let complete = report.missing_members.is_empty() && set.problems.is_empty();
     if report.found.is_empty() && report.extended.is_empty() && complete {
+        // `restored` recordings are in `extended` too.
         outln!("  metadata was whole: nothing to repair");
     }
     for &index in &report.missing_members {
@@ -59,7 +60,8 @@ fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
     }
     for problem in &set.problems {
         outln!(
-            "  NOT A MEMBER {}: {}",
+            "  {} {}: {}",
+            problem.heading(),
             problem.path.display(),
             problem.problem
         );
@@ -78,6 +80,12 @@ fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
     }
     for id in &report.rebuilt_recordings {
         outln!("  rebuilt   recording {id} from its chunks (its name was lost with its entries)");
+    }
+    for id in &report.restored {
+        outln!(
+            "  restored  recording {id}, which no entry named (an entry write was lost): its \
+             entry is written anew from its chunks, without its name"
+        );
     }
     for found in &report.extended {
         outln!(

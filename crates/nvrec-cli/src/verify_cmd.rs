@@ -93,7 +93,7 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Class> {
     if json {
         outln!(
             "{}",
-            serde_json::json!({"set_uuid": source.set().map(|set| set.set_uuid.to_string()), "archive": source.archive_url(), "good": all_good, "recordings": results, "unreadable_manifests": source.unreadable(), "missing_members": set.missing_members, "problems": set.member_problems, "metadata_damage": set.damage})
+            serde_json::json!({"set_uuid": source.set().map(|set| set.set_uuid.to_string()), "archive": source.archive_url(), "good": all_good, "recordings": results, "unreadable_manifests": source.unreadable(), "missing_members": set.missing_members, "problems": set.member_problems, "metadata_damage": set.damage, "unnamed": set.unnamed})
         );
     } else {
         print_set(&source, &set);
@@ -174,8 +174,16 @@ fn print_set(source: &ChunkSource, set: &SetCheck) {
     for index in &set.missing_members {
         outln!("member {index} is missing");
     }
+    for found in &set.unnamed {
+        outln!("{}", nvrec_app::listing::unnamed_text(found));
+    }
     for problem in &set.member_problems {
-        outln!("{}: {}", problem.path.display(), problem.problem);
+        outln!(
+            "{}: {}: {}",
+            problem.heading(),
+            problem.path.display(),
+            problem.problem
+        );
     }
     reading::print_damage(&set.damage);
 }

@@ -1163,10 +1163,21 @@ fn ring_recorded(recorder: Child, size_bytes: u64) -> u64 {
 /// ranges (from its first chunk on); `verify` calls it OK only where nothing is lost, else LOSSY naming each range.
 /// Returns the ranges lost.
 fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u64)> {
+    check_ring_archive_of(setup, url, 1, stream_len)
+}
+
+/// [`check_ring_archive`] of recording `recording_id` in an archive that may hold others.
+fn check_ring_archive_of(
+    setup: &Setup,
+    url: &str,
+    recording_id: u32,
+    stream_len: u64,
+) -> Vec<(u64, u64)> {
+    let recording = recording_id.to_string();
     let output = run(setup.nvrec().args(["--json", "ls", url]));
     assert!(output.status.success(), "{}", text(&output));
     let listed = json(&output);
-    let row = &listed["recordings"][0];
+    let row = listed_row(&listed, recording_id);
     assert_eq!(row["stream_len_bytes"], stream_len, "{listed}");
     let lost_bytes = row["lost_bytes"].as_u64().unwrap();
     assert_eq!(
@@ -1192,19 +1203,27 @@ fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u6
         lost_bytes,
         "{listed}"
     );
-    let output = run(setup.nvrec().args(["replay", "--gaps", "zero", url]));
+    let output =
+        run(setup
+            .nvrec()
+            .args(["replay", "--recording", &recording, "--gaps", "zero", url]));
     assert!(output.status.success(), "{}", text(&output));
     let mut expected = vec![0u8; stream_len as usize];
     nvrec::pattern::Pattern::new(0).fill(0, &mut expected);
     for &(start, end) in &lost {
         expected[start as usize..end as usize].fill(0);
     }
-    // A replay starts at the first chunk there is: a range lost at the start is not filled.
+    // A replay starts at the first chunk there is, and ends at the last: a range lost at
+    // the start or at the end is not filled.
     let first = lost
         .first()
         .filter(|range| range.0 == 0)
         .map_or(0, |range| range.1);
-    let expected = &expected[first as usize..];
+    let end = lost
+        .last()
+        .filter(|range| range.1 == stream_len)
+        .map_or(stream_len, |range| range.0);
+    let expected = &expected[first as usize..end.max(first) as usize];
     assert_eq!(output.stdout.len(), expected.len());
     assert!(
         output.stdout == expected,
@@ -1217,7 +1236,9 @@ fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u6
             "{said}"
         );
     }
-    let output = run(setup.nvrec().args(["verify", url]));
+    let output = run(setup
+        .nvrec()
+        .args(["verify", "--recording", &recording, url]));
     assert!(output.status.success(), "{}", text(&output));
     let said = text(&output);
     assert!(said.contains("pattern checked"), "{said}");
@@ -1228,7 +1249,9 @@ fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u6
             "{said}"
         );
     }
-    let output = run(setup.nvrec().args(["verify", "--strict", url]));
+    let output = run(setup
+        .nvrec()
+        .args(["verify", "--strict", "--recording", &recording, url]));
     assert_eq!(
         output.status.success(),
         lost.is_empty(),
@@ -1333,6 +1356,435 @@ fn a_ring_archived_after_it_ended_names_its_overwritten_start_as_lost() {
     // The drives held less than a lap: the rest of the stream was overwritten there.
     assert!(stream_len - end <= 24 << 20, "{lost:?} of {stream_len}");
     assert!(stream_len - end > 16 << 20, "{lost:?} of {stream_len}");
+}
+
+/// The whole segment objects of an archive in a directory (not the staging files a killed
+/// run may leave): key, inode and bytes. The directory store writes each object aside and
+/// renames it into place, so an object sent again is a new file, whatever its bytes.
+fn segment_objects(dir: &Path) -> Vec<(String, u64, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    files_under_or_none(dir)
+        .into_iter()
+        .filter(|key| key.contains("/seg-") && !key.contains('#'))
+        .map(|key| {
+            let path = dir.join(&key);
+            let inode = std::fs::metadata(&path).unwrap().ino();
+            let bytes = std::fs::read(&path).unwrap();
+            (key, inode, bytes)
+        })
+        .collect()
+}
+
+/// Starts `archive --follow` (`follow` its options) of the ring on `targets` into the
+/// directory `archive`, and kills it (SIGKILL) once the store holds whole segment
+/// `index`. Returns the segments it left there.
+fn follow_killed_at_segment(
+    setup: &Setup,
+    archive: &Path,
+    targets: &[PathBuf],
+    follow: &[&str],
+    index: u32,
+) -> Vec<(String, u64, Vec<u8>)> {
+    let url = format!("file://{}", archive.display());
+    let mut child = setup
+        .nvrec()
+        .args(["archive", "--to", &url, "--node", "bench-7"])
+        .args(follow)
+        .args(targets)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_segment(archive, index, &mut child);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let left = segment_objects(archive);
+    let keys: Vec<&str> = left.iter().map(|(key, _, _)| key.as_str()).collect();
+    assert!(
+        !files_under(archive)
+            .iter()
+            .any(|key| key.ends_with("manifest.json")),
+        "{keys:?}"
+    );
+    // Numbered from 0 without a gap.
+    for (number, key) in keys.iter().enumerate() {
+        assert!(key.ends_with(&format!("/seg-{number:06}")), "{keys:?}");
+    }
+    left
+}
+
+/// Checks that the segments a killed run `left` in the directory `archive` are still
+/// there, never written again (the same files with the same bytes), but for the last one:
+/// the killed run may have stored it without having written that down, and then it went
+/// again. Returns the payload bytes of the stream they hold (before the last one).
+fn left_untouched(archive: &Path, left: &[(String, u64, Vec<u8>)]) -> u64 {
+    let now = segment_objects(archive);
+    let (last, kept) = left.split_last().expect("segments were left");
+    let mut payload_bytes = 0;
+    for (key, inode, bytes) in kept {
+        let found = now.iter().find(|(k, _, _)| k == key);
+        let Some((_, inode_now, bytes_now)) = found else {
+            panic!("{key} is gone from the store");
+        };
+        assert!(bytes_now == bytes, "{key} was replaced by other bytes");
+        assert_eq!(inode_now, inode, "{key} was written again");
+        payload_bytes += segment_payload_bytes(bytes);
+    }
+    assert!(
+        now.iter().any(|(key, _, _)| key == &last.0),
+        "{} is gone",
+        last.0
+    );
+    payload_bytes
+}
+
+/// Payload bytes of the chunks in a segment object (128-byte header, then payload).
+fn segment_payload_bytes(bytes: &[u8]) -> u64 {
+    let mut offset = 0;
+    let mut payload_bytes = 0;
+    while offset < bytes.len() {
+        let header = nvrec::layout::decode_chunk_header(&bytes[offset..]).unwrap();
+        payload_bytes += u64::from(header.payload_len_bytes);
+        offset += 128 + header.payload_len_bytes as usize;
+    }
+    payload_bytes
+}
+
+const FOLLOW_RING: [&str; 7] = [
+    "--follow",
+    "--poll",
+    "200ms",
+    "--segment-size",
+    "5M",
+    "--part-size",
+    "5M",
+];
+
+/// A ring followed by `archive --follow`, which is killed (SIGKILL) once the ring has come
+/// round over the first segments it sent, then started again with the same arguments: the
+/// second run goes on where the archive stands (the killed run's segments neither read nor
+/// sent again, nothing named lost at the start), and the archive is whole.
+#[test]
+fn a_killed_follow_of_a_ring_resumes_where_its_archive_stands() {
+    let setup = Setup::new("arch-ring-kill");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    // 8 s at 20 MB/s on a 48 MiB member: 3.3 laps. Killed once 11 segments of 5 MiB are
+    // sent, more than the member holds: the ring has written over the first ones by then.
+    let recorder = start_ring(&targets, "8s", "48M");
+    let left = follow_killed_at_segment(&setup, &archive, &targets, &FOLLOW_RING, 10);
+    let output = setup.archive(&url, &targets, &FOLLOW_RING);
+    let stream_len = ring_recorded(recorder, 48 << 20);
+    left_untouched(&archive, &left);
+    assert!(check_ring_archive(&setup, &url, stream_len).is_empty());
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["state"], "complete (ring)", "{report}");
+    // It went on from the killed run's segments (all but perhaps the last, see
+    // left_untouched), and sent only what followed them.
+    let before = recording["segments_sent_before"].as_u64().unwrap();
+    assert!(
+        (left.len() as u64 - 1..=left.len() as u64).contains(&before),
+        "{report}"
+    );
+    let left_bytes: u64 = left[..before as usize]
+        .iter()
+        .map(|s| s.2.len() as u64)
+        .sum();
+    assert_eq!(
+        recording["uploaded_bytes"].as_u64().unwrap() + left_bytes,
+        recording["archived_bytes"].as_u64().unwrap(),
+        "{report}"
+    );
+    // The store holds what the manifest names, nothing else.
+    let objects = segment_objects(&archive);
+    assert_eq!(recording["segment_count"], objects.len(), "{report}");
+}
+
+/// As above, but the ring ends while its archive is down, and overwrites what the killed
+/// run had not sent yet: the next run goes on where the archive stands and names exactly
+/// that range lost, nothing before it.
+#[test]
+fn a_ring_that_ends_while_its_killed_follow_is_down_lacks_only_what_it_overwrote() {
+    let setup = Setup::new("arch-ring-kill-end");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    // 4 s at 20 MB/s on a 24 MiB member: 3.3 laps, killed after 4 segments (20 MiB).
+    let recorder = start_ring(&targets, "4s", "24M");
+    let left = follow_killed_at_segment(&setup, &archive, &targets, &FOLLOW_RING, 3);
+    let stream_len = ring_recorded(recorder, 24 << 20);
+    let output = setup.archive(&url, &targets, &FOLLOW_RING);
+    let sent_bytes = left_untouched(&archive, &left);
+    let lost = check_ring_archive(&setup, &url, stream_len);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    let before = recording["segments_sent_before"].as_u64().unwrap();
+    assert!(
+        (left.len() as u64 - 1..=left.len() as u64).contains(&before),
+        "{report}"
+    );
+    // One range lost: from where the killed run's segments end (the last of them
+    // included where it went on after it) to the oldest chunk the ring kept.
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    let last_bytes = segment_payload_bytes(&left.last().unwrap().2);
+    let start = lost[0].0;
+    assert!(
+        start == sent_bytes || before == left.len() as u64 && start == sent_bytes + last_bytes,
+        "{lost:?}: the killed run sent {sent_bytes} + {last_bytes} bytes"
+    );
+    assert!(
+        stream_len - lost[0].1 <= 24 << 20,
+        "{lost:?} of {stream_len}"
+    );
+}
+
+/// A killed follow of a ring whose store has since lost one of the segments it sent: the
+/// next run goes on after the last segment before it that the store holds (the resume state
+/// is believed only as far as the store bears it out), and names what the ring overwrote
+/// from there lost, cut into segments again under the keys after it.
+#[test]
+fn a_resumed_ring_archive_goes_on_after_the_segments_the_store_still_holds() {
+    let setup = Setup::new("arch-ring-kill-gone");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    let recorder = start_ring(&targets, "4s", "24M");
+    let left = follow_killed_at_segment(&setup, &archive, &targets, &FOLLOW_RING, 3);
+    let stream_len = ring_recorded(recorder, 24 << 20);
+    std::fs::remove_file(archive.join(&left[1].0)).unwrap();
+    let output = setup.archive(&url, &targets, &FOLLOW_RING);
+    let sent_bytes = left_untouched(&archive, &left[..2]);
+    let lost = check_ring_archive(&setup, &url, stream_len);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["segments_sent_before"], 1, "{report}");
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].0, sent_bytes, "{lost:?}");
+    let objects = segment_objects(&archive);
+    assert_eq!(recording["segment_count"], objects.len(), "{report}");
+}
+
+/// The row of recording `recording_id` in `ls --json` (of an archive or of drives).
+fn listed_row(listed: &serde_json::Value, recording_id: u32) -> &serde_json::Value {
+    listed["recordings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["recording_id"] == recording_id)
+        .unwrap_or_else(|| panic!("no recording {recording_id} in the archive: {listed}"))
+}
+
+/// `archive --follow` of the ring on `targets` into the directory `archive`, started in the
+/// background, its report going to `report` (a pipe nobody reads meanwhile could fill).
+fn start_follow(setup: &Setup, archive: &Path, targets: &[PathBuf], report: &Path) -> Child {
+    let url = format!("file://{}", archive.display());
+    setup
+        .nvrec()
+        .args(["--json", "archive", "--to", &url, "--node", "bench-7"])
+        .args(FOLLOW_RING)
+        .args(targets)
+        .stdout(std::fs::File::create(report).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (at most 30 s) until the directory `archive` holds segment `index` whole, while
+/// the run `child` that sends it goes on.
+fn wait_for_segment(archive: &Path, index: u32, child: &mut Child) {
+    let segment = format!("/seg-{index:06}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !segment_objects(archive)
+        .iter()
+        .any(|(key, _, _)| key.ends_with(&segment))
+    {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the archive ended ({status}) before segment {index} was in the store");
+        }
+        assert!(Instant::now() < deadline, "segment {index} never came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The recording `recording_id` as `ls --json` of the drives lists it.
+fn listed_on_drives(targets: &[PathBuf], recording_id: u32) -> serde_json::Value {
+    let output = run(nvrec().args(["--json", "ls"]).args(targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let listed = json(&output);
+    listed_row(&listed, recording_id).clone()
+}
+
+/// A ring followed by `archive --follow` whose recorder is killed (SIGKILL): the follow
+/// ends with it and writes the manifest of the ring as a reader recovers it. The next ring
+/// on the set (`record --append --ring`) recovers the crashed one first (its entry's next
+/// revision, closed at the same end) and goes round the member over its chunks. The archive
+/// run after that keeps what the archive held of the crashed ring: the same segment
+/// objects, never written again, every byte and range it held (the replay the pattern
+/// there), nothing named lost that it held, its manifest now of the recovered entry.
+#[test]
+fn a_crashed_ring_recovered_by_the_next_ring_keeps_what_its_archive_held() {
+    let setup = Setup::new("arch-ring-crash");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    // A ring of 20 MB/s on a 48 MiB member that would run for a minute, killed once its
+    // follow has sent 11 segments of 5 MiB, more than the member holds: it has wrapped.
+    let mut recorder = start_ring(&targets, "60s", "48M");
+    let report = setup.path("follow.json");
+    let mut follow = start_follow(&setup, &archive, &targets, &report);
+    wait_for_segment(&archive, 10, &mut follow);
+    recorder.kill().unwrap(); // SIGKILL
+    recorder.wait().unwrap();
+    wait_unlocked(&targets);
+    // The follow sees the ring end, and archives it to its recovered end.
+    let status = follow.wait().unwrap();
+    let followed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert!(status.success(), "{followed}");
+    assert_eq!(
+        followed["recordings"][0]["state"], "interrupted",
+        "{followed}"
+    );
+    let output = run(setup.nvrec().args(["--json", "ls", &url]));
+    let held = listed_row(&json(&output), 1).clone();
+    let held_segments = segment_objects(&archive);
+    assert_eq!(held["segment_count"], held_segments.len(), "{held}");
+    // The 11 sent while it recorded, and the rest (one at least) after its end.
+    assert!(held_segments.len() > 11, "{held}");
+
+    // The next ring recovers the crashed one, and in 2.5 s (50 MB) goes round the member
+    // over its chunks.
+    let output = run(nvrec()
+        .args([
+            "--json", "record", "--append", "--ring", "--source", "pattern",
+        ])
+        .args(["--rate", "20MB/s", "--duration", "2500ms"])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let crashed = listed_on_drives(&targets, 1);
+    assert_eq!(crashed["state"], "interrupted", "{crashed}");
+    let stream_len = crashed["stream_len_bytes"].as_u64().unwrap();
+    assert_eq!(held["stream_len_bytes"], stream_len, "{held}\n{crashed}");
+
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--segment-size", "5M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let again = &report["recordings"][0];
+    assert_eq!(again["recording_id"], 1, "{report}");
+    // Nothing of it read again from the drives, nothing sent again: its manifest written
+    // again for its entry as recovery closed it, with the segments it held.
+    assert_eq!(again["outcome"], "archived", "{report}");
+    assert_eq!(again["segments_held"], held_segments.len(), "{report}");
+    assert_eq!(again["uploaded_bytes"], 0, "{report}");
+    // The segment objects it held are those of the follow, never written again.
+    let now = segment_objects(&archive);
+    for (key, inode, bytes) in &held_segments {
+        let found = now.iter().find(|(k, _, _)| k == key);
+        let Some((_, inode_now, bytes_now)) = found else {
+            panic!("{key} is gone from the store");
+        };
+        assert!(bytes_now == bytes, "{key} was replaced by other bytes");
+        assert_eq!(inode_now, inode, "{key} was written again");
+    }
+    let output = run(setup.nvrec().args(["--json", "ls", &url]));
+    let listed = json(&output);
+    let kept = listed_row(&listed, 1);
+    for count in ["bytes", "chunk_count", "segment_count", "archived_bytes"] {
+        assert!(
+            kept[count].as_u64().unwrap() >= held[count].as_u64().unwrap(),
+            "{count}: {held}\n{kept}"
+        );
+    }
+    assert_eq!(kept["losses"], held["losses"], "{held}\n{kept}");
+    // The replay of what it holds is the pattern; what it names lost, it named before.
+    check_ring_archive_of(&setup, &url, 1, stream_len);
+    // The manifest is of the entry as the drives hold it now: archived already.
+    let output = setup.archive(&url, &targets, &["--recording", "1"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(
+        report["recordings"][0]["outcome"], "already_archived",
+        "{report}"
+    );
+}
+
+/// As above, but the follow is killed (SIGKILL) first, while the ring records, and the
+/// recorder after it: the archive lacks the ring's newest part, and the next ring writes
+/// over all of the crashed one before an archive runs again. That run goes on after the
+/// segments the killed follow sent (never written again) and names the rest of the crashed
+/// ring's stream lost, overwritten on the drives before archived, not chunks missing.
+#[test]
+fn a_crashed_ring_the_next_ring_wrote_over_names_what_its_archive_lacks_overwritten() {
+    let setup = Setup::new("arch-ring-crash-tail");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    let mut recorder = start_ring(&targets, "60s", "48M");
+    // The follow killed once 4 segments of 5 MiB are sent; the recorder once 40 MB of
+    // its stream are durable, half as much again.
+    let left = follow_killed_at_segment(&setup, &archive, &targets, &FOLLOW_RING, 3);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while listed_on_drives(&targets, 1)["stream_len_bytes"]
+        .as_u64()
+        .unwrap()
+        < 40_000_000
+    {
+        assert!(Instant::now() < deadline, "the ring never reached 40 MB");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    recorder.kill().unwrap(); // SIGKILL
+    recorder.wait().unwrap();
+    wait_unlocked(&targets);
+    // 3 s at 20 MB/s: more than the 48 MiB member holds.
+    let output = run(nvrec()
+        .args([
+            "--json", "record", "--append", "--ring", "--source", "pattern",
+        ])
+        .args(["--rate", "20MB/s", "--duration", "3s"])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let crashed = listed_on_drives(&targets, 1);
+    assert_eq!(crashed["state"], "interrupted", "{crashed}");
+    let stream_len = crashed["stream_len_bytes"].as_u64().unwrap();
+
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--segment-size", "5M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["recording_id"], 1, "{report}");
+    assert!(
+        recording["holes"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+    let before = recording["segments_sent_before"].as_u64().unwrap();
+    assert!(
+        (left.len() as u64 - 1..=left.len() as u64).contains(&before),
+        "{report}"
+    );
+    let sent_bytes = left_untouched(&archive, &left);
+    // One range lost: from where the killed run's segments end to the ring's end.
+    let lost = check_ring_archive_of(&setup, &url, 1, stream_len);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    let last_bytes = segment_payload_bytes(&left.last().unwrap().2);
+    let (start, end) = lost[0];
+    assert!(
+        start == sent_bytes || before == left.len() as u64 && start == sent_bytes + last_bytes,
+        "{lost:?}: the killed run sent {sent_bytes} + {last_bytes} bytes"
+    );
+    assert_eq!(end, stream_len, "{lost:?}");
 }
 
 #[test]

@@ -231,3 +231,65 @@ fn verify_names_the_slot_of_a_chunk_the_device_cannot_read() {
         "{first_bad}"
     );
 }
+
+/// A member whose every read fails (a cable, a controller) is named UNREADABLE with the
+/// error by `ls`, `verify` and `repair`, never "blank" or "not a member": the words that
+/// would invite a user to format the drive that holds half the recording. The member on
+/// the faulty device, the other a file.
+#[test]
+fn a_member_whose_every_read_fails_is_unreadable_never_blank() {
+    use nvrec_faultydisk::{Errno, FaultyDisk, Op, Options};
+    if no_faulty_disks() {
+        return;
+    }
+    let scratch = Scratch::new("unreadable");
+    let backing = std::path::PathBuf::from(format!(
+        "/dev/shm/nvrec-damage-unreadable-{}.img",
+        std::process::id()
+    ));
+    let disk = FaultyDisk::start(&backing, 64 << 20, Options::default()).unwrap();
+    let device = disk.attach_loop().unwrap();
+    let file = scratch.path("b.img");
+    let targets = [device.path().to_path_buf(), file.clone()];
+    let output = run(nvrec()
+        .args(["--json", "record", "--source", "pattern", "--size", "16M"])
+        .args(["--create-size", "64M"])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    disk.fail(Op::Read, 0..64 << 20, Errno::Eio);
+    let said: Vec<(String, Option<i32>)> = [
+        vec!["ls"],
+        vec!["verify"],
+        vec!["--json", "ls"],
+        vec!["--json", "verify"],
+    ]
+    .iter()
+    .map(|args| {
+        let output = run(nvrec().args(args).args(&targets));
+        (text(&output), output.status.code())
+    })
+    .collect();
+    let repaired = run(nvrec().arg("repair").args(&targets));
+    drop(device);
+    drop(disk);
+    let _ = std::fs::remove_file(&backing);
+    for (words, status) in &said {
+        assert_eq!(*status, Some(1), "{words}");
+        assert!(!words.contains("blank"), "{words}");
+        assert!(!words.contains("NOT A MEMBER"), "{words}");
+        assert!(words.contains("cannot be read"), "{words}");
+    }
+    assert!(said[0].0.contains("UNREADABLE: /dev/loop"), "{}", said[0].0);
+    assert!(said[0].0.contains("MISSING"), "{}", said[0].0);
+    assert!(said[1].0.contains("UNREADABLE: /dev/loop"), "{}", said[1].0);
+    assert!(
+        said[2].0.contains("\"kind\":\"unreadable\""),
+        "{}",
+        said[2].0
+    );
+    // repair, which would write, stops where it cannot read what it would write over.
+    assert!(!repaired.status.success());
+    let repaired = text(&repaired);
+    assert!(repaired.contains("Input/output error"), "{repaired}");
+    assert!(!repaired.contains("blank"), "{repaired}");
+}

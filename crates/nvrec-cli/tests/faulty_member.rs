@@ -1019,8 +1019,10 @@ fn a_second_member_that_dies_after_another_was_retired_leaves_the_last_to_carry_
             .unwrap()
     };
     assert!(when(1) <= when(2), "member 1 was retired first: {report}");
-    assert_eq!(
-        report["retirements"][0]["cause"], "write_failed",
+    // Its writes and flushes fail together: retired for whichever the writer met first.
+    let cause = &report["retirements"][0]["cause"];
+    assert!(
+        cause == "write_failed" || cause == "flush_failed",
         "{report}"
     );
 }
@@ -1037,6 +1039,18 @@ fn a_member_whose_flushes_fail_is_retired_though_its_writes_succeed() {
     let stats = rig.disks[0].stats();
     assert!(stats.failed > 0, "a flush failed: {}", stats.to_json());
     check_degraded(&rig, &output, &[rig.member_of(0)], due(RATE, 3));
+    // Retired for its flush, and said so (format 1.8), not for a write it never failed.
+    let report = json(&output);
+    assert_eq!(
+        report["retirements"][0]["cause"], "flush_failed",
+        "{report}"
+    );
+    let listed = run(nvrec().arg("ls").args(rig.targets()));
+    assert!(
+        text(&listed).contains(": flush failed ("),
+        "{}",
+        text(&listed)
+    );
 }
 
 #[test]
@@ -1518,11 +1532,11 @@ fn a_full_member_whose_flushes_fail_too_loses_nothing_after_a_power_cut() {
     });
     let report = json(&output);
     // Both faults start together: the member is retired by whichever the writer meets
-    // first, a write that finds it full or a flush that fails (recorded as a failed write,
-    // EIO). Either way it is retired and nothing is lost.
+    // first, a write that finds it full or a flush that fails (recorded as such, format
+    // 1.8, with EIO). Either way it is retired and nothing is lost.
     let errno = match report["retirements"][0]["cause"].as_str() {
         Some("target_full") => libc::ENOSPC,
-        Some("write_failed") => libc::EIO,
+        Some("flush_failed") => libc::EIO,
         other => panic!("retired for {other:?}: {report}"),
     };
     assert_eq!(cut_power(&rig, &output), 0, "{report}");

@@ -351,3 +351,82 @@ fn a_released_mark_is_refused_with_when_and_the_ring_takes_its_slots_back() {
     let output = run(nvrec().args(["mark", "--release", "2"]).args(&targets));
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
 }
+
+/// Waits (at most 20 s) until `ls` lists a mark in `state`.
+fn wait_for_mark_state(targets: &[PathBuf], state: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = ls(targets);
+        let found = listed["marks"]
+            .as_array()
+            .is_some_and(|marks| marks.iter().any(|m| m["state"] == state));
+        if found {
+            return listed;
+        }
+        assert!(Instant::now() < deadline, "no mark {state}: {listed}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A ring killed after a mark closed, then started again on its set (`--append --ring`,
+/// as a recorder restarted after a crash): the new ring goes round several times over the
+/// old one's slots, jumping over the mark's, so the mark reads whole; `ls` says the old
+/// ring was written over; a linear recording added afterwards keeps out of the mark too.
+#[test]
+fn a_ring_started_again_after_a_crash_keeps_the_marks_of_the_one_before() {
+    let scratch = Scratch::new("marks-restart");
+    let targets = vec![scratch.path("a.img")];
+    let mut child = start_ring(&targets, "40MB/s", &["--create-size", "48M"]);
+    // The recording is there once `ls` lists it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ls(&targets)["recordings"][0]["state"] != "recording" {
+        assert!(Instant::now() < deadline, "the ring never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = mark(
+        &targets,
+        &["--before", "100ms", "--after", "100ms", "--label", "keep"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    wait_for_mark_state(&targets, "kept");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    wait_unlocked(&targets);
+    let output = verify_mark(&targets, 2);
+    assert!(output.status.success(), "{}", text(&output));
+
+    let again = start_ring(&targets, "40MB/s", &["--append", "--duration", "4s"]);
+    let output = again.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert!(
+        report["members"][0]["laps"].as_u64().unwrap() >= 2,
+        "the new ring went round: {report}"
+    );
+    let output = verify_mark(&targets, 2);
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(nvrec().args(["verify", "--recording", "3"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(nvrec().arg("ls").args(&targets));
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("OVERWRITTEN in part: recording 3 wrote over it"),
+        "{said}"
+    );
+    assert!(!said.contains("OVERWRITTEN: "), "the mark is whole: {said}");
+
+    // Linear, from the ring's write point on: whole, or full where the mark (or the
+    // member's end) comes first.
+    let output = run(nvrec()
+        .args([
+            "--json", "record", "--source", "pattern", "--append", "--size", "40M",
+        ])
+        .args(&targets));
+    let status = output.status.code();
+    assert!(status == Some(0) || status == Some(5), "{}", text(&output));
+    let output = verify_mark(&targets, 2);
+    assert!(output.status.success(), "{}", text(&output));
+    let output = run(nvrec().args(["verify", "--recording", "4"]).args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+}

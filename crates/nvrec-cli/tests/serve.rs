@@ -4,7 +4,10 @@
 //! of `record` that names a path refused, or (the capture filter) taken inline only; a
 //! missing or wrong token refused; a client that goes away mid-request; SIGTERM; `nvrec
 //! status`; the metrics checked by `promtool check metrics`; the dashboard in headless
-//! Chromium; and the systemd notifications on a NOTIFY_SOCKET this test makes.
+//! Chromium; and the systemd notifications on a NOTIFY_SOCKET this test makes. Over TCP,
+//! with curl as the client: a listener without a token refused at start, loopback
+//! included, and one off loopback without TLS; a missing or wrong token refused; plain
+//! HTTP to a TLS port refused; each refusal with nothing started.
 //!
 //! Tests that need TCP (Chromium cannot speak to a Unix socket) move their thread into a
 //! network namespace of its own first, so the address exists only there; they skip, saying
@@ -27,6 +30,8 @@ use std::time::{Duration, Instant};
 enum Endpoint {
     Unix(PathBuf),
     Tcp(String),
+    /// host:port of a TLS listener, which these tests ask with curl.
+    Https(String),
 }
 
 /// A running `nvrec serve`, stopped with SIGTERM (and reaped) when dropped.
@@ -82,9 +87,12 @@ impl Service {
                 stderr.lock().unwrap()
             );
         };
-        let endpoint = match at.strip_prefix("http://") {
-            Some(address) => Endpoint::Tcp(address.to_string()),
-            None => Endpoint::Unix(PathBuf::from(at)),
+        let endpoint = if let Some(address) = at.strip_prefix("http://") {
+            Endpoint::Tcp(address.to_string())
+        } else if let Some(address) = at.strip_prefix("https://") {
+            Endpoint::Https(address.to_string())
+        } else {
+            Endpoint::Unix(PathBuf::from(at))
         };
         Service {
             child: Some(child),
@@ -146,6 +154,7 @@ impl Service {
                         .unwrap();
                     send(TokioIo::new(stream), request).await
                 }
+                Endpoint::Https(_) => panic!("a TLS listener is asked with curl (Curl)"),
             };
             let status = response.status().as_u16();
             let bytes = response.into_body().collect().await.unwrap().to_bytes();
@@ -173,6 +182,27 @@ impl Service {
 
     fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until the service has said `line` (a part of one) on stderr.
+    fn wait_for_stderr(&self, line: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.stderr().contains(line) {
+            assert!(
+                Instant::now() < deadline,
+                "the service never said {line:?}: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The port of a TCP listener.
+    fn port(&self) -> u16 {
+        let (Endpoint::Tcp(address) | Endpoint::Https(address)) = &self.endpoint else {
+            panic!("the service listens on a Unix socket")
+        };
+        address.rsplit_once(':').unwrap().1.parse().unwrap()
     }
 }
 
@@ -964,19 +994,502 @@ fn a_missing_or_wrong_token_is_refused() {
     assert!(text(&output).contains("401"), "{}", text(&output));
 }
 
+/// `nvrec serve ARGS` refused at start: exit 2, a message that names everything `wanted`,
+/// and nothing listened on.
+fn assert_refused_at_start(args: &[&str], wanted: &[&str]) {
+    let mut child = nvrec()
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nvrec serve starts");
+    // A service that was not refused would serve on: it is killed, and the test fails.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            panic!("{args:?} was not refused: {}", text(&output));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {said}");
+    for wanted in wanted {
+        assert!(said.contains(wanted), "{args:?}: no {wanted:?} in {said}");
+    }
+    assert!(!said.contains("listening on"), "{args:?}: {said}");
+}
+
 #[test]
-fn a_reachable_address_needs_a_token() {
-    let output = run(nvrec().args([
-        "serve",
-        "--listen",
-        "0.0.0.0:9",
-        "--allow-target",
-        "/nonexistent/x.img",
-    ]));
-    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
-    assert!(text(&output).contains("--token-file"), "{}", text(&output));
+fn a_tcp_listener_needs_a_token_and_off_loopback_tls() {
+    let scratch = Scratch::new("serve-door");
+    let target = scratch.path("t.img");
+    let target = path_text(&target);
+    let token_file = scratch.path("token");
+    std::fs::write(&token_file, "door-token\n").unwrap();
+    let token_file = path_text(&token_file);
+    // Without a token, on loopback too: every user of the machine can reach a TCP port.
+    for (address, wanted) in [
+        ("127.0.0.1:0", &["--token-file"][..]),
+        ("[::1]:0", &["--token-file"]),
+        // Off loopback, TLS is asked for in the same breath.
+        ("0.0.0.0:0", &["--token-file", "--tls-cert", "--tls-key"]),
+        (
+            "10.1.2.3:8470",
+            &["--token-file", "--tls-cert", "--tls-key"],
+        ),
+    ] {
+        assert_refused_at_start(&["--listen", address, "--allow-target", &target], wanted);
+    }
+    // With a token, off loopback, but in clear text.
+    for address in ["0.0.0.0:0", "[::]:0", "10.1.2.3:8470"] {
+        assert_refused_at_start(
+            &[
+                "--listen",
+                address,
+                "--token-file",
+                &token_file,
+                "--allow-target",
+                &target,
+            ],
+            &["--tls-cert", "--tls-key", "clear text"],
+        );
+    }
+    // A certificate needs its key, and TLS needs TCP.
+    assert_refused_at_start(
+        &[
+            "--listen",
+            "0.0.0.0:0",
+            "--token-file",
+            &token_file,
+            "--tls-cert",
+            "/nonexistent/cert.pem",
+            "--allow-target",
+            &target,
+        ],
+        &["--tls-key"],
+    );
+    assert_refused_at_start(
+        &[
+            "--socket",
+            &path_text(&scratch.path("s.sock")),
+            "--tls-cert",
+            "/nonexistent/cert.pem",
+            "--tls-key",
+            "/nonexistent/key.pem",
+            "--allow-target",
+            &target,
+        ],
+        &["--socket", "--tls-cert"],
+    );
     let output = run(nvrec().args(["serve", "--socket", "/tmp/x.sock"]));
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(!Path::new(&target).exists());
+    assert!(!scratch.path("s.sock").exists());
+
+    // Files that are no certificate or key, or that do not belong together.
+    let Some(certificates) = Certificates::make(&scratch) else {
+        return;
+    };
+    let (cert, key) = (path_text(&certificates.cert), path_text(&certificates.key));
+    let ca_key = path_text(&certificates.ca_key);
+    let missing = path_text(&scratch.path("missing.pem"));
+    for (cert, key, wanted) in [
+        (missing.as_str(), key.as_str(), "No such file"),
+        (cert.as_str(), missing.as_str(), "No such file"),
+        (key.as_str(), key.as_str(), "no certificate in it"),
+        (cert.as_str(), cert.as_str(), "no private key in it"),
+        (token_file.as_str(), key.as_str(), "no certificate in it"),
+        (
+            cert.as_str(),
+            ca_key.as_str(),
+            "the key is not the certificate's",
+        ),
+    ] {
+        assert_refused_at_start(
+            &[
+                "--listen",
+                "0.0.0.0:0",
+                "--token-file",
+                &token_file,
+                "--tls-cert",
+                cert,
+                "--tls-key",
+                key,
+                "--allow-target",
+                &target,
+            ],
+            &[wanted],
+        );
+    }
+    assert!(!Path::new(&target).exists());
+}
+
+/// A CA and a certificate it signed for 127.0.0.1 and localhost, made with the openssl
+/// command in a scratch directory.
+struct Certificates {
+    ca: PathBuf,
+    ca_key: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl Certificates {
+    /// `None`, the skip reported, without the openssl command.
+    fn make(scratch: &Scratch) -> Option<Certificates> {
+        if Command::new("openssl").arg("version").output().is_err() {
+            nvrec_testkit::skip(
+                nvrec_testkit::OPENSSL,
+                "openssl not found: no certificate for the TLS listener",
+            );
+            return None;
+        }
+        let certificates = Certificates {
+            ca: scratch.path("ca.pem"),
+            ca_key: scratch.path("ca.key"),
+            cert: scratch.path("cert.pem"),
+            key: scratch.path("key.pem"),
+        };
+        let request = scratch.path("cert.csr");
+        let extensions = scratch.path("cert.ext");
+        std::fs::write(
+            &extensions,
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        let openssl = |command: &mut Command| {
+            let output = run(command);
+            assert!(output.status.success(), "{command:?}: {}", text(&output));
+        };
+        let new_p256_key = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        openssl(
+            Command::new("openssl")
+                .args(["req", "-x509", "-days", "2", "-subj", "/CN=nvrec test CA"])
+                .args(new_p256_key)
+                .arg("-keyout")
+                .arg(&certificates.ca_key)
+                .arg("-out")
+                .arg(&certificates.ca),
+        );
+        openssl(
+            Command::new("openssl")
+                .args(["req", "-subj", "/CN=localhost"])
+                .args(new_p256_key)
+                .arg("-keyout")
+                .arg(&certificates.key)
+                .arg("-out")
+                .arg(&request),
+        );
+        openssl(
+            Command::new("openssl")
+                .args(["x509", "-req", "-days", "2", "-set_serial", "1"])
+                .arg("-in")
+                .arg(&request)
+                .arg("-CA")
+                .arg(&certificates.ca)
+                .arg("-CAkey")
+                .arg(&certificates.ca_key)
+                .arg("-extfile")
+                .arg(&extensions)
+                .arg("-out")
+                .arg(&certificates.cert),
+        );
+        Some(certificates)
+    }
+}
+
+/// What curl got: its exit status, the HTTP status (0 where none came), the body, and what
+/// it said on stderr.
+struct Curled {
+    exit: i32,
+    status: u16,
+    body: String,
+    said: String,
+}
+
+impl Curled {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|_| Value::String(self.body.clone()))
+    }
+}
+
+/// Whether curl runs here; false, the skip reported, where it does not.
+fn curl_present() -> bool {
+    if Command::new("curl").arg("--version").output().is_err() {
+        nvrec_testkit::skip(nvrec_testkit::CURL, "curl not found: no client for TCP");
+        return false;
+    }
+    true
+}
+
+/// `METHOD BASE/PATH` with curl, carrying `token` (as `Authorization: Bearer`) and `body`
+/// (JSON) when given, and `extra` options.
+fn curl(
+    base: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+    extra: &[&str],
+) -> Curled {
+    let mut command = Command::new("curl");
+    command
+        .args([
+            "-sS",
+            "--max-time",
+            "60",
+            "-w",
+            "\n%{http_code}",
+            "-X",
+            method,
+        ])
+        .args(extra);
+    if let Some(token) = token {
+        command
+            .arg("-H")
+            .arg(format!("Authorization: Bearer {token}"));
+    }
+    if let Some(body) = body {
+        command
+            .args(["-H", "Content-Type: application/json", "--data-binary"])
+            .arg(body.to_string());
+    }
+    let output = run(command.arg(format!("{base}{path}")));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, status) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    Curled {
+        exit: output.status.code().unwrap_or(-1),
+        status: status.trim().parse().unwrap_or(0),
+        body: body.to_string(),
+        said: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn curl_without_the_right_token_is_refused_on_loopback() {
+    if !curl_present() {
+        return;
+    }
+    let scratch = Scratch::new("serve-curl-token");
+    let target = scratch.path("t.img");
+    let token_file = scratch.path("token");
+    std::fs::write(&token_file, "curl-token\n").unwrap();
+    in_own_network(|| {
+        let service = Service::start(
+            &scratch,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                &path_text(&token_file),
+                "--allow-target",
+                &path_text(&target),
+            ],
+        );
+        let base = format!("http://127.0.0.1:{}", service.port());
+        let body =
+            json!({"targets": [target], "source": "pattern", "size": "1M", "create_size": "16M"});
+        for token in [None, Some("wrong"), Some("curl-token2"), Some("")] {
+            for (method, path, body) in [
+                ("GET", "/v1/recordings", None),
+                ("GET", "/metrics", None),
+                ("POST", "/v1/recordings", Some(&body)),
+            ] {
+                let curled = curl(&base, method, path, token, body, &[]);
+                assert_eq!(
+                    curled.status, 401,
+                    "{method} {path} with {token:?}: {} {}",
+                    curled.body, curled.said
+                );
+                assert!(curled.json()["error"].as_str().unwrap().contains("token"));
+            }
+        }
+        // Nothing was started, nothing written.
+        assert!(!target.exists(), "a refused request wrote the target");
+        let listed = curl(
+            &base,
+            "GET",
+            "/v1/recordings",
+            Some("curl-token"),
+            None,
+            &[],
+        );
+        assert_eq!(listed.status, 200, "{} {}", listed.body, listed.said);
+        assert_eq!(listed.json()["recordings"], json!([]));
+        let started = curl(
+            &base,
+            "POST",
+            "/v1/recordings",
+            Some("curl-token"),
+            Some(&body),
+            &[],
+        );
+        assert_eq!(started.status, 201, "{} {}", started.body, started.said);
+        assert!(target.exists());
+    });
+}
+
+#[test]
+fn a_tls_listener_refuses_plain_http_and_answers_curl_that_trusts_its_ca() {
+    if !curl_present() {
+        return;
+    }
+    let scratch = Scratch::new("serve-tls");
+    let Some(certificates) = Certificates::make(&scratch) else {
+        return;
+    };
+    let token = "tls-token";
+    let token_file = scratch.path("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let ca = path_text(&certificates.ca);
+    in_own_network(|| {
+        // Off loopback TLS is required; on loopback it is taken when given.
+        for (listen, name) in [("0.0.0.0:0", "any"), ("127.0.0.1:0", "loopback")] {
+            let target = scratch.path(&format!("{name}.img"));
+            let service = Service::start(
+                &scratch,
+                &[
+                    "--listen",
+                    listen,
+                    "--token-file",
+                    &path_text(&token_file),
+                    "--tls-cert",
+                    &path_text(&certificates.cert),
+                    "--tls-key",
+                    &path_text(&certificates.key),
+                    "--allow-target",
+                    &path_text(&target),
+                ],
+            );
+            assert!(
+                matches!(service.endpoint, Endpoint::Https(_)),
+                "{listen}: {}",
+                service.stderr()
+            );
+            let port = service.port();
+            let plain = format!("http://127.0.0.1:{port}");
+            let https = format!("https://127.0.0.1:{port}");
+            let trusted = ["--cacert", ca.as_str()];
+            let body = json!({"targets": [target], "source": "pattern", "size": "1M",
+                              "create_size": "16M"});
+
+            // Plain HTTP, with the right token, asking for a recording: no handshake, so no
+            // request reaches the API.
+            let curled = curl(
+                &plain,
+                "POST",
+                "/v1/recordings",
+                Some(token),
+                Some(&body),
+                &[],
+            );
+            assert_ne!(curled.exit, 0, "{listen}: plain HTTP got {}", curled.body);
+            assert_eq!(
+                curled.status, 0,
+                "{listen}: {} {}",
+                curled.body, curled.said
+            );
+            service.wait_for_stderr("did not speak TLS (plain HTTP to an https:// port?)");
+            // A client that does not trust the certificate ends the handshake itself.
+            let curled = curl(
+                &https,
+                "POST",
+                "/v1/recordings",
+                Some(token),
+                Some(&body),
+                &[],
+            );
+            assert_eq!(curled.exit, 60, "{listen}: {} {}", curled.body, curled.said);
+            // Trusting it, without the token or with a wrong one: 401.
+            for wrong in [None, Some("wrong")] {
+                for (method, body) in [("GET", None), ("POST", Some(&body))] {
+                    let curled = curl(&https, method, "/v1/recordings", wrong, body, &trusted);
+                    assert_eq!(
+                        curled.status, 401,
+                        "{listen}: {method} with {wrong:?}: {} {}",
+                        curled.body, curled.said
+                    );
+                }
+            }
+            // Nothing was started, nothing written.
+            assert!(
+                !target.exists(),
+                "{listen}: a refused request wrote the target"
+            );
+            let listed = curl(&https, "GET", "/v1/recordings", Some(token), None, &trusted);
+            assert_eq!(
+                listed.status, 200,
+                "{listen}: {} {}",
+                listed.body, listed.said
+            );
+            assert_eq!(listed.json()["recordings"], json!([]), "{listen}");
+            // With both, by the certificate's other name too: a recording starts.
+            let by_name = format!("https://localhost:{port}");
+            let listed = curl(
+                &by_name,
+                "GET",
+                "/v1/recordings",
+                Some(token),
+                None,
+                &trusted,
+            );
+            assert_eq!(
+                listed.status, 200,
+                "{listen}: {} {}",
+                listed.body, listed.said
+            );
+            let started = curl(
+                &https,
+                "POST",
+                "/v1/recordings",
+                Some(token),
+                Some(&body),
+                &trusted,
+            );
+            assert_eq!(
+                started.status, 201,
+                "{listen}: {} {}",
+                started.body, started.said
+            );
+            assert!(target.exists());
+
+            // `nvrec status` over TLS: it trusts the CA it is given and carries the token.
+            let output = run(nvrec()
+                .args([
+                    "--json",
+                    "status",
+                    "--url",
+                    &https,
+                    "--cacert",
+                    &ca,
+                    "--token-file",
+                ])
+                .arg(&token_file));
+            assert!(output.status.success(), "{listen}: {}", text(&output));
+            let recordings = json(&output)["recordings"].as_array().unwrap().len();
+            assert_eq!(recordings, 1, "{listen}: {}", text(&output));
+            // Not trusting the certificate, or in plain HTTP, it gets nothing.
+            for url in [https.as_str(), plain.as_str()] {
+                let output = run(nvrec()
+                    .args(["status", "--url", url, "--token-file"])
+                    .arg(&token_file));
+                assert!(
+                    !output.status.success(),
+                    "{listen} {url}: {}",
+                    text(&output)
+                );
+            }
+        }
+    });
 }
 
 #[test]

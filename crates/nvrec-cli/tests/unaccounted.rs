@@ -313,3 +313,112 @@ fn a_wrapped_ring_is_no_false_alarm_and_a_short_ring_entry_is_extended() {
         "the ring replays as before its entry was cut"
     );
 }
+
+/// The index area of each member (superblocks, checkpoints, recording table): everything
+/// before its first data slot.
+fn index_areas(targets: &[PathBuf]) -> Vec<Vec<u8>> {
+    let set = volume::open(targets, Access::Read, Safety::Check).unwrap();
+    let lengths: Vec<usize> = set
+        .present()
+        .map(|member| member.layout().data_offset_bytes as usize)
+        .collect();
+    drop(set);
+    targets
+        .iter()
+        .zip(lengths)
+        .map(|(target, length)| {
+            let mut bytes = vec![0u8; length];
+            let file = std::fs::File::open(target).unwrap();
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut bytes, 0).unwrap();
+            bytes
+        })
+        .collect()
+}
+
+/// Puts `areas` back: the index stands as it did when they were read (every entry and
+/// checkpoint write since then lost, as a drive without power-loss protection loses them).
+fn restore_index_areas(targets: &[PathBuf], areas: &[Vec<u8>]) {
+    for (target, bytes) in targets.iter().zip(areas) {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(target)
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, bytes, 0).unwrap();
+        file.sync_all().unwrap();
+    }
+}
+
+/// A recording whose entry (and every checkpoint of it) was lost: the set's index stands as
+/// it did before the recording began, and its chunks lie at the set's write point. `verify`
+/// and `ls` name it UNACCOUNTED (exit 1), a recording added now is refused (exit 3, nothing
+/// written), and `repair` restores its entry, after which it replays whole. On loop
+/// devices (the index written back through the device).
+#[test]
+fn a_recording_no_entry_names_is_unaccounted_and_repair_brings_it_back() {
+    let (Some(first), Some(second)) = (LoopDevice::new(64 << 20), LoopDevice::new(64 << 20)) else {
+        return;
+    };
+    let targets = vec![first.device.clone(), second.device.clone()];
+    let before = noise(3 << 20, 5);
+    let output = record_stdin(&targets, &before, &["--label", "first"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let areas = index_areas(&targets);
+    let lost = noise(5 << 20, 6);
+    let output = record_stdin(&targets, &lost, &["--append", "--label", "second"]);
+    assert!(output.status.success(), "{}", text(&output));
+    restore_index_areas(&targets, &areas);
+    let chunks = chunks_of(&targets, 2).len() as u64;
+    assert!(chunks > 10, "{chunks}");
+
+    let output = run(nvrec().arg("verify").args(&targets));
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("UNACCOUNTED recording 2: no entry names it"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("{chunks} unaccounted chunks")),
+        "{said}"
+    );
+    let (status, verified) = verify_json(&targets);
+    assert_eq!(status, Some(1), "{verified}");
+    assert_eq!(verified["good"], false, "{verified}");
+    assert_eq!(verified["unnamed"][0]["recording_id"], 2, "{verified}");
+    assert_eq!(verified["unnamed"][0]["chunk_count"], chunks, "{verified}");
+    let output = run(nvrec().arg("ls").args(&targets));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains("UNACCOUNTED recording 2"),
+        "{}",
+        text(&output)
+    );
+    let (status, listed) = ls_json(&targets);
+    assert_eq!(status, Some(1), "{listed}");
+    assert_eq!(listed["unnamed"][0]["recording_id"], 2, "{listed}");
+
+    // A recording added now would begin where they lie: refused, nothing written.
+    let output = record_stdin(&targets, &noise(1 << 20, 7), &["--append"]);
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
+    assert!(
+        text(&output).contains("no entry names (an entry write was lost)"),
+        "{}",
+        text(&output)
+    );
+    assert_eq!(chunks_of(&targets, 2).len() as u64, chunks);
+    assert!(chunks_of(&targets, 3).is_empty());
+
+    let output = run(nvrec().arg("repair").args(&targets));
+    let said = text(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("restored  recording 2"), "{said}");
+    assert_nothing_unaccounted(&targets);
+    assert!(replay(&targets, &["--recording", "1"]) == before);
+    assert!(replay(&targets, &["--recording", "2"]) == lost);
+    // And the set records on after it, over nothing it holds.
+    let more = noise(1 << 20, 8);
+    let output = record_stdin(&targets, &more, &["--append"]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(replay(&targets, &["--recording", "2"]) == lost);
+    assert!(replay(&targets, &["--recording", "3"]) == more);
+}

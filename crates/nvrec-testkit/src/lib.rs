@@ -104,6 +104,8 @@ pub const PYTHON_MCAP: Need = need(
 );
 pub const PROMTOOL: Need = need("promtool", "apt-get install prometheus");
 pub const SYSTEMD_ANALYZE: Need = need("systemd-analyze", "apt-get install systemd");
+pub const CURL: Need = need("curl", "apt-get install curl");
+pub const OPENSSL: Need = need("the openssl command", "apt-get install openssl");
 pub const POSTGRES: Need = need("a PostgreSQL server", "apt-get install postgresql");
 pub const GARAGE: Need = need(
     "garage, an S3 server",

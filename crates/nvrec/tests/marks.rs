@@ -445,3 +445,187 @@ fn a_window_of_a_ring_with_a_mark_is_what_the_whole_read_holds_from_its_start() 
     }
     assert_eq!(checked, 21);
 }
+
+/// Records `limit_bytes` more of the pattern onto the set, appended with `options`.
+fn append(
+    sim: &SimDisks,
+    limit_bytes: u64,
+    change: impl FnOnce(&mut RecordOptions),
+) -> Result<RecordReport, RecordingError> {
+    let desk = Arc::new(MarkDesk::default());
+    let mut options = RecordOptions {
+        append: true,
+        fill: Fill::Linear,
+        marks: None,
+        ..options(limit_bytes, &desk)
+    };
+    change(&mut options);
+    writer::record_on(
+        Members::Sim(sim),
+        &mut PatternSource(Pattern::new(SEED)),
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+}
+
+/// A ring with a mark, then more recordings on the set: a linear one appended keeps out of
+/// the mark's slots (it ends full before them), one that reclaims reclaims the ring and
+/// stops at the mark, naming it; a ring appended jumps over it lap after lap; the mark
+/// reads whole after each, and `marks::overwritten` finds nothing wrong with it.
+#[test]
+fn a_kept_mark_is_never_written_over_by_what_the_set_records_next() {
+    let sim = SimDisks::new(2, DISK_BYTES, 4096, 9);
+    let lap_bytes = 2 * DISK_BYTES;
+    let (report, answers) = record(
+        &sim,
+        3 * lap_bytes + lap_bytes / 3,
+        vec![(2 * lap_bytes, take(10, 10, "keep"))],
+    );
+    assert!(report.error.is_none(), "{:?}", report.error);
+    let mark_id = answers[0].clone().expect("the mark is taken").mark_id;
+    let whole = |what: &str| {
+        let set = open(&sim);
+        let back = read_mark(&set, mark_id).unwrap();
+        assert!(back.trouble.is_empty(), "after {what}: {:?}", back.trouble);
+        let mark = set.marks().unwrap().pop().unwrap();
+        assert_eq!(back.bytes, mark.stream_len_bytes, "after {what}");
+        assert_eq!(
+            marks::overwritten(&set, &mark),
+            None,
+            "after {what}: {mark:?}"
+        );
+        back.bytes
+    };
+    let kept_bytes = whole("the ring");
+
+    let linear = append(&sim, lap_bytes, |_| {}).unwrap();
+    assert_eq!(
+        linear.outcome,
+        writer::RecordOutcome::TargetFull,
+        "{linear:?}"
+    );
+    assert!(linear.stream_bytes > 0, "{linear:?}");
+    assert_eq!(whole("a linear recording"), kept_bytes);
+    let set = open(&sim);
+    let appended = reader::recordings(&set).unwrap().pop().unwrap();
+    let back = read_recording(&set, &appended);
+    assert!(back.trouble.is_empty(), "{:?}", back.trouble);
+    assert_eq!(back.bytes, linear.stream_bytes);
+    drop(set);
+
+    let reclaiming = append(&sim, 2 * lap_bytes, |options| {
+        options.retention.reclaim = Some(nvrec::recording::retention::ReclaimPolicy::Oldest);
+    })
+    .unwrap();
+    let refused = reclaiming.reclaim_refused.clone().unwrap_or_default();
+    assert!(
+        refused.contains(&format!("mark {mark_id} \"keep\"")) && refused.contains("--release"),
+        "{reclaiming:?}"
+    );
+    assert_eq!(whole("a recording that reclaims"), kept_bytes);
+
+    // A ring added (as after a crash, the recorder started again) goes round twice, its
+    // write points jumping over the mark, and reads back whole without it.
+    let ring = append(&sim, 2 * lap_bytes, |options| {
+        options.fill = Fill::Ring { trim: false };
+    })
+    .unwrap();
+    assert!(ring.error.is_none(), "{ring:?}");
+    assert!(
+        ring.members.iter().all(|m| m.laps >= 1),
+        "{:?}",
+        ring.members
+    );
+    assert_eq!(whole("a ring that went round"), kept_bytes);
+    let set = open(&sim);
+    let entry = reader::recordings(&set).unwrap().pop().unwrap();
+    let back = read_recording(&set, &entry);
+    assert!(back.trouble.is_empty(), "ring: {:?}", back.trouble);
+    assert_eq!(back.end_offset, ring.stream_bytes);
+}
+
+/// A second mark asked while the first still records its after-window is joined to it:
+/// the answer names the first mark, the window goes on to the second's end, the set holds
+/// one mark, and it reads whole to that end.
+#[test]
+fn a_mark_asked_during_another_s_after_window_is_joined_to_it() {
+    let sim = SimDisks::new(2, DISK_BYTES, 4096, 13);
+    let lap_bytes = 2 * DISK_BYTES;
+    // At 100 MB/s a millisecond is 100 kB: the second is asked 2 ms into the first's 10 ms
+    // after-window, and asks 20 ms more.
+    let at = lap_bytes / 2;
+    let orders = vec![
+        (at, take(5, 10, "first")),
+        (at + 200_000, take(1, 20, "second")),
+    ];
+    let (report, answers) = record(&sim, 3 * lap_bytes, orders);
+    assert!(report.error.is_none(), "{:?}", report.error);
+    let first = answers[0].clone().expect("taken");
+    let second = answers[1].clone().expect("joined, not refused");
+    assert!(second.joined && !first.joined, "{answers:?}");
+    assert_eq!(second.mark_id, first.mark_id);
+    assert_eq!(second.label, "first");
+    assert!(second.after_ns >= 19_000_000, "{second:?}");
+    assert_eq!(report.marks.len(), 1, "{:?}", report.marks);
+    let set = open(&sim);
+    assert_eq!(set.marks().unwrap().len(), 1);
+    let back = read_mark(&set, first.mark_id).unwrap();
+    assert!(back.trouble.is_empty(), "{:?}", back.trouble);
+    // The window reaches the second's end: 2 ms + 20 ms after the first was asked.
+    assert!(
+        back.end_offset >= at + 200_000 + 2_000_000,
+        "{back:?} from {at}"
+    );
+}
+
+/// A mark taken while a member stalls costs no input: its entry is made durable with the
+/// next checkpoint, off the writer's way, and answered then, while the other member takes
+/// the writes (before, the writer wrote and flushed it in its own thread, and stood still
+/// for the stall: a paced source lost what came meanwhile).
+#[test]
+fn a_mark_taken_while_a_member_stalls_costs_no_input() {
+    let sim = SimDisks::new(2, DISK_BYTES, 4096, 17);
+    for disk in 0..2 {
+        sim.slow(disk, 200e6);
+    }
+    // The stall begins a little before the mark is asked, and lasts 400 ms: longer than a
+    // paced source's backlog (250 ms), shorter than a lap at the rate.
+    sim.stall(0, 60, Duration::from_millis(400));
+    let rate = 10e6;
+    let desk = Arc::new(MarkDesk::default());
+    let lap_bytes = 2 * DISK_BYTES;
+    let mut source = AskAt {
+        pattern: PatternSource(Pattern::new(SEED)),
+        desk: desk.clone(),
+        // Disk 0's 60th write is some 2 MB into the stream (each member takes half).
+        orders: vec![(2_100_000, take(5, 5, "stalled"))],
+        answers: Vec::new(),
+    };
+    let options = RecordOptions {
+        rate_bytes_per_s: Some(rate),
+        stripe: Stripe::Adaptive,
+        ..options_with_pool(lap_bytes, &desk, 4 << 20)
+    };
+    let report = writer::record_on(
+        Members::Sim(&sim),
+        &mut source,
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .unwrap();
+    assert!(report.error.is_none(), "{:?}", report.error);
+    assert_eq!(
+        report.lost_bytes + report.lost_past_end_bytes,
+        0,
+        "the stall cost input: {report:?}"
+    );
+    let answer = source.answers[0]
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap()
+        .expect("the mark is taken");
+    let set = open(&sim);
+    let back = read_mark(&set, answer.mark_id).unwrap();
+    assert!(back.trouble.is_empty(), "{:?}", back.trouble);
+}

@@ -238,3 +238,128 @@ fn an_entry_found_in_another_table_slot_is_named_and_never_listed() {
     assert_eq!(named[0].member_index, Some(0));
     assert!(named[0].problem.contains("misplaced"), "{}", named[0]);
 }
+
+/// A member whose every read fails (a cable, a controller) is named unreadable, with the
+/// error, never blank or another set's: it may hold half the recording.
+#[test]
+fn a_member_whose_every_read_fails_is_unreadable_never_blank() {
+    let sim = recorded_set();
+    fail_reads(&sim, 1, 0, 64 * MIB);
+    let set = volume::open_members(Members::Sim(&sim), Access::Read, Safety::Check)
+        .expect("member 0 serves");
+    assert_eq!(set.missing_indices(), [1]);
+    assert_eq!(set.problems.len(), 1, "{:?}", set.problems);
+    let problem = &set.problems[0];
+    assert_eq!(problem.kind, volume::ProblemKind::Unreadable, "{problem:?}");
+    assert_eq!(problem.heading(), "UNREADABLE");
+    assert!(problem.problem.contains("cannot be read"), "{problem:?}");
+    assert!(!problem.problem.contains("blank"), "{problem:?}");
+    // Blank it is only where every read comes back zero.
+    let blank = SimDisks::new(1, 16 * MIB, 4096, 3);
+    let error = volume::open_members(Members::Sim(&blank), Access::Read, Safety::Check)
+        .expect_err("nothing there");
+    assert!(error.to_string().contains("blank"), "{error}");
+}
+
+/// A recording whose entry write and every checkpoint of it were lost (the index stands as
+/// it did before it began, as a drive without power-loss protection leaves it): its chunks
+/// at the set's write point are found (`scan::unnamed`), a recording added is refused,
+/// and `repair` restores the entry, after which the recording reads back whole.
+#[test]
+fn a_recording_no_entry_names_is_found_refused_over_and_restored() {
+    let sim = SimDisks::new(2, 64 * MIB, 4096, 11);
+    let record = |seed: u64, append: bool| {
+        let options = RecordOptions {
+            limit_bytes: Some(3 * MIB),
+            pattern: true,
+            append,
+            ..RecordOptions::default()
+        };
+        writer::record_on(
+            Members::Sim(&sim),
+            &mut PatternSource(Pattern::new(seed)),
+            &options,
+            &Control::new(),
+            &Progress::default(),
+        )
+    };
+    record(1, false).expect("records");
+    let before = sim.current_images();
+    record(2, true).expect("records");
+    // Every write to the index since the first recording ended is lost.
+    let data_offset = volume::open_members(Members::Sim(&sim), Access::Read, Safety::Check)
+        .unwrap()
+        .present()
+        .next()
+        .unwrap()
+        .layout()
+        .data_offset_bytes as usize;
+    let mut images = sim.current_images();
+    for (image, old) in images.iter_mut().zip(&before) {
+        image[..data_offset].copy_from_slice(&old[..data_offset]);
+    }
+    let lost = SimDisks::from_images(images, 4096, 11);
+    let set = volume::open_members(Members::Sim(&lost), Access::Write, Safety::Check).unwrap();
+    assert_eq!(set.recordings().unwrap().len(), 1);
+    let unnamed = scan::unnamed(&set).unwrap();
+    assert_eq!(unnamed.len(), 1, "{unnamed:?}");
+    assert_eq!(unnamed[0].recording_id, 2);
+    let found = scan::unaccounted(&set, &unnamed[0]);
+    assert!(found.chunk_count > 20 && found.end_marker, "{found:?}");
+    drop(set);
+    // A recording added now would write over them: refused, nothing written.
+    let options = RecordOptions {
+        limit_bytes: Some(MIB),
+        pattern: true,
+        append: true,
+        ..RecordOptions::default()
+    };
+    let refused = writer::record_on(
+        Members::Sim(&lost),
+        &mut PatternSource(Pattern::new(3)),
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    );
+    assert!(
+        matches!(
+            refused,
+            Err(nvrec::recording::RecordingError::Unnamed {
+                recording_id: 2,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let mut set = volume::open_members(Members::Sim(&lost), Access::Write, Safety::Check).unwrap();
+    let report = repair::repair(&mut set, false, &Control::new()).unwrap();
+    assert_eq!(report.restored, [2], "{report:?}");
+    assert!(report.unaccounted_left.is_empty(), "{report:?}");
+    let entries = set.recordings().unwrap();
+    assert_eq!(entries.len(), 2);
+    let restored = &entries[1];
+    assert_eq!(restored.state, nvrec::layout::RecordingState::Closed);
+    assert_eq!(restored.stream_len_bytes, 3 * MIB);
+    let pattern = Pattern::new(2);
+    let mut bytes = 0u64;
+    nvrec::recording::reader::read_recording(
+        &set,
+        restored,
+        nvrec::engine::EngineChoice::Auto,
+        &Control::new(),
+        &Progress::default(),
+        &mut |item| match item {
+            nvrec::recording::reader::Item::Chunk { header, payload } => {
+                assert!(pattern
+                    .check(header.stream_offset_bytes, payload, 128 << 10)
+                    .is_ok());
+                bytes += payload.len() as u64;
+                true
+            }
+            _ => panic!("the restored recording reads whole"),
+        },
+    )
+    .unwrap();
+    assert_eq!(bytes, 3 * MIB);
+    assert!(scan::unnamed(&set).unwrap().is_empty());
+}

@@ -88,6 +88,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+#[path = "simulation/overload.rs"]
+mod overload;
+
 const MIB: u64 = 1 << 20;
 const LOGICAL_BLOCK_BYTES: u32 = 4096;
 const MEMBER_TIMEOUT: Duration = Duration::from_millis(40);

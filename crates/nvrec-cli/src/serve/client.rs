@@ -1,5 +1,6 @@
 //! `nvrec status`: asks a running service (`nvrec serve`) how its recordings stand, over
-//! its Unix socket or its TCP address, with hyper's HTTP/1 client.
+//! its Unix socket or its TCP address (HTTPS through [`super::tls`], or plain HTTP on
+//! loopback), with hyper's HTTP/1 client.
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -9,16 +10,24 @@ use hyper_util::rt::TokioIo;
 use nvrec::unit::format_bytes;
 use nvrec_app::{Class, UsageError};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::ClientConfig;
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
     /// The service's Unix socket.
     #[arg(long, default_value = super::SOCKET_DEFAULT, conflicts_with = "url")]
     socket: PathBuf,
-    /// The service's TCP address instead, as http://HOST:PORT.
+    /// The service's TCP address instead, as https://HOST:PORT (or http://HOST:PORT for a
+    /// service on loopback without TLS).
     #[arg(long)]
     url: Option<String>,
+    /// With an https:// --url, trust the certificates in this PEM file (the one that
+    /// signed the service's, or the service's own) instead of the system's trust store.
+    #[arg(long, value_name = "FILE", requires = "url")]
+    cacert: Option<PathBuf>,
     /// A file holding the service's token (sent as Authorization: Bearer TOKEN).
     #[arg(long)]
     token_file: Option<PathBuf>,
@@ -30,8 +39,14 @@ pub struct StatusArgs {
 #[derive(Debug, Clone)]
 pub enum Endpoint {
     Unix(PathBuf),
-    /// host:port
+    /// host:port, plain HTTP
     Tcp(String),
+    /// host:port over TLS, its certificate checked for `name` against `config`'s roots
+    Tls {
+        address: String,
+        name: ServerName<'static>,
+        config: Arc<ClientConfig>,
+    },
 }
 
 impl std::fmt::Display for Endpoint {
@@ -39,7 +54,44 @@ impl std::fmt::Display for Endpoint {
         match self {
             Endpoint::Unix(path) => write!(f, "{}", path.display()),
             Endpoint::Tcp(address) => write!(f, "http://{address}"),
+            Endpoint::Tls { address, .. } => write!(f, "https://{address}"),
         }
+    }
+}
+
+impl Endpoint {
+    /// The endpoint `--url` names: `https://HOST:PORT` (trusting `ca_file`, or the system's
+    /// store) or `http://HOST:PORT`.
+    pub fn from_url(url: &str, ca_file: Option<&Path>) -> Result<Endpoint> {
+        let usage = || {
+            UsageError(format!(
+                "--url {url}: give https://HOST:PORT (or http://HOST:PORT for a service on \
+                 loopback without TLS)"
+            ))
+        };
+        if let Some(rest) = url.strip_prefix("https://") {
+            let address = rest.trim_end_matches('/');
+            let host = match address.rsplit_once(':') {
+                Some((host, port)) if port.parse::<u16>().is_ok() => host,
+                _ => return Err(usage().into()),
+            };
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let name = ServerName::try_from(host.to_string()).map_err(|_| usage())?;
+            let config = super::tls::client_config(ca_file)?;
+            return Ok(Endpoint::Tls {
+                address: address.to_string(),
+                name,
+                config,
+            });
+        }
+        let address = url.strip_prefix("http://").ok_or_else(usage)?;
+        if ca_file.is_some() {
+            return Err(UsageError(format!(
+                "--cacert is for an https:// --url; {url} is plain HTTP"
+            ))
+            .into());
+        }
+        Ok(Endpoint::Tcp(address.trim_end_matches('/').to_string()))
     }
 }
 
@@ -75,6 +127,14 @@ pub async fn request(
             let stream = tokio::net::TcpStream::connect(address.as_str()).await?;
             send(TokioIo::new(stream), request).await?
         }
+        Endpoint::Tls {
+            address,
+            name,
+            config,
+        } => {
+            let stream = super::tls::connect(Arc::clone(config), address, name.clone()).await?;
+            send(TokioIo::new(stream), request).await?
+        }
     };
     let status = response.status().as_u16();
     let bytes = response.into_body().collect().await?.to_bytes();
@@ -97,17 +157,7 @@ where
 
 pub fn status(args: StatusArgs, json: bool) -> Result<Class> {
     let endpoint = match &args.url {
-        Some(url) => {
-            let address = url
-                .strip_prefix("http://")
-                .ok_or_else(|| {
-                    UsageError(format!(
-                        "--url {url}: give http://HOST:PORT (the service speaks plain HTTP)"
-                    ))
-                })?
-                .trim_end_matches('/');
-            Endpoint::Tcp(address.to_string())
-        }
+        Some(url) => Endpoint::from_url(url, args.cacert.as_deref())?,
         None => Endpoint::Unix(args.socket.clone()),
     };
     let token = match &args.token_file {
@@ -208,5 +258,37 @@ fn print_recording(recording: &Value, detail: bool) {
     }
     if let Some(error) = recording["report"]["error"].as_str() {
         outln!("      error: {error}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_names_the_endpoint_or_is_a_usage_error() {
+        let Endpoint::Tcp(address) = Endpoint::from_url("http://127.0.0.1:8470/", None).unwrap()
+        else {
+            panic!("not plain TCP")
+        };
+        assert_eq!(address, "127.0.0.1:8470");
+        for (url, ca_file) in [
+            ("127.0.0.1:8470", None),
+            ("ftp://127.0.0.1:8470", None),
+            ("https://127.0.0.1", None),
+            ("https://127.0.0.1:port", None),
+            ("https://:8470", None),
+            (
+                "http://127.0.0.1:8470",
+                Some(Path::new("/etc/nvrec/ca.pem")),
+            ),
+            (
+                "https://127.0.0.1:8470",
+                Some(Path::new("/nonexistent/ca.pem")),
+            ),
+        ] {
+            let error = Endpoint::from_url(url, ca_file).unwrap_err();
+            assert_eq!(Class::of_error(&error), Class::Usage, "{url}: {error}");
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! `nvrec serve`: a long-running process that owns recordings, driven over HTTP.
 //!
-//! The service listens on a Unix socket (or on TCP with `--listen`), checks a bearer token
-//! when it has one, and may only touch the targets it was started with (`--allow-target`).
+//! The service listens on a Unix socket, or on TCP with `--listen`: there always with a
+//! bearer token, and off loopback always with TLS ([`tls`]), so that a TCP port lets no
+//! more in than the socket's mode does. It checks the token when it has one, and may only
+//! touch the targets it was started with (`--allow-target`).
 //! A recording it starts is planned exactly as `nvrec record` plans one and runs on a thread
 //! of its own exactly as `nvrec record` runs it ([`nvrec_app::record::run`]): the
 //! HTTP side (axum on a small tokio runtime) only reads counters and sets stop and abort
@@ -23,6 +25,7 @@ pub mod client;
 mod drives;
 mod metrics;
 mod registry;
+mod tls;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -42,14 +45,27 @@ pub struct ServeArgs {
     /// Listen on this Unix socket (created with mode 0660; a stale one is replaced).
     #[arg(long, default_value = SOCKET_DEFAULT, conflicts_with = "listen")]
     socket: PathBuf,
-    /// Listen on TCP at ADDRESS:PORT instead of a Unix socket. Any address but loopback
-    /// needs --token-file.
+    /// Listen on TCP at ADDRESS:PORT instead of a Unix socket. Needs --token-file, on
+    /// loopback too (a port there is open to every user of the machine); any address but
+    /// loopback also needs --tls-cert and --tls-key.
     #[arg(long, value_name = "ADDRESS:PORT")]
     listen: Option<SocketAddr>,
     /// A file holding the token every request must then carry (`Authorization: Bearer
     /// TOKEN`); surrounding white space is ignored.
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// Speak HTTPS on --listen with this certificate chain (PEM, the service's certificate
+    /// first); required off loopback.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires_all = ["listen", "tls_key"],
+        conflicts_with = "socket"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1, not encrypted).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// A target (file or block device) recordings may use; give it once per target. A
     /// request that names any other target is refused (403) and nothing happens.
     #[arg(long = "allow-target", value_name = "PATH", required = true, num_args = 1..)]
@@ -125,6 +141,64 @@ impl Service {
 enum Listener {
     Unix(tokio::net::UnixListener, PathBuf),
     Tcp(tokio::net::TcpListener),
+    Tls(tls::TlsListener),
+}
+
+/// Where and how the service takes connections, decided before anything listens.
+enum Door {
+    Unix(PathBuf),
+    /// Plain HTTP: loopback only.
+    Tcp(SocketAddr),
+    Tls(SocketAddr, Arc<tokio_rustls::rustls::ServerConfig>),
+}
+
+/// Where and how to listen, from the options: a TCP listener always with a token (a
+/// loopback port is open to every user of the machine, where the Unix socket's mode lets
+/// only its owner and group in), and off loopback always with TLS (or the token and the
+/// API would cross the network in clear text). Nothing listens yet.
+fn door(args: &ServeArgs, token: Option<&str>) -> Result<Door> {
+    let Some(address) = args.listen else {
+        return Ok(Door::Unix(args.socket.clone()));
+    };
+    let loopback = address.ip().is_loopback();
+    let files = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        _ => None,
+    };
+    let mut missing = Vec::new();
+    if token.is_none() {
+        missing.push("--token-file FILE (a token: head -c 32 /dev/urandom | base64 > FILE)");
+    }
+    if files.is_none() && !loopback {
+        missing.push("--tls-cert FILE and --tls-key FILE (PEM)");
+    }
+    if !missing.is_empty() {
+        let why = if loopback {
+            "every user of this machine can reach a TCP port, loopback included"
+        } else if token.is_none() {
+            "other machines can reach it"
+        } else {
+            "other machines can reach it, and the token and the API would cross the network \
+             in clear text"
+        };
+        let instead = if token.is_none() {
+            "or use the Unix socket (--socket, mode 0660)"
+        } else {
+            "or listen on 127.0.0.1 or the Unix socket"
+        };
+        return Err(UsageError(format!(
+            "--listen {address}: {why}: give {}, {instead}",
+            missing.join(", ")
+        ))
+        .into());
+    }
+    Ok(match files {
+        Some(files) => Door::Tls(address, tls::server_config(&files)?),
+        None => Door::Tcp(address),
+    })
 }
 
 fn read_token(path: &Path) -> Result<String> {
@@ -190,32 +264,30 @@ fn notify(states: &[sd_notify::NotifyState]) {
 
 pub fn run(args: ServeArgs) -> Result<Class> {
     let token = args.token_file.as_deref().map(read_token).transpose()?;
-    if let Some(address) = args.listen {
-        if !address.ip().is_loopback() && token.is_none() {
-            return Err(UsageError(format!(
-                "--listen {address} is reachable from other machines: give --token-file too, \
-                 or listen on 127.0.0.1 or the Unix socket"
-            ))
-            .into());
-        }
-    }
+    let door = door(&args, token.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("nvrec-serve")
         .enable_all()
         .build()
         .context("starting the service's runtime")?;
-    runtime.block_on(serve(args, token))
+    runtime.block_on(serve(args, door, token))
 }
 
-async fn serve(args: ServeArgs, token: Option<String>) -> Result<Class> {
-    let listener = match args.listen {
-        Some(address) => Listener::Tcp(
-            tokio::net::TcpListener::bind(address)
-                .await
+async fn bind_tcp(address: SocketAddr) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("listening on {address}"))
+}
+
+async fn serve(args: ServeArgs, door: Door, token: Option<String>) -> Result<Class> {
+    let listener = match door {
+        Door::Unix(path) => Listener::Unix(bind_unix(&path)?, path),
+        Door::Tcp(address) => Listener::Tcp(bind_tcp(address).await?),
+        Door::Tls(address, config) => Listener::Tls(
+            tls::TlsListener::new(bind_tcp(address).await?, config)
                 .with_context(|| format!("listening on {address}"))?,
         ),
-        None => Listener::Unix(bind_unix(&args.socket)?, args.socket.clone()),
     };
     let service = Arc::new(Service {
         token,
@@ -230,6 +302,9 @@ async fn serve(args: ServeArgs, token: Option<String>) -> Result<Class> {
     let where_ = match &listener {
         Listener::Unix(_, path) => path.display().to_string(),
         Listener::Tcp(listener) => format!("http://{}", listener.local_addr()?),
+        Listener::Tls(listener) => {
+            format!("https://{}", axum::serve::Listener::local_addr(listener)?)
+        }
     };
     errln!("nvrec serve: listening on {where_}");
     let status = format!("listening on {where_}");
@@ -268,6 +343,12 @@ async fn serve(args: ServeArgs, token: Option<String>) -> Result<Class> {
             served.context("serving")?;
         }
         Listener::Tcp(listener) => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .context("serving")?;
+        }
+        Listener::Tls(listener) => {
             axum::serve(listener, app)
                 .with_graceful_shutdown(shutdown)
                 .await

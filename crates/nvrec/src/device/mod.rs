@@ -89,6 +89,8 @@ pub struct Target {
     pub logical_block_bytes: u32,
     /// Opened with O_DIRECT (and O_CLOEXEC); read-write when `Access::Write`.
     pub file: File,
+    /// This process holds the recording's exclusive lock through `file` ([`lock`]).
+    pub recording_lock: std::sync::atomic::AtomicBool,
 }
 
 /// Why a target could not be opened. Every message says what happened, to which path,
@@ -355,6 +357,7 @@ fn open_regular_file(
         capacity_bytes,
         logical_block_bytes,
         file,
+        recording_lock: Default::default(),
     })
 }
 
@@ -479,6 +482,7 @@ fn open_block_device(
         capacity_bytes,
         logical_block_bytes,
         file,
+        recording_lock: Default::default(),
     })
 }
 
@@ -533,17 +537,19 @@ pub fn lock(path: &Path, file: &File, kind: Lock) -> Result<(), DeviceError> {
 }
 
 /// Whether a recording holds `file`'s target right now (its exclusive lock is taken).
+///
+/// The probe takes a shared lock on a descriptor of its own, a new open file description
+/// of the same file, and lets it go by closing it: flock(2) converts and releases the lock
+/// of the open file description it is given, so a probe through `file` itself would give
+/// up the lock this process holds through it (a recording's own, which then no longer kept
+/// other programs off its members).
 pub fn is_recording(file: &File) -> bool {
-    let fd = file.as_raw_fd();
-    // SAFETY: as in `lock`; a shared lock taken here is released at once.
-    unsafe {
-        if libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) == 0 {
-            libc::flock(fd, libc::LOCK_UN);
-            false
-        } else {
-            io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
-        }
-    }
+    let Ok(probe) = File::open(format!("/proc/self/fd/{}", file.as_raw_fd())) else {
+        return false;
+    };
+    // SAFETY: as in `lock`; the lock goes with `probe`, closed at the end of this call.
+    let status = unsafe { libc::flock(probe.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    status != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
 
 /// The metadata of a file just opened at `path`, checked to be still of the kind that was
@@ -583,12 +589,28 @@ pub struct TargetInfo {
     pub model: Option<String>,
     pub serial: Option<String>,
     pub firmware: Option<String>,
+    /// For an NVMe drive: its own PCIe link.
     pub pcie_link: Option<PcieLink>,
+    /// For an NVMe drive: the PCI functions from the drive (first) up to its root port
+    /// (last), each with the link it reports (see [`TargetInfo::pcie_root_port`]). Only the
+    /// drive where it sits on the host bridge itself, with no root port; empty for a target
+    /// that is not on the PCI bus.
+    pub pcie_path: Vec<pcie::PcieHop>,
     /// For a loop device: its backing file and whether it does direct I/O.
     pub loop_backing_file: Option<PathBuf>,
     pub loop_direct_io: Option<bool>,
     /// For a regular file: the block device that holds its filesystem, if known.
     pub backing_device: Option<String>,
+}
+
+impl TargetInfo {
+    /// The root port above an NVMe drive, the far end of its PCIe path; `None` where the
+    /// drive sits on the host bridge itself or is not on the PCI bus.
+    pub fn pcie_root_port(&self) -> Option<&pcie::PcieHop> {
+        (self.pcie_path.len() >= 2)
+            .then(|| self.pcie_path.last())
+            .flatten()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]

@@ -21,24 +21,30 @@ pub enum RetirementCause {
     TargetFull,
     /// A write did not complete within the member timeout.
     Timeout,
+    /// A flush failed (format 1.8): what the member completed since its last good flush
+    /// was never confirmed durable. On disk: cause 1 (write failed), which a 1.7 reader
+    /// reads, with `cause_detail` 1 in bytes reserved before.
+    FlushFailed,
 }
 
 impl RetirementCause {
-    /// The on-disk code.
-    pub const fn code(self) -> u16 {
+    /// The on-disk code, and the detail (1.8) that tells a flush from a write.
+    pub const fn code(self) -> (u16, u16) {
         match self {
-            RetirementCause::WriteFailed => 1,
-            RetirementCause::TargetFull => 2,
-            RetirementCause::Timeout => 3,
+            RetirementCause::WriteFailed => (1, 0),
+            RetirementCause::TargetFull => (2, 0),
+            RetirementCause::Timeout => (3, 0),
+            RetirementCause::FlushFailed => (1, DETAIL_FLUSH),
         }
     }
 
-    /// The cause with this on-disk code.
-    pub const fn from_code(code: u16) -> Option<Self> {
-        match code {
-            1 => Some(RetirementCause::WriteFailed),
-            2 => Some(RetirementCause::TargetFull),
-            3 => Some(RetirementCause::Timeout),
+    /// The cause with this on-disk code and detail (an unknown detail reads as its code).
+    pub const fn from_code(code: u16, detail: u16) -> Option<Self> {
+        match (code, detail) {
+            (1, DETAIL_FLUSH) => Some(RetirementCause::FlushFailed),
+            (1, _) => Some(RetirementCause::WriteFailed),
+            (2, _) => Some(RetirementCause::TargetFull),
+            (3, _) => Some(RetirementCause::Timeout),
             _ => None,
         }
     }
@@ -48,6 +54,7 @@ impl RetirementCause {
             RetirementCause::WriteFailed => "write failed",
             RetirementCause::TargetFull => "target full",
             RetirementCause::Timeout => "no completion within the member timeout",
+            RetirementCause::FlushFailed => "flush failed",
         }
     }
 }
@@ -84,6 +91,9 @@ pub struct Retirement {
     pub retired_first_slot: u64,
 }
 
+/// `cause_detail` (format 1.8) of a write-failed cause: the failure was a flush's.
+const DETAIL_FLUSH: u16 = 1;
+
 mod off {
     pub const MEMBER_INDEX: usize = 0;
     pub const CAUSE: usize = 2;
@@ -92,7 +102,8 @@ mod off {
     pub const STREAM_OFFSET: usize = 16;
     pub const FIRST_SEQUENCE: usize = 24;
     pub const REDIRECT_MEMBER: usize = 32;
-    // 34..36 reserved
+    /// 1.8: what kind of failure the cause was (`DETAIL_FLUSH`); zero before.
+    pub const CAUSE_DETAIL: usize = 34;
     pub const REDIRECT_SLOT_COUNT: usize = 36;
     pub const REDIRECT_FIRST_SLOT: usize = 40;
     pub const REDIRECT_LAP_SLOTS: usize = 48;
@@ -128,7 +139,9 @@ impl Retirement {
 
     fn encode_into(&self, b: &mut [u8], at: usize) {
         put_u16(b, at + off::MEMBER_INDEX, self.member_index);
-        put_u16(b, at + off::CAUSE, self.cause.code());
+        let (code, detail) = self.cause.code();
+        put_u16(b, at + off::CAUSE, code);
+        put_u16(b, at + off::CAUSE_DETAIL, detail);
         put_u32(b, at + off::ERRNO, self.errno as u32);
         put_u64(b, at + off::RETIRED_NS, self.retired_ns);
         put_u64(b, at + off::STREAM_OFFSET, self.stream_offset_bytes);
@@ -142,7 +155,8 @@ impl Retirement {
 
     fn decode_from(structure: Structure, b: &[u8], at: usize) -> Result<Self, LayoutError> {
         let code = get_u16(b, at + off::CAUSE);
-        let cause = RetirementCause::from_code(code).ok_or_else(|| {
+        let detail = get_u16(b, at + off::CAUSE_DETAIL);
+        let cause = RetirementCause::from_code(code, detail).ok_or_else(|| {
             LayoutError::invalid(
                 structure,
                 "retirement cause",
@@ -238,5 +252,51 @@ mod tests {
             ..retirement
         };
         assert_eq!(small.redirect_slots().collect::<Vec<_>>(), [6, 7, 0]);
+    }
+
+    /// A failed flush (1.8) is written as a failed write with its detail in bytes a 1.7
+    /// reader left reserved: such a reader reads it as a failed write, this one as what it
+    /// was; every cause round-trips.
+    #[test]
+    fn a_flush_failure_is_a_write_failure_with_its_detail_to_an_earlier_reader() {
+        let causes = [
+            RetirementCause::WriteFailed,
+            RetirementCause::TargetFull,
+            RetirementCause::Timeout,
+            RetirementCause::FlushFailed,
+        ];
+        for cause in causes {
+            let retirement = Retirement {
+                member_index: 1,
+                cause,
+                errno: 5,
+                retired_ns: 7,
+                stream_offset_bytes: 9,
+                first_sequence: 11,
+                redirect_member: 0,
+                redirect_slot_count: 0,
+                redirect_first_slot: 0,
+                redirect_lap_slots: 0,
+                retired_first_slot: 3,
+            };
+            let mut bytes = vec![0u8; RETIREMENT_SIZE_BYTES];
+            retirement.encode_into(&mut bytes, 0);
+            let back = Retirement::decode_from(Structure::Checkpoint, &bytes, 0).unwrap();
+            assert_eq!(back, retirement);
+            let detail = get_u16(&bytes, off::CAUSE_DETAIL);
+            assert_eq!(
+                (get_u16(&bytes, off::CAUSE), detail != 0),
+                match cause {
+                    RetirementCause::FlushFailed => (1, true),
+                    other => (other.code().0, false),
+                }
+            );
+        }
+        // A detail this reader does not know reads as its cause.
+        assert_eq!(
+            RetirementCause::from_code(2, 9),
+            Some(RetirementCause::TargetFull)
+        );
+        assert_eq!(RetirementCause::from_code(4, 0), None);
     }
 }

@@ -164,6 +164,14 @@ pub enum LossCause {
 impl LossCause {
     pub const ALL: [LossCause; 2] = [LossCause::NoBuffer, LossCause::BehindRate];
 
+    /// Its place in [`LossCause::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            LossCause::NoBuffer => 0,
+            LossCause::BehindRate => 1,
+        }
+    }
+
     /// A stable name (labels, JSON).
     pub fn name(self) -> &'static str {
         match self {

@@ -184,16 +184,25 @@ impl Disk {
         match self {
             Disk::Target(target) => {
                 device::lock(&target.path, &target.file, device::Lock::Recording)?;
+                target
+                    .recording_lock
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             }
             Disk::Sim { .. } => Ok(()),
         }
     }
 
-    /// Whether a recording (another program's) holds this target right now.
+    /// Whether a recording (another program's) holds this target right now: never the
+    /// recording this process runs on it.
     pub fn is_recording(&self) -> bool {
         match self {
-            Disk::Target(target) => device::is_recording(&target.file),
+            Disk::Target(target) => {
+                !target
+                    .recording_lock
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    && device::is_recording(&target.file)
+            }
             Disk::Sim { .. } => false,
         }
     }

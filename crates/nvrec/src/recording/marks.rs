@@ -4,8 +4,9 @@
 //! recording's chunks from `--before` the moment it was taken to `--after` it, and on each
 //! member the slots that hold them (its spans, in lap order). The ring's writer jumps over
 //! those slots on later laps until the mark is released, so the window survives while the
-//! rest of the ring goes round. The entry is written (open) and flushed when the mark is
-//! taken, and again (closed) when its after-window ends; recovery closes an open mark at
+//! rest of the ring goes round. The entry is written (open) with the checkpoint after the
+//! mark is taken, off the writer's way, and the mark answered once it is durable; again
+//! (closed) when its after-window ends; recovery closes an open mark at
 //! its recording's recovered end. Marks ask the running recorder through a [`MarkDesk`].
 //!
 //! A reader of the recording leaves the kept slots out of the ring's lap and reads them as
@@ -46,6 +47,10 @@ pub struct MarkAnswer {
     /// Its after-window was cut short: the room marks may keep ran out (`--max-marked`),
     /// or the recording ended first. `after_ns` says how much it kept.
     pub cut_short: bool,
+    /// Asked while mark `mark_id` was still recording its after-window: joined to it,
+    /// whose window now goes on to this one's end (`before_ns` and `after_ns` say what the
+    /// joined mark keeps around now; its label is the first one's).
+    pub joined: bool,
 }
 
 /// What is asked of the recorder.
@@ -170,9 +175,121 @@ pub fn ranges_of(mark: &RecordingEntry, lap_slots: impl Fn(usize) -> u64) -> Vec
         .collect()
 }
 
-/// The slots that marks of `entry` (a ring recording) keep apart from its lap, released or
-/// not: a released mark's slots hold its chunks until the ring writes over them, and older
-/// chunks in the middle of a lap would look like its start.
+/// The marks of `set` that keep their slots now: not released (nor archived and given
+/// back), their window known (closed, or closed at a crash). A recording added to the set
+/// treats their slots as taken: it never writes over them (see [`kept_runs`]).
+pub fn kept(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError> {
+    let mut marks = set.marks()?;
+    marks.retain(|mark| mark.reclaimed.is_none() && mark.state != RecordingState::Open);
+    Ok(marks)
+}
+
+/// The slots `marks` keep on member `member` of `slots` data slots, as runs (first slot,
+/// count). A span that wraps is taken to the member's last slot, a few more than the ring
+/// kept (its lap may end a little before): never fewer.
+pub fn kept_runs(marks: &[RecordingEntry], member: usize, slots: u64) -> Vec<(u64, u64)> {
+    marks
+        .iter()
+        .flat_map(|mark| ranges_of(mark, |_| slots))
+        .filter(|range| range.member == member)
+        .flat_map(|range| range.runs(slots))
+        .collect()
+}
+
+/// The kept mark whose table slot an entry of `id` would take (the table holds
+/// `recording_slot_count` entries, recording `id` in the slot of `id - count`): the
+/// mark's entry would be gone, and with it the only record that its slots are kept.
+pub fn table_slot_kept(set: &VolumeSet, id: u32) -> Result<Option<RecordingEntry>, RecordingError> {
+    let Some(evicted) = id.checked_sub(set.recording_slot_count()) else {
+        return Ok(None);
+    };
+    Ok(kept(set)?
+        .into_iter()
+        .find(|mark| mark.recording_id == evicted))
+}
+
+/// Whether kept `mark`'s slots still hold its window, looked at cheaply (`ls`): the last
+/// slot of its span on each member must hold a chunk of its recording from before the
+/// mark closed. A slot that holds anything else (a recording added over it, as one could
+/// before marks were kept out of) is named; `verify` reads the window whole. (Its first
+/// slots may hold anything: a jump that left slots unwritten before the mark widened it
+/// over them.)
+pub fn overwritten(set: &VolumeSet, mark: &RecordingEntry) -> Option<String> {
+    let of = mark.mark_of?.recording_id;
+    let lap_slots = |member: usize| {
+        set.members
+            .get(member)
+            .and_then(|m| m.as_ref())
+            .map_or(1, |m| m.layout().data_slot_count)
+    };
+    for range in ranges_of(mark, lap_slots) {
+        let member = set.members.get(range.member)?.as_ref()?;
+        let slots = lap_slots(range.member);
+        let slot = (range.first_slot + range.slot_count - 1) % slots;
+        let holds = |header: &crate::layout::ChunkHeader| {
+            header.set_uuid == set.set_uuid
+                && header.recording_id == of
+                && header.slot_index == slot
+                && header.sequence < mark.end_sequence
+        };
+        match super::scan::slot_header(member, slot) {
+            Some(header) if holds(&header) => {}
+            Some(header) if header.set_uuid == set.set_uuid => {
+                return Some(format!(
+                    "member {} slot {slot} holds a chunk of recording {} (sequence {}), \
+                     not of its window",
+                    range.member, header.recording_id, header.sequence
+                ))
+            }
+            _ => {
+                return Some(format!(
+                    "member {} slot {slot} holds no chunk of its window",
+                    range.member
+                ))
+            }
+        }
+    }
+    None
+}
+
+/// The slots `mark` keeps on `member` as one range (first slot, count) in the lap order of
+/// a ring of `lap` slots: where its span wraps past the lap of the ring that kept it, it
+/// takes this lap's slots to the end and goes on at slot 0, so that no slot it keeps is
+/// left out whatever this lap's length (a slot past this lap is never written by it).
+pub fn range_in_lap(mark: &RecordingEntry, member: usize, lap: u64) -> Option<(u64, u64)> {
+    if mark.state == RecordingState::Open {
+        return None;
+    }
+    let span = mark.members.get(member)?;
+    let (start, end) = (span.start_slot_index, span.end_slot_index);
+    let range = match (end >= start, start < lap) {
+        (true, true) => (start, end.min(lap) - start),
+        (true, false) => return None,
+        (false, true) => (start, lap - start + end.min(lap)),
+        (false, false) => (0, end.min(lap)),
+    };
+    (range.1 > 0).then_some(range)
+}
+
+/// How to give a kept mark's slots back, for a refusal: its id, its recording, its label.
+pub fn release_hint(mark: &RecordingEntry) -> String {
+    let of = mark.mark_of.map_or(0, |of| of.recording_id);
+    let label = mark.name.as_str();
+    let label = match label.is_empty() {
+        true => String::new(),
+        false => format!(" \"{label}\""),
+    };
+    format!(
+        "mark {}{label} of recording {of} keeps its slots until released (nvrec mark \
+         --release {} TARGETS) or archived (nvrec archive --delete-after-verify)",
+        mark.recording_id, mark.recording_id
+    )
+}
+
+/// The slots that marks keep apart from the lap of `entry` (a ring recording), released or
+/// not: its own marks, and those of earlier recordings that were kept when it began (its
+/// writer jumped over them too). A released mark's slots hold its chunks until the ring
+/// writes over them, and older chunks in the middle of a lap would look like its start.
 pub fn kept_ranges(
     set: &VolumeSet,
     entry: &RecordingEntry,
@@ -186,8 +303,18 @@ pub fn kept_ranges(
             .and_then(|m| m.as_ref())
             .map_or(1, |m| m.layout().data_slot_count)
     };
-    Ok(marks_of(set, entry.recording_id)?
+    let kept_over = |mark: &RecordingEntry| {
+        let of = mark.mark_of.map_or(0, |of| of.recording_id);
+        of == entry.recording_id
+            || mark.recording_id < entry.recording_id
+                && mark
+                    .reclaimed
+                    .is_none_or(|reclaim| reclaim.reclaimed_ns >= entry.start_ns)
+    };
+    Ok(set
+        .marks()?
         .iter()
+        .filter(|mark| kept_over(mark))
         .flat_map(|mark| ranges_of(mark, lap_slots))
         .collect())
 }
@@ -212,7 +339,12 @@ pub fn view(parent: &RecordingEntry, mark: &RecordingEntry) -> RecordingEntry {
         members: mark.members.clone(),
         start_laps: mark.start_laps.clone(),
         overwrote: vec![false; mark.members.len()],
-        flags: parent.flags | RecordingFlags::RING | RecordingFlags::LAPS,
+        // Its recording's space may be reclaimed: the mark's slots are kept all the same.
+        flags: RecordingFlags::from_bits_retain(
+            parent.flags.bits() & !RecordingFlags::RECLAIMED.bits(),
+        ) | RecordingFlags::RING
+            | RecordingFlags::LAPS,
+        reclaimed: None,
         ..parent.clone()
     }
 }
@@ -235,9 +367,8 @@ pub fn find(
         .find(|entry| entry.recording_id == parent_id)
         .cloned()
         .ok_or(RecordingError::NoSuchRecording(parent_id))?;
-    if let Some(reclaim) = &parent.reclaimed {
-        return Err(super::retention::reclaimed_error(parent_id, reclaim));
-    }
+    // A recording reclaimed for room keeps its marks: their slots are never reclaimed
+    // with it (see `writer/reclaim.rs`), so a mark reads whole all the same.
     Ok((mark, parent))
 }
 

@@ -141,6 +141,18 @@ pub enum RecordingError {
     },
     #[error("mark {0} is not on this volume set")]
     NoSuchMark(u32),
+    /// The set holds chunks of a recording that no entry names (its entry write was lost):
+    /// a recording added now would begin where they lie and write over them.
+    #[error(
+        "the volume set holds {chunk_count} chunks of recording {recording_id} that no entry \
+         names (an entry write was lost); a recording added now would write over them: run \
+         nvrec repair first, which restores its entry"
+    )]
+    Unnamed { recording_id: u32, chunk_count: u64 },
+    /// A recording added to a set whose marks keep slots (format 1.7) would write over
+    /// one or take its entry's table slot: what, and how to give the mark back.
+    #[error("{0}")]
+    KeptMark(String),
     /// The mark was released (format 1.7): its slots may hold newer chunks now.
     #[error(
         "mark {mark_id} was released at {when}: its recording's ring may have written over it"
@@ -181,7 +193,10 @@ impl RecordingError {
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
-            RecordingError::HoldsSet { .. } | RecordingError::MetadataUnreadable { .. }
+            RecordingError::HoldsSet { .. }
+                | RecordingError::MetadataUnreadable { .. }
+                | RecordingError::Unnamed { .. }
+                | RecordingError::KeptMark(_)
         )
     }
 

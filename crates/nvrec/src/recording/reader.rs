@@ -669,7 +669,13 @@ pub fn read_mark_from(
     each: &mut dyn FnMut(Item<'_>) -> bool,
 ) -> Result<ReadSummary, RecordingError> {
     let (mark, parent) = super::marks::find(set, mark_id, &recordings(set)?)?;
-    let _parent = super::retention::reading(set, &parent)?;
+    // A recording reclaimed for room keeps its marks (no reclaim frees their slots): its
+    // lock then guards nothing the mark's read needs.
+    let _parent = match super::retention::reading(set, &parent) {
+        Ok(lock) => Some(lock),
+        Err(RecordingError::Reclaimed { .. }) => None,
+        Err(error) => return Err(error),
+    };
     let _mark = super::retention::reading(set, &mark).map_err(|error| match error {
         RecordingError::Reclaimed { when, .. } => RecordingError::MarkReleased { mark_id, when },
         error => error,

@@ -9,6 +9,9 @@
 //!    the slots right after its end on each member, never a scan of the drive) is extended
 //!    over them; the checkpoint, where it still stands at such an entry's end, moves past
 //!    them, so that the next recording neither overwrites them nor reuses their sequences.
+//!    A recording that no entry names at all (its entry write lost, the index as it was
+//!    before it began) is found the same way at the set's write point (`scan::unnamed`)
+//!    and gets its entry back, without its name, which was lost with it.
 //! 4. A recording table slot with any damaged copy gets its newest entry rewritten to both
 //!    copies on every member (as two new revisions, so the rule "revision r in copy
 //!    r mod 2" holds).
@@ -57,6 +60,10 @@ pub struct RepairReport {
     /// Entries extended over chunks of their recording that they did not account for:
     /// what each was extended over.
     pub extended: Vec<Unaccounted>,
+    /// Recordings no entry named (an entry write lost) whose entries were written anew
+    /// from their chunks at the set's write point (`scan::unnamed`); each is in `extended`
+    /// too, with what it holds.
+    pub restored: Vec<u32>,
     /// Chunks still unaccounted for after the repair (looked for again on the disks).
     pub unaccounted_left: Vec<Unaccounted>,
     /// Damage left after the repair (checked again from the disks).
@@ -140,11 +147,13 @@ fn crashed(set: &VolumeSet, checkpoint: &Checkpoint) -> Result<bool, RecordingEr
 }
 
 /// What every entry of `set` leaves unaccounted, for the recordings that leave any or
-/// whose look past the end met a slot it could not read (what lies there is unknown).
+/// whose look past the end met a slot it could not read (what lies there is unknown), and
+/// the chunks of recordings that no entry names (`scan::unnamed`).
 pub fn unaccounted_chunks(set: &VolumeSet) -> Result<Vec<Unaccounted>, RecordingError> {
     Ok(set
         .recordings()?
         .iter()
+        .chain(&scan::unnamed(set)?)
         .map(|entry| scan::unaccounted(set, entry))
         .filter(|found| !found.is_clear())
         .collect())
@@ -157,12 +166,16 @@ pub fn unaccounted_chunks(set: &VolumeSet) -> Result<Vec<Unaccounted>, Recording
 /// outnumbered by the next recording.
 fn extend_entries(set: &VolumeSet, report: &mut RepairReport) -> Result<(), RecordingError> {
     let mut extended: Vec<(RecordingEntry, Unaccounted)> = Vec::new();
-    for entry in set.recordings()? {
+    let unnamed = scan::unnamed(set)?;
+    for entry in set.recordings()?.into_iter().chain(unnamed) {
         let found = scan::unaccounted(set, &entry);
         if found.chunk_count == 0 {
             continue;
         }
         write_entry_everywhere(set, &found.extended_entry(&entry), report);
+        if entry.revision == 0 {
+            report.restored.push(entry.recording_id);
+        }
         report.extended.push(found.clone());
         extended.push((entry, found));
     }

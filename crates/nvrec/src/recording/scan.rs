@@ -8,15 +8,18 @@
 //!
 //! [`unaccounted`] is the cheap look that `ls`, `verify` and `repair` take at every
 //! recording: only the slots right after its entry's end on each member, for chunks of the
-//! recording that its entry does not claim.
+//! recording that its entry does not claim. [`unnamed`] is the same look at the set's write
+//! point, for a recording that no entry names at all: the chunks of a recording whose entry
+//! write was lost (a drive without power-loss protection) while the index still stands as
+//! it did before the recording began.
 
 use super::reader::holds_redirect;
 use super::volume::{read_aligned, read_meta, Member, VolumeSet};
 use super::RecordingError;
 use crate::control::{Control, ControlState};
 use crate::layout::{
-    decode_chunk, decode_chunk_header, ChunkFlags, ChunkHeader, Label, MemberSpan, RecordingEntry,
-    RecordingFlags, RecordingState, CHUNK_HEADER_SIZE_BYTES,
+    decode_chunk, decode_chunk_header, Checkpoint, ChunkFlags, ChunkHeader, Label, MemberSpan,
+    RecordingEntry, RecordingFlags, RecordingState, CHUNK_HEADER_SIZE_BYTES,
 };
 use std::collections::BTreeMap;
 
@@ -504,6 +507,155 @@ fn walk_past_end(
         }
     }
     found
+}
+
+/// Recordings whose chunks lie at the set's write point and that no entry names: each as
+/// a placeholder entry (revision 0, ending where it begins, at each member's position in
+/// the newest checkpoint), which [`unaccounted`] then looks past as it does past any
+/// entry's end, and [`Unaccounted::extended_entry`] turns into the entry to write.
+///
+/// Where a recording's entry write is lost and no checkpoint of it was made durable (a
+/// power cut right after it began), the set's index stands as it did before: an idle
+/// checkpoint whose positions are where the recording's first writes went. One header read
+/// per member finds it; none is made while the checkpoint names a recording (recovery
+/// looks past that one) or where the slot holds a recording no newer than the newest the
+/// table knows (an older one's entry may have given its table slot to a newer one).
+pub fn unnamed(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError> {
+    let Some(checkpoint) = set.newest_checkpoint()? else {
+        return Ok(Vec::new());
+    };
+    if checkpoint.recording_id != 0 {
+        return Ok(Vec::new());
+    }
+    // Newer than every entry the table holds: an older id it lacks was given its slot to a
+    // newer entry (the table holds the last `recording_slot_count`), not lost.
+    let newest_known = set
+        .entries()?
+        .iter()
+        .map(|e| e.recording_id)
+        .max()
+        .unwrap_or(0);
+    let mut firsts: BTreeMap<u32, ChunkHeader> = BTreeMap::new();
+    for member in set.present() {
+        let index = member.index();
+        let Some(position) = checkpoint.members.get(index as usize) else {
+            continue;
+        };
+        let slot = match position.next_slot_index {
+            next if next >= member.layout().data_slot_count => 0,
+            next => next,
+        };
+        // A slot that cannot be read: the reader names it where it matters.
+        let Some(header) = slot_header(member, slot) else {
+            continue;
+        };
+        let ours = header.set_uuid == set.set_uuid
+            && header.member_index == index
+            && header.slot_index == slot
+            && header.sequence >= checkpoint.durable_sequence_end
+            && header.recording_id > newest_known;
+        if ours {
+            let first = firsts.entry(header.recording_id).or_insert(header);
+            if header.sequence < first.sequence {
+                *first = header;
+            }
+        }
+    }
+    Ok(firsts
+        .into_values()
+        .map(|first| placeholder(set, &checkpoint, &first))
+        .collect())
+}
+
+/// An entry for recording `first.recording_id` that ends where it begins: at each
+/// member's position in `checkpoint`, at `first`'s sequence and time.
+fn placeholder(set: &VolumeSet, checkpoint: &Checkpoint, first: &ChunkHeader) -> RecordingEntry {
+    let mut flags = RecordingFlags::empty();
+    if first.flags.contains(ChunkFlags::RECORDS) {
+        flags |= RecordingFlags::RECORDS;
+    }
+    if first.flags.contains(ChunkFlags::PATTERN) {
+        flags |= RecordingFlags::PATTERN;
+    }
+    RecordingEntry {
+        set_uuid: set.set_uuid,
+        recording_id: first.recording_id,
+        revision: 0,
+        state: RecordingState::Closed,
+        flags,
+        first_sequence: first.sequence,
+        end_sequence: first.sequence,
+        start_ns: first.timestamp_ns,
+        end_ns: first.timestamp_ns,
+        stream_len_bytes: 0,
+        lost_bytes: 0,
+        name: Label::default(),
+        members: checkpoint
+            .members
+            .iter()
+            .map(|position| MemberSpan {
+                start_slot_index: position.next_slot_index,
+                end_slot_index: position.next_slot_index,
+            })
+            .collect(),
+        retirements: Vec::new(),
+        start_laps: vec![0; set.member_count()],
+        overwrote: vec![false; set.member_count()],
+        signal: None,
+        reclaimed: None,
+        mark_of: None,
+    }
+}
+
+/// The chunk header in data slot `slot` of `member`, where one decodes there (one small
+/// read).
+pub fn slot_header(member: &Member, slot: u64) -> Option<ChunkHeader> {
+    let layout = member.layout();
+    let offset = layout.data_slot_offset_bytes(slot)?;
+    let bytes = read_meta(&member.disk, offset, layout.meta_block_bytes).ok()?;
+    decode_chunk_header(&bytes[..CHUNK_HEADER_SIZE_BYTES]).ok()
+}
+
+/// Whether a later recording of `set` wrote over `entry`'s chunks, looked at cheaply
+/// (`ls`): on each member, the slots of its oldest and newest chunk (a linear span's first
+/// and last slot; a ring that went round, the slots at and before its write point). A slot
+/// holding a chunk of a later recording of the set names it; `verify` reads the whole. A
+/// recording appended as a ring goes round over what the set held before it (only kept
+/// marks are kept), and this is how `ls` says so.
+pub fn written_over(set: &VolumeSet, entry: &RecordingEntry) -> Option<String> {
+    if entry.state == RecordingState::Open || entry.reclaimed.is_some() {
+        return None;
+    }
+    let ring = entry.flags.contains(RecordingFlags::RING);
+    for member in set.present() {
+        let index = member.index() as usize;
+        let span = entry.members.get(index)?;
+        let slots = member.layout().data_slot_count;
+        let went_round = ring && entry.overwrote.get(index) == Some(&true);
+        let oldest = match went_round {
+            true => span.end_slot_index % slots.max(1),
+            false => span.start_slot_index,
+        };
+        if span.start_slot_index == span.end_slot_index && !went_round {
+            continue; // No chunk of it on this member.
+        }
+        let newest = (span.end_slot_index + slots - 1) % slots.max(1);
+        for slot in [oldest, newest] {
+            let Some(header) = slot_header(member, slot) else {
+                continue;
+            };
+            if header.set_uuid == set.set_uuid
+                && header.slot_index == slot
+                && header.recording_id > entry.recording_id
+            {
+                return Some(format!(
+                    "recording {} wrote over it (member {index} slot {slot})",
+                    header.recording_id
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// Whether the chunk at `offset` on `member` decodes whole (its payload's check too);

@@ -121,7 +121,38 @@ impl Member {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MemberProblem {
     pub path: PathBuf,
+    pub kind: ProblemKind,
     pub problem: String,
+}
+
+impl MemberProblem {
+    /// The word a listing puts before it: a target that could not be read is not said to
+    /// be anything it may not be.
+    pub fn heading(&self) -> &'static str {
+        match self.kind {
+            ProblemKind::Unreadable => "UNREADABLE",
+            _ => "NOT A MEMBER",
+        }
+    }
+}
+
+/// What a target given with a set is, where it is not a usable member of it. Only a
+/// target whose every superblock copy was read is called blank or damaged: one whose reads
+/// fail may hold a member (a cable, a controller), and is never called anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// A read of its superblock copies failed: what it holds cannot be told.
+    Unreadable,
+    /// Every copy read back all zero: never written, or wiped.
+    Blank,
+    /// Its copies read, and hold no valid superblock (damage, or another program's data).
+    Damaged,
+    /// A member of another volume set.
+    OtherSet,
+    /// A member of this set that does not fit it (chunk size, member count), or one given
+    /// twice.
+    Mismatch,
 }
 
 /// The members of one volume set, in member order. Members may be missing (`None`).
@@ -882,11 +913,12 @@ pub fn open_members(
     for disk in members.open(&options)? {
         match read_superblock(&disk) {
             Ok((superblock, copies)) => found.push((disk, superblock, copies)),
-            Err(why) => {
+            Err((kind, why)) => {
                 first_error.get_or_insert_with(|| format!("{}: {why}", disk.path().display()));
                 problems.push(MemberProblem {
                     path: disk.path().to_path_buf(),
-                    problem: format!("not an nvrec volume ({why})"),
+                    kind,
+                    problem: why,
                 });
             }
         }
@@ -905,6 +937,7 @@ pub fn open_members(
         if superblock.set_uuid != set_uuid {
             problems.push(MemberProblem {
                 path: disk.path().to_path_buf(),
+                kind: ProblemKind::OtherSet,
                 problem: format!(
                     "belongs to another volume set ({}), not {set_uuid}",
                     superblock.set_uuid
@@ -916,6 +949,7 @@ pub fn open_members(
         if superblock.layout.chunk_size_bytes != chunk_size_bytes {
             problems.push(MemberProblem {
                 path: disk.path().to_path_buf(),
+                kind: ProblemKind::Mismatch,
                 problem: format!(
                     "says chunks of {} bytes, the set has {chunk_size_bytes}",
                     superblock.layout.chunk_size_bytes
@@ -926,6 +960,7 @@ pub fn open_members(
         if superblock.member_count as usize != member_count || index >= member_count {
             problems.push(MemberProblem {
                 path: disk.path().to_path_buf(),
+                kind: ProblemKind::Mismatch,
                 problem: format!(
                     "says member {index} of {}, the set has {member_count}",
                     superblock.member_count
@@ -936,6 +971,7 @@ pub fn open_members(
         if let Some(existing) = &members[index] {
             problems.push(MemberProblem {
                 path: disk.path().to_path_buf(),
+                kind: ProblemKind::Mismatch,
                 problem: format!(
                     "is member {index} again (already {})",
                     existing.disk.path().display()
@@ -958,15 +994,23 @@ pub fn open_members(
     })
 }
 
-/// Reads and chooses between the two superblock copies of a target.
-fn read_superblock(disk: &Disk) -> Result<(Superblock, SuperblockCopies), String> {
-    // An unreadable copy A is a damaged one: copy B is found from the target size.
-    let a = match read_meta(disk, 0, 4096) {
-        Ok(block) => Superblock::decode(&block[..SUPERBLOCK_SIZE_BYTES]),
-        Err(_) => Err(crate::layout::LayoutError::Blank {
-            structure: crate::layout::Structure::Superblock,
-        }),
+/// Reads and chooses between the two superblock copies of a target; where neither is
+/// valid, what the target is and why (see [`ProblemKind`]).
+fn read_superblock(disk: &Disk) -> Result<(Superblock, SuperblockCopies), (ProblemKind, String)> {
+    use crate::layout::LayoutError;
+    let blank = || LayoutError::Blank {
+        structure: crate::layout::Structure::Superblock,
     };
+    let mut read_error = None;
+    let mut read = |offset: u64| match read_meta(disk, offset, 4096) {
+        Ok(block) => Superblock::decode(&block[..SUPERBLOCK_SIZE_BYTES]),
+        Err(error) => {
+            read_error.get_or_insert_with(|| error.to_string());
+            Err(blank())
+        }
+    };
+    // An unreadable copy A is a damaged one: copy B is found from the target size.
+    let a = read(0);
     // Copy B's offset from copy A, or from the target size when A is lost.
     let b_offsets: Vec<u64> = match &a {
         Ok(superblock) => vec![superblock.layout.superblock_b_offset_bytes],
@@ -975,19 +1019,34 @@ fn read_superblock(disk: &Disk) -> Result<(Superblock, SuperblockCopies), String
             .filter_map(|meta| (disk.capacity_bytes() / meta * meta).checked_sub(meta))
             .collect(),
     };
-    let mut b = Err(crate::layout::LayoutError::Blank {
-        structure: crate::layout::Structure::Superblock,
-    });
+    let mut b = Err(blank());
     for offset in b_offsets {
-        if let Ok(bytes) = read_meta(disk, offset, 4096) {
-            b = Superblock::decode(&bytes[..SUPERBLOCK_SIZE_BYTES]);
-            if b.is_ok() {
-                break;
-            }
+        b = read(offset);
+        if b.is_ok() {
+            break;
         }
     }
-    let choice = select_superblock(a, b).map_err(|e| e.to_string())?;
-    Ok((choice.superblock, choice.copies))
+    let all_blank = matches!(
+        (&a, &b),
+        (
+            Err(LayoutError::Blank { .. }),
+            Err(LayoutError::Blank { .. })
+        )
+    );
+    match select_superblock(a, b) {
+        Ok(choice) => Ok((choice.superblock, choice.copies)),
+        Err(why) => Err(match read_error {
+            Some(error) => (
+                ProblemKind::Unreadable,
+                format!(
+                    "its superblocks cannot be read ({error}): it may hold a member of this \
+                     set; check the drive's connection, and do not format it"
+                ),
+            ),
+            None if all_blank => (ProblemKind::Blank, format!("not an nvrec volume ({why})")),
+            None => (ProblemKind::Damaged, format!("not an nvrec volume ({why})")),
+        }),
+    }
 }
 
 /// For messages: the path of a target, or a placeholder for a missing member.

@@ -266,6 +266,13 @@ pub struct RecordReport {
     /// Stream bytes recorded (payload), and stream bytes lost to gaps.
     pub stream_bytes: u64,
     pub lost_bytes: u64,
+    /// Input lost after the stream's end: a paced source that ran ahead of a target that
+    /// filled lost it before the end was known; the entry's stream ends with its last
+    /// chunk written, so these are not in it.
+    pub lost_past_end_bytes: u64,
+    /// Every byte of input lost, in the stream or past its end, by cause: so recorded,
+    /// lost, not recorded and overdue add up to what the source gave.
+    pub lost_by_cause: LostByCause,
     pub gap_count: u64,
     /// Bytes written to the members (whole chunk slots, headers included).
     pub written_bytes: u64,
@@ -295,6 +302,24 @@ pub struct RecordReport {
     /// Marks taken and released while it recorded (format 1.7).
     pub marks: Vec<super::marks::MarkAnswer>,
     pub error: Option<String>,
+}
+
+/// Input lost, by cause (see [`LossCause`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LostByCause {
+    /// A paced input found no free buffer.
+    pub no_buffer_bytes: u64,
+    /// A paced input fell further behind its schedule than its buffering holds.
+    pub behind_rate_bytes: u64,
+}
+
+impl LostByCause {
+    fn of(bytes: [u64; 2]) -> LostByCause {
+        LostByCause {
+            no_buffer_bytes: bytes[LossCause::NoBuffer.index()],
+            behind_rate_bytes: bytes[LossCause::BehindRate.index()],
+        }
+    }
 }
 
 /// A member's flush or metadata write that failed where no retirement tells of it.
@@ -354,6 +379,9 @@ struct ChunkMeta {
     elapsed_ns: u64,
     stream_offset_bytes: u64,
     gap_bytes: u64,
+    /// The bytes lost in the stream through this chunk's gap (what a rewind of the stream
+    /// to before its gap gives back).
+    lost_through_bytes: u64,
     payload_len_bytes: u32,
     /// CRC32C of the payload, computed right after it was filled, while it is in the cache.
     payload_crc32c: u32,
@@ -519,11 +547,19 @@ fn record_inner(
         set.lock_for_recording()?;
         set.require_complete()?;
         super::reader::recover(&set)?;
+        refuse_unnamed(&set)?;
         let checkpoint = set.newest_checkpoint()?.ok_or_else(|| {
             RecordingError::NotAVolumeSet("no valid checkpoint on any member".into())
         })?;
         // Never an id the set used before, even one whose entry was lost.
         let last_id = super::health::highest_recording_id(&set)?;
+        if let Some(mark) = super::marks::table_slot_kept(&set, last_id + 1)? {
+            return Err(RecordingError::KeptMark(format!(
+                "recording {} would take the table slot of {}",
+                last_id + 1,
+                super::marks::release_hint(&mark)
+            )));
+        }
         (set, checkpoint, last_id + 1)
     } else {
         if !options.overwrite {
@@ -556,16 +592,40 @@ fn record_inner(
             counters,
         )?;
         writer.reclaimed_at_start = aged;
+        let marks = match options.append {
+            true => super::marks::kept(&set)?,
+            false => Vec::new(),
+        };
         if let Some(policy) = reclaiming {
-            let reclaimer = Reclaimer::new(policy, entries);
+            let reclaimer = Reclaimer::new(policy, entries, marks);
             reclaimer.set_limits(&mut writer.placement.members);
             writer.reclaimer = Some(reclaimer);
+        } else if !marks.is_empty() {
+            match options.fill {
+                Fill::Linear => writer.placement.keep_out_of_marks(&set, &marks),
+                Fill::Ring { .. } => writer.keep_earlier_marks(marks)?,
+            }
         }
         writer.begin()?;
         writer.run();
         writer.end()?;
         Ok(writer.report(cpu_before))
     })
+}
+
+/// Refuses to add a recording to a set that holds chunks no entry names at its write
+/// point: the new recording would begin there and write over them.
+fn refuse_unnamed(set: &VolumeSet) -> Result<(), RecordingError> {
+    for entry in super::scan::unnamed(set)? {
+        let found = super::scan::unaccounted(set, &entry);
+        if found.chunk_count > 0 {
+            return Err(RecordingError::Unnamed {
+                recording_id: entry.recording_id,
+                chunk_count: found.chunk_count,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The set's recordings as a recording with a retention policy begins, oldest first, after
@@ -1322,6 +1382,7 @@ impl<'a> Writer<'a> {
             elapsed_ns: self.clock.since(self.start_instant).as_nanos() as u64,
             stream_offset_bytes: self.ingest.stream_offset_bytes,
             gap_bytes: std::mem::take(&mut self.ingest.pending_gap_bytes),
+            lost_through_bytes: self.ingest.lost_bytes,
             payload_len_bytes: 0,
             payload_crc32c: crate::layout::crc32c(&[]),
             end: true,
@@ -1330,13 +1391,17 @@ impl<'a> Writer<'a> {
             self.ingest.gap_count += 1;
         }
         self.ingest.buffer_chunk_counts[buffer as usize] = 1;
-        // Any member with a free slot takes it (the writers kept one slot each for this).
+        // Any member with a free slot takes it (the writers kept one slot each for this;
+        // a member whose limit stands at its write point, before data the set keeps, has
+        // none: where no member has one, the closed entry alone ends the recording).
         let member_index = (0..self.placement.members.len()).find(|&index| {
             let member = &self.placement.members[index];
             !member.retired
                 && match self.options.fill {
-                    Fill::Linear => member.next_slot < member.data_slot_count,
-                    Fill::Ring { .. } => true,
+                    Fill::Linear => member.next_slot <= member.linear_end_slot(),
+                    Fill::Ring { .. } => member
+                        .limit_position
+                        .is_none_or(|limit| member.ring_next().0 <= limit),
                 }
         });
         match member_index {
@@ -1409,6 +1474,8 @@ impl<'a> Writer<'a> {
             chunk_count: self.claimed().sequence_end - self.first_sequence,
             stream_bytes: self.ingest.recorded_stream_bytes,
             lost_bytes: self.claimed().lost_bytes,
+            lost_past_end_bytes: self.ingest.lost_past_end_bytes,
+            lost_by_cause: LostByCause::of(self.ingest.lost_by_cause_bytes),
             gap_count: self.ingest.gap_count,
             written_bytes,
             unrecorded_bytes: self.ingest.unrecorded_bytes,

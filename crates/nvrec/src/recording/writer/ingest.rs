@@ -14,6 +14,7 @@ const PACED_BACKLOG_MAX_BYTES: u64 = 64 << 20;
 
 /// The ingest stage's state: the pool's buffers as the source fills them, and the stream
 /// as it came (offsets, what was lost and where the next gap goes).
+#[cfg_attr(test, derive(Clone))]
 pub(super) struct Ingest {
     /// Chunks per buffer (one I/O).
     pub(super) k: u32,
@@ -42,6 +43,12 @@ pub(super) struct Ingest {
     /// The stream offset of the next byte, and the bytes lost so far (in it).
     pub(super) stream_offset_bytes: u64,
     pub(super) lost_bytes: u64,
+    /// Input lost after the stream's end: a full target rewinds the stream to the start
+    /// of its first chunk not written, and what was lost past that is no longer in it.
+    pub(super) lost_past_end_bytes: u64,
+    /// Every byte of input lost, in the stream or past its end, by cause
+    /// ([`LossCause::ALL`]'s order).
+    pub(super) lost_by_cause_bytes: [u64; 2],
     /// Lost since the last chunk filled: the next chunk carries it as its gap.
     pub(super) pending_gap_bytes: u64,
     pub(super) gap_count: u64,
@@ -80,6 +87,8 @@ impl Ingest {
             filling: None,
             stream_offset_bytes: 0,
             lost_bytes: 0,
+            lost_past_end_bytes: 0,
+            lost_by_cause_bytes: [0; 2],
             pending_gap_bytes: 0,
             gap_count: 0,
             recorded_stream_bytes: 0,
@@ -97,12 +106,13 @@ impl Ingest {
             .max(self.payload_capacity_bytes as u64)
     }
 
-    /// `bytes` of input are lost: the stream moves past them, and the next chunk (or the
-    /// end marker) carries them as its gap.
-    pub(super) fn lose(&mut self, bytes: u64) {
+    /// `bytes` of input are lost for `cause`: the stream moves past them, and the next
+    /// chunk (or the end marker) carries them as its gap.
+    pub(super) fn lose(&mut self, bytes: u64, cause: LossCause) {
         self.stream_offset_bytes += bytes;
         self.lost_bytes += bytes;
         self.pending_gap_bytes += bytes;
+        self.lost_by_cause_bytes[cause.index()] += bytes;
     }
 
     /// The source filled the next chunk of `buffer` (at the stream offset) with
@@ -121,6 +131,7 @@ impl Ingest {
             elapsed_ns,
             stream_offset_bytes: self.stream_offset_bytes,
             gap_bytes,
+            lost_through_bytes: self.lost_bytes,
             payload_len_bytes,
             payload_crc32c,
             end: false,
@@ -149,17 +160,38 @@ impl Ingest {
     }
 
     /// Gives up a buffer that was filled but will not be written (abort, full target).
-    /// Buffers are dropped from the tail of the input, so the stream is rewound to the
-    /// start of the first dropped chunk: the recording stays one contiguous stream.
+    /// Buffers are dropped from the end of the input (every buffer after a dropped one is
+    /// dropped too, in any order), so the stream is rewound to where the first dropped
+    /// chunk's gap began: the recording stays one contiguous stream that ends with its last
+    /// chunk written, and the input lost past that end (however far a paced source ran
+    /// ahead of the drives) is counted apart, never in the stream.
     pub(super) fn drop_buffer(&mut self, buffer: u32) {
         let base = buffer as usize * self.k as usize;
-        for index in 0..self.buffer_chunk_counts[buffer as usize] as usize {
+        for index in (0..self.buffer_chunk_counts[buffer as usize] as usize).rev() {
             let meta = self.metas[base + index];
             self.unrecorded_bytes += meta.payload_len_bytes as u64;
             self.recorded_stream_bytes -= meta.payload_len_bytes as u64;
-            self.stream_offset_bytes = self.stream_offset_bytes.min(meta.stream_offset_bytes);
+            self.rewind_to(
+                meta.stream_offset_bytes - meta.gap_bytes,
+                meta.lost_through_bytes - meta.gap_bytes,
+            );
+            self.gap_count -= u64::from(meta.gap_bytes > 0);
         }
         self.free_buffer(buffer);
+    }
+
+    /// The stream ends at `offset_bytes` (unless it ends there or before already), with
+    /// `lost_bytes` lost in it: the losses past it (the gap the next chunk would have
+    /// carried included) leave the stream.
+    fn rewind_to(&mut self, offset_bytes: u64, lost_bytes: u64) {
+        if offset_bytes >= self.stream_offset_bytes {
+            return;
+        }
+        debug_assert!(lost_bytes <= self.lost_bytes);
+        self.lost_past_end_bytes += self.lost_bytes - lost_bytes;
+        self.lost_bytes = lost_bytes;
+        self.stream_offset_bytes = offset_bytes;
+        self.pending_gap_bytes = 0;
     }
 }
 
@@ -197,9 +229,12 @@ impl Writer<'_> {
                 + self.ingest.payload_capacity_bytes as u64) as f64
                 / rate;
             let wait = due_at - self.clock.since(self.started).as_secs_f64();
-            if wait > 0.0 {
-                self.clock.sleep(Duration::from_secs_f64(wait.min(0.05)));
-            }
+            // At least a microsecond, even where the payload seems due already: the loop
+            // found nothing to do, and `due_bytes` may round the same moment down to just
+            // short of it; a wait of nothing would leave a virtual clock where it stands,
+            // and the loop would ask again for ever.
+            let wait = Duration::from_secs_f64(wait.clamp(0.0, 0.05)).max(Duration::from_micros(1));
+            self.clock.sleep(wait);
         } else {
             self.clock.sleep(Duration::from_millis(1));
         }
@@ -271,7 +306,7 @@ impl Writer<'_> {
         if let Some(counters) = self.counters {
             counters.lost(cause, bytes);
         }
-        self.ingest.lose(bytes);
+        self.ingest.lose(bytes, cause);
         self.progress
             .lost_bytes
             .store(self.ingest.lost_bytes, Ordering::Relaxed);
@@ -494,7 +529,7 @@ mod tests {
         let mut ingest = ingest(2, 4);
         let buffer = ingest.free.pop().unwrap();
         ingest.chunk_filled(buffer, (0, 0), 1000, 0);
-        ingest.lose(3000);
+        ingest.lose(3000, LossCause::NoBuffer);
         ingest.chunk_filled(buffer, (0, 0), 1000, 0);
         ingest.chunk_filled(buffer, (0, 0), 1000, 0);
         let metas = &ingest.metas[(buffer * 4) as usize..][..3];
@@ -539,6 +574,55 @@ mod tests {
         assert_eq!(ingest.unrecorded_bytes, 2700);
         assert_eq!(ingest.buffer_chunk_counts[second as usize], 0);
         assert!(ingest.free.contains(&second) && ingest.free.contains(&third));
+    }
+
+    /// A paced source far ahead of a target that fills: losses between and after the
+    /// chunks dropped leave the stream with them, so the stream never claims more lost
+    /// than it holds, and nothing lost goes uncounted.
+    #[test]
+    fn a_rewind_takes_the_losses_past_the_new_end_out_of_the_stream() {
+        let mut ingest = ingest(4, 2);
+        fill(&mut ingest, 2, 1000);
+        ingest.lose(5000, LossCause::BehindRate);
+        let second = fill(&mut ingest, 1, 1000);
+        ingest.lose(9000, LossCause::NoBuffer);
+        let third = fill(&mut ingest, 2, 1000);
+        ingest.lose(40_000, LossCause::BehindRate);
+        assert_eq!(ingest.stream_offset_bytes, 59_000);
+        assert_eq!(ingest.lost_bytes, 54_000);
+        // Dropped from the front (as placement does when the target fills) or the back
+        // (as the end does): the same end.
+        let mut front_first = ingest.clone();
+        ingest.ready.pop_back();
+        ingest.drop_buffer(third);
+        assert_eq!(
+            (ingest.stream_offset_bytes, ingest.lost_bytes),
+            (8000, 5000)
+        );
+        ingest.ready.pop_back();
+        ingest.drop_buffer(second);
+        front_first.drop_buffer(second);
+        front_first.drop_buffer(third);
+        assert_eq!(
+            (front_first.stream_offset_bytes, front_first.lost_bytes),
+            (ingest.stream_offset_bytes, ingest.lost_bytes)
+        );
+        assert_eq!(front_first.lost_past_end_bytes, ingest.lost_past_end_bytes);
+        // The stream ends where the first buffer's chunks do: the gap before the second
+        // buffer is past the end too.
+        assert_eq!((ingest.stream_offset_bytes, ingest.lost_bytes), (2000, 0));
+        assert_eq!(ingest.lost_past_end_bytes, 54_000);
+        assert_eq!((ingest.pending_gap_bytes, ingest.gap_count), (0, 0));
+        assert_eq!(ingest.lost_by_cause_bytes, [9000, 45_000]);
+        assert_eq!(ingest.recorded_stream_bytes + ingest.unrecorded_bytes, 5000);
+        assert_eq!(
+            ingest.recorded_stream_bytes
+                + ingest.unrecorded_bytes
+                + ingest.lost_bytes
+                + ingest.lost_past_end_bytes,
+            59_000,
+            "every byte of input recorded, not recorded or lost"
+        );
     }
 
     #[test]

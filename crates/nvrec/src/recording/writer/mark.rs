@@ -2,7 +2,8 @@
 //! recording's [`MarkDesk`] between writes. A mark's before-window is found in a history
 //! of each member's writes (kept for a lap, thinned when long); its entry is written open
 //! and flushed at once, then closed when its after-window ends, or sooner where the ring
-//! would otherwise reach its start (`--max-marked`). From then on the members' write
+//! would otherwise reach its start (`--max-marked`). A mark asked while one still records
+//! its after-window is joined to it: that window goes on to the later end. From then on the members' write
 //! points jump over the slots it keeps (`MemberState::jump_kept`) until it is released.
 
 use super::*;
@@ -61,7 +62,15 @@ pub(super) struct Marker {
     placed_elapsed_ns: u64,
     /// Marks taken and released, for the report.
     pub(super) answers: Vec<MarkAnswer>,
+    /// Entries of marks to make durable with the next checkpoint (the durability
+    /// coordinator writes them off the data path, so that a member that stalls holds
+    /// back no one's writes), in the order they were made.
+    waiting: Vec<RecordingEntry>,
+    /// Marks taken whose open entry is not durable yet, and who to answer once it is.
+    unanswered: Vec<(u32, Reply, MarkAnswer)>,
 }
+
+type Reply = std::sync::mpsc::Sender<Result<MarkAnswer, String>>;
 
 impl Marker {
     pub(super) fn new(desk: Arc<MarkDesk>, max_marked: f64, members: usize, next_id: u32) -> Self {
@@ -75,6 +84,8 @@ impl Marker {
             placed_stream_end: 0,
             placed_elapsed_ns: 0,
             answers: Vec::new(),
+            waiting: Vec::new(),
+            unanswered: Vec::new(),
         }
     }
 }
@@ -135,7 +146,6 @@ impl Writer<'_> {
     /// on every member, flushed.
     fn widen_marks(&mut self, member_index: usize) -> Result<(), RecordingError> {
         let widened = std::mem::take(&mut self.placement.members[member_index].widened);
-        let live = self.placement.live();
         let Some(marker) = self.marker.as_mut() else {
             return Ok(());
         };
@@ -152,7 +162,8 @@ impl Writer<'_> {
                     let lap = &mut kept.entry.start_laps[member_index];
                     *lap = lap.saturating_sub(1);
                 }
-                self.set.write_entry_on(&kept.entry, &live)?;
+                // Durable with the checkpoint past the jump, which the writes after it wait for.
+                marker.waiting.push(kept.entry.clone());
             }
         }
         Ok(())
@@ -166,16 +177,28 @@ impl Writer<'_> {
         };
         let orders = marker.desk.take_orders();
         for (order, reply) in orders {
-            let answer = match order {
-                MarkOrder::Take(request) => self.take_mark(&request),
-                MarkOrder::Release(id) => self.release_mark(id),
+            let (answer, taken) = match order {
+                MarkOrder::Take(request) => (self.take_mark(&request), true),
+                MarkOrder::Release(id) => (self.release_mark(id), false),
             };
-            if let Ok(answer) = &answer {
-                if let Some(marker) = self.marker.as_mut() {
+            let marker = self.marker.as_mut().expect("marks are served");
+            match answer {
+                // A mark joined to the open one is that mark, listed once.
+                Ok(answer) if taken && !answer.joined => {
                     marker.answers.push(answer.clone());
+                    // Answered once its open entry is durable.
+                    marker.unanswered.push((answer.mark_id, reply, answer));
+                }
+                Ok(answer) => {
+                    if !answer.joined {
+                        marker.answers.push(answer.clone());
+                    }
+                    let _ = reply.send(Ok(answer));
+                }
+                Err(why) => {
+                    let _ = reply.send(Err(why));
                 }
             }
-            let _ = reply.send(answer);
         }
         if self.mark_due() {
             if let Err(error) = self.close_mark() {
@@ -223,22 +246,19 @@ impl Writer<'_> {
                 "marks are kept by ring recordings (record --ring); this one is not".into(),
             );
         }
-        let marker = self.marker.as_ref().expect("marks are served");
-        if let Some(open) = &marker.open {
-            return Err(format!(
-                "mark {} is still recording its after-window: one mark at a time",
-                open.entry.recording_id
-            ));
-        }
         let now_ns = self.now_elapsed_ns();
+        if let Some(open) = self.marker.as_mut().and_then(|marker| marker.open.as_mut()) {
+            return Ok(join(open, request, now_ns));
+        }
+        let marker = self.marker.as_ref().expect("marks are served");
         let from_ns = now_ns.saturating_sub(request.before.as_nanos() as u64);
         let after_ns = request.after.as_nanos() as u64;
         let start = self.window_start(from_ns, after_ns)?;
         let id = marker.next_id;
+        self.table_slot_free(id)?;
         let entry = self.open_mark_entry(id, request, &start)?;
-        let live = self.placement.live();
-        self.set
-            .write_entry_on(&entry, &live)
+        entry
+            .encode()
             .map_err(|e| format!("writing mark {id}: {e}"))?;
         let answer = MarkAnswer {
             mark_id: id,
@@ -248,9 +268,11 @@ impl Writer<'_> {
             after_ns,
             label: request.label.clone(),
             cut_short: false,
+            joined: false,
         };
         let marker = self.marker.as_mut().expect("marks are served");
         marker.next_id += 1;
+        marker.waiting.push(entry.clone());
         marker.open = Some(OpenMark {
             entry,
             taken_ns: now_ns,
@@ -260,6 +282,126 @@ impl Writer<'_> {
             answer: answer.clone(),
         });
         Ok(answer)
+    }
+
+    /// A ring added to a set whose earlier recordings' `marks` keep slots: it keeps them as
+    /// it keeps its own, its write points jumping over them from the first write (so a
+    /// ring restarted after a crash goes on without writing over the marks it took), and
+    /// they may be released through it. Readers of this ring leave their slots out of its
+    /// lap (`marks::kept_ranges`).
+    pub(super) fn keep_earlier_marks(
+        &mut self,
+        marks: Vec<RecordingEntry>,
+    ) -> Result<(), RecordingError> {
+        let members = self.placement.members.len();
+        let marker = self.marker.get_or_insert_with(|| {
+            Marker::new(
+                Arc::new(MarkDesk::default()),
+                self.options.max_marked,
+                members,
+                self.recording_id + 1,
+            )
+        });
+        for entry in marks {
+            let ranges: Vec<Option<(u64, u64)>> = (0..members)
+                .map(|index| {
+                    let lap = self.placement.members[index].usable_slots;
+                    crate::recording::marks::range_in_lap(&entry, index, lap)
+                })
+                .collect();
+            for (member, range) in self.placement.members.iter_mut().zip(&ranges) {
+                member.kept.extend(range);
+            }
+            marker.kept.push(KeptMark { entry, ranges });
+        }
+        let k = self.k as u64;
+        for index in 0..members {
+            let member = &mut self.placement.members[index];
+            if member.jump_kept(k) {
+                // Nothing written yet: the ring begins past them.
+                (member.start_slot, member.start_lap) = (member.next_slot, member.lap);
+                member.trimmed_to_slot = member.next_slot;
+            }
+            self.widen_marks(index)?;
+        }
+        Ok(())
+    }
+
+    /// Whether mark entries wait to be made durable.
+    pub(super) fn entries_waiting(&self) -> bool {
+        self.marker
+            .as_ref()
+            .is_some_and(|marker| !marker.waiting.is_empty())
+    }
+
+    /// The mark entries waiting, handed to the next checkpoint.
+    pub(super) fn entries_to_offer(&mut self) -> Vec<RecordingEntry> {
+        self.marker
+            .as_mut()
+            .map(|marker| std::mem::take(&mut marker.waiting))
+            .unwrap_or_default()
+    }
+
+    /// The entries a checkpoint made durable (`made`) and those it did not (`left`, offered
+    /// again): a mark whose open entry is durable now is answered.
+    pub(super) fn entries_made(&mut self, made: Vec<RecordingEntry>, left: Vec<RecordingEntry>) {
+        let Some(marker) = self.marker.as_mut() else {
+            return;
+        };
+        let mut waiting = left;
+        waiting.append(&mut marker.waiting);
+        marker.waiting = waiting;
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut marker.unanswered)
+            .into_iter()
+            .partition(|(id, _, _)| made.iter().any(|entry| entry.recording_id == *id));
+        marker.unanswered = later;
+        for (_, reply, answer) in now {
+            let _ = reply.send(Ok(answer));
+        }
+    }
+
+    /// Writes the mark entries waiting here and now (a checkpoint written in the writer's
+    /// own thread, at the start and the end of the recording), on the live members.
+    pub(super) fn write_waiting_entries(&mut self) {
+        let entries = self.entries_to_offer();
+        let mut made = Vec::new();
+        let mut left = Vec::new();
+        for entry in entries {
+            let Ok(bytes) = entry.encode() else {
+                continue;
+            };
+            let (taken, _) = self.on_live_members(|member| {
+                member.write_entry(&bytes, &entry)?;
+                member.flush()
+            });
+            match taken > 0 {
+                true => made.push(entry),
+                false => left.push(entry),
+            }
+        }
+        self.entries_made(made, left);
+    }
+
+    /// Refuses a mark whose entry would take the table slot of this recording's own entry
+    /// or of a mark that is kept (the table holds a fixed number of entries): that entry
+    /// would be gone with what it keeps.
+    fn table_slot_free(&self, id: u32) -> Result<(), String> {
+        let count = self.set.recording_slot_count();
+        if id.checked_sub(count) == Some(self.recording_id) {
+            return Err(format!(
+                "mark {id} would take the table slot of recording {} itself (the table holds \
+                 {count} entries): no more marks in this recording",
+                self.recording_id
+            ));
+        }
+        match crate::recording::marks::table_slot_kept(self.set, id) {
+            Ok(None) => Ok(()),
+            Ok(Some(mark)) => Err(format!(
+                "mark {id} would take the table slot of {}",
+                crate::recording::marks::release_hint(&mark)
+            )),
+            Err(error) => Err(format!("reading the table: {error}")),
+        }
     }
 
     /// Releases mark `id`: its entry flagged released (every member, flushed), then its
@@ -337,8 +479,14 @@ impl Writer<'_> {
             };
             ranges.push(range);
         }
-        let live = self.placement.live();
-        self.set.write_entry_on(&entry, &live)?;
+        entry.encode()?;
+        // Durable with the checkpoint past the jump over its slots, which the writes after
+        // it wait for (see `MemberState::jump_kept`).
+        self.marker
+            .as_mut()
+            .expect("marks are served")
+            .waiting
+            .push(entry.clone());
         let k = self.k as u64;
         for (member, range) in self.placement.members.iter_mut().zip(&ranges) {
             if let Some(range) = range {
@@ -529,6 +677,23 @@ fn thin(history: &mut VecDeque<Written>) {
     });
 }
 
+/// A mark asked at `now_ns` while `open` still records its after-window: joined to it,
+/// whose after-window goes on to the later of the two ends. Its before-window is the open
+/// mark's (a window already kept cannot grow back); the answer says what the joined mark
+/// keeps around now, less before than asked where the open mark began later.
+fn join(open: &mut OpenMark, request: &MarkRequest, now_ns: u64) -> MarkAnswer {
+    open.close_at_ns = open
+        .close_at_ns
+        .max(now_ns + request.after.as_nanos() as u64);
+    let window_start_ns = open.taken_ns.saturating_sub(open.answer.before_ns);
+    MarkAnswer {
+        before_ns: now_ns.saturating_sub(window_start_ns),
+        after_ns: open.close_at_ns.saturating_sub(now_ns),
+        joined: true,
+        ..open.answer.clone()
+    }
+}
+
 fn released_answer(entry: &RecordingEntry) -> MarkAnswer {
     MarkAnswer {
         mark_id: entry.recording_id,
@@ -538,5 +703,6 @@ fn released_answer(entry: &RecordingEntry) -> MarkAnswer {
         after_ns: entry.end_ns.saturating_sub(entry.start_ns),
         label: entry.name.as_str().to_string(),
         cut_short: false,
+        joined: false,
     }
 }

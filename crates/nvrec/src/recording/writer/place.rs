@@ -58,7 +58,9 @@ pub(super) struct MemberState {
     pub(super) start_slot: u64,
     pub(super) start_lap: u64,
     /// A recording that reclaims (see `reclaim.rs`): the ring position no write of this
-    /// member may reach past, where data the set still holds begins.
+    /// member may reach past, where data the set still holds begins. A linear recording
+    /// added to a set with kept marks: the slot its writes may not reach (see
+    /// [`MemberState::keep_out_of`]).
     pub(super) limit_position: Option<u64>,
     /// Slots marks keep (format 1.7): (first slot, slot count) in lap order. The write
     /// point jumps over them (see [`MemberState::jump_kept`]).
@@ -275,10 +277,28 @@ impl MemberState {
     pub(super) fn can_take_redirect(&self, chunk_count: u64, ring: bool) -> bool {
         self.in_flight < self.queue_depth
             && (!ring || self.ring_clear(chunk_count))
-            && self
-                .limit_position
-                .is_none_or(|limit| self.ring_next().0 + chunk_count <= limit)
+            && self.within_limit(chunk_count, ring)
             && self.since_durable_slots + chunk_count <= self.recovery_limit_slots
+    }
+
+    /// Whether a write of `chunk_count` slots from the write point stays within the
+    /// member's limit, if it has one: a ring position (a recording that reclaims), or a
+    /// slot (a linear recording before a kept mark).
+    pub(super) fn within_limit(&self, chunk_count: u64, ring: bool) -> bool {
+        let at = match ring {
+            true => self.ring_next().0,
+            false => self.next_slot,
+        };
+        self.limit_position
+            .is_none_or(|limit| at + chunk_count <= limit)
+    }
+
+    /// Linear: one past the last slot the recording's writes may take on this member (the
+    /// end of its usable slots, or its limit before a kept mark); the end marker may go
+    /// one slot further.
+    pub(super) fn linear_end_slot(&self) -> u64 {
+        self.limit_position
+            .map_or(self.usable_slots, |limit| limit.min(self.usable_slots))
     }
 
     /// Bytes per second written while busy, once something has completed.
@@ -402,6 +422,30 @@ impl MemberState {
         jumped
     }
 
+    /// A linear recording added to a set whose marks keep slots (`kept`, runs of the
+    /// member's slots): it begins past any run its position stands in, and its writes end
+    /// before the next run ahead, less the slot kept for the end marker. The marks' slots
+    /// are taken: nothing is written over them.
+    pub(super) fn keep_out_of(&mut self, kept: &[(u64, u64)]) {
+        while let Some(&(first, count)) = kept
+            .iter()
+            .find(|&&(first, count)| (first..first + count).contains(&self.next_slot))
+        {
+            self.next_slot = first + count;
+        }
+        self.start_slot = self.next_slot;
+        self.trimmed_to_slot = self.next_slot;
+        self.frontier_end_slot = self.next_slot;
+        let ahead = kept
+            .iter()
+            .map(|&(first, _)| first)
+            .filter(|&first| first > self.next_slot)
+            .min();
+        if let Some(first) = ahead {
+            self.limit_position = Some(first - 1);
+        }
+    }
+
     /// Slots from the write point, in lap order, before the first kept slot (a lap when
     /// none is kept): as far as a discard ahead may go.
     pub(super) fn slots_before_kept(&self) -> u64 {
@@ -456,6 +500,17 @@ impl Placement {
     /// Which members still take writes and metadata.
     pub(super) fn live(&self) -> Vec<bool> {
         self.members.iter().map(|member| !member.retired).collect()
+    }
+
+    /// A linear recording added to `set`, whose `marks` keep slots: each member keeps out
+    /// of them (see [`MemberState::keep_out_of`]).
+    pub(super) fn keep_out_of_marks(&mut self, set: &VolumeSet, marks: &[RecordingEntry]) {
+        for (index, member) in self.members.iter_mut().enumerate() {
+            let slots = set.members[index]
+                .as_ref()
+                .map_or(member.data_slot_count, |m| m.layout().data_slot_count);
+            member.keep_out_of(&crate::recording::marks::kept_runs(marks, index, slots));
+        }
     }
 }
 

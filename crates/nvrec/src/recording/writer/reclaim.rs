@@ -4,7 +4,8 @@
 //! for the end marker). When no member has room, the oldest recording is reclaimed
 //! ([`retention::reclaim`]: its entry marked, on every member, flushed) and the limits move
 //! on; when it may not be (an archive does not hold it), the set is full; when a reader
-//! holds it, the writer waits and tries again.
+//! holds it, the writer waits and tries again. A mark that keeps slots (format 1.7) is data
+//! it never reclaims: the set is full up to it until the mark is released.
 
 use super::*;
 use crate::layout::ReclaimCause;
@@ -21,7 +22,16 @@ pub(super) struct Reclaimer {
 }
 
 impl Reclaimer {
-    pub(super) fn new(policy: ReclaimPolicy, entries: Vec<RecordingEntry>) -> Reclaimer {
+    /// For `policy`, over the set's recordings (`entries`) and the marks that keep slots
+    /// (`marks`, format 1.7): their slots are data it may not reclaim (see
+    /// [`Writer::make_room`]), so its limits stop before them.
+    pub(super) fn new(
+        policy: ReclaimPolicy,
+        mut entries: Vec<RecordingEntry>,
+        marks: Vec<RecordingEntry>,
+    ) -> Reclaimer {
+        entries.extend(marks);
+        entries.sort_by_key(|entry| entry.recording_id);
         Reclaimer {
             policy,
             entries,
@@ -73,6 +83,11 @@ impl Writer<'_> {
             return Room::None;
         };
         let entry = reclaimer.entries[index].clone();
+        if entry.flags.contains(RecordingFlags::MARK) {
+            // A kept mark is never reclaimed for room: the set is full up to it.
+            reclaimer.refused = Some(crate::recording::marks::release_hint(&entry));
+            return Room::None;
+        }
         let policy = reclaimer.policy.clone();
         match retention::reclaim(self.set, &entry, ReclaimCause::Space, Some(&policy), &live) {
             Ok(Ok(next)) => {

@@ -515,7 +515,7 @@ impl Writer<'_> {
             .filter(|index| !self.retiring.failing.contains(index))
             .filter(|&index| {
                 let m = &self.placement.members[index];
-                ring || m.next_slot + outstanding <= m.usable_slots
+                ring || m.next_slot + outstanding <= m.linear_end_slot()
             })
             .min_by_key(|&index| {
                 let m = &self.placement.members[index];

@@ -140,7 +140,7 @@ impl Writer<'_> {
         in_doubt.sort_by_key(|done| done.first_sequence);
         let state = &self.placement.members[target];
         let room = match self.options.fill {
-            Fill::Linear => state.usable_slots.saturating_sub(state.next_slot),
+            Fill::Linear => state.linear_end_slot().saturating_sub(state.next_slot),
             Fill::Ring { .. } => state.usable_slots / 2,
         }
         .saturating_sub(outstanding);
@@ -287,7 +287,7 @@ impl Writer<'_> {
         }
         let count = rewrite.done.chunk_count;
         let state = &self.placement.members[target];
-        if !ring && state.next_slot + count as u64 > state.usable_slots {
+        if !ring && state.next_slot + count as u64 > state.linear_end_slot() {
             // No room left on the member (it filled meanwhile).
             self.rewrites_given_up();
             return None;
@@ -433,6 +433,8 @@ impl Writer<'_> {
                 elapsed_ns: header.elapsed_ns,
                 stream_offset_bytes: header.stream_offset_bytes,
                 gap_bytes: header.gap_bytes,
+                // A rewrite never joins the ready FIFO, so no rewind of the stream reads it.
+                lost_through_bytes: 0,
                 payload_len_bytes: header.payload_len_bytes,
                 payload_crc32c: crate::layout::crc32c(view.payload),
                 end: header.flags.contains(ChunkFlags::END),

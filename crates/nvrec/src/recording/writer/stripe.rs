@@ -18,12 +18,13 @@ impl Want {
     fn has_room(self, member: &MemberState) -> bool {
         !member.retired
             && match self.fill {
-                Fill::Linear => member.next_slot + self.chunk_count as u64 <= member.usable_slots,
+                Fill::Linear => {
+                    member.next_slot + self.chunk_count as u64 <= member.usable_slots
+                        && member.within_limit(self.chunk_count as u64, false)
+                }
                 Fill::Ring { .. } => {
                     member.usable_slots >= self.chunk_count as u64
-                        && member.limit_position.is_none_or(|limit| {
-                            member.ring_next().0 + self.chunk_count as u64 <= limit
-                        })
+                        && member.within_limit(self.chunk_count as u64, true)
                 }
             }
     }
