@@ -5,7 +5,7 @@
 
 use nvrec::control::{Control, Progress};
 use nvrec::device::{Access, Safety};
-use nvrec::engine::{IoOp, RangeFault, SimDisks};
+use nvrec::engine::{DiskFault, FaultStart, IoOp, RangeFault, SilentWrite, SimDisks};
 use nvrec::pattern::Pattern;
 use nvrec::recording::disk::Members;
 use nvrec::recording::health::{self, Severity};
@@ -362,4 +362,135 @@ fn a_recording_no_entry_names_is_found_refused_over_and_restored() {
     .unwrap();
     assert_eq!(bytes, 3 * MIB);
     assert!(scan::unnamed(&set).unwrap().is_empty());
+}
+
+/// A recording whose closing entry revision the drives acknowledged and lost, on every
+/// member: the table still says it is open, and the set went on past it (the checkpoint
+/// after it names no recording), so no recovery looks for its end. It is never read as the
+/// empty recording its entry states without a word: the metadata check names it, the look
+/// past its end finds every chunk, and `repair` extends the entry over them, after which
+/// it reads back whole.
+#[test]
+fn a_recording_whose_closing_entry_was_lost_is_named_and_restored() {
+    // Formatted first, so that the fault below strikes the recording's writes alone.
+    let formatted = || {
+        let sim = SimDisks::new(2, 64 * MIB, 4096, 13);
+        let chunk_size_bytes = RecordOptions::default().chunk_size_bytes;
+        volume::format(
+            Members::Sim(&sim),
+            chunk_size_bytes,
+            "",
+            None,
+            Safety::Check,
+        )
+        .expect("formats");
+        sim
+    };
+    let record = |sim: &SimDisks| {
+        let options = RecordOptions {
+            limit_bytes: Some(3 * MIB),
+            pattern: true,
+            append: true,
+            ..RecordOptions::default()
+        };
+        writer::record_on(
+            Members::Sim(sim),
+            &mut PatternSource(Pattern::new(4)),
+            &options,
+            &Control::new(),
+            &Progress::default(),
+        )
+        .expect("records")
+    };
+    // Where the closing revision goes: a set like it, recorded without the fault.
+    let clean = formatted();
+    record(&clean);
+    let set = volume::open_members(Members::Sim(&clean), Access::Read, Safety::Check).unwrap();
+    let closed = set.entry(1).unwrap();
+    assert_eq!(closed.state, nvrec::layout::RecordingState::Closed);
+    let layout = *set.members[0].as_ref().unwrap().layout();
+    let offset_bytes = layout
+        .recording_entry_offset_bytes(0, (closed.revision % 2) as u32)
+        .unwrap();
+    drop(set);
+
+    let sim = formatted();
+    // The first write over that copy is the closing one (revision 1 goes to the other).
+    for disk in 0..2 {
+        sim.fail_from(
+            DiskFault::Silent {
+                disk,
+                offset_bytes,
+                len_bytes: u64::from(layout.meta_block_bytes),
+                write: SilentWrite::Lost,
+            },
+            FaultStart::Now,
+        );
+    }
+    let report = record(&sim);
+    assert_eq!(
+        report.stream_bytes,
+        3 * MIB,
+        "acknowledged, as the drives said"
+    );
+    assert_eq!(sim.counters().lost_write_count, 2);
+    let struck = sim.silent_writes();
+    assert!(struck
+        .iter()
+        .all(|s| s.offset_bytes == offset_bytes && s.landed_at_bytes.is_none()));
+
+    let mut set = volume::open_members(Members::Sim(&sim), Access::Write, Safety::Check).unwrap();
+    let entries = nvrec::recording::reader::recordings(&set).unwrap();
+    let open = &entries[0];
+    assert_eq!(open.state, nvrec::layout::RecordingState::Open);
+    assert_eq!(open.revision, closed.revision - 1);
+    assert_eq!(open.stream_len_bytes, 0, "what its open revision states");
+    assert!(scan::stale_open(&set, open).unwrap());
+    let damage = health::check(&set).unwrap();
+    let named: Vec<_> = damage
+        .iter()
+        .filter(|d| d.severity == Severity::Lost && d.problem.starts_with("recording 1:"))
+        .collect();
+    assert_eq!(named.len(), 1, "{damage:?}");
+    assert!(health::loses_anything(&damage));
+    let found = scan::unaccounted(&set, open);
+    assert_eq!(
+        found.chunk_count,
+        closed.end_sequence - closed.first_sequence,
+        "{found:?}"
+    );
+    assert!(found.end_marker && !found.aborted, "{found:?}");
+
+    let report = repair::repair(&mut set, false, &Control::new()).unwrap();
+    assert_eq!(report.extended.len(), 1, "{report:?}");
+    assert!(report.unaccounted_left.is_empty(), "{report:?}");
+    let restored = set.entry(1).unwrap();
+    assert_eq!(restored.state, nvrec::layout::RecordingState::Closed);
+    assert_eq!(restored.stream_len_bytes, 3 * MIB);
+    assert_eq!(restored.end_sequence, closed.end_sequence);
+    assert_eq!(restored.members, closed.members);
+    assert!(!scan::stale_open(&set, &restored).unwrap());
+    let damage = health::check(&set).unwrap();
+    assert!(!health::loses_anything(&damage), "{damage:?}");
+    let pattern = Pattern::new(4);
+    let mut bytes = 0u64;
+    nvrec::recording::reader::read_recording(
+        &set,
+        &restored,
+        nvrec::engine::EngineChoice::Auto,
+        &Control::new(),
+        &Progress::default(),
+        &mut |item| match item {
+            nvrec::recording::reader::Item::Chunk { header, payload } => {
+                assert!(pattern
+                    .check(header.stream_offset_bytes, payload, 128 << 10)
+                    .is_ok());
+                bytes += payload.len() as u64;
+                true
+            }
+            _ => panic!("the restored recording reads whole"),
+        },
+    )
+    .unwrap();
+    assert_eq!(bytes, 3 * MIB);
 }

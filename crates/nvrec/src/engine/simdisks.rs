@@ -696,7 +696,8 @@ impl State {
                 let from = logged.offset_bytes.max(at);
                 let to = (logged.offset_bytes + logged.data.len() as u64).min(end);
                 if from < to {
-                    let piece = (from - logged.offset_bytes) as usize..(to - logged.offset_bytes) as usize;
+                    let piece =
+                        (from - logged.offset_bytes) as usize..(to - logged.offset_bytes) as usize;
                     displaced.push((from, logged.data[piece].to_vec()));
                 }
             }
@@ -1447,17 +1448,29 @@ mod tests {
         // The 2nd write comes before the fault begins; the 3rd, a discard, is never struck.
         set.write_at(0, 65536, &[2u8; 4096]).unwrap();
         set.discard(0, 16384, 4096).unwrap();
-        assert!(write(&mut engine, 0, 8192, 3)[0].result.is_ok(), "acknowledged");
+        assert!(
+            write(&mut engine, 0, 8192, 3)[0].result.is_ok(),
+            "acknowledged"
+        );
         set.flush(0).unwrap();
-        assert!(read(&set, 0, 8192).iter().all(|&b| b == 1), "still the older bytes");
+        assert!(
+            read(&set, 0, 8192).iter().all(|&b| b == 1),
+            "still the older bytes"
+        );
         // Struck once: the next write over the range lands.
         set.write_at(0, 0, &[4u8; 4096]).unwrap();
         assert!(read(&set, 0, 0).iter().all(|&b| b == 4));
-        assert!(set.unflushed_writes(0).iter().all(|(offset, _)| *offset == 0));
+        assert!(set
+            .unflushed_writes(0)
+            .iter()
+            .all(|(offset, _)| *offset == 0));
         set.flush(0).unwrap();
         set.crash();
         let image = &set.power_cut_images().unwrap()[0];
-        assert!(image[8192..16384].iter().all(|&b| b == 1), "and after a power cut");
+        assert!(
+            image[8192..16384].iter().all(|&b| b == 1),
+            "and after a power cut"
+        );
         let struck = set.silent_writes();
         assert_eq!(struck.len(), 1);
         assert_eq!((struck[0].disk, struck[0].offset_bytes), (0, 8192));
@@ -1476,8 +1489,14 @@ mod tests {
         // Given at 8192, lands at 16384 over the durable bytes there.
         set.write_at(0, 8192, &[3u8; 8192]).unwrap();
         set.flush(0).unwrap();
-        assert!(read(&set, 0, 8192).iter().all(|&b| b == 0), "not where it was given");
-        assert!(read(&set, 0, 16384).iter().all(|&b| b == 3), "where it landed");
+        assert!(
+            read(&set, 0, 8192).iter().all(|&b| b == 0),
+            "not where it was given"
+        );
+        assert!(
+            read(&set, 0, 16384).iter().all(|&b| b == 3),
+            "where it landed"
+        );
         assert!(read(&set, 0, 20480).iter().all(|&b| b == 3));
         let struck = &set.silent_writes()[0];
         assert_eq!(struck.landed_at_bytes, Some(16384));

@@ -86,6 +86,7 @@ pub fn check(set: &VolumeSet) -> Result<Vec<MetaDamage>, RecordingError> {
         entry_slot(set, &copies, &retired, &mut damage);
     }
     lost_entries(set, &entries, &mut damage)?;
+    stale_open_entries(set, &mut damage)?;
     // Past the end of a truncated member nothing can be read: its truncation says so once.
     damage.retain(|item| match (item.member_index, item.offset_bytes) {
         (Some(index), Some(offset)) => set.members[index as usize]
@@ -281,6 +282,23 @@ fn lost_entries(
             damage.push(MetaDamage::lost_everywhere(format!(
                 "recording {id}: every copy of its entry is lost (its chunks remain: nvrec \
                  ls --scan finds them, nvrec repair --scan rebuilds the entry)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Entries left open by a lost closing revision (`scan::stale_open`): what the table says
+/// of their recordings is not what their chunks hold.
+fn stale_open_entries(set: &VolumeSet, damage: &mut Vec<MetaDamage>) -> Result<(), RecordingError> {
+    for entry in set.recordings()? {
+        if super::scan::stale_open(set, &entry)? {
+            damage.push(MetaDamage::lost_everywhere(format!(
+                "recording {}: its entry says it is open (revision {}), and the set went on \
+                 past it: its newer revisions are lost, and its chunks past the end it states \
+                 are not accounted for (nvrec repair extends the entry over those that go \
+                 on from that end; nvrec ls --scan finds them all)",
+                entry.recording_id, entry.revision
             )));
         }
     }

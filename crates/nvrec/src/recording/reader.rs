@@ -2033,8 +2033,14 @@ mod tests {
         };
         let mut source = PatternSource(Pattern::new(SEED));
         let control = Control::new();
-        writer::record_on(Members::Sim(&sim), &mut source, &options, &control, &Progress::default())
-            .unwrap();
+        writer::record_on(
+            Members::Sim(&sim),
+            &mut source,
+            &options,
+            &control,
+            &Progress::default(),
+        )
+        .unwrap();
         let (set, closed) = open(&sim);
         let whole = read(&set, &closed, &control);
         assert!(whole.missing.is_empty() && whole.damages.is_empty());

@@ -11,7 +11,9 @@
 //! recording that its entry does not claim. [`unnamed`] is the same look at the set's write
 //! point, for a recording that no entry names at all: the chunks of a recording whose entry
 //! write was lost (a drive without power-loss protection) while the index still stands as
-//! it did before the recording began.
+//! it did before the recording began. [`stale_open`] tells an entry left open by a closing
+//! revision that was lost the same way (the set went on as if it were closed): `unaccounted`
+//! looks past its stated end too.
 
 use super::reader::holds_redirect;
 use super::volume::{read_aligned, read_meta, Member, VolumeSet};
@@ -342,7 +344,7 @@ pub fn unaccounted(set: &VolumeSet, entry: &RecordingEntry) -> Unaccounted {
         end_ns: entry.end_ns,
         ..Unaccounted::default()
     };
-    if entry.state == RecordingState::Open {
+    if entry.state == RecordingState::Open && !stale_open(set, entry).unwrap_or(false) {
         return result;
     }
     let ring = entry.flags.contains(RecordingFlags::RING);
@@ -507,6 +509,38 @@ fn walk_past_end(
         }
     }
     found
+}
+
+/// Whether `entry` says that its recording is open where the set has gone on without it:
+/// no recorder holds the set, the newest checkpoint names no open recording or another one,
+/// and a chunk of the recording lies where it began on some member. A recorder writes a
+/// checkpoint naming its recording before the recording's first chunk, and such an entry
+/// is what a crash leaves (the checkpoint names it, and recovery finds its end): only a
+/// revision of the entry that the drive acknowledged and did not keep (its closing one,
+/// lost or misdirected), or a checkpoint naming it lost the same way, leaves the entry open
+/// and the set past it. Its stated end is then short of its chunks: [`unaccounted`] looks
+/// past it, and `health::check` names it.
+pub fn stale_open(set: &VolumeSet, entry: &RecordingEntry) -> Result<bool, RecordingError> {
+    if entry.state != RecordingState::Open || entry.flags.contains(RecordingFlags::MARK) {
+        return Ok(false);
+    }
+    let Some(checkpoint) = set.newest_checkpoint()? else {
+        return Ok(false);
+    };
+    if checkpoint.recording_id == entry.recording_id || set.live_recording()?.is_some() {
+        return Ok(false);
+    }
+    Ok(set.present().any(|member| {
+        let Some(span) = entry.members.get(member.index() as usize) else {
+            return false;
+        };
+        slot_header(member, span.start_slot_index).is_some_and(|header| {
+            header.set_uuid == set.set_uuid
+                && header.recording_id == entry.recording_id
+                && header.member_index == member.index()
+                && header.slot_index == span.start_slot_index
+        })
+    }))
 }
 
 /// Recordings whose chunks lie at the set's write point and that no entry names: each as

@@ -211,7 +211,8 @@ impl EndSearch<'_> {
                 (slot, lap) = (0, lap.saturating_add(1));
             }
             let offset = layout.data_slot_offset_bytes(slot).unwrap_or(0);
-            let bytes = volume::read_aligned(&member.disk, offset, layout.chunk_size_bytes as usize)?;
+            let bytes =
+                volume::read_aligned(&member.disk, offset, layout.chunk_size_bytes as usize)?;
             ends.searched_slot_count += 1;
             if decode_chunk(&bytes).is_ok() {
                 break;
@@ -271,9 +272,10 @@ impl EndSearch<'_> {
             slot += count;
             remaining -= count;
         }
-        Ok(newest.map_or((position.next_slot_index, position.lap), |(_, slot, lap)| {
-            (slot, lap)
-        }))
+        Ok(newest.map_or(
+            (position.next_slot_index, position.lap),
+            |(_, slot, lap)| (slot, lap),
+        ))
     }
 
     /// Follows member `index`'s run of chunks forward from `position` (its checkpoint's),
