@@ -229,7 +229,7 @@ fn stream_transfer_lines(report: &StreamReport, source: Option<&SourceSpec>, out
 pub fn buffered_line(cache_drop: Option<nvrec::device::CacheDrop>) -> String {
     let mut line = "  page cache    buffered, not O_DIRECT".to_string();
     if let Some(drop) = cache_drop {
-        line += &format!("; dropped first by {}", drop.method.describe());
+        line += &format!("; its cache dropped first by {}", drop.method.describe());
         if drop.cached_bytes_after > 0 {
             line += &format!(
                 "; {} of the range STILL CACHED (as root the whole machine's cache is dropped too)",
