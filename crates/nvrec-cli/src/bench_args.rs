@@ -20,8 +20,10 @@ pub enum BenchCommand {
     Overwrite(OverwriteArgs),
     /// CrystalDiskMark (cdm, cdm6, cdm-nvme, custom --test shapes) and ATTO (atto) presets.
     Profile(ProfileArgs),
-    /// Saved benches (--save JSON) on one HTML page: curves overlaid, plateaus, and each
-    /// file's key rates with the difference in percent against the first.
+    /// Saved benches (--save JSON) on one HTML page: curves overlaid, plateaus, each file's
+    /// key rates with the difference in percent against the first, and drives side by side
+    /// (continuous write and read, peak against continuous, measured against rated, direct
+    /// against page cache).
     Report(crate::bench_compare::ReportArgs),
 }
 
