@@ -26,6 +26,13 @@ use nvrec_app::UsageError;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// A drive's figure that a picture draws (`None`: the drive has no bench that measures it).
+type DriveRate = fn(&DriveFigures) -> Option<f64>;
+/// One rate of a transfer size of the direct against page cache picture.
+type CacheRate = fn(&CachePoint) -> f64;
+/// A picture's section, where some drive has what it needs.
+type Picture = fn(&[DriveFigures]) -> Option<Section>;
+
 /// One drive's run of one saved bench.
 pub(crate) struct Run {
     /// Where it comes from: the file's name, and the drive's number in a bench on several.
@@ -409,11 +416,7 @@ fn percent(measured: Option<f64>, of: Option<f64>) -> String {
 }
 
 /// Bars of `drives`: a category a drive, a series a `(name, value)` of each.
-fn bars(
-    title: &str,
-    drives: &[&DriveFigures],
-    series: &[(&str, fn(&DriveFigures) -> Option<f64>)],
-) -> Chart {
+fn bars(title: &str, drives: &[&DriveFigures], series: &[(&str, DriveRate)]) -> Chart {
     Chart::Bars(BarChart {
         title: title.to_string(),
         categories: drives.iter().map(|drive| drive.label.clone()).collect(),
@@ -439,7 +442,7 @@ pub(crate) fn sections(drives: &[DriveFigures]) -> Vec<Section> {
     }
     let mut missing: Vec<String> = Vec::new();
     let mut sections = vec![drives_section(drives)];
-    let pictures: [(fn(&[DriveFigures]) -> Option<Section>, &str); 4] = [
+    let pictures: [(Picture, &str); 4] = [
         (
             continuous_section,
             "continuous write and read needs a fill (bench fill --save)",
@@ -770,7 +773,7 @@ fn cache_section(drives: &[DriveFigures]) -> Option<Section> {
             Axis::new("transfer size (bytes)", Scale::Log2, AxisFormat::Bytes),
             rate_axis(),
         );
-        let series: [(&str, fn(&CachePoint) -> f64); 4] = [
+        let series: [(&str, CacheRate); 4] = [
             ("direct write", |p| p.direct_write_bytes_per_s),
             ("page cache write", |p| p.buffered_write_bytes_per_s),
             ("direct read", |p| p.direct_read_bytes_per_s),
