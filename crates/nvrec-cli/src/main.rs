@@ -13,6 +13,7 @@ mod args;
 mod bench_args;
 mod bench_cmd;
 mod bench_compare;
+mod bench_drives;
 mod bench_output;
 mod bench_report;
 mod bench_together;
