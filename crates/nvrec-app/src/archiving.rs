@@ -90,12 +90,14 @@ pub struct ArchiveRun {
 
 impl ArchiveRun {
     pub fn class(&self) -> Class {
-        // Holes, or a followed ring that ran ahead of its archive: what the archive was
-        // there to keep is not all in it.
-        let holes = self
-            .recordings
-            .iter()
-            .any(|r| !r.holes.is_empty() || r.followed && !r.overwritten.is_empty());
+        // Holes, a followed ring that ran ahead of its archive, or a recording whose
+        // archive the drives' entry no longer goes on from: what the archive was there to
+        // keep is not all in it.
+        let holes = self.recordings.iter().any(|r| {
+            !r.holes.is_empty()
+                || r.followed && !r.overwritten.is_empty()
+                || r.outcome == Outcome::Kept
+        });
         match (self.aborted, holes) {
             (true, _) => Class::Aborted,
             (false, true) => Class::Failed,

@@ -188,7 +188,8 @@ impl ChunkSource {
 
     /// For an archive, the stream ranges a ring overwrote before they were archived that
     /// lie within what a read of `entry` (`summary`) went over: all of them where it began
-    /// at the start, else those after its first chunk up to its last. None for drives.
+    /// at the start, else those after its first chunk up to its last, and the one after
+    /// the archive's last chunk where the read went to it. None for drives.
     pub fn overwritten(
         &self,
         entry: &RecordingEntry,
@@ -205,9 +206,13 @@ impl ChunkSource {
             .segments
             .first()
             .is_some_and(|s| s.first_sequence == first);
+        let to_end = manifest
+            .segments
+            .last()
+            .is_some_and(|s| s.last_sequence == last);
         manifest
             .overwritten()
-            .filter(|loss| loss.sequence <= last && (whole || loss.sequence > first))
+            .filter(|loss| (loss.sequence <= last || to_end) && (whole || loss.sequence > first))
             .cloned()
             .collect()
     }

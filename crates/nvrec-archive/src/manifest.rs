@@ -236,6 +236,99 @@ pub struct Manifest {
     pub segments: Vec<SegmentInfo>,
 }
 
+/// What a manifest in the store is to a recording's entry as the drives hold it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// It was written for this very entry.
+    Current,
+    /// Its data is gone from the drives (reclaimed: freed once archived, or reused): the
+    /// archive is its copy, as it stands.
+    Reclaimed,
+    /// It was written for an earlier revision of the same recording's entry, which this one
+    /// goes on from: the same id, start, first sequence and kind, ending at or past the last
+    /// chunk the archive holds. Recovery closes a crashed recording so (a follow may have
+    /// archived it as a reader recovers it, before the entry on the drives was rewritten),
+    /// and a repair may extend one. The archive goes on from what it holds.
+    Earlier,
+    /// Anything else, and why: the archive holds what the drives' entry does not continue,
+    /// and is left as it is.
+    Other(String),
+}
+
+impl Manifest {
+    /// Where the archive's chunks end: one past the last sequence it holds (the recording's
+    /// first where it holds none).
+    pub fn held_sequence_end(&self) -> Option<u64> {
+        self.segments.last().map(|last| last.last_sequence + 1)
+    }
+
+    /// What this manifest (read from the store) is to `entry`, the recording's entry on
+    /// the drives now.
+    pub fn standing(&self, entry: &RecordingEntry) -> Result<Standing> {
+        if self.entry == encode_entry(entry)? {
+            return Ok(Standing::Current);
+        }
+        if entry.reclaimed.is_some() {
+            return Ok(Standing::Reclaimed);
+        }
+        let held = self.recording_entry(&self.key())?;
+        let ring = |e: &RecordingEntry| e.flags.contains(RecordingFlags::RING);
+        let why = if held.recording_id != entry.recording_id || held.start_ns != entry.start_ns {
+            Some(format!(
+                "the archive holds recording {} started at {} ns, the drives recording {} started at {} ns",
+                held.recording_id, held.start_ns, entry.recording_id, entry.start_ns
+            ))
+        } else if held.first_sequence != entry.first_sequence || ring(&held) != ring(entry) {
+            Some("the archive holds another kind of recording, or from another first chunk".into())
+        } else {
+            match self.held_sequence_end() {
+                Some(end) if entry.end_sequence < end => Some(format!(
+                    "the archive holds its chunks up to sequence {}, the drives' entry ends before that, at {}",
+                    end - 1,
+                    entry.end_sequence
+                )),
+                _ => None,
+            }
+        };
+        Ok(match why {
+            Some(why) => Standing::Other(why),
+            None => Standing::Earlier,
+        })
+    }
+
+    /// Why this manifest may not replace `old` in the store, if it may not: it must hold
+    /// at least everything `old` held, every segment `old` names in the same place (the
+    /// same object: key, size and checksum) and no fewer chunks or bytes. Once a ring or
+    /// a later recording has written over the drives, the archive is the better copy.
+    pub fn lacks_what(&self, old: &Manifest) -> Option<String> {
+        if self.key() != old.key() {
+            return Some(format!("it is {}, not {}", self.key(), old.key()));
+        }
+        let same = |a: &SegmentInfo, b: &SegmentInfo| {
+            a.key == b.key && a.size_bytes == b.size_bytes && a.crc32c == b.crc32c
+        };
+        if let Some((index, segment)) =
+            old.segments.iter().enumerate().find(|&(index, segment)| {
+                !self.segments.get(index).is_some_and(|s| same(s, segment))
+            })
+        {
+            return Some(format!(
+                "it does not name {} ({} bytes, CRC32C {:#010x}) as segment {index}",
+                segment.key, segment.size_bytes, segment.crc32c
+            ));
+        }
+        let counts = [
+            ("chunks", self.chunk_count, old.chunk_count),
+            ("payload bytes", self.payload_bytes, old.payload_bytes),
+            ("archived bytes", self.archived_bytes, old.archived_bytes),
+        ];
+        counts
+            .into_iter()
+            .find(|&(_, new, held)| new < held)
+            .map(|(what, new, held)| format!("it holds {new} {what}, the one in the store {held}"))
+    }
+}
+
 /// The state of a finished recording, in the words `ls` uses.
 pub fn state_word(entry: &RecordingEntry) -> &'static str {
     match entry.state {
@@ -371,6 +464,180 @@ mod tests {
         for good in ["rec-01", "vehicle_7.lab"] {
             check_node(good).unwrap();
         }
+    }
+
+    /// A ring's entry: recording 1, chunks of 1000 bytes from sequence 0 to `end_sequence`.
+    fn ring_entry(revision: u64, end_sequence: u64) -> RecordingEntry {
+        RecordingEntry {
+            set_uuid: nvrec::layout::Uuid::from_random_bytes([0x3c; 16]),
+            recording_id: 1,
+            revision,
+            state: RecordingState::Interrupted,
+            flags: RecordingFlags::RING | RecordingFlags::PATTERN,
+            first_sequence: 0,
+            end_sequence,
+            start_ns: 1_767_225_600_000_000_000,
+            end_ns: 1_767_225_660_000_000_000,
+            stream_len_bytes: 1000 * end_sequence,
+            lost_bytes: 0,
+            name: nvrec::layout::Label::new("ring").expect("valid"),
+            members: vec![nvrec::layout::MemberSpan {
+                start_slot_index: 0,
+                end_slot_index: 50,
+            }],
+            retirements: Vec::new(),
+            start_laps: Vec::new(),
+            overwrote: Vec::new(),
+            signal: None,
+            reclaimed: None,
+            mark_of: None,
+        }
+    }
+
+    /// Segment `index` of chunks `first..=last` (1128 bytes each, framed).
+    fn segment(index: u32, first: u64, last: u64) -> SegmentInfo {
+        let count = last - first + 1;
+        SegmentInfo {
+            key: segment_key("n/s/rec-000001", index),
+            size_bytes: 1128 * count,
+            crc32c: 7 + index,
+            e_tag: None,
+            chunk_count: count,
+            first_sequence: first,
+            last_sequence: last,
+            first_timestamp_ns: first,
+            last_timestamp_ns: last,
+            chunk_offsets: (0..count).map(|i| 1128 * i).collect(),
+            chunk_timestamps_ns: (first..=last).collect(),
+        }
+    }
+
+    /// The manifest of `entry` archived as `segments`, with `losses` and `holes`.
+    fn manifest(entry: &RecordingEntry, segments: Vec<SegmentInfo>, holes: Vec<Hole>) -> Manifest {
+        let chunk_count: u64 = segments.iter().map(|s| s.chunk_count).sum();
+        Manifest {
+            format: MANIFEST_FORMAT.into(),
+            version: MANIFEST_VERSION,
+            node: "n".into(),
+            set_uuid: "s".into(),
+            set_label: String::new(),
+            recording_id: entry.recording_id,
+            label: entry.name.to_string(),
+            state: state_word(entry).into(),
+            start_ns: entry.start_ns,
+            end_ns: entry.end_ns,
+            first_sequence: entry.first_sequence,
+            end_sequence: entry.end_sequence,
+            stream_len_bytes: entry.stream_len_bytes,
+            lost_bytes: entry.stream_len_bytes - 1000 * chunk_count,
+            chunk_size_bytes: 131072,
+            chunk_count,
+            payload_bytes: 1000 * chunk_count,
+            archived_bytes: segments.iter().map(|s| s.size_bytes).sum(),
+            losses: Vec::new(),
+            holes,
+            retirements: Vec::new(),
+            entry: encode_entry(entry).unwrap(),
+            segments,
+        }
+    }
+
+    #[test]
+    fn an_entry_closed_by_recovery_goes_on_from_what_its_archive_holds() {
+        let followed = ring_entry(3, 40);
+        let held = manifest(
+            &followed,
+            vec![segment(0, 0, 19), segment(1, 20, 39)],
+            vec![],
+        );
+        assert_eq!(held.standing(&followed).unwrap(), Standing::Current);
+        // Recovery wrote the entry a reader had recovered as its next revision.
+        let recovered = ring_entry(4, 40);
+        assert_eq!(held.standing(&recovered).unwrap(), Standing::Earlier);
+        // A repair extended it over chunks past its end.
+        assert_eq!(
+            held.standing(&ring_entry(5, 45)).unwrap(),
+            Standing::Earlier
+        );
+        // An entry that ends before the chunks the archive holds does not go on from it.
+        let short = ring_entry(5, 30);
+        assert!(
+            matches!(held.standing(&short).unwrap(), Standing::Other(why) if why.contains("39"))
+        );
+        // Nor does another recording under the same key.
+        let other = RecordingEntry {
+            start_ns: followed.start_ns + 1,
+            ..recovered.clone()
+        };
+        assert!(matches!(held.standing(&other).unwrap(), Standing::Other(_)));
+        let linear = RecordingEntry {
+            flags: RecordingFlags::PATTERN,
+            ..recovered.clone()
+        };
+        assert!(matches!(
+            held.standing(&linear).unwrap(),
+            Standing::Other(_)
+        ));
+        // Its space given back once archived: the archive is its copy.
+        let freed = RecordingEntry {
+            flags: recovered.flags | RecordingFlags::RECLAIMED,
+            reclaimed: Some(nvrec::layout::Reclaim {
+                reclaimed_ns: followed.end_ns + 1,
+                cause: nvrec::layout::ReclaimCause::Freed,
+                archived: true,
+            }),
+            ..recovered.clone()
+        };
+        assert_eq!(held.standing(&freed).unwrap(), Standing::Reclaimed);
+        // A manifest that holds nothing yet is gone on from too (from the start).
+        let empty = manifest(&followed, vec![], vec![]);
+        assert_eq!(empty.standing(&recovered).unwrap(), Standing::Earlier);
+        assert_eq!(empty.held_sequence_end(), None);
+        assert_eq!(held.held_sequence_end(), Some(40));
+    }
+
+    /// A manifest never replaces one in the store with less: as the soak found it, the
+    /// recording read again from drives a new ring had written over (every chunk missing)
+    /// would have replaced 40 archived chunks with none.
+    #[test]
+    fn a_manifest_that_holds_less_never_replaces_the_one_in_the_store() {
+        let followed = ring_entry(3, 40);
+        let recovered = ring_entry(4, 40);
+        let old = manifest(
+            &followed,
+            vec![segment(0, 0, 19), segment(1, 20, 39)],
+            vec![],
+        );
+        // The same segments for the recovered entry, or more after them: it may.
+        let same = manifest(&recovered, old.segments.clone(), vec![]);
+        assert_eq!(same.lacks_what(&old), None);
+        let longer = ring_entry(5, 45);
+        let mut more = old.segments.clone();
+        more.push(segment(2, 40, 44));
+        assert_eq!(manifest(&longer, more, vec![]).lacks_what(&old), None);
+        // Read again from overwritten drives: nothing held, every chunk a hole.
+        let hole = Hole {
+            first_sequence: Some(0),
+            chunk_count: 40,
+            what: "missing on the drives".into(),
+        };
+        let emptied = manifest(&recovered, vec![], vec![hole]);
+        let why = emptied.lacks_what(&old).expect("refused");
+        assert!(why.contains("seg-000000"), "{why}");
+        // Segments cut again from other chunks under the same keys.
+        let recut = manifest(
+            &recovered,
+            vec![segment(0, 0, 19), segment(1, 25, 39)],
+            vec![],
+        );
+        assert!(recut.lacks_what(&old).unwrap().contains("seg-000001"));
+        // A segment dropped from the end.
+        let dropped = manifest(&recovered, vec![segment(0, 0, 19)], vec![]);
+        assert!(dropped.lacks_what(&old).unwrap().contains("seg-000001"));
+        // The same segments, claiming fewer bytes.
+        let mut fewer = same.clone();
+        fewer.payload_bytes -= 1;
+        assert!(fewer.lacks_what(&old).unwrap().contains("payload bytes"));
     }
 
     #[test]

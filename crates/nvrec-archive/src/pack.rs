@@ -17,6 +17,9 @@
 //! of the chunk before it, the range between was recorded but is not read: the ring
 //! overwrote it (before the first chunk a reading finds, or while a reading ran behind the
 //! recorder). It is then a loss of the archive, with its stream range and sequences.
+//! Chunks the reader misses are overwritten too, not holes, while the ring records or once
+//! a later recording on the set has written over it; the stream after the last chunk there
+//! is, up to the ring's end, is then one more such loss.
 
 use std::sync::mpsc::{Receiver, SyncSender};
 
@@ -78,6 +81,20 @@ pub(crate) struct Commit {
     pub next: SegmentStart,
 }
 
+/// A ring to be read, as its entry says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RingReading {
+    pub first_sequence: u64,
+    /// Where the ring ends: one past its last chunk, and the end of its stream.
+    pub end_sequence: u64,
+    pub stream_len_bytes: u64,
+    /// Chunks the reader misses were overwritten: the ring is still recording, or a later
+    /// recording on the set has written since it ended (from the ring's write point on,
+    /// over its oldest chunks first). The drives cannot tell such chunks from ones lost to
+    /// damage then.
+    pub overwriting: bool,
+}
+
 /// A ring's stream as read so far.
 #[derive(Debug, Clone, Copy)]
 struct RingTrack {
@@ -87,8 +104,11 @@ struct RingTrack {
     /// Where it stood when the segment being filled began.
     segment_stream_start: u64,
     segment_next_sequence: u64,
-    /// The recorder is still writing: chunks the reader missed were overwritten meanwhile.
-    live: bool,
+    /// Chunks the reader missed were overwritten ([`RingReading::overwriting`]).
+    overwriting: bool,
+    /// Where the ring ends.
+    end_sequence: u64,
+    stream_len_bytes: u64,
 }
 
 /// Where a hole reported before a chunk came from.
@@ -125,17 +145,16 @@ pub(crate) struct Packed {
 
 impl<'a> Packer<'a> {
     /// A packer for the reading from `start` of a recording (`ring`: its stream is followed
-    /// by offset, `first_sequence` its first; `live`: still being written) into segments of
-    /// `segment_size_bytes`, keyed in `dir`.
+    /// by offset) into segments of `segment_size_bytes`, keyed in `dir`.
     pub fn new(
         builder: SegmentBuilder,
         dir: &'a str,
         start: SegmentStart,
-        ring: Option<(u64, bool)>,
+        ring: Option<RingReading>,
     ) -> Packer<'a> {
-        let ring = ring.map(|(first_sequence, live)| {
+        let ring = ring.map(|ring| {
             let next_sequence = if start.is_beginning() {
-                first_sequence
+                ring.first_sequence
             } else {
                 start.sent_sequence_end
             };
@@ -144,7 +163,9 @@ impl<'a> Packer<'a> {
                 next_sequence,
                 segment_stream_start: start.stream_offset_bytes,
                 segment_next_sequence: next_sequence,
-                live,
+                overwriting: ring.overwriting,
+                end_sequence: ring.end_sequence,
+                stream_len_bytes: ring.stream_len_bytes,
             }
         });
         Packer {
@@ -237,7 +258,7 @@ impl<'a> Packer<'a> {
 
     /// Files the holes reported before `header`'s chunk, and in a ring the stream range
     /// before it that was not read: overwritten where the reading began after it or the
-    /// recorder is still writing (the holes the reader reported there stand for the same
+    /// ring is being written over (the holes the reader reported there stand for the same
     /// chunks), a hole on the drives otherwise.
     fn track(&mut self, header: &ChunkHeader, payload_len_bytes: u64) {
         let waiting = std::mem::take(&mut self.waiting);
@@ -249,7 +270,7 @@ impl<'a> Packer<'a> {
         };
         let begins = header.stream_offset_bytes.saturating_sub(header.gap_bytes);
         let missed = waiting.iter().any(|w| matches!(w, Waiting::Missing(_)));
-        let overwritten = begins > ring.stream_end_bytes && (ring.live || !missed);
+        let overwritten = begins > ring.stream_end_bytes && (ring.overwriting || !missed);
         if overwritten {
             self.pending.losses.push(Loss {
                 sequence: header.sequence,
@@ -271,18 +292,33 @@ impl<'a> Packer<'a> {
 
     /// Ends the reading: the segment still filling is sent with what was found with it
     /// where `last` (the recording has ended and was read whole), else left for the next
-    /// reading.
+    /// reading. In a ring being written over, the stream after the last chunk read up to
+    /// the ring's end was overwritten before it was read: one more loss, in place of the
+    /// chunks the reader found missing there.
     pub fn finish(mut self, last: bool, sender: &SyncSender<Sealed>) -> Packed {
         let mut leftover = ReadOutcome::default();
         if last {
-            let waiting = std::mem::take(&mut self.waiting)
-                .into_iter()
-                .map(Waiting::hole);
+            let mut found = ReadOutcome::default();
+            let mut waiting = std::mem::take(&mut self.waiting);
+            if let Some(ring) = self
+                .ring
+                .filter(|ring| ring.overwriting && ring.stream_end_bytes < ring.stream_len_bytes)
+            {
+                waiting.retain(|hole| !matches!(hole, Waiting::Missing(_)));
+                found.losses.push(Loss {
+                    sequence: ring.end_sequence,
+                    stream_offset_bytes: ring.stream_len_bytes,
+                    gap_bytes: ring.stream_len_bytes - ring.stream_end_bytes,
+                    cause: LossCause::Overwritten,
+                    first_sequence_lost: Some(ring.next_sequence),
+                });
+            }
+            found.holes.extend(waiting.into_iter().map(Waiting::hole));
             if self.builder.is_empty() {
-                leftover.holes.extend(waiting);
+                leftover = found;
             } else {
                 let mut sealed = self.take(None, None);
-                sealed.commit.outcome.holes.extend(waiting);
+                sealed.commit.outcome.append(&mut found);
                 let _ = sender.send(sealed);
             }
         }
@@ -341,8 +377,20 @@ mod tests {
             }
         }
 
-        fn packer(&self, start: SegmentStart, live: bool) -> Packer<'static> {
-            Packer::new(SegmentBuilder::new(4600, 0), "d", start, Some((0, live)))
+        /// A packer of a ring that ends before chunk `end_sequence`, its stream there.
+        fn packer(
+            &self,
+            start: SegmentStart,
+            end_sequence: u64,
+            overwriting: bool,
+        ) -> Packer<'static> {
+            let ring = RingReading {
+                first_sequence: 0,
+                end_sequence,
+                stream_len_bytes: 1000 * end_sequence,
+                overwriting,
+            };
+            Packer::new(SegmentBuilder::new(4600, 0), "d", start, Some(ring))
         }
 
         fn chunks(&self, packer: &mut Packer<'_>, sequences: &[u64]) {
@@ -397,7 +445,7 @@ mod tests {
     #[test]
     fn chunks_a_live_ring_lost_to_its_recorder_are_an_overwritten_range_counted_once() {
         let pass = Pass::new();
-        let mut packer = pass.packer(SegmentStart::default(), true);
+        let mut packer = pass.packer(SegmentStart::default(), 11, true);
         pass.chunks(&mut packer, &[0, 1, 2, 3]);
         // The recorder lapped the reader: 4 to 6 were gone when it got there.
         packer.missing(missing(4, 3));
@@ -420,7 +468,7 @@ mod tests {
         // A run that goes on after the segment stored goes on where the next pass does.
         assert_eq!(commit.next, next);
         // By the next pass 7 and 8 are gone too; it ends with the recording.
-        let mut packer = pass.packer(next, true);
+        let mut packer = pass.packer(next, 11, true);
         pass.chunks(&mut packer, &[9, 10]);
         let packed = packer.finish(true, &pass.sender);
         let sent = pass.sent();
@@ -446,7 +494,7 @@ mod tests {
     #[test]
     fn an_ended_ring_lacks_its_overwritten_start_and_keeps_its_holes_as_holes() {
         let pass = Pass::new();
-        let mut packer = pass.packer(SegmentStart::default(), false);
+        let mut packer = pass.packer(SegmentStart::default(), 10, false);
         // The oldest chunk the ring kept is 5: 0 to 4 were overwritten before it was read.
         pass.chunks(&mut packer, &[5, 6]);
         // 7 is missing on the drives of the ended ring: a hole, not an overwritten range.
@@ -463,6 +511,62 @@ mod tests {
         assert_eq!(commit.outcome.holes, vec![missing(7, 1), missing(9, 1)]);
         assert_eq!(commit.payload_bytes, 3000);
         assert_eq!(packed.leftover, ReadOutcome::default());
+    }
+
+    /// A ring that ended, then a later recording on the set wrote over it (from where the
+    /// ring's write point stood, its oldest chunks first): chunks the reader finds missing
+    /// were overwritten, between the chunks it finds and after the last of them, up to the
+    /// ring's end. Damage stays a hole.
+    #[test]
+    fn an_ended_ring_written_over_by_a_later_recording_lacks_overwritten_ranges_not_holes() {
+        let pass = Pass::new();
+        let mut packer = pass.packer(SegmentStart::default(), 12, true);
+        packer.missing(missing(0, 3));
+        pass.chunks(&mut packer, &[3, 4]);
+        packer.missing(missing(5, 2));
+        let damaged = Hole {
+            first_sequence: Some(7),
+            chunk_count: 1,
+            what: "damaged on member 0 slot 7: bad CRC".into(),
+        };
+        packer.damage(damaged.clone());
+        pass.chunks(&mut packer, &[8]);
+        packer.missing(missing(9, 3));
+        let packed = packer.finish(true, &pass.sender);
+        let sent = pass.sent();
+        assert_eq!(sent.len(), 1);
+        let (sequences, commit) = &sent[0];
+        assert_eq!(*sequences, (3, 8));
+        assert_eq!(
+            commit.outcome.losses,
+            vec![
+                overwritten(0..3000, 0, 3),
+                overwritten(5000..8000, 5, 8),
+                overwritten(9000..12000, 9, 12)
+            ]
+        );
+        assert_eq!(commit.outcome.holes, vec![damaged]);
+        assert_eq!(commit.payload_bytes, 3000);
+        assert_eq!(packed.leftover, ReadOutcome::default());
+
+        // Gone on from the segment a manifest holds (after chunk 8), with nothing of the
+        // ring left on the drives: the rest of its stream is one loss, with no segment.
+        let after = commit.next;
+        let mut packer = pass.packer(after, 12, true);
+        packer.missing(missing(9, 3));
+        let packed = packer.finish(true, &pass.sender);
+        assert!(pass.sent().is_empty());
+        assert_eq!(
+            packed.leftover.losses,
+            vec![overwritten(9000..12000, 9, 12)]
+        );
+        assert!(packed.leftover.holes.is_empty());
+        // Not written over: missing at the end is a hole, and nothing is lost.
+        let mut packer = pass.packer(after, 12, false);
+        packer.missing(missing(9, 3));
+        let packed = packer.finish(true, &pass.sender);
+        assert!(packed.leftover.losses.is_empty());
+        assert_eq!(packed.leftover.holes, vec![missing(9, 3)]);
     }
 
     #[test]
@@ -496,7 +600,7 @@ mod tests {
         items.extend((16..19).map(Read::Chunk));
         let through = {
             let pass = Pass::new();
-            let mut packer = pass.packer(SegmentStart::default(), true);
+            let mut packer = pass.packer(SegmentStart::default(), 19, true);
             pass.read(&mut packer, &items);
             packer.finish(true, &pass.sender);
             pass.sent()
@@ -505,7 +609,7 @@ mod tests {
         for stored in 0..through.len() {
             let next = through[stored].1.next;
             let pass = Pass::new();
-            let mut packer = pass.packer(next, true);
+            let mut packer = pass.packer(next, 19, true);
             // The reader seeks the next segment's first chunk by time, and reports nothing
             // before it.
             let from = |item: &Read| match *item {

@@ -502,10 +502,23 @@ impl ArchiveRead<'_, '_> {
     }
 
     /// Reports the sequences the recording claims past the last chunk read: no segment
-    /// held them.
+    /// held them, unless a ring overwrote them before they were archived (a later
+    /// recording wrote over its end): those are lost stream bytes, counted.
     fn missing_at_end(&mut self) {
         let end_sequence = self.entry.end_sequence;
-        if let Some(expected) = self.expected.filter(|&e| e < end_sequence) {
+        let overwritten_at_end = |expected: u64| {
+            self.overwritten.iter().any(|loss| {
+                loss.sequence == end_sequence
+                    && loss
+                        .first_sequence_lost
+                        .is_some_and(|first| first <= expected)
+            })
+        };
+        let missing = self
+            .expected
+            .filter(|&e| e < end_sequence && !overwritten_at_end(e));
+        self.count_overwritten(end_sequence);
+        if let Some(expected) = missing {
             let count = end_sequence - expected;
             self.summary.missing_chunk_count += count;
             (self.each)(Item::Missing {

@@ -14,7 +14,9 @@
 //! goes on after it), so that a run started again goes on after the last of them rather
 //! than at the recording's start: a followed ring has overwritten its start by then, and
 //! reading it again from its oldest chunk would cut segments under the same keys from
-//! other chunks. The rows go once the recording's manifest is in the store.
+//! other chunks. The rows go once the recording's manifest is in the store. A run that
+//! goes on from a manifest already there (written for an earlier revision of the entry)
+//! writes its rows from the first segment after those the manifest names.
 //!
 //! The file is in WAL mode with `synchronous = NORMAL`: a commit is in the file (the OS's
 //! cache) when it returns, so a killed process loses nothing, and no commit waits for an
@@ -268,34 +270,41 @@ impl State {
     }
 
     /// The segments the store holds of the recording in `dir` that began at
-    /// `recording_start_ns`, in order from the first, with what each commits: those
-    /// numbered from 0 without a gap (a power cut may have taken the last rows back).
+    /// `recording_start_ns`, in order from segment `from_index` (0, or the first after
+    /// those a manifest in the store names), with what each commits: those numbered from
+    /// `from_index` without a gap (a power cut may have taken the last rows back).
     pub(crate) fn sent_segments(
         &self,
         url: &str,
         dir: &str,
         recording_start_ns: u64,
+        from_index: u32,
     ) -> Result<Vec<(SegmentInfo, Commit)>> {
         let mut statement = self
             .connection
             .prepare(
                 "SELECT segment_index, info, committed FROM sent_segments
-                 WHERE url = ?1 AND dir = ?2 AND recording_start_ns = ?3 ORDER BY segment_index",
+                 WHERE url = ?1 AND dir = ?2 AND recording_start_ns = ?3 AND segment_index >= ?4
+                 ORDER BY segment_index",
             )
             .map_err(|e| self.error(e))?;
         let rows = statement
-            .query_map(params![url, dir, recording_start_ns as i64], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    json_column::<SegmentInfo>(row, 1)?,
-                    json_column::<Commit>(row, 2)?,
-                ))
-            })
+            .query_map(
+                params![url, dir, recording_start_ns as i64, from_index],
+                |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        json_column::<SegmentInfo>(row, 1)?,
+                        json_column::<Commit>(row, 2)?,
+                    ))
+                },
+            )
             .map_err(|e| self.error(e))?;
         let mut sent = Vec::new();
         for row in rows {
             let (index, info, commit) = row.map_err(|e| self.error(e))?;
-            if index != sent.len() as i64 || commit.next.index as i64 != index + 1 {
+            let expected = i64::from(from_index) + sent.len() as i64;
+            if index != expected || commit.next.index as i64 != index + 1 {
                 break;
             }
             sent.push((info, commit));
@@ -423,24 +432,43 @@ mod tests {
         let segments: Vec<_> = (0..4).map(sent_segment).collect();
         {
             let state = State::open(&path).unwrap();
-            assert!(state.sent_segments("u", "d", 5).unwrap().is_empty());
+            assert!(state.sent_segments("u", "d", 5, 0).unwrap().is_empty());
             for (info, commit) in segments.iter().rev() {
                 state.segment_sent("u", "d", 5, info, commit).unwrap();
             }
         }
         let state = State::open(&path).unwrap();
-        assert_eq!(state.sent_segments("u", "d", 5).unwrap(), segments);
+        assert_eq!(state.sent_segments("u", "d", 5, 0).unwrap(), segments);
         // Another recording under the same key (another start), another archive: none.
-        assert!(state.sent_segments("u", "d", 6).unwrap().is_empty());
-        assert!(state.sent_segments("other", "d", 5).unwrap().is_empty());
+        assert!(state.sent_segments("u", "d", 6, 0).unwrap().is_empty());
+        assert!(state.sent_segments("other", "d", 5, 0).unwrap().is_empty());
         // Only those numbered from 0 without a gap count.
         let (info, commit) = sent_segment(5);
         state.segment_sent("u", "d", 5, &info, &commit).unwrap();
-        assert_eq!(state.sent_segments("u", "d", 5).unwrap(), segments);
+        assert_eq!(state.sent_segments("u", "d", 5, 0).unwrap(), segments);
         state.forget_sent("u", "d", 2).unwrap();
-        assert_eq!(state.sent_segments("u", "d", 5).unwrap(), segments[..2]);
+        assert_eq!(state.sent_segments("u", "d", 5, 0).unwrap(), segments[..2]);
         state.forget_sent("u", "d", 0).unwrap();
-        assert!(state.sent_segments("u", "d", 5).unwrap().is_empty());
+        assert!(state.sent_segments("u", "d", 5, 0).unwrap().is_empty());
+        drop(state);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A run that goes on after the segments a manifest in the store names writes its
+    /// segments down from the first after them; a run started again after it was killed
+    /// takes them up from there (and a run from 0 finds none of them).
+    #[test]
+    fn the_segments_sent_after_those_a_manifest_names_are_taken_up_from_there() {
+        let dir = std::env::temp_dir().join(format!("nvrec-state-after-{}", std::process::id()));
+        let state = State::open(&dir.join("state.sqlite")).unwrap();
+        let segments: Vec<_> = (3..6).map(sent_segment).collect();
+        for (info, commit) in &segments {
+            state.segment_sent("u", "d", 5, info, commit).unwrap();
+        }
+        assert!(state.sent_segments("u", "d", 5, 0).unwrap().is_empty());
+        assert_eq!(state.sent_segments("u", "d", 5, 3).unwrap(), segments);
+        assert_eq!(state.sent_segments("u", "d", 5, 4).unwrap(), segments[1..]);
+        assert!(state.sent_segments("u", "d", 5, 2).unwrap().is_empty());
         drop(state);
         std::fs::remove_dir_all(&dir).unwrap();
     }

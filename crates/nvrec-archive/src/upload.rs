@@ -10,7 +10,10 @@
 //! written down with what it commits, and a ring (whose start is overwritten by then) is
 //! taken up after the last of them rather than read again from its oldest chunk. The
 //! manifest goes last: a recording without one is not archived, whatever segments are
-//! there.
+//! there. A manifest already in the store for an earlier revision of the recording's
+//! entry (a crashed recording archived before recovery closed its entry) is gone on from
+//! the same way, never cut again from the drives, and no manifest replaces one that holds
+//! more ([`crate::manifest::Standing`], [`Manifest::lacks_what`]).
 //!
 //! Before any byte leaves, a segment's bytes are summed and compared with the checksum
 //! built from the recorded chunks ([`crate::segment::Segment::check`]). The upload never
@@ -32,10 +35,10 @@ use object_store::{MultipartId, PutPayload};
 use crate::catalog::Catalog;
 use crate::manifest::{
     encode_entry, manifest_key, recording_dir, state_word, Hole, Loss, LossCause, Manifest,
-    RetirementInfo, SegmentInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
+    RetirementInfo, SegmentInfo, Standing, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 use crate::pace::Pacer;
-use crate::pack::{Commit, Packed, Packer, ReadOutcome, Sealed, SegmentStart};
+use crate::pack::{Commit, Packed, Packer, ReadOutcome, RingReading, Sealed, SegmentStart};
 use crate::segment::{Segment, SegmentBuilder, SEGMENT_SIZE_BYTES_DEFAULT};
 use crate::state::{ObjectState, State};
 use crate::store::Archive;
@@ -135,6 +138,10 @@ pub enum Outcome {
     Recording,
     /// Ctrl-C or SIGTERM came first: resumed by the next run.
     Stopped,
+    /// The archive holds this recording as an entry that the drives' entry does not go on
+    /// from (another start, or an end before the chunks the archive holds): left as it
+    /// is, never cut again from the drives (`kept_because` says why).
+    Kept,
 }
 
 /// Which segments of a reading go up.
@@ -177,6 +184,13 @@ pub struct RecordingReport {
     /// says what they hold. (A linear recording's last reading goes through it all again
     /// and finds them in the store: `segments_kept`.)
     pub segments_sent_before: u64,
+    /// Segments a manifest already in the store named, written for an earlier revision of
+    /// the recording's entry (a follow archived a crashed recording before recovery closed
+    /// its entry on the drives): kept as they are, the manifest written again for the entry
+    /// as it is now, with whatever the drives hold after them.
+    pub segments_held: u64,
+    /// Why the archive was left as it is (`Kept`).
+    pub kept_because: Option<String>,
     /// Seconds paused because a recorder on the same set was filling its buffer pool.
     pub backoff_s: f64,
     pub elapsed_s: f64,
@@ -306,6 +320,8 @@ impl RecordingReport {
             followed: false,
             segments_sent_live: 0,
             segments_sent_before: 0,
+            segments_held: 0,
+            kept_because: None,
             backoff_s: 0.0,
             elapsed_s: 0.0,
             rate_mib_per_s: 0.0,
@@ -360,7 +376,7 @@ impl Job<'_> {
         // What an earlier run sent of it before it was killed or stopped: every reading of a
         // ring goes on from there (its early chunks may be gone from the drives by now), and
         // so does following a linear recording (its last reading goes through it all).
-        let before = self.up.sent_before(&entry, &dir)?;
+        let before = self.up.sent_before(&entry, &dir, Sent::default())?;
         let ring = entry.flags.contains(RecordingFlags::RING);
         let mut sent = Sent::default();
         if ring {
@@ -375,15 +391,37 @@ impl Job<'_> {
             }
         }
         let entry = &entry;
-        if let Some(manifest) = existing_manifest(archive, &report.manifest_key, entry)? {
-            self.up.forget_sent(&dir)?;
-            report.already_archived(&manifest);
-            if let Some(catalog) = catalog {
-                catalog.insert(&archive.url().to_string(), &manifest)?;
+        let stored = stored_manifest(archive, &report.manifest_key)?;
+        if let Some(manifest) = &stored {
+            match manifest.standing(entry)? {
+                Standing::Current | Standing::Reclaimed => {
+                    self.up.forget_sent(&dir)?;
+                    report.already_archived(manifest);
+                    if let Some(catalog) = catalog {
+                        catalog.insert(&archive.url().to_string(), manifest)?;
+                    }
+                    return Ok(report);
+                }
+                Standing::Other(why) => {
+                    report.already_archived(manifest);
+                    report.outcome = Outcome::Kept;
+                    report.kept_because = Some(why);
+                    return Ok(report);
+                }
+                // Never cut again from the drives (a ring, or the recording after it, may
+                // have written over them): what the archive holds stays, and the reading
+                // goes on after it, and after what a run doing so sent before it was killed.
+                Standing::Earlier => {
+                    let held = self.up.held(manifest, entry)?;
+                    report.segments_held = held.segments.len() as u64;
+                    sent = self.up.sent_before(entry, &dir, held)?;
+                    report.segments_sent_before = sent.segments.len() as u64 - report.segments_held;
+                }
             }
-            return Ok(report);
         }
-        let manifest = archive_recording(self, entry, &dir, sent, Upto::End, &mut report)?.1;
+        let replaces = stored.as_ref();
+        let manifest =
+            archive_recording(self, entry, &dir, sent, Upto::End, replaces, &mut report)?.1;
         report.elapsed_s = started.elapsed().as_secs_f64();
         report.backoff_s = (pacer.paused() - paused_before).as_secs_f64();
         report.rate_mib_per_s =
@@ -429,22 +467,16 @@ impl Job<'_> {
     }
 }
 
-/// The manifest at `key`, if there is one and it describes `entry` as it is now.
-fn existing_manifest(
-    archive: &Archive,
-    key: &str,
-    entry: &RecordingEntry,
-) -> Result<Option<Manifest>> {
+/// The manifest at `key`, if there is one (a damaged one is written anew).
+fn stored_manifest(archive: &Archive, key: &str) -> Result<Option<Manifest>> {
     if archive.head(key)?.is_none() {
         return Ok(None);
     }
-    let manifest = match Manifest::decode(key, &archive.get(key)?) {
-        Ok(manifest) => manifest,
-        // A damaged manifest is written anew below.
-        Err(ArchiveError::Manifest { .. }) => return Ok(None),
-        Err(error) => return Err(error),
-    };
-    Ok((manifest.entry == encode_entry(entry)?).then_some(manifest))
+    match Manifest::decode(key, &archive.get(key)?) {
+        Ok(manifest) => Ok(Some(manifest)),
+        Err(ArchiveError::Manifest { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// What the passes over a recording have archived so far. A followed ring's passes carry
@@ -481,27 +513,79 @@ struct Reading {
 
 /// Reads `entry` from where `sent` stands (or uploads it whole, `upto`): its chunks go
 /// into segments, each sent up as it fills while the next one is read, then the manifest
-/// (only once the recording has ended). Returns what is sent now, and the manifest written.
+/// (only once the recording has ended), in place of `replaces` (the manifest in the store,
+/// which it must hold all of). Returns what is sent now, and the manifest written.
 fn archive_recording(
     job: &Job<'_>,
     entry: &RecordingEntry,
     dir: &str,
     sent: Sent,
     upto: Upto,
+    replaces: Option<&Manifest>,
     report: &mut RecordingReport,
 ) -> Result<(Sent, Option<Manifest>)> {
+    let mut sent = sent;
+    // Gone on from where the archive holds the recording's last chunk: nothing is left to
+    // read (the drives may hold another recording's chunks there by now).
+    let nothing_left = upto == Upto::End
+        && !sent.start.is_beginning()
+        && sent.start.sequence >= entry.end_sequence;
+    if !nothing_left {
+        read_and_send(job, entry, dir, &mut sent, upto, report)?;
+    }
+    report.sent(&sent);
+    if job.source.control.state() != ControlState::Run || upto == Upto::Sealed {
+        return Ok((sent, None));
+    }
+    let manifest = manifest_of(job, entry, report, &sent)?;
+    if let Some(why) = replaces.and_then(|old| manifest.lacks_what(old)) {
+        return Err(ArchiveError::Manifest {
+            key: report.manifest_key.clone(),
+            why: format!(
+                "not written again: the archive holds more of recording {} than this run found ({why})",
+                entry.recording_id
+            ),
+        });
+    }
+    job.up
+        .archive
+        .put(&report.manifest_key, manifest.encode().into())?;
+    // The manifest says it all now: nothing to go on from.
+    job.up.forget_sent(dir)?;
+    Ok((sent, Some(manifest)))
+}
+
+/// The reading and the sending of [`archive_recording`]: the chunks of `entry` from where
+/// `sent` stands into segments, each sent as it fills while the next one is read, `sent`
+/// gone on after each.
+fn read_and_send(
+    job: &Job<'_>,
+    entry: &RecordingEntry,
+    dir: &str,
+    sent: &mut Sent,
+    upto: Upto,
+    report: &mut RecordingReport,
+) -> Result<()> {
     let (sender, receiver) = sync_channel::<Sealed>(SEGMENTS_AHEAD);
     // Uploaded segments' memory, back to the reader to fill again.
     let (recycle, reuse) = sync_channel::<Vec<u8>>(SEGMENTS_AHEAD + 1);
     let start = sent.start;
-    let mut sent = sent;
+    let ring = match entry.flags.contains(RecordingFlags::RING) {
+        true => Some(RingReading {
+            first_sequence: entry.first_sequence,
+            end_sequence: entry.end_sequence,
+            stream_len_bytes: entry.stream_len_bytes,
+            overwriting: upto == Upto::Sealed || written_over(job.source.set, entry)?,
+        }),
+        false => None,
+    };
     let (reading, upload_error) = std::thread::scope(|scope| {
         let reading = {
             let source = &job.source;
-            scope.spawn(move || read_segments(source, entry, dir, start, upto, sender, reuse))
+            scope.spawn(move || read_segments(source, entry, dir, start, ring, upto, sender, reuse))
         };
         let sending = Sending { entry, dir };
-        let upload_error = upload_segments(job, &sending, receiver, &recycle, &mut sent, report);
+        let upload_error = upload_segments(job, &sending, receiver, &recycle, sent, report);
         (
             reading.join().expect("the reader thread does not panic"),
             upload_error,
@@ -521,17 +605,17 @@ fn archive_recording(
         sent.start = packed.next;
     }
     sent.outcome.append(&mut packed.leftover);
-    report.sent(&sent);
-    if job.source.control.state() != ControlState::Run || upto == Upto::Sealed {
-        return Ok((sent, None));
-    }
-    let manifest = manifest_of(job, entry, report, &sent)?;
-    job.up
-        .archive
-        .put(&report.manifest_key, manifest.encode().into())?;
-    // The manifest says it all now: nothing to go on from.
-    job.up.forget_sent(dir)?;
-    Ok((sent, Some(manifest)))
+    Ok(())
+}
+
+/// Whether a later recording on `set` has written since the ring `entry` ended (or is
+/// writing now): it began where the ring's write point stood, over the ring's oldest
+/// chunks, so the chunks a reading of the ring misses were overwritten, as while the ring
+/// itself records.
+fn written_over(set: &VolumeSet, entry: &RecordingEntry) -> Result<bool> {
+    let id = entry.recording_id;
+    let later = set.recordings()?.iter().any(|e| e.recording_id > id);
+    Ok(later || set.live_recording()?.is_some_and(|live| live > id))
 }
 
 /// Whose segments a sending side sends: the recording, and its key prefix.
@@ -576,22 +660,21 @@ fn upload_segments(
 }
 
 /// The reading side of [`archive_recording`], on a thread of its own: the chunks of
-/// `entry` from `start` into segments, each given to `sender` as it fills (the last one
-/// too, when `upto` is the end), their memory taken back from `reuse`.
+/// `entry` (`ring`: how a ring's stream is followed) from `start` into segments, each
+/// given to `sender` as it fills (the last one too, when `upto` is the end), their memory
+/// taken back from `reuse`.
+#[allow(clippy::too_many_arguments)]
 fn read_segments(
     source: &Source<'_>,
     entry: &RecordingEntry,
     dir: &str,
     start: SegmentStart,
+    ring: Option<RingReading>,
     upto: Upto,
     sender: SyncSender<Sealed>,
     reuse: Receiver<Vec<u8>>,
 ) -> Reading {
     let builder = SegmentBuilder::new(source.options.segment_size_bytes, entry.start_ns);
-    let ring = entry
-        .flags
-        .contains(RecordingFlags::RING)
-        .then_some((entry.first_sequence, upto == Upto::Sealed));
     let mut packer = Packer::new(builder, dir, start, ring);
     let mut failure: Option<ArchiveError> = None;
     let from_ns = (!start.is_beginning()).then_some(start.timestamp_ns);
@@ -718,11 +801,11 @@ fn follow(
         }
         let before = sent.start.index;
         sent = if ring {
-            archive_recording(job, &now, dir, sent, Upto::Sealed, report)?.0
+            archive_recording(job, &now, dir, sent, Upto::Sealed, None, report)?.0
         } else {
             // Counted by the last pass, which finds these segments in the store.
             let mut pass = report.clone();
-            archive_recording(job, &now, dir, sent, Upto::Sealed, &mut pass)?.0
+            archive_recording(job, &now, dir, sent, Upto::Sealed, None, &mut pass)?.0
         };
         report.segments_sent_live += u64::from(sent.start.index - before);
         let deadline = Instant::now() + poll;
@@ -738,15 +821,17 @@ fn retryable(error: &object_store::Error) -> bool {
 }
 
 impl Uploader<'_> {
-    /// What an earlier run sent of `entry` (keyed in `dir`) and wrote down, segment by
-    /// segment, before it was killed or stopped, as far as the store still holds it (one
-    /// LIST of `dir` says, as a HEAD confirms a segment kept): from the first segment it
-    /// lacks, the reading goes again, and what was written down from there is forgotten.
-    /// Nothing where no run did.
-    fn sent_before(&self, entry: &RecordingEntry, dir: &str) -> Result<Sent> {
+    /// What an earlier run sent of `entry` (keyed in `dir`) after `base` (what a manifest
+    /// in the store holds, or nothing) and wrote down, segment by segment, before it was
+    /// killed or stopped, as far as the store still holds it (one LIST of `dir` says, as a
+    /// HEAD confirms a segment kept): from the first segment it lacks, the reading goes
+    /// again, and what was written down from there is forgotten. `base` where no run did.
+    fn sent_before(&self, entry: &RecordingEntry, dir: &str, base: Sent) -> Result<Sent> {
         let url = self.archive.url().to_string();
-        let rows = self.state.sent_segments(&url, dir, entry.start_ns)?;
-        let mut sent = Sent::default();
+        let rows = self
+            .state
+            .sent_segments(&url, dir, entry.start_ns, base.start.index)?;
+        let mut sent = base;
         if rows.is_empty() {
             return Ok(sent);
         }
@@ -760,6 +845,64 @@ impl Uploader<'_> {
         }
         self.state.forget_sent(&url, dir, sent.start.index)?;
         Ok(sent)
+    }
+
+    /// What the archive holds of `entry` as `manifest` (written for an earlier revision of
+    /// its entry) names it, for a reading to go on after its last chunk: its segments,
+    /// their payload bytes, the findings filed with them (not those after the last chunk:
+    /// the reading finds them again), and where the reading starts, which for a ring is
+    /// where its stream stood after that chunk (its header, one ranged GET, says).
+    fn held(&self, manifest: &Manifest, entry: &RecordingEntry) -> Result<Sent> {
+        let Some(last) = manifest.segments.last() else {
+            return Ok(Sent::default());
+        };
+        let last_sequence = last.last_sequence;
+        let ring = entry.flags.contains(RecordingFlags::RING);
+        let (stream_offset_bytes, sent_sequence_end) = match ring {
+            true => (self.stream_end_after(last)?, last_sequence + 1),
+            false => (0, 0),
+        };
+        let before_end = |sequence: Option<u64>| sequence.is_none_or(|s| s <= last_sequence);
+        Ok(Sent {
+            start: SegmentStart {
+                index: manifest.segments.len() as u32,
+                sequence: last_sequence + 1,
+                timestamp_ns: last.last_timestamp_ns,
+                stream_offset_bytes,
+                sent_sequence_end,
+            },
+            segments: manifest.segments.clone(),
+            outcome: ReadOutcome {
+                losses: (manifest.losses.iter())
+                    .filter(|loss| before_end(Some(loss.sequence)))
+                    .cloned()
+                    .collect(),
+                holes: (manifest.holes.iter())
+                    .filter(|hole| before_end(hole.first_sequence))
+                    .cloned()
+                    .collect(),
+            },
+            payload_bytes: manifest.payload_bytes,
+        })
+    }
+
+    /// Where a ring's stream stands after the last chunk of segment `info`: that chunk's
+    /// offset in the stream and payload length, from its header in the store.
+    fn stream_end_after(&self, info: &SegmentInfo) -> Result<u64> {
+        let bad = |why: String| ArchiveError::Manifest {
+            key: info.key.clone(),
+            why,
+        };
+        let offset = *(info.chunk_offsets.last())
+            .ok_or_else(|| bad("the manifest names it with no chunk".into()))?;
+        let end = (offset + nvrec::layout::CHUNK_HEADER_SIZE_BYTES as u64).min(info.size_bytes);
+        let bytes = self.archive.get_range(&info.key, offset..end)?;
+        let header = nvrec::layout::decode_chunk_header(&bytes).map_err(|error| {
+            bad(format!(
+                "its last chunk's header at offset {offset} does not decode: {error}"
+            ))
+        })?;
+        Ok(header.stream_offset_bytes + u64::from(header.payload_len_bytes))
     }
 
     /// Writes down that the store holds segment `info` of what `sending` sends, and what

@@ -15,6 +15,7 @@ use nvrec_archive::catalog::{Catalog, CatalogLocation, Filter};
 use nvrec_archive::state::State;
 use nvrec_archive::store::{Archive, ArchiveUrl, Mode};
 use nvrec_archive::upload::{self, ArchiveOptions, Outcome};
+use nvrec_archive::Manifest;
 
 const MIB: u64 = 1 << 20;
 
@@ -188,5 +189,124 @@ fn a_recording_round_trips_through_the_in_memory_store() {
     assert_eq!(only_second.len(), 1);
     assert_eq!(only_second[0].recording_id, listed[1].recording_id);
     drop((state, catalog, rebuilt));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An archived recording whose entry on the drives is written again (its next revision,
+/// as recovery or a repair writes one), and whose chunks are then gone from the drives (as
+/// where a ring, or the recording after it, came round over them): the next run keeps
+/// every segment the archive holds and writes the manifest again for the entry as it is
+/// now, reading nothing; an entry that ends before the chunks the archive holds leaves the
+/// archive as it is. The archive is never replaced with less.
+#[test]
+fn an_entry_written_again_never_costs_the_archive_what_it_holds() {
+    let sim = SimDisks::new(2, 64 * MIB, 4096, 12);
+    let options = RecordOptions {
+        limit_bytes: Some(9 * MIB),
+        io_chunk_count: 1,
+        buffer_bytes: MIB / 2,
+        pattern: true,
+        ..RecordOptions::default()
+    };
+    writer::record_on(
+        Members::Sim(&sim),
+        &mut PatternSource(Pattern::new(5)),
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .expect("records");
+    let set = volume::open_members(Members::Sim(&sim), Access::Write, Safety::Check).unwrap();
+    let dir = std::env::temp_dir().join(format!("nvrec-archive-again-{}", std::process::id()));
+    let state = State::open(&dir.join("state.sqlite")).unwrap();
+    let archive = Archive::open(&ArchiveUrl::Memory, Mode::Write).unwrap();
+    let mut options = ArchiveOptions::new("sim".into());
+    options.segment_size_bytes = 5 * MIB;
+    options.part_size_bytes = 5 * MIB;
+    let control = Control::new();
+    let archive_set = || {
+        let reports = upload::archive_set(
+            &archive,
+            &set,
+            &state,
+            None,
+            &options,
+            &control,
+            &Progress::default(),
+        )
+        .unwrap();
+        assert_eq!(reports.len(), 1);
+        reports.into_iter().next().unwrap()
+    };
+    let first = archive_set();
+    assert_eq!(first.outcome, Outcome::Archived);
+    assert_eq!(first.segment_count, 2);
+    let key = first.manifest_key.clone();
+    let held = Manifest::decode(&key, &archive.get(&key).unwrap()).unwrap();
+
+    let mut entry = reader::recordings(&set).unwrap()[0].clone();
+    entry.revision += 1;
+    set.write_entry(&entry).unwrap();
+    for (index, span) in entry.members.iter().enumerate() {
+        let layout = set.members[index].as_ref().unwrap().layout();
+        let start = layout
+            .data_slot_offset_bytes(span.start_slot_index)
+            .unwrap();
+        let end = layout.data_slot_offset_bytes(span.end_slot_index).unwrap();
+        sim.write_at(index, start, &vec![0u8; (end - start) as usize])
+            .unwrap();
+    }
+    let mut left_on_drives = 0;
+    reader::read_recording(
+        &set,
+        &entry,
+        EngineChoice::Auto,
+        &control,
+        &Progress::default(),
+        &mut |item| {
+            left_on_drives += u64::from(matches!(item, Item::Chunk { .. }));
+            true
+        },
+    )
+    .unwrap();
+    assert_eq!(left_on_drives, 0);
+    let again = archive_set();
+    assert_eq!(again.outcome, Outcome::Archived, "{again:?}");
+    assert_eq!(again.segments_held, 2, "{again:?}");
+    assert_eq!(again.uploaded_bytes, 0, "{again:?}");
+    assert!(again.holes.is_empty(), "{again:?}");
+    let written = Manifest::decode(&key, &archive.get(&key).unwrap()).unwrap();
+    assert_eq!(written.segments, held.segments);
+    assert_eq!(
+        (written.chunk_count, written.payload_bytes),
+        (held.chunk_count, held.payload_bytes)
+    );
+    assert_eq!(written.recording_entry(&key).unwrap(), entry);
+    // Read back whole from the archive alone.
+    let (recordings, _) = nvrec_archive::read::recordings(&archive).unwrap();
+    let chunks = chunks_of(|each| {
+        nvrec_archive::read::read_recording(
+            &archive,
+            &recordings[0],
+            None,
+            &control,
+            &Progress::default(),
+            each,
+        )
+        .unwrap();
+    });
+    assert_eq!(chunks.len() as u64, held.chunk_count);
+    assert_eq!(archive_set().outcome, Outcome::AlreadyArchived);
+
+    // An entry that ends before the chunks the archive holds: left as it is, and said.
+    entry.revision += 1;
+    entry.end_sequence = entry.first_sequence + 1;
+    set.write_entry(&entry).unwrap();
+    let kept = archive_set();
+    assert_eq!(kept.outcome, Outcome::Kept, "{kept:?}");
+    assert!(kept.kept_because.is_some(), "{kept:?}");
+    let after = Manifest::decode(&key, &archive.get(&key).unwrap()).unwrap();
+    assert_eq!(after, written);
+    drop(state);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -315,8 +315,9 @@ fn archive_request(args: ArchiveArgs) -> Result<ArchiveRequest> {
 fn print_archived(report: &RecordingReport, url: &ArchiveUrl, freed: Option<&Freed>) {
     let what = match report.outcome {
         Outcome::Archived => format!(
-            "archived: {} segments ({} sent while recording, {} sent by an interrupted run, {} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
+            "archived: {} segments ({} held by the manifest of its earlier entry, {} sent while recording, {} sent by an interrupted run, {} kept from before, {} resumed), {} in {} chunks, {} uploaded in {:.1} s, {:.1} MiB/s",
             report.segment_count,
+            report.segments_held,
             report.segments_sent_live,
             report.segments_sent_before,
             report.segments_kept.saturating_sub(report.segments_sent_live),
@@ -334,6 +335,12 @@ fn print_archived(report: &RecordingReport, url: &ArchiveUrl, freed: Option<&Fre
         ),
         Outcome::Recording => "still recording: left for a later run".into(),
         Outcome::Stopped => "stopped before its end: the next run resumes it".into(),
+        Outcome::Kept => format!(
+            "NOT ARCHIVED AGAIN: the archive holds {} segments, {} of it, left as they are: {}",
+            report.segment_count,
+            format_bytes(report.archived_bytes),
+            report.kept_because.as_deref().unwrap_or("")
+        ),
     };
     outln!(
         "recording {} \"{}\" ({}): {what}",

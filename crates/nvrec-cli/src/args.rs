@@ -121,9 +121,25 @@ pub struct IoArgs {
     /// Let a kernel thread poll the io_uring submission queue (costs a core).
     #[arg(long)]
     sqpoll: bool,
+}
+
+/// `--stop-after`, for the runs that may end at any chunk (`write`, `read`). `selftest` does
+/// not take it: each of its tests checks a whole run.
+#[derive(Args, Debug)]
+pub struct StopArgs {
     /// Stop by itself after this long (as Ctrl-C would), e.g. 500ms, 10s, 2m.
     #[arg(long, value_parser = duration_arg)]
     stop_after: Option<Duration>,
+}
+
+impl StopArgs {
+    /// The stop the run triggers itself, if one was asked for.
+    pub fn trigger(&self) -> Option<StopTrigger> {
+        self.stop_after.map(|duration| StopTrigger {
+            when: StopWhen::After(duration),
+            action: nvrec::control::ControlState::Stop,
+        })
+    }
 }
 
 impl IoArgs {
@@ -137,10 +153,7 @@ impl IoArgs {
             engine: self.engine.choice(),
             sqpoll: self.sqpoll,
             flush,
-            trigger: self.stop_after.map(|duration| StopTrigger {
-                when: StopWhen::After(duration),
-                action: nvrec::control::ControlState::Stop,
-            }),
+            trigger: None,
         }
     }
 }

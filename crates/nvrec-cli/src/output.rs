@@ -247,14 +247,15 @@ fn stream_engine_lines(report: &StreamReport, out: &mut String) {
     );
 }
 
-/// What is worth knowing about the end: padding, discarded chunks, the check and the error.
+/// What is worth knowing about the end: an early end (padding), discarded chunks, the check and the error.
 fn stream_outcome_lines(report: &StreamReport, out: &mut String) {
     use std::fmt::Write;
-    if report.padded_bytes > 0 {
+    if let Some(early_end) = &report.early_end {
         let _ = writeln!(
             out,
-            "  padded        the final chunk was short: {} zero bytes were added to fill it",
-            report.padded_bytes
+            "  early end     the final chunk (chunk {} at {:#x}) was short: {} zero bytes were \
+             added to fill it",
+            early_end.chunk_index, early_end.offset_bytes, early_end.padded_bytes
         );
     }
     if report.discarded_chunk_count > 0 {

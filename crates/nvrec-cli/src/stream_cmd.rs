@@ -1,14 +1,14 @@
 //! `nvrec write` and `nvrec read`: the range streamer, chunks into or out of an address
 //! range of one target.
 
-use crate::args::{size_arg, IoArgs, RangeArgs};
+use crate::args::{size_arg, IoArgs, RangeArgs, StopArgs};
 use crate::{output, progress, signal};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use nvrec::control::Progress;
 use nvrec::device::{self, Access, OpenOptions, Safety};
 use nvrec::sink::{CheckSink, DiscardSink, Sink, WriterSink};
-use nvrec::stream::{self, FlushMode, Outcome};
+use nvrec::stream::{self, FlushMode, Outcome, StreamConfig};
 use nvrec_app::record::NewFiles;
 use nvrec_app::sources::{parse_source, source_error};
 use nvrec_app::{Class, UsageError};
@@ -24,6 +24,8 @@ pub struct WriteArgs {
     range: RangeArgs,
     #[command(flatten)]
     io: IoArgs,
+    #[command(flatten)]
+    stop: StopArgs,
     /// What to write: pattern, zero, stdin, or a file path.
     #[arg(long, default_value = "pattern")]
     source: String,
@@ -53,6 +55,8 @@ pub struct ReadArgs {
     range: RangeArgs,
     #[command(flatten)]
     io: IoArgs,
+    #[command(flatten)]
+    stop: StopArgs,
     /// Check what is read.
     #[arg(long, value_enum, conflicts_with = "output")]
     check: Option<CheckArg>,
@@ -81,7 +85,10 @@ pub fn write(args: WriteArgs, json: bool) -> Result<Class> {
     } else {
         FlushMode::AfterWrite
     };
-    let config = args.io.config(flush);
+    let config = StreamConfig {
+        trigger: args.stop.trigger(),
+        ..args.io.config(flush)
+    };
     // Check what can be checked before creating or opening anything: the settings and the
     // range's own shape. The block size and the target's end are checked once it is probed.
     config.validate(1)?;
@@ -128,7 +135,10 @@ fn precheck_range(range: &RangeArgs, chunk_size_bytes: u64) -> Result<(), stream
 }
 
 pub fn read(args: ReadArgs, json: bool) -> Result<Class> {
-    let config = args.io.config(FlushMode::None);
+    let config = StreamConfig {
+        trigger: args.stop.trigger(),
+        ..args.io.config(FlushMode::None)
+    };
     config.validate(1)?;
     precheck_range(&args.range, config.chunk_size_bytes)?;
     let options = OpenOptions {

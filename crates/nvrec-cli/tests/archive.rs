@@ -1163,10 +1163,21 @@ fn ring_recorded(recorder: Child, size_bytes: u64) -> u64 {
 /// ranges (from its first chunk on); `verify` calls it OK only where nothing is lost, else LOSSY naming each range.
 /// Returns the ranges lost.
 fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u64)> {
+    check_ring_archive_of(setup, url, 1, stream_len)
+}
+
+/// [`check_ring_archive`] of recording `recording_id` in an archive that may hold others.
+fn check_ring_archive_of(
+    setup: &Setup,
+    url: &str,
+    recording_id: u32,
+    stream_len: u64,
+) -> Vec<(u64, u64)> {
+    let recording = recording_id.to_string();
     let output = run(setup.nvrec().args(["--json", "ls", url]));
     assert!(output.status.success(), "{}", text(&output));
     let listed = json(&output);
-    let row = &listed["recordings"][0];
+    let row = listed_row(&listed, recording_id);
     assert_eq!(row["stream_len_bytes"], stream_len, "{listed}");
     let lost_bytes = row["lost_bytes"].as_u64().unwrap();
     assert_eq!(
@@ -1192,19 +1203,27 @@ fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u6
         lost_bytes,
         "{listed}"
     );
-    let output = run(setup.nvrec().args(["replay", "--gaps", "zero", url]));
+    let output =
+        run(setup
+            .nvrec()
+            .args(["replay", "--recording", &recording, "--gaps", "zero", url]));
     assert!(output.status.success(), "{}", text(&output));
     let mut expected = vec![0u8; stream_len as usize];
     nvrec::pattern::Pattern::new(0).fill(0, &mut expected);
     for &(start, end) in &lost {
         expected[start as usize..end as usize].fill(0);
     }
-    // A replay starts at the first chunk there is: a range lost at the start is not filled.
+    // A replay starts at the first chunk there is, and ends at the last: a range lost at
+    // the start or at the end is not filled.
     let first = lost
         .first()
         .filter(|range| range.0 == 0)
         .map_or(0, |range| range.1);
-    let expected = &expected[first as usize..];
+    let end = lost
+        .last()
+        .filter(|range| range.1 == stream_len)
+        .map_or(stream_len, |range| range.0);
+    let expected = &expected[first as usize..end.max(first) as usize];
     assert_eq!(output.stdout.len(), expected.len());
     assert!(
         output.stdout == expected,
@@ -1217,7 +1236,9 @@ fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u6
             "{said}"
         );
     }
-    let output = run(setup.nvrec().args(["verify", url]));
+    let output = run(setup
+        .nvrec()
+        .args(["verify", "--recording", &recording, url]));
     assert!(output.status.success(), "{}", text(&output));
     let said = text(&output);
     assert!(said.contains("pattern checked"), "{said}");
@@ -1228,7 +1249,9 @@ fn check_ring_archive(setup: &Setup, url: &str, stream_len: u64) -> Vec<(u64, u6
             "{said}"
         );
     }
-    let output = run(setup.nvrec().args(["verify", "--strict", url]));
+    let output = run(setup
+        .nvrec()
+        .args(["verify", "--strict", "--recording", &recording, url]));
     assert_eq!(
         output.status.success(),
         lost.is_empty(),
@@ -1372,18 +1395,7 @@ fn follow_killed_at_segment(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let segment = format!("/seg-{index:06}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !segment_objects(archive)
-        .iter()
-        .any(|(key, _, _)| key.ends_with(&segment))
-    {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the archive ended ({status}) before segment {index} was in the store");
-        }
-        assert!(Instant::now() < deadline, "segment {index} never came");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_segment(archive, index, &mut child);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let left = segment_objects(archive);
@@ -1555,6 +1567,224 @@ fn a_resumed_ring_archive_goes_on_after_the_segments_the_store_still_holds() {
     assert_eq!(lost[0].0, sent_bytes, "{lost:?}");
     let objects = segment_objects(&archive);
     assert_eq!(recording["segment_count"], objects.len(), "{report}");
+}
+
+/// The row of recording `recording_id` in `ls --json` (of an archive or of drives).
+fn listed_row(listed: &serde_json::Value, recording_id: u32) -> &serde_json::Value {
+    listed["recordings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["recording_id"] == recording_id)
+        .unwrap_or_else(|| panic!("no recording {recording_id} in the archive: {listed}"))
+}
+
+/// `archive --follow` of the ring on `targets` into the directory `archive`, started in the
+/// background, its report going to `report` (a pipe nobody reads meanwhile could fill).
+fn start_follow(setup: &Setup, archive: &Path, targets: &[PathBuf], report: &Path) -> Child {
+    let url = format!("file://{}", archive.display());
+    setup
+        .nvrec()
+        .args(["--json", "archive", "--to", &url, "--node", "bench-7"])
+        .args(FOLLOW_RING)
+        .args(targets)
+        .stdout(std::fs::File::create(report).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (at most 30 s) until the directory `archive` holds segment `index` whole, while
+/// the run `child` that sends it goes on.
+fn wait_for_segment(archive: &Path, index: u32, child: &mut Child) {
+    let segment = format!("/seg-{index:06}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !segment_objects(archive)
+        .iter()
+        .any(|(key, _, _)| key.ends_with(&segment))
+    {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the archive ended ({status}) before segment {index} was in the store");
+        }
+        assert!(Instant::now() < deadline, "segment {index} never came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The recording `recording_id` as `ls --json` of the drives lists it.
+fn listed_on_drives(targets: &[PathBuf], recording_id: u32) -> serde_json::Value {
+    let output = run(nvrec().args(["--json", "ls"]).args(targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let listed = json(&output);
+    listed_row(&listed, recording_id).clone()
+}
+
+/// A ring followed by `archive --follow` whose recorder is killed (SIGKILL): the follow
+/// ends with it and writes the manifest of the ring as a reader recovers it. The next ring
+/// on the set (`record --append --ring`) recovers the crashed one first (its entry's next
+/// revision, closed at the same end) and goes round the member over its chunks. The archive
+/// run after that keeps what the archive held of the crashed ring: the same segment
+/// objects, never written again, every byte and range it held (the replay the pattern
+/// there), nothing named lost that it held, its manifest now of the recovered entry.
+#[test]
+fn a_crashed_ring_recovered_by_the_next_ring_keeps_what_its_archive_held() {
+    let setup = Setup::new("arch-ring-crash");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    // A ring of 20 MB/s on a 48 MiB member that would run for a minute, killed once its
+    // follow has sent 11 segments of 5 MiB, more than the member holds: it has wrapped.
+    let mut recorder = start_ring(&targets, "60s", "48M");
+    let report = setup.path("follow.json");
+    let mut follow = start_follow(&setup, &archive, &targets, &report);
+    wait_for_segment(&archive, 10, &mut follow);
+    recorder.kill().unwrap(); // SIGKILL
+    recorder.wait().unwrap();
+    wait_unlocked(&targets);
+    // The follow sees the ring end, and archives it to its recovered end.
+    let status = follow.wait().unwrap();
+    let followed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert!(status.success(), "{followed}");
+    assert_eq!(
+        followed["recordings"][0]["state"], "interrupted",
+        "{followed}"
+    );
+    let output = run(setup.nvrec().args(["--json", "ls", &url]));
+    let held = listed_row(&json(&output), 1).clone();
+    let held_segments = segment_objects(&archive);
+    assert_eq!(held["segment_count"], held_segments.len(), "{held}");
+    // The 11 sent while it recorded, and the rest (one at least) after its end.
+    assert!(held_segments.len() > 11, "{held}");
+
+    // The next ring recovers the crashed one, and in 2.5 s (50 MB) goes round the member
+    // over its chunks.
+    let output = run(nvrec()
+        .args([
+            "--json", "record", "--append", "--ring", "--source", "pattern",
+        ])
+        .args(["--rate", "20MB/s", "--duration", "2500ms"])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let crashed = listed_on_drives(&targets, 1);
+    assert_eq!(crashed["state"], "interrupted", "{crashed}");
+    let stream_len = crashed["stream_len_bytes"].as_u64().unwrap();
+    assert_eq!(held["stream_len_bytes"], stream_len, "{held}\n{crashed}");
+
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--segment-size", "5M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let again = &report["recordings"][0];
+    assert_eq!(again["recording_id"], 1, "{report}");
+    // Nothing of it read again from the drives, nothing sent again: its manifest written
+    // again for its entry as recovery closed it, with the segments it held.
+    assert_eq!(again["outcome"], "archived", "{report}");
+    assert_eq!(again["segments_held"], held_segments.len(), "{report}");
+    assert_eq!(again["uploaded_bytes"], 0, "{report}");
+    // The segment objects it held are those of the follow, never written again.
+    let now = segment_objects(&archive);
+    for (key, inode, bytes) in &held_segments {
+        let found = now.iter().find(|(k, _, _)| k == key);
+        let Some((_, inode_now, bytes_now)) = found else {
+            panic!("{key} is gone from the store");
+        };
+        assert!(bytes_now == bytes, "{key} was replaced by other bytes");
+        assert_eq!(inode_now, inode, "{key} was written again");
+    }
+    let output = run(setup.nvrec().args(["--json", "ls", &url]));
+    let listed = json(&output);
+    let kept = listed_row(&listed, 1);
+    for count in ["bytes", "chunk_count", "segment_count", "archived_bytes"] {
+        assert!(
+            kept[count].as_u64().unwrap() >= held[count].as_u64().unwrap(),
+            "{count}: {held}\n{kept}"
+        );
+    }
+    assert_eq!(kept["losses"], held["losses"], "{held}\n{kept}");
+    // The replay of what it holds is the pattern; what it names lost, it named before.
+    check_ring_archive_of(&setup, &url, 1, stream_len);
+    // The manifest is of the entry as the drives hold it now: archived already.
+    let output = setup.archive(&url, &targets, &["--recording", "1"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(
+        report["recordings"][0]["outcome"], "already_archived",
+        "{report}"
+    );
+}
+
+/// As above, but the follow is killed (SIGKILL) first, while the ring records, and the
+/// recorder after it: the archive lacks the ring's newest part, and the next ring writes
+/// over all of the crashed one before an archive runs again. That run goes on after the
+/// segments the killed follow sent (never written again) and names the rest of the crashed
+/// ring's stream lost, overwritten on the drives before archived, not chunks missing.
+#[test]
+fn a_crashed_ring_the_next_ring_wrote_over_names_what_its_archive_lacks_overwritten() {
+    let setup = Setup::new("arch-ring-crash-tail");
+    let targets = setup.files(&["a.img"]);
+    let archive = setup.path("archive");
+    let url = format!("file://{}", archive.display());
+    let mut recorder = start_ring(&targets, "60s", "48M");
+    // The follow killed once 4 segments of 5 MiB are sent; the recorder once 40 MB of
+    // its stream are durable, half as much again.
+    let left = follow_killed_at_segment(&setup, &archive, &targets, &FOLLOW_RING, 3);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while listed_on_drives(&targets, 1)["stream_len_bytes"]
+        .as_u64()
+        .unwrap()
+        < 40_000_000
+    {
+        assert!(Instant::now() < deadline, "the ring never reached 40 MB");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    recorder.kill().unwrap(); // SIGKILL
+    recorder.wait().unwrap();
+    wait_unlocked(&targets);
+    // 3 s at 20 MB/s: more than the 48 MiB member holds.
+    let output = run(nvrec()
+        .args([
+            "--json", "record", "--append", "--ring", "--source", "pattern",
+        ])
+        .args(["--rate", "20MB/s", "--duration", "3s"])
+        .args(&targets));
+    assert!(output.status.success(), "{}", text(&output));
+    let crashed = listed_on_drives(&targets, 1);
+    assert_eq!(crashed["state"], "interrupted", "{crashed}");
+    let stream_len = crashed["stream_len_bytes"].as_u64().unwrap();
+
+    let output = setup.archive(
+        &url,
+        &targets,
+        &["--segment-size", "5M", "--part-size", "5M"],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["recording_id"], 1, "{report}");
+    assert!(
+        recording["holes"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+    let before = recording["segments_sent_before"].as_u64().unwrap();
+    assert!(
+        (left.len() as u64 - 1..=left.len() as u64).contains(&before),
+        "{report}"
+    );
+    let sent_bytes = left_untouched(&archive, &left);
+    // One range lost: from where the killed run's segments end to the ring's end.
+    let lost = check_ring_archive_of(&setup, &url, 1, stream_len);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    let last_bytes = segment_payload_bytes(&left.last().unwrap().2);
+    let (start, end) = lost[0];
+    assert!(
+        start == sent_bytes || before == left.len() as u64 && start == sent_bytes + last_bytes,
+        "{lost:?}: the killed run sent {sent_bytes} + {last_bytes} bytes"
+    );
+    assert_eq!(end, stream_len, "{lost:?}");
 }
 
 #[test]

@@ -137,6 +137,10 @@ fn stdin_round_trip_pads_the_short_final_chunk() {
     assert_eq!(report["outcome"], "source_ended");
     assert_eq!(report["padded_bytes"], CHUNK - 1234);
     assert_eq!(report["chunk_count"], 3);
+    // The early end is raised in the report, naming the short chunk.
+    assert_eq!(report["early_end"]["chunk_index"], 2);
+    assert_eq!(report["early_end"]["offset_bytes"], 2 * CHUNK);
+    assert_eq!(report["early_end"]["filled_bytes"], 1234);
     let output = run(nvrec()
         .args(["read", "--chunks", "3", "--output", "-"])
         .arg(&target));
@@ -291,6 +295,49 @@ fn selftest_passes_on_a_scratch_file_and_cleans_up() {
         .as_str()
         .unwrap_or("")
         .starts_with("threads"));
+}
+
+#[test]
+fn selftest_refuses_stop_after_and_its_help_does_not_offer_it() {
+    let scratch = Scratch::new("selftest-stop-after");
+    let target = scratch.path("t.img");
+    for with_target in [false, true] {
+        let output = run(nvrec()
+            .args(["selftest", "--size", "16M", "--stop-after", "1s"])
+            .args(with_target.then_some(&target))
+            .current_dir(&scratch.0));
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{shown}");
+        assert!(
+            shown.contains("selftest has no --stop-after") && shown.contains("smaller --size"),
+            "{shown}"
+        );
+    }
+    assert!(
+        !target.exists() && !scratch.path("nvrec-selftest.scratch").exists(),
+        "a refused self-test created its target"
+    );
+    // write and read still take it: a limit of 0 s stops them before their first chunk.
+    for command in ["write", "read"] {
+        let output = run(nvrec()
+            .args(["--json", command, "--size", "4M", "--stop-after", "0s"])
+            .arg(&target));
+        assert!(output.status.success(), "{command}: {}", text(&output));
+        let report = json(&output);
+        assert_eq!(report["outcome"], "stopped", "{command}: {report}");
+        assert_eq!(report["chunk_count"], 0, "{command}: {report}");
+    }
+    // The help offers what the command takes: --stop-after for write and read, not selftest.
+    for (command, offered) in [("selftest", false), ("write", true), ("read", true)] {
+        let output = run(nvrec().args([command, "--help"]));
+        assert!(output.status.success(), "{}", text(&output));
+        assert_eq!(
+            text(&output).contains("--stop-after"),
+            offered,
+            "{command} --help: {}",
+            text(&output)
+        );
+    }
 }
 
 #[test]

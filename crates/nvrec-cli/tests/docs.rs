@@ -520,6 +520,28 @@ impl Helps {
     }
 }
 
+/// Options a command takes only to refuse them with a reason (exit 2), kept out of its
+/// `--help`: the documents may name them, to say that they are refused.
+const REFUSED: [(&str, &str); 1] = [("selftest", "--stop-after")];
+
+#[test]
+fn each_option_documented_as_refused_is_refused_with_a_reason() {
+    for (command, option) in REFUSED {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_nvrec"))
+            .args(command.split(' '))
+            .args([option, "1s", "/nonexistent/nvrec-docs-test.img"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command} {option}: {said}");
+        assert!(said.contains(option), "{command} {option}: {said}");
+        assert!(
+            !said.contains("unexpected argument"),
+            "{command} {option} is unknown, not refused with a reason: {said}"
+        );
+    }
+}
+
 /// A use of an option the binary does not have, or of a command it does not have.
 fn check_invocation(helps: &mut Helps, words: &[String]) -> Result<(), String> {
     let mut command: Vec<String> = Vec::new();
@@ -546,6 +568,7 @@ fn check_invocation(helps: &mut Helps, words: &[String]) -> Result<(), String> {
         .filter(|option| option.starts_with("--"))
         .map(|option| option.split('=').next().unwrap())
         .filter(|option| !known.contains(*option))
+        .filter(|option| !REFUSED.contains(&(command.join(" ").as_str(), *option)))
         .collect();
     match missing.as_slice() {
         [] => Ok(()),

@@ -377,6 +377,12 @@ fn a_ring_started_again_after_a_crash_keeps_the_marks_of_the_one_before() {
     let scratch = Scratch::new("marks-restart");
     let targets = vec![scratch.path("a.img")];
     let mut child = start_ring(&targets, "40MB/s", &["--create-size", "48M"]);
+    // The recording is there once `ls` lists it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ls(&targets)["recordings"][0]["state"] != "recording" {
+        assert!(Instant::now() < deadline, "the ring never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let output = mark(
         &targets,
         &["--before", "100ms", "--after", "100ms", "--label", "keep"],

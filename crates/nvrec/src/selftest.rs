@@ -13,13 +13,14 @@
 //! Tests that can use more (the sweep, stop and abort, the whole target) take what there is.
 
 use crate::control::{Control, ControlState, Progress};
+use crate::device::pcie::{self, PcieHop, Training};
 use crate::device::{self, Target, TargetInfo};
 use crate::pattern::{MismatchKind, Pattern};
 use crate::sink::CheckSink;
 use crate::source::{PatternSource, Source, ZeroSource};
 use crate::stream::{
-    self, AddressError, ChunkRange, FlushMode, Outcome, RangeEnd, RangeSpec, StopTrigger, StopWhen,
-    StreamConfig, StreamError, StreamReport,
+    self, AddressError, ChunkRange, EarlyEnd, FlushMode, Outcome, RangeEnd, RangeSpec, StopTrigger,
+    StopWhen, StreamConfig, StreamError, StreamReport,
 };
 use crate::unit::{format_bytes, rate_mib_per_s};
 use std::path::{Path, PathBuf};
@@ -420,21 +421,24 @@ impl Suite<'_> {
 }
 
 /// Runs the whole suite on `target` (which it overwrites), within its capacity; a target
-/// below [`bytes_needed`] is refused before any I/O.
+/// below [`bytes_needed`] is refused before any I/O. `config` carries no stop trigger: the
+/// tests that stop (#05, #06) set their own, and every other test checks a whole run (the
+/// CLI refuses `--stop-after`).
 pub fn run(
     target: &Target,
     config: StreamConfig,
     interrupt: &Control,
     reporter: &mut dyn Reporter,
 ) -> Result<SelftestReport, SizeError> {
+    assert!(
+        config.trigger.is_none(),
+        "the self-test's tests set their own stop triggers"
+    );
     usable_bytes(&target.path, Some(target.capacity_bytes), None, &config)?;
     let info = device::describe(target);
     let mut suite = Suite {
         target,
-        config: StreamConfig {
-            trigger: None,
-            ..config
-        },
+        config,
         interrupt,
         reporter,
         log: Vec::new(),
@@ -446,11 +450,11 @@ pub fn run(
     };
     type TestFn = fn(&mut Suite<'_>, &TargetInfo) -> TestOutcome;
     let tests: [(u32, &str, &str, TestFn); 12] = [
-        (0, "test target and link status", "Shows what the target is. For an NVMe drive, checks that the PCIe link runs at its maximum speed and width.", test_link),
+        (0, "test target and link status", "Shows what the target is. For an NVMe drive, checks the PCIe link of the drive and of its root port: each must run at the speed and width both ends of its link can do. A target not on the PCI bus has no link to check.", test_link),
         (1, "test flush of data beyond the range", "The source offers two chunks, the range takes one. The extra chunk must stay in the source and the chunk after the range must be untouched; the flush runs.", test_extra_source_data),
         (2, "test pattern checker", "Writes 10 chunks, then reads them back with a length error expected, with a seed error expected, and with no error expected.", test_pattern_checker),
         (3, "test flush after write", "Writes 100 chunks with flush after write; the flush must run, be timed, and the data read back.", test_flush_after_write),
-        (4, "test short final chunk", "The source ends half-way through a chunk. The chunk must be padded and reported, never dropped.", test_short_chunk),
+        (4, "test early end of a chunk", "The source ends half-way through the second chunk of a range of four. The write must finish with the early end flag raised at that chunk (the streamer's 'finished' and 'early tlast'), the chunk padded with zeros, never dropped, and the flush run; the test fails if the flag is not raised. A source that ends on a chunk's boundary must not raise it.", test_early_end),
         (5, "test write abort", "Two cycles of write and read with different seeds; the second write is aborted. The checker must fail exactly on the first chunk not overwritten, which still holds the first seed.", test_abort),
         (6, "test write stop", "As #05, but the second write is stopped: every chunk already taken is written, then the flush runs.", test_stop),
         (7, "test sessions at adjacent addresses out of order", "Writes sessions at adjacent addresses out of order and reads them back in another order. No data may be overwritten or corrupted.", test_adjacent_sessions),
@@ -527,38 +531,124 @@ fn test_link(suite: &mut Suite<'_>, info: &TargetInfo) -> TestOutcome {
     if let Some(device) = &info.backing_device {
         suite.info(format!("File on block device {device}"));
     }
-    match &info.pcie_link {
-        Some(link) => {
-            suite.info(format!(
-                "PCIe link: {} x{} (maximum {} x{})",
-                link.current_speed, link.current_width, link.max_speed, link.max_width
-            ));
-            // Emulated and some virtual functions report "Unknown" and width 0 or 255: there is
-            // no link to judge.
-            let reported = !link.current_speed.starts_with("Unknown")
-                && !link.max_speed.starts_with("Unknown")
-                && link.current_width != 0
-                && link.max_width != 255;
-            if !reported {
-                suite.info("PCIe link state not reported (emulated or virtual device)".to_string());
-                suite.not_applicable =
-                    Some("the PCIe link state is not reported (emulated or virtual device)".into());
-            } else if link.current_speed != link.max_speed || link.current_width != link.max_width {
-                return fail(format!(
-                    "link runs at {} x{}, below its maximum {} x{}",
-                    link.current_speed, link.current_width, link.max_speed, link.max_width
+    let (lines, verdict) = check_links(info);
+    for line in lines {
+        suite.info(line);
+    }
+    match verdict {
+        Verdict::Pass => Ok(()),
+        Verdict::Fail(why) => Err(why),
+        Verdict::NotApplicable(why) => {
+            suite.not_applicable = Some(why);
+            Ok(())
+        }
+    }
+}
+
+/// One end of a PCIe link that TEST #00 judges: the drive's or its root port's.
+struct LinkEnd<'a> {
+    /// `drive`, `root port`.
+    role: &'static str,
+    /// The streamer's name for it in its status line: `SSD`, `RP`.
+    tag: &'static str,
+    hop: &'a PcieHop,
+    /// The function at the link's other end, where sysfs shows one.
+    partner: Option<&'a PcieHop>,
+}
+
+/// TEST #00 and #11 apart from the target: what the PCIe path says, line by line, and the
+/// verdict. As the streamer's test checks its root port's link and its SSD's, the drive's
+/// link and, where there is one, its root port's are each judged by [`pcie::training`]
+/// against the function at the link's other end: either end trained below what its link can
+/// do fails. A target with no PCIe path, or whose ends report no link state, has nothing to
+/// check.
+fn check_links(info: &TargetInfo) -> (Vec<String>, Verdict) {
+    let mut lines = Vec::new();
+    let path = &info.pcie_path;
+    let Some(drive) = path.first() else {
+        lines.push(format!(
+            "No PCIe link to check: a {} target is not on the PCI bus",
+            info.transport
+        ));
+        let why = format!("no PCIe link to check on a {} target", info.transport);
+        return (lines, Verdict::NotApplicable(why));
+    };
+    let mut ends = vec![LinkEnd {
+        role: "drive",
+        tag: "SSD",
+        hop: drive,
+        partner: path.get(1),
+    }];
+    match info.pcie_root_port() {
+        Some(root_port) => ends.push(LinkEnd {
+            role: "root port",
+            tag: "RP",
+            hop: root_port,
+            partner: path.get(path.len() - 2),
+        }),
+        None => lines.push("No root port: the drive sits on the host bridge itself".to_string()),
+    }
+    let mut status = Vec::new();
+    let mut failures = Vec::new();
+    let mut judged_count = 0;
+    for end in ends.iter().rev() {
+        let link = &end.hop.link;
+        lines.push(format!(
+            "PCIe link of the {} {}: {} x{} (maximum {} x{})",
+            end.role,
+            end.hop.address,
+            link.current_speed,
+            link.current_width,
+            link.max_speed,
+            link.max_width
+        ));
+        let training = pcie::training(link, end.partner.map(|partner| &partner.link));
+        status.push(match (&training, pcie::generation(&link.current_speed)) {
+            (Training::NotReported, _) | (_, None) => format!("{}_Link_Unknown", end.tag),
+            (_, Some(generation)) => format!("{}_Gen{generation}_x{}", end.tag, link.current_width),
+        });
+        match training {
+            Training::NotReported => lines.push(format!(
+                "PCIe link state of the {} not reported (emulated or virtual device)",
+                end.role
+            )),
+            Training::Full { speed, width } => {
+                judged_count += 1;
+                let limited = speed != link.max_speed || width != link.max_width;
+                lines.push(format!(
+                    "The {}'s link runs at what both its ends can do: {speed} x{width}{}",
+                    end.role,
+                    if limited {
+                        " (the other end's maximum is lower than this end's)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            Training::Below { speed, width } => {
+                judged_count += 1;
+                failures.push(format!(
+                    "the {}'s link ({}) runs at {} x{}, below the {speed} x{width} both its \
+                     ends can do",
+                    end.role, end.hop.address, link.current_speed, link.current_width
                 ));
             }
         }
-        None => {
-            suite.info("No PCIe link to check: not an NVMe drive".to_string());
-            suite.not_applicable = Some(format!(
-                "no PCIe link to check on a {} target",
-                info.transport
-            ));
-        }
     }
-    Ok(())
+    if ends.len() == 1 {
+        status.insert(0, "RP_None".to_string());
+    }
+    lines.push(format!("Link status: {}", status.join(" ")));
+    let verdict = if !failures.is_empty() {
+        Verdict::Fail(failures.join("; "))
+    } else if judged_count == 0 {
+        Verdict::NotApplicable(
+            "the PCIe link state is not reported (emulated or virtual device)".to_string(),
+        )
+    } else {
+        Verdict::Pass
+    };
+    (lines, verdict)
 }
 
 fn test_extra_source_data(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
@@ -675,7 +765,7 @@ fn test_flush_after_write(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome 
     Ok(())
 }
 
-fn test_short_chunk(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
+fn test_early_end(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
     let chunk = suite.chunk();
     let mut data = vec![0u8; (chunk + chunk / 2) as usize];
     Pattern::new(4).fill(0, &mut data);
@@ -683,39 +773,117 @@ fn test_short_chunk(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
         data: &data,
         position: 0,
     };
-    suite.info("Writing 1.5 chunks into a range of 4".to_string());
+    suite.info("Writing 1.5 chunks into a range of 4 chunks".to_string());
     let report = suite.run_write(suite.range(0, 4), &mut source, FlushMode::AfterWrite, None)?;
+    let early_end = check_early_end(&WriteStatus::of(&report), chunk)?;
+    suite.info(format!("Expected early end flag set: {early_end}"));
     suite.info(format!(
-        "Write finished: {} chunks, {} bytes padded, outcome {:?}",
-        report.chunk_count, report.padded_bytes, report.outcome
+        "Write finished: {} chunks, the source ended",
+        report.chunk_count
     ));
-    if report.outcome != Outcome::SourceEnded
-        || report.chunk_count != 2
-        || report.padded_bytes != chunk / 2
-    {
-        return fail(format!(
-            "expected 2 chunks written with {} bytes padded and the source ended, got {} chunks, {} padded, {:?}",
-            chunk / 2,
-            report.chunk_count,
-            report.padded_bytes,
-            report.outcome
-        ));
-    }
+    suite.info(format!(
+        "Flush finished in {} ns",
+        (report.flush_s.unwrap_or(0.0) * 1e9) as u64
+    ));
     // The padded chunk holds half pattern, half zeros.
-    let report = suite.read_check(0, 2, 4)?;
-    match report.check.and_then(|check| check.first_mismatch) {
+    let read = suite.read_check(0, 2, 4)?;
+    match read.check.and_then(|check| check.first_mismatch) {
         Some(mismatch) if mismatch.offset_bytes == chunk + chunk / 2 => {
             suite.info(format!(
                 "Padding starts at {:#x} as expected",
                 mismatch.offset_bytes
             ));
-            Ok(())
         }
-        other => fail(format!(
-            "expected the padding to start at {:#x}, got {other:?}",
-            chunk + chunk / 2
-        )),
+        other => {
+            return fail(format!(
+                "expected the padding to start at {:#x}, got {other:?}",
+                chunk + chunk / 2
+            ))
+        }
     }
+    // A source that ends on a chunk's boundary ends no chunk early: the flag tells the two
+    // apart.
+    let whole = &data[..chunk as usize];
+    let mut source = SliceSource {
+        data: whole,
+        position: 0,
+    };
+    suite.info("Writing 1 whole chunk into a range of 4 chunks, no early end expected".to_string());
+    let report = suite.run_write(suite.range(0, 4), &mut source, FlushMode::AfterWrite, None)?;
+    if let Some(early_end) = report.early_end {
+        return fail(format!(
+            "a source that ends on a chunk's boundary raised the early end flag: {early_end}"
+        ));
+    }
+    if report.outcome != Outcome::SourceEnded || report.chunk_count != 1 {
+        return fail(format!(
+            "expected 1 chunk written and the source ended, got {} chunks, outcome {:?}",
+            report.chunk_count, report.outcome
+        ));
+    }
+    suite.info("Early end flag not set, as expected".to_string());
+    Ok(())
+}
+
+/// What TEST #04 reads from its write's report: the streamer's WRITE_STATUS, whose
+/// 'finished' and 'early tlast' flags its test expects together.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct WriteStatus {
+    outcome: Outcome,
+    chunk_count: u64,
+    flushed: bool,
+    early_end: Option<EarlyEnd>,
+}
+
+impl WriteStatus {
+    fn of(report: &StreamReport) -> Self {
+        WriteStatus {
+            outcome: report.outcome,
+            chunk_count: report.chunk_count,
+            flushed: report.flush_s.is_some(),
+            early_end: report.early_end,
+        }
+    }
+}
+
+/// TEST #04's rule: a source that ends half-way through the second chunk of a range of four
+/// (of `chunk_size_bytes` each) must raise the early end flag at that chunk, half of it
+/// padded, and the write must still finish (the source ended, both chunks written, the
+/// flush run). No flag is a failure, as is a flag anywhere else. Returns the flag.
+fn check_early_end(status: &WriteStatus, chunk_size_bytes: u64) -> Result<EarlyEnd, String> {
+    let half = chunk_size_bytes / 2;
+    let expected = EarlyEnd {
+        chunk_index: 1,
+        offset_bytes: chunk_size_bytes,
+        filled_bytes: half,
+        padded_bytes: half,
+    };
+    match status.early_end {
+        None => {
+            return fail(format!(
+                "the early end flag was not raised: the source ended {half} bytes into chunk 1 \
+                 at {chunk_size_bytes:#x}"
+            ))
+        }
+        Some(early_end) if early_end != expected => {
+            return fail(format!(
+                "the early end flag was raised at the wrong place: expected {expected}, got \
+                 {early_end}"
+            ))
+        }
+        Some(_) => {}
+    }
+    if status.outcome != Outcome::SourceEnded || status.chunk_count != 2 {
+        return fail(format!(
+            "the write did not finish with the source ended and 2 chunks written: {} chunks, \
+             outcome {:?}",
+            status.chunk_count, status.outcome
+        ));
+    }
+    if !status.flushed {
+        return fail("the flush did not run after the early end");
+    }
+    Ok(expected)
 }
 
 fn test_abort(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
@@ -1023,6 +1191,285 @@ mod tests {
         ));
     }
 
+    const CHUNK: u64 = 128 << 10;
+
+    fn finished(early_end: Option<EarlyEnd>) -> WriteStatus {
+        WriteStatus {
+            outcome: Outcome::SourceEnded,
+            chunk_count: 2,
+            flushed: true,
+            early_end,
+        }
+    }
+
+    #[test]
+    fn test_04_expects_the_early_end_flag_and_fails_without_it() {
+        let raised = EarlyEnd {
+            chunk_index: 1,
+            offset_bytes: CHUNK,
+            filled_bytes: CHUNK / 2,
+            padded_bytes: CHUNK / 2,
+        };
+        assert_eq!(check_early_end(&finished(Some(raised)), CHUNK), Ok(raised));
+        assert_eq!(
+            raised.to_string(),
+            "early end of chunk 1 at 0x20000: the source gave 65536 of its 131072 bytes, 65536 \
+             zero bytes pad it"
+        );
+        let elsewhere = EarlyEnd {
+            chunk_index: 2,
+            offset_bytes: 2 * CHUNK,
+            ..raised
+        };
+        let shorter = EarlyEnd {
+            filled_bytes: 1000,
+            padded_bytes: CHUNK - 1000,
+            ..raised
+        };
+        let cases = [
+            (finished(None), "the early end flag was not raised"),
+            (finished(Some(elsewhere)), "raised at the wrong place"),
+            (finished(Some(shorter)), "raised at the wrong place"),
+            (
+                WriteStatus {
+                    outcome: Outcome::Complete,
+                    ..finished(Some(raised))
+                },
+                "did not finish with the source ended",
+            ),
+            (
+                WriteStatus {
+                    outcome: Outcome::Failed,
+                    ..finished(Some(raised))
+                },
+                "did not finish with the source ended",
+            ),
+            (
+                WriteStatus {
+                    chunk_count: 1,
+                    ..finished(Some(raised))
+                },
+                "2 chunks written: 1 chunks",
+            ),
+            (
+                WriteStatus {
+                    flushed: false,
+                    ..finished(Some(raised))
+                },
+                "the flush did not run",
+            ),
+        ];
+        for (status, expected) in cases {
+            let why = check_early_end(&status, CHUNK).expect_err("a failure");
+            assert!(why.contains(expected), "{status:?}: {why}");
+        }
+    }
+
+    const GEN1: &str = "2.5 GT/s PCIe";
+    const GEN3: &str = "8.0 GT/s PCIe";
+    const GEN4: &str = "16.0 GT/s PCIe";
+
+    fn hop(address: &str, current: (&str, u32), max: (&str, u32)) -> PcieHop {
+        PcieHop {
+            address: address.to_string(),
+            link: device::PcieLink {
+                current_speed: current.0.to_string(),
+                current_width: current.1,
+                max_speed: max.0.to_string(),
+                max_width: max.1,
+            },
+            bytes_per_s: None,
+        }
+    }
+
+    fn nvme(pcie_path: Vec<PcieHop>) -> TargetInfo {
+        TargetInfo {
+            transport: "nvme".to_string(),
+            pcie_link: pcie_path.first().map(|hop| hop.link.clone()),
+            pcie_path,
+            ..TargetInfo::default()
+        }
+    }
+
+    const DRIVE: &str = "0000:01:00.0";
+    const ROOT_PORT: &str = "0000:00:01.0";
+
+    #[test]
+    fn test_00_judges_the_drive_link_and_the_root_port_link() {
+        let unknown = ("Unknown", 0);
+        // (case, path from the drive to the root port, verdict, a line of the log or the
+        // failure).
+        let cases: Vec<(&str, Vec<PcieHop>, VerdictKind, &str)> = vec![
+            (
+                "the streamer's: both links Gen3 x4",
+                vec![
+                    hop(DRIVE, (GEN3, 4), (GEN3, 4)),
+                    hop(ROOT_PORT, (GEN3, 4), (GEN3, 4)),
+                ],
+                VerdictKind::Pass,
+                "Link status: RP_Gen3_x4 SSD_Gen3_x4",
+            ),
+            (
+                "an x4 link trained at x2: both ends say so",
+                vec![
+                    hop(DRIVE, (GEN3, 2), (GEN3, 4)),
+                    hop(ROOT_PORT, (GEN3, 2), (GEN3, 4)),
+                ],
+                VerdictKind::Fail,
+                "the root port's link (0000:00:01.0) runs at 8.0 GT/s PCIe x2, below the 8.0 \
+                 GT/s PCIe x4 both its ends can do; the drive's link (0000:01:00.0) runs at 8.0 \
+                 GT/s PCIe x2",
+            ),
+            (
+                "a Gen4 link trained at Gen1",
+                vec![
+                    hop(DRIVE, (GEN1, 4), (GEN4, 4)),
+                    hop(ROOT_PORT, (GEN1, 4), (GEN4, 4)),
+                ],
+                VerdictKind::Fail,
+                "below the 16.0 GT/s PCIe x4",
+            ),
+            (
+                "a Gen4 drive in a Gen3 slot runs at all its link can do",
+                vec![
+                    hop(DRIVE, (GEN3, 4), (GEN4, 4)),
+                    hop(ROOT_PORT, (GEN3, 4), (GEN3, 4)),
+                ],
+                VerdictKind::Pass,
+                "The drive's link runs at what both its ends can do: 8.0 GT/s PCIe x4 (the \
+                 other end's maximum is lower than this end's)",
+            ),
+            (
+                "an x4 drive in an x16 slot",
+                vec![
+                    hop(DRIVE, (GEN4, 4), (GEN4, 4)),
+                    hop(ROOT_PORT, (GEN4, 4), (GEN4, 16)),
+                ],
+                VerdictKind::Pass,
+                "Link status: RP_Gen4_x4 SSD_Gen4_x4",
+            ),
+            (
+                "behind a switch, the root port's x8 uplink trained at x4",
+                vec![
+                    hop(DRIVE, (GEN3, 4), (GEN3, 4)),
+                    hop("0000:02:01.0", (GEN3, 4), (GEN3, 4)),
+                    hop("0000:01:00.0", (GEN3, 4), (GEN3, 8)),
+                    hop(ROOT_PORT, (GEN3, 4), (GEN3, 8)),
+                ],
+                VerdictKind::Fail,
+                "the root port's link (0000:00:01.0) runs at 8.0 GT/s PCIe x4, below the 8.0 \
+                 GT/s PCIe x8 both its ends can do",
+            ),
+            (
+                "an emulated drive on the host bridge (QEMU's q35)",
+                vec![hop("0000:00:02.0", unknown, ("Unknown", 255))],
+                VerdictKind::NotApplicable,
+                "Link status: RP_None SSD_Link_Unknown",
+            ),
+            (
+                "a drive on the host bridge with a link",
+                vec![hop("0000:00:02.0", (GEN3, 4), (GEN3, 4))],
+                VerdictKind::Pass,
+                "No root port: the drive sits on the host bridge itself",
+            ),
+            (
+                "an emulated drive behind a root port that reports its link",
+                vec![
+                    hop(DRIVE, unknown, ("Unknown", 255)),
+                    hop(ROOT_PORT, (GEN1, 1), (GEN1, 1)),
+                ],
+                VerdictKind::Pass,
+                "PCIe link state of the drive not reported",
+            ),
+        ];
+        for (case, path, expected, text) in cases {
+            let (lines, verdict) = check_links(&nvme(path));
+            assert_eq!(verdict.kind(), expected, "{case}: {verdict:?} {lines:#?}");
+            let failure = match &verdict {
+                Verdict::Fail(why) => why.as_str(),
+                _ => "",
+            };
+            assert!(
+                failure.contains(text) || lines.iter().any(|line| line.contains(text)),
+                "{case}: {text:?} not in {failure:?} {lines:#?}"
+            );
+        }
+        // A loop device (or a file) has no PCIe path.
+        let loop_device = TargetInfo {
+            transport: "loop".to_string(),
+            ..TargetInfo::default()
+        };
+        assert_eq!(
+            check_links(&loop_device),
+            (
+                vec!["No PCIe link to check: a loop target is not on the PCI bus".to_string()],
+                Verdict::NotApplicable("no PCIe link to check on a loop target".to_string())
+            )
+        );
+        // A failure at one end only names that end.
+        let (_, verdict) = check_links(&nvme(vec![
+            hop(DRIVE, (GEN3, 4), (GEN3, 4)),
+            hop("0000:01:00.0", (GEN3, 4), (GEN3, 8)),
+            hop(ROOT_PORT, (GEN3, 4), (GEN3, 8)),
+        ]));
+        assert!(
+            matches!(&verdict, Verdict::Fail(why) if !why.contains("drive's")),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn test_00_on_the_captured_qemu_tree_finds_no_root_port_and_no_link_state() {
+        let root = std::env::temp_dir().join(format!("nvrec-selftest-qemu-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("dev/block")).unwrap();
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qemu-nvme/sysfs.tar.gz");
+        let status = std::process::Command::new("tar")
+            .arg("-xf")
+            .arg(&fixture)
+            .arg("-C")
+            .arg(&root)
+            .status()
+            .expect("tar runs");
+        assert!(status.success());
+        // The kernel's dev/block link, which the capture leaves out.
+        std::os::unix::fs::symlink(
+            "../../devices/pci0000:00/0000:00:02.0/nvme/nvme0/nvme0n1",
+            root.join("dev/block/259:0"),
+        )
+        .unwrap();
+        let info = device::sysfs::Sysfs::at(&root).describe_block(device::sysfs::DevNum {
+            major: 259,
+            minor: 0,
+        });
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(info.transport, "nvme");
+        let addresses: Vec<&str> = info
+            .pcie_path
+            .iter()
+            .map(|hop| hop.address.as_str())
+            .collect();
+        assert_eq!(addresses, ["0000:00:02.0"]);
+        assert!(info.pcie_root_port().is_none());
+        let (lines, verdict) = check_links(&info);
+        assert_eq!(
+            verdict,
+            Verdict::NotApplicable(
+                "the PCIe link state is not reported (emulated or virtual device)".to_string()
+            )
+        );
+        assert_eq!(
+            lines,
+            [
+                "No root port: the drive sits on the host bridge itself",
+                "PCIe link of the drive 0000:00:02.0: Unknown x0 (maximum Unknown x255)",
+                "PCIe link state of the drive not reported (emulated or virtual device)",
+                "Link status: RP_None SSD_Link_Unknown",
+            ]
+        );
+    }
+
     #[test]
     fn the_link_tests_are_not_applicable_on_a_file_and_counted_apart() {
         let path = std::env::temp_dir().join(format!("nvrec-selftest-na-{}", std::process::id()));
@@ -1064,6 +1511,21 @@ mod tests {
             (10, 2, 0)
         );
         assert!(report.passed(), "not applicable is no failure");
+        // TEST #04 saw its early end flag raised where the source ended, and not where the
+        // source ended on a chunk's boundary.
+        let early_end = &report.tests[4].log;
+        assert!(
+            early_end.iter().any(|line| line
+                == "Expected early end flag set: early end of chunk 1 at 0x20000: the source \
+                    gave 65536 of its 131072 bytes, 65536 zero bytes pad it"),
+            "{early_end:#?}"
+        );
+        assert!(
+            early_end
+                .iter()
+                .any(|line| line == "Early end flag not set, as expected"),
+            "{early_end:#?}"
+        );
         let json = serde_json::to_value(&report).expect("json");
         assert_eq!(json["tests"][0]["verdict"], "not_applicable");
         assert_eq!(json["tests"][1]["verdict"], "pass");

@@ -15,6 +15,9 @@
 //! - abort: chunks taken but not yet submitted are discarded; in-flight I/Os complete, the
 //!   flush runs.
 //!
+//! A source that ends inside a chunk (the streamer's early tlast) finishes the write: the
+//! chunk is padded with zeros and written, and the report raises [`EarlyEnd`] naming it.
+//!
 //! Address errors are found before any I/O is issued. The data path does not allocate: the
 //! pool, the in-flight ring and the completion vector are sized at start.
 
@@ -354,6 +357,28 @@ pub enum Outcome {
     Failed,
 }
 
+/// A chunk that ended before it was full: the streamer's "early tlast", which its
+/// WRITE_STATUS register flags beside "finished". The source ended inside the chunk (or a
+/// stop cut a blocking read of it short). The write still finishes: the chunk is padded with
+/// zeros and written, never dropped, and this flag is raised in its report, so that a caller
+/// that expects whole chunks (the self-test's TEST #04) can check that it was raised and
+/// where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, thiserror::Error)]
+#[error(
+    "early end of chunk {chunk_index} at {offset_bytes:#x}: the source gave {filled_bytes} of \
+     its {} bytes, {padded_bytes} zero bytes pad it",
+    .filled_bytes + .padded_bytes
+)]
+pub struct EarlyEnd {
+    /// The short chunk's index in the range, and its address.
+    pub chunk_index: u64,
+    pub offset_bytes: u64,
+    /// Bytes the source gave for the chunk (more than 0, fewer than a chunk).
+    pub filled_bytes: u64,
+    /// Zeros written after them to fill the chunk.
+    pub padded_bytes: u64,
+}
+
 /// What a write or read did, for humans and for `--json`.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StreamReport {
@@ -375,8 +400,10 @@ pub struct StreamReport {
     pub bytes: u64,
     /// Address of the last chunk of that contiguous run (the streamer's ADDR_LAST).
     pub last_offset_bytes: Option<u64>,
-    /// Zeros added to fill a short final chunk from a finite source.
+    /// Zeros added to fill a short final chunk from a finite source (those of `early_end`).
     pub padded_bytes: u64,
+    /// Raised when a chunk ended before it was full; `None` when every chunk was whole.
+    pub early_end: Option<EarlyEnd>,
     /// Chunks taken from the source but discarded by an abort.
     pub discarded_chunk_count: u64,
     /// Data phase plus flush.
@@ -446,7 +473,7 @@ struct Run<'a> {
     /// Chunks completed contiguously from the first address.
     frontier_chunk_count: u64,
     frontier_blocked: bool,
-    padded_bytes: u64,
+    early_end: Option<EarlyEnd>,
     discarded_chunk_count: u64,
     source_ended: bool,
     error: Option<String>,
@@ -498,7 +525,7 @@ impl<'a> Run<'a> {
             next_chunk_index: 0,
             frontier_chunk_count: 0,
             frontier_blocked: false,
-            padded_bytes: 0,
+            early_end: None,
             discarded_chunk_count: 0,
             source_ended: false,
             error: None,
@@ -669,7 +696,8 @@ impl<'a> Run<'a> {
             bytes,
             last_offset_bytes: (self.frontier_chunk_count > 0)
                 .then(|| self.range.chunk_offset_bytes(self.frontier_chunk_count - 1)),
-            padded_bytes: self.padded_bytes,
+            padded_bytes: self.early_end.map_or(0, |early_end| early_end.padded_bytes),
+            early_end: self.early_end,
             discarded_chunk_count: self.discarded_chunk_count,
             elapsed_s: elapsed.as_secs_f64(),
             flush_s,
@@ -756,9 +784,16 @@ pub fn write(
                         filled_chunk_count += 1;
                         run.next_chunk_index += 1;
                         if filled_bytes < chunk_bytes {
-                            // A short final chunk: padded, counted, never dropped.
+                            // A short final chunk: padded, flagged, never dropped. Nothing is
+                            // taken after it, so there is at most one.
+                            debug_assert!(run.early_end.is_none());
                             buf[filled_bytes..].fill(0);
-                            run.padded_bytes += (chunk_bytes - filled_bytes) as u64;
+                            run.early_end = Some(EarlyEnd {
+                                chunk_index,
+                                offset_bytes,
+                                filled_bytes: filled_bytes as u64,
+                                padded_bytes: (chunk_bytes - filled_bytes) as u64,
+                            });
                             run.source_ended = true;
                             break;
                         }

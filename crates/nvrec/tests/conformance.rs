@@ -317,6 +317,25 @@ fn a_short_final_chunk_is_padded_and_reported() {
         assert_eq!(report.outcome, Outcome::SourceEnded);
         assert_eq!(report.chunk_count, 3);
         assert_eq!(report.padded_bytes, CHUNK - 1000);
+        // The early end is raised, naming the short chunk.
+        assert_eq!(
+            report.early_end,
+            Some(stream::EarlyEnd {
+                chunk_index: 2,
+                offset_bytes: 2 * CHUNK,
+                filled_bytes: 1000,
+                padded_bytes: CHUNK - 1000,
+            }),
+            "{engine:?}"
+        );
+        // A source that ends on a chunk's boundary ends no chunk early.
+        let mut source = ShortSource {
+            left_bytes: 2 * CHUNK as usize,
+        };
+        let report = write(&target, range(0, 16), &mut source, config(engine));
+        assert_eq!(report.outcome, Outcome::SourceEnded);
+        assert_eq!((report.chunk_count, report.padded_bytes), (2, 0));
+        assert_eq!(report.early_end, None, "{engine:?}");
     }
 }
 

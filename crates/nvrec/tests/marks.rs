@@ -578,3 +578,54 @@ fn a_mark_asked_during_another_s_after_window_is_joined_to_it() {
         "{back:?} from {at}"
     );
 }
+
+/// A mark taken while a member stalls costs no input: its entry is made durable with the
+/// next checkpoint, off the writer's way, and answered then, while the other member takes
+/// the writes (before, the writer wrote and flushed it in its own thread, and stood still
+/// for the stall: a paced source lost what came meanwhile).
+#[test]
+fn a_mark_taken_while_a_member_stalls_costs_no_input() {
+    let sim = SimDisks::new(2, DISK_BYTES, 4096, 17);
+    for disk in 0..2 {
+        sim.slow(disk, 200e6);
+    }
+    // The stall begins a little before the mark is asked, and lasts 400 ms: longer than a
+    // paced source's backlog (250 ms), shorter than a lap at the rate.
+    sim.stall(0, 60, Duration::from_millis(400));
+    let rate = 10e6;
+    let desk = Arc::new(MarkDesk::default());
+    let lap_bytes = 2 * DISK_BYTES;
+    let mut source = AskAt {
+        pattern: PatternSource(Pattern::new(SEED)),
+        desk: desk.clone(),
+        // Disk 0's 60th write is some 2 MB into the stream (each member takes half).
+        orders: vec![(2_100_000, take(5, 5, "stalled"))],
+        answers: Vec::new(),
+    };
+    let options = RecordOptions {
+        rate_bytes_per_s: Some(rate),
+        stripe: Stripe::Adaptive,
+        ..options_with_pool(lap_bytes, &desk, 4 << 20)
+    };
+    let report = writer::record_on(
+        Members::Sim(&sim),
+        &mut source,
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .unwrap();
+    assert!(report.error.is_none(), "{:?}", report.error);
+    assert_eq!(
+        report.lost_bytes + report.lost_past_end_bytes,
+        0,
+        "the stall cost input: {report:?}"
+    );
+    let answer = source.answers[0]
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap()
+        .expect("the mark is taken");
+    let set = open(&sim);
+    let back = read_mark(&set, answer.mark_id).unwrap();
+    assert!(back.trouble.is_empty(), "{:?}", back.trouble);
+}

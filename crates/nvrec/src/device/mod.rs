@@ -589,12 +589,28 @@ pub struct TargetInfo {
     pub model: Option<String>,
     pub serial: Option<String>,
     pub firmware: Option<String>,
+    /// For an NVMe drive: its own PCIe link.
     pub pcie_link: Option<PcieLink>,
+    /// For an NVMe drive: the PCI functions from the drive (first) up to its root port
+    /// (last), each with the link it reports (see [`TargetInfo::pcie_root_port`]). Only the
+    /// drive where it sits on the host bridge itself, with no root port; empty for a target
+    /// that is not on the PCI bus.
+    pub pcie_path: Vec<pcie::PcieHop>,
     /// For a loop device: its backing file and whether it does direct I/O.
     pub loop_backing_file: Option<PathBuf>,
     pub loop_direct_io: Option<bool>,
     /// For a regular file: the block device that holds its filesystem, if known.
     pub backing_device: Option<String>,
+}
+
+impl TargetInfo {
+    /// The root port above an NVMe drive, the far end of its PCIe path; `None` where the
+    /// drive sits on the host bridge itself or is not on the PCI bus.
+    pub fn pcie_root_port(&self) -> Option<&pcie::PcieHop> {
+        (self.pcie_path.len() >= 2)
+            .then(|| self.pcie_path.last())
+            .flatten()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]

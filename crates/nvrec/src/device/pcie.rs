@@ -10,6 +10,11 @@
 //! root port: the drive itself when it sits on the root port, a switch's upstream port when
 //! a switch is between. Drives with the same uplink share its bandwidth.
 //!
+//! A link is judged at each end by [`training`]: trained below what it can do when its
+//! current speed or width is below the lower of its two ends' maxima (the self-test's TEST
+//! #00 and #11 judge the drive's end and the root port's end so, as the NVMe Streamer's
+//! checks its root port's link and its SSD's).
+//!
 //! Best effort and read-only, like the rest of sysfs here: a drive whose tree cannot be read
 //! is left out. Rates are the raw link rate after line encoding (8b/10b below 8 GT/s,
 //! 128b/130b from 8 GT/s on); packet headers take several percent more, which this does not
@@ -61,9 +66,74 @@ pub struct UplinkGroup {
 
 /// Bytes a second a link moves at `speed` (`8.0 GT/s PCIe`) over `width` lanes.
 pub fn link_bytes_per_s(speed: &str, width: u32) -> Option<f64> {
-    let gt_per_s: f64 = speed.split_whitespace().next()?.parse().ok()?;
+    let gt_per_s = speed_gt_per_s(speed)?;
     let encoding = if gt_per_s < 8.0 { 0.8 } else { 128.0 / 130.0 };
-    (gt_per_s > 0.0 && width > 0).then(|| gt_per_s * 1e9 * encoding * width as f64 / 8.0)
+    (width > 0).then(|| gt_per_s * 1e9 * encoding * width as f64 / 8.0)
+}
+
+/// The transfer rate of a speed as sysfs writes it (`8.0 GT/s PCIe`): GT/s, or `None` for
+/// `Unknown` and anything else that is not a rate.
+pub fn speed_gt_per_s(speed: &str) -> Option<f64> {
+    let gt_per_s: f64 = speed.split_whitespace().next()?.parse().ok()?;
+    (gt_per_s > 0.0).then_some(gt_per_s)
+}
+
+/// The PCIe generation of a rate: 2.5 GT/s is Gen1, 5 Gen2, 8 Gen3, 16 Gen4, 32 Gen5, 64
+/// Gen6 (PCI Express Base Specification, the data rates of each revision).
+pub fn generation(speed: &str) -> Option<u32> {
+    let gt_per_s = speed_gt_per_s(speed)?;
+    [2.5, 5.0, 8.0, 16.0, 32.0, 64.0]
+        .iter()
+        .position(|rate| (gt_per_s - rate).abs() < 0.01)
+        .map(|index| index as u32 + 1)
+}
+
+/// Whether a function reports its link at all. Emulated functions and some virtual ones
+/// report the speeds as `Unknown` and the widths as 0 (current) or 255 (maximum): there is
+/// no link to judge.
+pub fn link_reported(link: &PcieLink) -> bool {
+    speed_gt_per_s(&link.current_speed).is_some()
+        && speed_gt_per_s(&link.max_speed).is_some()
+        && link.current_width != 0
+        && link.max_width != 0
+        && link.max_width != 255
+}
+
+/// How one end of a PCIe link trained, judged against what the link can do: the lower of
+/// this end's maximum and its partner's (the function at the link's other end), speed and
+/// width apart. A Gen4 drive in a Gen3 slot runs at Gen3 and that is all its link can do; a
+/// drive trained at x2 where both ends have four lanes is below it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Training {
+    /// Current speed and width are what both ends can do.
+    Full { speed: String, width: u32 },
+    /// The link runs below what both ends can do (`speed`, `width`).
+    Below { speed: String, width: u32 },
+    /// The function does not report its link (see [`link_reported`]).
+    NotReported,
+}
+
+/// Judges `end`'s link against its own maximum and, where it reports one, `partner`'s.
+pub fn training(end: &PcieLink, partner: Option<&PcieLink>) -> Training {
+    if !link_reported(end) {
+        return Training::NotReported;
+    }
+    let partner = partner.filter(|partner| link_reported(partner));
+    let mut speed = end.max_speed.clone();
+    let mut width = end.max_width;
+    if let Some(partner) = partner {
+        if speed_gt_per_s(&partner.max_speed) < speed_gt_per_s(&speed) {
+            speed = partner.max_speed.clone();
+        }
+        width = width.min(partner.max_width);
+    }
+    let current_gt_per_s = speed_gt_per_s(&end.current_speed).unwrap_or(0.0);
+    let capable_gt_per_s = speed_gt_per_s(&speed).unwrap_or(0.0);
+    if current_gt_per_s + 0.01 < capable_gt_per_s || end.current_width < width {
+        Training::Below { speed, width }
+    } else {
+        Training::Full { speed, width }
+    }
 }
 
 /// `0000:01:00.0`: domain, bus, device and function.
@@ -88,16 +158,47 @@ fn hop(dir: &Path) -> Option<PcieHop> {
     })
 }
 
-/// The drive's path from its PCI function directory (canonical) up to the root port, and
-/// the directory of its uplink.
-fn drive_path(controller: &str, function_dir: &Path) -> Option<(DrivePath, PathBuf)> {
-    let functions: Vec<&Path> = function_dir
+/// The PCI functions from `function_dir` (canonical) up to the one directly under the host
+/// bridge: the function itself first.
+fn functions_up(function_dir: &Path) -> Vec<&Path> {
+    function_dir
         .ancestors()
         .take_while(|dir| {
             dir.file_name()
                 .is_some_and(|n| is_pci_address(&n.to_string_lossy()))
         })
-        .collect();
+        .collect()
+}
+
+/// The hops from a drive's PCI function directory (canonical) up to its root port: the drive
+/// first, the root port last; only the drive where it sits on the host bridge itself (no
+/// root port, as QEMU's q35 machine places its NVMe controller). Functions that report no
+/// link are left out; empty where the drive reports none.
+pub(crate) fn path_to_root_port(function_dir: &Path) -> Vec<PcieHop> {
+    let functions = functions_up(function_dir);
+    let Some(drive) = functions.first().and_then(|dir| hop(dir)) else {
+        return Vec::new();
+    };
+    let mut hops = vec![drive];
+    if functions.len() >= 2 {
+        // The path's far end stands for the root port only when that is what it is.
+        let Some(root_port) = hop(functions[functions.len() - 1]) else {
+            return hops;
+        };
+        hops.extend(
+            functions[1..functions.len() - 1]
+                .iter()
+                .filter_map(|dir| hop(dir)),
+        );
+        hops.push(root_port);
+    }
+    hops
+}
+
+/// The drive's path from its PCI function directory (canonical) up to the root port, and
+/// the directory of its uplink.
+fn drive_path(controller: &str, function_dir: &Path) -> Option<(DrivePath, PathBuf)> {
+    let functions = functions_up(function_dir);
     let uplink = if functions.len() >= 2 {
         functions[functions.len() - 2]
     } else {
@@ -222,6 +323,89 @@ mod tests {
         }
         assert_eq!(link_bytes_per_s("Unknown", 4), None);
         assert_eq!(link_bytes_per_s("8.0 GT/s PCIe", 0), None);
+    }
+
+    fn link(current: (&str, u32), max: (&str, u32)) -> PcieLink {
+        PcieLink {
+            current_speed: current.0.to_string(),
+            current_width: current.1,
+            max_speed: max.0.to_string(),
+            max_width: max.1,
+        }
+    }
+
+    #[test]
+    fn a_link_end_is_judged_against_the_lower_of_both_ends_maxima() {
+        const GEN3: &str = "8.0 GT/s PCIe";
+        const GEN4: &str = "16.0 GT/s PCIe";
+        const GEN5: &str = "32.0 GT/s PCIe";
+        let full = |speed: &str, width| Training::Full {
+            speed: speed.to_string(),
+            width,
+        };
+        let below = |speed: &str, width| Training::Below {
+            speed: speed.to_string(),
+            width,
+        };
+        let cases = [
+            // (end, partner, training)
+            (link((GEN3, 4), (GEN3, 4)), None, full(GEN3, 4)),
+            (link((GEN3, 4), (GEN4, 4)), None, below(GEN4, 4)),
+            (link((GEN3, 2), (GEN3, 4)), None, below(GEN3, 4)),
+            // A Gen4 x4 drive in a Gen3 x16 slot: Gen3 x4 is all the link can do.
+            (
+                link((GEN3, 4), (GEN4, 4)),
+                Some(link((GEN3, 4), (GEN3, 16))),
+                full(GEN3, 4),
+            ),
+            (
+                link((GEN3, 4), (GEN3, 16)),
+                Some(link((GEN3, 4), (GEN4, 4))),
+                full(GEN3, 4),
+            ),
+            (
+                link((GEN4, 2), (GEN5, 16)),
+                Some(link((GEN4, 2), (GEN4, 4))),
+                below(GEN4, 4),
+            ),
+            // A partner that reports nothing leaves the end's own maximum.
+            (
+                link((GEN3, 4), (GEN4, 4)),
+                Some(link(("Unknown", 0), ("Unknown", 255))),
+                below(GEN4, 4),
+            ),
+            (
+                link(("Unknown", 0), ("Unknown", 255)),
+                Some(link((GEN3, 4), (GEN3, 4))),
+                Training::NotReported,
+            ),
+            (link((GEN3, 0), (GEN3, 4)), None, Training::NotReported),
+        ];
+        for (end, partner, expected) in cases {
+            assert_eq!(
+                training(&end, partner.as_ref()),
+                expected,
+                "{end:?} with {partner:?}"
+            );
+        }
+        let generations: Vec<Option<u32>> = ["2.5 GT/s PCIe", "5.0 GT/s", GEN3, GEN4, GEN5]
+            .iter()
+            .chain(&["64.0 GT/s PCIe", "Unknown", "3.0 GT/s"])
+            .map(|speed| generation(speed))
+            .collect();
+        assert_eq!(
+            generations,
+            [
+                Some(1),
+                Some(2),
+                Some(3),
+                Some(4),
+                Some(5),
+                Some(6),
+                None,
+                None
+            ]
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Facts about block devices from sysfs: names, partitions, holders, and the model,
-//! serial, firmware and PCIe link that reports show.
+//! serial, firmware, PCIe link and path to the root port that reports show.
 //!
 //! Everything here is best effort and read-only: a missing or unreadable sysfs file
 //! becomes `None` or an empty list, never an error. The sysfs root is a parameter so the
@@ -172,7 +172,10 @@ impl Sysfs {
             info.model = read_trimmed(&device.join("model"));
             info.serial = read_trimmed(&device.join("serial"));
             info.firmware = read_trimmed(&device.join("firmware_rev"));
-            info.pcie_link = self.pcie_link(&device);
+            if let Some(function_dir) = self.pcie_function(&device) {
+                info.pcie_link = link_at(&function_dir);
+                info.pcie_path = super::pcie::path_to_root_port(&function_dir);
+            }
         } else if disk_name.starts_with("loop") {
             info.transport = "loop".to_string();
             info.loop_backing_file = std::fs::read_to_string(disk_dir.join("loop/backing_file"))
@@ -200,15 +203,21 @@ impl Sysfs {
         info
     }
 
-    /// The PCIe link of the function an NVMe namespace's `device` link leads to: the
-    /// nearest ancestor directory that has `current_link_speed`. A namespace of a
-    /// multipath subsystem links to the subsystem, which is not on the PCI bus; then the
-    /// first controller listed in it (`nvme0`, ...) is followed instead. The `device` link
-    /// of an NVMe controller (`/sys/class/nvme/nvme0/device`) works the same way.
+    /// The PCIe link of the function an NVMe namespace's `device` link leads to (see
+    /// [`Sysfs::pcie_function`]).
     pub(crate) fn pcie_link(&self, device_link: &Path) -> Option<PcieLink> {
+        link_at(&self.pcie_function(device_link)?)
+    }
+
+    /// The PCI function an NVMe namespace's `device` link leads to: the nearest ancestor
+    /// directory that has `current_link_speed`. A namespace of a multipath subsystem links
+    /// to the subsystem, which is not on the PCI bus; then the first controller listed in it
+    /// (`nvme0`, ...) is followed instead. The `device` link of an NVMe controller
+    /// (`/sys/class/nvme/nvme0/device`) works the same way.
+    pub(crate) fn pcie_function(&self, device_link: &Path) -> Option<PathBuf> {
         let start = device_link.canonicalize().ok()?;
-        if let Some(link) = self.pcie_link_above(&start) {
-            return Some(link);
+        if let Some(dir) = self.pcie_function_above(&start) {
+            return Some(dir);
         }
         let mut controllers: Vec<PathBuf> = std::fs::read_dir(&start)
             .ok()?
@@ -219,15 +228,15 @@ impl Sysfs {
         controllers.sort();
         controllers
             .iter()
-            .find_map(|controller| self.pcie_link_above(controller))
+            .find_map(|controller| self.pcie_function_above(controller))
     }
 
-    fn pcie_link_above(&self, start: &Path) -> Option<PcieLink> {
+    fn pcie_function_above(&self, start: &Path) -> Option<PathBuf> {
         let dir = start
             .ancestors()
             .take_while(|dir| dir.starts_with(&self.root) && *dir != self.root)
             .find(|dir| dir.join("current_link_speed").is_file())?;
-        link_at(dir)
+        link_at(dir).map(|_| dir.to_path_buf())
     }
 }
 
@@ -329,21 +338,23 @@ mod tests {
         }
     }
 
+    const ROOT_PORT: &str = "devices/pci0000:00/0000:00:01.1";
     const PCI_FN: &str = "devices/pci0000:00/0000:00:01.1/0000:01:00.0";
 
     /// A fake sysfs with one NVMe drive (nvme0n1 with partition p1) behind a PCIe
     /// function, a loop device held by device-mapper, and a virtio disk.
     fn fake_sysfs(tag: &str) -> TempTree {
         let t = TempTree::new(tag);
-        // PCIe bridge above the function also has link files: the nearest one must win.
-        for (dir, speed, width) in [
-            ("devices/pci0000:00/0000:00:01.1", "32.0 GT/s PCIe", "16"),
-            (PCI_FN, "16.0 GT/s PCIe", "4"),
+        // The root port above the function also has link files: the nearest one must win
+        // for the drive's link, and the root port's is read as the far end of its path.
+        for (dir, speed, width, max_width) in [
+            (ROOT_PORT, "32.0 GT/s PCIe", "16", "16"),
+            (PCI_FN, "16.0 GT/s PCIe", "4", "4"),
         ] {
             t.write(&format!("{dir}/current_link_speed"), &format!("{speed}\n"));
             t.write(&format!("{dir}/current_link_width"), &format!("{width}\n"));
             t.write(&format!("{dir}/max_link_speed"), "32.0 GT/s PCIe\n");
-            t.write(&format!("{dir}/max_link_width"), "4\n");
+            t.write(&format!("{dir}/max_link_width"), &format!("{max_width}\n"));
         }
         let ctrl = format!("{PCI_FN}/nvme/nvme0");
         t.write(
@@ -450,11 +461,21 @@ mod tests {
             assert_eq!(info.model.as_deref(), Some("Samsung SSD 990 PRO 2TB"));
             assert_eq!(info.serial.as_deref(), Some("S7DNNJ0W123456X"));
             assert_eq!(info.firmware.as_deref(), Some("4B2QJXD7"));
-            let link = info.pcie_link.expect("pcie link");
+            let link = info.pcie_link.clone().expect("pcie link");
             assert_eq!(link.current_speed, "16.0 GT/s PCIe");
             assert_eq!(link.current_width, 4);
             assert_eq!(link.max_speed, "32.0 GT/s PCIe");
             assert_eq!(link.max_width, 4);
+            // The path from the drive to its root port, and the root port's own link.
+            let addresses: Vec<&str> = info.pcie_path.iter().map(|h| h.address.as_str()).collect();
+            assert_eq!(addresses, ["0000:01:00.0", "0000:00:01.1"]);
+            let root_port = info.pcie_root_port().expect("a root port");
+            assert_eq!(root_port.address, "0000:00:01.1");
+            assert_eq!(
+                (root_port.link.current_width, root_port.link.max_width),
+                (16, 16)
+            );
+            assert_eq!(root_port.link.current_speed, "32.0 GT/s PCIe");
         }
         assert!(sysfs.holders("nvme0n1").is_empty());
     }
@@ -483,6 +504,62 @@ mod tests {
     }
 
     #[test]
+    fn device_sysfs_paths_to_the_root_port_in_the_captured_switch_tree() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs-pcie-switch");
+        let sysfs = Sysfs::at(&root);
+        let path = |controller: &str| -> Vec<String> {
+            let function = sysfs
+                .pcie_function(
+                    &sysfs
+                        .root
+                        .join("class/nvme")
+                        .join(controller)
+                        .join("device"),
+                )
+                .expect("the drive's function");
+            super::super::pcie::path_to_root_port(&function)
+                .into_iter()
+                .map(|hop| hop.address)
+                .collect()
+        };
+        // Behind the switch: the drive, the switch's downstream and upstream ports, the root
+        // port.
+        assert_eq!(
+            path("nvme2"),
+            [
+                "0000:05:00.0",
+                "0000:02:03.0",
+                "0000:01:00.0",
+                "0000:00:01.0"
+            ]
+        );
+        // On a root port of its own.
+        assert_eq!(path("nvme4"), ["0000:07:00.0", "0000:00:02.0"]);
+    }
+
+    #[test]
+    fn device_sysfs_a_drive_on_the_host_bridge_has_no_root_port() {
+        let t = TempTree::new("host-bridge");
+        let function = "devices/pci0000:00/0000:00:02.0";
+        t.write(&format!("{function}/current_link_speed"), "8.0 GT/s PCIe\n");
+        t.write(&format!("{function}/current_link_width"), "4\n");
+        t.write(&format!("{function}/max_link_speed"), "8.0 GT/s PCIe\n");
+        t.write(&format!("{function}/max_link_width"), "4\n");
+        let ns = format!("{function}/nvme/nvme0/nvme0n1");
+        t.write(&format!("{ns}/dev"), "259:0\n");
+        t.link(&format!("{ns}/device"), "..");
+        t.link("dev/block/259:0", &format!("../../{ns}"));
+        let info = Sysfs::at(&t.0).describe_block(DevNum {
+            major: 259,
+            minor: 0,
+        });
+        assert_eq!(info.pcie_path.len(), 1);
+        assert_eq!(info.pcie_path[0].address, "0000:00:02.0");
+        assert!(info.pcie_root_port().is_none());
+        assert_eq!(info.pcie_link.map(|link| link.current_width), Some(4));
+    }
+
+    #[test]
     fn device_sysfs_loop_virtio_holders_and_unknown() {
         let tree = fake_sysfs("loop");
         let sysfs = Sysfs::at(&tree.0);
@@ -503,7 +580,7 @@ mod tests {
         assert_eq!(info.transport, "virtio");
         assert_eq!(info.serial.as_deref(), Some("disk-1"));
         assert_eq!(info.model, None);
-        assert!(info.pcie_link.is_none());
+        assert!(info.pcie_link.is_none() && info.pcie_path.is_empty());
 
         let unknown = DevNum { major: 8, minor: 0 };
         let info = sysfs.describe_block(unknown);

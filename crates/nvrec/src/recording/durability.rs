@@ -43,7 +43,7 @@
 use super::disk::Disk;
 use super::volume::{Member, VolumeSet};
 use super::RecordingError;
-use crate::layout::Checkpoint;
+use crate::layout::{Checkpoint, RecordingEntry};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::thread::Scope;
 
@@ -52,6 +52,10 @@ use std::thread::Scope;
 pub(super) struct Outcome {
     /// The checkpoint, where at least one member holds it durably.
     pub(super) made: Option<Checkpoint>,
+    /// The entries offered with it that some member now holds durably, and those that
+    /// none does (a flush before them failed): the writer offers those again.
+    pub(super) entries_made: Vec<RecordingEntry>,
+    pub(super) entries_left: Vec<RecordingEntry>,
     /// Each member whose flush or checkpoint write (or the flush after it) failed, with
     /// why, in member order.
     pub(super) failed: Vec<(usize, RecordingError)>,
@@ -65,25 +69,32 @@ impl Outcome {
     pub(super) fn made(checkpoint: Checkpoint) -> Outcome {
         Outcome {
             made: Some(checkpoint),
+            entries_made: Vec::new(),
+            entries_left: Vec::new(),
             failed: Vec::new(),
             error: None,
         }
     }
 
-    fn error(error: RecordingError) -> Outcome {
+    fn error(error: RecordingError, entries: Vec<RecordingEntry>) -> Outcome {
         Outcome {
             made: None,
+            entries_made: Vec::new(),
+            entries_left: entries,
             failed: Vec::new(),
             error: Some(error),
         }
     }
 }
 
-/// A checkpoint, the members that take it, and the members to flush first.
-struct Offer {
-    checkpoint: Checkpoint,
-    live: Vec<bool>,
-    flush: Vec<bool>,
+/// A checkpoint, the members that take it, the members to flush first, and entries to
+/// write before it (a mark's: its recorder answers once one is durable, without waiting
+/// for a member that stalls).
+pub(super) struct Offer {
+    pub(super) checkpoint: Checkpoint,
+    pub(super) live: Vec<bool>,
+    pub(super) flush: Vec<bool>,
+    pub(super) entries: Vec<RecordingEntry>,
 }
 
 /// The most polls an inline offer waits through before a poll makes it durable.
@@ -227,21 +238,12 @@ impl Durability {
         self.busy
     }
 
-    /// Hands `checkpoint` to the coordinator, to be made durable on the members `live`
-    /// marks (retired members take no metadata) after the members `flush` marks are
-    /// flushed. The caller checks [`Durability::busy`] first.
-    pub(super) fn offer(
-        &mut self,
-        checkpoint: Checkpoint,
-        live: Vec<bool>,
-        flush: Vec<bool>,
-    ) -> Result<(), RecordingError> {
+    /// Hands `offer.checkpoint` to the coordinator, to be made durable on the members
+    /// `offer.live` marks (retired members take no metadata) after the members
+    /// `offer.flush` marks are flushed and `offer.entries` written. The caller checks
+    /// [`Durability::busy`] first.
+    pub(super) fn offer(&mut self, offer: Offer) -> Result<(), RecordingError> {
         debug_assert!(!self.busy, "one checkpoint at a time");
-        let offer = Offer {
-            checkpoint,
-            live,
-            flush,
-        };
         match &mut self.coordinator {
             Coordinator::Threaded { offers, .. } => {
                 offers.send(offer).map_err(|_| coordinator_gone())?
@@ -262,7 +264,9 @@ impl Durability {
             Coordinator::Threaded { outcomes, .. } => match outcomes.try_recv() {
                 Ok(outcome) => Some(outcome),
                 Err(TryRecvError::Empty) => None,
-                Err(TryRecvError::Disconnected) => Some(Outcome::error(coordinator_gone())),
+                Err(TryRecvError::Disconnected) => {
+                    Some(Outcome::error(coordinator_gone(), Vec::new()))
+                }
             },
             Coordinator::Inline(inline) => inline.poll(),
         };
@@ -283,7 +287,7 @@ impl Durability {
             Coordinator::Threaded { outcomes, .. } => outcomes.recv().ok(),
             Coordinator::Inline(inline) => inline.finish(),
         };
-        Some(outcome.unwrap_or_else(|| Outcome::error(coordinator_gone())))
+        Some(outcome.unwrap_or_else(|| Outcome::error(coordinator_gone(), Vec::new())))
     }
 }
 
@@ -294,31 +298,77 @@ fn coordinator_gone() -> RecordingError {
     }
 }
 
-/// Flushes the members to flush, then, if every flush succeeded, writes the checkpoint to
-/// each live one (each write flushed).
+/// Flushes the members to flush, then, if every flush succeeded, writes the entries and
+/// then the checkpoint to each live one (each write flushed; a member whose entry write
+/// fails takes nothing more).
 fn make_durable(set: &VolumeSet, offer: Offer) -> Outcome {
     let checkpoint = offer.checkpoint;
     let bytes = match checkpoint.encode() {
         Ok(bytes) => bytes,
-        Err(error) => return Outcome::error(error.into()),
+        Err(error) => return Outcome::error(error.into(), offer.entries),
     };
     let (_, failed) = on_every_member(set, &offer.flush, Member::flush);
     if !failed.is_empty() {
         return Outcome {
             made: None,
+            entries_made: Vec::new(),
+            entries_left: offer.entries,
             failed,
             error: None,
         };
     }
-    let (succeeded, failed) = on_every_member(set, &offer.live, |member| {
+    let mut live = offer.live;
+    let (entries_made, entries_left, mut failed) = write_entries(set, &mut live, offer.entries);
+    let (succeeded, more) = on_every_member(set, &live, |member| {
         member.write_checkpoint(&bytes, checkpoint.generation)?;
         member.flush()
     });
+    failed.extend(more);
+    failed.sort_by_key(|&(member, _)| member);
     Outcome {
         made: (succeeded > 0).then_some(checkpoint),
+        entries_made,
+        entries_left,
         failed,
         error: None,
     }
+}
+
+/// Writes `entries` in order, each to the members `live` marks and flushed there; a member
+/// that fails is taken out of `live`. Returns the entries some member holds, those none
+/// does, and the members that failed.
+#[allow(clippy::type_complexity)]
+fn write_entries(
+    set: &VolumeSet,
+    live: &mut [bool],
+    entries: Vec<RecordingEntry>,
+) -> (
+    Vec<RecordingEntry>,
+    Vec<RecordingEntry>,
+    Vec<(usize, RecordingError)>,
+) {
+    let (mut made, mut left, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    for entry in entries {
+        let Ok(bytes) = entry.encode() else {
+            left.push(entry); // Refused by its own checks: nothing was written.
+            continue;
+        };
+        let (succeeded, failures) = on_every_member(set, live, |member| {
+            member.write_entry(&bytes, &entry)?;
+            member.flush()
+        });
+        for (member, error) in failures {
+            if let Some(taken) = live.get_mut(member) {
+                *taken = false;
+            }
+            failed.push((member, error));
+        }
+        match succeeded > 0 {
+            true => made.push(entry),
+            false => left.push(entry),
+        }
+    }
+    (made, left, failed)
 }
 
 /// Runs `work` on every member `live` marks (all where it is shorter): threaded, at once,
@@ -397,7 +447,12 @@ mod tests {
         std::thread::scope(|scope| {
             let mut durability = Durability::start(scope, &set);
             durability
-                .offer(checkpoint.clone(), vec![true; 2], vec![true; 2])
+                .offer(Offer {
+                    checkpoint: checkpoint.clone(),
+                    live: vec![true; 2],
+                    flush: vec![true; 2],
+                    entries: Vec::new(),
+                })
                 .unwrap();
             let flushes = sim.counters().flush_count;
             let mut waited = 0;
@@ -440,7 +495,12 @@ mod tests {
             let mut durability = Durability::start(scope, &set);
             assert!(durability.finish().is_none(), "nothing offered");
             durability
-                .offer(checkpoint.clone(), vec![true], vec![true])
+                .offer(Offer {
+                    checkpoint: checkpoint.clone(),
+                    live: vec![true],
+                    flush: vec![true],
+                    entries: Vec::new(),
+                })
                 .unwrap();
             let outcome = durability.finish().expect("made");
             assert_eq!(outcome.made, Some(checkpoint));
@@ -485,7 +545,12 @@ mod tests {
         std::thread::scope(|scope| {
             let mut durability = Durability::start(scope, &set);
             durability
-                .offer(next_checkpoint(&set), vec![true; 2], vec![true; 2])
+                .offer(Offer {
+                    checkpoint: next_checkpoint(&set),
+                    live: vec![true; 2],
+                    flush: vec![true; 2],
+                    entries: Vec::new(),
+                })
                 .unwrap();
             let flushes = sim.counters().flush_count;
             for _ in 0..2 * INLINE_POLLS_MAX + 2 {

@@ -4,8 +4,9 @@
 //! recording's chunks from `--before` the moment it was taken to `--after` it, and on each
 //! member the slots that hold them (its spans, in lap order). The ring's writer jumps over
 //! those slots on later laps until the mark is released, so the window survives while the
-//! rest of the ring goes round. The entry is written (open) and flushed when the mark is
-//! taken, and again (closed) when its after-window ends; recovery closes an open mark at
+//! rest of the ring goes round. The entry is written (open) with the checkpoint after the
+//! mark is taken, off the writer's way, and the mark answered once it is durable; again
+//! (closed) when its after-window ends; recovery closes an open mark at
 //! its recording's recovered end. Marks ask the running recorder through a [`MarkDesk`].
 //!
 //! A reader of the recording leaves the kept slots out of the ring's lap and reads them as
@@ -224,29 +225,27 @@ pub fn overwritten(set: &VolumeSet, mark: &RecordingEntry) -> Option<String> {
     for range in ranges_of(mark, lap_slots) {
         let member = set.members.get(range.member)?.as_ref()?;
         let slots = lap_slots(range.member);
-        let last = (range.first_slot + range.slot_count - 1) % slots;
-        for slot in [last] {
-            let holds = |header: &crate::layout::ChunkHeader| {
-                header.set_uuid == set.set_uuid
-                    && header.recording_id == of
-                    && header.slot_index == slot
-                    && header.sequence < mark.end_sequence
-            };
-            match super::scan::slot_header(member, slot) {
-                Some(header) if holds(&header) => {}
-                Some(header) if header.set_uuid == set.set_uuid => {
-                    return Some(format!(
-                        "member {} slot {slot} holds a chunk of recording {} (sequence {}), \
-                         not of its window",
-                        range.member, header.recording_id, header.sequence
-                    ))
-                }
-                _ => {
-                    return Some(format!(
-                        "member {} slot {slot} holds no chunk of its window",
-                        range.member
-                    ))
-                }
+        let slot = (range.first_slot + range.slot_count - 1) % slots;
+        let holds = |header: &crate::layout::ChunkHeader| {
+            header.set_uuid == set.set_uuid
+                && header.recording_id == of
+                && header.slot_index == slot
+                && header.sequence < mark.end_sequence
+        };
+        match super::scan::slot_header(member, slot) {
+            Some(header) if holds(&header) => {}
+            Some(header) if header.set_uuid == set.set_uuid => {
+                return Some(format!(
+                    "member {} slot {slot} holds a chunk of recording {} (sequence {}), \
+                     not of its window",
+                    range.member, header.recording_id, header.sequence
+                ))
+            }
+            _ => {
+                return Some(format!(
+                    "member {} slot {slot} holds no chunk of its window",
+                    range.member
+                ))
             }
         }
     }

@@ -518,7 +518,8 @@ fn walk_past_end(
 /// power cut right after it began), the set's index stands as it did before: an idle
 /// checkpoint whose positions are where the recording's first writes went. One header read
 /// per member finds it; none is made while the checkpoint names a recording (recovery
-/// looks past that one) or where the slot holds a recording the table knows.
+/// looks past that one) or where the slot holds a recording no newer than the newest the
+/// table knows (an older one's entry may have given its table slot to a newer one).
 pub fn unnamed(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError> {
     let Some(checkpoint) = set.newest_checkpoint()? else {
         return Ok(Vec::new());
@@ -526,7 +527,14 @@ pub fn unnamed(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError> {
     if checkpoint.recording_id != 0 {
         return Ok(Vec::new());
     }
-    let known: Vec<u32> = set.entries()?.iter().map(|e| e.recording_id).collect();
+    // Newer than every entry the table holds: an older id it lacks was given its slot to a
+    // newer entry (the table holds the last `recording_slot_count`), not lost.
+    let newest_known = set
+        .entries()?
+        .iter()
+        .map(|e| e.recording_id)
+        .max()
+        .unwrap_or(0);
     let mut firsts: BTreeMap<u32, ChunkHeader> = BTreeMap::new();
     for member in set.present() {
         let index = member.index();
@@ -545,7 +553,7 @@ pub fn unnamed(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError> {
             && header.member_index == index
             && header.slot_index == slot
             && header.sequence >= checkpoint.durable_sequence_end
-            && !known.contains(&header.recording_id);
+            && header.recording_id > newest_known;
         if ours {
             let first = firsts.entry(header.recording_id).or_insert(header);
             if header.sequence < first.sequence {

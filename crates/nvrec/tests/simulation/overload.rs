@@ -24,7 +24,7 @@ fn a_full_target_under_overload_ends_like_any_other() {
         }
         let pattern = Pattern::new(seed as u64 | 1);
         let mut source = Counted {
-            source: PatternSource(pattern.clone()),
+            source: PatternSource(pattern),
             taken_bytes: 0,
         };
         let options = RecordOptions {

@@ -19,6 +19,9 @@ impl Writer<'_> {
         if self.rewrites_hold_checkpoints() {
             return false;
         }
+        if self.entries_waiting() {
+            return true; // A mark's entry is waited for: its recorder answers once durable.
+        }
         if self.retiring.gate.is_some_and(|gate| !gate.offered) {
             return true; // A retired member's flush is waited for.
         }
@@ -36,7 +39,13 @@ impl Writer<'_> {
         if let Some(gate) = self.retiring.gate.as_mut() {
             gate.offered |= flush.get(gate.member).copied().unwrap_or(false);
         }
-        self.durability.offer(checkpoint, live, flush)
+        let entries = self.entries_to_offer();
+        self.durability.offer(coordinator::Offer {
+            checkpoint,
+            live,
+            flush,
+            entries,
+        })
     }
 
     /// The flush of a retired member failed: it is not flushed again, and the recording
@@ -159,6 +168,7 @@ impl Writer<'_> {
         if gate.is_some() {
             self.retiring.gate = None;
         }
+        self.entries_made(outcome.entries_made, outcome.entries_left);
         if let Some(error) = outcome.error {
             self.error.get_or_insert(error.to_string());
         }
@@ -171,6 +181,7 @@ impl Writer<'_> {
     pub(super) fn write_checkpoint(&mut self, recording_id: u32) -> Result<(), RecordingError> {
         self.flush_live();
         self.flush_retired();
+        self.write_waiting_entries();
         let checkpoint = self.build_checkpoint(recording_id);
         let bytes = checkpoint.encode()?;
         let generation = checkpoint.generation;

@@ -62,7 +62,15 @@ pub(super) struct Marker {
     placed_elapsed_ns: u64,
     /// Marks taken and released, for the report.
     pub(super) answers: Vec<MarkAnswer>,
+    /// Entries of marks to make durable with the next checkpoint (the durability
+    /// coordinator writes them off the data path, so that a member that stalls holds
+    /// back no one's writes), in the order they were made.
+    waiting: Vec<RecordingEntry>,
+    /// Marks taken whose open entry is not durable yet, and who to answer once it is.
+    unanswered: Vec<(u32, Reply, MarkAnswer)>,
 }
+
+type Reply = std::sync::mpsc::Sender<Result<MarkAnswer, String>>;
 
 impl Marker {
     pub(super) fn new(desk: Arc<MarkDesk>, max_marked: f64, members: usize, next_id: u32) -> Self {
@@ -76,6 +84,8 @@ impl Marker {
             placed_stream_end: 0,
             placed_elapsed_ns: 0,
             answers: Vec::new(),
+            waiting: Vec::new(),
+            unanswered: Vec::new(),
         }
     }
 }
@@ -136,7 +146,6 @@ impl Writer<'_> {
     /// on every member, flushed.
     fn widen_marks(&mut self, member_index: usize) -> Result<(), RecordingError> {
         let widened = std::mem::take(&mut self.placement.members[member_index].widened);
-        let live = self.placement.live();
         let Some(marker) = self.marker.as_mut() else {
             return Ok(());
         };
@@ -153,7 +162,8 @@ impl Writer<'_> {
                     let lap = &mut kept.entry.start_laps[member_index];
                     *lap = lap.saturating_sub(1);
                 }
-                self.set.write_entry_on(&kept.entry, &live)?;
+                // Durable with the checkpoint past the jump, which the writes after it wait for.
+                marker.waiting.push(kept.entry.clone());
             }
         }
         Ok(())
@@ -167,17 +177,28 @@ impl Writer<'_> {
         };
         let orders = marker.desk.take_orders();
         for (order, reply) in orders {
-            let answer = match order {
-                MarkOrder::Take(request) => self.take_mark(&request),
-                MarkOrder::Release(id) => self.release_mark(id),
+            let (answer, taken) = match order {
+                MarkOrder::Take(request) => (self.take_mark(&request), true),
+                MarkOrder::Release(id) => (self.release_mark(id), false),
             };
-            // A mark joined to the open one is that mark, listed once.
-            if let Some(answer) = answer.as_ref().ok().filter(|answer| !answer.joined) {
-                if let Some(marker) = self.marker.as_mut() {
+            let marker = self.marker.as_mut().expect("marks are served");
+            match answer {
+                // A mark joined to the open one is that mark, listed once.
+                Ok(answer) if taken && !answer.joined => {
                     marker.answers.push(answer.clone());
+                    // Answered once its open entry is durable.
+                    marker.unanswered.push((answer.mark_id, reply, answer));
+                }
+                Ok(answer) => {
+                    if !answer.joined {
+                        marker.answers.push(answer.clone());
+                    }
+                    let _ = reply.send(Ok(answer));
+                }
+                Err(why) => {
+                    let _ = reply.send(Err(why));
                 }
             }
-            let _ = reply.send(answer);
         }
         if self.mark_due() {
             if let Err(error) = self.close_mark() {
@@ -236,9 +257,8 @@ impl Writer<'_> {
         let id = marker.next_id;
         self.table_slot_free(id)?;
         let entry = self.open_mark_entry(id, request, &start)?;
-        let live = self.placement.live();
-        self.set
-            .write_entry_on(&entry, &live)
+        entry
+            .encode()
             .map_err(|e| format!("writing mark {id}: {e}"))?;
         let answer = MarkAnswer {
             mark_id: id,
@@ -252,6 +272,7 @@ impl Writer<'_> {
         };
         let marker = self.marker.as_mut().expect("marks are served");
         marker.next_id += 1;
+        marker.waiting.push(entry.clone());
         marker.open = Some(OpenMark {
             entry,
             taken_ns: now_ns,
@@ -304,6 +325,61 @@ impl Writer<'_> {
             self.widen_marks(index)?;
         }
         Ok(())
+    }
+
+    /// Whether mark entries wait to be made durable.
+    pub(super) fn entries_waiting(&self) -> bool {
+        self.marker
+            .as_ref()
+            .is_some_and(|marker| !marker.waiting.is_empty())
+    }
+
+    /// The mark entries waiting, handed to the next checkpoint.
+    pub(super) fn entries_to_offer(&mut self) -> Vec<RecordingEntry> {
+        self.marker
+            .as_mut()
+            .map(|marker| std::mem::take(&mut marker.waiting))
+            .unwrap_or_default()
+    }
+
+    /// The entries a checkpoint made durable (`made`) and those it did not (`left`, offered
+    /// again): a mark whose open entry is durable now is answered.
+    pub(super) fn entries_made(&mut self, made: Vec<RecordingEntry>, left: Vec<RecordingEntry>) {
+        let Some(marker) = self.marker.as_mut() else {
+            return;
+        };
+        let mut waiting = left;
+        waiting.append(&mut marker.waiting);
+        marker.waiting = waiting;
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut marker.unanswered)
+            .into_iter()
+            .partition(|(id, _, _)| made.iter().any(|entry| entry.recording_id == *id));
+        marker.unanswered = later;
+        for (_, reply, answer) in now {
+            let _ = reply.send(Ok(answer));
+        }
+    }
+
+    /// Writes the mark entries waiting here and now (a checkpoint written in the writer's
+    /// own thread, at the start and the end of the recording), on the live members.
+    pub(super) fn write_waiting_entries(&mut self) {
+        let entries = self.entries_to_offer();
+        let mut made = Vec::new();
+        let mut left = Vec::new();
+        for entry in entries {
+            let Ok(bytes) = entry.encode() else {
+                continue;
+            };
+            let (taken, _) = self.on_live_members(|member| {
+                member.write_entry(&bytes, &entry)?;
+                member.flush()
+            });
+            match taken > 0 {
+                true => made.push(entry),
+                false => left.push(entry),
+            }
+        }
+        self.entries_made(made, left);
     }
 
     /// Refuses a mark whose entry would take the table slot of this recording's own entry
@@ -403,8 +479,14 @@ impl Writer<'_> {
             };
             ranges.push(range);
         }
-        let live = self.placement.live();
-        self.set.write_entry_on(&entry, &live)?;
+        entry.encode()?;
+        // Durable with the checkpoint past the jump over its slots, which the writes after
+        // it wait for (see `MemberState::jump_kept`).
+        self.marker
+            .as_mut()
+            .expect("marks are served")
+            .waiting
+            .push(entry.clone());
         let k = self.k as u64;
         for (member, range) in self.placement.members.iter_mut().zip(&ranges) {
             if let Some(range) = range {
