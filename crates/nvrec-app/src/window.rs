@@ -357,7 +357,7 @@ mod tests {
         let second = entry(2, 30 * SECOND, 35 * SECOND);
         let offset = |text: &str| Some(time_arg(text).unwrap());
         let kept = entries_met(vec![first.clone(), second.clone()], offset("8s"), None).unwrap();
-        assert_eq!(kept, [first.clone()]);
+        assert_eq!(kept, std::slice::from_ref(&first));
         let error = entries_met(vec![first.clone(), second.clone()], offset("15s"), None)
             .unwrap_err()
             .0;
