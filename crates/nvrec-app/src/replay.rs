@@ -124,13 +124,24 @@ impl Selection {
         if named || !(absolute(request.from) || absolute(request.to)) {
             return Ok(vec![Selection::of(source, request)?]);
         }
-        let mut entries: Vec<RecordingEntry> = source
+        let kept: Vec<RecordingEntry> = source
             .recordings()?
             .into_iter()
-            .filter(|entry| entry.reclaimed.is_none() && overlaps(entry, request))
+            .filter(|entry| entry.reclaimed.is_none())
             .collect();
-        if entries.len() < 2 {
-            return Ok(vec![Selection::of(source, request)?]);
+        let mut entries: Vec<RecordingEntry> = kept
+            .iter()
+            .filter(|entry| overlaps(entry, request))
+            .cloned()
+            .collect();
+        match entries.len() {
+            0 => {
+                // None holds time in the window: refused, naming what each spans.
+                crate::window::entries_met(kept, request.from, request.to)?;
+                return Ok(vec![Selection::of(source, request)?]);
+            }
+            1 => return Ok(vec![Selection::window_of(entries.remove(0), request)?]),
+            _ => {}
         }
         entries.sort_by_key(|entry| entry.start_ns);
         entries
@@ -144,10 +155,10 @@ impl Selection {
         Selection::window_of(source.pick(request.recording, request.mark)?, request)
     }
 
-    /// `entry` with the request's window resolved against its start.
+    /// `entry` with the request's window resolved against its start; a window that holds
+    /// none of its time is refused ([`crate::window::window_of`]).
     fn window_of(entry: RecordingEntry, request: &ReplayRequest) -> Result<Selection> {
-        let origin = crate::window::origin_ns(&entry);
-        let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, origin)?;
+        let (from_ns, to_ns) = crate::window::window_of(&entry, request.from, request.to)?;
         Ok(Selection {
             entry,
             from_ns,

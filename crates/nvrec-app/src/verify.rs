@@ -42,7 +42,8 @@ pub struct VerifyRequest {
 /// reclaimed recording is listed by `ls` as such; asked for by id, it is refused), and
 /// every mark a set keeps (format 1.7), so that a mark whose window was lost fails the
 /// set's check too. None at all is an error, unless an archive's manifests could not be
-/// read (which the check then counts).
+/// read (which the check then counts). With a window (`--from`, `--to`), only those it
+/// holds time of, and none is refused, naming what each spans.
 pub fn select(source: &ChunkSource, request: &VerifyRequest) -> Result<Vec<RecordingEntry>> {
     let selected = match (request.recording, request.mark) {
         (_, Some(mark)) => vec![source.pick(None, Some(mark))?],
@@ -62,7 +63,12 @@ pub fn select(source: &ChunkSource, request: &VerifyRequest) -> Result<Vec<Recor
     if selected.is_empty() && source.unreadable().is_empty() {
         return Err(nvrec::recording::RecordingError::NoRecordings.into());
     }
-    Ok(selected)
+    // A window checks the recordings it holds time of, and is refused where it holds none.
+    Ok(crate::window::entries_met(
+        selected,
+        request.from,
+        request.to,
+    )?)
 }
 
 /// What is wrong with the set as a whole, whatever its recordings hold.
@@ -197,8 +203,7 @@ pub fn check_recording(
     control: &Control,
     progress: &Progress,
 ) -> Result<RecordingCheck> {
-    let origin = crate::window::origin_ns(entry);
-    let (from_ns, to_ns) = crate::window::window_ns(request.from, request.to, origin)?;
+    let (from_ns, to_ns) = crate::window::window_of(entry, request.from, request.to)?;
     let mut checker = ChunkChecker::new(request.seed, entry.start_ns);
     let summary = source.read_window(
         entry,

@@ -5,7 +5,7 @@ use crate::args::{size_arg, EngineArg};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use nvrec::bench::{self, analysis::AnalysisSettings, BenchTarget, TargetSpec};
-use nvrec::device::{Access, Safety};
+use nvrec::device::{Access, IoPath, Safety};
 use nvrec_app::UsageError;
 use std::path::PathBuf;
 
@@ -20,8 +20,10 @@ pub enum BenchCommand {
     Overwrite(OverwriteArgs),
     /// CrystalDiskMark (cdm, cdm6, cdm-nvme, custom --test shapes) and ATTO (atto) presets.
     Profile(ProfileArgs),
-    /// Saved benches (--save JSON) on one HTML page: curves overlaid, plateaus, and each
-    /// file's key rates with the difference in percent against the first.
+    /// Saved benches (--save JSON) on one HTML page: curves overlaid, plateaus, each file's
+    /// key rates with the difference in percent against the first, and drives side by side
+    /// (continuous write and read, peak against continuous, measured against rated, direct
+    /// against page cache).
     Report(crate::bench_compare::ReportArgs),
 }
 
@@ -85,6 +87,23 @@ pub struct SweepArgs {
     pub(crate) runs: u32,
     #[arg(long, default_value_t = 32)]
     pub(crate) queue_depth: u32,
+    /// Through the page cache instead of with O_DIRECT (dd without oflag=direct), to set
+    /// beside a direct sweep of the same drive in `bench report`: each transfer's range is
+    /// dropped from the cache before it, and a write is timed until the drive has its data.
+    /// Files and block devices only.
+    #[arg(long)]
+    pub(crate) buffered: bool,
+}
+
+impl SweepArgs {
+    /// How the sweep's targets are opened.
+    pub(crate) fn io_path(&self) -> IoPath {
+        if self.buffered {
+            IoPath::Buffered
+        } else {
+            IoPath::Direct
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -205,18 +224,20 @@ pub(crate) fn parse_target(target: &str) -> Result<TargetSpec> {
     Ok(TargetSpec::parse(target).map_err(|error| UsageError(error.to_string()))?)
 }
 
-/// Opens a target for writing, through the safety checks unless `--force`.
+/// Opens a target for writing, through the safety checks unless `--force`, with direct I/O
+/// or (`bench sweep --buffered`) through the page cache.
 pub(crate) fn open_spec(
     common: &CommonArgs,
     target: &str,
     spec: &TargetSpec,
     create_len_bytes: Option<u64>,
+    io_path: IoPath,
 ) -> Result<BenchTarget> {
     let safety = if common.force {
         Safety::Force
     } else {
         Safety::Check
     };
-    BenchTarget::open(spec, Access::Write, safety, create_len_bytes)
+    BenchTarget::open(spec, Access::Write, safety, create_len_bytes, io_path)
         .with_context(|| format!("opening {target} for the bench"))
 }

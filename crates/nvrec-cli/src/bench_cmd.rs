@@ -16,6 +16,7 @@ use nvrec::bench::{
     Profile, ProfileResult, SweepResult,
 };
 use nvrec::control::Progress;
+use nvrec::device::IoPath;
 use nvrec::report::Report;
 use nvrec::unit::format_bytes;
 use nvrec_app::{Class, UsageError};
@@ -23,9 +24,13 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// The one target of a bench on one drive.
-fn open(common: &CommonArgs, create_len_bytes: Option<u64>) -> Result<BenchTarget> {
+fn open(
+    common: &CommonArgs,
+    create_len_bytes: Option<u64>,
+    io_path: IoPath,
+) -> Result<BenchTarget> {
     let spec = parse_target(&common.targets[0])?;
-    open_spec(common, &common.targets[0], &spec, create_len_bytes)
+    open_spec(common, &common.targets[0], &spec, create_len_bytes, io_path)
 }
 
 /// Whether this bench runs on several drives at once.
@@ -46,13 +51,12 @@ pub fn run(args: BenchArgs, json: bool) -> Result<Class> {
 /// Runs a bench on the one target under a progress display.
 fn measure_alone<R>(
     common: &CommonArgs,
-    create_len_bytes: Option<u64>,
-    label: &str,
+    shape: &Shape,
     json: bool,
     measure: impl FnOnce(&BenchTarget, &Progress) -> Result<R, bench::BenchError>,
 ) -> Result<R> {
-    let target = open(common, create_len_bytes)?;
-    let (progress, display) = start_progress(label, json);
+    let target = open(common, shape.create_len_bytes, shape.io_path)?;
+    let (progress, display) = start_progress(shape.name, json);
     let result = measure(&target, &progress)?;
     drop(display);
     Ok(result)
@@ -125,6 +129,7 @@ fn sweep(args: SweepArgs, json: bool) -> Result<Class> {
         let shape = Shape {
             name: "sweep",
             create_len_bytes: Some(create_len_bytes),
+            io_path: args.io_path(),
         };
         let result =
             together::measure(&args.common, json, &shape, |target, lockstep, progress| {
@@ -144,13 +149,14 @@ fn sweep(args: SweepArgs, json: bool) -> Result<Class> {
             |r: &SweepResult| !r.summary.verified,
         );
     }
-    let result = measure_alone(
-        &args.common,
-        Some(create_len_bytes),
-        "sweep",
-        json,
-        |target, progress| bench::sweep(target, &settings, &signal::CONTROL, progress, &mut |_| {}),
-    )?;
+    let shape = Shape {
+        name: "sweep",
+        create_len_bytes: Some(create_len_bytes),
+        io_path: args.io_path(),
+    };
+    let result = measure_alone(&args.common, &shape, json, |target, progress| {
+        bench::sweep(target, &settings, &signal::CONTROL, progress, &mut |_| {})
+    })?;
     emit_alone(&args.common, json, &result, SWEEP_RENDER)?;
     Ok(if result.summary.verified {
         Class::Done
@@ -191,6 +197,13 @@ fn sweep_text(result: &SweepResult) -> String {
         summary.peak_read_chunk_count,
         crate::bench_report::sweep_verified(summary.verified)
     );
+    if result.buffered {
+        let _ = writeln!(
+            out,
+            "{} (writes timed until the drive has the data)",
+            crate::output::buffered_line(result.cache_drop)
+        );
+    }
     out
 }
 
@@ -240,7 +253,7 @@ fn fill(args: FillArgs, json: bool) -> Result<Class> {
     if several(&args.common) {
         return fill_together(&args, settings, json);
     }
-    let target = open(&args.common, args.size)?;
+    let target = open(&args.common, args.size, IoPath::Direct)?;
     let monitor =
         crate::telemetry::start(&[PathBuf::from(&args.common.targets[0])], &args.telemetry);
     let results = fill_runs(&target, &settings, args.runs, json);
@@ -297,6 +310,7 @@ fn fill_together(args: &FillArgs, settings: bench::FillSettings, json: bool) -> 
     let shape = Shape {
         name: "fill",
         create_len_bytes: args.size,
+        io_path: IoPath::Direct,
     };
     let paths: Vec<PathBuf> = args.common.targets.iter().map(PathBuf::from).collect();
     let monitor = crate::telemetry::start(&paths, &args.telemetry);
@@ -631,6 +645,7 @@ fn overwrite(args: OverwriteArgs, json: bool) -> Result<Class> {
         let shape = Shape {
             name: "overwrite",
             create_len_bytes: args.size,
+            io_path: IoPath::Direct,
         };
         let result =
             together::measure(&args.common, json, &shape, |target, lockstep, progress| {
@@ -643,13 +658,14 @@ fn overwrite(args: OverwriteArgs, json: bool) -> Result<Class> {
         let value = serde_json::to_value(&result)?;
         return together::emit(&args.common, json, &result, value, String::new(), |_| false);
     }
-    let result = measure_alone(
-        &args.common,
-        args.size,
-        "overwrite",
-        json,
-        |target, progress| overwrite_watched_by_progress(target, &settings, progress),
-    )?;
+    let shape = Shape {
+        name: "overwrite",
+        create_len_bytes: args.size,
+        io_path: IoPath::Direct,
+    };
+    let result = measure_alone(&args.common, &shape, json, |target, progress| {
+        overwrite_watched_by_progress(target, &settings, progress)
+    })?;
     emit_alone(&args.common, json, &result, OVERWRITE_RENDER)?;
     Ok(Class::Done)
 }
@@ -748,6 +764,7 @@ fn profile(args: ProfileArgs, json: bool) -> Result<Class> {
         let shape = Shape {
             name: "profile",
             create_len_bytes: Some(region),
+            io_path: IoPath::Direct,
         };
         let result =
             together::measure(&args.common, json, &shape, |target, lockstep, progress| {
@@ -760,15 +777,14 @@ fn profile(args: ProfileArgs, json: bool) -> Result<Class> {
         let value = serde_json::to_value(&result)?;
         return together::emit(&args.common, json, &result, value, String::new(), |_| false);
     }
-    let result = measure_alone(
-        &args.common,
-        Some(region),
-        profile.name(),
-        json,
-        |target, progress| {
-            bench::profile(target, &settings, &signal::CONTROL, progress, &mut |_| {})
-        },
-    )?;
+    let shape = Shape {
+        name: profile.name(),
+        create_len_bytes: Some(region),
+        io_path: IoPath::Direct,
+    };
+    let result = measure_alone(&args.common, &shape, json, |target, progress| {
+        bench::profile(target, &settings, &signal::CONTROL, progress, &mut |_| {})
+    })?;
     emit_alone(&args.common, json, &result, PROFILE_RENDER)?;
     Ok(Class::Done)
 }

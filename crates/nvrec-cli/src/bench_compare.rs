@@ -4,9 +4,13 @@
 //! profiles) and draws one page: each kind's curves overlaid, one series a file (sweep rates
 //! against transfer size, fill and overwrite bandwidth over time, profile bars), the fills'
 //! plateaus in a table, and a table of each file's key rates with its difference in percent
-//! against the first file's. `--csv` writes that table as rows. Works on `serde_json::Value`
-//! so that results saved by older versions (fields missing) still compare on what they hold.
+//! against the first file's. `--csv` writes that table as rows. Then the pictures that set
+//! drives side by side (`bench_drives`): continuous write and read, peak against continuous,
+//! measured against rated (`--rated`), direct against page cache. Works on
+//! `serde_json::Value` so that results saved by older versions (fields missing) still compare
+//! on what they hold.
 
+use crate::bench_drives;
 use anyhow::{Context, Result};
 use clap::Args;
 use nvrec::report::{
@@ -29,6 +33,12 @@ pub struct ReportArgs {
     /// Also write the table of differences as CSV.
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// A drive's rating in MB/s for the picture of measured against rated: READ,WRITE for
+    /// every drive without a rating of its own, TARGET=READ,WRITE for one (the target as its
+    /// benches name it, or as the pictures do). Repeat for several drives. A rating saved
+    /// with a bench (its --rated) counts unless the report names the drive.
+    #[arg(long, value_name = "[TARGET=]READ,WRITE")]
+    rated: Vec<String>,
 }
 
 /// One saved bench.
@@ -386,8 +396,13 @@ fn csv(saved: &[Saved], rows: &[Difference]) -> String {
 }
 
 /// The page: a section per kind of bench, a section per bench on several drives at once,
-/// then the differences.
-fn report(saved: &[Saved], several: &[Together], rows: &[Difference]) -> Report {
+/// the drive pictures, then the differences.
+fn report(
+    saved: &[Saved],
+    several: &[Together],
+    drives: &[bench_drives::DriveFigures],
+    rows: &[Difference],
+) -> Report {
     let mut kinds: Vec<&str> = Vec::new();
     for s in saved {
         if !kinds.contains(&bench_kind(s)) {
@@ -411,6 +426,7 @@ fn report(saved: &[Saved], several: &[Together], rows: &[Difference]) -> Report 
         })
         .collect();
     sections.extend(several.iter().map(together_section));
+    sections.extend(bench_drives::sections(drives));
     sections.push(Section {
         heading: "Differences".to_string(),
         paragraphs: vec![format!("Against {}.", saved[0].label)],
@@ -427,6 +443,36 @@ fn report(saved: &[Saved], several: &[Together], rows: &[Difference]) -> Report 
             .collect(),
         sections,
     }
+}
+
+/// Each drive's run of every file, for the drive pictures: a bench on several drives at
+/// once gives each drive's run alone (its run while all ran where it has none).
+fn drive_runs(loaded: &[Loaded]) -> Vec<bench_drives::Run> {
+    let mut runs = Vec::new();
+    for file in loaded {
+        match file {
+            Loaded::One(one) => runs.push(bench_drives::Run::new(
+                one.label.clone(),
+                one.value.clone(),
+                one.value.pointer("/rated/rating"),
+            )),
+            Loaded::Several(_, together) => {
+                for (index, drive) in array(&together.value, "/drives").iter().enumerate() {
+                    let run = if drive["alone"].is_object() {
+                        &drive["alone"]
+                    } else {
+                        &drive["together"]
+                    };
+                    runs.push(bench_drives::Run::new(
+                        format!("{} drive {}", together.label, index + 1),
+                        run.clone(),
+                        drive.pointer("/rated/rating"),
+                    ));
+                }
+            }
+        }
+    }
+    runs
 }
 
 /// Every file's saved benches, and the figures of those on several drives.
@@ -451,7 +497,7 @@ pub fn together_report(value: &Value) -> Report {
     let bench = value["bench"].as_str().unwrap_or("bench");
     let (saved, several) = flatten(vec![several(bench, value.clone())]);
     let rows = differences(&saved);
-    let mut page = report(&saved, &several, &rows);
+    let mut page = report(&saved, &several, &[], &rows);
     page.title = format!("nvrec bench {bench} on {} drives at once", saved.len());
     // Here each saved bench is a drive's run while all ran, not a file.
     for section in &mut page.sections {
@@ -466,13 +512,15 @@ pub fn together_report(value: &Value) -> Report {
 }
 
 pub fn run(args: ReportArgs, json: bool) -> Result<Class> {
+    let ratings = bench_drives::Ratings::parse(&args.rated)?;
     let loaded = args.files.iter().map(load).collect::<Result<Vec<_>>>()?;
+    let drives = bench_drives::drives(&drive_runs(&loaded), &ratings)?;
     let (saved, several) = flatten(loaded);
     if saved.is_empty() {
         return Err(UsageError("the files hold no bench".to_string()).into());
     }
     let rows = differences(&saved);
-    let html = render_html(&report(&saved, &several, &rows));
+    let html = render_html(&report(&saved, &several, &drives, &rows));
     std::fs::write(&args.output, html)
         .with_context(|| format!("writing {}", args.output.display()))?;
     if let Some(path) = &args.csv {
@@ -491,7 +539,7 @@ pub fn run(args: ReportArgs, json: bool) -> Result<Class> {
         let files: Vec<&str> = saved.iter().map(|s| s.label.as_str()).collect();
         outln!(
             "{}",
-            serde_json::json!({ "files": files, "differences": rows })
+            serde_json::json!({ "files": files, "differences": rows, "drives": drives })
         );
     } else {
         outln!(

@@ -134,13 +134,32 @@ pub fn sweep(result: &SweepResult) -> Report {
         metadata: metadata(&result.meta),
         sections: vec![Section {
             heading: "Average peak".to_string(),
-            paragraphs: vec![
-                "Each transfer writes that many chunks from the start of the target, then reads them back checking the pattern; the rates are the mean of the runs.".to_string(),
-            ],
+            paragraphs: sweep_paragraphs(result),
             charts: vec![Chart::Line(chart)],
             tables: vec![table],
         }],
     }
+}
+
+/// How the sweep ran, and through the page cache how its cache was dropped.
+fn sweep_paragraphs(result: &SweepResult) -> Vec<String> {
+    let mut paragraphs = vec![
+        "Each transfer writes that many chunks from the start of the target, then reads them back checking the pattern; the rates are the mean of the runs.".to_string(),
+    ];
+    if result.buffered {
+        let mut text = "Through the page cache (--buffered), not O_DIRECT: each write is timed until the drive has acknowledged its data (written back), each read comes after the range was dropped from the cache".to_string();
+        if let Some(drop) = result.cache_drop {
+            text += &format!(" by {}", drop.method.describe());
+            if drop.cached_bytes_after > 0 {
+                text += &format!(
+                    "; {} of a range was still cached after a drop, so some reads may have come from memory",
+                    format_bytes(drop.cached_bytes_after)
+                );
+            }
+        }
+        paragraphs.push(text + ".");
+    }
+    paragraphs
 }
 
 /// Whether a sweep's reads matched, as its text and its report say it.

@@ -29,6 +29,8 @@ pub(crate) struct Shape {
     /// "sweep", "fill", "overwrite", "profile".
     pub name: &'static str,
     pub create_len_bytes: Option<u64>,
+    /// Direct I/O, or through the page cache (`bench sweep --buffered`).
+    pub io_path: nvrec::device::IoPath,
 }
 
 /// Checks and opens every target; a refusal of any leaves all of them unwritten.
@@ -44,7 +46,9 @@ fn open_all(common: &CommonArgs, shape: &Shape) -> Result<Vec<BenchTarget>> {
         .targets
         .iter()
         .zip(&specs)
-        .map(|(target, spec)| open_spec(common, target, spec, shape.create_len_bytes))
+        .map(|(target, spec)| {
+            open_spec(common, target, spec, shape.create_len_bytes, shape.io_path)
+        })
         .collect()
 }
 

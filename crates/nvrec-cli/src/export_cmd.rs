@@ -108,8 +108,7 @@ fn split_arg(text: &str) -> Result<Split, String> {
 
 /// The export's options from the arguments; every mistake is a usage error.
 fn options(args: &ExportArgs, entry: &RecordingEntry) -> Result<ExportOptions> {
-    let (from_ns, to_ns) =
-        nvrec_app::window::window_ns(args.from, args.to, nvrec_app::window::origin_ns(entry))?;
+    let (from_ns, to_ns) = nvrec_app::window::window_of(entry, args.from, args.to)?;
     let format = match args.format {
         FormatArg::Pcapng => Format::Pcapng,
         FormatArg::Sigmf => Format::Sigmf,

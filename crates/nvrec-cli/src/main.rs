@@ -13,6 +13,7 @@ mod args;
 mod bench_args;
 mod bench_cmd;
 mod bench_compare;
+mod bench_drives;
 mod bench_output;
 mod bench_report;
 mod bench_together;
@@ -37,7 +38,7 @@ mod verify_cmd;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use nvrec_app::{error_text, Class};
+use nvrec_app::{error_text, Class, UsageError};
 use std::process::ExitCode;
 
 /// The exit status of a command whose stdout was closed (`nvrec ls SET | head -1`): the run
@@ -159,8 +160,23 @@ fn exit_status(error: &anyhow::Error) -> u8 {
     Class::of_error(error).exit_status()
 }
 
+/// Why `--json` means nothing to `command`, for the commands that print no report it could
+/// shape: refused (exit 2) rather than silently ignored.
+fn json_means_nothing(command: &Command) -> Option<&'static str> {
+    match command {
+        Command::Serve(_) => Some(
+            "nvrec serve, which prints no report (it answers in JSON over its API, and `nvrec \
+             --json status` asks it how its recordings stand); run it without --json",
+        ),
+        _ => None,
+    }
+}
+
 fn run(cli: Cli) -> Result<Class> {
     let json = cli.json;
+    if let Some(why) = json.then(|| json_means_nothing(&cli.command)).flatten() {
+        return Err(UsageError(format!("--json means nothing to {why}")).into());
+    }
     match cli.command {
         Command::Write(args) => stream_cmd::write(args, json),
         Command::Read(args) => stream_cmd::read(args, json),

@@ -220,6 +220,24 @@ fn stream_transfer_lines(report: &StreamReport, source: Option<&SourceSpec>, out
         .unwrap_or_default();
     let _ = writeln!(out, "  time          {:.3} s{flush}", report.elapsed_s);
     let _ = writeln!(out, "  rate          {:.1} MiB/s", report.rate_mib_per_s);
+    if report.buffered {
+        let _ = writeln!(out, "{}", buffered_line(report.cache_drop));
+    }
+}
+
+/// What `--buffered` did: through the page cache, the cache dropped how, and what stayed.
+pub fn buffered_line(cache_drop: Option<nvrec::device::CacheDrop>) -> String {
+    let mut line = "  page cache    buffered, not O_DIRECT".to_string();
+    if let Some(drop) = cache_drop {
+        line += &format!("; its cache dropped first by {}", drop.method.describe());
+        if drop.cached_bytes_after > 0 {
+            line += &format!(
+                "; {} of the range STILL CACHED (as root the whole machine's cache is dropped too)",
+                format_bytes(drop.cached_bytes_after)
+            );
+        }
+    }
+    line
 }
 
 /// How it ran: the engine, its fallback and the CPU time.

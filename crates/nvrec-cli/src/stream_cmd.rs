@@ -1,12 +1,12 @@
 //! `nvrec write` and `nvrec read`: the range streamer, chunks into or out of an address
-//! range of one target.
+//! range of one target, with direct I/O or (`--buffered`) through the page cache.
 
 use crate::args::{size_arg, IoArgs, RangeArgs, StopArgs};
 use crate::{output, progress, signal};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use nvrec::control::Progress;
-use nvrec::device::{self, Access, OpenOptions, Safety};
+use nvrec::device::{self, Access, OpenOptions, Safety, Target};
 use nvrec::sink::{CheckSink, DiscardSink, Sink, WriterSink};
 use nvrec::stream::{self, FlushMode, Outcome, StreamConfig};
 use nvrec_app::record::NewFiles;
@@ -33,8 +33,13 @@ pub struct WriteArgs {
     #[arg(long, default_value = "0", value_parser = size_arg)]
     seed: u64,
     /// Skip the flush (fdatasync) after the last write.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "buffered")]
     no_flush: bool,
+    /// Write through the page cache instead of with O_DIRECT, to measure what direct I/O
+    /// saves (dd without oflag=direct): the range's cache is dropped first and the time runs
+    /// to the end of the flush, when the data is on the drive.
+    #[arg(long)]
+    buffered: bool,
     /// Write even to a device whose first blocks hold a filesystem or partition table (one
     /// that is mounted or in use is never written).
     #[arg(long)]
@@ -66,6 +71,22 @@ pub struct ReadArgs {
     /// Copy what is read to this file, or to stdout with '-'.
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Read through the page cache instead of with O_DIRECT, to measure what direct I/O
+    /// saves (dd without iflag=direct): the range's cache is dropped first, so that what is
+    /// read comes from the drive.
+    #[arg(long)]
+    buffered: bool,
+}
+
+/// Opens a target the way `--buffered` says: direct I/O, or through the page cache.
+fn open_target(path: &std::path::Path, options: &OpenOptions, buffered: bool) -> Result<Target> {
+    if buffered {
+        device::open_buffered(path, options)
+            .with_context(|| format!("opening {} through the page cache", path.display()))
+    } else {
+        device::open(path, options)
+            .with_context(|| format!("opening {} for direct I/O", path.display()))
+    }
 }
 
 /// The class of a finished stream run.
@@ -106,8 +127,7 @@ pub fn write(args: WriteArgs, json: bool) -> Result<Class> {
     let source_spec = parse_source(&args.source, args.seed)?;
     let mut source = nvrec::input::open_source(&source_spec).map_err(source_error)?;
     let created = NewFiles::note(std::slice::from_ref(&args.target));
-    let target = device::open(&args.target, &options)
-        .with_context(|| format!("opening {} for direct I/O", args.target.display()))?;
+    let target = open_target(&args.target, &options, args.buffered)?;
     let range = stream::plan(&target, args.range.spec(), &config)?;
     let progress = Arc::new(Progress::default());
     let display = progress::ProgressDisplay::start(Arc::clone(&progress), "write".into(), !json);
@@ -146,8 +166,7 @@ pub fn read(args: ReadArgs, json: bool) -> Result<Class> {
         create_len_bytes: None,
         safety: Safety::Check,
     };
-    let target = device::open(&args.target, &options)
-        .with_context(|| format!("opening {} for direct I/O", args.target.display()))?;
+    let target = open_target(&args.target, &options, args.buffered)?;
     let range = stream::plan(&target, args.range.spec(), &config)?;
     let mut sink: Box<dyn Sink> = match (&args.check, &args.output) {
         (Some(CheckArg::Pattern), _) => {

@@ -1,6 +1,7 @@
 //! `nvrec bench` end to end: every bench on a file, a loop device and the simulated drive
-//! with JSON, CSV and the HTML report; the report rendered in headless Chromium. `nvrec plan`
-//! has its own file, `plan.rs`.
+//! with JSON, CSV and the HTML report; the report rendered in headless Chromium; `bench
+//! report`'s pictures of drives side by side, each rendered; `--buffered` (`write`, `read`,
+//! `bench sweep`) on a file. `nvrec plan` has its own file, `plan.rs`.
 
 mod common;
 
@@ -919,7 +920,10 @@ fn bench_report_overlays_saved_benches_and_compares_them_to_the_first() {
         assert!(page.contains(expected), "{expected}");
     }
     let charts = page.matches("<svg class=\"chart\"").count();
-    assert_eq!(charts, 3, "fills, sweeps, profiles");
+    // The fills, sweeps and profiles overlaid, and the two fill drives' continuous bars (no
+    // drive has both a sweep and a fill, so no peak against continuous).
+    assert_eq!(charts, 4, "fills, sweeps, profiles, continuous");
+    assert!(page.contains("Not drawn: peak against continuous needs a sweep and a fill"));
     if let Some((rendered, failed)) = rendered_chart_count(&html) {
         assert_eq!((rendered, failed), (charts, 0));
     }
@@ -991,4 +995,301 @@ fn reports_render_in_headless_chromium() {
         };
         assert_eq!((rendered, failed), (charts, 0), "{name}");
     }
+}
+
+/// Charts of one section of a report drawn by headless Chromium: the page opened at the
+/// section's id shows that section alone, so its charts draw and every other chart is hidden
+/// (and counts as not drawn). `None` where no Chromium is installed (the skip is said).
+fn rendered_in_section(html: &Path, id: &str) -> Option<(usize, usize)> {
+    rendered_chart_count(Path::new(&format!("{}#{id}", html.display())))
+}
+
+/// The charts a section of the page holds, by its id.
+fn section_chart_count(page: &str, id: &str) -> usize {
+    let start = page
+        .find(&format!("<section id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no section {id}"));
+    let end = start + page[start..].find("</section>").unwrap();
+    page[start..end].matches("<svg class=\"chart\"").count()
+}
+
+#[test]
+fn bench_report_draws_each_drive_beside_the_others_and_every_picture_renders() {
+    let _machine = beside_others();
+    let scratch = Scratch::new("bench-drives");
+    let save = |name: &str, args: &[&str]| {
+        let path = scratch.path(&format!("{name}.json"));
+        let output = run(nvrec().arg("bench").args(args).arg("--save").arg(&path));
+        assert!(output.status.success(), "{name}: {}", text(&output));
+        path
+    };
+    let saved = |path: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    // Two simulated drives, each filled and swept; the first rated by its own bench.
+    let fast = "sim:capacity=128M,cache=32M,fast=2.4GB/s,slow=1.6GB/s,read=3.2GB/s";
+    let slow = "sim:capacity=128M,cache=16M,fast=2GB/s,slow=0.6GB/s,read=2.4GB/s";
+    let sweep = ["--max-chunks", "256", "--runs", "1"];
+    let fast_fill = save("fast-fill", &["fill", fast, "--window", "0.002"]);
+    let fast_sweep = save(
+        "fast-sweep",
+        &[&["sweep", fast, "--rated", "3500,3000"][..], &sweep].concat(),
+    );
+    let slow_fill = save("slow-fill", &["fill", slow, "--window", "0.002"]);
+    let slow_sweep = save("slow-sweep", &[&["sweep", slow][..], &sweep].concat());
+    // A file swept with direct I/O and through the page cache.
+    let file = scratch.path("drive.img");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    let file = file.to_str().unwrap();
+    let small = ["--max-chunks", "64", "--runs", "1"];
+    let direct = save("direct", &[&["sweep", file][..], &small].concat());
+    let buffered = save(
+        "buffered",
+        &[&["sweep", file, "--buffered"][..], &small].concat(),
+    );
+    let html = scratch.path("drives.html");
+    let output = run(nvrec()
+        .args(["--json", "bench", "report", "--output"])
+        .arg(&html)
+        .args(["--rated", "sim 2=2500,2000", "--rated", "1000,900"])
+        .args([
+            &fast_fill,
+            &fast_sweep,
+            &slow_fill,
+            &slow_sweep,
+            &direct,
+            &buffered,
+        ]));
+    assert!(output.status.success(), "{}", text(&output));
+    let value = json(&output);
+    let drives = value["drives"].as_array().unwrap();
+    let labels: Vec<&str> = drives
+        .iter()
+        .map(|d| d["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["sim 1", "sim 2", "drive.img"]);
+    // Each figure is the saved bench's own.
+    for (drive, fill, sweep) in [(0, &fast_fill, &fast_sweep), (1, &slow_fill, &slow_sweep)] {
+        let (fill, sweep, drive) = (saved(fill), saved(sweep), &drives[drive]);
+        assert_eq!(
+            drive["continuous_write_bytes_per_s"],
+            fill["summary"]["mean_write_bytes_per_s"]
+        );
+        assert_eq!(
+            drive["continuous_read_bytes_per_s"],
+            fill["summary"]["read_bytes_per_s"]
+        );
+        assert_eq!(
+            drive["peak_write_bytes_per_s"],
+            sweep["summary"]["peak_write_bytes_per_s"]
+        );
+        assert_eq!(
+            drive["peak_read_bytes_per_s"],
+            sweep["summary"]["peak_read_bytes_per_s"]
+        );
+    }
+    // The streamer's finding: the continuous write is below the peak, by the cache.
+    for drive in &drives[..2] {
+        assert!(
+            drive["continuous_write_bytes_per_s"].as_f64()
+                < drive["peak_write_bytes_per_s"].as_f64(),
+            "{drive}"
+        );
+    }
+    // Ratings: the bench's own, the report's for the drive, the report's for every drive.
+    let rating = |index: usize| {
+        (
+            drives[index]["rated"]["write_bytes_per_s"]
+                .as_f64()
+                .unwrap(),
+            drives[index]["rated_from"].as_str().unwrap(),
+        )
+    };
+    assert_eq!(rating(0), (3e9, "bench"));
+    assert_eq!(rating(1), (2e9, "report_for_the_drive"));
+    assert_eq!(rating(2), (0.9e9, "report_for_every"));
+    // The file: the direct sweep is its peak, the buffered one only beside it.
+    let file_drive = &drives[2];
+    assert_eq!(file_drive["sweep_count"], 1);
+    assert_eq!(
+        file_drive["peak_write_bytes_per_s"],
+        saved(&direct)["summary"]["peak_write_bytes_per_s"]
+    );
+    let points = file_drive["page_cache"].as_array().unwrap();
+    assert_eq!(points.len(), 7, "1 to 64 chunks");
+    let largest = points.last().unwrap();
+    assert_eq!(largest["bytes"], 8 << 20);
+    assert_eq!(
+        largest["buffered_write_bytes_per_s"],
+        saved(&buffered)["points"][6]["write"]["mean_bytes_per_s"]
+    );
+    assert!(file_drive["page_cache_drop"].is_string());
+    // Every picture on the page, each drawn by Chromium.
+    let page = std::fs::read_to_string(&html).unwrap();
+    let pictures = [
+        ("continuous-write-and-read", 1),
+        ("peak-against-continuous", 2),
+        ("measured-against-rated", 2),
+        ("direct-against-page-cache", 2),
+    ];
+    for (id, charts) in pictures {
+        assert_eq!(section_chart_count(&page, id), charts, "{id}");
+    }
+    let all = page.matches("<svg class=\"chart\"").count();
+    let Some(whole) = rendered_chart_count(&html) else {
+        return;
+    };
+    assert_eq!(whole, (all, 0));
+    for (id, charts) in pictures {
+        assert_eq!(
+            rendered_in_section(&html, id),
+            Some((charts, all - charts)),
+            "{id}: its charts drawn, the rest hidden"
+        );
+    }
+}
+
+#[test]
+fn bench_report_refuses_a_rating_it_cannot_use_and_writes_nothing() {
+    let _machine = beside_others();
+    let scratch = Scratch::new("bench-drives-bad");
+    let fill = scratch.path("fill.json");
+    let output = run(nvrec()
+        .args([
+            "bench",
+            "fill",
+            "sim:capacity=64M",
+            "--window",
+            "0.002",
+            "--save",
+        ])
+        .arg(&fill));
+    assert!(output.status.success(), "{}", text(&output));
+    let html = scratch.path("report.html");
+    for (rated, says) in [
+        (
+            "nvme9n1=3500,3000",
+            "no saved bench measured a drive of that name",
+        ),
+        ("3500", "--rated '3500'"),
+        ("=3500,3000", "name the drive"),
+    ] {
+        let output = run(nvrec()
+            .args(["bench", "report", "--rated", rated, "--output"])
+            .arg(&html)
+            .arg(&fill));
+        assert_eq!(output.status.code(), Some(2), "{rated}: {}", text(&output));
+        assert!(text(&output).contains(says), "{rated}: {}", text(&output));
+        assert!(!html.exists(), "{rated}: a report was written");
+    }
+}
+
+#[test]
+fn buffered_write_read_and_sweep_go_through_the_page_cache_dropped_first() {
+    let _machine = beside_others();
+    let scratch = Scratch::new("bench-buffered");
+    let file = scratch.path("buffered.img");
+    let write = json(&run(nvrec()
+        .args(["--json", "write", "--size", "16M", "--buffered"])
+        .arg(&file)));
+    assert_eq!(write["outcome"], "complete", "{write}");
+    assert_eq!(write["buffered"], true);
+    assert!(write["flush_s"].as_f64().is_some(), "timed to its flush");
+    let drop = &write["cache_drop"];
+    assert!(
+        ["fadvise", "drop_caches"].contains(&drop["method"].as_str().unwrap()),
+        "{drop}"
+    );
+    assert_eq!(drop["cached_bytes_after"], 0, "{drop}");
+    let read = json(&run(nvrec()
+        .args([
+            "--json",
+            "read",
+            "--size",
+            "16M",
+            "--buffered",
+            "--check",
+            "pattern",
+        ])
+        .arg(&file)));
+    assert_eq!(read["check"]["bad_chunk_count"], 0, "{read}");
+    assert_eq!(read["buffered"], true);
+    assert_eq!(read["cache_drop"]["cached_bytes_after"], 0, "{read}");
+    // Direct I/O says so too, and drops nothing.
+    let direct = json(&run(nvrec()
+        .args(["--json", "read", "--size", "16M", "--check", "pattern"])
+        .arg(&file)));
+    assert_eq!(
+        (&direct["buffered"], &direct["cache_drop"]),
+        (&false.into(), &serde_json::Value::Null)
+    );
+    let output = run(nvrec()
+        .args(["write", "--buffered", "--size", "16M"])
+        .arg(&file));
+    assert!(
+        text(&output)
+            .contains("page cache    buffered, not O_DIRECT; its cache dropped first by fdatasync"),
+        "{}",
+        text(&output)
+    );
+
+    let sweep = json(&run(nvrec()
+        .args([
+            "--json",
+            "bench",
+            "sweep",
+            "--buffered",
+            "--max-chunks",
+            "32",
+            "--runs",
+            "1",
+        ])
+        .arg(&file)));
+    assert_eq!(sweep["buffered"], true);
+    assert_eq!(sweep["summary"]["verified"], true);
+    assert_eq!(sweep["cache_drop"]["cached_bytes_after"], 0, "{sweep}");
+    assert!(sweep["meta"]["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|setting| setting[0] == "io" && setting[1] == "page cache (--buffered)"));
+    let direct = json(&run(nvrec()
+        .args([
+            "--json",
+            "bench",
+            "sweep",
+            "--max-chunks",
+            "32",
+            "--runs",
+            "1",
+        ])
+        .arg(&file)));
+    assert_eq!(direct["buffered"], false);
+
+    // What cannot be measured this way is refused before anything is written.
+    let never = scratch.path("never.img");
+    for args in [
+        vec![
+            "write",
+            "--buffered",
+            "--no-flush",
+            "--size",
+            "1M",
+            never.to_str().unwrap(),
+        ],
+        vec!["bench", "sweep", "--buffered", "sim:capacity=64M"],
+    ] {
+        let output = run(nvrec().args(&args));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
+        assert!(!never.exists(), "{args:?}");
+    }
+    let output = run(nvrec().args(["bench", "sweep", "--buffered", "sim:capacity=64M"]));
+    assert!(
+        text(&output).contains("the simulated drive has no page cache"),
+        "{}",
+        text(&output)
+    );
 }

@@ -504,6 +504,13 @@ fn reports_of_drives_at_once_render_in_chromium_and_overlay() {
     // Each drive of each file is a bench of its own in the comparison.
     let compared = json(&output);
     assert_eq!(compared["files"].as_array().unwrap().len(), 4, "{compared}");
+    // Each drive's continuous write and read is its fill alone.
+    let drives = compared["drives"].as_array().unwrap();
+    assert_eq!(drives.len(), 4, "{compared}");
+    assert_eq!(
+        drives[0]["continuous_write_bytes_per_s"],
+        first["drives"][0]["alone"]["summary"]["mean_write_bytes_per_s"]
+    );
     let page = std::fs::read_to_string(&overlay).unwrap();
     assert_eq!(
         page.matches("drives at once").count(),

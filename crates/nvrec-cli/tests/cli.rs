@@ -838,6 +838,99 @@ fn an_empty_or_reversed_replay_window_is_refused_before_any_read() {
     assert!(!output.stdout.is_empty());
 }
 
+/// A window that holds none of a recording's time (after its end, before its start) is
+/// refused by replay, export and verify alike: exit 2, the recording's span named, nothing
+/// written; a window inside it still reads.
+#[test]
+fn a_window_outside_the_recording_is_refused_naming_its_span() {
+    let scratch = Scratch::new("window-outside");
+    let set = paced_recording(&scratch, 1);
+    let listed = json(&run(nvrec().args(["--json", "ls"]).arg(&set)));
+    let recording = &listed["recordings"][0];
+    let (start, end) = (
+        recording["start"].as_str().unwrap(),
+        recording["end"].as_str().unwrap(),
+    );
+    let span = format!("recording 1 spans {start} to {end} UTC (");
+    let output = scratch.path("never-created.out");
+    let windows: [&[&str]; 4] = [
+        &["--from", "10s"],
+        &["--from", "1h", "--to", "2h"],
+        &["--to", "2000-01-01T00:00:00Z"],
+        &[
+            "--from",
+            "1999-01-01T00:00:00Z",
+            "--to",
+            "2000-01-01T00:00:00Z",
+        ],
+    ];
+    for window in windows {
+        let commands: [&[&str]; 3] = [
+            &["replay", "--output"],
+            &["export", "--format", "mcap", "--output"],
+            &["verify"],
+        ];
+        for command in commands {
+            let mut invocation = nvrec();
+            invocation.args(command);
+            if command.len() > 1 {
+                invocation.arg(&output);
+            }
+            let result = run(invocation.args(window).arg(&set));
+            let said = text(&result);
+            assert_eq!(
+                result.status.code(),
+                Some(2),
+                "{command:?} {window:?}: {said}"
+            );
+            assert!(said.contains(&span), "{command:?} {window:?}: {said}");
+            assert!(said.contains("give a window within it"), "{said}");
+            assert!(
+                !output.exists(),
+                "{command:?} {window:?} created its output"
+            );
+        }
+    }
+    // The ends of the recording itself are inside.
+    for window in [
+        ["--from", "0s", "--to", "100ms"],
+        ["--from", "900ms", "--to", "1h"],
+    ] {
+        let result = run(nvrec().arg("verify").args(window).arg(&set));
+        assert!(result.status.success(), "{window:?}: {}", text(&result));
+    }
+    // Over a set of two recordings, a window that holds neither names both spans; one
+    // that holds time of the first only checks that one.
+    let appended = run(nvrec()
+        .args(["record", "--append", "--source", "pattern", "--size", "1M"])
+        .arg(&set));
+    assert!(appended.status.success(), "{}", text(&appended));
+    let before_both = [
+        "--from",
+        "2000-01-01T00:00:00Z",
+        "--to",
+        "2000-01-02T00:00:00Z",
+    ];
+    for command in ["replay", "verify"] {
+        let result = run(nvrec().arg(command).args(before_both).arg(&set));
+        let said = text(&result);
+        assert_eq!(result.status.code(), Some(2), "{command}: {said}");
+        for id in [1, 2] {
+            assert!(said.contains(&format!("recording {id} spans")), "{said}");
+        }
+    }
+    let checked = json(&run(nvrec()
+        .args(["--json", "verify", "--from", "500ms"])
+        .arg(&set)));
+    let ids: Vec<u64> = checked["recordings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|recording| recording["recording_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [1], "{checked}");
+}
+
 #[test]
 fn zero_sizes_and_io_sizes_that_are_not_whole_chunks_are_refused_not_replaced() {
     let scratch = Scratch::new("sizes");

@@ -2,6 +2,11 @@
 //! manual in docs/GUIDE.md), and every relative link in the README, the guide and the other
 //! documents names a file that exists and, after a `#`, a heading that file has. Links to
 //! web addresses are not followed: the tests run without a network.
+//!
+//! And they are held to the binary: every `nvrec COMMAND ... --option` the README and the
+//! guide write (in shell blocks and inline code) names a command and options the built
+//! binary's `--help` lists, and the guide names every option of `record`, each `bench`,
+//! `selftest`, `write` and `read` beside the command.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -246,4 +251,516 @@ fn the_code_map_names_every_crate_and_module() {
         unnamed.is_empty(),
         "ARCHITECTURE.md's code map does not name: {unnamed:#?}"
     );
+}
+
+/// A piece of a document where commands are written: a line of a shell block (with its
+/// continuation lines), or an inline code span; with the line it starts on.
+struct Piece {
+    document: &'static str,
+    line_number: usize,
+    text: String,
+}
+
+/// The lines of a shell block that are commands: all of a `sh` or `bash` block, only the
+/// `$ ` lines of any other (a command shown with its output); a line ending in `\` goes on
+/// to the next.
+fn shell_pieces(document: &'static str, text: &str) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    let mut fence: Option<bool> = None; // Some(whether every line is a command)
+    let mut pending: Option<Piece> = None;
+    for (index, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if let Some(language) = trimmed.strip_prefix("```") {
+            fence = match fence {
+                Some(_) => None,
+                None => Some(matches!(language.trim(), "sh" | "bash" | "shell")),
+            };
+            continue;
+        }
+        let Some(all_commands) = fence else { continue };
+        let command = match (&pending, all_commands) {
+            (Some(_), _) | (None, true) => trimmed,
+            (None, false) => match trimmed.strip_prefix("$ ") {
+                Some(command) => command,
+                None => continue,
+            },
+        };
+        let (body, continued) = match command.strip_suffix('\\') {
+            Some(body) => (body, true),
+            None => (command, false),
+        };
+        let piece = pending.get_or_insert_with(|| Piece {
+            document,
+            line_number: index + 1,
+            text: String::new(),
+        });
+        piece.text.push(' ');
+        piece.text.push_str(&strip_comment(body));
+        if !continued {
+            pieces.extend(pending.take().filter(|piece| !piece.text.trim().is_empty()));
+        }
+    }
+    pieces
+}
+
+/// A shell line without its comment: from a `#` that starts a word, outside quotes.
+fn strip_comment(line: &str) -> String {
+    let mut quote: Option<char> = None;
+    let mut previous = ' ';
+    for (at, character) in line.char_indices() {
+        match (quote, character) {
+            (Some(open), _) if character == open => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(character),
+            (None, '#') if previous.is_whitespace() => return line[..at].to_string(),
+            _ => {}
+        }
+        previous = character;
+    }
+    line.to_string()
+}
+
+/// The inline code spans of a document's prose (outside fenced blocks), a span that wraps
+/// onto the next line taken whole, and `\|` (a pipe in a table) as `|`.
+fn inline_pieces(document: &'static str, text: &str) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    let mut fenced = false;
+    let mut open: Option<Piece> = None;
+    for (index, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            open = None;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if line.trim().is_empty() {
+            open = None; // A span never crosses a paragraph.
+            continue;
+        }
+        let mut rest = line;
+        loop {
+            match open.as_mut() {
+                Some(span) => match rest.find('`') {
+                    Some(end) => {
+                        span.text.push_str(&rest[..end]);
+                        rest = &rest[end + 1..];
+                        let mut span = open.take().unwrap();
+                        span.text = span.text.replace("\\|", "|");
+                        pieces.push(span);
+                    }
+                    None => {
+                        span.text.push_str(rest);
+                        span.text.push(' ');
+                        break;
+                    }
+                },
+                None => match rest.find('`') {
+                    Some(start) => {
+                        rest = &rest[start + 1..];
+                        open = Some(Piece {
+                            document,
+                            line_number: index + 1,
+                            text: String::new(),
+                        });
+                    }
+                    None => break,
+                },
+            }
+        }
+    }
+    pieces
+}
+
+/// A shell word or an operator (`|`, `;`, `&`, `(`, `)`, `<`, `>`, `$(`).
+#[derive(Debug, PartialEq)]
+enum Token {
+    Word(String),
+    Operator,
+}
+
+/// Splits a command line into words (quotes taken off) and operators.
+fn tokens(line: &str) -> Vec<Token> {
+    let mut tokens = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    let mut characters = line.chars().peekable();
+    while let Some(character) = characters.next() {
+        if let Some(open) = quote {
+            if character == open {
+                quote = None;
+            } else {
+                word.get_or_insert_with(String::new).push(character);
+            }
+            continue;
+        }
+        match character {
+            '\'' | '"' => {
+                quote = Some(character);
+                word.get_or_insert_with(String::new);
+            }
+            '$' if characters.peek() == Some(&'(') => {
+                characters.next();
+                tokens.extend(word.take().map(Token::Word));
+                tokens.push(Token::Operator);
+            }
+            '|' | ';' | '&' | '(' | ')' | '<' | '>' => {
+                tokens.extend(word.take().map(Token::Word));
+                tokens.push(Token::Operator);
+            }
+            _ if character.is_whitespace() => tokens.extend(word.take().map(Token::Word)),
+            _ => word.get_or_insert_with(String::new).push(character),
+        }
+    }
+    tokens.extend(word.take().map(Token::Word));
+    tokens
+}
+
+/// Every `nvrec ...` of a line: the words after `nvrec` up to the next operator, where
+/// `nvrec` is in a command's place (first, after an operator, a variable set for it or
+/// `sudo`), not an argument (`cargo bench -p nvrec`).
+fn invocations(line: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    let mut current: Option<Vec<String>> = None;
+    let mut command_place = true;
+    for token in tokens(line) {
+        match token {
+            Token::Word(word) if word == "nvrec" && command_place => {
+                current = Some(Vec::new());
+                command_place = false;
+            }
+            Token::Word(word) => {
+                command_place = command_place
+                    && (word == "sudo" || (word.contains('=') && !word.starts_with('-')));
+                if let Some(words) = current.as_mut() {
+                    words.push(word);
+                }
+            }
+            Token::Operator => {
+                found.extend(current.take());
+                command_place = true;
+            }
+        }
+    }
+    found.extend(current);
+    found
+}
+
+/// What the built binary's `--help` says of a command: its options (with their visible
+/// aliases) and its subcommands.
+#[derive(Default)]
+struct Help {
+    options: HashSet<String>,
+    subcommands: Vec<String>,
+}
+
+fn help(command: &[String]) -> Help {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nvrec"))
+        .args(command)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "nvrec {} --help: {}",
+        command.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut found = Help::default();
+    let mut in_commands = false;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if line == "Commands:" {
+            in_commands = true;
+            continue;
+        }
+        if in_commands {
+            match trimmed.split_whitespace().next() {
+                Some(name) if line.starts_with("  ") => {
+                    if name != "help" {
+                        found.subcommands.push(name.to_string());
+                    }
+                    continue;
+                }
+                _ => in_commands = false,
+            }
+        }
+        if trimmed.starts_with('-') {
+            // `-h, --help`, `--size <BYTES>`: the names before the value or the description.
+            let words = trimmed.split([' ', ',']).filter(|word| !word.is_empty());
+            for word in words.take_while(|word| word.starts_with('-')) {
+                let name = word.split(['=', '<', '[']).next().unwrap();
+                if name.starts_with("--") {
+                    found.options.insert(name.to_string());
+                }
+            }
+        }
+        if let Some(at) = line.find("[aliases: ") {
+            let aliases = &line[at + "[aliases: ".len()..];
+            let aliases = &aliases[..aliases.find(']').unwrap_or(aliases.len())];
+            for alias in aliases.split(", ") {
+                found.options.insert(alias.trim().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// The help of every command path asked for, each run once.
+#[derive(Default)]
+struct Helps(std::collections::HashMap<Vec<String>, Help>);
+
+impl Helps {
+    fn of(&mut self, command: &[String]) -> &Help {
+        self.0
+            .entry(command.to_vec())
+            .or_insert_with(|| help(command))
+    }
+}
+
+/// Options a command takes only to refuse them with a reason (exit 2), kept out of its
+/// `--help`: the documents may name them, to say that they are refused.
+const REFUSED: [(&str, &str); 1] = [("selftest", "--stop-after")];
+
+#[test]
+fn each_option_documented_as_refused_is_refused_with_a_reason() {
+    for (command, option) in REFUSED {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_nvrec"))
+            .args(command.split(' '))
+            .args([option, "1s", "/nonexistent/nvrec-docs-test.img"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command} {option}: {said}");
+        assert!(said.contains(option), "{command} {option}: {said}");
+        assert!(
+            !said.contains("unexpected argument"),
+            "{command} {option} is unknown, not refused with a reason: {said}"
+        );
+    }
+}
+
+/// A use of an option the binary does not have, or of a command it does not have.
+fn check_invocation(helps: &mut Helps, words: &[String]) -> Result<(), String> {
+    let mut command: Vec<String> = Vec::new();
+    let mut options: Vec<&str> = Vec::new();
+    for word in words {
+        if word == "--" {
+            break; // What follows is no option.
+        }
+        if word.starts_with('-') {
+            // `--from/--to`: two options, as prose writes them.
+            options.extend(word.split('/').filter(|option| option.starts_with('-')));
+        } else if helps.of(&command).subcommands.contains(word) {
+            command.push(word.clone());
+        } else if command.is_empty() && word.ends_with(':') {
+            return Ok(()); // A line nvrec prints (`nvrec write: finished, ...`), quoted.
+        } else if command.is_empty() {
+            return Err(format!("nvrec has no command {word:?}"));
+        }
+        // Anything else is a target or an option's value.
+    }
+    let known = &helps.of(&command).options;
+    let missing: Vec<&str> = options
+        .iter()
+        .filter(|option| option.starts_with("--"))
+        .map(|option| option.split('=').next().unwrap())
+        .filter(|option| !known.contains(*option))
+        .filter(|option| !REFUSED.contains(&(command.join(" ").as_str(), *option)))
+        .collect();
+    match missing.as_slice() {
+        [] => Ok(()),
+        _ => Err(format!(
+            "nvrec {} has no {}",
+            command.join(" "),
+            missing.join(", ")
+        )),
+    }
+}
+
+/// The documents whose commands are held to the binary: the front page and the manual.
+const COMMAND_DOCUMENTS: [&str; 2] = ["README.md", "docs/GUIDE.md"];
+
+/// Every `nvrec ...` the documents write, in shell blocks and inline code, with where it is.
+/// An inline span that begins with a command and names an option (`verify --strict`,
+/// `bench overwrite --size`) is read as `nvrec` followed by it.
+fn documented_invocations(helps: &mut Helps) -> Vec<(String, Vec<String>)> {
+    let commands = helps.of(&[]).subcommands.clone();
+    let mut found = Vec::new();
+    for document in COMMAND_DOCUMENTS {
+        let text = std::fs::read_to_string(root().join(document)).unwrap();
+        let mut pieces = shell_pieces(document, &text);
+        for mut span in inline_pieces(document, &text) {
+            let first = span.text.split_whitespace().next().unwrap_or("");
+            if commands.iter().any(|command| command == first) && span.text.contains(" --") {
+                span.text = format!("nvrec {}", span.text);
+            }
+            pieces.push(span);
+        }
+        for piece in pieces {
+            for words in invocations(&piece.text) {
+                let place = format!(
+                    "{}:{}: nvrec {}",
+                    piece.document,
+                    piece.line_number,
+                    words.join(" ")
+                );
+                found.push((place, words));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_option_the_documents_give_a_command_is_in_its_help() {
+    let mut helps = Helps::default();
+    let invocations = documented_invocations(&mut helps);
+    assert!(
+        invocations.len() > 100,
+        "only {} uses of nvrec found in {COMMAND_DOCUMENTS:?}",
+        invocations.len()
+    );
+    if std::env::var_os("NVREC_DOCS_DUMP").is_some() {
+        for (place, _) in &invocations {
+            eprintln!("{place}");
+        }
+    }
+    let misses: Vec<String> = invocations
+        .iter()
+        .filter_map(|(place, words)| {
+            check_invocation(&mut helps, words)
+                .err()
+                .map(|miss| format!("{place}\n    {miss}"))
+        })
+        .collect();
+    assert!(
+        misses.is_empty(),
+        "{} uses in the documents that the binary refuses:\n{}",
+        misses.len(),
+        misses.join("\n")
+    );
+}
+
+/// Whether `text` names `word` whole (`--size` is not named by `--size-max`, `fill` not
+/// by `refill` or `fills`).
+fn names(text: &str, word: &str) -> bool {
+    let part_of_word = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric()) && !after.is_some_and(part_of_word)
+    })
+}
+
+/// A document's paragraphs: text between blank lines, a fenced block whole, and a paragraph
+/// that ends in `:` (one that introduces a table or a block) together with the next.
+fn paragraphs(text: &str) -> Vec<String> {
+    let mut paragraphs = Vec::new();
+    let mut current = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let joins = current.trim_end().ends_with(':');
+        if line.trim().is_empty() && !fenced && !joins {
+            paragraphs.push(std::mem::take(&mut current));
+        } else {
+            current.push_str(line);
+            current.push('\n');
+        }
+    }
+    paragraphs.push(current);
+    paragraphs
+}
+
+#[test]
+fn the_guide_names_every_option_of_record_bench_selftest_write_and_read() {
+    let guide = std::fs::read_to_string(root().join("docs/GUIDE.md")).unwrap();
+    let paragraphs = paragraphs(&guide);
+    let mut helps = Helps::default();
+    let mut commands: Vec<Vec<String>> = ["record", "selftest", "write", "read"]
+        .iter()
+        .map(|command| vec![command.to_string()])
+        .collect();
+    let bench = vec!["bench".to_string()];
+    for sub in helps.of(&bench).subcommands.clone() {
+        commands.push(vec!["bench".into(), sub]);
+    }
+    assert!(commands.len() >= 9, "{commands:?}");
+    // An option is named for a command where one paragraph names both (`record`, or a
+    // bench by its own name: `fill`, `overwrite`).
+    let mut unnamed = Vec::new();
+    for command in &commands {
+        let name = command.last().unwrap();
+        let mut options: Vec<&String> = helps
+            .of(command)
+            .options
+            .iter()
+            // The global options, which every command has.
+            .filter(|option| !["--help", "--json"].contains(&option.as_str()))
+            .collect();
+        options.sort();
+        for option in options {
+            let named = paragraphs
+                .iter()
+                .any(|paragraph| names(paragraph, name) && names(paragraph, option));
+            if !named {
+                unnamed.push(format!("nvrec {} {option}", command.join(" ")));
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "options docs/GUIDE.md never names beside their command:\n{}",
+        unnamed.join("\n")
+    );
+}
+
+#[test]
+fn commands_are_read_from_shell_lines_as_a_shell_reads_them() {
+    let words = |line: &str| -> Vec<Vec<String>> { invocations(&strip_comment(line)) };
+    let owned = |list: &[&[&str]]| -> Vec<Vec<String>> {
+        list.iter()
+            .map(|words| words.iter().map(|word| word.to_string()).collect())
+            .collect()
+    };
+    assert_eq!(
+        words("capture-tool | nvrec record --label 'a b' /dev/x &  # --not-this"),
+        owned(&[&["record", "--label", "a b", "/dev/x"]])
+    );
+    assert_eq!(
+        words("sleep 3; nvrec mark --before=2m /r.img; wait; nvrec --json ls $(cat t) > x"),
+        owned(&[&["mark", "--before=2m", "/r.img"], &["--json", "ls"],])
+    );
+    assert_eq!(
+        words("echo \"nvrec --in-quotes\" && nvrec-netgen send && nvrec ls a#b"),
+        owned(&[&["ls", "a#b"]])
+    );
+    assert_eq!(
+        words("cargo bench -p nvrec --bench x; sudo X=1 nvrec devices"),
+        owned(&[&["devices"]])
+    );
+    let text = "x\n```sh\nnvrec record --ring \\\n    --max-marked 50% /d &\n# nvrec no\n```\n\
+                ```\n$ nvrec plan --rate 1G\nnvrec   reference\n```\n\
+                and `nvrec ls SET \\| head -1` or `bench\noverwrite --size`.\n";
+    let shell: Vec<String> = shell_pieces("t", text)
+        .into_iter()
+        .map(|piece| piece.text.trim().to_string())
+        .collect();
+    assert_eq!(
+        shell,
+        [
+            "nvrec record --ring  --max-marked 50% /d &",
+            "nvrec plan --rate 1G"
+        ]
+    );
+    let inline: Vec<String> = inline_pieces("t", text)
+        .into_iter()
+        .map(|piece| piece.text)
+        .collect();
+    assert_eq!(inline, ["nvrec ls SET | head -1", "bench overwrite --size"]);
 }

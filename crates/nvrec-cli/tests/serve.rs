@@ -1023,6 +1023,32 @@ fn assert_refused_at_start(args: &[&str], wanted: &[&str]) {
     assert!(!said.contains("listening on"), "{args:?}: {said}");
 }
 
+/// `--json` shapes a command's report; the service prints none (its API answers in JSON),
+/// so it is refused, not ignored, wherever it stands on the line.
+#[test]
+fn json_is_refused_by_the_service_which_prints_no_report() {
+    let scratch = Scratch::new("serve-json");
+    let socket = scratch.path("nvrec.sock");
+    let target = path_text(&scratch.path("t.img"));
+    assert_refused_at_start(
+        &[
+            "--json",
+            "--socket",
+            &path_text(&socket),
+            "--allow-target",
+            &target,
+        ],
+        &["--json means nothing", "nvrec --json status"],
+    );
+    assert!(!socket.exists(), "a refused service made its socket");
+    let output = run(nvrec()
+        .args(["--json", "serve", "--socket"])
+        .arg(&socket)
+        .args(["--allow-target", &target]));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert_eq!(json(&output)["exit_code"], 2);
+}
+
 #[test]
 fn a_tcp_listener_needs_a_token_and_off_loopback_tls() {
     let scratch = Scratch::new("serve-door");

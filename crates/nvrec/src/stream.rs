@@ -20,10 +20,16 @@
 //!
 //! Address errors are found before any I/O is issued. The data path does not allocate: the
 //! pool, the in-flight ring and the completion vector are sized at start.
+//!
+//! A target opened through the page cache ([`IoPath::Buffered`], `--buffered`: only to
+//! measure what direct I/O saves) has the page cache of the range emptied before the clock
+//! starts ([`device::drop_cached`]), so that a read comes from the drive, and a write is timed
+//! to the end of its flush, when the data is on the drive; a write without the flush would
+//! time a copy into memory and is refused.
 
 use crate::buffer::{BufferError, BufferPool, SLOT_ALIGN_BYTES};
 use crate::control::{process_cpu_s, Control, ControlState, Progress};
-use crate::device::{Target, TargetKind};
+use crate::device::{self, CacheDrop, DeviceError, IoPath, Target, TargetKind};
 use crate::engine::{
     self, EngineChoice, EngineConfig, EngineError, EngineKind, EngineStats, IoCompletion, IoError,
     IoOp, IoRequest,
@@ -283,6 +289,8 @@ pub enum ConfigError {
     IoSizeTooLarge(u64),
     #[error("queue depth {0} is out of range 1..=4096")]
     QueueDepth(u32),
+    #[error("a write through the page cache is timed to the end of its flush, when the data is on the drive; without the flush it would time a copy into memory: leave out --no-flush")]
+    BufferedWithoutFlush,
 }
 
 impl StreamConfig {
@@ -393,6 +401,10 @@ pub struct StreamReport {
     pub io_size_bytes: u64,
     pub queue_depth: u32,
     pub pool_bytes: u64,
+    /// Through the page cache (`--buffered`) rather than with O_DIRECT.
+    pub buffered: bool,
+    /// How the page cache of the range was emptied before the clock started (buffered only).
+    pub cache_drop: Option<CacheDrop>,
     pub range: ChunkRange,
     pub outcome: Outcome,
     /// Chunks transferred contiguously from the first address.
@@ -441,6 +453,9 @@ pub enum StreamError {
     Buffer(#[from] BufferError),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// Emptying the page cache of a buffered target failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -463,6 +478,7 @@ struct Run<'a> {
     progress: &'a Progress,
     engine: Box<dyn engine::Engine>,
     fallback_reason: Option<String>,
+    cache_drop: Option<CacheDrop>,
     /// In submission order, numbered by their user_data; the front is the oldest I/O not
     /// yet passed by the frontier.
     flights: InFlight<Flight>,
@@ -494,6 +510,10 @@ impl<'a> Run<'a> {
         progress: &'a Progress,
     ) -> Result<Run<'a>, StreamError> {
         config.validate(target.logical_block_bytes)?;
+        let buffered = target.io_path == IoPath::Buffered;
+        if buffered && op == IoOp::Write && config.flush == FlushMode::None {
+            return Err(ConfigError::BufferedWithoutFlush.into());
+        }
         let cpu_before = process_cpu_s();
         let slot_bytes = (config.chunks_per_io() * config.chunk_size_bytes)
             .next_multiple_of(SLOT_ALIGN_BYTES as u64);
@@ -507,6 +527,10 @@ impl<'a> Run<'a> {
             caller_may_block,
         };
         let opened = engine::open_engine(config.engine, &[&target.file], pool, engine_config)?;
+        // Before the clock starts: the drop's flush and mincore are not the transfer's time.
+        let cache_drop = buffered
+            .then(|| device::drop_cached(target, range.first_offset_bytes, range.len_bytes()))
+            .transpose()?;
         progress.done_bytes.store(0, Ordering::Relaxed);
         progress
             .total_bytes
@@ -519,6 +543,7 @@ impl<'a> Run<'a> {
             progress,
             engine: opened.engine,
             fallback_reason: opened.fallback_reason,
+            cache_drop,
             flights: InFlight::with_capacity(slot_count as usize),
             free_slots: (0..slot_count).rev().collect(),
             completions: Vec::with_capacity(slot_count as usize),
@@ -690,6 +715,8 @@ impl<'a> Run<'a> {
             io_size_bytes: self.config.chunks_per_io() * self.range.chunk_size_bytes,
             queue_depth: self.config.queue_depth,
             pool_bytes: self.engine.pool().total_bytes() as u64,
+            buffered: target.io_path == IoPath::Buffered,
+            cache_drop: self.cache_drop,
             range: self.range,
             outcome,
             chunk_count: self.frontier_chunk_count,

@@ -629,3 +629,142 @@ fn a_mark_taken_while_a_member_stalls_costs_no_input() {
     let back = read_mark(&set, answer.mark_id).unwrap();
     assert!(back.trouble.is_empty(), "{:?}", back.trouble);
 }
+
+/// Disks of 32 MiB: a lap of two holds 6.4 s at 10 MB/s, so a stall of 800 ms (8 MB for
+/// the other member alone) stays well within how far a member may go past a checkpoint.
+const STALL_DISK_BYTES: u64 = 32 << 20;
+
+/// Records three laps of a two-member ring at 10 MB/s with a mark every 4 MiB of its first
+/// lap, and member 0 stalled for 800 ms from its `stall_at`-th write (early in the second
+/// lap, where member 1's write point comes round to the marks' slots, one every 2 MiB or so
+/// of its own); crashed at operation `crash_at` if given. The buffer pool holds 420 ms of
+/// input. Returns the report (none after a crash) and the marks answered.
+fn stalled_ring(
+    sim: &SimDisks,
+    stall_at: u64,
+    crash_at: Option<u64>,
+) -> (Option<RecordReport>, Vec<MarkAnswer>) {
+    for disk in 0..2 {
+        sim.slow(disk, 200e6);
+    }
+    sim.stall(0, stall_at, Duration::from_millis(800));
+    if let Some(operation) = crash_at {
+        sim.crash_at(operation);
+    }
+    let desk = Arc::new(MarkDesk::default());
+    let mut source = AskAt {
+        pattern: PatternSource(Pattern::new(SEED)),
+        desk: desk.clone(),
+        orders: (0..12)
+            .map(|i| ((1 + 4 * i) << 20, take(5, 5, "kept")))
+            .collect(),
+        answers: Vec::new(),
+    };
+    let options = RecordOptions {
+        rate_bytes_per_s: Some(10e6),
+        stripe: Stripe::Adaptive,
+        ..options_with_pool(6 * STALL_DISK_BYTES, &desk, 4 << 20)
+    };
+    let report = writer::record_on(
+        Members::Sim(sim),
+        &mut source,
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    );
+    let answers = source
+        .answers
+        .iter()
+        .filter_map(|answer| answer.recv_timeout(Duration::from_secs(5)).ok())
+        .filter_map(Result::ok)
+        .collect();
+    (report.ok(), answers)
+}
+
+/// A stall of one member costs nothing where the other's write point comes round to slots
+/// marks keep, again and again while the stalled member holds every checkpoint back: it
+/// jumps over them and goes on, the marks and the ring read back whole.
+#[test]
+fn a_stall_costs_nothing_where_another_member_jumps_over_a_kept_mark() {
+    let sim = SimDisks::new(2, STALL_DISK_BYTES, 4096, 23);
+    let (report, answers) = stalled_ring(&sim, 2200, None);
+    let report = report.expect("the recording ends");
+    assert!(report.error.is_none(), "{:?}", report.error);
+    assert_eq!(answers.len(), 12, "every mark taken");
+    assert!(sim.counters().stalled_count > 0, "the stall happened");
+    assert_eq!(
+        report.lost_bytes + report.lost_past_end_bytes,
+        0,
+        "the stall cost input: {report:?}"
+    );
+    let set = open(&sim);
+    for answer in &answers {
+        let back = read_mark(&set, answer.mark_id).unwrap();
+        assert!(
+            back.trouble.is_empty(),
+            "mark {}: {:?}",
+            answer.mark_id,
+            back.trouble
+        );
+    }
+    let entry = reader::recordings(&set).unwrap().pop().unwrap();
+    let ring = read_recording(&set, &entry);
+    assert!(ring.trouble.is_empty(), "{:?}", ring.trouble);
+}
+
+/// A crash while the write points go on past kept slots, before a checkpoint says so:
+/// recovery crosses the slots the marks' entries name, every mark reads whole, the ring
+/// reads whole and reaches what its last durable checkpoint claimed.
+#[test]
+fn recovery_crosses_kept_slots_a_write_point_jumped_before_a_checkpoint() {
+    let whole = SimDisks::new(2, STALL_DISK_BYTES, 4096, 29);
+    stalled_ring(&whole, 2200, None);
+    let operations = whole.counters().operation_count;
+    let mut beyond = 0;
+    for step in 0..12u64 {
+        let sim = SimDisks::new(2, STALL_DISK_BYTES, 4096, 29);
+        let crash_at = operations * (36 + 2 * step) / 100;
+        let (_, answers) = stalled_ring(&sim, 2200, Some(crash_at));
+        if !sim.crashed() {
+            sim.crash();
+        }
+        let images = sim.power_cut_images().expect("crashed");
+        let after = SimDisks::from_images(images, 4096, 29);
+        let set = volume::open_members(Members::Sim(&after), Access::Write, Safety::Check)
+            .expect("a set");
+        let claimed = set
+            .newest_checkpoint()
+            .unwrap()
+            .map_or(0, |c| c.durable_stream_bytes);
+        reader::recover(&set).unwrap();
+        for answer in &answers {
+            let back = read_mark(&set, answer.mark_id).unwrap();
+            assert!(
+                back.trouble.is_empty(),
+                "step {step}: mark {}: {:?}",
+                answer.mark_id,
+                back.trouble
+            );
+        }
+        let entry = reader::recordings(&set).unwrap().pop().unwrap();
+        assert!(
+            entry.stream_len_bytes >= claimed,
+            "step {step}: {} < {claimed}",
+            entry.stream_len_bytes
+        );
+        if entry.stream_len_bytes > claimed {
+            beyond += 1;
+        }
+        let ring = read_recording(&set, &entry);
+        assert!(
+            ring.trouble.is_empty(),
+            "step {step}: ring: {:?}",
+            ring.trouble
+        );
+        assert_eq!(ring.end_offset, entry.stream_len_bytes, "step {step}");
+    }
+    assert!(
+        beyond > 0,
+        "no crash left chunks past its checkpoint to find"
+    );
+}

@@ -59,7 +59,7 @@ pub use together::{
 pub use window::Window;
 
 use crate::buffer::BufferPool;
-use crate::device::{self, Access, OpenOptions, Safety, Target, TargetInfo};
+use crate::device::{self, Access, CacheDrop, IoPath, OpenOptions, Safety, Target, TargetInfo};
 use crate::engine::{self, Engine, EngineChoice, EngineConfig, SimDrive, SimModel};
 use std::path::PathBuf;
 
@@ -149,13 +149,20 @@ impl BenchTarget {
     /// Opens `spec` for a bench that writes (`Access::Write`) or only reads. A regular file
     /// that does not exist yet is created and preallocated to `create_len_bytes` when given;
     /// one that exists is used at its size, never grown (a bench that needs more refuses).
+    /// `io_path` buffered opens a file or device without O_DIRECT (`bench sweep
+    /// --buffered`); the simulated drive has no page cache and refuses it.
     pub fn open(
         spec: &TargetSpec,
         access: Access,
         safety: Safety,
         create_len_bytes: Option<u64>,
+        io_path: IoPath,
     ) -> Result<BenchTarget, BenchError> {
         match spec {
+            TargetSpec::Sim(_) if io_path == IoPath::Buffered => Err(BenchError::Settings(
+                "the simulated drive has no page cache: --buffered needs a file or a block device"
+                    .to_string(),
+            )),
             TargetSpec::Sim(model) => {
                 let drive = SimDrive::new(model.clone()).map_err(BenchError::Sim)?;
                 Ok(BenchTarget {
@@ -178,14 +185,15 @@ impl BenchTarget {
             }
             TargetSpec::Path(path) => {
                 let exists = std::fs::metadata(path).is_ok();
-                let target = device::open(
-                    path,
-                    &OpenOptions {
-                        access,
-                        create_len_bytes: create_len_bytes.filter(|_| !exists),
-                        safety,
-                    },
-                )?;
+                let options = OpenOptions {
+                    access,
+                    create_len_bytes: create_len_bytes.filter(|_| !exists),
+                    safety,
+                };
+                let target = match io_path {
+                    IoPath::Direct => device::open(path, &options)?,
+                    IoPath::Buffered => device::open_buffered(path, &options)?,
+                };
                 let described: TargetInfo = device::describe(&target);
                 let name = path.display().to_string();
                 Ok(BenchTarget {
@@ -210,6 +218,29 @@ impl BenchTarget {
                     backend: Backend::Real(target),
                 })
             }
+        }
+    }
+
+    /// How this target's data moves: direct, or through the page cache.
+    pub fn io_path(&self) -> IoPath {
+        match &self.backend {
+            Backend::Real(target) => target.io_path,
+            Backend::Sim(_) => IoPath::Direct,
+        }
+    }
+
+    /// Empties the page cache of a range of a buffered target ([`device::drop_cached`]);
+    /// `None` for a target whose transfers never meet the page cache.
+    pub fn drop_cached(
+        &self,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<Option<CacheDrop>, BenchError> {
+        match &self.backend {
+            Backend::Real(target) if target.io_path == IoPath::Buffered => {
+                Ok(Some(device::drop_cached(target, offset_bytes, len_bytes)?))
+            }
+            _ => Ok(None),
         }
     }
 
@@ -316,6 +347,7 @@ pub(crate) fn open_sim(spec: &str) -> BenchTarget {
         Access::Write,
         Safety::Check,
         None,
+        IoPath::Direct,
     )
     .expect("the simulated drive opens")
 }

@@ -5,11 +5,19 @@
 //!
 //! A transfer's time runs from submitting its first chunk to the completion of its last (the
 //! flush that follows every write is not timed, as the streamer times acknowledgements).
+//!
+//! On a target opened through the page cache (`--buffered`, the TySOM article's dd without
+//! `oflag=direct`) the page cache of the transfer's range is dropped before each write and each
+//! read, and a write's time runs on to the end of its write-back ([`Engine::write_back`]: every
+//! byte written to the drive and acknowledged, the moment a direct write completes), so that
+//! both paths are timed to the same point and a buffered write is never timed as a copy into
+//! memory. How the cache was dropped is in the result ([`SweepResult::cache_drop`]).
 
 use super::driver::{self, Data, Workload, WorkloadResult};
 use super::size::Need;
 use super::{BenchError, BenchTarget, Lockstep, RunMeta};
 use crate::control::{Control, ControlState, Progress};
+use crate::device::{CacheDrop, IoPath};
 use crate::engine::{Engine, EngineChoice, IoOp};
 use crate::pattern::Pattern;
 use crate::unit::format_bytes;
@@ -92,6 +100,10 @@ pub struct SweepResult {
     pub summary: SweepSummary,
     pub points: Vec<SweepPoint>,
     pub stopped: bool,
+    /// Through the page cache (`--buffered`) rather than with O_DIRECT.
+    pub buffered: bool,
+    /// How the page cache was dropped before each transfer, the drops merged (buffered only).
+    pub cache_drop: Option<CacheDrop>,
 }
 
 /// The chunk counts the sweep visits on a target of `capacity_bytes`: powers of two up to
@@ -162,12 +174,19 @@ pub fn sweep(
         ("runs".to_string(), settings.runs.to_string()),
         ("queue_depth".to_string(), settings.queue_depth.to_string()),
     ];
+    let buffered = target.io_path() == IoPath::Buffered;
+    if buffered {
+        meta.settings
+            .push(("io".to_string(), "page cache (--buffered)".to_string()));
+    }
     let mut sweeper = Sweeper {
+        target,
         engine: engine.as_mut(),
         settings,
         control,
         progress,
         verified: true,
+        cache_drop: None,
     };
     let mut points = Vec::new();
     let mut stopped = false;
@@ -184,6 +203,8 @@ pub fn sweep(
         summary: summarise(&points, sweeper.verified),
         points,
         stopped,
+        buffered,
+        cache_drop: sweeper.cache_drop,
     })
 }
 
@@ -204,11 +225,14 @@ fn check_settings(target: &BenchTarget, settings: &SweepSettings) -> Result<(), 
 
 /// What every chunk count of a sweep runs with, and whether every read so far matched.
 struct Sweeper<'a> {
+    target: &'a BenchTarget,
     engine: &'a mut dyn Engine,
     settings: &'a SweepSettings,
     control: &'a Control,
     progress: &'a Progress,
     verified: bool,
+    /// The page cache drops so far, merged (a buffered target's).
+    cache_drop: Option<CacheDrop>,
 }
 
 impl Sweeper<'_> {
@@ -247,12 +271,14 @@ impl Sweeper<'_> {
         let seed = settings.seed ^ (count << 8) ^ run as u64;
         let mut write = Workload::sequential(IoOp::Write, 0, count * chunk, chunk);
         write.data = Data::Pattern { seed };
+        self.drop_cached(count * chunk)?;
         settings.lockstep.wait();
-        let written = self.run(&write)?;
+        let mut written = self.run(&write)?;
         fail_on_error(&written, "writing")?;
         if written.stopped || self.control.state() != ControlState::Run {
             return Ok(None);
         }
+        self.time_write_back(&mut written)?;
         if let Err(source) = self.engine.sync_data() {
             return Err(BenchError::Io {
                 what: "flushing after a sweep write".to_string(),
@@ -261,6 +287,7 @@ impl Sweeper<'_> {
         }
         let mut read = Workload::sequential(IoOp::Read, 0, count * chunk, chunk);
         read.check = Some(Pattern::new(seed));
+        self.drop_cached(count * chunk)?;
         settings.lockstep.wait();
         let read_back = self.run(&read)?;
         fail_on_error(&read_back, "reading")?;
@@ -268,6 +295,38 @@ impl Sweeper<'_> {
             return Ok(None);
         }
         Ok(Some((written, read_back)))
+    }
+
+    /// Empties the page cache of the first `len_bytes` of a buffered target (nothing on a
+    /// direct one) and keeps what the drop says.
+    fn drop_cached(&mut self, len_bytes: u64) -> Result<(), BenchError> {
+        if let Some(drop) = self.target.drop_cached(0, len_bytes)? {
+            self.cache_drop = Some(match self.cache_drop {
+                Some(before) => before.merge(drop),
+                None => drop,
+            });
+        }
+        Ok(())
+    }
+
+    /// On a buffered target, waits for the write-back of what `written` wrote and adds its
+    /// time to the write's: the write ends when the drive has the data, as a direct one does.
+    fn time_write_back(&mut self, written: &mut WorkloadResult) -> Result<(), BenchError> {
+        if self.target.io_path() != IoPath::Buffered {
+            return Ok(());
+        }
+        let started_ns = self.engine.now_ns();
+        if let Err(source) = self.engine.write_back() {
+            return Err(BenchError::Io {
+                what: "writing back a buffered sweep write".to_string(),
+                source,
+            });
+        }
+        written.elapsed_s += self.engine.now_ns().saturating_sub(started_ns) as f64 / 1e9;
+        if written.elapsed_s > 0.0 {
+            written.rate_bytes_per_s = written.bytes as f64 / written.elapsed_s;
+        }
+        Ok(())
     }
 
     fn run(&mut self, workload: &Workload) -> Result<WorkloadResult, BenchError> {

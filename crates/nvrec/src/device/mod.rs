@@ -5,6 +5,10 @@
 //!   or a block device with `O_DIRECT | O_CLOEXEC`, and probes its capacity and the
 //!   alignment O_DIRECT needs (`BLKGETSIZE64` / `BLKSSZGET` for block devices,
 //!   `statx(STATX_DIOALIGN)` for files).
+//! - [`open_buffered`] does the same without `O_DIRECT`, for the one use of the page cache:
+//!   measuring what it costs (`write`, `read` and `bench sweep` with `--buffered`), and
+//!   [`drop_cached`] (`cache.rs`) empties the page cache of a range before such a transfer
+//!   and says how, and what it could not.
 //! - Before a block device is opened for writing, it refuses a device that is mounted
 //!   (itself or a partition), active swap, held by device-mapper / md / bcache, or
 //!   opened exclusively by someone else (`O_EXCL`, which it then holds itself), whatever
@@ -22,6 +26,7 @@
 //!   backup GPT), nor validate the superblocks whose magic it finds.
 //! - It does not issue NVMe admin commands; everything comes from sysfs and procfs.
 
+mod cache;
 pub mod pcie;
 mod procfs;
 mod safety;
@@ -38,6 +43,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
+pub use cache::{drop_cached, CacheDrop, CacheDropMethod};
 pub use safety::{usage, Usage};
 pub use signature::{detect_signature, Signature, SignatureKind, SIGNATURE_PROBE_BYTES};
 
@@ -58,6 +64,17 @@ pub enum TargetKind {
 pub enum Access {
     Read,
     Write,
+}
+
+/// How a target's data moves: straight between our buffers and the device, or through the
+/// kernel's page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoPath {
+    /// `O_DIRECT`: what nvrec always records and reads with.
+    Direct,
+    /// Through the page cache (`--buffered`), only to measure it against direct I/O.
+    Buffered,
 }
 
 /// Whether the safety checks run before a write open.
@@ -87,8 +104,10 @@ pub struct Target {
     pub capacity_bytes: u64,
     /// Alignment that O_DIRECT needs for offsets, lengths and buffer addresses.
     pub logical_block_bytes: u32,
-    /// Opened with O_DIRECT (and O_CLOEXEC); read-write when `Access::Write`.
+    /// Opened with O_DIRECT unless `io_path` says buffered (and O_CLOEXEC); read-write
+    /// when `Access::Write`.
     pub file: File,
+    pub io_path: IoPath,
     /// This process holds the recording's exclusive lock through `file` ([`lock`]).
     pub recording_lock: std::sync::atomic::AtomicBool,
 }
@@ -225,13 +244,24 @@ const DEFAULT_FILE_ALIGN_BYTES: u32 = 4096;
 
 /// Opens `path` for direct I/O, creating or safety-checking it as `options` say.
 pub fn open(path: &Path, options: &OpenOptions) -> Result<Target, DeviceError> {
+    open_as(path, options, IoPath::Direct)
+}
+
+/// Opens `path` as [`open`] does (the same creation, the same safety checks) but without
+/// `O_DIRECT`: its transfers go through the page cache. Only for measuring the page cache
+/// against direct I/O; nothing records this way.
+pub fn open_buffered(path: &Path, options: &OpenOptions) -> Result<Target, DeviceError> {
+    open_as(path, options, IoPath::Buffered)
+}
+
+fn open_as(path: &Path, options: &OpenOptions, io_path: IoPath) -> Result<Target, DeviceError> {
     match std::fs::metadata(path) {
         Ok(meta) => {
             let file_type = meta.file_type();
             if file_type.is_file() {
-                open_regular_file(path, options, true)
+                open_regular_file(path, options, true, io_path)
             } else if file_type.is_block_device() {
-                open_block_device(path, options, DevNum::from_dev_t(meta.rdev()))
+                open_block_device(path, options, DevNum::from_dev_t(meta.rdev()), io_path)
             } else {
                 Err(DeviceError::NotFileOrBlockDevice {
                     path: path.to_path_buf(),
@@ -244,7 +274,7 @@ pub fn open(path: &Path, options: &OpenOptions) -> Result<Target, DeviceError> {
                 (Access::Write, Some(_)) if under_dev(path) => Err(DeviceError::NoSuchDevice {
                     path: path.to_path_buf(),
                 }),
-                (Access::Write, Some(_)) => open_regular_file(path, options, false),
+                (Access::Write, Some(_)) => open_regular_file(path, options, false, io_path),
                 (Access::Write, None) => Err(DeviceError::NotFound {
                     path: path.to_path_buf(),
                     can_create: true,
@@ -299,6 +329,7 @@ fn open_regular_file(
     path: &Path,
     options: &OpenOptions,
     existed: bool,
+    io_path: IoPath,
 ) -> Result<Target, DeviceError> {
     let write = options.access == Access::Write;
     let create_len_bytes = if write {
@@ -310,13 +341,13 @@ fn open_regular_file(
     open_options
         .read(true)
         .write(write)
-        .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC);
+        .custom_flags(direct_flag(io_path) | libc::O_CLOEXEC);
     if create_len_bytes.is_some() {
         open_options.create(true).mode(0o644);
     }
     let file = open_options.open(path).map_err(|source| {
         match source.raw_os_error() {
-            Some(libc::EINVAL) => {
+            Some(libc::EINVAL) if io_path == IoPath::Direct => {
                 // Linux creates the file before it checks for O_DIRECT support; do not
                 // leave an empty file behind that the user never had.
                 if !existed {
@@ -357,8 +388,17 @@ fn open_regular_file(
         capacity_bytes,
         logical_block_bytes,
         file,
+        io_path,
         recording_lock: Default::default(),
     })
+}
+
+/// `O_DIRECT` for direct I/O, nothing for the page cache.
+fn direct_flag(io_path: IoPath) -> libc::c_int {
+    match io_path {
+        IoPath::Direct => libc::O_DIRECT,
+        IoPath::Buffered => 0,
+    }
 }
 
 /// Makes sure `[0, len_bytes)` of the file is allocated, which also extends it when it
@@ -399,6 +439,7 @@ fn open_block_device(
     path: &Path,
     options: &OpenOptions,
     dev: DevNum,
+    io_path: IoPath,
 ) -> Result<Target, DeviceError> {
     let write = options.access == Access::Write;
     // In use is never overridden; a signature is, by --force.
@@ -410,7 +451,7 @@ fn open_block_device(
         safety::check_not_in_use(path, dev)?;
     }
 
-    let mut flags = libc::O_DIRECT | libc::O_CLOEXEC;
+    let mut flags = direct_flag(io_path) | libc::O_CLOEXEC;
     if check {
         // On a block device, O_EXCL without O_CREAT means "open exclusively": it fails
         // with EBUSY while a filesystem, swap, dm, md or another exclusive opener holds
@@ -482,6 +523,7 @@ fn open_block_device(
         capacity_bytes,
         logical_block_bytes,
         file,
+        io_path,
         recording_lock: Default::default(),
     })
 }

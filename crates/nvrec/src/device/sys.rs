@@ -1,6 +1,7 @@
 //! Thin, checked wrappers around the system calls the device module needs and that `std`
 //! does not offer: the block-device size ioctls, `statx` for direct-I/O alignment,
-//! `fallocate`, and a page-aligned heap buffer for O_DIRECT reads.
+//! `fallocate`, a page-aligned heap buffer for O_DIRECT reads, and what dropping a range from
+//! the page cache takes (`fdatasync`, `posix_fadvise`, `mincore`, `sync`).
 //!
 //! Every `unsafe` block of the device module outside its tests lives here.
 
@@ -129,6 +130,115 @@ pub(crate) fn fallocate(file: &File, len_bytes: u64) -> io::Result<()> {
             return Err(err);
         }
     }
+}
+
+/// `fdatasync(2)` on `file`: its data written back and the device's cache flushed.
+pub(crate) fn fdatasync(file: &File) -> io::Result<()> {
+    // SAFETY: plain system call on a descriptor `file` keeps open for the call.
+    if unsafe { libc::fdatasync(file.as_raw_fd()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `posix_fadvise(POSIX_FADV_DONTNEED)` over `[offset_bytes, offset_bytes + len_bytes)`:
+/// the kernel drops the clean pages of the range from the page cache (dirty ones it only
+/// starts writing back, which is why callers flush first).
+pub(crate) fn fadvise_dont_need(file: &File, offset_bytes: u64, len_bytes: u64) -> io::Result<()> {
+    let (offset, len) = offsets(offset_bytes, len_bytes)?;
+    // SAFETY: plain system call on a descriptor `file` keeps open; no pointers.
+    let rc =
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
+    // posix_fadvise returns the error number instead of setting errno.
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// How much of a mapping [`cached_bytes`] looks at once, so that its residency vector
+/// stays small (256 KiB of it for 1 GiB of 4 KiB pages).
+const RESIDENCY_WINDOW_BYTES: u64 = 1 << 30;
+
+/// Bytes of `[offset_bytes, offset_bytes + len_bytes)` of `file` that are in the page cache
+/// now, by `mincore(2)` over a read-only shared mapping of the range, a window at a time.
+/// Whole pages: the range is widened to page boundaries. Nothing is read: mincore looks at
+/// the page cache, it does not fault pages in.
+pub(crate) fn cached_bytes(file: &File, offset_bytes: u64, len_bytes: u64) -> io::Result<u64> {
+    // SAFETY: sysconf only reads a system setting.
+    let page_bytes = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        bytes if bytes > 0 => bytes as u64,
+        _ => 4096,
+    };
+    let mut start = offset_bytes / page_bytes * page_bytes;
+    let end = offset_bytes.saturating_add(len_bytes);
+    let mut cached = 0u64;
+    let mut residency: Vec<u8> = Vec::new();
+    while start < end {
+        let window = (end - start).min(RESIDENCY_WINDOW_BYTES);
+        let (offset, _) = offsets(start, window)?;
+        let pages = window.div_ceil(page_bytes) as usize;
+        residency.clear();
+        residency.resize(pages, 0);
+        // SAFETY: a new read-only shared mapping of the file, placed by the kernel (no fixed
+        // address), so it overlaps nothing of ours; it is unmapped below on every path and
+        // never read through: only mincore looks at it.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                window as usize,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                offset,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `map` is the page-aligned start of a mapping `window` bytes long, and
+        // `residency` holds one byte for each of its pages, as mincore writes.
+        let rc = unsafe { libc::mincore(map, window as usize, residency.as_mut_ptr()) };
+        let error = (rc != 0).then(io::Error::last_os_error);
+        // SAFETY: the mapping made above, of that length, not used after this.
+        unsafe { libc::munmap(map, window as usize) };
+        if let Some(error) = error {
+            return Err(error);
+        }
+        let resident_pages = residency.iter().filter(|page| **page & 1 != 0).count() as u64;
+        cached += (resident_pages * page_bytes).min(window);
+        start += window;
+    }
+    Ok(cached)
+}
+
+/// Whether this process runs as root (effective user 0), which writing
+/// `/proc/sys/vm/drop_caches` needs.
+pub(crate) fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail and takes nothing.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `sync(2)`: every dirty page of every file system written back.
+pub(crate) fn sync_everything() {
+    // SAFETY: sync takes nothing and cannot fail.
+    unsafe { libc::sync() }
+}
+
+/// An offset and a length as `off_t`, or why they are not.
+fn offsets(offset_bytes: u64, len_bytes: u64) -> io::Result<(libc::off_t, libc::off_t)> {
+    let too_large = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{offset_bytes} + {len_bytes} bytes is too large for this platform's file offsets"
+            ),
+        )
+    };
+    Ok((
+        libc::off_t::try_from(offset_bytes).map_err(|_| too_large())?,
+        libc::off_t::try_from(len_bytes).map_err(|_| too_large())?,
+    ))
 }
 
 /// A zero-filled heap buffer whose address is aligned as O_DIRECT needs.

@@ -25,8 +25,8 @@
 /// that an engine's `impl Engine` holds only what is its own. A macro because trait methods
 /// cannot be shared by a function. Each form writes one group:
 /// - `pool, KIND`: `kind`, and `queue_depth`, `pool`, `pool_mut` from those fields;
-/// - `files`: `in_flight`, `sync_data` and `discard`, for engines on open files (`files`,
-///   `in_flight`);
+/// - `files`: `in_flight`, `sync_data`, `write_back` and `discard`, for engines on open
+///   files (`files`, `in_flight`);
 /// - `stats`: `stats` from that field;
 /// - `batched`: `in_flight` and `push`, for the simulated engines, which hold pushed
 ///   requests in `pushed` until `submit_and_reap` serves them into `pending`.
@@ -56,6 +56,11 @@ macro_rules! shared_engine_methods {
         fn sync_data(&mut self) -> Result<(), IoError> {
             debug_assert_eq!(self.in_flight, 0);
             super::sync_files(&self.files)
+        }
+
+        fn write_back(&mut self) -> Result<(), IoError> {
+            debug_assert_eq!(self.in_flight, 0);
+            super::write_back_files(&self.files)
         }
 
         fn discard(&mut self, file: u16, offset_bytes: u64, len_bytes: u64) -> Result<(), IoError> {
@@ -338,6 +343,14 @@ pub trait Engine {
     fn reap(&mut self, wait_min: u32, out: &mut Vec<IoCompletion>) -> Result<(), EngineError>;
     /// Makes written data durable on every file (fdatasync). Call with nothing in flight.
     fn sync_data(&mut self) -> Result<(), IoError>;
+    /// Waits until every byte written through the page cache (a target opened without
+    /// O_DIRECT, `--buffered`) has been written to the targets and the devices have
+    /// acknowledged it: the moment a direct write completes, without the flush of the
+    /// devices' caches that `sync_data` adds. Nothing to wait for where writes never go
+    /// through the page cache (direct I/O, the simulated drives). Call with nothing in flight.
+    fn write_back(&mut self) -> Result<(), IoError> {
+        Ok(())
+    }
     fn stats(&self) -> EngineStats;
     /// Human words on how the engine is set up ("fixed buffers, single issuer").
     fn features(&self) -> String;
@@ -530,6 +543,25 @@ pub(crate) fn sync_files(files: &[File]) -> Result<(), IoError> {
     for file in files {
         // SAFETY: the descriptor belongs to `file`, open for the duration of the call.
         if unsafe { libc::fdatasync(file.as_raw_fd()) } != 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            return Err(IoError::from_errno(IoOp::Flush, 0, 0, errno));
+        }
+    }
+    Ok(())
+}
+
+/// Writes back every dirty page of `files` and waits for it (`sync_file_range` with
+/// WAIT_BEFORE, WRITE and WAIT_AFTER over the whole file): data on the device, no cache
+/// flush. Files opened with O_DIRECT have nothing to write back.
+pub(crate) fn write_back_files(files: &[File]) -> Result<(), IoError> {
+    use std::os::fd::AsRawFd;
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+        | libc::SYNC_FILE_RANGE_WRITE
+        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    for file in files {
+        // SAFETY: plain system call on a descriptor `file` keeps open; offset 0 and length 0
+        // name the whole file.
+        if unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, flags) } != 0 {
             let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
             return Err(IoError::from_errno(IoOp::Flush, 0, 0, errno));
         }

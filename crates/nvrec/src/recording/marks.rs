@@ -303,7 +303,19 @@ pub fn kept_ranges(
             .and_then(|m| m.as_ref())
             .map_or(1, |m| m.layout().data_slot_count)
     };
-    let kept_over = |mark: &RecordingEntry| {
+    Ok(kept_over(set, entry)?
+        .iter()
+        .flat_map(|mark| ranges_of(mark, lap_slots))
+        .collect())
+}
+
+/// The marks whose slots ring `entry`'s writer kept apart, released or not (see
+/// [`kept_ranges`]): its own, and those of earlier recordings kept when it began.
+pub fn kept_over(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+) -> Result<Vec<RecordingEntry>, RecordingError> {
+    let over = |mark: &RecordingEntry| {
         let of = mark.mark_of.map_or(0, |of| of.recording_id);
         of == entry.recording_id
             || mark.recording_id < entry.recording_id
@@ -311,12 +323,9 @@ pub fn kept_ranges(
                     .reclaimed
                     .is_none_or(|reclaim| reclaim.reclaimed_ns >= entry.start_ns)
     };
-    Ok(set
-        .marks()?
-        .iter()
-        .filter(|mark| kept_over(mark))
-        .flat_map(|mark| ranges_of(mark, lap_slots))
-        .collect())
+    let mut marks = set.marks()?;
+    marks.retain(over);
+    Ok(marks)
 }
 
 /// Recording `parent` as a read of `mark` sees it: the mark's chunks, on the slots it

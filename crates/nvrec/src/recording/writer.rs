@@ -142,6 +142,10 @@ const SUBMIT_BATCH_IO_COUNT: usize = 8;
 /// I/Os of a ring kept discarded ahead of the write point.
 const TRIM_AHEAD_IO_COUNT: u64 = 64;
 
+/// The most chunks one I/O holds (`RecordOptions::io_chunk_count`): also the most slots a
+/// jump over a mark's kept slots leaves unwritten before them (see `recovery.rs`).
+pub const IO_CHUNK_COUNT_MAX: u32 = 1024;
+
 #[derive(Debug, Clone)]
 pub struct RecordOptions {
     pub chunk_size_bytes: u32,
@@ -707,9 +711,9 @@ fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
             options.chunk_size_bytes
         ));
     }
-    if options.io_chunk_count == 0 || options.io_chunk_count > 1024 {
+    if options.io_chunk_count == 0 || options.io_chunk_count > IO_CHUNK_COUNT_MAX {
         return usage(format!(
-            "{} chunks per I/O is out of range 1..=1024",
+            "{} chunks per I/O is out of range 1..={IO_CHUNK_COUNT_MAX}",
             options.io_chunk_count
         ));
     }

@@ -7,6 +7,11 @@
 //! `document.body.dataset.chartsRendered` (or the failures in `chartsFailed`), so a headless
 //! browser can prove the charts render.
 //!
+//! Every section has an id made from its heading ([`section_ids`]): a link to
+//! `report.html#peak-against-continuous` shows that section alone (an inline style hides the
+//! rest while a section is the link's target), which is how one picture of a page is shown,
+//! linked or screenshotted.
+//!
 //! What it deliberately does not do: any I/O (callers write the string), load anything from
 //! elsewhere (fonts, styles, scripts), or interpret bench results (`nvrec-cli` maps results to
 //! charts). All text is escaped; nothing in a label can become markup.
@@ -180,6 +185,7 @@ text-align:left;font-variant-numeric:tabular-nums}th{background:#f3f3f3}caption{
 font-weight:600;padding:.3em 0}svg.chart{display:block;margin:1em 0;max-width:100%;height:auto;\
 background:#fff;border:1px solid #e3e3e3}.meta td:first-child{color:#555}\
 footer{color:#777;font-size:.85em;margin-top:3em}\
+body:has(section:target)>:not(section:target){display:none}\
 @media print{body{margin:0;max-width:none;print-color-adjust:exact;-webkit-print-color-adjust:exact}\
 svg.chart{border:none}svg.chart,table{break-inside:avoid}h2{break-after:avoid}}";
 
@@ -221,8 +227,12 @@ pub fn render_html(report: &Report) -> String {
         out.push_str("</table>\n");
     }
     let mut chart_index = 0;
-    for section in &report.sections {
-        let _ = writeln!(out, "<section>\n<h2>{}</h2>", escape(&section.heading));
+    for (section, id) in report.sections.iter().zip(section_ids(&report.sections)) {
+        let _ = writeln!(
+            out,
+            "<section id=\"{id}\">\n<h2>{}</h2>",
+            escape(&section.heading)
+        );
         for paragraph in &section.paragraphs {
             let _ = writeln!(out, "<p>{}</p>", escape(paragraph));
         }
@@ -242,6 +252,36 @@ pub fn render_html(report: &Report) -> String {
         env!("CARGO_PKG_VERSION")
     );
     out
+}
+
+/// Each section's id: its heading in lower case, every run of other characters than ASCII
+/// letters and digits a single `-` (`Peak against continuous` is `peak-against-continuous`),
+/// `section` where nothing is left, and `-2`, `-3` ... added to a repeated one. Only letters,
+/// digits and `-`, so an id needs no escaping.
+pub fn section_ids(sections: &[Section]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::with_capacity(sections.len());
+    for section in sections {
+        let mut id = String::new();
+        for c in section.heading.chars() {
+            if c.is_ascii_alphanumeric() {
+                id.push(c.to_ascii_lowercase());
+            } else if !id.is_empty() && !id.ends_with('-') {
+                id.push('-');
+            }
+        }
+        let id = match id.trim_end_matches('-') {
+            "" => "section".to_string(),
+            trimmed => trimmed.to_string(),
+        };
+        let mut unique = id.clone();
+        let mut count = 1;
+        while ids.contains(&unique) {
+            count += 1;
+            unique = format!("{id}-{count}");
+        }
+        ids.push(unique);
+    }
+    ids
 }
 
 fn render_table(table: &Table, out: &mut String) {
@@ -320,6 +360,40 @@ mod tests {
         }
         // Exactly the one script of our own.
         assert_eq!(html.matches("<script>").count(), 1);
+    }
+
+    #[test]
+    fn sections_have_ids_from_their_headings_each_once() {
+        let sections: Vec<Section> = [
+            "Peak against continuous",
+            "Direct I/O against the page cache",
+            "Peak against continuous",
+            "<>",
+            "  fill: 2 files ",
+        ]
+        .iter()
+        .map(|heading| Section {
+            heading: heading.to_string(),
+            ..Section::default()
+        })
+        .collect();
+        assert_eq!(
+            section_ids(&sections),
+            [
+                "peak-against-continuous",
+                "direct-i-o-against-the-page-cache",
+                "peak-against-continuous-2",
+                "section",
+                "fill-2-files",
+            ]
+        );
+        let html = render_html(&Report {
+            sections,
+            ..Report::default()
+        });
+        assert!(html.contains("<section id=\"direct-i-o-against-the-page-cache\">"));
+        // A section that is the link's target is shown alone.
+        assert!(html.contains("body:has(section:target)>:not(section:target){display:none}"));
     }
 
     #[test]

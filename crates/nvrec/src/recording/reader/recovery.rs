@@ -28,6 +28,7 @@ use crate::layout::{
     RecordingFlags, RecordingState, VolumeLayout,
 };
 use crate::recording::volume::{self, VolumeSet};
+use crate::recording::writer::IO_CHUNK_COUNT_MAX;
 use crate::recording::RecordingError;
 
 /// [`recovered_end`](super::recovered_end)'s search, up to the chunks stamped now where
@@ -39,11 +40,16 @@ pub(super) fn search_end(
     let Some((checkpoint, entry)) = open_at_checkpoint(set)? else {
         return Ok(None);
     };
+    let ring = entry.flags.contains(RecordingFlags::RING);
     let search = EndSearch {
         set,
         checkpoint: &checkpoint,
-        ring: entry.flags.contains(RecordingFlags::RING),
+        ring,
         stamped_by_ns: bounded.then(|| set.clock().wall_ns()),
+        kept: match ring {
+            true => kept_spans(set, &entry)?,
+            false => Vec::new(),
+        },
     };
     let none = vec![false; set.members.len()];
     let (recovered, lapped) = search.search(&none)?;
@@ -76,6 +82,26 @@ fn open_at_checkpoint(
         .map(|entry| (checkpoint, entry)))
 }
 
+/// The spans of slots that marks keep apart from ring `entry`'s laps, as the index names
+/// them: (member, first slot, end slot), the end before the first where the span wraps.
+fn kept_spans(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+) -> Result<Vec<(usize, u64, u64)>, RecordingError> {
+    let mut spans = Vec::new();
+    for mark in crate::recording::marks::kept_over(set, entry)? {
+        if mark.state == RecordingState::Open {
+            continue;
+        }
+        for (member, span) in mark.members.iter().enumerate() {
+            if span.start_slot_index != span.end_slot_index {
+                spans.push((member, span.start_slot_index, span.end_slot_index));
+            }
+        }
+    }
+    Ok(spans)
+}
+
 /// What the search for a crashed recording's end goes by.
 struct EndSearch<'a> {
     set: &'a VolumeSet,
@@ -83,6 +109,8 @@ struct EndSearch<'a> {
     ring: bool,
     /// Only chunks stamped by then count (a recording another program is writing now).
     stamped_by_ns: Option<u64>,
+    /// Slots marks keep, which a ring's write point jumps over (see [`kept_spans`]).
+    kept: Vec<(usize, u64, u64)>,
 }
 
 /// Where [`search_end`] found each member's run to end, and what it read on the way.
@@ -320,8 +348,20 @@ impl EndSearch<'_> {
                 offset,
                 (count * layout.chunk_size_bytes as u64) as usize,
             )?;
-            let run_ended = self.keep_chunks(index, layout, &bytes, &mut run, kept, ends);
-            if run_ended {
+            let stop = self.keep_chunks(index, layout, &bytes, &mut run, kept, ends);
+            if let Some(stop) = stop {
+                // The write point jumped over slots a mark keeps: the run goes on past them.
+                if let Some((slot, laps)) = self.past_kept(index, stop) {
+                    let distance = match laps {
+                        0 => slot - stop,
+                        _ => slot_count - stop + slot,
+                    };
+                    remaining = remaining.saturating_sub(stop - run.slot + distance);
+                    run.slot = slot;
+                    run.lap = run.lap.saturating_add(laps);
+                    wrapped |= laps > 0;
+                    continue;
+                }
                 if !self.ring || wrapped || run.slot == 0 && run.last_sequence.is_none() {
                     break;
                 }
@@ -337,8 +377,35 @@ impl EndSearch<'_> {
         Ok(run.end)
     }
 
+    /// Where a run of member `index` that stopped at `stop` goes on when a mark's kept slots
+    /// begin there, or fewer than a write's slots later (a write that would have reached into
+    /// them left those unwritten; the mark's entry may not say so yet): (slot, laps on). A
+    /// span that wraps begins at its first slot, and its part in the next lap at slot 0.
+    ///
+    /// Going on past them never takes a wrong chunk: a chunk past them is kept only where
+    /// it continues the member's run, and the recording ends at the first sequence no
+    /// member holds.
+    fn past_kept(&self, index: usize, stop: u64) -> Option<(u64, u64)> {
+        let ahead = |first: u64| {
+            first
+                .checked_sub(stop)
+                .filter(|&d| d < u64::from(IO_CHUNK_COUNT_MAX))
+        };
+        self.kept
+            .iter()
+            .filter(|&&(member, _, _)| member == index)
+            .filter_map(|&(_, first, end)| match (ahead(first), end > first) {
+                (Some(d), true) => Some((d, end, 0)),
+                (Some(d), false) => Some((d, end, 1)),
+                (None, false) if stop == 0 && end > 0 => Some((0, end, 0)),
+                _ => None,
+            })
+            .min_by_key(|&(distance, _, _)| distance)
+            .map(|(_, slot, laps)| (slot, laps))
+    }
+
     /// Keeps the chunks of one read from `run.slot` on while they continue the run.
-    /// Returns whether the run ended within it.
+    /// Returns the slot where the run stopped, if it stopped within the read.
     fn keep_chunks(
         &self,
         index: usize,
@@ -347,7 +414,7 @@ impl EndSearch<'_> {
         run: &mut MemberRun,
         kept: &mut Vec<(ChunkHeader, u64)>,
         ends: &mut SearchEnds,
-    ) -> bool {
+    ) -> Option<u64> {
         for (within, slot_bytes) in bytes.chunks(layout.chunk_size_bytes as usize).enumerate() {
             ends.searched_slot_count += 1;
             let this_slot = run.slot + within as u64;
@@ -355,7 +422,7 @@ impl EndSearch<'_> {
                 Ok(view) if self.continues(index, layout, this_slot, run, &view.header) => {
                     view.header
                 }
-                _ => return true,
+                _ => return Some(this_slot),
             };
             if !header.flags.contains(ChunkFlags::REDIRECTED) {
                 run.last_sequence = Some(header.sequence);
@@ -364,7 +431,7 @@ impl EndSearch<'_> {
             kept.push((header, run.lap));
             run.end = (this_slot + 1, run.lap);
         }
-        false
+        None
     }
 
     /// Whether `header`, found at `this_slot` of member `index`, continues its run.

@@ -351,6 +351,20 @@ impl Writer<'_> {
         let mut waiting = left;
         waiting.append(&mut marker.waiting);
         marker.waiting = waiting;
+        // A kept mark whose entry is durable as it stands now: recovery crosses its slots.
+        for kept in &marker.kept {
+            let durable = made.iter().any(|entry| {
+                entry.recording_id == kept.entry.recording_id
+                    && entry.revision == kept.entry.revision
+            });
+            if durable {
+                for (member, range) in self.placement.members.iter_mut().zip(&kept.ranges) {
+                    if let Some(range) = range {
+                        member.settled(*range);
+                    }
+                }
+            }
+        }
         let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut marker.unanswered)
             .into_iter()
             .partition(|(id, _, _)| made.iter().any(|entry| entry.recording_id == *id));
@@ -439,6 +453,7 @@ impl Writer<'_> {
                         if let Some(at) = member.kept.iter().position(|r| r == range) {
                             member.kept.remove(at);
                         }
+                        member.settled(*range);
                     }
                 }
                 Ok(released_answer(&next))
@@ -491,6 +506,7 @@ impl Writer<'_> {
         for (member, range) in self.placement.members.iter_mut().zip(&ranges) {
             if let Some(range) = range {
                 member.kept.push(*range);
+                member.unsettled.push(*range);
                 member.jump_kept(k);
             }
         }

@@ -65,10 +65,14 @@ pub(super) struct MemberState {
     /// Slots marks keep (format 1.7): (first slot, slot count) in lap order. The write
     /// point jumps over them (see [`MemberState::jump_kept`]).
     pub(super) kept: Vec<(u64, u64)>,
-    /// After a jump over kept slots: the ring position the write point jumped to. No write
-    /// goes on past it until a durable checkpoint puts the member there, so recovery, which
-    /// searches forward from a checkpoint and stops at the first older chunk, never has to
-    /// cross kept slots.
+    /// Kept ranges (of `kept`) of a mark whose closed entry is not durable yet. Recovery,
+    /// which searches forward from a checkpoint, crosses only the kept slots the index
+    /// names (and the fewer than a write's slots a jump left unwritten before them).
+    pub(super) unsettled: Vec<(u64, u64)>,
+    /// After a jump over kept slots recovery cannot know of (`unsettled`): the ring
+    /// position the write point jumped to. No write goes on past it until a durable
+    /// checkpoint puts the member there. (A jump over settled slots goes on at once: a
+    /// stalled member elsewhere, holding the checkpoint back, holds nothing here.)
     pub(super) barrier: Option<u64>,
     /// The checkpoint last built puts the member at or past `barrier`.
     pub(super) barrier_passed: bool,
@@ -380,14 +384,18 @@ impl MemberState {
     }
 
     /// Moves the write point past the kept slots that a write of `count` slots from it
-    /// would touch (or that it stands in), and blocks writes until a checkpoint is durable
-    /// there (`barrier`). Returns whether it moved.
+    /// would touch (or that it stands in). Where those slots are not yet named by a durable
+    /// entry (`unsettled`), writes wait until a checkpoint is durable there
+    /// (`barrier`); past settled ones they go on, the jump counted in the slots since the
+    /// checkpoint. Returns whether it moved.
     pub(super) fn jump_kept(&mut self, count: u64) -> bool {
         let lap = self.usable_slots;
         if lap == 0 || self.kept.is_empty() {
             return false;
         }
+        let from = self.ring_next().0;
         let mut jumped = false;
+        let mut unsettled = false;
         for _ in 0..=self.kept.len() {
             let (position, _, slot) = self.ring_next();
             let Some((index, distance, short)) = self
@@ -401,10 +409,18 @@ impl MemberState {
             else {
                 break;
             };
+            let named = !self.unsettled.contains(&self.kept[index]);
+            unsettled |= !named;
             if short > 0 {
+                // Recovery crosses the slots left unwritten before a named range too: fewer
+                // than a write's.
                 let (first, kept) = self.kept[index];
                 let widened = ((first % lap + lap - short) % lap, kept + short);
                 self.widened.push((self.kept[index], widened));
+                if !named {
+                    self.unsettled.retain(|&range| range != self.kept[index]);
+                    self.unsettled.push(widened);
+                }
                 self.kept[index] = widened;
             }
             let to = position + distance;
@@ -412,14 +428,29 @@ impl MemberState {
             self.next_slot = to % lap;
             jumped = true;
         }
-        if jumped {
-            self.barrier = Some(self.ring_next().0);
-            self.barrier_passed = false;
-            self.since_checkpoint_slots = self.recovery_limit_slots;
-            self.since_durable_slots = self.recovery_limit_slots;
-            self.trimmed_to_slot = self.next_slot;
+        if !jumped {
+            return false;
         }
-        jumped
+        self.trimmed_to_slot = self.next_slot;
+        match unsettled {
+            true => {
+                self.barrier = Some(self.ring_next().0);
+                self.barrier_passed = false;
+                self.since_checkpoint_slots = self.recovery_limit_slots;
+                self.since_durable_slots = self.recovery_limit_slots;
+            }
+            false => {
+                let distance = self.ring_next().0 - from;
+                self.since_checkpoint_slots = self.since_checkpoint_slots.saturating_add(distance);
+                self.since_durable_slots = self.since_durable_slots.saturating_add(distance);
+            }
+        }
+        true
+    }
+
+    /// Kept `range` is named by a durable entry now: recovery crosses it.
+    pub(super) fn settled(&mut self, range: (u64, u64)) {
+        self.unsettled.retain(|&r| r != range);
     }
 
     /// A linear recording added to a set whose marks keep slots (`kept`, runs of the
@@ -970,6 +1001,8 @@ mod tests {
         let mut member = member();
         member.queue_depth = 4;
         member.kept = vec![(40, 10), (95, 10)]; // the second wraps over the lap's end
+                                                // Neither is named by a durable entry yet (a mark just closed).
+        member.unsettled = member.kept.clone();
         member.next_slot = 38;
         // A write of 2 from 38 fits before 40: no jump.
         assert!(!member.jump_kept(2));
@@ -996,7 +1029,44 @@ mod tests {
         assert_eq!((member.lap, member.next_slot), (1, 5));
         assert_eq!(member.widened, vec![((95, 10), (94, 11))]);
         assert_eq!(member.kept[1], (94, 11));
+        assert_eq!(
+            member.unsettled,
+            vec![(40, 10), (94, 11)],
+            "still not named"
+        );
         assert_eq!(member.slots_before_kept(), 35);
+    }
+
+    #[test]
+    fn a_jump_over_slots_a_durable_entry_names_goes_on_without_a_checkpoint() {
+        let mut member = member();
+        member.queue_depth = 4;
+        member.kept = vec![(40, 10)];
+        member.next_slot = 40;
+        member.since_checkpoint_slots = 6;
+        member.since_durable_slots = 6;
+        assert!(member.jump_kept(2));
+        assert_eq!((member.lap, member.next_slot), (0, 50));
+        assert!(member.barrier.is_none());
+        // The jump counts in the slots since the checkpoint: recovery reads through them.
+        assert_eq!(member.since_checkpoint_slots, 16);
+        assert_eq!(member.since_durable_slots, 16);
+        assert!(
+            member.can_take(2, true),
+            "a stall elsewhere holds nothing here"
+        );
+        // Once its entry is durable, a mark closed since is crossed the same way.
+        member.kept.push((60, 5));
+        member.unsettled.push((60, 5));
+        member.settled((60, 5));
+        member.next_slot = 59;
+        assert!(member.jump_kept(2), "a write from 59 would reach into 60");
+        assert!(
+            member.barrier.is_none(),
+            "widened to 59: recovery crosses the slot too"
+        );
+        assert_eq!(member.kept[1], (59, 6));
+        assert!(member.unsettled.is_empty());
     }
 
     #[test]
