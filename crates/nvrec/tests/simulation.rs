@@ -45,7 +45,8 @@
 //! name (`health::check`: every copy lost, or an entry left open as the set went on past
 //! it; `scan::unnamed` or `scan::unaccounted`: chunks past what the table says), or the
 //! case fails. A lost or misdirected checkpoint leaves the older one, from which recovery
-//! must still find everything acknowledged. A struck write may also cost nothing (a later
+//! must still find everything acknowledged (in a ring, the chunks that the writer's next
+//! lap discarded past the older checkpoint's position may then be reported missing). A struck write may also cost nothing (a later
 //! write covers it); the run must see each kind strike and end loud (reported by the
 //! reader, named by `health::check`, or an entry lost and named).
 //!
@@ -75,7 +76,7 @@
 use nvrec::control::{Control, Progress};
 use nvrec::device::{Access, Safety};
 use nvrec::engine::{DiskFault, EngineChoice, FaultStart, IoOp, RangeFault, SilentWrite, SimDisks};
-use nvrec::layout::{decode_chunk, RecordingEntry, RetirementCause, VolumeLayout};
+use nvrec::layout::{decode_chunk, Checkpoint, RecordingEntry, RetirementCause, VolumeLayout};
 use nvrec::pattern::Pattern;
 use nvrec::recording::disk::Members;
 use nvrec::recording::reader::{self, Item};
@@ -840,7 +841,7 @@ struct Silent {
     chunks: BTreeMap<u64, (u64, u64)>,
     /// Where struck writes were given and where they landed: (disk, offset, length).
     ranges: Vec<(usize, u64, u64)>,
-    /// A ring where a data write was struck.
+    /// A ring where a data write, or a checkpoint of the recording, was struck.
     ring: bool,
     /// Revisions of the recording's entry that struck metadata writes carried or displaced.
     entry_revisions: Vec<u64>,
@@ -904,6 +905,13 @@ impl Silent {
                 if let Ok(entry) = RecordingEntry::decode(bytes) {
                     if entry.recording_id == recording_id {
                         silent.entry_revisions.push(entry.revision);
+                    }
+                }
+                // A ring's checkpoint lost: its writer's next lap may have discarded chunks
+                // past the older checkpoint's position, which the reader reports missing.
+                if let Ok(checkpoint) = Checkpoint::decode(bytes) {
+                    if checkpoint.recording_id == recording_id {
+                        silent.ring |= matches!(case.fill, Fill::Ring { .. });
                     }
                 }
             }
@@ -1838,6 +1846,7 @@ const SEEDS_THAT_FOUND_DEFECTS: &[u64] = &[
     201013, // the same, only torn writes past the position: their headers tell
     904244915, // a closing entry lost: the recording read as open and empty, named nowhere (scan::stale_open, health)
     904242815, // the same in a ring gone round, the closing entry misdirected two blocks on
+    111929713, // a lost checkpoint: a ring's next lap discarded past the older one's position, the run ended at the blank slots (recovery.rs discarded_round)
 ];
 
 #[test]

@@ -20,6 +20,13 @@
 //! and the recording's run without a hole starts at the newest of those oldest survivors
 //! rather than at the checkpoint's durable end, whose chunks the ring overwrote.
 //!
+//! The lost checkpoint may also have let the writer's next lap discard ahead past the
+//! position (trimming), and no further: its writes stayed before it. The slot just before
+//! the position then no longer holds its durable chunk (see
+//! [`EndSearch::discarded_round`]), and the member's run goes on past the slots left blank
+//! or torn to the chunks that continue it, which the lost checkpoint made durable; the
+//! sequences crossed count as held for the end (the reader reports them missing).
+//!
 //! This module only reads: closing the recording on disk is [`super::recover`]'s.
 
 use super::{holds_redirect, RecoveredEnd, SCAN_SLOTS_PER_READ};
@@ -44,6 +51,7 @@ pub(super) fn search_end(
     let search = EndSearch {
         set,
         checkpoint: &checkpoint,
+        entry: &entry,
         ring,
         stamped_by_ns: bounded.then(|| set.clock().wall_ns()),
         kept: match ring {
@@ -52,13 +60,26 @@ pub(super) fn search_end(
         },
     };
     let none = vec![false; set.members.len()];
-    let (recovered, lapped) = search.search(&none)?;
-    if !lapped.contains(&true) {
+    let (recovered, lapped) = search.search(&none, &none)?;
+    if lapped.contains(&true) {
+        // A newer checkpoint was lost: the lapped members are searched again from their
+        // write points (see the module docs).
+        let (recovered, _) = search.search(&lapped, &none)?;
         return Ok(Some((checkpoint, recovered)));
     }
-    // A newer checkpoint was lost: the lapped members are searched again from their write
-    // points (see the module docs).
-    let (recovered, _) = search.search(&lapped)?;
+    let mut discarded = Vec::with_capacity(set.members.len());
+    for (index, member) in set.members.iter().enumerate() {
+        discarded.push(match member {
+            Some(member) => search.discarded_round(index, member)?,
+            None => false,
+        });
+    }
+    if !discarded.contains(&true) {
+        return Ok(Some((checkpoint, recovered)));
+    }
+    // A newer checkpoint was lost, and the writer's next lap discarded ahead past the
+    // position: those members' runs go on past the slots it left blank or tore.
+    let (recovered, _) = search.search(&none, &discarded)?;
     Ok(Some((checkpoint, recovered)))
 }
 
@@ -106,6 +127,8 @@ fn kept_spans(
 struct EndSearch<'a> {
     set: &'a VolumeSet,
     checkpoint: &'a Checkpoint,
+    /// The recording's entry, as the table holds it.
+    entry: &'a RecordingEntry,
     ring: bool,
     /// Only chunks stamped by then count (a recording another program is writing now).
     stamped_by_ns: Option<u64>,
@@ -120,6 +143,10 @@ struct SearchEnds {
     laps: Vec<u64>,
     highest: Option<u64>,
     searched_slot_count: u64,
+    /// Runs of sequences that a member's run went on past, over slots its writer's next
+    /// lap discarded (see [`EndSearch::discarded_round`]): `[first, end)`, `end` the
+    /// sequence of the chunk that continued the run after them.
+    crossed: Vec<(u64, u64)>,
 }
 
 impl SearchEnds {
@@ -151,6 +178,15 @@ impl SearchEnds {
     }
 }
 
+/// How far [`EndSearch::member_run`] follows a member's run.
+#[derive(Clone, Copy)]
+struct Reach {
+    /// At most these slots (never more than a lap).
+    slots: u64,
+    /// On past blank and torn slots, in the first lap (see [`EndSearch::discarded_round`]).
+    cross: bool,
+}
+
 /// Where a position is in a member's run after the checkpoint, as the search goes.
 struct MemberRun {
     slot: u64,
@@ -158,13 +194,24 @@ struct MemberRun {
     last_sequence: Option<u64>,
     /// Just past the last chunk kept: (slot, lap).
     end: (u64, u64),
+    /// The run goes on past blank and torn slots (in its first lap only): see
+    /// [`EndSearch::discarded_round`].
+    cross: bool,
+    /// The run is past blank or torn slots, looking for the chunk that continues it.
+    in_gap: bool,
 }
 
 impl EndSearch<'_> {
     /// Searches every member from its checkpoint position, or, for a member `lapped` says
     /// went round past it, from its write point: the recording's end, and the members whose
     /// walk for traces showed that they went round past the position.
-    fn search(&self, lapped: &[bool]) -> Result<(RecoveredEnd, Vec<bool>), RecordingError> {
+    /// A member `discarded` says its writer's next lap discarded past its position goes on
+    /// past the slots left blank or torn (see [`EndSearch::discarded_round`]).
+    fn search(
+        &self,
+        lapped: &[bool],
+        discarded: &[bool],
+    ) -> Result<(RecoveredEnd, Vec<bool>), RecordingError> {
         let checkpoint = self.checkpoint;
         // Each with the lap it was found in.
         let mut kept: Vec<(ChunkHeader, u64)> = Vec::new();
@@ -185,8 +232,11 @@ impl EndSearch<'_> {
                 (None, _) => (position.next_slot_index, position.lap),
                 (Some(member), false) => {
                     // The window comes from disk: never more than a lap of this member.
-                    let window = u64::from(checkpoint.recovery_window_slots);
-                    self.member_run(index, member, position, window, &mut kept, &mut ends)?
+                    let reach = Reach {
+                        slots: u64::from(checkpoint.recovery_window_slots),
+                        cross: discarded[index],
+                    };
+                    self.member_run(index, member, position, reach, &mut kept, &mut ends)?
                 }
                 (Some(member), true) => {
                     let before = kept.len();
@@ -201,7 +251,7 @@ impl EndSearch<'_> {
             ends.laps.push(end_lap);
         }
         kept.sort_by_key(|(header, _)| header.sequence);
-        let end_sequence = run_end(&kept, run_start);
+        let end_sequence = run_end(&kept, run_start, &ends.crossed);
         // Chunks past the first hole are not part of a contiguous stream: their slots are
         // free.
         let contiguous: Vec<&(ChunkHeader, u64)> = kept
@@ -251,7 +301,11 @@ impl EndSearch<'_> {
             next_slot_index: slot,
             lap,
         };
-        self.member_run(index, member, oldest, slot_count, kept, ends)
+        let reach = Reach {
+            slots: slot_count,
+            cross: false,
+        };
+        self.member_run(index, member, oldest, reach, kept, ends)
     }
 
     /// Where member `index`'s newest chunk written after the checkpoint lies, in a lap from
@@ -307,14 +361,14 @@ impl EndSearch<'_> {
     }
 
     /// Follows member `index`'s run of chunks forward from `position` (its checkpoint's),
-    /// at most `window_slots` slots and never more than a lap, keeping them in `kept` with
+    /// at most `reach.slots` slots and never more than a lap, keeping them in `kept` with
     /// their lap. Returns where the run ends: (slot, lap).
     fn member_run(
         &self,
         index: usize,
         member: &volume::Member,
         position: MemberPosition,
-        window_slots: u64,
+        reach: Reach,
         kept: &mut Vec<(ChunkHeader, u64)>,
         ends: &mut SearchEnds,
     ) -> Result<(u64, u64), RecordingError> {
@@ -325,8 +379,10 @@ impl EndSearch<'_> {
             lap: position.lap,
             last_sequence: None,
             end: (position.next_slot_index, position.lap),
+            cross: reach.cross,
+            in_gap: false,
         };
-        let mut remaining = window_slots.min(slot_count);
+        let mut remaining = reach.slots.min(slot_count);
         // A ring's lap may end before the member's last slot (the writer uses whole I/Os):
         // where the run stops, it may go on at slot 0 of the next lap, once.
         let mut wrapped = false;
@@ -338,6 +394,7 @@ impl EndSearch<'_> {
                 run.slot = 0;
                 run.lap = run.lap.saturating_add(1);
                 wrapped = true;
+                (run.cross, run.in_gap) = (false, false);
             }
             let count = SCAN_SLOTS_PER_READ
                 .min(slot_count - run.slot)
@@ -360,6 +417,9 @@ impl EndSearch<'_> {
                     run.slot = slot;
                     run.lap = run.lap.saturating_add(laps);
                     wrapped |= laps > 0;
+                    if laps > 0 {
+                        (run.cross, run.in_gap) = (false, false);
+                    }
                     continue;
                 }
                 if !self.ring || wrapped || run.slot == 0 && run.last_sequence.is_none() {
@@ -368,6 +428,7 @@ impl EndSearch<'_> {
                 run.slot = 0;
                 run.lap = run.lap.saturating_add(1);
                 wrapped = true;
+                (run.cross, run.in_gap) = (false, false);
                 remaining = remaining.saturating_sub(count);
                 continue;
             }
@@ -375,6 +436,60 @@ impl EndSearch<'_> {
             remaining -= count;
         }
         Ok(run.end)
+    }
+
+    /// Whether ring member `index`'s writer came round, in the lap after its checkpoint
+    /// position, to the slot just before it: that slot no longer holds a whole chunk (it is
+    /// blank or torn), where the checkpoint says the recording's chunk there was durable.
+    ///
+    /// A writer that keeps its promise never goes so far past its newest durable checkpoint
+    /// (its writes and discards stay within a lap less one write of it), so a newer
+    /// checkpoint was acknowledged and lost, and the writer's next lap, trimming ahead, may
+    /// have discarded the chunks after the position, which a power cut may also have left
+    /// torn. The member's run then goes on past blank and torn slots, in the lap of the
+    /// position, to the chunks that continue it: the discarded ones are reported missing,
+    /// and those after them, which the lost checkpoint made durable, are not lost with
+    /// them. Going on never takes a wrong chunk: one is kept only where it continues the
+    /// member's run.
+    fn discarded_round(
+        &self,
+        index: usize,
+        member: &volume::Member,
+    ) -> Result<bool, RecordingError> {
+        let (checkpoint, entry) = (self.checkpoint, self.entry);
+        let Some(position) = checkpoint.members.get(index).copied() else {
+            return Ok(false);
+        };
+        let layout = member.layout();
+        let slot = position.next_slot_index;
+        if !self.ring
+            || slot == 0
+            || slot >= layout.data_slot_count
+            || checkpoint.durable_sequence_end <= entry.first_sequence
+        {
+            return Ok(false);
+        }
+        // The slot before the position was written in its lap by this recording.
+        let start_lap = entry.start_laps.get(index).map_or(0, |&lap| u64::from(lap));
+        let start_slot = entry
+            .members
+            .get(index)
+            .map_or(0, |span| span.start_slot_index);
+        let before = slot - 1;
+        let written = position.lap > start_lap || (position.lap == start_lap && start_slot < slot);
+        let kept = self.kept.iter().any(|&(m, first, end)| {
+            m == index
+                && match first < end {
+                    true => (first..end).contains(&before),
+                    false => before >= first || before < end,
+                }
+        });
+        if !written || kept {
+            return Ok(false);
+        }
+        let offset = layout.data_slot_offset_bytes(before).unwrap_or(0);
+        let bytes = volume::read_aligned(&member.disk, offset, layout.chunk_size_bytes as usize)?;
+        Ok(decode_chunk(&bytes).is_err())
     }
 
     /// Where a run of member `index` that stopped at `stop` goes on when a mark's kept slots
@@ -422,9 +537,23 @@ impl EndSearch<'_> {
                 Ok(view) if self.continues(index, layout, this_slot, run, &view.header) => {
                     view.header
                 }
+                // Blank or torn: discarded by the writer's next lap (see
+                // [`Self::discarded_round`]); the run goes on to the chunk that continues it.
+                Err(_) if run.cross => {
+                    run.in_gap = true;
+                    continue;
+                }
                 _ => return Some(this_slot),
             };
             if !header.flags.contains(ChunkFlags::REDIRECTED) {
+                if std::mem::take(&mut run.in_gap) {
+                    let from = run
+                        .last_sequence
+                        .map_or(self.checkpoint.durable_sequence_end, |last| {
+                            last.saturating_add(1)
+                        });
+                    ends.crossed.push((from, header.sequence));
+                }
                 run.last_sequence = Some(header.sequence);
             }
             ends.saw(header.sequence);
@@ -512,10 +641,17 @@ fn is_blank(slot_bytes: &[u8]) -> bool {
 }
 
 /// The end of the run of sequences from `durable_sequence_end` without a hole, in `kept`
-/// (sorted by sequence).
-fn run_end(kept: &[(ChunkHeader, u64)], durable_sequence_end: u64) -> u64 {
+/// (sorted by sequence), where the sequences of a `crossed` run (`[first, end)`: chunks a
+/// writer's next lap discarded, which the reader reports missing) count as held.
+fn run_end(kept: &[(ChunkHeader, u64)], durable_sequence_end: u64, crossed: &[(u64, u64)]) -> u64 {
     let mut end_sequence = durable_sequence_end;
     for (header, _) in kept {
+        while let Some(&(_, end)) = crossed
+            .iter()
+            .find(|&&(first, end)| first <= end_sequence && end_sequence < end)
+        {
+            end_sequence = end;
+        }
         if header.sequence == end_sequence {
             let Some(next) = end_sequence.checked_add(1) else {
                 break; // A sequence of 2^64 - 1 was never written: it ends the run.
