@@ -12,7 +12,7 @@ use nvrec::plan::{self, Endurance, OverProvisioningAdvice, Plan, PlanInput};
 use nvrec::unit::{format_bytes, parse_duration, parse_rate_bytes_per_s, parse_size_bytes};
 use nvrec_app::{Class, UsageError};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
 #[command(
@@ -32,7 +32,9 @@ pub struct PlanArgs {
         allow_hyphen_values = true
     )]
     drive_rate: Option<String>,
-    /// Take the drive rate from a `nvrec bench fill --save` JSON (its sustained write rate).
+    /// Take the drive rate from a `nvrec bench fill --save` JSON (its sustained write rate),
+    /// or from a `nvrec bench overwrite --save` JSON (its slowest rate after the wrap: the
+    /// rate a ring lives at once it writes over itself).
     #[arg(long)]
     from_bench: Option<PathBuf>,
     /// Extra drive throughput to plan for, percent.
@@ -245,9 +247,34 @@ fn sustained_plateau(value: &serde_json::Value) -> Option<TakenPlateau> {
     })
 }
 
-/// The sustained write rate recorded by `bench fill`: its sustained plateau's rate, or, in a
-/// JSON from before plateaus, `summary.sustained_write_bytes_per_s`.
-fn drive_rate_from_bench(path: &PathBuf) -> Result<(f64, Option<TakenPlateau>)> {
+/// The slowest rate after the wrap among an overwrite bench's phases, and that phase's
+/// mode: a ring records at it once it has gone round.
+fn rate_after_wrap(path: &Path, value: &serde_json::Value) -> Result<(f64, String)> {
+    value
+        .pointer("/phases")
+        .and_then(|phases| phases.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|phase| {
+            let rate = phase["rate_after_wrap_bytes_per_s"].as_f64()?;
+            let mode = phase["mode"].as_str().unwrap_or("?").to_string();
+            (rate > 0.0).then_some((rate, mode))
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .ok_or_else(|| {
+            UsageError(format!(
+                "{} has no phase with a positive rate_after_wrap_bytes_per_s (the overwrite \
+                 never wrapped?); give the rate with --drive-rate",
+                path.display()
+            ))
+            .into()
+        })
+}
+
+/// The drive rate a bench recorded: a fill's sustained plateau's rate (or, in a JSON from
+/// before plateaus, `summary.sustained_write_bytes_per_s`), or an overwrite's slowest rate
+/// after the wrap, with the mode of its phase.
+fn drive_rate_from_bench(path: &PathBuf) -> Result<(f64, Option<TakenPlateau>, Option<String>)> {
     let text = std::fs::read_to_string(path).map_err(|error| {
         UsageError(format!(
             "--from-bench: cannot read {}: {error}",
@@ -259,22 +286,27 @@ fn drive_rate_from_bench(path: &PathBuf) -> Result<(f64, Option<TakenPlateau>)> 
     let bench = value
         .pointer("/meta/bench")
         .and_then(|bench| bench.as_str());
-    if bench != Some("fill") {
-        return Err(UsageError(format!(
-            "{} is not a `nvrec bench fill` result (it says bench {:?}); plan needs the sustained rate of a fill",
-            path.display(),
-            bench.unwrap_or("nothing")
-        ))
-        .into());
+    match bench {
+        Some("fill") => {}
+        Some("overwrite") => return rate_after_wrap(path, &value).map(|r| (r.0, None, Some(r.1))),
+        _ => {
+            return Err(UsageError(format!(
+                "{} is not a `nvrec bench fill` result (it says bench {:?}); plan needs the \
+                 sustained rate of a fill, or the rate after the wrap of an overwrite",
+                path.display(),
+                bench.unwrap_or("nothing")
+            ))
+            .into())
+        }
     }
     if let Some(plateau) = sustained_plateau(&value).filter(|p| p.rate_bytes_per_s > 0.0) {
-        return Ok((plateau.rate_bytes_per_s, Some(plateau)));
+        return Ok((plateau.rate_bytes_per_s, Some(plateau), None));
     }
     value
         .pointer("/summary/sustained_write_bytes_per_s")
         .and_then(|rate| rate.as_f64())
         .filter(|rate| *rate > 0.0)
-        .map(|rate| (rate, None))
+        .map(|rate| (rate, None, None))
         .ok_or_else(|| {
             UsageError(format!(
                 "{} has no positive summary.sustained_write_bytes_per_s (the fill found no \
@@ -290,8 +322,14 @@ pub fn run(args: PlanArgs, json: bool) -> Result<Class> {
     let (drive_rate, drive_rate_source) = match (&args.drive_rate, &args.from_bench) {
         (Some(text), _) => (rate(text, "--drive-rate")?, "--drive-rate".to_string()),
         (None, Some(path)) => {
-            let (drive_rate, plateau) = drive_rate_from_bench(path)?;
-            let mut source = format!("sustained write in {}", path.display());
+            let (drive_rate, plateau, mode) = drive_rate_from_bench(path)?;
+            let mut source = match mode {
+                Some(mode) => format!(
+                    "rate after the wrap of an overwrite ({mode}, the slowest phase) in {}",
+                    path.display()
+                ),
+                None => format!("sustained write in {}", path.display()),
+            };
             if let Some(plateau) = &plateau {
                 source += &format!(
                     ": plateau {} of {} (the last, {} to {})",

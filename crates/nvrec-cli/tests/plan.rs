@@ -542,3 +542,78 @@ fn a_shared_uplink_that_caps_the_rate_is_warned_about() {
     assert_eq!(uplinks[0]["caps_drives"], true);
     assert_eq!(uplinks[1]["drives"][0]["controller"], "nvme4");
 }
+
+/// A ring lives at the rate its drives write once they overwrite what they hold: `plan`
+/// takes it from an overwrite bench (the slowest phase after the wrap), says so, and refuses
+/// one that never wrapped.
+#[test]
+fn from_bench_takes_an_overwrite_s_rate_after_the_wrap() {
+    let scratch = Scratch::new("plan-overwrite");
+    let saved = scratch.path("overwrite.json");
+    std::fs::write(
+        &saved,
+        r#"{"meta":{"schema":"nvrec.bench","schema_version":1,"bench":"overwrite"},
+            "phases":[
+              {"mode":"no_trim","rate_before_wrap_bytes_per_s":2.0e9,"rate_after_wrap_bytes_per_s":1.0e9},
+              {"mode":"trim","rate_before_wrap_bytes_per_s":2.0e9,"rate_after_wrap_bytes_per_s":1.6e9}]}"#,
+    )
+    .unwrap();
+    let output = run(nvrec()
+        .args(["--json", "plan", "--rate", "100Gbit/s", "--margin", "0"])
+        .arg("--from-bench")
+        .arg(&saved));
+    assert!(output.status.success(), "{}", text(&output));
+    let value = json(&output);
+    assert_eq!(value["drive_rate_bytes_per_s"], 1.0e9);
+    assert_eq!(value["drives_needed"], 13);
+    let output = run(nvrec()
+        .args(["plan", "--rate", "100Gbit/s", "--from-bench"])
+        .arg(&saved));
+    assert!(
+        text(&output).contains("rate after the wrap of an overwrite (no_trim"),
+        "{}",
+        text(&output)
+    );
+    let never = scratch.path("never.json");
+    std::fs::write(
+        &never,
+        r#"{"meta":{"bench":"overwrite"},"phases":[{"mode":"trim","rate_after_wrap_bytes_per_s":0}]}"#,
+    )
+    .unwrap();
+    let output = run(nvrec()
+        .args(["plan", "--rate", "1G", "--from-bench"])
+        .arg(&never));
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("never wrapped"), "{}", text(&output));
+}
+
+/// A real overwrite bench of a simulated drive that slows once it writes over itself.
+#[test]
+fn from_bench_takes_a_real_overwrite() {
+    let scratch = Scratch::new("plan-real-overwrite");
+    let saved = scratch.path("overwrite.json");
+    let output = run(nvrec()
+        .args([
+            "bench",
+            "overwrite",
+            "sim:capacity=128M,cache=0,slow=1.3GB/s",
+        ])
+        .args(["--size", "64M", "--window", "0.01", "--save"])
+        .arg(&saved));
+    assert!(output.status.success(), "{}", text(&output));
+    let saved_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let slowest = saved_json["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["rate_after_wrap_bytes_per_s"].as_f64())
+        .filter(|r| *r > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let output = run(nvrec()
+        .args(["--json", "plan", "--rate", "10Gbit/s", "--margin", "0"])
+        .arg("--from-bench")
+        .arg(&saved));
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(json(&output)["drive_rate_bytes_per_s"], slowest);
+}
