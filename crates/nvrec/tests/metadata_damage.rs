@@ -38,6 +38,36 @@ fn recorded_set() -> SimDisks {
     sim
 }
 
+/// `entry` reads back whole: every chunk the pattern of `seed`, `bytes` in all.
+fn assert_reads_whole(
+    set: &volume::VolumeSet,
+    entry: &nvrec::layout::RecordingEntry,
+    seed: u64,
+    bytes: u64,
+) {
+    let pattern = Pattern::new(seed);
+    let mut read = 0u64;
+    nvrec::recording::reader::read_recording(
+        set,
+        entry,
+        nvrec::engine::EngineChoice::Auto,
+        &Control::new(),
+        &Progress::default(),
+        &mut |item| match item {
+            nvrec::recording::reader::Item::Chunk { header, payload } => {
+                assert!(pattern
+                    .check(header.stream_offset_bytes, payload, 128 << 10)
+                    .is_ok());
+                read += payload.len() as u64;
+                true
+            }
+            _ => panic!("the restored recording reads whole"),
+        },
+    )
+    .unwrap();
+    assert_eq!(read, bytes);
+}
+
 fn fail_reads(sim: &SimDisks, disk: usize, offset_bytes: u64, len_bytes: u64) {
     sim.fail(RangeFault {
         disk,
@@ -340,27 +370,7 @@ fn a_recording_no_entry_names_is_found_refused_over_and_restored() {
     let restored = &entries[1];
     assert_eq!(restored.state, nvrec::layout::RecordingState::Closed);
     assert_eq!(restored.stream_len_bytes, 3 * MIB);
-    let pattern = Pattern::new(2);
-    let mut bytes = 0u64;
-    nvrec::recording::reader::read_recording(
-        &set,
-        restored,
-        nvrec::engine::EngineChoice::Auto,
-        &Control::new(),
-        &Progress::default(),
-        &mut |item| match item {
-            nvrec::recording::reader::Item::Chunk { header, payload } => {
-                assert!(pattern
-                    .check(header.stream_offset_bytes, payload, 128 << 10)
-                    .is_ok());
-                bytes += payload.len() as u64;
-                true
-            }
-            _ => panic!("the restored recording reads whole"),
-        },
-    )
-    .unwrap();
-    assert_eq!(bytes, 3 * MIB);
+    assert_reads_whole(&set, restored, 2, 3 * MIB);
     assert!(scan::unnamed(&set).unwrap().is_empty());
 }
 
@@ -472,25 +482,5 @@ fn a_recording_whose_closing_entry_was_lost_is_named_and_restored() {
     assert!(!scan::stale_open(&set, &restored).unwrap());
     let damage = health::check(&set).unwrap();
     assert!(!health::loses_anything(&damage), "{damage:?}");
-    let pattern = Pattern::new(4);
-    let mut bytes = 0u64;
-    nvrec::recording::reader::read_recording(
-        &set,
-        &restored,
-        nvrec::engine::EngineChoice::Auto,
-        &Control::new(),
-        &Progress::default(),
-        &mut |item| match item {
-            nvrec::recording::reader::Item::Chunk { header, payload } => {
-                assert!(pattern
-                    .check(header.stream_offset_bytes, payload, 128 << 10)
-                    .is_ok());
-                bytes += payload.len() as u64;
-                true
-            }
-            _ => panic!("the restored recording reads whole"),
-        },
-    )
-    .unwrap();
-    assert_eq!(bytes, 3 * MIB);
+    assert_reads_whole(&set, &restored, 4, 3 * MIB);
 }
