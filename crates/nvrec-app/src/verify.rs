@@ -141,6 +141,10 @@ pub struct RecordingCheck {
     /// Where the wall clock was stepped while recording (format 1.5 chunks tell): reported,
     /// never a fault, and no window or pacing goes by it.
     pub clock_steps: Vec<ClockStep>,
+    /// A later recording of the set that wrote over this one's slots (a ring appended to
+    /// the set goes round over all but kept marks), as `ls` names it: what it took is named
+    /// so, not found missing without a cause.
+    pub written_over: Option<String>,
 }
 
 /// A step of the wall clock between two chunks of a recording: `step_ns` (forward when
@@ -188,6 +192,7 @@ impl RecordingCheck {
             "redirected_chunk_count": summary.redirected_chunk_count,
             "retirements": entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
             "clock_steps": self.clock_steps,
+            "written_over": self.written_over,
         });
         add_unaccounted(&mut value, &self.unaccounted);
         value
@@ -249,6 +254,12 @@ pub fn check_recording(
     if first_bad.is_none() {
         first_bad = entry_problem(&unaccounted, set, entry);
     }
+    let written_over = source
+        .set()
+        .and_then(|volume_set| nvrec::recording::scan::written_over(volume_set, entry));
+    if let (Some(over), Some(bad)) = (&written_over, first_bad.as_mut()) {
+        *bad = format!("written over: {over}; {bad}");
+    }
     let lossy = summary.lost_bytes > 0 || records.losses > 0;
     let not_archived = source.overwritten(entry, &summary);
     Ok(RecordingCheck {
@@ -262,6 +273,7 @@ pub fn check_recording(
         lossy,
         not_archived,
         clock_steps,
+        written_over,
     })
 }
 

@@ -19,6 +19,8 @@ const HISTORY_MAX: usize = 1 << 16;
 #[derive(Debug, Clone, Copy)]
 struct Written {
     position: u64,
+    /// The member's slots written before it (its position less the jumps over kept slots).
+    written: u64,
     slot: u64,
     lap: u64,
     first_sequence: u64,
@@ -37,8 +39,10 @@ struct OpenMark {
     close_at_ns: u64,
     /// Each member's ring position where the mark's slots begin (None: kept none there).
     starts: Vec<Option<u64>>,
-    /// Slots each member may keep for it at most.
+    /// Slots each member may keep for it at most, counted from where its window starts
+    /// in the member's slots written (`Written::written`).
     cap_slots: Vec<u64>,
+    starts_written: Vec<Option<u64>>,
     answer: MarkAnswer,
 }
 
@@ -115,6 +119,7 @@ impl Writer<'_> {
             let history = &mut marker.history[member_index];
             history.push_back(Written {
                 position: placed.position,
+                written: placed.position.saturating_sub(member.jumped_slots),
                 slot: placed.slot,
                 lap: placed.position / lap_slots,
                 first_sequence,
@@ -232,8 +237,9 @@ impl Writer<'_> {
             .iter()
             .enumerate()
             .any(|(i, member)| {
-                open.starts[i]
-                    .is_some_and(|start| member.ring_next().0 + 2 * k > start + open.cap_slots[i])
+                open.starts_written[i].is_some_and(|start| {
+                    member.written_position() + 2 * k > start + open.cap_slots[i]
+                })
             });
         full || marker.placed_elapsed_ns >= open.close_at_ns
     }
@@ -279,6 +285,7 @@ impl Writer<'_> {
             close_at_ns: now_ns + after_ns,
             starts: start.positions,
             cap_slots: start.cap_slots,
+            starts_written: start.written,
             answer: answer.clone(),
         });
         Ok(answer)
@@ -543,9 +550,11 @@ impl Writer<'_> {
         let mut latest: Option<Written> = None;
         for (i, member) in self.placement.members.iter().enumerate() {
             let lap = member.usable_slots.max(1);
-            let kept: u64 = member.kept.iter().map(|&(_, count)| count).sum();
+            let kept = kept_union_slots(&member.kept, lap);
             let cap = ((lap as f64 * marker.max_marked) as u64).saturating_sub(kept);
-            let now = member.ring_next().0;
+            // Slots written, not ring positions: a jump over kept slots writes none, and
+            // the window's slots that lie in another mark's are kept already.
+            let now = member.written_position();
             let history = &marker.history[i];
             let found = history
                 .iter()
@@ -555,6 +564,7 @@ impl Writer<'_> {
                 .copied();
             let Some(written) = found.filter(|_| !member.retired) else {
                 start.positions.push(None);
+                start.written.push(None);
                 start.slots.push((member.next_slot % lap, member.lap));
                 start.cap_slots.push(cap);
                 continue;
@@ -563,7 +573,7 @@ impl Writer<'_> {
             // what the buffer pool holds of it yet goes to these slots too.
             let rate = recent_slots_per_ns(history, now_ns, now);
             let span_ns = now_ns.saturating_sub(written.elapsed_ns) + after_ns;
-            let before = now.saturating_sub(written.position);
+            let before = now.saturating_sub(written.written);
             let need = before.max((rate * span_ns as f64) as u64) + 2 * k;
             if need > cap {
                 let bytes = need * self.set.chunk_size_bytes as u64;
@@ -581,11 +591,13 @@ impl Writer<'_> {
                 latest = Some(written);
             }
             start.positions.push(Some(written.position));
+            start.written.push(Some(written.written));
             start.slots.push((written.slot, written.lap));
             start.cap_slots.push(cap);
         }
         let latest = latest.unwrap_or(Written {
             position: 0,
+            written: 0,
             slot: 0,
             lap: 0,
             first_sequence: self.placement.next_sequence,
@@ -663,6 +675,7 @@ impl Writer<'_> {
 #[derive(Default)]
 struct WindowStart {
     positions: Vec<Option<u64>>,
+    written: Vec<Option<u64>>,
     slots: Vec<(u64, u64)>,
     cap_slots: Vec<u64>,
     first_sequence: u64,
@@ -670,8 +683,35 @@ struct WindowStart {
     stream_offset_bytes: u64,
 }
 
-/// A member's write rate over its last second of history, in slots per nanosecond.
-fn recent_slots_per_ns(history: &VecDeque<Written>, now_ns: u64, now_position: u64) -> f64 {
+/// The slots of a lap of `lap` slots that `kept` ranges (first slot, count) keep, each
+/// counted once: a mark's window that spans another kept mark keeps its slots again.
+fn kept_union_slots(kept: &[(u64, u64)], lap: u64) -> u64 {
+    let mut runs: Vec<(u64, u64)> = kept
+        .iter()
+        .flat_map(|&(first, count)| {
+            let first = first % lap;
+            let count = count.min(lap);
+            let head = count.min(lap - first);
+            [(first, first + head), (0, count - head)]
+        })
+        .filter(|&(from, to)| to > from)
+        .collect();
+    runs.sort_unstable();
+    let mut total = 0;
+    let mut reached = 0;
+    for (from, to) in runs {
+        let from = from.max(reached);
+        if to > from {
+            total += to - from;
+        }
+        reached = reached.max(to);
+    }
+    total
+}
+
+/// A member's write rate over its last second of history, in slots written (not jumped
+/// over) per nanosecond; `now_written` is the member's slots written now.
+fn recent_slots_per_ns(history: &VecDeque<Written>, now_ns: u64, now_written: u64) -> f64 {
     let since = now_ns.saturating_sub(1_000_000_000);
     let Some(first) = history
         .iter()
@@ -681,7 +721,7 @@ fn recent_slots_per_ns(history: &VecDeque<Written>, now_ns: u64, now_position: u
         return 0.0;
     };
     let span_ns = now_ns.saturating_sub(first.elapsed_ns).max(1);
-    now_position.saturating_sub(first.position) as f64 / span_ns as f64
+    now_written.saturating_sub(first.written) as f64 / span_ns as f64
 }
 
 /// Drops every other write of a long history (the first kept).
@@ -720,5 +760,49 @@ fn released_answer(entry: &RecordingEntry) -> MarkAnswer {
         label: entry.name.as_str().to_string(),
         cut_short: false,
         joined: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(position: u64, written: u64, elapsed_ns: u64) -> Written {
+        Written {
+            position,
+            written,
+            slot: position % 100,
+            lap: position / 100,
+            first_sequence: 0,
+            elapsed_ns,
+            stream_offset_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn kept_slots_are_counted_once_where_ranges_overlap_or_wrap() {
+        assert_eq!(kept_union_slots(&[], 100), 0);
+        assert_eq!(kept_union_slots(&[(10, 5), (40, 10)], 100), 15);
+        // A mark's window that spans another's kept slots keeps them again.
+        assert_eq!(kept_union_slots(&[(10, 5), (5, 20)], 100), 20);
+        // A range that wraps past the lap's end; one at a position a lap on.
+        assert_eq!(kept_union_slots(&[(95, 10), (2, 1)], 100), 10);
+        assert_eq!(kept_union_slots(&[(195, 10)], 100), 10);
+        assert_eq!(kept_union_slots(&[(0, 300)], 100), 100);
+    }
+
+    #[test]
+    fn a_jump_over_kept_slots_is_no_part_of_the_rate() {
+        // 100 slots a second written; in the last second the write point jumped 2,000
+        // kept slots: positions ran 2,100 ahead, slots written only 100.
+        let history: VecDeque<Written> = [
+            written(1_000, 1_000, 0),
+            written(1_050, 1_050, 500_000_000),
+            written(3_090, 1_090, 900_000_000),
+        ]
+        .into();
+        let rate = recent_slots_per_ns(&history, 1_000_000_000, 1_100);
+        assert!((rate * 1e9 - 100.0).abs() < 1e-6, "{}", rate * 1e9);
+        assert_eq!(recent_slots_per_ns(&VecDeque::new(), 5, 5), 0.0);
     }
 }

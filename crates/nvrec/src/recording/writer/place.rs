@@ -81,6 +81,10 @@ pub(super) struct MemberState {
     /// lap's chunks, and they are kept with it (the mark's entry says so; see `mark.rs`),
     /// so that a reader's lap never holds older chunks between newer ones.
     pub(super) widened: Vec<((u64, u64), (u64, u64))>,
+    /// Slots the write point has jumped over, all told (kept ones, and the fewer than a
+    /// write's left unwritten before them): a ring position less this counts the slots
+    /// written, which a mark's room and the member's recent rate go by.
+    pub(super) jumped_slots: u64,
     /// For the rate estimate: bytes completed and time spent with I/O in flight (both
     /// halved now and then, so that the estimate follows a drive that slows down).
     pub(super) rate_bytes: u64,
@@ -247,6 +251,12 @@ impl MemberState {
             (self.lap, self.next_slot)
         };
         (lap * self.usable_slots + slot, lap, slot)
+    }
+
+    /// The slots written here, all told: the write point's ring position less the slots
+    /// it jumped over.
+    pub(super) fn written_position(&self) -> u64 {
+        self.ring_next().0.saturating_sub(self.jumped_slots)
     }
 
     /// Whether a ring write of `slot_count` slots at the write point touches no slot of a
@@ -431,6 +441,7 @@ impl MemberState {
         if !jumped {
             return false;
         }
+        self.jumped_slots += self.ring_next().0 - from;
         self.trimmed_to_slot = self.next_slot;
         match unsettled {
             true => {
