@@ -129,6 +129,19 @@ pub fn set_json(
     set_json_with(set, entries, damage, &unaccounted)
 }
 
+/// A member as listed: where it is, and how much of it the set uses (`record --usable`
+/// leaves the rest unwritten).
+fn member_json(set: &volume::VolumeSet, index: usize) -> serde_json::Value {
+    let member = set.members[index].as_ref();
+    serde_json::json!({
+        "index": index,
+        "path": volume::describe_member(set, index),
+        "present": member.is_some(),
+        "volume_bytes": member.map(|m| m.layout().volume_size_bytes),
+        "data_end_bytes": member.map(|m| m.layout().data_end_bytes()),
+    })
+}
+
 /// [`set_json`], with what each of `entries` leaves unaccounted, looked for already.
 pub fn set_json_with(
     set: &volume::VolumeSet,
@@ -137,7 +150,7 @@ pub fn set_json_with(
     unaccounted: &[Unaccounted],
 ) -> serde_json::Value {
     let members: Vec<serde_json::Value> = (0..set.member_count())
-        .map(|index| serde_json::json!({"index": index, "path": volume::describe_member(set, index), "present": set.members[index].is_some()}))
+        .map(|index| member_json(set, index))
         .collect();
     let complete = set.missing_indices().is_empty() && set.problems.is_empty();
     serde_json::json!({

@@ -61,6 +61,8 @@ pub struct RecordRequest {
     pub max_marked: f64,
     /// What takes marks on its own while the recording runs, and their window.
     pub mark_triggers: crate::marking::Triggers,
+    /// How much of each member a new set uses (`--usable`); the rest is left unwritten.
+    pub usable: Option<nvrec::recording::volume::Usable>,
 }
 
 /// A capture source's options as asked.
@@ -192,6 +194,7 @@ fn record_options(
         retention: crate::retaining::retention_of(request.reclaim.as_ref(), request.keep)?,
         marks: None,
         max_marked: request.max_marked,
+        usable: request.usable,
     })
 }
 
@@ -591,6 +594,7 @@ mod tests {
             health_interval: None,
             max_marked: 0.5,
             mark_triggers: crate::marking::Triggers::default(),
+            usable: None,
         }
     }
 

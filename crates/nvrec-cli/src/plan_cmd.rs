@@ -619,34 +619,41 @@ fn wear_rows(plan: &Plan, rows: &mut Vec<Row>) {
 fn over_provisioning_text(advice: &OverProvisioningAdvice) -> String {
     match *advice {
         OverProvisioningAdvice::Enough { fraction } => format!(
-            "{:.0} % of each drive stays unwritten: room for the drive to clean up in a ring.",
-            fraction * 100.0
+            "{:.0} % of each drive stays unwritten (record --usable {:.0}%): room for the drive \
+             to clean up in a ring.",
+            fraction * 100.0,
+            advice.usable_percent()
         ),
         OverProvisioningAdvice::SpareCovers {
-            spare_fraction,
             recorded_bytes_per_drive,
+            ..
         } => format!(
-            "The retention needs {} a drive: record a ring of that size (record --size) and the \
-             other {:.0} % of each drive is over-provisioning.",
+            "The retention needs {} a drive: record a ring of that size (record --usable {:.0}%) \
+             and the other {:.0} % of each drive is over-provisioning.",
             bytes_text(recorded_bytes_per_drive),
-            spare_fraction * 100.0
+            advice.usable_percent(),
+            100.0 - advice.usable_percent()
         ),
         OverProvisioningAdvice::AddDrives {
             advised_fraction,
             drive_count,
         } => format!(
             "A ring over every byte slows the drives down (bench overwrite): leaving {:.0} % \
-             of each unwritten needs {drive_count} drives for the retention.",
-            advised_fraction * 100.0
+             of each unwritten (record --usable {:.0}%) needs {drive_count} drives for the \
+             retention.",
+            advised_fraction * 100.0,
+            advice.usable_percent()
         ),
         OverProvisioningAdvice::Reserve {
             advised_fraction,
             retention_s,
         } => format!(
             "A ring over every byte slows the drives down (bench overwrite): leaving {:.0} % \
-             of each unwritten (--over-provision {:.0}) keeps {} of retention.",
+             of each unwritten (plan --over-provision {:.0}, record --usable {:.0}%) keeps {} of \
+             retention.",
             advised_fraction * 100.0,
             advised_fraction * 100.0,
+            advice.usable_percent(),
             duration_text(retention_s)
         ),
     }

@@ -5,6 +5,7 @@
 use crate::args::{duration_arg, rate_arg, size_arg, EngineArg};
 use clap::{Args, ValueEnum};
 use nvrec::device::Safety;
+use nvrec::recording::volume::Usable;
 use nvrec::recording::{Fill, MemberFailure, Stripe};
 use nvrec_app::record::{CaptureRequest, RecordRequest};
 use nvrec_app::retaining::ReclaimRequest;
@@ -114,6 +115,12 @@ pub struct RecordArgs {
     /// How long after a trigger its mark goes on keeping.
     #[arg(long, default_value = "30s", value_parser = duration_arg)]
     mark_after: Duration,
+    /// Use only this much of each target (SIZE, or PERCENT of each), leaving the rest
+    /// unwritten and unread for the drive to keep as spare area (over-provisioning, as
+    /// `nvrec plan` advises); rings and retention go round within it. Fixed when a set is
+    /// made: with --append only the value the set was made with is accepted.
+    #[arg(long, value_parser = usable_arg, value_name = "SIZE|PERCENT")]
+    usable: Option<Usable>,
     /// Format targets that already hold an nvrec volume set, losing its recordings (without
     /// it such a target is refused, exit 3).
     #[arg(long)]
@@ -211,6 +218,7 @@ impl RecordArgs {
             },
             realtime_priority: self.realtime.then_some(self.realtime_priority),
             max_marked: self.max_marked,
+            usable: self.usable,
             mark_triggers: nvrec_app::marking::Triggers {
                 signal: self.mark_on_signal.then_some(&crate::signal::MARK),
                 udp: self.mark_udp,
@@ -274,6 +282,27 @@ pub fn share_arg(text: &str) -> Result<f64, String> {
         Err(format!(
             "{text} is out of range: give a share between 0% and 100%"
         ))
+    }
+}
+
+/// `--usable 80%` (a share of each target, above 0 and up to 100 %) or `--usable 1.6T`.
+fn usable_arg(text: &str) -> Result<Usable, String> {
+    if let Some(percent) = text.strip_suffix('%') {
+        let share = percent
+            .trim()
+            .parse::<f64>()
+            .map(|p| p / 100.0)
+            .map_err(|_| format!("{text} is not a percentage such as 80%"))?;
+        return match share.is_finite() && share > 0.0 && share <= 1.0 {
+            true => Ok(Usable::Share(share)),
+            false => Err(format!(
+                "{text} is out of range: give a share above 0% and at most 100%"
+            )),
+        };
+    }
+    match size_arg(text)? {
+        0 => Err("--usable 0 leaves nothing to record on: give a size or a percentage".into()),
+        bytes => Ok(Usable::Bytes(bytes)),
     }
 }
 

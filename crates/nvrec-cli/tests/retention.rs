@@ -193,3 +193,107 @@ fn retention_options_are_refused_where_they_mean_nothing() {
         assert!(!targets[0].exists(), "{extra:?} wrote nothing");
     }
 }
+
+/// Makes `path` a file of `size` bytes, every one of them `byte`.
+fn filled_file(path: &std::path::Path, size: usize, byte: u8) {
+    std::fs::write(path, vec![byte; size]).expect("writes the file");
+}
+
+/// Whether every byte of `path` from `from` to `to` is still `byte`.
+fn untouched(path: &std::path::Path, from: usize, to: usize, byte: u8) -> bool {
+    let bytes = std::fs::read(path).expect("reads the file");
+    bytes[from..to].iter().all(|&b| b == byte)
+}
+
+/// `record --usable`: a ring that trims ahead and goes round its half of each member many
+/// times, then a set that reclaims round it, leave every byte past the usable part as it
+/// was (but superblock copy B in the last 4 KiB), and each recording not reclaimed verifies.
+/// An append that asks another usable part is refused (exit 2) with nothing written.
+#[test]
+fn usable_leaves_the_rest_of_each_member_unwritten_in_a_ring_and_with_retention() {
+    const SIZE: usize = 32 << 20;
+    const BYTE: u8 = 0x5a;
+    let scratch = Scratch::new("usable");
+    let targets = targets(&scratch);
+    let tail_untouched = |from: usize| {
+        targets
+            .iter()
+            .all(|target| untouched(target, from, SIZE - 4096, BYTE))
+    };
+    for target in &targets {
+        filled_file(target, SIZE, BYTE);
+    }
+    let ring = record_pattern(
+        &targets,
+        1,
+        "96MiB",
+        &["--ring", "--trim", "--usable", "50%"],
+    );
+    assert!(ring.status.success(), "{}", text(&ring));
+    assert!(
+        tail_untouched(SIZE / 2),
+        "the ring wrote past half of a member"
+    );
+    let listing = listed(&targets);
+    assert_eq!(listing[0]["state"], "complete (ring)", "{listing:?}");
+    let set = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
+    for member in set["members"].as_array().unwrap() {
+        let end = member["data_end_bytes"].as_u64().unwrap();
+        assert!(
+            end <= SIZE as u64 / 2 && end + (128 << 10) > SIZE as u64 / 2,
+            "{member}"
+        );
+        assert_eq!(member["volume_bytes"], SIZE as u64);
+    }
+    check_every_recording(&targets);
+
+    let before: Vec<Vec<u8>> = targets.iter().map(|t| file_digest(t)).collect();
+    let other = record_pattern(&targets, 2, "1MiB", &["--append", "--usable", "80%"]);
+    assert_eq!(other.status.code(), Some(2), "{}", text(&other));
+    assert!(text(&other).contains("--usable 80%"), "{}", text(&other));
+    let after: Vec<Vec<u8>> = targets.iter().map(|t| file_digest(t)).collect();
+    assert_eq!(before, after, "a refused append writes nothing");
+
+    // A set made anew with 12 MiB of each member in use, then filled round by retention;
+    // what the ring left past 12 MiB is marked again first.
+    for target in &targets {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(target)
+            .unwrap();
+        file.write_all_at(&vec![BYTE; (SIZE / 2) - (12 << 20)], 12 << 20)
+            .unwrap();
+    }
+    let made = record_pattern(&targets, 1, "6MiB", &["--overwrite", "--usable", "12MiB"]);
+    assert!(made.status.success(), "{}", text(&made));
+    for seed in 2..=8 {
+        let output = record_pattern(
+            &targets,
+            seed,
+            "6MiB",
+            &["--append", "--reclaim", "oldest", "--usable", "12MiB"],
+        );
+        assert!(output.status.success(), "{seed}: {}", text(&output));
+    }
+    assert!(check_every_recording(&targets).len() >= 4);
+    assert!(
+        tail_untouched(12 << 20),
+        "retention wrote past 12 MiB of a member"
+    );
+}
+
+#[test]
+fn usable_is_refused_when_it_leaves_nothing() {
+    let scratch = Scratch::new("usable-usage");
+    let targets = targets(&scratch);
+    for usable in ["0", "0%", "101%", "abc%", "64K"] {
+        let output = record_pattern(
+            &targets,
+            1,
+            "1MiB",
+            &["--create-size", "8M", "--usable", usable],
+        );
+        assert_eq!(output.status.code(), Some(2), "{usable}: {}", text(&output));
+    }
+}

@@ -217,6 +217,8 @@ pub struct Plan {
     /// reaches.
     pub retention_s: Option<f64>,
     pub over_provisioning_advice: Option<OverProvisioningAdvice>,
+    /// What to give `record --usable` (in percent of each drive) to carry the advice out.
+    pub record_usable_percent: Option<f64>,
     pub wear_duty_fraction: f64,
     pub endurance: Option<Endurance>,
     /// DWPD × capacity × 365 × years, or the TBW: what one drive is rated to absorb.
@@ -251,6 +253,29 @@ pub enum OverProvisioningAdvice {
         advised_fraction: f64,
         retention_s: f64,
     },
+}
+
+impl OverProvisioningAdvice {
+    /// The share of each drive to give `record --usable`, in whole percent: the rest is
+    /// the over-provisioning advised, or given. Where the retention asked leaves the spare,
+    /// rounded up so that the retention still fits; else down, so that the spare does.
+    pub fn usable_percent(&self) -> f64 {
+        let share = match *self {
+            OverProvisioningAdvice::Enough { fraction } => 1.0 - fraction,
+            OverProvisioningAdvice::SpareCovers { spare_fraction, .. } => 1.0 - spare_fraction,
+            OverProvisioningAdvice::AddDrives {
+                advised_fraction, ..
+            }
+            | OverProvisioningAdvice::Reserve {
+                advised_fraction, ..
+            } => 1.0 - advised_fraction,
+        };
+        match self {
+            OverProvisioningAdvice::SpareCovers { .. } => (share * 100.0 - 1e-9).ceil(),
+            _ => (share * 100.0 + 1e-9).floor(),
+        }
+        .clamp(1.0, 100.0)
+    }
 }
 
 fn validate(input: &PlanInput) -> Result<(), PlanError> {
@@ -366,6 +391,9 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
     let per_drive = disk_rate / drives;
     let utilization = per_drive / input.drive_rate_bytes_per_s;
     let total_capacity = usable.map(|usable| usable * drives);
+    let advice = input
+        .drive_capacity_bytes
+        .map(|capacity| over_provisioning_advice(input, disk_rate, drive_count, capacity));
     let written_per_drive_per_day = disk_rate * input.wear_duty_fraction * DAY_S / drives;
     let rated = match input.endurance {
         Some(Endurance::Dwpd {
@@ -410,9 +438,8 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanError> {
         usable_capacity_per_drive_bytes: usable,
         total_capacity_bytes: total_capacity,
         retention_s: total_capacity.map(|capacity| capacity / disk_rate),
-        over_provisioning_advice: input
-            .drive_capacity_bytes
-            .map(|capacity| over_provisioning_advice(input, disk_rate, drive_count, capacity)),
+        over_provisioning_advice: advice,
+        record_usable_percent: advice.map(|advice| advice.usable_percent()),
         wear_duty_fraction: input.wear_duty_fraction,
         endurance: input.endurance,
         rated_bytes_per_drive: rated,
@@ -750,5 +777,31 @@ mod tests {
             OverProvisioningAdvice::Enough { fraction: 0.2 }
         );
         assert_eq!(plan(&input(1.6e9)).unwrap().over_provisioning_advice, None);
+    }
+
+    #[test]
+    fn the_advice_says_what_to_give_record_usable() {
+        let spare = OverProvisioningAdvice::SpareCovers {
+            spare_fraction: 0.1241,
+            recorded_bytes_per_drive: 1e12,
+        };
+        // Up where the retention needs the space, down where the spare does.
+        assert_eq!(spare.usable_percent(), 88.0);
+        let reserve = OverProvisioningAdvice::Reserve {
+            advised_fraction: OVER_PROVISIONING_ADVISED,
+            retention_s: 1.0,
+        };
+        assert_eq!(reserve.usable_percent(), 90.0);
+        assert_eq!(
+            OverProvisioningAdvice::Enough { fraction: 0.255 }.usable_percent(),
+            74.0
+        );
+        let twelve = PlanInput {
+            drive_count: Some(12),
+            drive_capacity_bytes: Some(30e12),
+            ..input(1.6e9)
+        };
+        assert_eq!(plan(&twelve).unwrap().record_usable_percent, Some(90.0));
+        assert_eq!(plan(&input(1.6e9)).unwrap().record_usable_percent, None);
     }
 }

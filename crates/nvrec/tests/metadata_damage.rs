@@ -391,6 +391,7 @@ fn a_recording_whose_closing_entry_was_lost_is_named_and_restored() {
             chunk_size_bytes,
             "",
             None,
+            None,
             Safety::Check,
         )
         .expect("formats");

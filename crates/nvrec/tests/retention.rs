@@ -319,3 +319,98 @@ fn an_archive_policy_keeps_what_its_archive_lacks_however_old() {
     assert!(entries[0].reclaimed.is_none());
     assert_eq!(read_back(&set, &entries[0], 1).unwrap(), RECORDING_BYTES);
 }
+
+/// `record --usable`: a set made with half of each disk in use goes round within that half,
+/// by retention and as a ring (trimming ahead), and nothing ever reads, writes or discards
+/// the other half but its last 64 KiB, where superblock copy B lies in the last meta block
+/// (and is looked for at each meta block size before a target is formatted): every such
+/// operation fails there, and nothing failed.
+#[test]
+fn a_set_made_with_a_usable_part_never_touches_the_rest() {
+    use nvrec::engine::{IoOp, RangeFault};
+    use nvrec::recording::volume::Usable;
+    use nvrec::recording::Fill;
+    let sim = SimDisks::new(2, DISK_BYTES, 512, 23);
+    let (usable_end, copy_b) = (DISK_BYTES / 2, DISK_BYTES - (64 << 10));
+    for disk in 0..2 {
+        for op in [IoOp::Read, IoOp::Write] {
+            sim.fail(RangeFault {
+                disk,
+                op,
+                offset_bytes: usable_end,
+                len_bytes: copy_b - usable_end,
+                errno: libc::EIO,
+            });
+        }
+    }
+    let made = RecordOptions {
+        usable: Some(Usable::Share(0.5)),
+        ..options(false, Retention::default())
+    };
+    assert_eq!(record(&sim, 1, &made).outcome, RecordOutcome::Complete);
+    for member in open(&sim).present() {
+        assert!(member.layout().data_end_bytes() <= usable_end);
+        assert!(member.layout().data_end_bytes() + u64::from(CHUNK_BYTES) > usable_end);
+    }
+    // One recording fits in the half: seven more go round it seven times.
+    for id in 2..=8u64 {
+        let report = record(&sim, id, &options(true, oldest()));
+        assert_eq!(report.outcome, RecordOutcome::Complete, "{id}: {report:?}");
+        assert!(report.retirements.is_empty(), "{id}: {report:?}");
+    }
+    assert!(check_set(&sim).len() >= 5);
+    // The same as a ring that trims ahead and laps the half several times.
+    let ring = RecordOptions {
+        fill: Fill::Ring { trim: true },
+        limit_bytes: Some(4 * DISK_BYTES),
+        usable: Some(Usable::Share(0.5)),
+        ..options(true, Retention::default())
+    };
+    let report = record(&sim, 9, &ring);
+    assert_eq!(report.outcome, RecordOutcome::Complete, "{report:?}");
+    assert!(report.retirements.is_empty(), "{report:?}");
+    let set = open(&sim);
+    let entries = reader::recordings(&set).unwrap();
+    let newest = entries.iter().find(|e| e.recording_id == 9).unwrap();
+    let held = read_back(&set, newest, 9).unwrap();
+    assert!(held > 0 && held < 4 * DISK_BYTES, "{held}");
+    let counters = sim.counters();
+    assert_eq!(
+        (counters.failed_count, counters.failed_read_count),
+        (0, 0),
+        "an operation reached past the usable part"
+    );
+}
+
+/// `--usable` is fixed when a set is made: an append that asks another is refused before
+/// anything is written, and one that asks the same goes on.
+#[test]
+fn an_append_asking_another_usable_part_is_refused() {
+    use nvrec::recording::volume::Usable;
+    let sim = SimDisks::new(2, DISK_BYTES, 512, 24);
+    let made = RecordOptions {
+        usable: Some(Usable::Bytes(DISK_BYTES / 2)),
+        ..options(false, Retention::default())
+    };
+    record(&sim, 1, &made);
+    let other = RecordOptions {
+        usable: Some(Usable::Share(0.75)),
+        ..options(true, Retention::default())
+    };
+    let error = writer::record_on(
+        Members::Sim(&sim),
+        &mut PatternSource(Pattern::new(2)),
+        &other,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(error, RecordingError::Usage(_)), "{error}");
+    assert!(error.to_string().contains("--usable 75%"), "{error}");
+    assert_eq!(reader::recordings(&open(&sim)).unwrap().len(), 1);
+    let same = RecordOptions {
+        usable: Some(Usable::Share(0.5)),
+        ..options(true, oldest())
+    };
+    assert_eq!(record(&sim, 2, &same).outcome, RecordOutcome::Complete);
+}

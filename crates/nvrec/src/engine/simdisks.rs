@@ -209,6 +209,8 @@ pub struct SimDisksCounters {
     /// Writes acknowledged and lost, or misdirected (see [`DiskFault::Silent`]).
     pub lost_write_count: u64,
     pub misdirected_write_count: u64,
+    /// Reads that failed (not counted in `failed_count`, which counts what changes a disk).
+    pub failed_read_count: u64,
 }
 
 /// What kind of operation a trace record is.
@@ -736,6 +738,9 @@ impl State {
 
     fn read(&mut self, disk: usize, offset_bytes: u64, out: &mut [u8]) -> Result<(), IoError> {
         let result = self.copy_out(disk, offset_bytes, out);
+        if result.is_err() {
+            self.counters.failed_read_count += 1;
+        }
         self.traced(Record {
             disk,
             served: Served::Read,

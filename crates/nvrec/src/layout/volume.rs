@@ -352,6 +352,33 @@ impl VolumeLayout {
     pub fn payload_capacity_bytes(&self) -> u32 {
         payload_capacity_bytes(self.chunk_size_bytes)
     }
+
+    /// This layout with its data area ending at or before `usable_bytes` from the start of
+    /// the volume (`record --usable`): the slots past it are never written or read, the
+    /// drive's to use as spare area. Only superblock copy B stays in the volume's last
+    /// meta block, where a reader finds it when copy A is lost. At least one data slot
+    /// must remain; a limit past the data area's end changes nothing.
+    pub fn with_usable_bytes(self, usable_bytes: u64) -> Result<Self, LayoutError> {
+        let chunk = u64::from(self.chunk_size_bytes);
+        let slots = usable_bytes.saturating_sub(self.data_offset_bytes) / chunk;
+        if slots == 0 {
+            return Err(LayoutError::VolumeTooSmall {
+                volume_size_bytes: usable_bytes,
+                min_volume_bytes: self.data_offset_bytes + chunk,
+            });
+        }
+        let layout = VolumeLayout {
+            data_slot_count: self.data_slot_count.min(slots),
+            ..self
+        };
+        layout.validate()?;
+        Ok(layout)
+    }
+
+    /// Where the data area ends: past it, only superblock copy B is ever written.
+    pub fn data_end_bytes(&self) -> u64 {
+        self.data_offset_bytes.saturating_add(self.data_len_bytes())
+    }
 }
 
 fn check_logical_block(logical_block_bytes: u32) -> Result<(), LayoutError> {
@@ -426,6 +453,32 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{volume}/{chunk}/{lbs}: {e}"));
             assert_map_is_sound(&l);
         }
+    }
+
+    #[test]
+    fn a_usable_limit_ends_the_data_area_and_keeps_copy_b_at_the_end() {
+        let full = VolumeLayout::compute(4 * GIB, 128 * 1024, 512).expect("fits");
+        let half = full.with_usable_bytes(2 * GIB).expect("fits");
+        assert!(half.data_end_bytes() <= 2 * GIB);
+        assert!(half.data_end_bytes() + 128 * KIB > 2 * GIB);
+        assert_eq!(
+            half.superblock_b_offset_bytes,
+            full.superblock_b_offset_bytes
+        );
+        assert_eq!(half.data_offset_bytes, full.data_offset_bytes);
+        crate::layout::fuzzing::check_map(&half);
+        // A limit past the data area changes nothing; one before its first slot is refused.
+        assert_eq!(full.with_usable_bytes(8 * GIB).expect("fits"), full);
+        assert!(matches!(
+            full.with_usable_bytes(full.data_offset_bytes + 1),
+            Err(LayoutError::VolumeTooSmall { .. })
+        ));
+        assert_eq!(
+            full.with_usable_bytes(full.data_offset_bytes + 128 * KIB)
+                .expect("one slot")
+                .data_slot_count,
+            1
+        );
     }
 
     #[test]

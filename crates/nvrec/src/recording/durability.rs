@@ -428,7 +428,15 @@ mod tests {
     use std::sync::Mutex;
 
     fn formatted(sim: &SimDisks) -> VolumeSet {
-        volume::format(Members::Sim(sim), 8192, "durability", None, Safety::Check).unwrap()
+        volume::format(
+            Members::Sim(sim),
+            8192,
+            "durability",
+            None,
+            None,
+            Safety::Check,
+        )
+        .unwrap()
     }
 
     fn next_checkpoint(set: &VolumeSet) -> Checkpoint {

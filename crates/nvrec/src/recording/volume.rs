@@ -755,12 +755,72 @@ pub fn refuse_sets(members: Members<'_>) -> Result<(), RecordingError> {
     Ok(())
 }
 
-/// Formats `members` as a new volume set and returns it open for writing.
+/// How much of each member a new set uses (`record --usable`): the rest is never written
+/// or read, but for superblock copy B in the member's last meta block, and the drive keeps
+/// it as spare area (over-provisioning, as `plan` advises).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Usable {
+    /// The first this many bytes of each member (all of a smaller one).
+    Bytes(u64),
+    /// This share of each member's capacity, in (0, 1].
+    Share(f64),
+}
+
+impl Usable {
+    /// The bytes of a member of `capacity_bytes` a set uses.
+    pub fn bytes_of(self, capacity_bytes: u64) -> u64 {
+        match self {
+            Usable::Bytes(bytes) => bytes.min(capacity_bytes),
+            Usable::Share(share) => (capacity_bytes as f64 * share.clamp(0.0, 1.0)) as u64,
+        }
+    }
+}
+
+impl std::fmt::Display for Usable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Usable::Bytes(bytes) => write!(f, "{}", crate::unit::format_bytes(*bytes)),
+            Usable::Share(share) => write!(f, "{}%", share * 100.0),
+        }
+    }
+}
+
+/// Refuses `usable` for an existing set whose members it would lay out otherwise: a set's
+/// data area is fixed when it is made (`--usable` with `--overwrite`, or on new targets).
+pub fn check_usable(set: &VolumeSet, usable: Option<Usable>) -> Result<(), RecordingError> {
+    let Some(usable) = usable else {
+        return Ok(());
+    };
+    for member in set.present() {
+        let layout = member.layout();
+        let full = VolumeLayout::compute_with(
+            layout.volume_size_bytes,
+            layout.chunk_size_bytes,
+            layout.logical_block_bytes,
+            layout.geometry(),
+        )?;
+        let asked = full.with_usable_bytes(usable.bytes_of(layout.volume_size_bytes))?;
+        if asked.data_slot_count != layout.data_slot_count {
+            return Err(RecordingError::Usage(format!(
+                "--usable {usable}: member {} ({}) was made using {} of its {} bytes, and a                  set's usable part is fixed when the set is made: leave --usable out to                  append, or give it with --overwrite to make the set anew",
+                member.index(),
+                member.disk.path().display(),
+                layout.data_end_bytes(),
+                layout.volume_size_bytes
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Formats `members` as a new volume set and returns it open for writing; with `usable`,
+/// each member's data area ends within that part of it.
 pub fn format(
     members: Members<'_>,
     chunk_size_bytes: u32,
     label: &str,
     create_len_bytes: Option<u64>,
+    usable: Option<Usable>,
     safety: Safety,
 ) -> Result<VolumeSet, RecordingError> {
     if members.is_empty() || members.len() > crate::layout::MAX_MEMBERS as usize {
@@ -793,7 +853,7 @@ pub fn format(
             member_count: member_count as u16,
             created_ns,
             label: label.clone(),
-            layout: new_layout(&disk, chunk_size_bytes)?,
+            layout: new_layout(&disk, chunk_size_bytes, usable)?,
         };
         members.push(Some(format_member(disk, superblock)?));
     }
@@ -809,14 +869,23 @@ pub fn format(
     Ok(set)
 }
 
-/// The layout of a new set's member on `disk`, with chunks of `chunk_size_bytes`.
-fn new_layout(disk: &Disk, chunk_size_bytes: u32) -> Result<VolumeLayout, RecordingError> {
-    VolumeLayout::compute(
-        disk.capacity_bytes(),
-        chunk_size_bytes,
-        disk.logical_block_bytes(),
-    )
-    .map_err(|error| RecordingError::Usage(format!("{}: {error}", disk.path().display())))
+/// The layout of a new set's member on `disk`, with chunks of `chunk_size_bytes`, its data
+/// area within the `usable` part of it.
+fn new_layout(
+    disk: &Disk,
+    chunk_size_bytes: u32,
+    usable: Option<Usable>,
+) -> Result<VolumeLayout, RecordingError> {
+    let capacity = disk.capacity_bytes();
+    let path = disk.path().display();
+    let layout = VolumeLayout::compute(capacity, chunk_size_bytes, disk.logical_block_bytes())
+        .map_err(|error| RecordingError::Usage(format!("{path}: {error}")))?;
+    match usable {
+        None => Ok(layout),
+        Some(usable) => layout
+            .with_usable_bytes(usable.bytes_of(capacity))
+            .map_err(|error| RecordingError::Usage(format!("{path}: --usable {usable}: {error}"))),
+    }
 }
 
 /// Makes `disk` a new set's member under `superblock`: its index area zeroed, so that

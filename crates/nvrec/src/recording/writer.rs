@@ -190,6 +190,9 @@ pub struct RecordOptions {
     pub marks: Option<std::sync::Arc<super::marks::MarkDesk>>,
     /// The share of each member's lap that marks may keep, below 1.
     pub max_marked: f64,
+    /// How much of each member a new set uses (the rest left unwritten and unread); with
+    /// `append`, refused unless it is what the set was made with.
+    pub usable: Option<volume::Usable>,
 }
 
 impl Default for RecordOptions {
@@ -218,6 +221,7 @@ impl Default for RecordOptions {
             retention: super::retention::Retention::default(),
             marks: None,
             max_marked: 0.5,
+            usable: None,
         }
     }
 }
@@ -550,6 +554,7 @@ fn record_inner(
         let set = volume::open_members(members, Access::Write, options.safety)?;
         set.lock_for_recording()?;
         set.require_complete()?;
+        volume::check_usable(&set, options.usable)?;
         super::reader::recover(&set)?;
         refuse_unnamed(&set)?;
         let checkpoint = set.newest_checkpoint()?.ok_or_else(|| {
@@ -574,6 +579,7 @@ fn record_inner(
             options.chunk_size_bytes,
             &options.label,
             options.create_len_bytes,
+            options.usable,
             options.safety,
         )?;
         let checkpoint = set
