@@ -10,6 +10,19 @@ use std::io::{self, Write};
 pub trait Sink {
     /// Takes the bytes read at `offset_bytes`, one chunk at a time, in address order.
     fn consume(&mut self, offset_bytes: u64, chunk: &[u8]) -> io::Result<()>;
+    /// Takes the consecutive chunks of `chunk_bytes` each that one I/O read at
+    /// `offset_bytes` (`data` holds a whole number of them): by default one at a time.
+    fn consume_chunks(
+        &mut self,
+        offset_bytes: u64,
+        data: &[u8],
+        chunk_bytes: usize,
+    ) -> io::Result<()> {
+        for (index, chunk) in data.chunks(chunk_bytes).enumerate() {
+            self.consume(offset_bytes + (index * chunk_bytes) as u64, chunk)?;
+        }
+        Ok(())
+    }
     /// Called once after the last chunk (flushes buffered output).
     fn finish(&mut self) -> io::Result<()> {
         Ok(())
@@ -78,6 +91,17 @@ impl<W: Write> Sink for WriterSink<W> {
         self.0.write_all(chunk)
     }
 
+    /// An I/O's chunks in one write: a buffered writer passes a write as large as its
+    /// buffer straight through, where chunk by chunk it copied each into its buffer first.
+    fn consume_chunks(
+        &mut self,
+        _offset_bytes: u64,
+        data: &[u8],
+        _chunk_bytes: usize,
+    ) -> io::Result<()> {
+        self.0.write_all(data)
+    }
+
     fn finish(&mut self) -> io::Result<()> {
         self.0.flush()
     }
@@ -135,6 +159,41 @@ impl GapFill {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts the writes it is given, and keeps their bytes.
+    #[derive(Default)]
+    struct Writes {
+        count: usize,
+        bytes: Vec<u8>,
+    }
+
+    impl Write for Writes {
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+            self.count += 1;
+            self.bytes.extend_from_slice(data);
+            Ok(data.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_ios_chunks_reach_a_writer_in_one_write_and_a_checker_one_by_one() {
+        let data: Vec<u8> = (0..8 * 512).map(|i| (i % 251) as u8).collect();
+        let mut sink = WriterSink(Writes::default());
+        sink.consume_chunks(4096, &data, 512).unwrap();
+        assert_eq!((sink.0.count, &sink.0.bytes), (1, &data));
+        let pattern = Pattern::new(7);
+        let mut good = vec![0u8; 4 * 512];
+        pattern.fill(1 << 20, &mut good);
+        let mut checker = CheckSink::new(pattern);
+        checker.consume_chunks(1 << 20, &good, 512).unwrap();
+        good[512 * 2 + 3] ^= 1;
+        checker.consume_chunks(1 << 20, &good, 512).unwrap();
+        let report = checker.check_report().unwrap();
+        assert_eq!((report.checked_chunk_count, report.bad_chunk_count), (8, 1));
+    }
 
     #[test]
     fn holes_are_filled_up_to_the_stream_length_and_no_further() {

@@ -877,21 +877,14 @@ pub fn read(
             return;
         }
         let data = run.engine.pool().slot(flight.slot as usize);
-        for index in 0..flight.chunk_count as usize {
-            let offset_bytes = run
-                .range
-                .chunk_offset_bytes(flight.first_chunk_index + index as u64);
-            if let Err(error) = sink.consume(
-                offset_bytes,
-                &data[index * chunk_bytes..(index + 1) * chunk_bytes],
-            ) {
-                run.error.get_or_insert_with(|| {
-                    format!("writing what was read at {offset_bytes:#x}: {error}")
-                });
-                sink_error = Some(error);
-                run.frontier_blocked = true;
-                return;
-            }
+        let offset_bytes = run.range.chunk_offset_bytes(flight.first_chunk_index);
+        let data = &data[..flight.chunk_count as usize * chunk_bytes];
+        if let Err(error) = sink.consume_chunks(offset_bytes, data, chunk_bytes) {
+            run.error.get_or_insert_with(|| {
+                format!("writing what was read at or after {offset_bytes:#x}: {error}")
+            });
+            sink_error = Some(error);
+            run.frontier_blocked = true;
         }
     };
     loop {
