@@ -77,6 +77,10 @@ pub(super) struct Retiring {
     /// retired at a time, once the writes of the one before have gone out again (several
     /// may fail in one batch of completions).
     pub(super) failing: Vec<usize>,
+    /// Members whose flush or metadata write failed while an earlier retirement's writes
+    /// were still to go out again: retired in turn, as `failing` are, rather than failing
+    /// the recording (two members dying within milliseconds of each other).
+    pub(super) failing_io: Vec<FailingIo>,
     /// Retirements (by index) whose run of redirected slots was cut short: a write sent
     /// there failed, so nothing more may join the run (its slots would not follow on).
     pub(super) cut_runs: Vec<usize>,
@@ -84,7 +88,32 @@ pub(super) struct Retiring {
     pub(super) member_errors: Vec<MemberErrorReport>,
 }
 
+/// A member's failed flush or metadata write waiting to be handled (see
+/// [`Retiring::failing_io`]): its cause, what failed, and whether what it completed since
+/// its last good flush is in doubt.
+#[derive(Debug, Clone)]
+pub(super) struct FailingIo {
+    member: usize,
+    cause: (RetirementCause, i32),
+    what: String,
+    in_doubt: bool,
+}
+
 impl Retiring {
+    /// Whether `member` failed and waits to be retired.
+    pub(super) fn waits_to_retire(&self, member: usize) -> bool {
+        self.failing.contains(&member) || self.failing_io.iter().any(|f| f.member == member)
+    }
+
+    /// The next failed flush or metadata write that may be handled now (as
+    /// [`Retiring::next_failing`]).
+    fn next_failing_io(&mut self) -> Option<FailingIo> {
+        if self.failing_io.is_empty() || !self.redirects.is_empty() || !self.rewrites.is_empty() {
+            return None;
+        }
+        Some(self.failing_io.remove(0))
+    }
+
     /// Counts a write of `chunk_count` slots from `first_slot`, sent again to the redirect
     /// member, in the newest retirement's run.
     pub(super) fn count_in_run(&mut self, first_slot: u64, chunk_count: u32) {
@@ -243,6 +272,10 @@ impl Writer<'_> {
             self.write_failed(member);
             handled = true;
         }
+        while let Some(failed) = self.retiring.next_failing_io() {
+            self.member_failed_with(failed.member, failed.cause, failed.what, failed.in_doubt);
+            handled = true;
+        }
         handled
     }
 
@@ -324,6 +357,31 @@ impl Writer<'_> {
             f.member as usize == member && f.failed && f.parts_left == 0 && !done
         });
         if self.placement.members[member].retired && !failed_after {
+            return;
+        }
+        // Waiting is only for a member the earlier retirement's writes do not go to: those
+        // it holds up would wait for it in turn.
+        let earlier_pending = (!self.retiring.redirects.is_empty()
+            || !self.retiring.rewrites.is_empty())
+            && self
+                .retiring
+                .redirect_to
+                .is_some_and(|to| to != member && !self.placement.members[to].retired);
+        if self.options.on_member_failure == MemberFailure::Retire
+            && self.retiring.retirements.len() < RETIREMENTS_MAX
+            && earlier_pending
+            && !failed_after
+        {
+            // An earlier retirement's writes are still going out again: this member is
+            // retired once they are (see `handle_failures`), and takes nothing meanwhile.
+            if !self.retiring.waits_to_retire(member) {
+                self.retiring.failing_io.push(FailingIo {
+                    member,
+                    cause: (cause, errno),
+                    what,
+                    in_doubt,
+                });
+            }
             return;
         }
         let target = match self.options.on_member_failure {
@@ -512,7 +570,7 @@ impl Writer<'_> {
         (0..self.placement.members.len())
             .filter(|&index| index != member && !self.placement.members[index].retired)
             // Not one whose write has failed too and waits to be handled.
-            .filter(|index| !self.retiring.failing.contains(index))
+            .filter(|&index| !self.retiring.waits_to_retire(index))
             .filter(|&index| {
                 let m = &self.placement.members[index];
                 ring || m.next_slot + outstanding <= m.linear_end_slot()
