@@ -602,6 +602,7 @@ const RECORD_OPTIONS: &[(&str, bool)] = &[
     ("stripe", false),
     ("ring", false),
     ("trim", false),
+    ("usable", false),
     ("append", false),
     // An archive's URL: a directory (file://) is refused, as every path is.
     ("reclaim", true),

@@ -1440,7 +1440,14 @@ fn repair_with_read_fault(
     if torn > 0 {
         return Err(why(format!("extended entries over {torn} torn chunks")));
     }
-    let summary = healed_read_back(case, &set, checks).map_err(&why)?;
+    // A repair that could not read past an entry's end says so (the slots it could not
+    // read, left unaccounted): the entry may stop short of what was acknowledged there,
+    // named, until a repair that reads them extends it.
+    let named_short = report
+        .unaccounted_left
+        .iter()
+        .any(|left| left.recording_id == 1 && left.unreadable_slots > 0);
+    let summary = healed_read_back(case, &set, checks, named_short).map_err(&why)?;
     let left = match whole {
         true => repair::unaccounted_chunks(&set).map_err(|e| why(e.to_string()))?,
         false => Vec::new(),
@@ -1493,6 +1500,7 @@ fn healed_read_back(
     case: &Case,
     set: &volume::VolumeSet,
     checks: &Checks<'_>,
+    named_short: bool,
 ) -> Result<String, String> {
     let entries = reader::recordings(set).map_err(|e| format!("recordings: {e}"))?;
     let Some(entry) = entries.iter().find(|entry| entry.recording_id == 1) else {
@@ -1512,7 +1520,9 @@ fn healed_read_back(
         checks.silent,
     )
     .map_err(describe)?;
-    let short = read.end < checks.acknowledged_bytes && !checks.silent.entry_lost(Some(entry));
+    let short = read.end < checks.acknowledged_bytes
+        && !checks.silent.entry_lost(Some(entry))
+        && !named_short;
     if read.end != entry.stream_len_bytes || short {
         return Err(describe(format!(
             "the entry claims {} bytes, the chunks end at {}, {} were acknowledged",
@@ -1847,6 +1857,7 @@ const SEEDS_THAT_FOUND_DEFECTS: &[u64] = &[
     904244915, // a closing entry lost: the recording read as open and empty, named nowhere (scan::stale_open, health)
     904242815, // the same in a ring gone round, the closing entry misdirected two blocks on
     111929713, // a lost checkpoint: a ring's next lap discarded past the older one's position, the run ended at the blank slots (recovery.rs discarded_round)
+    8382, // a repair that cannot read past an entry's end names those slots and leaves it short (the check, `named_short`)
 ];
 
 #[test]
