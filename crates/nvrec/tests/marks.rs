@@ -768,3 +768,73 @@ fn recovery_crosses_kept_slots_a_write_point_jumped_before_a_checkpoint() {
         "no crash left chunks past its checkpoint to find"
     );
 }
+
+/// A paced ring (its writes often partly filled, so that the write point meets kept slots
+/// fewer than a write's slots before them) with a mark every third of a lap for twelve laps,
+/// then a ring appended to the set, as after a restart, that goes round three times: every
+/// mark reads whole after each, and the appended ring reads whole without them.
+#[test]
+fn many_marks_over_many_laps_then_a_ring_appended_stay_whole() {
+    let sim = SimDisks::new(2, DISK_BYTES, 4096, 13);
+    for disk in 0..sim.disk_count() {
+        sim.slow(disk, 100e6);
+    }
+    let lap_bytes = 2 * DISK_BYTES;
+    let desk = Arc::new(MarkDesk::default());
+    let orders: Vec<(u64, MarkOrder)> = (1..36)
+        .map(|n| (n * lap_bytes / 3, take(2, 2, &format!("m{n}"))))
+        .collect();
+    let mut source = AskAt {
+        pattern: PatternSource(Pattern::new(SEED)),
+        desk: desk.clone(),
+        orders,
+        answers: Vec::new(),
+    };
+    let options = RecordOptions {
+        rate_bytes_per_s: Some(40e6),
+        max_marked: 0.6,
+        ..options_with_pool(12 * lap_bytes, &desk, 64 * u64::from(CHUNK_BYTES))
+    };
+    let report = writer::record_on(
+        Members::Sim(&sim),
+        &mut source,
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .unwrap();
+    assert!(report.error.is_none(), "{:?}", report.error);
+    let taken: Vec<u32> = source
+        .answers
+        .iter()
+        .filter_map(|a| a.recv_timeout(Duration::from_secs(5)).unwrap().ok())
+        .map(|a| a.mark_id)
+        .collect();
+    assert!(taken.len() >= 20, "{taken:?}");
+    let all_whole = |what: &str| {
+        let set = open(&sim);
+        for mark in marks::kept(&set).unwrap() {
+            let back = read_mark(&set, mark.recording_id).unwrap();
+            assert!(
+                back.trouble.is_empty(),
+                "{what}: mark {}: {:?}",
+                mark.recording_id,
+                back.trouble
+            );
+            assert_eq!(back.bytes, mark.stream_len_bytes, "{what}: {mark:?}");
+            assert_eq!(marks::overwritten(&set, &mark), None, "{what}: {mark:?}");
+        }
+    };
+    all_whole("the ring");
+    let ring = append(&sim, 3 * lap_bytes, |options| {
+        options.fill = Fill::Ring { trim: false };
+    })
+    .unwrap();
+    assert!(ring.error.is_none(), "{ring:?}");
+    all_whole("a ring appended");
+    let set = open(&sim);
+    let entry = reader::recordings(&set).unwrap().pop().unwrap();
+    let back = read_recording(&set, &entry);
+    assert!(back.trouble.is_empty(), "appended ring: {:?}", back.trouble);
+    assert_eq!(back.end_offset, ring.stream_bytes);
+}
