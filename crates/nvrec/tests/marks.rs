@@ -86,6 +86,16 @@ fn record(
     for disk in 0..sim.disk_count() {
         sim.slow(disk, 100e6);
     }
+    record_asking(sim, orders, |desk| options(limit_bytes, desk))
+}
+
+/// Records the pattern with the options `options` makes for the marks' desk, asking
+/// `orders` on the way; the report and each order's answer.
+fn record_asking(
+    sim: &SimDisks,
+    orders: Vec<(u64, MarkOrder)>,
+    options: impl FnOnce(&Arc<MarkDesk>) -> RecordOptions,
+) -> (RecordReport, Vec<Result<MarkAnswer, String>>) {
     let desk = Arc::new(MarkDesk::default());
     let mut source = AskAt {
         pattern: PatternSource(Pattern::new(SEED)),
@@ -96,7 +106,7 @@ fn record(
     let report = writer::record_on(
         Members::Sim(sim),
         &mut source,
-        &options(limit_bytes, &desk),
+        &options(&desk),
         &Control::new(),
         &Progress::default(),
     )
@@ -592,39 +602,21 @@ fn a_mark_taken_while_a_member_stalls_costs_no_input() {
     // The stall begins a little before the mark is asked, and lasts 400 ms: longer than a
     // paced source's backlog (250 ms), shorter than a lap at the rate.
     sim.stall(0, 60, Duration::from_millis(400));
-    let rate = 10e6;
-    let desk = Arc::new(MarkDesk::default());
     let lap_bytes = 2 * DISK_BYTES;
-    let mut source = AskAt {
-        pattern: PatternSource(Pattern::new(SEED)),
-        desk: desk.clone(),
-        // Disk 0's 60th write is some 2 MB into the stream (each member takes half).
-        orders: vec![(2_100_000, take(5, 5, "stalled"))],
-        answers: Vec::new(),
-    };
-    let options = RecordOptions {
-        rate_bytes_per_s: Some(rate),
+    // Disk 0's 60th write is some 2 MB into the stream (each member takes half).
+    let orders = vec![(2_100_000, take(5, 5, "stalled"))];
+    let (report, answers) = record_asking(&sim, orders, |desk| RecordOptions {
+        rate_bytes_per_s: Some(10e6),
         stripe: Stripe::Adaptive,
-        ..options_with_pool(lap_bytes, &desk, 4 << 20)
-    };
-    let report = writer::record_on(
-        Members::Sim(&sim),
-        &mut source,
-        &options,
-        &Control::new(),
-        &Progress::default(),
-    )
-    .unwrap();
+        ..options_with_pool(lap_bytes, desk, 4 << 20)
+    });
     assert!(report.error.is_none(), "{:?}", report.error);
     assert_eq!(
         report.lost_bytes + report.lost_past_end_bytes,
         0,
         "the stall cost input: {report:?}"
     );
-    let answer = source.answers[0]
-        .recv_timeout(Duration::from_secs(5))
-        .unwrap()
-        .expect("the mark is taken");
+    let answer = answers[0].clone().expect("the mark is taken");
     let set = open(&sim);
     let back = read_mark(&set, answer.mark_id).unwrap();
     assert!(back.trouble.is_empty(), "{:?}", back.trouble);
@@ -780,34 +772,18 @@ fn many_marks_over_many_laps_then_a_ring_appended_stay_whole() {
         sim.slow(disk, 100e6);
     }
     let lap_bytes = 2 * DISK_BYTES;
-    let desk = Arc::new(MarkDesk::default());
     let orders: Vec<(u64, MarkOrder)> = (1..36)
         .map(|n| (n * lap_bytes / 3, take(2, 2, &format!("m{n}"))))
         .collect();
-    let mut source = AskAt {
-        pattern: PatternSource(Pattern::new(SEED)),
-        desk: desk.clone(),
-        orders,
-        answers: Vec::new(),
-    };
-    let options = RecordOptions {
+    let (report, answers) = record_asking(&sim, orders, |desk| RecordOptions {
         rate_bytes_per_s: Some(40e6),
         max_marked: 0.6,
-        ..options_with_pool(12 * lap_bytes, &desk, 64 * u64::from(CHUNK_BYTES))
-    };
-    let report = writer::record_on(
-        Members::Sim(&sim),
-        &mut source,
-        &options,
-        &Control::new(),
-        &Progress::default(),
-    )
-    .unwrap();
+        ..options_with_pool(12 * lap_bytes, desk, 64 * u64::from(CHUNK_BYTES))
+    });
     assert!(report.error.is_none(), "{:?}", report.error);
-    let taken: Vec<u32> = source
-        .answers
+    let taken: Vec<u32> = answers
         .iter()
-        .filter_map(|a| a.recv_timeout(Duration::from_secs(5)).unwrap().ok())
+        .filter_map(|a| a.clone().ok())
         .map(|a| a.mark_id)
         .collect();
     assert!(taken.len() >= 20, "{taken:?}");
