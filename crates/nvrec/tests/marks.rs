@@ -354,23 +354,12 @@ fn a_crash_during_a_mark_keeps_every_mark_it_answered_for() {
 fn a_mark_keeps_its_whole_after_window_though_the_writes_lag_the_input() {
     let sim = SimDisks::new(1, DISK_BYTES, 4096, 11);
     sim.slow(0, 100e6);
-    let desk = Arc::new(MarkDesk::default());
-    let mut source = AskAt {
-        pattern: PatternSource(Pattern::new(SEED)),
-        desk: desk.clone(),
-        orders: vec![(DISK_BYTES / 2, take(5, 10, "lag"))],
-        answers: Vec::new(),
-    };
-    let report = writer::record_on(
-        Members::Sim(&sim),
-        &mut source,
-        &options_with_pool(3 * DISK_BYTES, &desk, 1 << 20),
-        &Control::new(),
-        &Progress::default(),
-    )
-    .unwrap();
+    let orders = vec![(DISK_BYTES / 2, take(5, 10, "lag"))];
+    let (report, answers) = record_asking(&sim, orders, |desk| {
+        options_with_pool(3 * DISK_BYTES, desk, 1 << 20)
+    });
     assert!(report.error.is_none(), "{:?}", report.error);
-    let answer = source.answers[0].recv().unwrap().unwrap();
+    let answer = answers[0].clone().unwrap();
     let set = open(&sim);
     let mark = &marks::marks_of(&set, report.recording_id).unwrap()[0];
     let back = read_mark(&set, mark.recording_id).unwrap();
