@@ -13,6 +13,14 @@ fn plan_json(args: &[&str]) -> serde_json::Value {
     json(&output)
 }
 
+/// Runs `nvrec bench ARGS --save FILE` in `scratch`: the saved bench's path.
+fn saved_bench(scratch: &Scratch, args: &[&str]) -> std::path::PathBuf {
+    let saved = scratch.path(&format!("{}.json", args[0]));
+    let output = run(nvrec().arg("bench").args(args).arg("--save").arg(&saved));
+    assert!(output.status.success(), "{}", text(&output));
+    saved
+}
+
 /// The seed's array: 100 GbE onto twelve 30 TB drives rated 1 DWPD over 5 years.
 const TWELVE_30TB: [&str; 12] = [
     "--rate",
@@ -235,18 +243,15 @@ fn from_bench_reads_the_sustained_write_rate() {
 #[test]
 fn from_bench_takes_a_real_fill() {
     let scratch = Scratch::new("plan-real-fill");
-    let saved = scratch.path("fill.json");
-    let output = run(nvrec()
-        .args([
-            "bench",
+    let saved = saved_bench(
+        &scratch,
+        &[
             "fill",
             "sim:capacity=256M,cache=0,slow=1.3GB/s",
             "--window",
             "0.01",
-            "--save",
-        ])
-        .arg(&saved));
-    assert!(output.status.success(), "{}", text(&output));
+        ],
+    );
     let output = run(nvrec()
         .args(["--json", "plan", "--rate", "100Gbit/s", "--margin", "0"])
         .arg("--from-bench")
@@ -260,19 +265,16 @@ fn from_bench_takes_a_real_fill() {
 #[test]
 fn from_bench_takes_the_sustained_plateau_and_says_which() {
     let scratch = Scratch::new("plan-plateau");
-    let saved = scratch.path("fill.json");
-    let output = run(nvrec()
-        .args([
-            "bench",
+    let saved = saved_bench(
+        &scratch,
+        &[
             "fill",
             "sim:capacity=1G,dram=96M,cache=256M,fast=2.8GB/s,slow=1.6GB/s",
             "--io-size",
             "256K",
             "--no-verify",
-            "--save",
-        ])
-        .arg(&saved));
-    assert!(output.status.success(), "{}", text(&output));
+        ],
+    );
     let output = run(nvrec()
         .args(["--json", "plan", "--rate", "100Gbit/s", "--margin", "0"])
         .arg("--from-bench")
@@ -591,16 +593,17 @@ fn from_bench_takes_an_overwrite_s_rate_after_the_wrap() {
 #[test]
 fn from_bench_takes_a_real_overwrite() {
     let scratch = Scratch::new("plan-real-overwrite");
-    let saved = scratch.path("overwrite.json");
-    let output = run(nvrec()
-        .args([
-            "bench",
+    let saved = saved_bench(
+        &scratch,
+        &[
             "overwrite",
             "sim:capacity=128M,cache=0,slow=1.3GB/s",
-        ])
-        .args(["--size", "64M", "--window", "0.01", "--save"])
-        .arg(&saved));
-    assert!(output.status.success(), "{}", text(&output));
+            "--size",
+            "64M",
+            "--window",
+            "0.01",
+        ],
+    );
     let saved_json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
     let slowest = saved_json["phases"]
