@@ -407,6 +407,12 @@ fn an_append_asking_another_usable_part_is_refused() {
     .unwrap_err();
     assert!(matches!(error, RecordingError::Usage(_)), "{error}");
     assert!(error.to_string().contains("--usable 75%"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("bytes, and a set's usable part is fixed"),
+        "{error}"
+    );
     assert_eq!(reader::recordings(&open(&sim)).unwrap().len(), 1);
     let same = RecordOptions {
         usable: Some(Usable::Share(0.5)),

@@ -802,7 +802,9 @@ pub fn check_usable(set: &VolumeSet, usable: Option<Usable>) -> Result<(), Recor
         let asked = full.with_usable_bytes(usable.bytes_of(layout.volume_size_bytes))?;
         if asked.data_slot_count != layout.data_slot_count {
             return Err(RecordingError::Usage(format!(
-                "--usable {usable}: member {} ({}) was made using {} of its {} bytes, and a                  set's usable part is fixed when the set is made: leave --usable out to                  append, or give it with --overwrite to make the set anew",
+                "--usable {usable}: member {} ({}) was made using {} of its {} bytes, and a \
+                 set's usable part is fixed when the set is made: leave --usable out to \
+                 append, or give it with --overwrite to make the set anew",
                 member.index(),
                 member.disk.path().display(),
                 layout.data_end_bytes(),

@@ -1202,11 +1202,8 @@ impl<'a> Writer<'a> {
         // A retired member's writes still waiting go out first, to their consecutive slots
         // of one member: the end marker must not land among them (the retirement names
         // where they are by their first slot and their count).
-        while !self.retiring.redirects.is_empty()
-            || !self.retiring.rewrites.is_empty()
-            || !self.retiring.failing.is_empty()
-        {
-            if self.submit_redirects() | self.submit_rewrites() {
+        while self.retiring.resending() || self.retiring.failures_waiting() {
+            if self.handle_failures() | self.submit_redirects() | self.submit_rewrites() {
                 continue;
             }
             if self.engine.in_flight() == 0 {

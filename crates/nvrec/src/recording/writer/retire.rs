@@ -100,6 +100,16 @@ pub(super) struct FailingIo {
 }
 
 impl Retiring {
+    /// Whether a retirement's writes are still to go out again (redirects, rewrites).
+    pub(super) fn resending(&self) -> bool {
+        !self.redirects.is_empty() || !self.rewrites.is_empty()
+    }
+
+    /// Whether failed members wait to be retired.
+    pub(super) fn failures_waiting(&self) -> bool {
+        !self.failing.is_empty() || !self.failing_io.is_empty()
+    }
+
     /// Whether `member` failed and waits to be retired.
     pub(super) fn waits_to_retire(&self, member: usize) -> bool {
         self.failing.contains(&member) || self.failing_io.iter().any(|f| f.member == member)
@@ -108,7 +118,7 @@ impl Retiring {
     /// The next failed flush or metadata write that may be handled now (as
     /// [`Retiring::next_failing`]).
     fn next_failing_io(&mut self) -> Option<FailingIo> {
-        if self.failing_io.is_empty() || !self.redirects.is_empty() || !self.rewrites.is_empty() {
+        if self.failing_io.is_empty() || self.resending() {
             return None;
         }
         Some(self.failing_io.remove(0))
@@ -151,7 +161,7 @@ impl Retiring {
     /// The next member whose failure may be handled now: none while a retirement's
     /// writes are still to go out again.
     pub(super) fn next_failing(&mut self) -> Option<usize> {
-        if self.failing.is_empty() || !self.redirects.is_empty() || !self.rewrites.is_empty() {
+        if self.failing.is_empty() || self.resending() {
             return None;
         }
         Some(self.failing.remove(0))
@@ -160,7 +170,7 @@ impl Retiring {
     /// Whether new writes wait: a retired member's writes are still to go out again
     /// (redirects, rewrites), or a retirement holds them back for its member's flush.
     pub(super) fn holds_new_writes(&self) -> bool {
-        !self.redirects.is_empty() || !self.rewrites.is_empty() || self.gate.is_some()
+        self.resending() || self.gate.is_some()
     }
 
     /// An earlier attempt of a write, tagged `user_data`, is still in the kernel with
@@ -359,21 +369,16 @@ impl Writer<'_> {
         if self.placement.members[member].retired && !failed_after {
             return;
         }
-        // Waiting is only for a member the earlier retirement's writes do not go to: those
-        // it holds up would wait for it in turn.
-        let earlier_pending = (!self.retiring.redirects.is_empty()
-            || !self.retiring.rewrites.is_empty())
-            && self
-                .retiring
-                .redirect_to
-                .is_some_and(|to| to != member && !self.placement.members[to].retired);
-        if self.options.on_member_failure == MemberFailure::Retire
-            && self.retiring.retirements.len() < RETIREMENTS_MAX
-            && earlier_pending
-            && !failed_after
-        {
-            // An earlier retirement's writes are still going out again: this member is
-            // retired once they are (see `handle_failures`), and takes nothing meanwhile.
+        let may_retire = self.options.on_member_failure == MemberFailure::Retire
+            && self.retiring.retirements.len() < RETIREMENTS_MAX;
+        // An earlier retirement's writes still going out again to another live member: this
+        // one is retired once they are (see `handle_failures`), and takes nothing meanwhile.
+        // (Where they go to this very member, nothing could take them: the recording ends.)
+        let others_take_them = self
+            .retiring
+            .redirect_to
+            .is_some_and(|to| to != member && !self.placement.members[to].retired);
+        if may_retire && self.retiring.resending() && others_take_them && !failed_after {
             if !self.retiring.waits_to_retire(member) {
                 self.retiring.failing_io.push(FailingIo {
                     member,
@@ -384,15 +389,9 @@ impl Writer<'_> {
             }
             return;
         }
-        let target = match self.options.on_member_failure {
-            MemberFailure::Retire
-                if self.retiring.retirements.len() < RETIREMENTS_MAX
-                    && self.retiring.redirects.is_empty()
-                    && self.retiring.rewrites.is_empty() =>
-            {
-                self.redirect_target(member)
-            }
-            _ => None,
+        let target = match may_retire && !self.retiring.resending() {
+            true => self.redirect_target(member),
+            false => None,
         };
         // Writes of an earlier retirement sent here and not completed go elsewhere again:
         // that retirement's run of redirected slots here must end before them.
