@@ -689,22 +689,22 @@ fn kept_union_slots(kept: &[(u64, u64)], lap: u64) -> u64 {
     let mut runs: Vec<(u64, u64)> = kept
         .iter()
         .flat_map(|&(first, count)| {
-            let first = first % lap;
-            let count = count.min(lap);
-            let head = count.min(lap - first);
-            [(first, first + head), (0, count - head)]
+            let range = crate::recording::marks::KeptRange {
+                member: 0,
+                first_slot: first % lap,
+                slot_count: count.min(lap),
+                released: false,
+            };
+            range.runs(lap)
         })
-        .filter(|&(from, to)| to > from)
         .collect();
     runs.sort_unstable();
     let mut total = 0;
     let mut reached = 0;
-    for (from, to) in runs {
-        let from = from.max(reached);
-        if to > from {
-            total += to - from;
-        }
-        reached = reached.max(to);
+    for (first, count) in runs {
+        let end = first + count;
+        total += end.saturating_sub(first.max(reached));
+        reached = reached.max(end);
     }
     total
 }
