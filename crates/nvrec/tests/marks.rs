@@ -791,6 +791,36 @@ fn many_marks_over_many_laps_then_a_ring_appended_stay_whole() {
         }
     };
     all_whole("the ring");
+    // No write left slots unwritten before a mark (it went round it), so no mark was
+    // widened: each entry written when taken and when closed, each span the slots its
+    // window's writes took (and those of marks within it).
+    let set = open(&sim);
+    let kept = marks::kept(&set).unwrap();
+    let lap_slots = |_| set.members[0].as_ref().unwrap().layout().data_slot_count;
+    let ranges: Vec<Vec<marks::KeptRange>> = kept
+        .iter()
+        .map(|mark| marks::ranges_of(mark, lap_slots))
+        .collect();
+    for (mark, own) in kept.iter().zip(&ranges) {
+        assert_eq!(mark.revision, 2, "mark {} was rewritten", mark.recording_id);
+        for range in own {
+            let (first, end) = (range.first_slot, range.first_slot + range.slot_count);
+            let others: u64 = ranges
+                .iter()
+                .flatten()
+                .filter(|other| other.member == range.member && *other != range)
+                .filter(|other| other.first_slot >= first && other.first_slot < end)
+                .map(|other| other.slot_count)
+                .sum();
+            assert!(
+                range.slot_count - others <= 12,
+                "mark {} keeps {} slots on member {}, {others} of other marks",
+                mark.recording_id,
+                range.slot_count,
+                range.member
+            );
+        }
+    }
     let ring = append(&sim, 3 * lap_bytes, |options| {
         options.fill = Fill::Ring { trim: false };
     })

@@ -40,6 +40,7 @@ use crate::layout::{
 use frontier::Frontier;
 use ingest::Ingest;
 use mark::Marker;
+use parts::{lay_ring, Lay, Part, Parts, PARTS_MAX};
 use place::{MemberState, Placement};
 use reclaim::{Reclaimer, Room};
 use retire::{tag, untag, Retiring};
@@ -49,6 +50,7 @@ mod checkpoint;
 mod frontier;
 mod ingest;
 mod mark;
+mod parts;
 mod place;
 mod reclaim;
 mod retire;
@@ -411,6 +413,8 @@ struct Flight {
     /// slot; the slot in a linear recording): the order of the member's writes.
     slot: u64,
     position: u64,
+    /// Every slot of the write, an I/O a part (see `parts.rs`).
+    lie: Parts,
     /// Times the write was sent again to another member (its completions carry it, so that
     /// a late completion of an earlier attempt is told apart).
     attempt: u8,
@@ -434,7 +438,8 @@ struct Claimed {
 
 /// What [`Writer::place`] put where.
 struct Placed {
-    parts: u8,
+    /// Its slots, an I/O a part.
+    lie: Parts,
     slot: u64,
     position: u64,
     stream_end_bytes: u64,
@@ -736,12 +741,12 @@ fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
 }
 
 /// The engine never has more in flight than the buffers or the members' queues allow,
-/// plus, in a ring, one more per member for the second part of a write that goes on at
-/// slot 0 (a member has at most one such write in flight: see `ring_clear`).
+/// plus, in a ring, room per member for the further parts of a write that goes on at slot 0
+/// or round kept slots (see `parts.rs`; a write goes out only where all its parts fit).
 fn engine_queue_depth(buffer_count: u32, options: &RecordOptions, member_count: usize) -> u32 {
     let split_room = match options.fill {
         Fill::Linear => 0,
-        Fill::Ring { .. } => member_count as u32,
+        Fill::Ring { .. } => member_count as u32 * (parts::PARTS_MAX as u32 - 1),
     };
     (buffer_count.min(options.queue_depth.saturating_mul(member_count as u32)) + split_room)
         .min(engine::QUEUE_DEPTH_MAX)

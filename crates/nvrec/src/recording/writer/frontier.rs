@@ -213,6 +213,7 @@ mod tests {
             stream_end_bytes: (first + 4) * 1000,
             lost_bytes_through: first,
             parts_left: 1,
+            lie: Parts::one(slot, 4),
             failed: false,
             slot,
             position: slot,
@@ -334,6 +335,7 @@ mod tests {
             chunk_count: 4,
             slot: first,
             position: first,
+            lie: Parts::one(first, 4),
             stream_offset_bytes: first * 1000,
         };
         members[0].completed_unflushed.extend([done(0), done(8)]);

@@ -138,11 +138,19 @@ impl Writer<'_> {
                 thin(history);
             }
         }
-        if member.jump_kept(k) {
-            if let Err(error) = self.widen_marks(member_index) {
-                self.error
-                    .get_or_insert(format!("widening a mark: {error}"));
-            }
+        // A member that takes a retired member's writes keeps its next write in one run.
+        let contiguous = redirected || self.retiring.redirect_to == Some(member_index);
+        if member.jump_kept(k, contiguous) {
+            self.widen_marks_or_fail(member_index);
+        }
+    }
+
+    /// Widens the marks a jump widened on `member_index` (see [`Writer::widen_marks`]);
+    /// where that fails, the recording fails.
+    pub(super) fn widen_marks_or_fail(&mut self, member_index: usize) {
+        if let Err(error) = self.widen_marks(member_index) {
+            self.error
+                .get_or_insert(format!("widening a mark: {error}"));
         }
     }
 
@@ -324,7 +332,7 @@ impl Writer<'_> {
         let k = self.k as u64;
         for index in 0..members {
             let member = &mut self.placement.members[index];
-            if member.jump_kept(k) {
+            if member.jump_kept(k, false) {
                 // Nothing written yet: the ring begins past them.
                 (member.start_slot, member.start_lap) = (member.next_slot, member.lap);
                 member.trimmed_to_slot = member.next_slot;
@@ -514,7 +522,7 @@ impl Writer<'_> {
             if let Some(range) = range {
                 member.kept.push(*range);
                 member.unsettled.push(*range);
-                member.jump_kept(k);
+                member.jump_kept(k, false);
             }
         }
         let marker = self.marker.as_mut().expect("marks are served");

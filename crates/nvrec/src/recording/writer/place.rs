@@ -1,10 +1,10 @@
 //! Placement: ready buffers become writes: sequence numbers, the member's next slots (a ring
-//! write at the end of a lap goes on at slot 0 as a second I/O), headers framed in place,
-//! trim ahead of a ring's write point.
+//! write goes on at slot 0 where its lap ends, and round slots marks keep, an I/O a part:
+//! see `parts.rs`), headers framed in place, trim ahead of a ring's write point.
 
 use super::*;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct MemberState {
     /// Retired after a failure: takes no more writes, and no metadata.
     pub(super) retired: bool,
@@ -94,66 +94,19 @@ pub(super) struct MemberState {
     pub(super) idle_since: Option<Instant>,
 }
 
-/// One I/O of a write: (first slot, first chunk of the buffer, chunk count).
-type Part = (u64, u32, u32);
-
-/// Where a write lands on its member: from `first_slot` of `lap` on, and in a ring that
-/// reaches the lap's end, on from slot 0 (the second part).
+/// Where a write lands on its member: its parts (see `parts.rs`), the ring position of its
+/// first chunk, and the ring positions it takes (kept slots it goes round included).
 #[derive(Debug, Clone, Copy)]
 struct Span {
     ring: bool,
-    first_slot: u64,
     lap: u64,
     usable_slots: u64,
     ring_position: u64,
     chunk_count: u32,
-    /// Chunks in the first part: all of them unless the write goes on at slot 0.
-    first_part_count: u32,
-}
-
-impl Span {
-    #[inline]
-    fn slot_of(&self, index: u32) -> u64 {
-        if index < self.first_part_count {
-            self.first_slot + index as u64
-        } else {
-            (index - self.first_part_count) as u64
-        }
-    }
-
-    /// The write's I/Os: one, or two where it goes on at slot 0.
-    #[inline]
-    fn parts(&self) -> Parts {
-        Parts {
-            all: [
-                (self.first_slot, 0, self.first_part_count),
-                (
-                    0,
-                    self.first_part_count,
-                    self.chunk_count - self.first_part_count,
-                ),
-            ],
-            count: if self.first_part_count < self.chunk_count {
-                2
-            } else {
-                1
-            },
-        }
-    }
-}
-
-/// A write's one or two I/Os, kept on the stack.
-#[derive(Debug, Clone, Copy)]
-struct Parts {
-    all: [Part; 2],
-    count: usize,
-}
-
-impl Parts {
-    #[inline]
-    fn as_slice(&self) -> &[Part] {
-        &self.all[..self.count]
-    }
+    parts: Parts,
+    /// Kept slots between the write point and the first chunk.
+    lead: u64,
+    extent: u64,
 }
 
 impl MemberState {
@@ -259,24 +212,69 @@ impl MemberState {
         self.ring_next().0.saturating_sub(self.jumped_slots)
     }
 
-    /// Whether a ring write of `slot_count` slots at the write point touches no slot of a
-    /// write still in flight: everything in flight and the new write must lie within one
-    /// lap's worth of ring positions.
-    pub(super) fn ring_clear(&self, slot_count: u64) -> bool {
+    /// How a ring write of `count` chunks lies from the write point (see `parts.rs`).
+    pub(super) fn lay(&self, count: u64) -> Lay {
+        let (_, _, slot) = self.ring_next();
+        lay_ring(slot, count, self.usable_slots, &self.kept, &self.unsettled)
+    }
+
+    /// A ring write of `chunk_count` chunks taking `extent` positions from the write point
+    /// went out: the write point moves past it, the kept slots it went round counted as
+    /// jumped, and all of it in the slots since the checkpoint (recovery reads through
+    /// kept slots too).
+    pub(super) fn ring_wrote(&mut self, extent: u64, chunk_count: u64) {
+        let lap_slots = self.usable_slots.max(1);
+        let end = self.ring_next().0 + extent;
+        if end / lap_slots != self.lap {
+            self.trimmed_to_slot = 0;
+        }
+        (self.lap, self.next_slot) = (end / lap_slots, end % lap_slots);
+        self.jumped_slots += extent - chunk_count;
+        self.since_checkpoint_slots += extent;
+        self.since_durable_slots += extent;
+    }
+
+    /// The ring positions a write of `count` chunks takes from the write point, where it
+    /// may go now (none while it would go round kept slots no durable entry names).
+    fn ring_extent(&self, count: u64) -> Option<u64> {
+        match self.lay(count) {
+            Lay::At { extent, .. } => Some(extent),
+            Lay::Unsettled | Lay::Scattered => None,
+        }
+    }
+
+    /// Whether a write of `count` chunks lies in one run from the write point (or two
+    /// where the lap ends), round no kept slots: as a retired member's writes sent here
+    /// must, the reader taking them for one run.
+    fn lies_contiguous(&self, count: u64) -> bool {
+        self.ring_extent(count) == Some(count)
+    }
+
+    /// Whether a ring write taking `extent` ring positions from the write point touches no
+    /// slot of a write still in flight: everything in flight and the new write must lie
+    /// within one lap's worth of ring positions.
+    pub(super) fn ring_clear(&self, extent: u64) -> bool {
         let (position, _, _) = self.ring_next();
         self.pending
             .front()
-            .is_none_or(|&(_, oldest, _)| position + slot_count <= oldest + self.usable_slots)
+            .is_none_or(|&(_, oldest, _)| position + extent <= oldest + self.usable_slots)
     }
 
     /// Whether a write of `chunk_count` chunks may go to this member now: its queue has
     /// room, in a ring the write touches no slot still being written, and recovery could
     /// still find it from the last durable checkpoint.
     pub(super) fn can_take(&self, chunk_count: u64, ring: bool) -> bool {
+        let extent = match ring {
+            true => match self.ring_extent(chunk_count) {
+                Some(extent) => extent,
+                None => return false,
+            },
+            false => chunk_count,
+        };
         self.in_flight < self.queue_depth
-            && (!ring || self.ring_clear(chunk_count))
+            && (!ring || self.ring_clear(extent))
             && self.since_durable_slots
-                + chunk_count
+                + extent
                 + self.redirect_reserve_slots
                 + self.durable_guard_slots
                 <= self.recovery_limit_slots
@@ -287,8 +285,15 @@ impl MemberState {
     /// for these writes: without the room, a member that went as far as it may past the
     /// last checkpoint could wait for a checkpoint that waits for it.)
     /// It leaves out the slots kept behind a redirected run (`durable_guard_slots`) for the
-    /// same reason.
+    /// same reason. Such a write lies in one run: where kept slots are in its way, the
+    /// write point jumps past them first (see `Writer::place`), and so does this look.
     pub(super) fn can_take_redirect(&self, chunk_count: u64, ring: bool) -> bool {
+        if ring && !self.lies_contiguous(chunk_count) {
+            let mut ahead = self.clone();
+            ahead.jump_kept(chunk_count, true);
+            return ahead.lies_contiguous(chunk_count)
+                && ahead.can_take_redirect(chunk_count, ring);
+        }
         self.in_flight < self.queue_depth
             && (!ring || self.ring_clear(chunk_count))
             && self.within_limit(chunk_count, ring)
@@ -296,15 +301,21 @@ impl MemberState {
     }
 
     /// Whether a write of `chunk_count` slots from the write point stays within the
-    /// member's limit, if it has one: a ring position (a recording that reclaims), or a
-    /// slot (a linear recording before a kept mark).
+    /// member's limit, if it has one: a ring position (a recording that reclaims; the
+    /// write reaches as far as the kept slots it goes round), or a slot (a linear
+    /// recording before a kept mark).
     pub(super) fn within_limit(&self, chunk_count: u64, ring: bool) -> bool {
-        let at = match ring {
-            true => self.ring_next().0,
-            false => self.next_slot,
+        let Some(limit) = self.limit_position else {
+            return true;
         };
-        self.limit_position
-            .is_none_or(|limit| at + chunk_count <= limit)
+        let (at, reach) = match ring {
+            true => (
+                self.ring_next().0,
+                self.ring_extent(chunk_count).unwrap_or(chunk_count),
+            ),
+            false => (self.next_slot, chunk_count),
+        };
+        at + reach <= limit
     }
 
     /// Linear: one past the last slot the recording's writes may take on this member (the
@@ -393,18 +404,91 @@ impl MemberState {
         }
     }
 
-    /// Moves the write point past the kept slots that a write of `count` slots from it
-    /// would touch (or that it stands in). Where those slots are not yet named by a durable
-    /// entry (`unsettled`), writes wait until a checkpoint is durable there
-    /// (`barrier`); past settled ones they go on, the jump counted in the slots since the
-    /// checkpoint. Returns whether it moved.
-    pub(super) fn jump_kept(&mut self, count: u64) -> bool {
-        let lap = self.usable_slots;
-        if lap == 0 || self.kept.is_empty() {
+    /// Before the next write of up to `count` chunks: moves the write point out of kept
+    /// slots it stands in. A write goes round kept slots ahead of it (see `parts.rs`),
+    /// leaving none unwritten, but not round slots no durable entry names yet
+    /// (`unsettled`): then the member holds its writes until a checkpoint is durable
+    /// where it stands (`barrier`), which makes the mark's entry durable with it.
+    ///
+    /// Where the write must lie in one run (`contiguous`: a retired member's writes sent
+    /// here), or would take more I/Os than one may, the write point jumps past every kept
+    /// range the write would touch instead, and a range it stopped short of is widened
+    /// back over the slots left unwritten (its entry rewritten), so that a reader's lap
+    /// never holds older chunks between newer ones. Past unsettled slots, writes wait for a
+    /// checkpoint there; past settled ones they go on, the jump counted in the slots since
+    /// the checkpoint. Returns whether the write point moved.
+    pub(super) fn jump_kept(&mut self, count: u64, contiguous: bool) -> bool {
+        if self.usable_slots == 0 || self.kept.is_empty() {
             return false;
         }
         let from = self.ring_next().0;
-        let mut jumped = false;
+        let mut unsettled = self.jump_out_of_kept();
+        match (contiguous, self.lay(count)) {
+            (false, Lay::At { .. }) => {}
+            (false, Lay::Unsettled) => {
+                self.hold_for_entry();
+                return self.ring_next().0 != from;
+            }
+            _ => unsettled |= self.jump_widening(count),
+        }
+        let to = self.ring_next().0;
+        if to == from {
+            return false;
+        }
+        self.jumped_slots += to - from;
+        self.trimmed_to_slot = self.next_slot;
+        match unsettled {
+            true => {
+                self.barrier = Some(to);
+                self.barrier_passed = false;
+                self.since_checkpoint_slots = self.recovery_limit_slots;
+                self.since_durable_slots = self.recovery_limit_slots;
+            }
+            false => {
+                self.since_checkpoint_slots = self.since_checkpoint_slots.saturating_add(to - from);
+                self.since_durable_slots = self.since_durable_slots.saturating_add(to - from);
+            }
+        }
+        true
+    }
+
+    /// Moves the write point to the end of each kept range it stands in. Returns whether
+    /// one was unsettled.
+    fn jump_out_of_kept(&mut self) -> bool {
+        let lap = self.usable_slots;
+        let mut unsettled = false;
+        for _ in 0..=self.kept.len() {
+            let (position, _, slot) = self.ring_next();
+            let Some(&range) = self
+                .kept
+                .iter()
+                .find(|&&range| jump_distance(range, slot, 1, lap).is_some_and(|(_, s)| s == 0))
+            else {
+                break;
+            };
+            unsettled |= self.unsettled.contains(&range);
+            let (distance, _) =
+                jump_distance(range, slot, 1, lap).expect("the write point is in it");
+            let to = position + distance;
+            (self.lap, self.next_slot) = (to / lap, to % lap);
+        }
+        unsettled
+    }
+
+    /// Holds this member's writes until a durable checkpoint puts it where it stands: its
+    /// next write would go round kept slots that no durable entry names.
+    fn hold_for_entry(&mut self) {
+        self.barrier = Some(self.ring_next().0);
+        self.barrier_passed = false;
+        self.since_checkpoint_slots = self.recovery_limit_slots;
+        self.since_durable_slots = self.recovery_limit_slots;
+    }
+
+    /// Jumps past every kept range a write of `count` slots from the write point would
+    /// touch, widening one it stopped short of back over the slots left unwritten. Returns
+    /// whether one was unsettled.
+    fn jump_widening(&mut self, count: u64) -> bool {
+        let lap = self.usable_slots;
         let mut unsettled = false;
         for _ in 0..=self.kept.len() {
             let (position, _, slot) = self.ring_next();
@@ -434,29 +518,9 @@ impl MemberState {
                 self.kept[index] = widened;
             }
             let to = position + distance;
-            self.lap = to / lap;
-            self.next_slot = to % lap;
-            jumped = true;
+            (self.lap, self.next_slot) = (to / lap, to % lap);
         }
-        if !jumped {
-            return false;
-        }
-        self.jumped_slots += self.ring_next().0 - from;
-        self.trimmed_to_slot = self.next_slot;
-        match unsettled {
-            true => {
-                self.barrier = Some(self.ring_next().0);
-                self.barrier_passed = false;
-                self.since_checkpoint_slots = self.recovery_limit_slots;
-                self.since_durable_slots = self.recovery_limit_slots;
-            }
-            false => {
-                let distance = self.ring_next().0 - from;
-                self.since_checkpoint_slots = self.since_checkpoint_slots.saturating_add(distance);
-                self.since_durable_slots = self.since_durable_slots.saturating_add(distance);
-            }
-        }
-        true
+        unsettled
     }
 
     /// Kept `range` is named by a durable entry now: recovery crosses it.
@@ -620,11 +684,11 @@ impl Writer<'_> {
         }
     }
 
-    /// I/Os one write may need: two in a ring (the end of a lap, then slot 0).
+    /// I/Os one write may need: in a ring, one a part (see `parts.rs`).
     pub(super) fn max_parts(&self) -> u32 {
         match self.options.fill {
             Fill::Linear => 1,
-            Fill::Ring { .. } => 2,
+            Fill::Ring { .. } => PARTS_MAX as u32,
         }
     }
 
@@ -653,10 +717,11 @@ impl Writer<'_> {
             // Not the loss counted so far: input lost after this write's chunks were cut
             // belongs to later chunks (it would exceed the stream this write ends).
             lost_bytes_through: self.placement.submitted_gap_bytes,
-            parts_left: placed.parts,
+            parts_left: placed.lie.len() as u8,
             failed: false,
             slot: placed.slot,
             position: placed.position,
+            lie: placed.lie,
             attempt: 0,
             submitted: self.clock.now(),
             error: None,
@@ -668,8 +733,9 @@ impl Writer<'_> {
     }
 
     /// Frames the chunks of `buffer` (sequence numbers from `first_sequence`) for the next
-    /// slots of `member_index` and pushes the write (two I/Os where a ring lap ends),
-    /// tagged `user_data`. A write sent again after a retirement carries `REDIRECTED`.
+    /// slots of `member_index` and pushes the write (one I/O a part: see `parts.rs`),
+    /// tagged `user_data`. A write sent again after a retirement carries `REDIRECTED`, and
+    /// lies in one run.
     pub(super) fn place(
         &mut self,
         buffer: u32,
@@ -681,16 +747,19 @@ impl Writer<'_> {
         let redirected = untag(user_data).1 > 0;
         if let Fill::Ring { trim } = self.options.fill {
             self.ring_write_point(member_index, trim)?;
+            let member = &mut self.placement.members[member_index];
+            if redirected && member.jump_kept(chunk_count as u64, true) {
+                self.widen_marks_or_fail(member_index);
+            }
         }
-        let span = self.span(member_index, chunk_count);
+        let span = self.span(member_index, chunk_count, redirected);
         let stream_end_bytes =
             self.frame(buffer, member_index, &span, first_sequence, redirected)?;
-        let parts = span.parts();
-        self.push_parts(buffer, member_index, parts.as_slice(), user_data)?;
+        self.push_parts(buffer, member_index, span.parts.as_slice(), user_data)?;
         self.note_placed(member_index, &span, first_sequence, redirected, user_data);
         let placed = Placed {
-            parts: parts.count as u8,
-            slot: span.first_slot,
+            lie: span.parts,
+            slot: span.parts.first_slot(),
             position: span.ring_position,
             stream_end_bytes,
         };
@@ -722,42 +791,64 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// The slots a write of `chunk_count` chunks takes at `member_index`'s write point.
+    /// The slots a write of `chunk_count` chunks takes at `member_index`'s write point: in
+    /// a ring, round kept slots and on at slot 0 where the lap ends (see `parts.rs`); a
+    /// redirected write in one run, the write point having jumped past kept slots in its way.
     #[inline]
-    fn span(&self, member_index: usize, chunk_count: u32) -> Span {
+    fn span(&self, member_index: usize, chunk_count: u32, redirected: bool) -> Span {
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         let member = &self.placement.members[member_index];
-        let first_slot = member.next_slot;
         let usable_slots = member.usable_slots;
-        let ring_position = member.lap * usable_slots + first_slot;
-        // A ring write that reaches the end of the lap goes on at slot 0, so that every lap
-        // fills every usable slot in order (what is left at the end of a lap would otherwise
-        // hold an older lap's data).
-        let first_part_count = if ring {
-            (usable_slots - first_slot).min(chunk_count as u64) as u32
-        } else {
-            chunk_count
-        };
-        if ring {
-            debug_assert!(
-                member.pending.iter().all(|&(_, start, count)| {
-                    !ring_ranges_overlap(
-                        (start, count),
-                        (ring_position, chunk_count as u64),
-                        usable_slots,
-                    )
-                }),
-                "a ring write overlaps a write in flight"
-            );
+        let write_point = member.lap * usable_slots + member.next_slot;
+        if !ring {
+            return Span {
+                ring,
+                lap: member.lap,
+                usable_slots,
+                ring_position: write_point,
+                chunk_count,
+                parts: Parts::one(member.next_slot, chunk_count),
+                lead: 0,
+                extent: chunk_count as u64,
+            };
         }
+        let count = chunk_count as u64;
+        let laid = match redirected {
+            false => member.lay(count),
+            true => lay_ring(member.next_slot, count, usable_slots, &[], &[]),
+        };
+        let (parts, lead, extent) = match laid {
+            Lay::At {
+                parts,
+                lead,
+                extent,
+            } => (parts, lead, extent),
+            // `can_take` let no such write through; should one come, it is laid as
+            // before kept slots were gone round: one run, on at slot 0.
+            Lay::Unsettled | Lay::Scattered => {
+                debug_assert!(false, "a ring write that may not go round kept slots");
+                match lay_ring(member.next_slot, count, usable_slots, &[], &[]) {
+                    Lay::At { parts, .. } => (parts, 0, count),
+                    _ => unreachable!("nothing kept"),
+                }
+            }
+        };
+        let ring_position = write_point + lead;
+        debug_assert!(
+            member.pending.iter().all(|&(_, start, count)| {
+                !ring_ranges_overlap((start, count), (ring_position, extent - lead), usable_slots)
+            }),
+            "a ring write overlaps a write in flight"
+        );
         Span {
             ring,
-            first_slot,
-            lap: member.lap,
+            lap: ring_position / usable_slots.max(1),
             usable_slots,
             ring_position,
             chunk_count,
-            first_part_count,
+            parts,
+            lead,
+            extent,
         }
     }
 
@@ -815,7 +906,7 @@ impl Writer<'_> {
                 member_index: member_index as u16,
                 stream_id: 0,
                 sequence,
-                slot_index: span.slot_of(index as u32),
+                slot_index: span.parts.slot_of(index as u32),
                 timestamp_ns: meta.timestamp_ns,
                 elapsed_ns: meta.elapsed_ns,
                 stream_offset_bytes: meta.stream_offset_bytes,
@@ -885,38 +976,44 @@ impl Writer<'_> {
         redirected: bool,
         user_data: u64,
     ) {
-        let parts = span.parts();
-        let parts = parts.as_slice();
+        let parts = span.parts.as_slice();
         let chunk_count = span.chunk_count as u64;
         let member = &mut self.placement.members[member_index];
-        for (part, &(slot, first_chunk, _)) in parts.iter().enumerate() {
+        for &(slot, first_chunk, _) in parts {
             // Redirected slots just before this part: those before the write, and in a
-            // redirected write, its own first part.
-            let tail = match (redirected, part) {
+            // redirected write (one run, on at slot 0), its own chunks before the part.
+            let tail = match (redirected, first_chunk) {
                 (_, 0) => member.redirect_tail_slots,
-                (true, _) => member.redirect_tail_slots + span.first_part_count as u64,
+                (true, _) => member.redirect_tail_slots + first_chunk as u64,
                 (false, _) => 0,
             };
-            member.undurable.push_back((
-                first_sequence + first_chunk as u64,
-                slot,
-                span.lap + part as u64,
-                tail,
-            ));
+            let position =
+                span.parts
+                    .position_of(first_chunk, span.ring_position, span.usable_slots);
+            let lap = match span.ring {
+                true => position / span.usable_slots.max(1),
+                false => span.lap,
+            };
+            member
+                .undurable
+                .push_back((first_sequence + first_chunk as u64, slot, lap, tail));
         }
         member.redirect_tail_slots = if redirected {
             member.redirect_tail_slots + chunk_count
         } else {
             0
         };
+        let lead = span.lead;
         member
             .pending
-            .push_back((untag(user_data).0, span.ring_position, chunk_count));
-        member.next_slot = span.first_slot + chunk_count;
-        if span.ring && member.next_slot >= span.usable_slots {
-            member.next_slot -= span.usable_slots;
-            member.lap += 1;
-            member.trimmed_to_slot = 0;
+            .push_back((untag(user_data).0, span.ring_position, span.extent - lead));
+        match span.ring {
+            true => member.ring_wrote(span.extent, chunk_count),
+            false => {
+                member.next_slot = span.parts.first_slot() + chunk_count;
+                member.since_checkpoint_slots += chunk_count;
+                member.since_durable_slots += chunk_count;
+            }
         }
         if member.in_flight == 0 {
             member.busy_since = Some(self.clock.now());
@@ -928,8 +1025,6 @@ impl Writer<'_> {
         }
         member.chunk_count += chunk_count;
         member.io_count += parts.len() as u64;
-        member.since_checkpoint_slots += chunk_count;
-        member.since_durable_slots += chunk_count;
     }
 
     /// Ring with trim: keep the slots ahead of the write point discarded. A discard that
@@ -1008,7 +1103,7 @@ mod tests {
     }
 
     #[test]
-    fn the_write_point_jumps_over_kept_slots_and_waits_for_a_checkpoint_past_them() {
+    fn the_write_point_jumps_out_of_kept_slots_and_waits_for_a_checkpoint_past_them() {
         let mut member = member();
         member.queue_depth = 4;
         member.kept = vec![(40, 10), (95, 10)]; // the second wraps over the lap's end
@@ -1016,9 +1111,9 @@ mod tests {
         member.unsettled = member.kept.clone();
         member.next_slot = 38;
         // A write of 2 from 38 fits before 40: no jump.
-        assert!(!member.jump_kept(2));
+        assert!(!member.jump_kept(2, false));
         member.next_slot = 40;
-        assert!(member.jump_kept(2));
+        assert!(member.jump_kept(2, false));
         assert_eq!((member.lap, member.next_slot), (0, 50));
         assert!(
             !member.can_take(2, true),
@@ -1033,19 +1128,48 @@ mod tests {
         member.checkpoint_position(8, true, 2);
         member.checkpoint_durable();
         assert!(member.barrier.is_none() && member.can_take(2, true));
-        // Over the range that wraps: from 94, a write of 2 would reach into it at 95; the
-        // slot left unwritten before it is kept with it.
+    }
+
+    #[test]
+    fn a_write_that_would_go_round_slots_no_entry_names_waits_for_a_checkpoint_there() {
+        let mut member = member();
+        member.queue_depth = 4;
+        member.kept = vec![(95, 10)];
+        member.unsettled = member.kept.clone();
         member.next_slot = 94;
-        assert!(member.jump_kept(2));
+        assert!(!member.jump_kept(2, false), "it holds where it stands");
+        assert_eq!(member.barrier, Some(94));
+        assert!(!member.can_take(2, true));
+        member.checkpoint_position(0, true, 2);
+        member.checkpoint_durable();
+        assert!(member.barrier.is_none());
+        assert!(
+            !member.can_take(2, true),
+            "the mark's entry is not durable yet"
+        );
+        member.settled((95, 10));
+        assert!(member.can_take(2, true));
+        let Lay::At { parts, extent, .. } = member.lay(2) else {
+            panic!("laid out");
+        };
+        assert_eq!((parts.slots(), extent), (vec![94, 5], 12));
+        assert_eq!(member.kept, vec![(95, 10)], "nothing widened");
+    }
+
+    #[test]
+    fn a_write_that_must_lie_in_one_run_jumps_and_widens_the_range_it_stopped_short_of() {
+        let mut member = member();
+        member.queue_depth = 4;
+        member.kept = vec![(95, 10)];
+        member.unsettled = member.kept.clone();
+        member.next_slot = 94;
+        assert!(member.jump_kept(2, true));
         assert_eq!((member.lap, member.next_slot), (1, 5));
         assert_eq!(member.widened, vec![((95, 10), (94, 11))]);
-        assert_eq!(member.kept[1], (94, 11));
-        assert_eq!(
-            member.unsettled,
-            vec![(40, 10), (94, 11)],
-            "still not named"
-        );
-        assert_eq!(member.slots_before_kept(), 35);
+        assert_eq!(member.kept, vec![(94, 11)]);
+        assert_eq!(member.unsettled, vec![(94, 11)], "still not named");
+        assert_eq!(member.barrier, Some(105));
+        assert_eq!(member.slots_before_kept(), 89);
     }
 
     #[test]
@@ -1056,7 +1180,7 @@ mod tests {
         member.next_slot = 40;
         member.since_checkpoint_slots = 6;
         member.since_durable_slots = 6;
-        assert!(member.jump_kept(2));
+        assert!(member.jump_kept(2, false));
         assert_eq!((member.lap, member.next_slot), (0, 50));
         assert!(member.barrier.is_none());
         // The jump counts in the slots since the checkpoint: recovery reads through them.
@@ -1066,18 +1190,68 @@ mod tests {
             member.can_take(2, true),
             "a stall elsewhere holds nothing here"
         );
-        // Once its entry is durable, a mark closed since is crossed the same way.
+        // Once its entry is durable, a mark closed since is gone round the same way: no
+        // jump, and no slot before it left unwritten.
         member.kept.push((60, 5));
         member.unsettled.push((60, 5));
         member.settled((60, 5));
         member.next_slot = 59;
-        assert!(member.jump_kept(2), "a write from 59 would reach into 60");
         assert!(
-            member.barrier.is_none(),
-            "widened to 59: recovery crosses the slot too"
+            !member.jump_kept(2, false),
+            "a write from 59 goes round 60..65"
         );
-        assert_eq!(member.kept[1], (59, 6));
-        assert!(member.unsettled.is_empty());
+        let Lay::At { parts, extent, .. } = member.lay(2) else {
+            panic!("laid out");
+        };
+        assert_eq!((parts.slots(), extent), (vec![59, 65], 7));
+        assert!(member.barrier.is_none());
+        assert_eq!(member.kept[1], (60, 5));
+    }
+
+    #[test]
+    fn lap_after_lap_every_free_slot_is_written_and_kept_ranges_stay_as_they_are() {
+        let mut member = member();
+        member.queue_depth = 4;
+        member.recovery_limit_slots = 1000;
+        // Ranges a write's length from each other and from the lap's end, and writes of
+        // uneven lengths (a paced source's partial buffers), so that the write point
+        // comes to each range at another slot every lap.
+        let kept = vec![(7, 9), (19, 3), (33, 20), (95, 3), (99, 2)];
+        member.kept = kept.clone();
+        let free: Vec<u64> = (0..100)
+            .filter(|&slot| !kept.iter().any(|&range| within(range, slot)))
+            .collect();
+        let mut written = vec![0u64; 100];
+        let counts = [8u64, 3, 8, 5, 8, 8, 1, 7];
+        for write in 0..400 {
+            member.jump_kept(8, false);
+            let count = counts[write % counts.len()];
+            let Lay::At { parts, extent, .. } = member.lay(count) else {
+                panic!("write {write} laid out");
+            };
+            assert!(parts.len() <= PARTS_MAX);
+            for slot in parts.slots() {
+                assert!(free.contains(&slot), "write {write} wrote kept slot {slot}");
+                written[slot as usize] += 1;
+            }
+            member.ring_wrote(extent, count);
+            member.since_durable_slots = 0;
+        }
+        assert_eq!(member.kept, kept, "no range widened");
+        assert!(member.widened.is_empty());
+        let laps = member.lap;
+        assert!(laps >= 30, "{laps} laps");
+        for &slot in &free {
+            assert!(
+                written[slot as usize] >= laps,
+                "slot {slot} written {} times in {laps} laps",
+                written[slot as usize]
+            );
+        }
+    }
+
+    fn within((first, count): (u64, u64), slot: u64) -> bool {
+        (slot + 100 - first % 100) % 100 < count
     }
 
     #[test]

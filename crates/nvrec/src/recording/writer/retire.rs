@@ -429,6 +429,7 @@ impl Writer<'_> {
                     chunk_count: flight.chunk_count,
                     slot: flight.slot,
                     position: flight.position,
+                    lie: flight.lie,
                     stream_offset_bytes: self.ingest.metas[base].stream_offset_bytes,
                 };
                 self.placement.members[member]
@@ -452,7 +453,7 @@ impl Writer<'_> {
             self.ingest.free_buffer(flight.buffer);
             self.frontier.flights.complete(number);
             if flight.attempt > 0 && landed < flight.chunk_count {
-                let slots = self.slots_of(member, flight.slot, flight.chunk_count);
+                let slots = flight.lie.slots();
                 self.cut_run_at(member, slots[landed as usize]);
             }
         }
@@ -465,7 +466,7 @@ impl Writer<'_> {
             return 0;
         };
         let layout = member.layout();
-        let slots = self.slots_of(flight.member as usize, flight.slot, flight.chunk_count);
+        let slots = flight.lie.slots();
         for (index, &slot) in slots.iter().enumerate() {
             let whole = layout
                 .data_slot_offset_bytes(slot)
@@ -804,9 +805,10 @@ impl Writer<'_> {
                 .expect("a redirect is in flight") = Flight {
                 buffer,
                 member: target as u16,
-                parts_left: placed.parts,
+                parts_left: placed.lie.len() as u8,
                 slot: placed.slot,
                 position: placed.position,
+                lie: placed.lie,
                 submitted: self.clock.now(),
                 needs_copy: false,
                 ..flight

@@ -55,6 +55,8 @@ pub(super) struct Done {
     pub(super) slot: u64,
     /// Its ring position (lap x lap slots + slot; the slot in a linear recording).
     pub(super) position: u64,
+    /// Every slot of it, an I/O a part (see `parts.rs`).
+    pub(super) lie: Parts,
     /// The stream offset of its first chunk.
     pub(super) stream_offset_bytes: u64,
 }
@@ -81,6 +83,13 @@ pub(super) struct RewriteFlight {
     submitted: Instant,
 }
 
+/// The slots of a completed write, in chunk order.
+pub(super) fn slots_of(done: &Done) -> Vec<u64> {
+    let mut slots = done.lie.slots();
+    slots.truncate(done.chunk_count as usize);
+    slots
+}
+
 /// Whether a completion is a rewrite's.
 pub(super) fn is_rewrite(user_data: u64) -> bool {
     untag(user_data).0 & REWRITE_BIT != 0
@@ -94,6 +103,7 @@ impl Writer<'_> {
             chunk_count: flight.chunk_count,
             slot: flight.slot,
             position: flight.position,
+            lie: flight.lie,
             stream_offset_bytes: self.ingest.metas[flight.buffer as usize * self.k as usize]
                 .stream_offset_bytes,
         }
@@ -370,10 +380,11 @@ impl Writer<'_> {
                 chunk_count: whole,
                 slot: placed.slot,
                 position: placed.position,
+                lie: placed.lie,
                 stream_offset_bytes: self.ingest.metas[buffer as usize * self.k as usize]
                     .stream_offset_bytes,
             },
-            parts_left: placed.parts,
+            parts_left: placed.lie.len() as u8,
             failed: None,
             submitted: self.clock.now(),
         });
@@ -391,7 +402,7 @@ impl Writer<'_> {
         };
         let chunk_bytes = self.chunk_bytes();
         let count = rewrite.done.chunk_count;
-        let slots = self.slots_of(rewrite.from, rewrite.done.slot, count);
+        let slots = slots_of(&rewrite.done);
         let layout = member.layout();
         let bytes = self.engine.pool_mut().slot_mut(buffer as usize);
         // Runs of consecutive slots: one read each (a ring write may go on at slot 0).
@@ -446,41 +457,27 @@ impl Writer<'_> {
         (whole, overwritten)
     }
 
-    /// The slots of a write of `count` chunks at `slot` of `member` (in a ring, one that
-    /// reaches the end of the lap went on at slot 0).
-    pub(super) fn slots_of(&self, member: usize, slot: u64, count: u32) -> Vec<u64> {
-        let state = &self.placement.members[member];
-        let ring = matches!(self.options.fill, Fill::Ring { .. });
-        (0..count as u64)
-            .map(|index| match slot + index {
-                at if ring && at >= state.usable_slots => at - state.usable_slots,
-                at => at,
-            })
-            .collect()
-    }
-
     /// What is left of `rewrite` from its chunk `skip` on (its stream offset is read back
     /// with it).
     fn rest_of(&self, rewrite: Rewrite, skip: u32) -> Rewrite {
-        let slots = self.slots_of(rewrite.from, rewrite.done.slot, rewrite.done.chunk_count);
-        let usable = self.placement.members[rewrite.from].usable_slots.max(1);
-        let lap = rewrite.done.position / usable;
-        let slot = slots[skip as usize];
-        let lap = if slot < rewrite.done.slot {
-            lap + 1
-        } else {
-            lap
-        };
+        let usable = self.placement.members[rewrite.from].usable_slots;
+        let lie = rewrite.done.lie.from_chunk(skip);
         Rewrite {
             from: rewrite.from,
             done: Done {
                 first_sequence: rewrite.done.first_sequence + skip as u64,
                 chunk_count: rewrite.done.chunk_count - skip,
-                slot,
+                slot: lie.first_slot(),
                 position: match self.options.fill {
-                    Fill::Ring { .. } => lap * usable + slot,
-                    Fill::Linear => slot,
+                    Fill::Ring { .. } => {
+                        rewrite
+                            .done
+                            .lie
+                            .position_of(skip, rewrite.done.position, usable)
+                    }
+                    Fill::Linear => lie.first_slot(),
                 },
+                lie,
                 stream_offset_bytes: rewrite.done.stream_offset_bytes,
             },
         }
