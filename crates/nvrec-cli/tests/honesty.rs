@@ -199,6 +199,24 @@ fn live_recording_is_locked(targets: &[PathBuf], extra: &[&str], id: u32) {
         let output = run(nvrec().args(["--json", "ls"]).args(targets));
         if output.status.success() {
             let listed = json(&output);
+            // From its entry on, before its first checkpoint too, it is the one recording:
+            // never shown as crashed, and an earlier one never shown as running.
+            let states: Vec<(u64, String)> = listed["recordings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    let state = r["state"].as_str().unwrap_or("").to_string();
+                    (r["recording_id"].as_u64().unwrap_or(0), state)
+                })
+                .collect();
+            for (listed_id, state) in &states {
+                let live = *listed_id == u64::from(id);
+                assert!(
+                    live == (state == "recording"),
+                    "recording {listed_id} listed as {state} while {id} runs: {states:?}"
+                );
+            }
             if listed["recordings"][index]["state"] == "recording" {
                 break listed;
             }

@@ -297,6 +297,16 @@ fn a_recording_started_stopped_and_aborted_through_the_api() {
     assert_eq!(status, 201, "{started}");
     let id = started["id"].as_u64().unwrap();
     assert_eq!(started["label"], "api-run");
+    // Once answered, the set lists it as recording: its entry and first checkpoint are
+    // durable before the service says it began.
+    let output = run(nvrec().args(["--json", "ls"]).arg(&a).arg(&b));
+    assert!(output.status.success(), "{}", text(&output));
+    let listed = json(&output);
+    assert_eq!(
+        listed["recordings"][0]["recording_id"], started["recording_id"],
+        "{listed}"
+    );
+    assert_eq!(listed["recordings"][0]["state"], "recording", "{listed}");
     let running = wait_for(&service, id, "bytes recorded", |v| {
         v["bytes"].as_u64() > Some(0) && v["history"].as_array().is_some_and(|h| !h.is_empty())
     });

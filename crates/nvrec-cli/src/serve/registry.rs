@@ -109,9 +109,10 @@ impl Recording {
         self.handle.counters.get()
     }
 
-    /// Whether the recording has begun writing (its set is open) or has already ended.
+    /// Whether the recording has begun (its open entry and first checkpoint are durable,
+    /// so that `ls` of its set lists it as recording) or has already ended.
     pub fn has_begun(&self) -> bool {
-        self.counters().is_some() || self.ended().is_some()
+        self.counters().is_some_and(|c| c.has_begun()) || self.ended().is_some()
     }
 
     /// The state in one word.

@@ -195,6 +195,9 @@ pub struct RecordingCounters {
     checkpoint_count: AtomicU64,
     /// Wall clock (ns since the epoch) of the last durable checkpoint; the start until one.
     durable_at_ns: AtomicU64,
+    /// The recording's open entry and first checkpoint are durable: a reader of the set
+    /// lists it as recording.
+    begun: std::sync::atomic::AtomicBool,
 }
 
 impl RecordingCounters {
@@ -217,7 +220,18 @@ impl RecordingCounters {
             lost_behind_rate_bytes: AtomicU64::new(0),
             checkpoint_count: AtomicU64::new(0),
             durable_at_ns: AtomicU64::new(start_ns),
+            begun: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether the recording's open entry and first checkpoint are durable: from then on
+    /// `ls` of its set lists it as recording.
+    pub fn has_begun(&self) -> bool {
+        self.begun.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn began(&self) {
+        self.begun.store(true, Ordering::Release);
     }
 
     pub fn buffers_in_use(&self) -> u32 {

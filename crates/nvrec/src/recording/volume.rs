@@ -206,15 +206,24 @@ impl VolumeSet {
     }
 
     /// The recording another program is writing on this set right now, if any: a member
-    /// is locked by a recording, and the newest checkpoint names the recording.
+    /// is locked by a recording, and the recording is the one the newest checkpoint names,
+    /// or a later one whose entry is open (it began after that checkpoint and has made
+    /// none of its own yet; a recorder closes a crashed recording's entry before it begins).
     pub fn live_recording(&self) -> Result<Option<u32>, RecordingError> {
         if !self.present().any(|member| member.disk.is_recording()) {
             return Ok(None);
         }
-        Ok(self
+        let checkpointed = self
             .newest_checkpoint()?
             .map(|checkpoint| checkpoint.recording_id)
-            .filter(|&id| id != 0))
+            .filter(|&id| id != 0);
+        let opened = self
+            .recordings()?
+            .into_iter()
+            .filter(|entry| entry.state == crate::layout::RecordingState::Open)
+            .map(|entry| entry.recording_id)
+            .max();
+        Ok(checkpointed.max(opened))
     }
 
     pub fn present(&self) -> impl Iterator<Item = &Member> {

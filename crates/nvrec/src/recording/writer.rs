@@ -622,6 +622,9 @@ fn record_inner(
             }
         }
         writer.begin()?;
+        if let Some(counters) = writer.counters {
+            counters.began();
+        }
         writer.run();
         writer.end()?;
         Ok(writer.report(cpu_before))
