@@ -74,7 +74,7 @@ impl Parts {
     }
 
     /// The write's chunks from `skip` on, as a write of their own.
-    pub(super) fn from_chunk(&self, skip: u32) -> Parts {
+    pub(super) fn rest_after(&self, skip: u32) -> Parts {
         let mut rest = Parts::default();
         for &(slot, first, count) in self.as_slice() {
             let end = first + count;
@@ -242,9 +242,9 @@ mod tests {
         assert_eq!(parts.chunk_count(), 8);
         assert_eq!(parts.position_of(0, 196, 100), 196);
         assert_eq!(parts.position_of(5, 196, 100), 203);
-        let rest = parts.from_chunk(5);
+        let rest = parts.rest_after(5);
         assert_eq!(rest.as_slice(), &[(3, 0, 3)]);
-        assert_eq!(parts.from_chunk(2).slots(), vec![98, 99, 0, 3, 4, 5]);
+        assert_eq!(parts.rest_after(2).slots(), vec![98, 99, 0, 3, 4, 5]);
         assert_eq!(Parts::one(7, 2).slots(), vec![7, 8]);
     }
 }

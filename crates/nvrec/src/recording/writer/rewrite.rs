@@ -461,7 +461,7 @@ impl Writer<'_> {
     /// with it).
     fn rest_of(&self, rewrite: Rewrite, skip: u32) -> Rewrite {
         let usable = self.placement.members[rewrite.from].usable_slots;
-        let lie = rewrite.done.lie.from_chunk(skip);
+        let lie = rewrite.done.lie.rest_after(skip);
         Rewrite {
             from: rewrite.from,
             done: Done {
