@@ -43,6 +43,33 @@ fn ls(targets: &[PathBuf]) -> serde_json::Value {
     json(&output)
 }
 
+/// Waits (at most 20 s) until `ls` lists the newest recording as running with at least
+/// `bytes` durable: a mark's before-window is there to keep, or its after-window has gone so
+/// far. Returns the bytes listed.
+fn wait_recorded(targets: &[PathBuf], bytes: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let output = run(nvrec().args(["--json", "ls"]).args(targets));
+        if output.status.success() {
+            let listed = json(&output);
+            let newest = listed["recordings"]
+                .as_array()
+                .and_then(|recordings| recordings.last().cloned())
+                .unwrap_or_default();
+            let durable = newest["bytes"].as_u64().unwrap_or(0);
+            if newest["state"] == "recording" && durable >= bytes {
+                return durable;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never {bytes} bytes recorded: {listed}"
+            );
+        }
+        assert!(Instant::now() < deadline, "never listed: {}", text(&output));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn verify_mark(targets: &[PathBuf], id: u64) -> std::process::Output {
     run(nvrec()
         .args(["verify", "--mark", &id.to_string()])
@@ -59,7 +86,8 @@ fn a_mark_asked_of_a_running_ring_outlives_its_laps_and_reads_whole() {
         "40MB/s",
         &["--duration", "6s", "--create-size", "32M"],
     );
-    std::thread::sleep(Duration::from_millis(1200));
+    // A second of input recorded: the before-window is there.
+    wait_recorded(&targets, 40_000_000);
     let output = mark(
         &targets,
         &["--before", "200ms", "--after", "200ms", "--label", "one"],
@@ -123,13 +151,15 @@ fn killed_during_a_mark_the_recorder_leaves_it_listed_once_and_whole_after_repai
             _ => vec!["--append"],
         };
         let mut child = start_ring(&targets, "10MB/s", &extra);
-        std::thread::sleep(Duration::from_millis(1000));
+        wait_recorded(&targets, 10_000_000);
         let output = mark(
             &targets,
             &["--before", "300ms", "--after", "3s", "--label", "cut"],
         );
         assert!(output.status.success(), "round {round}: {}", text(&output));
-        std::thread::sleep(Duration::from_millis(kill_after_ms - 1000));
+        // So far into the 3 s after-window (at 10 MB/s: 10 kB a millisecond).
+        let at = wait_recorded(&targets, 0);
+        wait_recorded(&targets, at + (kill_after_ms - 1000) * 10_000);
         child.kill().unwrap(); // SIGKILL, in the mark's after-window
         child.wait().unwrap();
         wait_unlocked(&targets);
@@ -162,7 +192,7 @@ fn a_mark_whose_entry_is_damaged_on_one_member_comes_back_with_repair() {
         "40MB/s",
         &["--duration", "2500ms", "--create-size", "32M"],
     );
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_recorded(&targets, 8_000_000);
     let output = mark(&targets, &["--before", "100ms", "--after", "100ms"]);
     assert!(output.status.success(), "{}", text(&output));
     assert!(child.wait_with_output().unwrap().status.success());
@@ -226,10 +256,11 @@ fn a_datagram_and_a_signal_take_marks_labelled_by_what_sent_them() {
             "100ms",
         ],
     );
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_recorded(&targets, 8_000_000);
     let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     sender.send_to(b"door open\n", &address).unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    // The first mark closed (its after-window over): the signal's is a mark of its own.
+    wait_for_mark_state(&targets, "kept");
     // SAFETY: a signal to the child this test started, which is still running.
     unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
     let output = child.wait_with_output().unwrap();
@@ -293,7 +324,7 @@ fn what_marks_cannot_do_is_refused_with_exit_2() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    wait_recorded(&targets, 1);
     let output = mark(&targets, &["--before", "100ms", "--after", "100ms"]);
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     assert!(text(&output).contains("ring"), "{}", text(&output));
@@ -330,10 +361,10 @@ fn a_released_mark_is_refused_with_when_and_the_ring_takes_its_slots_back() {
         "40MB/s",
         &["--duration", "4s", "--create-size", "32M"],
     );
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_recorded(&targets, 8_000_000);
     let output = mark(&targets, &["--before", "100ms", "--after", "100ms"]);
     assert!(output.status.success(), "{}", text(&output));
-    std::thread::sleep(Duration::from_millis(800));
+    wait_for_mark_state(&targets, "kept");
     // Released through the running recorder: its slots go back to the ring.
     let output = mark(&targets, &["--release", "2"]);
     assert!(output.status.success(), "{}", text(&output));
