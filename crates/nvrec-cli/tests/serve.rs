@@ -500,7 +500,16 @@ fn a_mark_taken_and_released_through_the_api_is_kept_then_given_back() {
     assert_eq!(status, 200, "{taken}");
     assert_eq!(taken["mark_id"], 2, "{taken}");
     assert_eq!(taken["label"], "api", "{taken}");
-    std::thread::sleep(Duration::from_millis(600));
+    // Its after-window over, the set lists it kept.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = json(&run(nvrec().args(["--json", "ls"]).arg(&target)));
+        if listed["marks"][0]["state"] == "kept" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never kept: {listed}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let (status, released) = service.call("POST", &format!("{marks}/2/release"), None);
     assert_eq!(status, 200, "{released}");
     assert_eq!(released["released"], true, "{released}");
@@ -926,22 +935,24 @@ fn every_path_option_of_record_is_refused_or_inline_through_the_api() {
                         .unwrap();
                 }
             }
+            // Then one more to the port, sent last: once it is counted, every frame sent
+            // before it has been seen by the filter (the loopback keeps their order).
+            sender.send_to(b"last", ("127.0.0.1", port)).unwrap();
             // The loopback shows each frame twice (sent, received).
             let seen = |v: &Value| {
                 v["network"]["datagrams"].as_u64().unwrap_or(0)
                     + v["network"]["dropped_socket"].as_u64().unwrap_or(0)
             };
             wait_for(&service, id, "the frames of the port", |v| {
-                seen(v) >= 2 * COUNT
+                seen(v) >= 2 * (COUNT + 1)
             });
-            std::thread::sleep(Duration::from_millis(300));
             let (status, stopped) =
                 service.call("POST", &format!("/v1/recordings/{id}/stop"), None);
             assert_eq!(status, 200, "{stopped}");
             assert_eq!(stopped["exit_code"], 0, "{stopped}");
             assert_eq!(
                 seen(&stopped),
-                2 * COUNT,
+                2 * (COUNT + 1),
                 "port {port}: only its frames pass: {stopped}"
             );
         }
@@ -1865,7 +1876,17 @@ fn the_dashboard_draws_a_running_recording_in_chromium() {
         );
         assert_eq!(status, 201, "{started}");
         // A few seconds of history to draw.
-        std::thread::sleep(Duration::from_secs(4));
+        let id = started["id"].as_u64().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let path = format!("/v1/recordings/{id}");
+            let (_, status) = service.call_with_token("GET", &path, None, Some("dash-token"));
+            if status["history"].as_array().is_some_and(|h| h.len() >= 4) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no history to draw: {status}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let Endpoint::Tcp(address) = &service.endpoint else {
             unreachable!()
         };
