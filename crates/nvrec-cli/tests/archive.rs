@@ -1862,7 +1862,8 @@ fn a_mark_whose_window_the_archive_holds_is_released_after_verify() {
     let marker = {
         let targets = targets.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(1500));
+            // 1.5 s of input recorded first.
+            wait_recorded(&targets, 30_000_000);
             run(nvrec()
                 .args(["mark", "--before", "300ms", "--after", "300ms"])
                 .args(&targets))
@@ -1907,7 +1908,8 @@ fn a_mark_the_archive_lacks_stays_kept_and_says_why() {
     let targets = setup.files(&["a.img"]);
     let url = format!("file://{}", setup.path("archive").display());
     let recorder = start_ring(&targets, "6s", "48M");
-    std::thread::sleep(Duration::from_millis(1500));
+    // 1.5 s of input recorded first.
+    wait_recorded(&targets, 30_000_000);
     let marked = run(nvrec()
         .args(["mark", "--before", "300ms", "--after", "300ms"])
         .args(&targets));

@@ -43,33 +43,6 @@ fn ls(targets: &[PathBuf]) -> serde_json::Value {
     json(&output)
 }
 
-/// Waits (at most 20 s) until `ls` lists the newest recording as running with at least
-/// `bytes` durable: a mark's before-window is there to keep, or its after-window has gone so
-/// far. Returns the bytes listed.
-fn wait_recorded(targets: &[PathBuf], bytes: u64) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let output = run(nvrec().args(["--json", "ls"]).args(targets));
-        if output.status.success() {
-            let listed = json(&output);
-            let newest = listed["recordings"]
-                .as_array()
-                .and_then(|recordings| recordings.last().cloned())
-                .unwrap_or_default();
-            let durable = newest["bytes"].as_u64().unwrap_or(0);
-            if newest["state"] == "recording" && durable >= bytes {
-                return durable;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "never {bytes} bytes recorded: {listed}"
-            );
-        }
-        assert!(Instant::now() < deadline, "never listed: {}", text(&output));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn verify_mark(targets: &[PathBuf], id: u64) -> std::process::Output {
     run(nvrec()
         .args(["verify", "--mark", &id.to_string()])

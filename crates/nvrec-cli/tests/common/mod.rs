@@ -370,23 +370,61 @@ pub fn record_then_kill_when_durable(
 ) {
     let (child, mut stdin) = stdin_recorder(targets, extra);
     stdin.write_all(data).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    wait_durable(targets, durable_bytes, Duration::from_secs(30));
+    kill_recorder(child, stdin, targets);
+}
+
+/// Waits until `ls` shows the first recording on `targets` durable up to at least `bytes`
+/// of its stream, or `limit` has passed.
+fn wait_durable(targets: &[PathBuf], bytes: u64, limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
     while std::time::Instant::now() < deadline {
         let output = run(nvrec().args(["--json", "ls"]).args(targets));
         let durable = serde_json::from_slice::<serde_json::Value>(&output.stdout)
             .ok()
             .and_then(|listed| listed["recordings"][0]["stream_len_bytes"].as_u64());
-        if durable.is_some_and(|bytes| bytes >= durable_bytes) {
-            break;
+        if durable.is_some_and(|durable| durable >= bytes) {
+            return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    kill_recorder(child, stdin, targets);
+}
+
+/// Waits (at most 20 s) until `ls` lists the newest recording on `targets` as running with
+/// at least `bytes` durable: a mark's before-window is there to keep, or a window has gone
+/// so far. Returns the bytes listed.
+pub fn wait_recorded(targets: &[PathBuf], bytes: u64) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let output = run(nvrec().args(["--json", "ls"]).args(targets));
+        if output.status.success() {
+            let listed = json(&output);
+            let newest = listed["recordings"]
+                .as_array()
+                .and_then(|recordings| recordings.last().cloned())
+                .unwrap_or_default();
+            let durable = newest["bytes"].as_u64().unwrap_or(0);
+            if newest["state"] == "recording" && durable >= bytes {
+                return durable;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never {bytes} bytes recorded: {listed}"
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never listed: {}",
+            text(&output)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Records `data` from stdin in 1 MiB pieces with a pause after each, waits until the
-/// recorder has read all of it (a loaded machine may leave it behind its input), then 600 ms
-/// more (for the last writes and a checkpoint), then kills the recorder with SIGKILL.
+/// recorder has read all of it (a loaded machine may leave it behind its input) and `ls`
+/// shows all of it durable (its last writes and a checkpoint; at most 10 s), then kills the
+/// recorder with SIGKILL.
 pub fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause: Duration) {
     let (child, mut stdin) = stdin_recorder(targets, extra);
     for piece in data.chunks(1 << 20) {
@@ -397,7 +435,7 @@ pub fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause:
     while bytes_read_by(child.id()) < data.len() as u64 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(600));
+    wait_durable(targets, data.len() as u64, Duration::from_secs(10));
     kill_recorder(child, stdin, targets);
 }
 
