@@ -182,7 +182,7 @@ fn on_member_failure_stop_ends_the_recording_with_an_error_and_claims_only_what_
 }
 
 /// A paced pattern recording of `seconds` at `rate` onto `pair`, with `fault` applied to
-/// the faulty member after one second.
+/// the faulty member once it has taken 48 MiB of the recording.
 fn paced_with(
     pair: &Pair,
     rate: &str,
@@ -199,7 +199,11 @@ fn paced_with(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(1));
+    // The recording is underway: the faulty member has taken 48 MiB of it (about a second).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while pair.disk.stats().bytes_written < 48 << 20 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     fault(&pair.disk);
     child.wait_with_output().unwrap()
 }
@@ -354,10 +358,11 @@ fn crash_case(seed: u64, disks: &[FaultyDisk; 2], devices: &[PathBuf]) {
         }
     }
     let data = noise((4 + rng.below(28) as usize) << 20, seed);
-    // About a MiB every 2-9 ms; the kill falls anywhere in the stream's time, or after it.
+    // About a MiB every 2-9 ms; the kill falls anywhere in the stream, by the bytes the
+    // members have taken (whatever the machine's speed), or after it.
     let pause_ms = 2 + rng.below(8);
-    let feed_ms = (data.len() as u64 >> 20) * (pause_ms + 1);
-    let kill_at = Duration::from_millis(100 + rng.below(feed_ms + feed_ms / 4));
+    let len = data.len() as u64;
+    let kill_after_bytes = rng.below(len + len / 4);
     let mut child = nvrec()
         .args(["record", "--source", "stdin", "--sync-interval", "50ms"])
         // A small pool starts at once (a large one is touched page by page first).
@@ -381,7 +386,22 @@ fn crash_case(seed: u64, disks: &[FaultyDisk; 2], devices: &[PathBuf]) {
             std::thread::sleep(Duration::from_millis(pause_ms));
         }
     });
-    std::thread::sleep(kill_at);
+    let written = || {
+        disks
+            .iter()
+            .map(|disk| disk.stats().bytes_written)
+            .sum::<u64>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while written() < kill_after_bytes.min(len) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if kill_after_bytes >= len {
+        // After the stream: all of it given to the recorder first.
+        while !feeder.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     feeder.join().unwrap();
