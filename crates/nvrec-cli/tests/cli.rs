@@ -173,7 +173,11 @@ fn interrupted_stdin_write(
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(&data).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // It has read all of it and blocks for more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while bytes_read_by(child.id()) < data.len() as u64 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     for &signal in signals {
         // SAFETY: kill has no memory-safety preconditions; the pid is our own child.
         unsafe { libc::kill(child.id() as i32, signal) };
@@ -677,17 +681,26 @@ fn paced_recording(scratch: &Scratch, seconds: u32) -> std::path::PathBuf {
     set
 }
 
-/// Starts `command`, sends `signal` after `after`, and returns what it printed.
-fn signalled(command: &mut Command, signal: i32, after: Duration) -> std::process::Output {
+/// Starts `command`, sends `signal` once `ready` says so (at most 20 s on), and returns
+/// what it printed.
+fn signalled(command: &mut Command, signal: i32, ready: impl Fn() -> bool) -> std::process::Output {
     let child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(after);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !ready() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // SAFETY: kill has no memory-safety preconditions; the pid is our own child.
     unsafe { libc::kill(child.id() as i32, signal) };
     child.wait_with_output().unwrap()
+}
+
+/// Whether a replay to `out` has written some of it.
+fn started(out: &Path) -> impl Fn() -> bool + '_ {
+    move || std::fs::metadata(out).is_ok_and(|meta| meta.len() > 0)
 }
 
 #[test]
@@ -710,7 +723,8 @@ fn an_interrupted_replay_says_stopped_or_aborted_with_records_exit_statuses() {
     assert_eq!(whole["recording_state"], "complete", "{whole}");
     let whole_bytes = whole["written_bytes"].as_u64().unwrap();
     for (signal, code, outcome) in [(libc::SIGINT, 0, "stopped"), (libc::SIGTERM, 4, "aborted")] {
-        let output = signalled(&mut replay(), signal, Duration::from_millis(800));
+        let _ = std::fs::remove_file(&out);
+        let output = signalled(&mut replay(), signal, started(&out));
         assert_eq!(output.status.code(), Some(code), "{}", text(&output));
         let report = json(&output);
         assert_eq!(report["outcome"], outcome, "{report}");
@@ -722,13 +736,14 @@ fn an_interrupted_replay_says_stopped_or_aborted_with_records_exit_statuses() {
         assert_eq!(std::fs::metadata(&out).unwrap().len(), written);
     }
     // The text report says it too, and never "complete" for the replay.
+    let _ = std::fs::remove_file(&out);
     let output = signalled(
         nvrec()
             .args(["replay", "--pace", "--output"])
             .arg(&out)
             .arg(&set),
         libc::SIGINT,
-        Duration::from_millis(800),
+        started(&out),
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let shown = text(&output);

@@ -539,7 +539,8 @@ fn a_recording_killed_mid_stream_exports_what_it_holds() {
     for sequence in 0..20_000u32 {
         sender.send_to(&datagram(0, sequence, 1000), port).unwrap();
     }
-    std::thread::sleep(Duration::from_millis(800));
+    // Some of it durable: a checkpoint claims datagrams.
+    wait_recorded(std::slice::from_ref(&target), 1);
     child.kill().unwrap();
     let _ = child.wait();
     let capture = scratch.path("k.pcapng");

@@ -77,8 +77,9 @@ fn check_every_recording(targets: &[PathBuf]) -> Vec<u64> {
     reclaimed
 }
 
-/// A paced recorder that reclaims, killed with SIGKILL after `after`, and the targets let go.
-fn record_and_kill(targets: &[PathBuf], seed: u64, after: Duration) {
+/// A paced recorder that reclaims, killed with SIGKILL once `ls` shows `bytes` of it
+/// durable (or once it ended by itself, the set full), and the targets let go.
+fn record_and_kill(targets: &[PathBuf], seed: u64, bytes: u64) {
     let child: Child = nvrec()
         .args(["record", "--source", "pattern", "--seed", &seed.to_string()])
         .args(["--rate", "40MB/s", "--sync-interval", "100ms"])
@@ -88,8 +89,14 @@ fn record_and_kill(targets: &[PathBuf], seed: u64, after: Duration) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(after);
     let mut child = child;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        if recorded_now(targets).is_some_and(|durable| durable >= bytes) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     wait_unlocked(targets);
@@ -109,7 +116,8 @@ fn killed_while_it_reclaims_a_set_loses_nothing_it_kept_and_counts_nothing_twice
     // second. Killed at different points, again and again.
     let mut reclaimed = Vec::new();
     for (round, millis) in [700u64, 1100, 450, 1500, 900, 1300].into_iter().enumerate() {
-        record_and_kill(&targets, 10 + round as u64, Duration::from_millis(millis));
+        // As far as `millis` of its 40 MB/s.
+        record_and_kill(&targets, 10 + round as u64, millis * 40_000);
         let now = check_every_recording(&targets);
         assert!(now.starts_with(&reclaimed), "{reclaimed:?} then {now:?}");
         reclaimed = now;

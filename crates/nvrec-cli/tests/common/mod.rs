@@ -390,32 +390,31 @@ fn wait_durable(targets: &[PathBuf], bytes: u64, limit: Duration) {
     }
 }
 
+/// What `ls` lists of the newest recording on `targets` while it runs: its bytes durable
+/// so far (None where no recording runs there, or `ls` fails).
+pub fn recorded_now(targets: &[PathBuf]) -> Option<u64> {
+    let output = run(nvrec().args(["--json", "ls"]).args(targets));
+    if !output.status.success() {
+        return None;
+    }
+    let listed = json(&output);
+    let newest = listed["recordings"].as_array()?.last()?.clone();
+    (newest["state"] == "recording").then(|| newest["bytes"].as_u64().unwrap_or(0))
+}
+
 /// Waits (at most 20 s) until `ls` lists the newest recording on `targets` as running with
 /// at least `bytes` durable: a mark's before-window is there to keep, or a window has gone
 /// so far. Returns the bytes listed.
 pub fn wait_recorded(targets: &[PathBuf], bytes: u64) -> u64 {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let output = run(nvrec().args(["--json", "ls"]).args(targets));
-        if output.status.success() {
-            let listed = json(&output);
-            let newest = listed["recordings"]
-                .as_array()
-                .and_then(|recordings| recordings.last().cloned())
-                .unwrap_or_default();
-            let durable = newest["bytes"].as_u64().unwrap_or(0);
-            if newest["state"] == "recording" && durable >= bytes {
-                return durable;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "never {bytes} bytes recorded: {listed}"
-            );
+        let now = recorded_now(targets);
+        if let Some(durable) = now.filter(|&durable| durable >= bytes) {
+            return durable;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "never listed: {}",
-            text(&output)
+            "never {bytes} bytes recorded (now {now:?})"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -442,7 +441,7 @@ pub fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause:
 
 /// Bytes process `pid` has read so far, by any read call (`rchar` of /proc/PID/io); 0 if
 /// it cannot be told.
-fn bytes_read_by(pid: u32) -> u64 {
+pub fn bytes_read_by(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/io"))
         .ok()
         .and_then(|io| {
