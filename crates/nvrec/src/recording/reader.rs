@@ -36,6 +36,11 @@ pub const SCAN_SLOTS_PER_READ: u64 = 16;
 /// virtio disk and on a RAM-backed loop device (docs/PERFORMANCE.md). 8 MiB in flight still
 /// covers a fast drive's latency.
 pub const SCAN_QUEUE_DEPTH: u32 = 4;
+/// Reads in flight on the scan of a mark's kept slots beside its member's: one. A ring read
+/// whole has a kept scan for every mark on every member, and the pool holds a read for each
+/// read that may be in flight: with the member's four, 61 marks on three members took a
+/// 1.4 GiB pool (docs/PERFORMANCE.md); a mark's slots are a small part of the lap.
+pub const KEPT_SCAN_QUEUE_DEPTH: u32 = 1;
 
 /// Where a crashed recording really ends, found from the last checkpoint forward.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -313,6 +318,15 @@ struct ReadFlight {
 }
 
 impl Scan {
+    /// Reads this scan may have in flight: a member's [`SCAN_QUEUE_DEPTH`], a mark's kept
+    /// slots [`KEPT_SCAN_QUEUE_DEPTH`].
+    fn queue_depth(&self) -> u32 {
+        match self.kept_apart {
+            true => KEPT_SCAN_QUEUE_DEPTH,
+            false => SCAN_QUEUE_DEPTH,
+        }
+    }
+
     /// A scan of `runs` of member `member_index` (of `slot_count` slots), nothing read yet;
     /// `(ring_start_slot, ring_origin_slot)` as [`Scan`] says.
     fn new(
@@ -718,7 +732,8 @@ fn read_scans(
     let mut damages: Vec<Damage> = Vec::new();
     let redirected = Redirected::read(set, entry, control, &mut damages)?;
     let mut scans = member_scans(set, entry, &redirected, scope, &mut damages);
-    let mut reads = ScanReads::open(set, engine_choice, scans.len())?;
+    let read_count = scans.iter().map(|scan| scan.queue_depth() as usize).sum();
+    let mut reads = ScanReads::open(set, engine_choice, read_count)?;
     // A released mark's slots may hold the ring's newer chunks before the mark's older
     // ones: no search can tell where a window starts among them, so the lap is read and
     // the caller's filter on chunk timestamps finds the window.
@@ -791,16 +806,19 @@ struct ScanReads {
 }
 
 impl ScanReads {
-    /// Opens an engine over the present members of `set`, with [`SCAN_QUEUE_DEPTH`] reads
-    /// for each of `scan_count` scans (a member's, and those of the slots marks keep).
+    /// Opens an engine over the present members of `set`, with `read_count` reads: as many
+    /// as the scans may have in flight (see [`Scan::queue_depth`]), and never fewer than
+    /// [`SCAN_QUEUE_DEPTH`] a member.
     fn open(
         set: &VolumeSet,
         engine_choice: EngineChoice,
-        scan_count: usize,
+        read_count: usize,
     ) -> Result<ScanReads, RecordingError> {
         let chunk_bytes = set.chunk_size_bytes as u64;
         let member_count = set.member_count();
-        let buffer_count = (SCAN_QUEUE_DEPTH as usize * scan_count.max(member_count)).max(2);
+        let buffer_count = read_count
+            .max(SCAN_QUEUE_DEPTH as usize * member_count)
+            .max(2);
         let pool = BufferPool::new(buffer_count, (SCAN_SLOTS_PER_READ * chunk_bytes) as usize)?;
         let disks: Vec<&super::disk::Disk> = set.present().map(|m| &m.disk).collect();
         let mut file_of_member = vec![u16::MAX; member_count];
@@ -831,7 +849,7 @@ impl ScanReads {
         let chunk_bytes = self.chunk_bytes;
         let mut read_bytes = 0;
         for (scan_index, scan) in scans.iter_mut().enumerate() {
-            while scan.flights.len() < SCAN_QUEUE_DEPTH as usize {
+            while scan.flights.len() < scan.queue_depth() as usize {
                 let Some(&(first, count)) = scan.runs.front() else {
                     break;
                 };
