@@ -439,6 +439,13 @@ fn a_window_of_a_ring_with_a_mark_is_what_the_whole_read_holds_from_its_start() 
                 summary.read_bytes * 4 < read.read_bytes,
                 "{summary:?} of {read:?}"
             );
+            // The mark's slots lie before the window: their scans take no read memory.
+            let member_reads = 2 * reader::SCAN_QUEUE_DEPTH as u64;
+            assert_eq!(
+                read.read_pool_bytes * member_reads,
+                summary.read_pool_bytes * (member_reads + 2 * reader::KEPT_SCAN_QUEUE_DEPTH as u64),
+                "{summary:?} of {read:?}"
+            );
         }
         checked += 1;
     }

@@ -305,6 +305,8 @@ pub struct ReadSummary {
     pub cpu_system_s: f64,
     /// Chunks read from where a retired member's unfinished writes were sent instead.
     pub redirected_chunk_count: u64,
+    /// The memory the reads were given: a buffer for each read that may be in flight.
+    pub read_pool_bytes: u64,
 }
 
 struct ReadFlight {
@@ -732,8 +734,6 @@ fn read_scans(
     let mut damages: Vec<Damage> = Vec::new();
     let redirected = Redirected::read(set, entry, control, &mut damages)?;
     let mut scans = member_scans(set, entry, &redirected, scope, &mut damages);
-    let read_count = scans.iter().map(|scan| scan.queue_depth() as usize).sum();
-    let mut reads = ScanReads::open(set, engine_choice, read_count)?;
     // A released mark's slots may hold the ring's newer chunks before the mark's older
     // ones: no search can tell where a window starts among them, so the lap is read and
     // the caller's filter on chunk timestamps finds the window.
@@ -747,6 +747,14 @@ fn read_scans(
     );
     progress.done_bytes.store(0, Ordering::Relaxed);
     let expected = first_expected(set, entry, &mut scans, &redirected, from_ns);
+    // Sized after the search: a scan left with nothing to read (a mark's slots before the
+    // window) takes no memory, so a ring's many marks cost a reading from past them nothing.
+    let read_count = scans
+        .iter()
+        .filter(|scan| !scan.runs.is_empty())
+        .map(|scan| scan.queue_depth() as usize)
+        .sum();
+    let mut reads = ScanReads::open(set, engine_choice, read_count)?;
     let mut merge = Merge {
         set,
         entry,
@@ -757,6 +765,7 @@ fn read_scans(
         damages,
         redirected,
     };
+    merge.summary.read_pool_bytes = reads.engine.pool().total_bytes() as u64;
     let mut stop = false;
     while control.state() == ControlState::Run {
         merge.summary.read_bytes += reads.fill(set, &mut scans);
