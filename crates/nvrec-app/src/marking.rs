@@ -60,8 +60,10 @@ pub fn serve_while<R>(
     std::thread::scope(|scope| {
         let server = scope.spawn(|| serve_socket(desk, counters, &done));
         let fired = scope.spawn(|| watch_triggers(desk, triggers, udp, &done));
-        let result = run();
-        done.store(true, Ordering::Relaxed);
+        let result = {
+            let _done = nvrec::control::SetOnDrop(&done);
+            run()
+        };
         let _ = server.join();
         let lines = fired.join().unwrap_or_default();
         (result, lines)
@@ -298,6 +300,24 @@ pub fn ask(set_uuid: &str, order: &MarkOrder) -> Result<MarkAnswer> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A recording whose run panics (a defect in the writer) ends: the threads beside it
+    /// stop and the panic reaches the caller, instead of a scope that waits for them for
+    /// ever (the hour's soak: a recorder hung for 15 minutes, marks unanswered).
+    #[test]
+    fn a_run_that_panics_stops_the_threads_beside_it() {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (desk, counters) = (MarkDesk::default(), OnceLock::new());
+            let triggers = Triggers::default();
+            let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                serve_while(&desk, &counters, &triggers, || panic!("a defect"))
+            }));
+            let _ = sender.send(ended.is_err());
+        });
+        let panicked = receiver.recv_timeout(Duration::from_secs(30));
+        assert_eq!(panicked, Ok(true), "serve_while never ended");
+    }
 
     #[test]
     fn orders_and_answers_go_through_their_lines_unchanged() {

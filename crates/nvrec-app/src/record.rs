@@ -371,6 +371,12 @@ pub struct RecordRun {
 impl RecordRun {
     /// A run that never started: its source could not be opened.
     pub fn not_started(error: anyhow::Error) -> RecordRun {
+        RecordRun::failed(error)
+    }
+
+    /// A run that ended with `error` and no report (the recorder itself failed: the
+    /// recording is on the drives as after a crash, up to its last durable checkpoint).
+    pub fn failed(error: anyhow::Error) -> RecordRun {
         RecordRun {
             report: Err(error),
             telemetry: None,

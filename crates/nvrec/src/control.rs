@@ -4,7 +4,7 @@
 //! quote. Every run of the library (a stream, a recording, a read, a bench, an archive)
 //! takes them; they depend on nothing of the project.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 const STATE_RUN: u8 = 0;
 const STATE_STOP: u8 = 1;
@@ -59,6 +59,17 @@ impl Control {
 impl Default for Control {
     fn default() -> Self {
         Control::new()
+    }
+}
+
+/// Sets its flag when dropped: the end of a run that threads beside it wait for, said
+/// however the run ends (returned, or unwound by a panic, which would otherwise leave them
+/// waiting and the run's scope never joined).
+pub struct SetOnDrop<'a>(pub &'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 

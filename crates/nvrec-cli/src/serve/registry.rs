@@ -313,16 +313,26 @@ impl Registry {
         let thread = std::thread::Builder::new()
             .name(format!("nvrec-rec-{id}"))
             .spawn(move || {
-                let run = match record::open_source(&plan, &running.handle) {
-                    Ok(source) => record::run(
-                        &plan,
-                        source,
-                        &running.handle,
-                        &running.control,
-                        crate::telemetry::warnings(),
-                    ),
-                    Err(error) => RecordRun::not_started(error),
-                };
+                // A defect that panics ends the recording as failed, never one the service
+                // shows running for ever.
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    match record::open_source(&plan, &running.handle) {
+                        Ok(source) => record::run(
+                            &plan,
+                            source,
+                            &running.handle,
+                            &running.control,
+                            crate::telemetry::warnings(),
+                        ),
+                        Err(error) => RecordRun::not_started(error),
+                    }
+                }))
+                .unwrap_or_else(|panic| {
+                    RecordRun::failed(anyhow::anyhow!(
+                        "the recorder failed: {}",
+                        panic_text(panic.as_ref())
+                    ))
+                });
                 let ended = Ended::of(run);
                 *running.ended.lock().expect("recording state") = Some(ended);
             })?;
@@ -387,5 +397,14 @@ pub async fn wait_ended(recording: &Recording, limit: Duration) {
     let deadline = Instant::now() + limit;
     while recording.ended().is_none() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// What a panic said, for the failure it becomes.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(text), _) => text.to_string(),
+        (_, Some(text)) => text.clone(),
+        _ => "a panic".into(),
     }
 }

@@ -103,8 +103,10 @@ pub fn publish_while<R>(counters: &OnceLock<RecordingCounters>, run: impl FnOnce
         let publisher = std::thread::Builder::new()
             .name("nvrec-load".into())
             .spawn_scoped(scope, || publish_until(counters, &done));
-        let result = run();
-        done.store(true, Ordering::Relaxed);
+        let result = {
+            let _done = crate::control::SetOnDrop(&done);
+            run()
+        };
         if let Ok(publisher) = publisher {
             let _ = publisher.join();
         }
@@ -165,6 +167,21 @@ fn publish_until(counters: &OnceLock<RecordingCounters>, done: &AtomicBool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run that panics stops the publisher beside it, and the panic reaches the caller.
+    #[test]
+    fn a_run_that_panics_stops_the_publisher() {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let counters = OnceLock::new();
+            let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                publish_while(&counters, || panic!("a defect"))
+            }));
+            let _ = sender.send(ended.is_err());
+        });
+        let panicked = receiver.recv_timeout(std::time::Duration::from_secs(30));
+        assert_eq!(panicked, Ok(true), "publish_while never ended");
+    }
 
     #[test]
     fn a_load_reads_back_while_fresh_and_alive_and_not_after() {

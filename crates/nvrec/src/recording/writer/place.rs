@@ -936,27 +936,26 @@ impl Writer<'_> {
         user_data: u64,
     ) -> Result<(), RecordingError> {
         let chunk_bytes = self.chunk_bytes();
-        let mut offsets_bytes = [0u64; 2];
-        for (part, &(slot, _, _)) in parts.iter().enumerate() {
-            offsets_bytes[part] = self.set.members[member_index]
-                .as_ref()
-                .and_then(|m| m.layout().data_slot_offset_bytes(slot))
-                .ok_or_else(|| {
-                    RecordingError::Usage(format!("slot {slot} is outside member {member_index}"))
-                })?;
-        }
-        for (part, &(_, first_chunk, count)) in parts.iter().enumerate() {
+        let layout = self.set.members[member_index].as_ref().map(|m| *m.layout());
+        let offsets_bytes = layout
+            .and_then(|layout| part_offsets(&layout, parts))
+            .ok_or_else(|| {
+                RecordingError::Usage(format!(
+                    "a slot of {parts:?} is outside member {member_index}"
+                ))
+            })?;
+        for (&(_, first_chunk, count), offset_bytes) in parts.iter().zip(offsets_bytes) {
             // SAFETY: `buffer` left the ready queue for this write and is freed only by its
             // completion (a retry after a member's failure copies it into a buffer of its own
-            // while an attempt may still hold it); a ring write's two parts name disjoint
-            // chunks of it, and both only read it.
+            // while an attempt may still hold it); a ring write's parts name disjoint chunks
+            // of it, and all only read it.
             unsafe {
                 self.engine.push(IoRequest {
                     op: IoOp::Write,
                     file_index: member_index as u16,
                     slot: buffer,
                     slot_offset_bytes: first_chunk * chunk_bytes as u32,
-                    offset_bytes: offsets_bytes[part],
+                    offset_bytes,
                     len_bytes: count * chunk_bytes as u32,
                     user_data,
                 });
@@ -1089,9 +1088,35 @@ impl Writer<'_> {
     }
 }
 
+/// Where each of a write's parts (at most [`PARTS_MAX`]) starts on a member of `layout`;
+/// None when a part's slot lies outside it.
+fn part_offsets(layout: &crate::layout::VolumeLayout, parts: &[Part]) -> Option<[u64; PARTS_MAX]> {
+    let mut offsets_bytes = [0u64; PARTS_MAX];
+    for (offset, &(slot, _, _)) in offsets_bytes.iter_mut().zip(parts) {
+        *offset = layout.data_slot_offset_bytes(slot)?;
+    }
+    (parts.len() <= PARTS_MAX).then_some(offsets_bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ring write laid round kept ranges and the lap's end is up to [`PARTS_MAX`] I/Os:
+    /// each is placed (the writer once had room for two, and a write of three parts in the
+    /// hour's soak panicked); a part outside the member places none.
+    #[test]
+    fn every_part_of_a_write_has_its_place_on_the_member() {
+        let layout = crate::layout::VolumeLayout::compute(64 << 20, 128 << 10, 4096).unwrap();
+        let last = layout.data_slot_count - 1;
+        let parts: [Part; PARTS_MAX] = [(last - 2, 0, 3), (0, 3, 2), (5, 5, 1), (9, 6, 2)];
+        let offsets = part_offsets(&layout, &parts).expect("every slot is on the member");
+        for (&(slot, _, _), offset) in parts.iter().zip(offsets) {
+            assert_eq!(Some(offset), layout.data_slot_offset_bytes(slot));
+        }
+        assert_eq!(part_offsets(&layout, &parts[..1]).unwrap()[0], offsets[0]);
+        assert_eq!(part_offsets(&layout, &[(0, 0, 1), (last + 1, 1, 1)]), None);
+    }
 
     fn member() -> MemberState {
         MemberState {
