@@ -17,6 +17,8 @@
 //! - [`replay`]: the replay pipeline into a writer: window, pace, gap fill, PcapNg.
 //! - [`resend`]: the replay pipeline onto the network.
 //! - [`export`]: a recording as PcapNg, SigMF or MCAP, whole or in numbered parts.
+//! - [`find`]: the flows of a packet recording's window that a Community ID or an
+//!   expression names.
 //! - [`verify`]: every chunk read and checked; an archive's objects checked in the store.
 //! - [`listing`]: what `ls` and the service show of a set, as JSON and as lines.
 //! - [`losses`]: losses inside a recording of network records, counted by cause.
@@ -24,6 +26,7 @@
 pub mod archiving;
 pub mod chunks;
 pub mod export;
+pub mod find;
 pub mod listing;
 pub mod losses;
 pub mod marking;

@@ -18,6 +18,7 @@ mod bench_output;
 mod bench_report;
 mod bench_together;
 mod export_cmd;
+mod find_cmd;
 mod ls_cmd;
 mod mark_cmd;
 mod nvme_cmd;
@@ -93,6 +94,9 @@ enum Command {
     /// Write a recording as PcapNg (Wireshark, tcpdump; cut by a BPF filter), SigMF (radio
     /// samples) or MCAP (robotics logs).
     Export(export_cmd::ExportArgs),
+    /// Find the flows of a packet recording that a Community ID (from Zeek or Suricata) or
+    /// an expression (host, port, proto, ...) names: their times, packets, bytes, chunks.
+    Find(find_cmd::FindArgs),
     /// Check every chunk of the recordings: CRC, sequence, and the pattern.
     Verify(verify_cmd::VerifyArgs),
     /// Copy finished recordings into object storage (file://DIR, s3://BUCKET/PREFIX) as
@@ -190,6 +194,7 @@ fn run(cli: Cli) -> Result<Class> {
         Command::Mark(args) => mark_cmd::mark(args, json),
         Command::Replay(args) => replay_cmd::replay(args, json),
         Command::Export(args) => export_cmd::export(args, json),
+        Command::Find(args) => find_cmd::find(args, json),
         Command::Verify(args) => verify_cmd::verify(args, json),
         Command::Repair(args) => repair_cmd::repair(args, json),
         Command::Serve(args) => serve::run(args),

@@ -102,6 +102,12 @@ pub const PYTHON_MCAP: Need = need(
     "the Python package mcap (MCAP's reader)",
     "python3 -m pip install --quiet mcap",
 );
+/// The reference implementation of Community ID, from PyPI (`find`'s tests check every
+/// flow's ID against it; `.ci/run` installs it).
+pub const PYTHON_COMMUNITYID: Need = need(
+    "the Python package communityid (Community ID's reference implementation)",
+    "python3 -m pip install --quiet communityid",
+);
 pub const PROMTOOL: Need = need("promtool", "apt-get install prometheus");
 pub const SYSTEMD_ANALYZE: Need = need("systemd-analyze", "apt-get install systemd");
 pub const CURL: Need = need("curl", "apt-get install curl");

@@ -14,6 +14,7 @@
 //! - [`clock`]: time as the recording code reads it, real or virtual (simulated disks).
 //! - [`control`]: stop and abort of a long run, its live progress counters, CPU time.
 //! - [`layout`]: the on-disk format of recordings (superblock, chunk header, CRC32C).
+//! - [`flow`]: the flow a recorded packet belongs to (its key, its Community ID); pure.
 //! - [`device`]: opening targets, probing size and alignment, safety checks, sysfs facts.
 //! - [`report`]: self-contained HTML pages with SVG charts, for the bench results.
 //! - [`engine`]: how bytes reach a target: io_uring, a portable thread pool, simulations.
@@ -35,6 +36,7 @@ pub mod control;
 pub mod device;
 pub mod engine;
 pub mod export;
+pub mod flow;
 pub mod inflight;
 pub mod input;
 pub mod layout;

@@ -1,0 +1,183 @@
+//! The flows of a stretch of a recording: for each key its Community ID, its first and last
+//! time, its packets and bytes, and the runs of chunks its packets lie in, so that its
+//! packets are read back from those chunks alone.
+
+use super::community::CommunityId;
+use super::expr::FlowExpr;
+use super::key::FlowKey;
+use std::collections::HashMap;
+
+/// One flow (one direction of a connection: its key) in a [`FlowTable`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowEntry {
+    pub key: FlowKey,
+    /// The Community ID of an IP flow (both directions share it); None for other keys.
+    pub community_id: Option<CommunityId>,
+    /// The first and last packet's receive time, ns since the Unix epoch.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub packets: u64,
+    /// The packets' lengths as received (before a capture cut them short).
+    pub bytes: u64,
+    /// The chunks its packets lie in: runs of (first sequence, count), ascending.
+    pub chunks: Vec<(u64, u64)>,
+}
+
+impl FlowEntry {
+    /// Adds the chunks `first..=last` to the runs, joining a run they touch.
+    fn add_chunks(&mut self, first: u64, last: u64) {
+        if let Some((start, count)) = self.chunks.last_mut() {
+            let end = *start + *count;
+            if first <= end && last >= *start {
+                *count = (*count).max(last + 1 - *start);
+                return;
+            }
+        }
+        self.chunks.push((first, last + 1 - first));
+    }
+
+    /// The chunks it lies in.
+    pub fn chunk_count(&self) -> u64 {
+        self.chunks.iter().map(|(_, count)| count).sum()
+    }
+}
+
+/// What flows are asked for: a Community ID (as a sensor's log names a connection: both
+/// directions), or an expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowQuery {
+    CommunityId(CommunityId),
+    Expr(FlowExpr),
+}
+
+impl FlowQuery {
+    pub fn matches(&self, entry: &FlowEntry) -> bool {
+        match self {
+            FlowQuery::CommunityId(id) => entry.community_id == Some(*id),
+            FlowQuery::Expr(expr) => expr.matches(&entry.key),
+        }
+    }
+}
+
+/// The flows of the packets added, by key.
+#[derive(Debug, Clone, Default)]
+pub struct FlowTable {
+    seed: u16,
+    flows: HashMap<FlowKey, FlowEntry>,
+    packets: u64,
+}
+
+impl FlowTable {
+    /// An empty table whose Community IDs take `seed` (0 unless the sensors were given one).
+    pub fn new(seed: u16) -> FlowTable {
+        FlowTable {
+            seed,
+            ..FlowTable::default()
+        }
+    }
+
+    /// Adds a packet of `original_len` bytes received at `timestamp_ns`, lying in the chunks
+    /// `first_sequence..=last_sequence` (more than one where it spans payloads). Packets are
+    /// added in the order of their chunks.
+    pub fn add(
+        &mut self,
+        key: FlowKey,
+        timestamp_ns: u64,
+        original_len: u32,
+        (first_sequence, last_sequence): (u64, u64),
+    ) {
+        let seed = self.seed;
+        let entry = self.flows.entry(key).or_insert_with(|| FlowEntry {
+            key,
+            community_id: match &key {
+                FlowKey::Ip(flow) => Some(CommunityId::of(flow, seed)),
+                _ => None,
+            },
+            first_ns: timestamp_ns,
+            last_ns: timestamp_ns,
+            packets: 0,
+            bytes: 0,
+            chunks: Vec::new(),
+        });
+        entry.first_ns = entry.first_ns.min(timestamp_ns);
+        entry.last_ns = entry.last_ns.max(timestamp_ns);
+        entry.packets += 1;
+        entry.bytes += u64::from(original_len);
+        entry.add_chunks(first_sequence, last_sequence.max(first_sequence));
+        self.packets += 1;
+    }
+
+    /// Packets added.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// The flows `query` asks for, by their first packet's time (then by key).
+    pub fn matching(&self, query: &FlowQuery) -> Vec<&FlowEntry> {
+        let mut found: Vec<&FlowEntry> = self
+            .flows
+            .values()
+            .filter(|entry| query.matches(entry))
+            .collect();
+        found.sort_by_key(|entry| (entry.first_ns, entry.key));
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::key::{IpFlow, PROTO_TCP};
+    use super::*;
+
+    fn tcp(from: (&str, u16), to: (&str, u16)) -> FlowKey {
+        FlowKey::Ip(IpFlow {
+            source: from.0.parse().unwrap(),
+            destination: to.0.parse().unwrap(),
+            protocol: PROTO_TCP,
+            ports: Some((from.1, to.1)),
+            vlan: None,
+        })
+    }
+
+    #[test]
+    fn a_flow_counts_its_packets_and_joins_the_chunks_they_lie_in() {
+        let mut table = FlowTable::new(0);
+        let out = tcp(("10.0.0.1", 40000), ("10.0.0.2", 80));
+        let back = tcp(("10.0.0.2", 80), ("10.0.0.1", 40000));
+        table.add(out, 1_000, 100, (5, 5));
+        table.add(back, 1_500, 1500, (5, 5));
+        table.add(out, 2_000, 100, (5, 6)); // spans two chunks
+        table.add(out, 3_000, 100, (7, 7)); // the next chunk: one run
+        table.add(out, 9_000, 60, (20, 20)); // far on: a run of its own
+        table.add(FlowKey::Unreadable, 9_500, 10, (20, 20));
+        assert_eq!((table.len(), table.packets()), (3, 6));
+        let query = FlowQuery::Expr(FlowExpr::parse("src host 10.0.0.1").unwrap());
+        let found = table.matching(&query);
+        assert_eq!(found.len(), 1);
+        let flow = found[0];
+        assert_eq!(
+            (flow.first_ns, flow.last_ns, flow.packets, flow.bytes),
+            (1_000, 9_000, 4, 360)
+        );
+        assert_eq!(flow.chunks, vec![(5, 3), (20, 1)]);
+        assert_eq!(flow.chunk_count(), 4);
+        // Both directions share a Community ID, and it finds both.
+        let id = flow.community_id.unwrap();
+        let both = table.matching(&FlowQuery::CommunityId(id));
+        assert_eq!(both.len(), 2);
+        assert_eq!((both[0].key, both[1].key), (out, back));
+        assert!(
+            table.matching(&FlowQuery::Expr(FlowExpr::parse("not ip").unwrap()))[0]
+                .community_id
+                .is_none()
+        );
+    }
+}
