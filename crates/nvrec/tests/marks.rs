@@ -798,6 +798,27 @@ fn many_marks_over_many_laps_then_a_ring_appended_stay_whole() {
         }
     };
     all_whole("the ring");
+    // The marks' scans wake as the read reaches their windows: the read's memory does not
+    // grow with the marks (a read each for every mark on two members, all at once, before).
+    let set = open(&sim);
+    let entry = reader::recordings(&set).unwrap().pop().unwrap();
+    let (control, progress) = (Control::new(), Progress::default());
+    let summary = reader::read_recording(
+        &set,
+        &entry,
+        EngineChoice::Auto,
+        &control,
+        &progress,
+        &mut |_| true,
+    )
+    .unwrap();
+    let read_bytes = reader::SCAN_SLOTS_PER_READ * u64::from(CHUNK_BYTES);
+    assert!(summary.read_pool_bytes <= 16 * read_bytes, "{summary:?}");
+    assert_eq!(
+        summary.missing_chunk_count + summary.damage_count,
+        0,
+        "{summary:?}"
+    );
     // No write left slots unwritten before a mark (it went round it), so no mark was
     // widened: each entry written when taken and when closed, each span the slots its
     // window's writes took (and those of marks within it).

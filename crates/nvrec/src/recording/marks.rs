@@ -122,6 +122,13 @@ pub struct KeptRange {
     /// The mark was released: the ring may have written newer chunks into the first of
     /// these slots, before older ones of the mark.
     pub released: bool,
+    /// For a reader of the recording read: where in its stream the mark's window begins and
+    /// ends, its slots holding that and what was written with it in order, so that they
+    /// need no read before the read gets there. None where they may hold any of its chunks
+    /// in any order (a released mark, whose slots the ring wrote again, or one widened over
+    /// other writes); `u64::MAX` where they hold none (a mark of an earlier recording, kept
+    /// apart).
+    pub stream_bytes: Option<(u64, u64)>,
 }
 
 impl KeptRange {
@@ -170,9 +177,20 @@ pub fn ranges_of(mark: &RecordingEntry, lap_slots: impl Fn(usize) -> u64) -> Vec
                 first_slot: start,
                 slot_count,
                 released: mark.reclaimed.is_some(),
+                // A mark widened over other writes (written again past its close) may hold
+                // chunks from anywhere of the stream.
+                stream_bytes: window_bytes(mark).filter(|_| mark.revision <= 2),
             })
         })
         .collect()
+}
+
+/// Where `mark`'s window lies in its recording's stream: from its first chunk's offset to
+/// its end; None for a released mark (its slots may hold anything of the stream since).
+fn window_bytes(mark: &RecordingEntry) -> Option<(u64, u64)> {
+    let of = mark.mark_of.filter(|_| mark.reclaimed.is_none())?;
+    let from = of.stream_offset_bytes;
+    Some((from, from.saturating_add(mark.stream_len_bytes)))
 }
 
 /// The marks of `set` that keep their slots now: not released (nor archived and given
@@ -303,10 +321,23 @@ pub fn kept_ranges(
             .and_then(|m| m.as_ref())
             .map_or(1, |m| m.layout().data_slot_count)
     };
-    Ok(kept_over(set, entry)?
-        .iter()
-        .flat_map(|mark| ranges_of(mark, lap_slots))
-        .collect())
+    let mut ranges = Vec::new();
+    for mark in kept_over(set, entry)? {
+        // An earlier recording's mark kept apart holds none of this recording's chunks.
+        let earlier = mark.mark_of.map(|of| of.recording_id) != Some(entry.recording_id);
+        ranges.extend(
+            ranges_of(&mark, lap_slots)
+                .into_iter()
+                .map(|range| KeptRange {
+                    stream_bytes: match earlier && !range.released {
+                        true => Some((u64::MAX, u64::MAX)),
+                        false => range.stream_bytes,
+                    },
+                    ..range
+                }),
+        );
+    }
+    Ok(ranges)
 }
 
 /// The marks whose slots ring `entry`'s writer kept apart, released or not (see

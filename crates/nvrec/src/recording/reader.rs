@@ -340,6 +340,7 @@ impl Scan {
         Scan {
             member_index,
             kept_apart: false,
+            asleep_until_sequence: None,
             runs,
             flights: InFlight::with_capacity(SCAN_QUEUE_DEPTH as usize),
             cursor: 0,
@@ -363,6 +364,10 @@ struct Scan {
     member_index: u16,
     /// The slots a mark keeps apart from the lap (see [`kept_scan`]).
     kept_apart: bool,
+    /// A mark's slots not read yet: none of the chunks they hold that the read wants comes
+    /// before this sequence (their first slot's), so they are read once the merge gets
+    /// there (see [`wake_kept`]): a ring's many marks take read memory only in turn.
+    asleep_until_sequence: Option<u64>,
     /// Slots still to be read, in order: (first, count) runs (two when a ring wraps).
     runs: VecDeque<(u64, u64)>,
     /// Reads in flight, numbered by the low bits of their user_data.
@@ -749,12 +754,7 @@ fn read_scans(
     let expected = first_expected(set, entry, &mut scans, &redirected, from_ns);
     // Sized after the search: a scan left with nothing to read (a mark's slots before the
     // window) takes no memory, so a ring's many marks cost a reading from past them nothing.
-    let read_count = scans
-        .iter()
-        .filter(|scan| !scan.runs.is_empty())
-        .map(|scan| scan.queue_depth() as usize)
-        .sum();
-    let mut reads = ScanReads::open(set, engine_choice, read_count)?;
+    let mut reads = ScanReads::open(set, engine_choice, read_count(&scans, scope))?;
     let mut merge = Merge {
         set,
         entry,
@@ -775,6 +775,16 @@ fn read_scans(
             break;
         }
         if waiting {
+            // Every read given holds data no scan can hand out yet, and none is in flight:
+            // the scans waiting could wait for ever.
+            if reads.engine.in_flight() == 0 && reads.free.is_empty() {
+                return Err(RecordingError::Usage(format!(
+                    "the read of recording {} has no read left for a scan that waits: its \
+                     marks' slots need more at once than the {} reads given",
+                    entry.recording_id,
+                    reads.engine.pool().slot_count()
+                )));
+            }
             reads.reap(&mut scans)?;
             continue;
         }
@@ -858,6 +868,9 @@ impl ScanReads {
         let chunk_bytes = self.chunk_bytes;
         let mut read_bytes = 0;
         for (scan_index, scan) in scans.iter_mut().enumerate() {
+            if scan.asleep_until_sequence.is_some() {
+                continue;
+            }
             while scan.flights.len() < scan.queue_depth() as usize {
                 let Some(&(first, count)) = scan.runs.front() else {
                     break;
@@ -986,7 +999,7 @@ fn member_scans(
         let apart: Vec<Scan> = kept
             .iter()
             .filter(|range| set.members.get(range.member).is_some_and(|m| m.is_some()))
-            .map(|range| kept_scan(&scans[range.member], range))
+            .map(|range| kept_scan(set, entry, &scans[range.member], range))
             .collect();
         scans.extend(apart);
     }
@@ -995,10 +1008,21 @@ fn member_scans(
 
 /// A scan of the slots a mark keeps on a member, beside that member's scan of the rest of
 /// its lap: its chunks are merged in by sequence, and are not the lap's oldest.
-fn kept_scan(member_scan: &Scan, range: &super::marks::KeptRange) -> Scan {
-    let runs = range.runs(member_scan.slot_count).into();
+fn kept_scan(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    member_scan: &Scan,
+    range: &super::marks::KeptRange,
+) -> Scan {
+    let runs: VecDeque<(u64, u64)> = range.runs(member_scan.slot_count).into();
+    let asleep_until_sequence = match (range.stream_bytes, runs.front()) {
+        (None, _) | (_, None) => None,
+        (Some((u64::MAX, _)), _) => Some(u64::MAX),
+        (Some(_), Some(&(first_slot, _))) => first_held(set, entry, range.member, first_slot),
+    };
     Scan {
         kept_apart: true,
+        asleep_until_sequence,
         exhausted: member_scan.exhausted,
         ..Scan::new(
             member_scan.member_index,
@@ -1007,6 +1031,23 @@ fn kept_scan(member_scan: &Scan, range: &super::marks::KeptRange) -> Scan {
             (member_scan.ring_start_slot, member_scan.ring_origin_slot),
         )
     }
+}
+
+/// The sequence of the chunk of `entry` in `slot` of `member` (a live recording's too):
+/// where a mark's slots begin in the stream. None (read them from the start, as the
+/// lap's) where the slot holds none that can be told.
+fn first_held(set: &VolumeSet, entry: &RecordingEntry, member: usize, slot: u64) -> Option<u64> {
+    let member = set.members.get(member)?.as_ref()?;
+    let layout = member.layout();
+    let offset = layout.data_slot_offset_bytes(slot)?;
+    let bytes = volume::read_meta(&member.disk, offset, layout.meta_block_bytes).ok()?;
+    let header = crate::layout::decode_chunk_header(&bytes).ok()?;
+    let own = header.set_uuid == set.set_uuid
+        && header.recording_id == entry.recording_id
+        && header.member_index == member.index()
+        && header.slot_index == slot
+        && !header.flags.contains(ChunkFlags::REDIRECTED);
+    own.then_some(header.sequence)
 }
 
 /// `runs` without the slots of `range` (in a member of `slots` slots).
@@ -1071,6 +1112,81 @@ fn first_expected(
     seek_window(set, entry, scans, from_ns, redirected_low).or(from_start)
 }
 
+/// Wakes the marks' scans that the merge has reached, a mark at a time: those whose
+/// chunks begin first, where that is at or before `next_sequence` (the chunk the merge
+/// would hand out next), since one of theirs may come first; with nothing else to hand
+/// out, those whose chunks begin first. Marks the merge has passed wake in turn, each read
+/// and passed over before the next. Returns whether any woke (their heads are read before
+/// the merge goes on).
+fn wake_kept(scans: &mut [Scan], next_sequence: Option<u64>) -> bool {
+    let Some(first) = scans
+        .iter()
+        .filter_map(|scan| scan.asleep_until_sequence)
+        .min()
+    else {
+        return false;
+    };
+    if next_sequence.is_some_and(|next| next < first) {
+        return false;
+    }
+    for scan in scans.iter_mut() {
+        if scan.asleep_until_sequence == Some(first) {
+            scan.asleep_until_sequence = None;
+        }
+    }
+    true
+}
+
+/// Reads a read of `scans` needs at once: each awake scan with slots to read as many as it
+/// may have in flight, and for the marks' scans asleep, room for as many as are awake at
+/// once as the merge goes (their windows overlapping in the stream), one each, one for the
+/// marks of earlier recordings, which wake one at a time at the end, and one a member to
+/// spare (a mark widened over a retired member's redirected writes reads on past its
+/// window).
+fn read_count(scans: &[Scan], scope: &ScanScope) -> usize {
+    let awake: usize = scans
+        .iter()
+        .filter(|scan| !scan.runs.is_empty() && scan.asleep_until_sequence.is_none())
+        .map(|scan| scan.queue_depth() as usize)
+        .sum();
+    let ScanScope::Recording { kept } = scope else {
+        return awake;
+    };
+    let windows: Vec<(u64, u64)> = kept
+        .iter()
+        .filter_map(|range| range.stream_bytes)
+        .filter(|&(from, _)| from != u64::MAX)
+        .collect();
+    let asleep = scans
+        .iter()
+        .filter(|scan| !scan.runs.is_empty() && scan.asleep_until_sequence.is_some())
+        .count();
+    let members = scans.iter().filter(|scan| !scan.kept_apart).count();
+    let at_once = most_overlapping(&windows) + usize::from(asleep > windows.len()) + members;
+    awake + at_once.min(asleep) * KEPT_SCAN_QUEUE_DEPTH as usize
+}
+
+/// The most of `windows` (from, end: both ends counted) that any one offset lies in.
+fn most_overlapping(windows: &[(u64, u64)]) -> usize {
+    let mut edges: Vec<(u64, bool)> = windows
+        .iter()
+        .flat_map(|&(from, end)| [(from, true), (end, false)])
+        .collect();
+    // At one offset, windows begin before others end: both ends count.
+    edges.sort_unstable_by_key(|&(offset, begins)| (offset, !begins));
+    let (mut now, mut most) = (0usize, 0usize);
+    for (_, begins) in edges {
+        match begins {
+            true => {
+                now += 1;
+                most = most.max(now);
+            }
+            false => now -= 1,
+        }
+    }
+    most
+}
+
 /// What the merge does after a step.
 enum Step {
     /// Goes on.
@@ -1103,7 +1219,7 @@ impl Merge<'_, '_> {
     fn advance_heads(&mut self, scans: &mut [Scan], reads: &mut ScanReads) -> bool {
         let mut waiting = false;
         for scan in scans.iter_mut() {
-            if scan.head.is_some() || scan.exhausted {
+            if scan.head.is_some() || scan.exhausted || scan.asleep_until_sequence.is_some() {
                 continue;
             }
             advance(
@@ -1144,6 +1260,13 @@ impl Merge<'_, '_> {
         let best_sequence = best.and_then(|i| scans[i].head.map(|h| h.0.sequence));
         if self.expected.is_none() {
             self.expected = Some(self.ring_start(scans));
+        }
+        let next_sequence = best_sequence
+            .into_iter()
+            .chain(self.redirected.next_sequence())
+            .min();
+        if wake_kept(scans, next_sequence) {
+            return Step::On;
         }
         if let Some(sequence) = self.redirected.next_sequence() {
             if best_sequence.is_none_or(|best| sequence < best) {
@@ -1975,6 +2098,40 @@ mod tests {
 
     fn chunk_count(entry: &RecordingEntry) -> u64 {
         entry.end_sequence - entry.first_sequence
+    }
+
+    /// Marks' scans wake a mark at a time, once the merge reaches the first of them; with
+    /// nothing else left, the next.
+    #[test]
+    fn marks_scans_wake_in_turn_as_the_merge_reaches_them() {
+        let scan = |asleep: Option<u64>| Scan {
+            kept_apart: asleep.is_some(),
+            asleep_until_sequence: asleep,
+            ..Scan::new(0, VecDeque::from([(0, 8)]), 64, (0, 0))
+        };
+        let mut scans = [
+            scan(None),
+            scan(Some(100)),
+            scan(Some(100)),
+            scan(Some(200)),
+        ];
+        let asleep = |scans: &[Scan]| -> Vec<Option<u64>> {
+            scans
+                .iter()
+                .map(|scan| scan.asleep_until_sequence)
+                .collect()
+        };
+        assert!(!wake_kept(&mut scans, Some(50)));
+        assert!(wake_kept(&mut scans, Some(150)));
+        assert_eq!(asleep(&scans), [None, None, None, Some(200)]);
+        assert!(!wake_kept(&mut scans, Some(150)));
+        assert!(wake_kept(&mut scans, None));
+        assert_eq!(asleep(&scans), [None; 4]);
+        assert!(!wake_kept(&mut scans, None));
+        // Windows that meet at an offset are open there at once.
+        assert_eq!(most_overlapping(&[(0, 10), (10, 20), (30, 40)]), 2);
+        assert_eq!(most_overlapping(&[(0, 10), (2, 4), (3, 5), (11, 12)]), 3);
+        assert_eq!(most_overlapping(&[]), 0);
     }
 
     #[test]

@@ -702,6 +702,7 @@ fn kept_union_slots(kept: &[(u64, u64)], lap: u64) -> u64 {
                 first_slot: first % lap,
                 slot_count: count.min(lap),
                 released: false,
+                stream_bytes: None,
             };
             range.runs(lap)
         })
