@@ -15,7 +15,6 @@ use common::{json, nvrec, run, text, Scratch};
 use nvrec::control::{Control, Progress};
 use nvrec::layout::{encode_loss, encode_packet, Content, Loss, LossCause, Packet};
 use nvrec::recording::writer::{self, RecordOptions};
-use nvrec::source::Source;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -378,38 +377,6 @@ fn mcap_of_a_byte_stream_gives_every_chunk_and_loss_back() {
     }
 }
 
-/// Records, as a network source frames them, handed to the recorder in order.
-struct RecordSource {
-    records: VecDeque<Vec<u8>>,
-}
-
-impl Source for RecordSource {
-    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        let mut at = 0;
-        while let Some(record) = self.records.front() {
-            if at + record.len() > buf.len() {
-                break;
-            }
-            buf[at..at + record.len()].copy_from_slice(record);
-            at += record.len();
-            self.records.pop_front();
-        }
-        Ok(at)
-    }
-
-    fn may_block(&self) -> bool {
-        false
-    }
-
-    fn packs_records(&self) -> bool {
-        true
-    }
-
-    fn ended(&self) -> bool {
-        self.records.is_empty()
-    }
-}
-
 /// What the test's recording of records holds, as sent.
 #[derive(Default)]
 struct Sent {
@@ -514,7 +481,7 @@ fn record_of_records(targets: &[PathBuf]) -> Sent {
     };
     writer::record(
         targets,
-        &mut RecordSource { records },
+        &mut common::RecordSource { records },
         &options,
         &Control::new(),
         &Progress::default(),

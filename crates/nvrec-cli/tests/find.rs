@@ -12,7 +12,6 @@ use common::{json, nvrec, run, text, Scratch};
 use nvrec::control::{Control, Progress};
 use nvrec::layout::{encode_loss, encode_packet, Content, Loss, LossCause, Packet};
 use nvrec::recording::writer::{self, RecordOptions};
-use nvrec::source::Source;
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
@@ -174,38 +173,6 @@ struct Sent {
     losses: u64,
 }
 
-/// Records, as a network source frames them, handed to the recorder in order.
-struct RecordSource {
-    records: VecDeque<Vec<u8>>,
-}
-
-impl Source for RecordSource {
-    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        let mut at = 0;
-        while let Some(record) = self.records.front() {
-            if at + record.len() > buf.len() {
-                break;
-            }
-            buf[at..at + record.len()].copy_from_slice(record);
-            at += record.len();
-            self.records.pop_front();
-        }
-        Ok(at)
-    }
-
-    fn may_block(&self) -> bool {
-        false
-    }
-
-    fn packs_records(&self) -> bool {
-        true
-    }
-
-    fn ended(&self) -> bool {
-        self.records.is_empty()
-    }
-}
-
 fn encoded_packet(timestamp_ns: u64, data: &[u8]) -> Vec<u8> {
     let packet = Packet {
         stream: 0,
@@ -278,7 +245,7 @@ fn record_flows(target: &Path) -> Sent {
     };
     writer::record(
         &[target.to_path_buf()],
-        &mut RecordSource { records },
+        &mut common::RecordSource { records },
         &options,
         &Control::new(),
         &Progress::default(),

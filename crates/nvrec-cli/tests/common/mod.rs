@@ -563,3 +563,35 @@ pub fn start_recorder_until(args: &[&str], bound: impl Fn() -> bool) -> std::pro
     }
     child
 }
+
+/// Records, as a network source frames them, handed to the recorder in order.
+pub struct RecordSource {
+    pub records: std::collections::VecDeque<Vec<u8>>,
+}
+
+impl nvrec::source::Source for RecordSource {
+    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut at = 0;
+        while let Some(record) = self.records.front() {
+            if at + record.len() > buf.len() {
+                break;
+            }
+            buf[at..at + record.len()].copy_from_slice(record);
+            at += record.len();
+            self.records.pop_front();
+        }
+        Ok(at)
+    }
+
+    fn may_block(&self) -> bool {
+        false
+    }
+
+    fn packs_records(&self) -> bool {
+        true
+    }
+
+    fn ended(&self) -> bool {
+        self.records.is_empty()
+    }
+}
