@@ -28,47 +28,6 @@ fn readers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/readers")
 }
 
-/// Whether Python imports `package`, installing it with pip first when it does not.
-fn python_package(package: &str, need: nvrec_testkit::Need) -> bool {
-    let imports = || {
-        Command::new("python3")
-            .args(["-c", &format!("import {package}, numpy")])
-            .output()
-            .is_ok_and(|output| output.status.success())
-    };
-    // A Debian Python refuses pip's installs without --break-system-packages.
-    for extra in [None, Some("--break-system-packages")] {
-        if imports() {
-            break;
-        }
-        let _ = Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", package])
-            .args(extra)
-            .output();
-    }
-    if imports() {
-        return true;
-    }
-    nvrec_testkit::skip(need, format!("python3 cannot import {package}"));
-    false
-}
-
-/// Whether `tool` runs, installing `package` with apt first when it does not.
-fn tool(tool: &str, package: &str, need: nvrec_testkit::Need) -> bool {
-    let runs = || Command::new(tool).arg("--version").output().is_ok();
-    if !runs() {
-        let _ = Command::new("apt-get")
-            .args(["install", "-y", "-qq", package])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .output();
-    }
-    if runs() {
-        return true;
-    }
-    nvrec_testkit::skip(need, format!("{tool} is not installed"));
-    false
-}
-
 /// Runs a reader script; its JSON.
 fn read_with(script: &str, args: &[&Path]) -> Value {
     let output = Command::new("python3")
@@ -147,7 +106,7 @@ const ANNOTATION_KEYS: [&str; 3] = [
 /// its capture segment's global index locates in the stream.
 #[test]
 fn sigmf_exports_read_back_with_each_loss_at_its_sample() {
-    if !python_package("sigmf", nvrec_testkit::PYTHON_SIGMF) {
+    if !common::python_imports("sigmf, numpy", "sigmf", nvrec_testkit::PYTHON_SIGMF) {
         return;
     }
     let scratch = Scratch::new("sigmf");
@@ -286,7 +245,7 @@ fn check_window(scratch: &Scratch, targets: &[PathBuf], gaps: &[(u64, u64)], exp
 /// indexes chunks, and a seek by time finds the message stamped then.
 #[test]
 fn mcap_of_a_byte_stream_gives_every_chunk_and_loss_back() {
-    if !python_package("mcap", nvrec_testkit::PYTHON_MCAP) {
+    if !common::python_imports("mcap, numpy", "mcap", nvrec_testkit::PYTHON_MCAP) {
         return;
     }
     let scratch = Scratch::new("mcap-bytes");
@@ -495,7 +454,7 @@ fn record_of_records(targets: &[PathBuf]) -> Sent {
 /// record a `loss` metadata record with its stream, time and count.
 #[test]
 fn mcap_of_records_gives_every_message_channel_time_and_loss_back() {
-    if !python_package("mcap", nvrec_testkit::PYTHON_MCAP) {
+    if !common::python_imports("mcap, numpy", "mcap", nvrec_testkit::PYTHON_MCAP) {
         return;
     }
     let scratch = Scratch::new("mcap-records");
@@ -557,8 +516,8 @@ fn mcap_of_records_gives_every_message_channel_time_and_loss_back() {
 /// tshark reads the same number back, and the list form of the program cuts the same.
 #[test]
 fn a_pcapng_cut_by_a_bpf_filter_keeps_what_tcpdump_keeps() {
-    if !tool("tcpdump", "tcpdump", nvrec_testkit::TCPDUMP)
-        || !tool("tshark", "tshark", nvrec_testkit::TSHARK)
+    if !common::tool("tcpdump", "tcpdump", nvrec_testkit::TCPDUMP)
+        || !common::tool("tshark", "tshark", nvrec_testkit::TSHARK)
     {
         return;
     }
@@ -771,7 +730,7 @@ fn bad_export_input_exits_2_and_writes_nothing() {
 /// nothing are refused (exit 2).
 #[test]
 fn a_split_export_is_numbered_whole_parts_that_add_up_to_the_whole() {
-    if !tool("tshark", "tshark", nvrec_testkit::TSHARK) {
+    if !common::tool("tshark", "tshark", nvrec_testkit::TSHARK) {
         return;
     }
     let scratch = Scratch::new("split");

@@ -288,22 +288,6 @@ fn sent_where(sent: &Sent, keep: impl Fn(&str) -> bool) -> BTreeMap<String, u64>
         .collect()
 }
 
-/// Whether tcpdump runs (installed with apt when it can be).
-fn tcpdump_here() -> bool {
-    let runs = || Command::new("tcpdump").arg("--version").output().is_ok();
-    if !runs() {
-        let _ = Command::new("apt-get")
-            .args(["install", "-y", "-qq", "tcpdump"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .output();
-    }
-    if runs() {
-        return true;
-    }
-    nvrec_testkit::skip(nvrec_testkit::TCPDUMP, "tcpdump is not installed");
-    false
-}
-
 /// The packets tcpdump keeps of `pcapng` with `expression`.
 fn tcpdump_count(pcapng: &Path, expression: &str) -> u64 {
     let output = Command::new("tcpdump")
@@ -366,7 +350,7 @@ fn find_answers_what_was_sent_and_what_tcpdump_keeps_of_the_export() {
 
     // Against tcpdump over the whole recording exported (untagged traffic, which tcpdump
     // filters without a `vlan` first).
-    if !tcpdump_here() {
+    if !common::tool("tcpdump", "tcpdump", nvrec_testkit::TCPDUMP) {
         return;
     }
     let whole = scratch.path("whole.pcapng");
@@ -392,33 +376,6 @@ fn find_answers_what_was_sent_and_what_tcpdump_keeps_of_the_export() {
             "{expression}: {answer}"
         );
     }
-}
-
-/// Whether Python imports `communityid`, installing it with pip first when it does not.
-fn communityid_here() -> bool {
-    let imports = || {
-        Command::new("python3")
-            .args(["-c", "import communityid"])
-            .output()
-            .is_ok_and(|output| output.status.success())
-    };
-    for extra in [None, Some("--break-system-packages")] {
-        if imports() {
-            break;
-        }
-        let _ = Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "communityid"])
-            .args(extra)
-            .output();
-    }
-    if imports() {
-        return true;
-    }
-    nvrec_testkit::skip(
-        nvrec_testkit::PYTHON_COMMUNITYID,
-        "python3 cannot import communityid",
-    );
-    false
 }
 
 /// The reference implementation's Community ID of each flow, by its text (both
@@ -461,7 +418,11 @@ fn reference_ids(flows: &[Flow]) -> BTreeMap<String, String> {
 
 #[test]
 fn community_ids_are_the_reference_implementations_and_find_both_directions() {
-    if !communityid_here() {
+    if !common::python_imports(
+        "communityid",
+        "communityid",
+        nvrec_testkit::PYTHON_COMMUNITYID,
+    ) {
         return;
     }
     let scratch = Scratch::new("community");

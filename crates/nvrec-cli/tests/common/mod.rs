@@ -595,3 +595,45 @@ impl nvrec::source::Source for RecordSource {
         self.records.is_empty()
     }
 }
+
+/// Whether Python imports `modules` (`"sigmf, numpy"`), installing `package` with pip
+/// first when it does not.
+pub fn python_imports(modules: &str, package: &str, need: nvrec_testkit::Need) -> bool {
+    let imports = || {
+        Command::new("python3")
+            .args(["-c", &format!("import {modules}")])
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    // A Debian Python refuses pip's installs without --break-system-packages.
+    for extra in [None, Some("--break-system-packages")] {
+        if imports() {
+            break;
+        }
+        let _ = Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", package])
+            .args(extra)
+            .output();
+    }
+    if imports() {
+        return true;
+    }
+    nvrec_testkit::skip(need, format!("python3 cannot import {modules}"));
+    false
+}
+
+/// Whether `tool` runs, installing `package` with apt first when it does not.
+pub fn tool(tool: &str, package: &str, need: nvrec_testkit::Need) -> bool {
+    let runs = || Command::new(tool).arg("--version").output().is_ok();
+    if !runs() {
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "-qq", package])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output();
+    }
+    if runs() {
+        return true;
+    }
+    nvrec_testkit::skip(need, format!("{tool} is not installed"));
+    false
+}
