@@ -21,12 +21,12 @@
 //! a later recording on the set has written over it; the stream after the last chunk there
 //! is, up to the ring's end, is then one more such loss.
 
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::SyncSender;
 
 use nvrec::layout::{ChunkFlags, ChunkHeader};
 
 use crate::manifest::{segment_key, Hole, Loss, LossCause};
-use crate::segment::{Segment, SegmentBuilder};
+use crate::segment::{Segment, SegmentBuilder, Spares};
 use crate::Result;
 
 /// Where reading a recording starts: at its first chunk, or (following a live recording)
@@ -180,17 +180,18 @@ impl<'a> Packer<'a> {
         }
     }
 
-    /// Packs one chunk, sending the segment it does not fit in first. Returns false where
-    /// the uploader has gone (it failed).
+    /// Packs one chunk, sending the segment it does not fit in first (the next one filling
+    /// memory from `spares` where it has some). Returns false where the uploader has gone
+    /// (it failed).
     pub fn chunk(
         &mut self,
         header: &ChunkHeader,
         payload: &[u8],
         sender: &SyncSender<Sealed>,
-        reuse: &Receiver<Vec<u8>>,
+        spares: &Spares,
     ) -> Result<bool> {
         if self.builder.is_full_for(payload.len()) {
-            let sealed = self.take(reuse.try_recv().ok(), Some(header));
+            let sealed = self.take(spares.take(), Some(header));
             if sender.send(sealed).is_err() {
                 return Ok(false);
             }
@@ -295,7 +296,7 @@ impl<'a> Packer<'a> {
     /// reading. In a ring being written over, the stream after the last chunk read up to
     /// the ring's end was overwritten before it was read: one more loss, in place of the
     /// chunks the reader found missing there.
-    pub fn finish(mut self, last: bool, sender: &SyncSender<Sealed>) -> Packed {
+    pub fn finish(mut self, last: bool, sender: &SyncSender<Sealed>, spares: &Spares) -> Packed {
         let mut leftover = ReadOutcome::default();
         if last {
             let mut found = ReadOutcome::default();
@@ -332,6 +333,8 @@ impl<'a> Packer<'a> {
             },
             (None, _) => self.resume,
         };
+        // The segment still filling is read again by the next pass: its memory is kept.
+        spares.give(self.builder.into_bytes());
         Packed { leftover, next }
     }
 }
@@ -348,14 +351,13 @@ impl Waiting {
 mod tests {
     use super::*;
     use crate::segment::tests::header;
-    use std::sync::mpsc::sync_channel;
+    use std::sync::mpsc::{sync_channel, Receiver};
 
     /// Chunks of 1000 bytes at stream offset 1000 × sequence; four fit a segment.
     struct Pass {
         sender: SyncSender<Sealed>,
         sent: Receiver<Sealed>,
-        reuse: Receiver<Vec<u8>>,
-        _recycle: SyncSender<Vec<u8>>,
+        spares: Spares,
     }
 
     /// What a reader hands a packer: a chunk, or sequences found on no member.
@@ -368,12 +370,10 @@ mod tests {
     impl Pass {
         fn new() -> Pass {
             let (sender, sent) = sync_channel(16);
-            let (_recycle, reuse) = sync_channel(1);
             Pass {
                 sender,
                 sent,
-                reuse,
-                _recycle,
+                spares: Spares::default(),
             }
         }
 
@@ -397,7 +397,12 @@ mod tests {
             for &sequence in sequences {
                 let payload = vec![sequence as u8; 1000];
                 let go_on = packer
-                    .chunk(&header(sequence, 1000), &payload, &self.sender, &self.reuse)
+                    .chunk(
+                        &header(sequence, 1000),
+                        &payload,
+                        &self.sender,
+                        &self.spares,
+                    )
                     .unwrap();
                 assert!(go_on);
             }
@@ -450,7 +455,7 @@ mod tests {
         // The recorder lapped the reader: 4 to 6 were gone when it got there.
         packer.missing(missing(4, 3));
         pass.chunks(&mut packer, &[7, 8]);
-        let packed = packer.finish(false, &pass.sender);
+        let packed = packer.finish(false, &pass.sender, &pass.spares);
         let sent = pass.sent();
         assert_eq!(sent.len(), 1);
         let (sequences, commit) = &sent[0];
@@ -470,7 +475,7 @@ mod tests {
         // By the next pass 7 and 8 are gone too; it ends with the recording.
         let mut packer = pass.packer(next, 11, true);
         pass.chunks(&mut packer, &[9, 10]);
-        let packed = packer.finish(true, &pass.sender);
+        let packed = packer.finish(true, &pass.sender, &pass.spares);
         let sent = pass.sent();
         assert_eq!(sent.len(), 1);
         let (sequences, commit) = &sent[0];
@@ -502,7 +507,7 @@ mod tests {
         pass.chunks(&mut packer, &[8]);
         // And 9, after the last chunk: a hole at its end, with no segment to go with.
         packer.missing(missing(9, 1));
-        let packed = packer.finish(true, &pass.sender);
+        let packed = packer.finish(true, &pass.sender, &pass.spares);
         let sent = pass.sent();
         assert_eq!(sent.len(), 1);
         let (sequences, commit) = &sent[0];
@@ -532,7 +537,7 @@ mod tests {
         packer.damage(damaged.clone());
         pass.chunks(&mut packer, &[8]);
         packer.missing(missing(9, 3));
-        let packed = packer.finish(true, &pass.sender);
+        let packed = packer.finish(true, &pass.sender, &pass.spares);
         let sent = pass.sent();
         assert_eq!(sent.len(), 1);
         let (sequences, commit) = &sent[0];
@@ -554,7 +559,7 @@ mod tests {
         let after = commit.next;
         let mut packer = pass.packer(after, 12, true);
         packer.missing(missing(9, 3));
-        let packed = packer.finish(true, &pass.sender);
+        let packed = packer.finish(true, &pass.sender, &pass.spares);
         assert!(pass.sent().is_empty());
         assert_eq!(
             packed.leftover.losses,
@@ -564,9 +569,30 @@ mod tests {
         // Not written over: missing at the end is a hole, and nothing is lost.
         let mut packer = pass.packer(after, 12, false);
         packer.missing(missing(9, 3));
-        let packed = packer.finish(true, &pass.sender);
+        let packed = packer.finish(true, &pass.sender, &pass.spares);
         assert!(packed.leftover.losses.is_empty());
         assert_eq!(packed.leftover.holes, vec![missing(9, 3)]);
+    }
+
+    #[test]
+    fn a_pass_keeps_the_memory_of_the_segment_still_filling() {
+        let pass = Pass::new();
+        let mut packer = pass.packer(SegmentStart::default(), 12, true);
+        pass.chunks(&mut packer, &[0, 1, 2, 3, 4, 5]);
+        assert_eq!(pass.spares.len(), 0);
+        packer.finish(false, &pass.sender, &pass.spares);
+        assert_eq!(
+            pass.spares.len(),
+            1,
+            "read again by the next pass, into the same memory"
+        );
+        let mut next = pass.packer(SegmentStart::default(), 12, true);
+        pass.chunks(&mut next, &[0, 1, 2, 3, 4]);
+        assert_eq!(
+            pass.spares.len(),
+            0,
+            "the segment sealed was followed by the spare"
+        );
     }
 
     #[test]
@@ -580,7 +606,7 @@ mod tests {
         );
         packer.missing(missing(0, 2));
         pass.chunks(&mut packer, &[2, 3]);
-        let packed = packer.finish(true, &pass.sender);
+        let packed = packer.finish(true, &pass.sender, &pass.spares);
         let sent = pass.sent();
         assert!(sent[0].1.outcome.losses.is_empty());
         assert_eq!(sent[0].1.outcome.holes, vec![missing(0, 2)]);
@@ -602,7 +628,7 @@ mod tests {
             let pass = Pass::new();
             let mut packer = pass.packer(SegmentStart::default(), 19, true);
             pass.read(&mut packer, &items);
-            packer.finish(true, &pass.sender);
+            packer.finish(true, &pass.sender, &pass.spares);
             pass.sent()
         };
         assert_eq!(through.len(), 4);
@@ -617,7 +643,7 @@ mod tests {
             };
             let rest: Vec<Read> = items.iter().copied().filter(from).collect();
             pass.read(&mut packer, &rest);
-            let packed = packer.finish(true, &pass.sender);
+            let packed = packer.finish(true, &pass.sender, &pass.spares);
             let mut resumed = through[..=stored].to_vec();
             resumed.extend(pass.sent());
             assert_eq!(resumed, through, "resumed after segment {stored}");

@@ -14,6 +14,8 @@
 //! made once per length: chunks have one payload length but for the last, so each join
 //! costs a few dozen XORs.
 
+use std::sync::Mutex;
+
 use bytes::Bytes;
 use nvrec::layout::{crc32c, decode_chunk, ChunkHeader, ChunkView, CHUNK_HEADER_SIZE_BYTES};
 
@@ -98,6 +100,41 @@ impl Shifts {
             }
         };
         shift.times(crc_a) ^ crc_b
+    }
+}
+
+/// Segments' memory kept for the next segments of an archive run, over all its passes
+/// and recordings: a segment of 64 MiB made anew each time is 64 MiB touched anew (the
+/// allocator gives memory that large back to the system when it is dropped), so the
+/// resident memory of a long `archive --follow` rose and fell with every segment instead
+/// of staying where its first segments brought it.
+#[derive(Debug, Default)]
+pub struct Spares {
+    kept: Mutex<Vec<Vec<u8>>>,
+}
+
+/// Segments' memory [`Spares`] keeps at most: the one filling, the one uploading, the one
+/// read ahead.
+const SPARES_KEPT: usize = 3;
+
+impl Spares {
+    /// Memory kept, if there is some.
+    pub fn take(&self) -> Option<Vec<u8>> {
+        self.kept.lock().expect("the spares' lock").pop()
+    }
+
+    /// Keeps `bytes` (emptied) for a later segment, unless enough is kept already.
+    pub fn give(&self, mut bytes: Vec<u8>) {
+        let mut kept = self.kept.lock().expect("the spares' lock");
+        if kept.len() < SPARES_KEPT && bytes.capacity() > 0 {
+            bytes.clear();
+            kept.push(bytes);
+        }
+    }
+
+    /// How many are kept.
+    pub fn len(&self) -> usize {
+        self.kept.lock().expect("the spares' lock").len()
     }
 }
 
@@ -186,6 +223,23 @@ impl SegmentBuilder {
         self.offsets.push(start as u64);
         self.timestamps_ns.push(self.time_ns(header));
         Ok(())
+    }
+
+    /// Fills `spare` (a segment's memory that was uploaded: its pages are already
+    /// there) from now on, instead of the memory it has, which is returned. Only an empty
+    /// builder changes its memory.
+    pub fn refill(&mut self, mut spare: Vec<u8>) -> Vec<u8> {
+        assert!(
+            self.is_empty(),
+            "a builder's memory changes only between segments"
+        );
+        spare.clear();
+        std::mem::replace(&mut self.bytes, spare)
+    }
+
+    /// The memory being filled, for the next builder (what it holds is dropped).
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
     }
 
     /// The segment, ready for `key`; the builder is empty again, filling `reuse` (a
@@ -310,6 +364,31 @@ pub(crate) mod tests {
             offset = next;
         }
         assert_eq!(offset, segment.bytes.len());
+    }
+
+    #[test]
+    fn spares_keep_segments_memory_emptied_up_to_a_bound() {
+        let spares = Spares::default();
+        let mut builder = SegmentBuilder::new(1 << 20, 0);
+        builder.push(&header(0, 100), &[5u8; 100]).unwrap();
+        let segment = builder.take(0, "seg".into(), None);
+        let used = Vec::from(segment.bytes.try_into_mut().unwrap());
+        let (capacity, at) = (used.capacity(), used.as_ptr());
+        spares.give(used);
+        let mut next = SegmentBuilder::new(1 << 20, 0);
+        drop(next.refill(spares.take().unwrap()));
+        let again = next.into_bytes();
+        assert!(again.is_empty(), "a spare is handed out empty");
+        assert_eq!(
+            (again.capacity(), again.as_ptr()),
+            (capacity, at),
+            "the same memory"
+        );
+        for _ in 0..SPARES_KEPT + 2 {
+            spares.give(Vec::with_capacity(64));
+        }
+        spares.give(Vec::new());
+        assert_eq!(spares.len(), SPARES_KEPT);
     }
 
     #[test]

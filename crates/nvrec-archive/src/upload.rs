@@ -39,7 +39,7 @@ use crate::manifest::{
 };
 use crate::pace::Pacer;
 use crate::pack::{Commit, Packed, Packer, ReadOutcome, RingReading, Sealed, SegmentStart};
-use crate::segment::{Segment, SegmentBuilder, SEGMENT_SIZE_BYTES_DEFAULT};
+use crate::segment::{Segment, SegmentBuilder, Spares, SEGMENT_SIZE_BYTES_DEFAULT};
 use crate::state::{ObjectState, State};
 use crate::store::Archive;
 use crate::{ArchiveError, Result};
@@ -240,6 +240,8 @@ struct Source<'a> {
 struct Job<'a> {
     source: Source<'a>,
     up: Uploader<'a>,
+    /// Segments' memory, kept from one segment to the next over the whole run.
+    spares: Spares,
 }
 
 /// Archives the finished recordings of `set` (or `options.recording`). Recordings whose
@@ -282,6 +284,7 @@ pub fn archive_set(
             options,
             pacer: &pacer,
         },
+        spares: Spares::default(),
     };
     let mut reports = Vec::new();
     for entry in &selected {
@@ -567,8 +570,6 @@ fn read_and_send(
     report: &mut RecordingReport,
 ) -> Result<()> {
     let (sender, receiver) = sync_channel::<Sealed>(SEGMENTS_AHEAD);
-    // Uploaded segments' memory, back to the reader to fill again.
-    let (recycle, reuse) = sync_channel::<Vec<u8>>(SEGMENTS_AHEAD + 1);
     let start = sent.start;
     let ring = match entry.flags.contains(RecordingFlags::RING) {
         true => Some(RingReading {
@@ -581,11 +582,12 @@ fn read_and_send(
     };
     let (reading, upload_error) = std::thread::scope(|scope| {
         let reading = {
-            let source = &job.source;
-            scope.spawn(move || read_segments(source, entry, dir, start, ring, upto, sender, reuse))
+            let (source, spares) = (&job.source, &job.spares);
+            scope
+                .spawn(move || read_segments(source, entry, dir, start, ring, upto, sender, spares))
         };
         let sending = Sending { entry, dir };
-        let upload_error = upload_segments(job, &sending, receiver, &recycle, sent, report);
+        let upload_error = upload_segments(job, &sending, receiver, sent, report);
         (
             reading.join().expect("the reader thread does not panic"),
             upload_error,
@@ -626,12 +628,11 @@ struct Sending<'a> {
 
 /// The sending side of [`archive_recording`]: every segment `receiver` gives goes up and
 /// into `sent`, written down in the resume state with what it commits, its memory back to
-/// the reader. Returns the error that ended it, if any.
+/// the run's spares. Returns the error that ended it, if any.
 fn upload_segments(
     job: &Job<'_>,
     sending: &Sending<'_>,
     receiver: Receiver<Sealed>,
-    recycle: &SyncSender<Vec<u8>>,
     sent: &mut Sent,
     report: &mut RecordingReport,
 ) -> Option<ArchiveError> {
@@ -650,7 +651,7 @@ fn upload_segments(
         }
         sent.add(info, commit);
         if let Ok(bytes) = bytes.try_into_mut() {
-            let _ = recycle.try_send(Vec::from(bytes));
+            job.spares.give(Vec::from(bytes));
         }
         if job.source.control.state() == ControlState::Abort {
             break;
@@ -662,7 +663,7 @@ fn upload_segments(
 /// The reading side of [`archive_recording`], on a thread of its own: the chunks of
 /// `entry` (`ring`: how a ring's stream is followed) from `start` into segments, each
 /// given to `sender` as it fills (the last one too, when `upto` is the end), their memory
-/// taken back from `reuse`.
+/// taken from `spares` where it has some.
 #[allow(clippy::too_many_arguments)]
 fn read_segments(
     source: &Source<'_>,
@@ -672,9 +673,12 @@ fn read_segments(
     ring: Option<RingReading>,
     upto: Upto,
     sender: SyncSender<Sealed>,
-    reuse: Receiver<Vec<u8>>,
+    spares: &Spares,
 ) -> Reading {
-    let builder = SegmentBuilder::new(source.options.segment_size_bytes, entry.start_ns);
+    let mut builder = SegmentBuilder::new(source.options.segment_size_bytes, entry.start_ns);
+    if let Some(spare) = spares.take() {
+        builder.refill(spare);
+    }
     let mut packer = Packer::new(builder, dir, start, ring);
     let mut failure: Option<ArchiveError> = None;
     let from_ns = (!start.is_beginning()).then_some(start.timestamp_ns);
@@ -692,7 +696,7 @@ fn read_segments(
                 Item::Chunk { header, payload } => {
                     // The drives are the recorder's first: wait while it needs them.
                     source.pacer.hold();
-                    match packer.chunk(header, payload, &sender, &reuse) {
+                    match packer.chunk(header, payload, &sender, spares) {
                         Ok(go_on) => return go_on,
                         Err(error) => {
                             failure = Some(error);
@@ -724,7 +728,7 @@ fn read_segments(
     let last = failure.is_none() && complete && upto == Upto::End;
     Reading {
         summary: summary.map_err(ArchiveError::from),
-        packed: packer.finish(last, &sender),
+        packed: packer.finish(last, &sender, spares),
         failure,
     }
 }
