@@ -136,6 +136,10 @@ impl Spares {
     pub fn len(&self) -> usize {
         self.kept.lock().expect("the spares' lock").len()
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A segment being filled.
