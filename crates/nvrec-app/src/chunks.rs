@@ -272,6 +272,21 @@ impl ChunkSource {
     }
 }
 
+impl ChunkSource {
+    /// The archive and the archived recording `entry` is (one of the archive's own
+    /// entries), where the source is an archive.
+    pub fn archived(&self, entry: &RecordingEntry) -> Option<(&Archive, &ArchivedRecording)> {
+        match self {
+            ChunkSource::Set(_) => None,
+            ChunkSource::Archive {
+                archive,
+                recordings,
+                ..
+            } => Some((archive, archived(recordings, entry))),
+        }
+    }
+}
+
 /// The archived recording that `entry` (one of the archive's own entries) came from.
 fn archived<'a>(
     recordings: &'a [ArchivedRecording],

@@ -3,9 +3,9 @@
 //! [`ChunkSource`] into one of them and says what came of it.
 
 use crate::chunks::ChunkSource;
+use crate::find::{FindRead, Indexed};
 use crate::listing::state_text;
 use crate::outcome::{Class, UsageError};
-use crate::verify::hole_text;
 use anyhow::{Context, Result};
 use nvrec::control::{Control, Progress};
 use nvrec::engine::EngineChoice;
@@ -31,6 +31,8 @@ pub struct ExportReport {
     pub summary: ReadSummary,
     /// Holes in the recording and what could not be exported.
     pub problems: Vec<String>,
+    /// An export cut by flows from an archive: how its chunks were found.
+    pub read: FindRead,
 }
 
 impl ExportReport {
@@ -65,12 +67,32 @@ pub fn export(
     progress: &Progress,
 ) -> Result<ExportReport> {
     let window = (options.window.from_ns, options.window.to_ns);
+    let indexed = options
+        .flows
+        .as_ref()
+        .and_then(|flows| Indexed::of(source, &entry, &options.window, &flows.query, flows.seed));
     let (mut exporter, output) = Exporter::create(&entry, options, to)?;
     let mut problems: Vec<String> = Vec::new();
-    let summary = source.read_window(&entry, engine, window, control, progress, &mut |item| {
-        problems.extend(hole_text(&item));
+    let mut each = |item: Item<'_>| {
+        problems.extend(item.hole_text());
         exporter.item(item)
-    })?;
+    };
+    let (summary, read) = match indexed {
+        // Only the chunks the flows lie in; past the window is not the end there.
+        Some(Ok(indexed)) => {
+            let summary = indexed.read(control, progress, &mut |item| {
+                each(item);
+            })?;
+            let read = indexed.how(summary.chunk_count);
+            (summary, read)
+        }
+        why_not => {
+            let summary =
+                source.read_window(&entry, engine, window, control, progress, &mut each)?;
+            let why_not_indexed = why_not.and_then(Result::err);
+            (summary, FindRead::Scanned { why_not_indexed })
+        }
+    };
     let (parts, export_problems) = exporter.finish(&output).context("exporting")?;
     problems.extend(export_problems);
     Ok(ExportReport {
@@ -78,6 +100,7 @@ pub fn export(
         parts,
         summary,
         problems,
+        read,
     })
 }
 

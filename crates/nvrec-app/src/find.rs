@@ -2,24 +2,32 @@
 //! with their times, packets, bytes and the chunks their packets lie in.
 //!
 //! This reads every chunk of the window through a [`ChunkSource`] (the drives or an
-//! archive) and keys every packet: its answer is exact, and is what a flow index's answer
-//! must equal. A hole in the window (missing or damaged chunks, records that do not decode,
-//! a packet whose fragments never met) is named with the answer and fails it: a flow may
-//! have had packets there. The losses the source recorded (a socket's or a capture ring's
-//! drops) are named too; they are the traffic's, not the recording's.
+//! archive) and keys every packet ([`FlowScan`]): its answer is exact, and is what a flow
+//! index's answer must equal. A hole in the window (missing or damaged chunks, records
+//! that do not decode, a packet whose fragments never met) is named with the answer and
+//! fails it: a flow may have had packets there. The losses the source recorded (a
+//! socket's or a capture ring's drops) are named too; they are the traffic's, not the
+//! recording's.
+//!
+//! An archive whose segments carry their flows (`nvrec_archive::flows`) answers from
+//! them instead: only the flows of the segments whose packets the window overlaps are
+//! read, then only the chunks the matching flows lie in, keyed again ([`FindRead`]). The
+//! answer is the same; where the flows cannot give it (a segment archived without them,
+//! one whose scan could not key some packets, holes in the archive) every chunk is read.
 
 use crate::chunks::ChunkSource;
 use crate::outcome::{Class, UsageError};
-use crate::verify::hole_text;
 use anyhow::Result;
 use nvrec::control::{Control, Progress};
 use nvrec::engine::EngineChoice;
 use nvrec::export::Window;
-use nvrec::flow::{key_of_packet, FlowEntry, FlowQuery, FlowTable};
-use nvrec::layout::{
-    ChunkFlags, ChunkHeader, LossCause, Reassembly, Record, RecordingEntry, RecordingFlags,
-};
+use nvrec::flow::{FlowEntry, FlowKey, FlowQuery, FlowScan, FlowTable};
+use nvrec::layout::{RecordingEntry, RecordingFlags};
 use nvrec::recording::reader::{Item, ReadSummary};
+use nvrec_archive::manifest::SegmentInfo;
+use nvrec_archive::read::ArchivedRecording;
+use nvrec_archive::Archive;
+use std::collections::HashSet;
 
 /// What `find` is asked.
 #[derive(Debug, Clone)]
@@ -45,6 +53,32 @@ pub struct FindReport {
     pub holes: Vec<String>,
     /// The losses the source recorded in the window (drops before the recorder).
     pub losses: Vec<String>,
+    /// How the answer was come to.
+    pub read: FindRead,
+}
+
+/// How `find` came to its answer.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "how", rename_all = "snake_case")]
+pub enum FindRead {
+    /// Every chunk of the window was read and every packet keyed: `flows_in_window` and
+    /// `packets_in_window` count them. Over an archive, why its flows could not answer.
+    Scanned {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        why_not_indexed: Option<String>,
+    },
+    /// From an archive's flows: those of the segments whose packets the window overlaps
+    /// were read, then the chunks that the matching flows lie in. `flows_in_window` and
+    /// `packets_in_window` count the flows of those segments whose times overlap the
+    /// window, and all their packets in those segments; the losses named are the source's
+    /// drops in the chunks read.
+    Indexed {
+        segments_searched: usize,
+        flows_bytes_read: u64,
+        /// The chunks of the segments searched, and those read.
+        chunks_searched: u64,
+        chunks_read: u64,
+    },
 }
 
 impl FindReport {
@@ -71,278 +105,263 @@ pub fn find(
         ))
         .into());
     }
-    let mut scan = FlowScan::new(request, entry.start_ns);
+    let indexed = Indexed::of(
+        source,
+        &entry,
+        &request.window,
+        &request.query,
+        request.seed,
+    );
+    let why_not_indexed = match indexed {
+        Some(Ok(indexed)) => match find_indexed(&indexed, &entry, request, control, progress) {
+            Ok(report) => return Ok(report),
+            Err(why) => Some(why),
+        },
+        Some(Err(why)) => Some(why),
+        None => None,
+    };
+    let mut scan = FlowScan::new(request.seed, request.window, entry.start_ns);
     let window = (request.window.from_ns, request.window.to_ns);
     let summary = source.read_window(&entry, engine, window, control, progress, &mut |item| {
-        scan.item(item)
+        scan_item(&mut scan, item)
     })?;
     scan.finish();
+    let (table, holes, losses) = scan.into_parts();
     Ok(FindReport {
-        flows: scan
-            .table
-            .matching(&request.query)
-            .into_iter()
-            .cloned()
-            .collect(),
-        flows_in_window: scan.table.len(),
-        packets_in_window: scan.table.packets(),
+        flows: asked(&table, &request.query),
+        flows_in_window: table.len(),
+        packets_in_window: table.packets(),
         entry,
         summary,
-        holes: scan.holes,
-        losses: scan.losses,
+        holes,
+        losses,
+        read: FindRead::Scanned { why_not_indexed },
     })
 }
 
-/// The flows of the chunks read so far, with the packets put back together across
-/// payloads.
-struct FlowScan {
-    table: FlowTable,
-    reassembly: Reassembly,
-    window: Window,
-    start_ns: u64,
-    /// The chunk where a packet spanning payloads began.
-    spanning_from: Option<u64>,
-    holes: Vec<String>,
-    losses: Vec<String>,
+/// The flows of `table` that `query` asks for.
+fn asked(table: &FlowTable, query: &FlowQuery) -> Vec<FlowEntry> {
+    table.matching(query).into_iter().cloned().collect()
 }
 
-impl FlowScan {
-    fn new(request: &FindRequest, start_ns: u64) -> FlowScan {
-        FlowScan {
-            table: FlowTable::new(request.seed),
-            reassembly: Reassembly::new(),
-            window: request.window,
-            start_ns,
-            spanning_from: None,
-            holes: Vec::new(),
-            losses: Vec::new(),
+/// Hands one item of a read to `scan`; whether to go on.
+fn scan_item(scan: &mut FlowScan, item: Item<'_>) -> bool {
+    match item {
+        Item::Chunk { header, payload } => scan.chunk(header, payload),
+        hole => {
+            scan.hole(hole.hole_text().unwrap_or_default());
+            true
         }
     }
+}
 
-    /// Takes one item of the read; returns whether to go on (not past the window, but to
-    /// complete a packet begun in it).
-    fn item(&mut self, item: Item<'_>) -> bool {
-        let Item::Chunk { header, payload } = item else {
-            self.holes.extend(hole_text(&item));
-            return true;
+/// The segments of an archived recording whose flows `window` asks for; why its flows
+/// cannot give the answer otherwise: a segment archived without them, one whose scan could
+/// not key some packets, or chunks the archive lacks (a scan names them).
+fn indexed_segments<'a>(
+    recording: &'a ArchivedRecording,
+    window: &Window,
+) -> Result<Vec<&'a SegmentInfo>, String> {
+    let holes = recording.manifest.holes.len();
+    if holes > 0 {
+        return Err(format!(
+            "the archive lacks chunks of the recording ({holes} holes): every chunk is read \
+             to name them"
+        ));
+    }
+    let mut searched = Vec::new();
+    for info in &recording.manifest.segments {
+        let Some(flows) = info.flows.as_ref() else {
+            return Err(format!(
+                "segment {} was archived without its flows",
+                info.key
+            ));
         };
-        let past_window = self
-            .window
-            .to_ns
-            .is_some_and(|to| header.time_ns(self.start_ns) >= to);
-        if past_window && !self.reassembly.is_spanning() {
-            return false;
+        let Some((first, last)) = flows.times_ns else {
+            continue;
+        };
+        if !overlaps(window, first, last) {
+            continue;
         }
-        if header.flags.contains(ChunkFlags::RECORDS) {
-            self.chunk(header, payload);
+        if let Some(note) = flows.unindexed.first() {
+            return Err(format!("the flows of {} lack packets: {note}", flows.key));
         }
-        !past_window
+        searched.push(info);
     }
+    Ok(searched)
+}
 
-    /// Keys every packet of one chunk's records. A packet completed at the start of this
-    /// payload (the walk's first record, after a payload that ended in a first fragment)
-    /// lies in the chunks from where it began to this one.
-    fn chunk(&mut self, header: &ChunkHeader, payload: &[u8]) {
-        let sequence = header.sequence;
-        let began = self
-            .reassembly
-            .is_spanning()
-            .then_some(self.spanning_from)
-            .flatten();
-        let mut yielded = 0usize;
-        let walk = self.reassembly.payload(header.stream_offset_bytes, payload);
-        for record in walk {
-            let joined = if yielded == 0 { began } else { None };
-            yielded += 1;
-            match record {
-                Ok(Record::Packet(packet)) if self.window.contains(packet.timestamp_ns) => {
-                    let chunks = (joined.unwrap_or(sequence), sequence);
-                    let key = key_of_packet(&packet);
-                    let (time, len) = (packet.timestamp_ns, packet.original_len);
-                    self.table.add(key, time, len, chunks);
-                }
-                Ok(Record::Loss(loss)) if self.window.contains(loss.timestamp_ns) => {
-                    let text = format!(
-                        "{} packets ({} bytes) lost in stream {} by {}, in chunk {sequence}",
-                        loss.count,
-                        loss.bytes,
-                        loss.stream,
-                        loss.cause.name()
-                    );
-                    match loss.cause {
-                        LossCause::Partial => self.holes.push(text),
-                        _ => self.losses.push(text),
-                    }
-                }
-                Ok(_) => {}
-                Err(error) => self.holes.push(format!(
-                    "chunk {sequence}: records that do not decode, the rest of its payload \
-                     unread: {error}"
-                )),
-            }
-        }
-        // A payload that is all a middle fragment goes on with the packet begun before;
-        // one that yielded records ended it, and a packet spanning on begins here.
-        if self.reassembly.is_spanning() {
-            self.spanning_from = match (yielded, began) {
-                (0, Some(began)) => Some(began),
-                _ => Some(sequence),
+/// Whether packets from `first` to `last` may lie in `window`.
+fn overlaps(window: &Window, first_ns: u64, last_ns: u64) -> bool {
+    window.from_ns.is_none_or(|from| last_ns >= from) && window.to_ns.is_none_or(|to| first_ns < to)
+}
+
+/// What an archive's flows say of a window and a query: the flows of the segments whose
+/// packets the window overlaps, and the runs of chunks that the flows asked for lie in:
+/// all that a search or an export cut by flows reads.
+pub struct Indexed<'a> {
+    archive: &'a Archive,
+    recording: &'a ArchivedRecording,
+    segments_searched: usize,
+    flows_bytes_read: u64,
+    chunks_searched: u64,
+    /// The flows of the segments searched whose times overlap the window.
+    rows: Vec<FlowEntry>,
+    runs: Vec<(u64, u64)>,
+}
+
+impl<'a> Indexed<'a> {
+    /// The flows of `entry` of `source` for `window` and `query` (Community IDs with
+    /// `seed`), where `source` is an archive (None otherwise); why its flows cannot answer,
+    /// where they cannot.
+    pub fn of(
+        source: &'a ChunkSource,
+        entry: &RecordingEntry,
+        window: &Window,
+        query: &FlowQuery,
+        seed: u16,
+    ) -> Option<Result<Indexed<'a>, String>> {
+        let (archive, recording) = source.archived(entry)?;
+        Some(indexed_segments(recording, window).and_then(|segments| {
+            let mut indexed = Indexed {
+                archive,
+                recording,
+                segments_searched: segments.len(),
+                flows_bytes_read: 0,
+                chunks_searched: segments.iter().map(|info| info.chunk_count).sum(),
+                rows: Vec::new(),
+                runs: Vec::new(),
             };
-        }
+            for info in segments {
+                indexed.read_flows(info, seed)?;
+            }
+            indexed
+                .rows
+                .retain(|flow| overlaps(window, flow.first_ns, flow.last_ns));
+            indexed.runs = joined_runs(
+                (indexed.rows.iter())
+                    .filter(|flow| query.matches(flow))
+                    .flat_map(|flow| flow.chunks.iter().copied()),
+            );
+            Ok(indexed)
+        }))
     }
 
-    /// The end of the read: a packet whose rest never came is named.
-    fn finish(&mut self) {
-        if let Some(loss) = self.reassembly.finish() {
-            if self.window.contains(loss.timestamp_ns) {
-                self.holes.push(format!(
-                    "a packet of stream {} ({} bytes) whose rest was never read",
-                    loss.stream, loss.bytes
-                ));
-            }
+    /// Adds the flows of segment `info`.
+    fn read_flows(&mut self, info: &SegmentInfo, seed: u16) -> Result<(), String> {
+        let flows = info.flows.as_ref().expect("searched for its flows");
+        let bytes = (self.archive.get(&flows.key)).map_err(|error| error.to_string())?;
+        self.flows_bytes_read += bytes.len() as u64;
+        let decoded = nvrec_archive::flows::decode(&flows.key, bytes, seed);
+        self.rows
+            .extend(decoded.map_err(|error| error.to_string())?);
+        Ok(())
+    }
+
+    /// Reads the runs of chunks, handing each item to `each` (which goes on past the
+    /// window: the next run may be in it).
+    pub fn read(
+        &self,
+        control: &Control,
+        progress: &Progress,
+        each: &mut dyn FnMut(Item<'_>),
+    ) -> Result<ReadSummary> {
+        let summary = nvrec_archive::read::read_runs(
+            self.archive,
+            self.recording,
+            &self.runs,
+            control,
+            progress,
+            &mut |item| {
+                each(item);
+                true
+            },
+        )?;
+        Ok(summary)
+    }
+
+    /// How a reading of `chunks_read` chunks of the runs came to its answer.
+    pub fn how(&self, chunks_read: u64) -> FindRead {
+        FindRead::Indexed {
+            segments_searched: self.segments_searched,
+            flows_bytes_read: self.flows_bytes_read,
+            chunks_searched: self.chunks_searched,
+            chunks_read,
         }
     }
+}
+
+/// [`find`] from an archive's flows: the chunks the flows asked for lie in, read and keyed
+/// again, so that their times, packets and bytes are the window's exactly. Why not, where
+/// the chunks could not be read (a scan answers then).
+fn find_indexed(
+    indexed: &Indexed<'_>,
+    entry: &RecordingEntry,
+    request: &FindRequest,
+    control: &Control,
+    progress: &Progress,
+) -> Result<FindReport, String> {
+    let mut scan = FlowScan::new(request.seed, request.window, entry.start_ns).of_runs();
+    let summary = indexed
+        .read(control, progress, &mut |item| {
+            scan_item(&mut scan, item);
+        })
+        .map_err(|error| error.to_string())?;
+    scan.finish();
+    let (table, holes, losses) = scan.into_parts();
+    let keys: HashSet<FlowKey> = indexed.rows.iter().map(|flow| flow.key).collect();
+    Ok(FindReport {
+        flows: asked(&table, &request.query),
+        flows_in_window: keys.len(),
+        packets_in_window: indexed.rows.iter().map(|flow| flow.packets).sum(),
+        read: indexed.how(summary.chunk_count),
+        entry: entry.clone(),
+        summary,
+        holes,
+        losses,
+    })
+}
+
+/// Chunk runs (first sequence, count) in order, those that overlap or touch joined.
+fn joined_runs(runs: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = runs.collect();
+    runs.sort_unstable();
+    let mut joined: Vec<(u64, u64)> = Vec::new();
+    for (first, count) in runs {
+        match joined.last_mut() {
+            Some((start, length)) if first <= *start + *length => {
+                *length = (*length).max(first + count - *start);
+            }
+            _ => joined.push((first, count)),
+        }
+    }
+    joined
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nvrec::flow::FlowExpr;
-    use nvrec::layout::{frame_span, packet_header, Content, Packet, Part, Uuid};
 
-    const PAYLOAD_BYTES: usize = 4096;
-
-    /// An Ethernet frame of a UDP datagram from 10.0.0.1:`from` to 10.0.0.2:53 with `len`
-    /// bytes of data.
-    fn frame(from: u16, len: usize) -> Vec<u8> {
-        let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-        frame.extend_from_slice(&[
-            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-        ]);
-        frame.extend_from_slice(&from.to_be_bytes());
-        frame.extend_from_slice(&[0, 53, 0, 0, 0, 0]);
-        frame.resize(frame.len() + len, 7);
-        frame
-    }
-
-    /// Payloads of at most `PAYLOAD_BYTES` holding `frames` back to back, a frame that does
-    /// not fit spanning payloads as a source frames it.
-    fn payloads(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
-        let mut payloads = vec![Vec::new()];
-        for (index, data) in frames.iter().enumerate() {
-            let packet = Packet {
-                stream: 0,
-                content: Content::Ethernet,
-                timestamp_ns: 1_000 + index as u64,
-                original_len: data.len() as u32,
-                data,
-                peer: None,
-                local: None,
-                end: false,
-            };
-            let header = packet_header(&packet, data.len());
-            let mut placed = 0;
-            loop {
-                let payload = payloads.last_mut().expect("one at least");
-                let used = payload.len();
-                payload.resize(PAYLOAD_BYTES, 0);
-                let spanned = frame_span(&mut payload[used..], &header, data, placed);
-                let end = used + spanned.map_or(0, |spanned| spanned.record_bytes);
-                payload.truncate(end);
-                match spanned {
-                    Some(spanned) if matches!(spanned.part, Part::Whole | Part::Last) => break,
-                    Some(spanned) => placed += spanned.data_bytes,
-                    None => {}
-                }
-                payloads.push(Vec::new());
-            }
-        }
-        payloads
-    }
-
-    fn header(sequence: u64, stream_offset_bytes: u64, payload: &[u8]) -> ChunkHeader {
-        ChunkHeader {
-            set_uuid: Uuid::from_random_bytes([1; 16]),
-            recording_id: 1,
-            member_index: 0,
-            stream_id: 0,
-            sequence,
-            slot_index: sequence,
-            timestamp_ns: 0,
-            elapsed_ns: 0,
-            stream_offset_bytes,
-            gap_bytes: 0,
-            payload_len_bytes: payload.len() as u32,
-            flags: ChunkFlags::RECORDS,
-        }
-    }
-
-    fn request() -> FindRequest {
-        FindRequest {
-            query: FlowQuery::Expr(FlowExpr::parse("udp").unwrap()),
-            window: Window::default(),
-            seed: 0,
-        }
-    }
-
-    /// The chunk runs of the flow from port `from`.
-    fn chunks_of(scan: &FlowScan, from: u16) -> Vec<(u64, u64)> {
-        let query = FlowQuery::Expr(FlowExpr::parse(&format!("src port {from}")).unwrap());
-        let found = scan.table.matching(&query);
-        assert_eq!(found.len(), 1, "{found:?}");
-        found[0].chunks.clone()
+    #[test]
+    fn runs_are_joined_where_they_overlap_or_touch() {
+        let runs = [(10, 2), (5, 1), (11, 4), (15, 1), (20, 1), (5, 1)];
+        assert_eq!(
+            joined_runs(runs.into_iter()),
+            vec![(5, 1), (10, 6), (20, 1)]
+        );
+        assert!(joined_runs(std::iter::empty()).is_empty());
     }
 
     #[test]
-    fn a_packet_that_spans_chunks_lies_in_each_of_them() {
-        // 100 bytes; 10,000 over three payloads (first, middle, last); 100 after it.
-        let frames = [frame(1000, 100), frame(2000, 10_000), frame(3000, 100)];
-        let payloads = payloads(&frames);
-        assert_eq!(payloads.len(), 3);
-        let mut scan = FlowScan::new(&request(), 0);
-        let mut offset = 0;
-        for (index, payload) in payloads.iter().enumerate() {
-            let header = header(10 + index as u64, offset, payload);
-            offset += payload.len() as u64;
-            assert!(scan.item(Item::Chunk {
-                header: &header,
-                payload
-            }));
-        }
-        scan.finish();
-        assert!(scan.holes.is_empty(), "{:?}", scan.holes);
-        assert_eq!(chunks_of(&scan, 1000), [(10, 1)]);
-        assert_eq!(chunks_of(&scan, 2000), [(10, 3)]);
-        assert_eq!(chunks_of(&scan, 3000), [(12, 1)]);
-        assert_eq!(scan.table.packets(), 3);
-    }
-
-    #[test]
-    fn a_missing_chunk_under_a_spanning_packet_is_a_hole_in_the_answer() {
-        let frames = [frame(1000, 100), frame(2000, 10_000), frame(3000, 100)];
-        let payloads = payloads(&frames);
-        let mut scan = FlowScan::new(&request(), 0);
-        let first = header(10, 0, &payloads[0]);
-        scan.item(Item::Chunk {
-            header: &first,
-            payload: &payloads[0],
-        });
-        scan.item(Item::Missing {
-            first_sequence: 11,
-            count: 1,
-        });
-        let offset = (payloads[0].len() + payloads[1].len()) as u64;
-        let last = header(12, offset, &payloads[2]);
-        scan.item(Item::Chunk {
-            header: &last,
-            payload: &payloads[2],
-        });
-        scan.finish();
-        // The chunk missing, and the packet it cut: each named.
-        assert_eq!(scan.holes.len(), 2, "{:?}", scan.holes);
-        assert!(scan.holes[0].contains("missing"), "{:?}", scan.holes);
-        assert_eq!(chunks_of(&scan, 1000), [(10, 1)]);
-        assert_eq!(chunks_of(&scan, 3000), [(12, 1)]);
-        assert_eq!(scan.table.packets(), 2);
+    fn a_window_overlaps_the_packets_that_may_lie_in_it() {
+        let window = Window {
+            from_ns: Some(100),
+            to_ns: Some(200),
+        };
+        assert!(overlaps(&window, 50, 100));
+        assert!(overlaps(&window, 199, 300));
+        assert!(!overlaps(&window, 50, 99));
+        assert!(!overlaps(&window, 200, 300));
+        assert!(overlaps(&Window::default(), 0, 0));
     }
 }

@@ -310,7 +310,7 @@ fn hole_problem(item: &Item<'_>) -> Option<String> {
             damage.offset_bytes,
             damage.what
         )),
-        other => crate::verify::hole_text(other),
+        other => other.hole_text(),
     }
 }
 

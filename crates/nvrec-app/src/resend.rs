@@ -204,7 +204,7 @@ impl PassSink for ResendSink<'_> {
                     .payload(records, from_ns, to_ns, &mut self.problems)
             }
             hole => {
-                self.problems.extend(crate::verify::hole_text(&hole));
+                self.problems.extend(hole.hole_text());
                 true
             }
         }

@@ -439,23 +439,6 @@ fn check_pattern(
     }
 }
 
-/// What a reader's item other than a chunk says went missing or is damaged.
-pub fn hole_text(item: &Item<'_>) -> Option<String> {
-    match item {
-        Item::Chunk { .. } => None,
-        Item::Missing {
-            first_sequence,
-            count,
-        } => Some(format!(
-            "{count} chunks missing from sequence {first_sequence}"
-        )),
-        Item::Damage(damage) => Some(format!(
-            "damaged chunk on member {} slot {}: {}",
-            damage.member_index, damage.slot_index, damage.what
-        )),
-    }
-}
-
 /// `verify --stored`: each recording's objects checked in the store by HEAD.
 pub struct StoredCheck {
     /// Per selected recording: what is wrong, if anything.

@@ -8,11 +8,19 @@
 //! keyed by archive URL and manifest key) and the same statements, in SQL both take, only
 //! the parameter marks differ. Each node adds its own rows; a row is replaced when its
 //! recording is archived again, so nodes never overwrite each other's.
+//!
+//! Beside it, `flows`: the IP flows of each recording of packets (its segments' flows
+//! objects joined, one row per flow key), so that the catalog answers which recordings saw
+//! a Community ID or an address without reading a byte of data. `archive` writes them with
+//! the recording's row, `rebuild` reads them again from the flows objects.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
+use nvrec::flow::{CommunityId, FlowEntry, FlowKey};
 use rusqlite::Connection;
 
 use crate::manifest::Manifest;
@@ -127,6 +135,10 @@ pub struct Filter {
     pub min_bytes: Option<u64>,
     /// Only recordings that lost input, or miss chunks.
     pub with_losses: bool,
+    /// Only recordings with packets of this connection (both directions).
+    pub community_id: Option<CommunityId>,
+    /// Only recordings with packets from or to this address.
+    pub host: Option<IpAddr>,
 }
 
 /// What a rebuild found.
@@ -178,7 +190,66 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS recordings (
      PRIMARY KEY (archive_url, manifest_key)
  );
  CREATE INDEX IF NOT EXISTS recordings_by_time ON recordings (start_ns, end_ns);
- CREATE INDEX IF NOT EXISTS recordings_by_node ON recordings (node, label);";
+ CREATE INDEX IF NOT EXISTS recordings_by_node ON recordings (node, label);
+ CREATE TABLE IF NOT EXISTS flows (
+     archive_url TEXT NOT NULL,
+     manifest_key TEXT NOT NULL,
+     community_id TEXT NOT NULL,
+     src_addr TEXT NOT NULL,
+     dst_addr TEXT NOT NULL,
+     first_ns BIGINT NOT NULL,
+     last_ns BIGINT NOT NULL,
+     packets BIGINT NOT NULL,
+     bytes BIGINT NOT NULL
+ );
+ CREATE INDEX IF NOT EXISTS flows_by_recording ON flows (archive_url, manifest_key);
+ CREATE INDEX IF NOT EXISTS flows_by_community_id ON flows (community_id);
+ CREATE INDEX IF NOT EXISTS flows_by_source ON flows (src_addr);
+ CREATE INDEX IF NOT EXISTS flows_by_destination ON flows (dst_addr);";
+
+/// The columns of `flows`, in the order rows are written.
+const FLOW_COLUMNS: [&str; 9] = [
+    "archive_url",
+    "manifest_key",
+    "community_id",
+    "src_addr",
+    "dst_addr",
+    "first_ns",
+    "last_ns",
+    "packets",
+    "bytes",
+];
+
+/// The IP flows of the recording `manifest` describes: its segments' flows objects in
+/// `archive`, each flow key's rows joined (times widened, packets and bytes summed).
+pub fn recording_flows(archive: &Archive, manifest: &Manifest) -> Result<Vec<FlowEntry>> {
+    let mut joined: HashMap<FlowKey, FlowEntry> = HashMap::new();
+    for segment in &manifest.segments {
+        let Some(flows) = &segment.flows else {
+            continue;
+        };
+        let bytes = archive.get(&flows.key)?;
+        for flow in crate::flows::decode(&flows.key, bytes, 0)? {
+            if !matches!(flow.key, FlowKey::Ip(_)) {
+                continue;
+            }
+            match joined.get_mut(&flow.key) {
+                Some(entry) => {
+                    entry.first_ns = entry.first_ns.min(flow.first_ns);
+                    entry.last_ns = entry.last_ns.max(flow.last_ns);
+                    entry.packets += flow.packets;
+                    entry.bytes += flow.bytes;
+                }
+                None => {
+                    joined.insert(flow.key, flow);
+                }
+            }
+        }
+    }
+    let mut flows: Vec<FlowEntry> = joined.into_values().collect();
+    flows.sort_by_key(|flow| (flow.first_ns, flow.key));
+    Ok(flows)
+}
 
 /// A value given to a statement.
 #[derive(Debug, Clone)]
@@ -377,33 +448,93 @@ impl Catalog {
         self.execute(&self.upsert_sql(), &row.values())
     }
 
+    /// As [`Catalog::insert`], with the recording's flows (its flows objects in `archive`,
+    /// read here), in one transaction.
+    pub fn insert_with_flows(&self, archive: &Archive, manifest: &Manifest) -> Result<()> {
+        let url = archive.url().to_string();
+        let flows = recording_flows(archive, manifest)?;
+        self.batch("BEGIN")?;
+        let written = self
+            .insert(&url, manifest)
+            .and_then(|()| self.put_flows(&url, manifest, &flows));
+        self.end_transaction(written)
+    }
+
+    /// COMMIT where `written` is good, ROLLBACK and its error otherwise.
+    fn end_transaction(&self, written: Result<()>) -> Result<()> {
+        match written {
+            Ok(()) => self.batch("COMMIT"),
+            Err(error) => {
+                let _ = self.batch("ROLLBACK");
+                Err(error)
+            }
+        }
+    }
+
+    /// Replaces the flows of the recording of `manifest`, archived at `archive_url`.
+    fn put_flows(&self, archive_url: &str, manifest: &Manifest, flows: &[FlowEntry]) -> Result<()> {
+        let key = manifest.key();
+        let recording = [Value::Text(archive_url.into()), Value::Text(key.clone())];
+        let delete = format!(
+            "DELETE FROM flows WHERE archive_url = {} AND manifest_key = {}",
+            self.mark(1),
+            self.mark(2)
+        );
+        self.execute(&delete, &recording)?;
+        let marks: Vec<String> = (1..=FLOW_COLUMNS.len()).map(|n| self.mark(n)).collect();
+        let insert = format!(
+            "INSERT INTO flows ({}) VALUES ({})",
+            FLOW_COLUMNS.join(", "),
+            marks.join(", ")
+        );
+        for flow in flows {
+            let (FlowKey::Ip(ip), Some(id)) = (&flow.key, flow.community_id) else {
+                continue;
+            };
+            let int = |n: u64| Value::Int(n as i64);
+            let mut values = recording.to_vec();
+            values.extend([
+                Value::Text(id.to_string()),
+                Value::Text(ip.source.to_string()),
+                Value::Text(ip.destination.to_string()),
+                int(flow.first_ns),
+                int(flow.last_ns),
+                int(flow.packets),
+                int(flow.bytes),
+            ]);
+            self.execute(&insert, &values)?;
+        }
+        Ok(())
+    }
+
     /// Makes the rows of `archive` again from its manifests alone, in one transaction.
     pub fn rebuild(&mut self, archive: &Archive) -> Result<Rebuilt> {
         let url = archive.url().to_string();
         let (recordings, unreadable) = read::recordings(archive)?;
+        let flows = recordings
+            .iter()
+            .map(|recording| recording_flows(archive, &recording.manifest))
+            .collect::<Result<Vec<_>>>()?;
         self.batch("BEGIN")?;
-        let written = self
-            .execute(
-                &format!(
-                    "DELETE FROM recordings WHERE archive_url = {}",
-                    self.mark(1)
-                ),
-                &[Value::Text(url.clone())],
-            )
+        let by_url = [Value::Text(url.clone())];
+        let written = ["recordings", "flows"]
+            .iter()
+            .try_for_each(|table| {
+                let delete = format!("DELETE FROM {table} WHERE archive_url = {}", self.mark(1));
+                self.execute(&delete, &by_url)
+            })
             .and_then(|()| {
                 let upsert = self.upsert_sql();
-                recordings.iter().try_for_each(|recording| {
-                    let row = CatalogRow::of(&url, &recording.manifest);
-                    self.execute(&upsert, &row.values())
-                })
+                recordings
+                    .iter()
+                    .zip(&flows)
+                    .try_for_each(|(recording, flows)| {
+                        let row = CatalogRow::of(&url, &recording.manifest);
+                        self.execute(&upsert, &row.values())?;
+                        self.put_flows(&url, &recording.manifest, flows)
+                    })
             });
-        match written {
-            Ok(()) => self.batch("COMMIT")?,
-            Err(error) => {
-                let _ = self.batch("ROLLBACK");
-                return Err(error);
-            }
-        }
+        self.end_transaction(written)?;
         Ok(Rebuilt {
             recording_count: recordings.len(),
             unreadable: unreadable
@@ -417,29 +548,51 @@ impl Catalog {
     pub fn list(&self, filter: &Filter) -> Result<Vec<CatalogRow>> {
         let mut sql = format!("SELECT {} FROM recordings WHERE 1 = 1", COLUMNS.join(", "));
         let mut values: Vec<Value> = Vec::new();
-        let mut condition = |sql_part: &str, value: Value| {
-            values.push(value);
-            sql.push_str(&format!(" AND {sql_part} {}", self.mark(values.len())));
+        // " AND " and `template`, each `{}` in it the mark of the next of `given`.
+        let mut condition = |template: &str, given: &[Value]| {
+            let mut pieces = template.split("{}");
+            sql.push_str(" AND ");
+            sql.push_str(pieces.next().unwrap_or_default());
+            for (piece, value) in pieces.zip(given) {
+                values.push(value.clone());
+                sql.push_str(&self.mark(values.len()));
+                sql.push_str(piece);
+            }
         };
         let text = |s: &String| Value::Text(s.clone());
         let int = |n: u64| Value::Int(n as i64);
         if let Some(url) = &filter.archive_url {
-            condition("archive_url =", text(url));
+            condition("archive_url = {}", &[text(url)]);
         }
         if let Some(node) = &filter.node {
-            condition("node =", text(node));
+            condition("node = {}", &[text(node)]);
         }
         if let Some(label) = &filter.label {
-            condition("label =", text(label));
+            condition("label = {}", &[text(label)]);
         }
         if let Some(from) = filter.from_ns {
-            condition("end_ns >=", int(from));
+            condition("end_ns >= {}", &[int(from)]);
         }
         if let Some(to) = filter.to_ns {
-            condition("start_ns <", int(to));
+            condition("start_ns < {}", &[int(to)]);
         }
         if let Some(min) = filter.min_bytes {
-            condition("stream_len_bytes >=", int(min));
+            condition("stream_len_bytes >= {}", &[int(min)]);
+        }
+        let of_recording = "EXISTS (SELECT 1 FROM flows f WHERE f.archive_url = \
+             recordings.archive_url AND f.manifest_key = recordings.manifest_key AND";
+        if let Some(id) = &filter.community_id {
+            condition(
+                &format!("{of_recording} f.community_id = {{}})"),
+                &[Value::Text(id.to_string())],
+            );
+        }
+        if let Some(host) = &filter.host {
+            let host = Value::Text(host.to_string());
+            condition(
+                &format!("{of_recording} (f.src_addr = {{}} OR f.dst_addr = {{}}))"),
+                &[host.clone(), host],
+            );
         }
         if filter.with_losses {
             sql.push_str(" AND (lost_bytes > 0 OR hole_count > 0)");

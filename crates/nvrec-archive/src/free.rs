@@ -71,6 +71,21 @@ pub fn verify_stored(archive: &Archive, manifest: &Manifest) -> Result<()> {
                 });
             }
         }
+        if let Some(flows) = &segment.flows {
+            let size = archive.head(&flows.key)?.map(|meta| meta.size);
+            if size != Some(flows.size_bytes) {
+                return Err(ArchiveError::Checksum {
+                    key: flows.key.clone(),
+                    why: match size {
+                        None => "missing from the store".into(),
+                        Some(size) => format!(
+                            "the store holds {size} bytes, the manifest says {}",
+                            flows.size_bytes
+                        ),
+                    },
+                });
+            }
+        }
     }
     Ok(())
 }

@@ -14,6 +14,8 @@
 //! - [`dir`]: the directory store: PUTs written with O_DIRECT and synced before they count.
 //! - [`manifest`]: the manifest and the object keys.
 //! - [`segment`]: chunks into segments (and back), with their checksums.
+//! - [`flows`]: each segment's flows (a recording of packets) as Parquet beside it, for
+//!   DuckDB, Spark or Trino, and for `find` over an archive.
 //! - [`state`]: the local SQLite file that makes an archive run resumable.
 //! - [`upload`]: `nvrec archive`: a volume set's recordings into the store, paced by `pace`
 //!   (`--max-rate`, and pauses while a recorder on the same set needs the drives).
@@ -36,6 +38,7 @@
 pub mod catalog;
 pub mod counted;
 pub mod dir;
+pub mod flows;
 pub mod free;
 pub mod manifest;
 mod pace;

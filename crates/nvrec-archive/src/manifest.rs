@@ -174,6 +174,29 @@ pub struct SegmentInfo {
     /// arrived: chunk `i` is bytes `chunk_offsets[i]..chunk_offsets[i + 1]`.
     pub chunk_offsets: Vec<u64>,
     pub chunk_timestamps_ns: Vec<u64>,
+    /// The segment's flows object, for a recording of packets (`crate::flows`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<FlowsInfo>,
+}
+
+/// A segment's flows object: the flows of the packets completed in its chunks, as Parquet.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FlowsInfo {
+    /// The key, relative to the archive's URL.
+    pub key: String,
+    pub size_bytes: u64,
+    pub flow_count: u64,
+    pub packets: u64,
+    /// The first and the last packet's receive time (ns since the Unix epoch), where it
+    /// has packets: a search for a time window reads only the flows of the segments whose
+    /// packets it overlaps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub times_ns: Option<(u64, u64)>,
+    /// What the scan of the segment's chunks could not key (a packet cut by a hole, or
+    /// begun before a run that started again after a kill; records that do not decode):
+    /// the flows lack those packets, and a search that meets them says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unindexed: Vec<String>,
 }
 
 /// A retired member, as `ls` tells it.
@@ -509,6 +532,7 @@ mod tests {
             last_timestamp_ns: last,
             chunk_offsets: (0..count).map(|i| 1128 * i).collect(),
             chunk_timestamps_ns: (first..=last).collect(),
+            flows: None,
         }
     }
 

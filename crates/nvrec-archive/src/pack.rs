@@ -23,6 +23,7 @@
 
 use std::sync::mpsc::SyncSender;
 
+use nvrec::flow::{FlowScan, FlowTable};
 use nvrec::layout::{ChunkFlags, ChunkHeader};
 
 use crate::manifest::{segment_key, Hole, Loss, LossCause};
@@ -67,6 +68,17 @@ impl ReadOutcome {
 pub(crate) struct Sealed {
     pub segment: Segment,
     pub commit: Commit,
+    /// The flows of its packets (a recording of packets).
+    pub flows: Option<SealedFlows>,
+}
+
+/// The flows of a sealed segment's packets, and the scan as it stood after its last
+/// chunk: a reading that goes on from the next segment goes on from that scan.
+pub(crate) struct SealedFlows {
+    pub table: FlowTable,
+    /// What the scan could not key.
+    pub unindexed: Vec<String>,
+    pub scan_after: FlowScan,
 }
 
 /// What a segment commits once the store holds it: the findings filed with its chunks
@@ -132,6 +144,8 @@ pub(crate) struct Packer<'a> {
     waiting: Vec<Waiting>,
     /// Where a reading goes on after the last segment taken (the start, before one is).
     resume: SegmentStart,
+    /// The flows of the packets in the segment being filled (a recording of packets).
+    flows: Option<FlowScan>,
 }
 
 /// What a reading leaves besides the segments it sent.
@@ -145,12 +159,14 @@ pub(crate) struct Packed {
 
 impl<'a> Packer<'a> {
     /// A packer for the reading from `start` of a recording (`ring`: its stream is followed
-    /// by offset) into segments of `segment_size_bytes`, keyed in `dir`.
+    /// by offset) into segments of `segment_size_bytes`, keyed in `dir`; `flows`: the
+    /// packets' flows are scanned into each segment's, from that scan on.
     pub fn new(
         builder: SegmentBuilder,
         dir: &'a str,
         start: SegmentStart,
         ring: Option<RingReading>,
+        flows: Option<FlowScan>,
     ) -> Packer<'a> {
         let ring = ring.map(|ring| {
             let next_sequence = if start.is_beginning() {
@@ -177,6 +193,7 @@ impl<'a> Packer<'a> {
             pending_payload_bytes: 0,
             waiting: Vec::new(),
             resume: start,
+            flows,
         }
     }
 
@@ -206,6 +223,10 @@ impl<'a> Packer<'a> {
         }
         self.builder.push(header, payload)?;
         self.pending_payload_bytes += payload.len() as u64;
+        if let Some(scan) = &mut self.flows {
+            // A scan without a window goes on to the end.
+            scan.chunk(header, payload);
+        }
         Ok(true)
     }
 
@@ -254,7 +275,19 @@ impl<'a> Packer<'a> {
             payload_bytes: std::mem::take(&mut self.pending_payload_bytes),
             next: self.resume,
         };
-        Sealed { segment, commit }
+        let flows = self.flows.as_mut().map(|scan| {
+            let (table, unindexed) = scan.take();
+            SealedFlows {
+                table,
+                unindexed,
+                scan_after: scan.clone(),
+            }
+        });
+        Sealed {
+            segment,
+            commit,
+            flows,
+        }
     }
 
     /// Files the holes reported before `header`'s chunk, and in a ring the stream range
@@ -315,6 +348,9 @@ impl<'a> Packer<'a> {
                 });
             }
             found.holes.extend(waiting.into_iter().map(Waiting::hole));
+            if let Some(scan) = &mut self.flows {
+                scan.finish();
+            }
             if self.builder.is_empty() {
                 leftover = found;
             } else {
@@ -390,7 +426,7 @@ mod tests {
                 stream_len_bytes: 1000 * end_sequence,
                 overwriting,
             };
-            Packer::new(SegmentBuilder::new(4600, 0), "d", start, Some(ring))
+            Packer::new(SegmentBuilder::new(4600, 0), "d", start, Some(ring), None)
         }
 
         fn chunks(&self, packer: &mut Packer<'_>, sequences: &[u64]) {
@@ -602,6 +638,7 @@ mod tests {
             SegmentBuilder::new(4600, 0),
             "d",
             SegmentStart::default(),
+            None,
             None,
         );
         packer.missing(missing(0, 2));

@@ -177,6 +177,128 @@ pub fn read_window(
     Ok(finish(read.summary, started))
 }
 
+/// Reads only the chunks `runs` of `recording` (first sequence and count, ascending), as
+/// a flow's index names them, calling `each` for every chunk and hole as
+/// [`read_window`] does: one ranged GET for each stretch of a segment they cover (runs a
+/// few chunks apart share one). Chunks of the runs that no segment holds are missing; a
+/// segment whose chunks are not one run of sequences (a ring's, around what it
+/// overwrote) is read whole, its other chunks handed out too.
+pub fn read_runs(
+    archive: &Archive,
+    recording: &ArchivedRecording,
+    runs: &[(u64, u64)],
+    control: &Control,
+    progress: &Progress,
+    each: &mut dyn FnMut(Item<'_>) -> bool,
+) -> Result<ReadSummary> {
+    let started = Instant::now();
+    let manifest = &recording.manifest;
+    let mut read = ArchiveRead {
+        manifest,
+        entry: &recording.entry,
+        control,
+        progress,
+        each,
+        summary: ReadSummary::default(),
+        expected: None,
+        overwritten: Vec::new(),
+        next_overwritten: 0,
+        whole: false,
+        to_ns: None,
+    };
+    for stretch in stretches(&manifest.segments, runs) {
+        if control.state() != ControlState::Run {
+            break;
+        }
+        let flow = match stretch {
+            Stretch::Missing(first_sequence, count) => {
+                read.summary.missing_chunk_count += count;
+                match (read.each)(Item::Missing {
+                    first_sequence,
+                    count,
+                }) {
+                    true => Flow::On,
+                    false => Flow::Stop,
+                }
+            }
+            Stretch::Chunks(segment, chunks, expected) => {
+                let info = &manifest.segments[segment];
+                read.expected = expected;
+                let fetched = archive
+                    .runtime
+                    .block_on(fetch(archive, info, chunks.clone()))
+                    .expect("a fetch does not panic");
+                read.segment(archive, info, chunks, fetched)?
+            }
+        };
+        if flow != Flow::On {
+            break;
+        }
+    }
+    Ok(finish(read.summary, started))
+}
+
+/// A piece of what [`read_runs`] reads: chunks of a segment (its index, the chunks, the
+/// first one's sequence where the segment's sequences run without a gap), or sequences
+/// no segment holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stretch {
+    Chunks(usize, Range<usize>, Option<u64>),
+    Missing(u64, u64),
+}
+
+/// Runs of chunks this many apart or fewer in one segment are read with one GET.
+const RUNS_JOINED_WITHIN: usize = 8;
+
+/// The stretches of `segments` that hold `runs`, in sequence order.
+fn stretches(segments: &[SegmentInfo], runs: &[(u64, u64)]) -> Vec<Stretch> {
+    let mut stretches: Vec<Stretch> = Vec::new();
+    for &(first, count) in runs {
+        let end = first + count;
+        let mut next = first;
+        let from = segments.partition_point(|info| info.last_sequence < first);
+        for (index, info) in segments.iter().enumerate().skip(from) {
+            if info.first_sequence >= end || info.chunk_count == 0 {
+                break;
+            }
+            if info.first_sequence > next {
+                stretches.push(Stretch::Missing(next, info.first_sequence - next));
+            }
+            let (lo, hi) = (
+                next.max(info.first_sequence),
+                (end - 1).min(info.last_sequence),
+            );
+            push_stretch(&mut stretches, index, info, lo, hi);
+            next = hi + 1;
+        }
+        if next < end {
+            stretches.push(Stretch::Missing(next, end - next));
+        }
+    }
+    stretches
+}
+
+/// Adds the chunks of sequences `lo..=hi` of segment `index`, joined to the stretch
+/// before where that one is of the same segment and near.
+fn push_stretch(stretches: &mut Vec<Stretch>, index: usize, info: &SegmentInfo, lo: u64, hi: u64) {
+    let gapless = info.last_sequence - info.first_sequence + 1 == info.chunk_count;
+    let (chunks, expected) = match gapless {
+        true => {
+            let start = (lo - info.first_sequence) as usize;
+            let end = (hi - info.first_sequence) as usize + 1;
+            (start..end, Some(lo))
+        }
+        false => (0..info.chunk_offsets.len(), None),
+    };
+    if let Some(Stretch::Chunks(last_index, last, _)) = stretches.last_mut() {
+        if *last_index == index && chunks.start <= last.end + RUNS_JOINED_WITHIN {
+            last.end = last.end.max(chunks.end);
+            return;
+        }
+    }
+    stretches.push(Stretch::Chunks(index, chunks, expected));
+}
+
 /// How a read goes on after a step.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Flow {
@@ -534,4 +656,63 @@ fn finish(mut summary: ReadSummary, started: Instant) -> ReadSummary {
     summary.rate_mib_per_s =
         summary.payload_bytes as f64 / (1u64 << 20) as f64 / summary.elapsed_s.max(1e-9);
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A segment of the chunks `sequences`, 100 bytes each.
+    fn segment(sequences: &[u64]) -> SegmentInfo {
+        SegmentInfo {
+            key: "seg".into(),
+            size_bytes: 100 * sequences.len() as u64,
+            crc32c: 0,
+            e_tag: None,
+            chunk_count: sequences.len() as u64,
+            first_sequence: sequences[0],
+            last_sequence: *sequences.last().unwrap(),
+            first_timestamp_ns: 0,
+            last_timestamp_ns: 0,
+            chunk_offsets: (0..sequences.len() as u64).map(|i| 100 * i).collect(),
+            chunk_timestamps_ns: vec![0; sequences.len()],
+            flows: None,
+        }
+    }
+
+    #[test]
+    fn runs_are_read_as_stretches_of_the_segments_that_hold_them() {
+        let segments = [
+            segment(&(0..10).collect::<Vec<_>>()),
+            segment(&(10..20).collect::<Vec<_>>()),
+            // A ring's segment, around what it overwrote: read whole.
+            segment(&[30, 31, 35, 36]),
+        ];
+        let runs = [(2, 2), (6, 1), (18, 4), (22, 3), (31, 1), (40, 2)];
+        assert_eq!(
+            stretches(&segments, &runs),
+            vec![
+                // 2..=3 and 6 are near: one GET.
+                Stretch::Chunks(0, 2..7, Some(2)),
+                // 18..=21 crosses into no segment past 19.
+                Stretch::Chunks(1, 8..10, Some(18)),
+                Stretch::Missing(20, 2),
+                Stretch::Missing(22, 3),
+                Stretch::Chunks(2, 0..4, None),
+                Stretch::Missing(40, 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn runs_far_apart_in_a_segment_are_read_apart() {
+        let segments = [segment(&(0..100).collect::<Vec<_>>())];
+        assert_eq!(
+            stretches(&segments, &[(1, 1), (50, 2)]),
+            vec![
+                Stretch::Chunks(0, 1..2, Some(1)),
+                Stretch::Chunks(0, 50..52, Some(50)),
+            ]
+        );
+    }
 }

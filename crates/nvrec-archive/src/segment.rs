@@ -271,6 +271,7 @@ impl SegmentBuilder {
             last_timestamp_ns: timestamps_ns.last().copied().unwrap_or(0),
             chunk_offsets: offsets,
             chunk_timestamps_ns: timestamps_ns,
+            flows: None,
         };
         Segment {
             index,

@@ -407,6 +407,7 @@ mod tests {
             last_timestamp_ns: 7,
             chunk_offsets: vec![0],
             chunk_timestamps_ns: vec![7],
+            flows: None,
         };
         let commit = Commit {
             outcome: crate::pack::ReadOutcome {

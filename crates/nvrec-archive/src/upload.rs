@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use nvrec::control::{Control, ControlState, Progress};
 use nvrec::engine::EngineChoice;
+use nvrec::export::Window;
+use nvrec::flow::FlowScan;
 use nvrec::layout::{RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::volume::VolumeSet;
@@ -33,12 +35,15 @@ use object_store::multipart::{MultipartStore, PartId};
 use object_store::{MultipartId, PutPayload};
 
 use crate::catalog::Catalog;
+use crate::flows::{flows_key, FlowsOf};
 use crate::manifest::{
-    encode_entry, manifest_key, recording_dir, state_word, Hole, Loss, LossCause, Manifest,
-    RetirementInfo, SegmentInfo, Standing, MANIFEST_FORMAT, MANIFEST_VERSION,
+    encode_entry, manifest_key, recording_dir, state_word, FlowsInfo, Hole, Loss, LossCause,
+    Manifest, RetirementInfo, SegmentInfo, Standing, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 use crate::pace::Pacer;
-use crate::pack::{Commit, Packed, Packer, ReadOutcome, RingReading, Sealed, SegmentStart};
+use crate::pack::{
+    Commit, Packed, Packer, ReadOutcome, RingReading, Sealed, SealedFlows, SegmentStart,
+};
 use crate::segment::{Segment, SegmentBuilder, Spares, SEGMENT_SIZE_BYTES_DEFAULT};
 use crate::state::{ObjectState, State};
 use crate::store::Archive;
@@ -432,7 +437,7 @@ impl Job<'_> {
         match manifest {
             Some(manifest) => {
                 if let Some(catalog) = catalog {
-                    catalog.insert(&archive.url().to_string(), &manifest)?;
+                    catalog.insert_with_flows(archive, &manifest)?;
                 }
             }
             None => report.outcome = Outcome::Stopped,
@@ -494,6 +499,10 @@ struct Sent {
     segments: Vec<SegmentInfo>,
     outcome: ReadOutcome,
     payload_bytes: u64,
+    /// The scan of the packets' flows as it stood after the last segment sent (a run
+    /// started again after a kill has none: a packet spanning into the first segment it
+    /// reads is named in that segment's flows as not indexed).
+    scan: Option<FlowScan>,
 }
 
 impl Sent {
@@ -570,6 +579,11 @@ fn read_and_send(
     report: &mut RecordingReport,
 ) -> Result<()> {
     let (sender, receiver) = sync_channel::<Sealed>(SEGMENTS_AHEAD);
+    let flows = entry.flags.contains(RecordingFlags::RECORDS).then(|| {
+        sent.scan
+            .clone()
+            .unwrap_or_else(|| FlowScan::new(0, Window::default(), entry.start_ns))
+    });
     let start = sent.start;
     let ring = match entry.flags.contains(RecordingFlags::RING) {
         true => Some(RingReading {
@@ -583,8 +597,15 @@ fn read_and_send(
     let (reading, upload_error) = std::thread::scope(|scope| {
         let reading = {
             let (source, spares) = (&job.source, &job.spares);
-            scope
-                .spawn(move || read_segments(source, entry, dir, start, ring, upto, sender, spares))
+            let what = ReadingOf {
+                entry,
+                dir,
+                start,
+                ring,
+                flows,
+                upto,
+            };
+            scope.spawn(move || read_segments(source, what, sender, spares))
         };
         let sending = Sending { entry, dir };
         let upload_error = upload_segments(job, &sending, receiver, sent, report);
@@ -636,20 +657,35 @@ fn upload_segments(
     sent: &mut Sent,
     report: &mut RecordingReport,
 ) -> Option<ArchiveError> {
-    for Sealed { segment, commit } in receiver.iter() {
+    for Sealed {
+        segment,
+        commit,
+        flows,
+    } in receiver.iter()
+    {
         let done = match job.up.segment(&segment) {
             Ok(done) => done,
             Err(error) => return Some(error),
         };
         report.add(&done);
         let Segment {
-            bytes, mut info, ..
+            index,
+            bytes,
+            mut info,
         } = segment;
         info.e_tag = done.e_tag;
+        let scan_after = match flows {
+            Some(flows) => match job.up.flows(sending.entry, index, &mut info, flows) {
+                Ok(scan) => Some(scan),
+                Err(error) => return Some(error),
+            },
+            None => None,
+        };
         if let Err(error) = job.up.segment_sent(sending, &info, &commit) {
             return Some(error);
         }
         sent.add(info, commit);
+        sent.scan = scan_after;
         if let Ok(bytes) = bytes.try_into_mut() {
             job.spares.give(Vec::from(bytes));
         }
@@ -660,26 +696,33 @@ fn upload_segments(
     None
 }
 
-/// The reading side of [`archive_recording`], on a thread of its own: the chunks of
-/// `entry` (`ring`: how a ring's stream is followed) from `start` into segments, each
-/// given to `sender` as it fills (the last one too, when `upto` is the end), their memory
-/// taken from `spares` where it has some.
-#[allow(clippy::too_many_arguments)]
-fn read_segments(
-    source: &Source<'_>,
-    entry: &RecordingEntry,
-    dir: &str,
+/// What a reading side reads: the chunks of `entry` from `start` (`ring`: how a ring's
+/// stream is followed; `flows`: the scan its packets' flows go on from) into segments keyed
+/// in `dir`, the last one too when `upto` is the end.
+struct ReadingOf<'a> {
+    entry: &'a RecordingEntry,
+    dir: &'a str,
     start: SegmentStart,
     ring: Option<RingReading>,
+    flows: Option<FlowScan>,
     upto: Upto,
+}
+
+/// The reading side of [`archive_recording`], on a thread of its own: what `what` says
+/// into segments, each given to `sender` as it fills, their memory taken from `spares`
+/// where it has some.
+fn read_segments(
+    source: &Source<'_>,
+    what: ReadingOf<'_>,
     sender: SyncSender<Sealed>,
     spares: &Spares,
 ) -> Reading {
+    let (entry, start, upto) = (what.entry, what.start, what.upto);
     let mut builder = SegmentBuilder::new(source.options.segment_size_bytes, entry.start_ns);
     if let Some(spare) = spares.take() {
         builder.refill(spare);
     }
-    let mut packer = Packer::new(builder, dir, start, ring);
+    let mut packer = Packer::new(builder, what.dir, start, what.ring, what.flows);
     let mut failure: Option<ArchiveError> = None;
     let from_ns = (!start.is_beginning()).then_some(start.timestamp_ns);
     let summary = reader::read_recording_from(
@@ -825,6 +868,36 @@ fn retryable(error: &object_store::Error) -> bool {
 }
 
 impl Uploader<'_> {
+    /// Stores the flows of segment `index` (`info`) beside it, and names them in `info`;
+    /// returns the scan the next segment's flows go on from.
+    fn flows(
+        &self,
+        entry: &RecordingEntry,
+        index: u32,
+        info: &mut SegmentInfo,
+        flows: SealedFlows,
+    ) -> Result<FlowScan> {
+        let set_uuid = entry.set_uuid.to_string();
+        let of = FlowsOf {
+            set_uuid: &set_uuid,
+            recording_id: entry.recording_id,
+            segment: index,
+        };
+        let bytes = crate::flows::encode(of, &flows.table)?;
+        let key = flows_key(&info.key);
+        let size_bytes = bytes.len() as u64;
+        self.archive.put(&key, bytes.into())?;
+        info.flows = Some(FlowsInfo {
+            key,
+            size_bytes,
+            flow_count: flows.table.len() as u64,
+            packets: flows.table.packets(),
+            times_ns: flows.table.times(),
+            unindexed: flows.unindexed,
+        });
+        Ok(flows.scan_after)
+    }
+
     /// What an earlier run sent of `entry` (keyed in `dir`) after `base` (what a manifest
     /// in the store holds, or nothing) and wrote down, segment by segment, before it was
     /// killed or stopped, as far as the store still holds it (one LIST of `dir` says, as a
@@ -887,6 +960,9 @@ impl Uploader<'_> {
                     .collect(),
             },
             payload_bytes: manifest.payload_bytes,
+            // A packet spanning into the next segment began in one archived before: the
+            // reading names it as not indexed.
+            scan: None,
         })
     }
 

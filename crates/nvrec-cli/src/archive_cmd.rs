@@ -3,6 +3,8 @@
 //! members of a volume set, through `nvrec_app::chunks::ChunkSource`.
 
 use crate::args::EngineArg;
+use nvrec::flow::CommunityId;
+use std::net::IpAddr;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -120,10 +122,27 @@ struct CatalogLsArgs {
     /// Only recordings that lost input or miss chunks.
     #[arg(long)]
     with_losses: bool,
+    /// Only recordings of packets that hold this connection (its Community ID, 1:..., as
+    /// Zeek and Suricata print it), from their flows: no data is read.
+    #[arg(long, value_name = "ID", value_parser = community_id_arg)]
+    community_id: Option<CommunityId>,
+    /// Only recordings of packets with packets from or to this address.
+    #[arg(long, value_name = "ADDRESS", value_parser = host_arg)]
+    host: Option<IpAddr>,
     /// The catalog: an SQLite file, or a PostgreSQL database (postgres://...). Default:
     /// $NVREC_CATALOG, else $XDG_STATE_HOME/nvrec/catalog.sqlite.
     #[arg(long, env = "NVREC_CATALOG", hide_env_values = true)]
     catalog: Option<String>,
+}
+
+fn community_id_arg(text: &str) -> Result<CommunityId, String> {
+    text.parse::<CommunityId>()
+        .map_err(|error| error.to_string())
+}
+
+fn host_arg(text: &str) -> Result<IpAddr, String> {
+    text.parse::<IpAddr>()
+        .map_err(|_| format!("{text}: not an IPv4 or IPv6 address"))
 }
 
 #[derive(Args, Debug)]
@@ -511,6 +530,8 @@ pub fn catalog(args: CatalogArgs, json: bool) -> Result<Class> {
                 to_ns: args.to,
                 min_bytes: args.min_size,
                 with_losses: args.with_losses,
+                community_id: args.community_id,
+                host: args.host,
             })?;
             if json {
                 outln!(

@@ -8,10 +8,12 @@ use crate::reading;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use nvrec::export::{Compression, ExportOptions, Exported, Format, Gaps, Output, Split, Window};
+use nvrec::flow::FlowFilter;
 use nvrec::layout::RecordingEntry;
 use nvrec::net::{parse_bpf_program, BpfFilter};
 use nvrec::unit::format_bytes;
 use nvrec_app::export::{ExportReport, ExportTo};
+use nvrec_app::find::FindRead;
 use nvrec_app::window::{time_arg, TimeArg};
 use nvrec_app::{Class, UsageError};
 use std::path::{Path, PathBuf};
@@ -70,6 +72,17 @@ pub struct ExportArgs {
     /// captured frame as it was).
     #[arg(long, value_name = "FILE")]
     filter_bpf: Option<PathBuf>,
+    /// PcapNg: only the packets of the flows an expression matches, in the tcpdump spellings
+    /// `find` takes (one direction each), keyed as `find` keys them.
+    #[arg(long = "match", value_name = "EXPR", conflicts_with = "flow")]
+    expr: Option<String>,
+    /// PcapNg: only the packets of the connection a Community ID (1:...) names, both
+    /// directions.
+    #[arg(long, value_name = "COMMUNITY_ID")]
+    flow: Option<String>,
+    /// The Community ID seed the sensors were given (with --flow).
+    #[arg(long, default_value_t = 0)]
+    seed: u16,
     /// SigMF: what to write in place of a hole in the stream: nothing (a new capture segment
     /// starts after it), or zeros, so that every sample keeps its index. Default: skip.
     #[arg(long, value_enum)]
@@ -129,7 +142,20 @@ fn options(args: &ExportArgs, entry: &RecordingEntry) -> Result<ExportOptions> {
         },
         compression,
         filter: args.filter_bpf.as_deref().map(read_filter).transpose()?,
+        flows: flows(args)?,
     })
+}
+
+/// The flows of `--match` or `--flow`, checked.
+fn flows(args: &ExportArgs) -> Result<Option<FlowFilter>, UsageError> {
+    let query = match (&args.flow, &args.expr) {
+        (None, None) => return Ok(None),
+        (id, expr) => crate::find_cmd::flow_query(id.as_deref(), expr.as_deref(), "--flow")?,
+    };
+    Ok(Some(FlowFilter {
+        query,
+        seed: args.seed,
+    }))
 }
 
 /// The program of `--filter-bpf FILE`, read and checked.
@@ -190,9 +216,23 @@ fn print_report(args: &ExportArgs, report: &ExportReport, json: bool) {
             "parts": args.split.map(|_| &report.parts),
             "summary": report.summary,
             "problems": report.problems,
+            "read": report.read,
         });
         outln!("{value}");
         return;
+    }
+    match &report.read {
+        FindRead::Indexed {
+            chunks_read,
+            chunks_searched,
+            ..
+        } => errln!(
+            "nvrec export: from the archive's flows: {chunks_read} of {chunks_searched} chunks read"
+        ),
+        FindRead::Scanned {
+            why_not_indexed: Some(why),
+        } => errln!("nvrec export: every chunk read, not the archive's flows: {why}"),
+        FindRead::Scanned { .. } => {}
     }
     for part in &report.parts {
         errln!(

@@ -8,7 +8,7 @@ use clap::{ArgGroup, Args};
 use nvrec::export::Window;
 use nvrec::flow::{CommunityId, FlowEntry, FlowExpr, FlowKey, FlowQuery};
 use nvrec::unit::{format_bytes, format_utc_ns};
-use nvrec_app::find::{FindReport, FindRequest};
+use nvrec_app::find::{FindRead, FindReport, FindRequest};
 use nvrec_app::window::{time_arg, TimeArg};
 use nvrec_app::{Class, UsageError};
 use std::path::PathBuf;
@@ -54,15 +54,28 @@ pub struct FindArgs {
 
 /// What is asked, checked before anything is opened.
 fn query(args: &FindArgs) -> Result<FlowQuery, UsageError> {
-    match (&args.community_id, &args.expr) {
+    flow_query(
+        args.community_id.as_deref(),
+        args.expr.as_deref(),
+        "--community-id",
+    )
+}
+
+/// The flows a Community ID (given with `id_flag`) or a `--match` expression names.
+pub fn flow_query(
+    id: Option<&str>,
+    expr: Option<&str>,
+    id_flag: &str,
+) -> Result<FlowQuery, UsageError> {
+    match (id, expr) {
         (Some(id), _) => id
             .parse::<CommunityId>()
             .map(FlowQuery::CommunityId)
-            .map_err(|error| UsageError(format!("--community-id: {error}"))),
+            .map_err(|error| UsageError(format!("{id_flag}: {error}"))),
         (None, Some(text)) => FlowExpr::parse(text)
             .map(FlowQuery::Expr)
             .map_err(|error| UsageError(format!("--match {text:?}: {error}"))),
-        (None, None) => Err(UsageError("give --community-id ID or --match EXPR".into())),
+        (None, None) => Err(UsageError(format!("give {id_flag} ID or --match EXPR"))),
     }
 }
 
@@ -139,6 +152,7 @@ fn print_json(report: &FindReport) {
         "summary": report.summary,
         "holes": report.holes,
         "losses": report.losses,
+        "read": report.read,
     });
     outln!("{value}");
 }
@@ -205,13 +219,30 @@ fn print_table(report: &FindReport) {
 
 /// What was read and what the answer may lack, on stderr.
 fn print_summary(report: &FindReport) {
+    let read = match &report.read {
+        FindRead::Scanned { why_not_indexed } => {
+            if let Some(why) = why_not_indexed {
+                errln!("nvrec find: every chunk read, not the archive's flows: {why}");
+            }
+            format!("{} chunks read", report.summary.chunk_count)
+        }
+        FindRead::Indexed {
+            segments_searched,
+            flows_bytes_read,
+            chunks_searched,
+            chunks_read,
+        } => format!(
+            "from the flows of {segments_searched} segments ({}): {chunks_read} of their \
+             {chunks_searched} chunks read",
+            format_bytes(*flows_bytes_read)
+        ),
+    };
     errln!(
-        "nvrec find: {} of {} flows in {} ({} packets), {} chunks read",
+        "nvrec find: {} of {} flows in {} ({} packets), {read}",
         report.flows.len(),
         report.flows_in_window,
         nvrec_app::listing::entry_name(&report.entry),
         report.packets_in_window,
-        report.summary.chunk_count
     );
     for hole in report.holes.iter().take(20) {
         errln!("  hole: {hole}");

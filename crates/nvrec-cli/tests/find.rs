@@ -190,14 +190,25 @@ fn encoded_packet(timestamp_ns: u64, data: &[u8]) -> Vec<u8> {
     record
 }
 
-/// 4,000 frames of the test's flows (sizes from 60 bytes to jumbo frames of 9,000, so
-/// that many span chunks), with ARP frames, short frames and loss records among them,
-/// recorded onto `target` through the library's writer.
-fn record_flows(target: &Path) -> Sent {
+/// The needle: a connection of three packets, in the middle of a recording.
+fn needle() -> Flow {
+    Flow {
+        protocol: PROTO_UDP,
+        a: ("192.0.2.1".parse().unwrap(), 9999),
+        b: ("192.0.2.2".parse().unwrap(), 53),
+        vlan: None,
+    }
+}
+
+/// `frames` frames of the test's flows (sizes from 60 bytes to jumbo frames of 9,000, so
+/// that many span chunks), a millisecond apart from `BASE_NS`, with ARP frames, short
+/// frames and loss records among them, recorded onto `target` through the library's writer;
+/// with `needle`, its three packets in the middle.
+fn record_flows(target: &Path, frames: u64, needle: Option<&Flow>) -> Sent {
     let flows = flows();
     let mut sent = Sent::default();
     let mut records = VecDeque::new();
-    for index in 0..4000u64 {
+    for index in 0..frames {
         let timestamp_ns = BASE_NS + index * 1_000_000;
         let data = match index {
             _ if index % 301 == 7 => {
@@ -210,6 +221,12 @@ fn record_flows(target: &Path) -> Sent {
             _ if index % 499 == 11 => {
                 sent.unreadable += 1;
                 vec![1u8; 10]
+            }
+            _ if needle.is_some() && (frames / 2..frames / 2 + 3).contains(&index) => {
+                let needle = needle.expect("matched");
+                let reply = index == frames / 2 + 1;
+                *sent.packets.entry(needle.text(reply)).or_default() += 1;
+                frame(needle, reply, 200, index)
             }
             _ => {
                 let flow = &flows[(index % flows.len() as u64) as usize];
@@ -304,7 +321,7 @@ fn tcpdump_count(pcapng: &Path, expression: &str) -> u64 {
 fn find_answers_what_was_sent_and_what_tcpdump_keeps_of_the_export() {
     let scratch = Scratch::new("find");
     let target = scratch.path("flows.img");
-    let sent = record_flows(&target);
+    let sent = record_flows(&target, 4000, None);
 
     // Every flow, both directions, with the packets sent; the rest under their own keys.
     let all = find(&target, &["--match", "ip or ip6"]);
@@ -376,6 +393,24 @@ fn find_answers_what_was_sent_and_what_tcpdump_keeps_of_the_export() {
             "{expression}: {answer}"
         );
     }
+
+    // The packets themselves: an export cut by the same expression holds what `find`
+    // counts, VLAN-tagged frames and frames that span chunks too.
+    for expression in ["vlan 100 and tcp", "ip6 and udp", "arp", "host 10.1.0.2"] {
+        let cut = scratch.path("cut.pcapng");
+        let output = run(nvrec()
+            .args(["export", "--match", expression, "--output"])
+            .arg(&cut)
+            .arg(&target));
+        assert!(output.status.success(), "{}", text(&output));
+        let answer = find(&target, &["--match", expression]);
+        assert_eq!(
+            tcpdump_count(&cut, ""),
+            total_packets(&answer),
+            "{expression}"
+        );
+        std::fs::remove_file(&cut).unwrap();
+    }
 }
 
 /// The reference implementation's Community ID of each flow, by its text (both
@@ -427,7 +462,7 @@ fn community_ids_are_the_reference_implementations_and_find_both_directions() {
     }
     let scratch = Scratch::new("community");
     let target = scratch.path("flows.img");
-    let sent = record_flows(&target);
+    let sent = record_flows(&target, 4000, None);
     let expected = reference_ids(&flows());
     let all = find(&target, &["--match", "ip or ip6"]);
     let mut checked = 0;
@@ -456,7 +491,7 @@ fn community_ids_are_the_reference_implementations_and_find_both_directions() {
 fn what_find_cannot_take_is_refused_with_exit_2() {
     let scratch = Scratch::new("find-refused");
     let target = scratch.path("flows.img");
-    record_flows(&target);
+    record_flows(&target, 4000, None);
     let refused = |args: &[&str], says: &str| {
         let output = run(nvrec().arg("find").arg(&target).args(args));
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
@@ -470,6 +505,23 @@ fn what_find_cannot_take_is_refused_with_exit_2() {
     );
     refused(&["--community-id", "1:abc"], "20-byte hash");
     refused(&[], "--community-id");
+    // The same for an export cut by flows: refused, and nothing written.
+    let out = scratch.path("never.pcapng");
+    for (args, says) in [
+        (["--match", "host 10.0.0.1 and"], "column 18"),
+        (["--flow", "1:abc"], "20-byte hash"),
+        (["--format", "mcap"], "--match and --flow"),
+    ] {
+        let mut command = nvrec();
+        command.arg("export").args(args).arg("--output").arg(&out);
+        if args[0] == "--format" {
+            command.args(["--match", "tcp"]);
+        }
+        let output = run(command.arg(&target));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output));
+        assert!(text(&output).contains(says), "{args:?}: {}", text(&output));
+        assert!(!out.exists(), "{args:?}: nothing written");
+    }
     // A recording of bytes holds no flows.
     let bytes = scratch.path("bytes.img");
     let output = run(nvrec()
@@ -487,4 +539,204 @@ fn what_find_cannot_take_is_refused_with_exit_2() {
     let output = run(nvrec().arg("find").arg(&bytes).args(["--match", "tcp"]));
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     assert!(text(&output).contains("byte stream"), "{}", text(&output));
+}
+
+/// The flows of every packet an answer holds, by Community ID (both directions summed).
+fn packets_by_community_id(answer: &Value) -> BTreeMap<String, u64> {
+    let mut by_id = BTreeMap::new();
+    for flow in answer["flows"].as_array().unwrap() {
+        if let Some(id) = flow["community_id"].as_str() {
+            *by_id.entry(id.to_string()).or_default() += flow["packets"].as_u64().unwrap();
+        }
+    }
+    by_id
+}
+
+/// DuckDB over the flows objects under `store`: packets by Community ID.
+fn duckdb_packets_by_community_id(store: &Path) -> BTreeMap<String, u64> {
+    let script = format!(
+        "import duckdb\n\
+         rows = duckdb.sql(\"select community_id, sum(packets) from read_parquet('{}/**/*.flows.parquet') \
+         where community_id is not null group by community_id\").fetchall()\n\
+         for id, packets in rows: print(id, packets)\n",
+        store.display()
+    );
+    let output = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let (id, packets) = line.rsplit_once(' ').unwrap();
+            (id.to_string(), packets.parse().unwrap())
+        })
+        .collect()
+}
+
+/// The files of the store under `dir` whose names end in `suffix`.
+fn objects_ending(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(objects_ending(&path, suffix));
+        } else if path.to_string_lossy().ends_with(suffix) {
+            found.push(path);
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The archive keeps each segment's flows beside it as Parquet. `find` over the archive
+/// answers from them, reading only the chunks the flows asked for lie in, and gives what
+/// the drives' whole scan gives, for the whole recording and for a window; DuckDB reads
+/// the same flows from the objects; a damaged flows object sends `find` back to reading
+/// every chunk, saying why, with the same answer.
+#[test]
+fn an_archive_answers_find_from_the_flows_beside_its_segments() {
+    let scratch = Scratch::new("find-archive");
+    let target = scratch.path("flows.img");
+    let sent = record_flows(&target, 24_000, Some(&needle()));
+    let store = scratch.path("store");
+    let url = format!("file://{}", store.display());
+    let output = run(nvrec()
+        .env("XDG_STATE_HOME", scratch.path("state"))
+        .args([
+            "archive",
+            "--to",
+            &url,
+            "--segment-size",
+            "5M",
+            "--part-size",
+            "5M",
+        ])
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    let flows_objects = objects_ending(&store, ".flows.parquet");
+    assert!(flows_objects.len() >= 3, "{flows_objects:?}");
+    let segments: Vec<_> = flows_objects
+        .iter()
+        .map(|path| {
+            path.with_file_name(
+                path.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace(".flows.parquet", ""),
+            )
+        })
+        .collect();
+    assert!(
+        segments.iter().all(|segment| segment.is_file()),
+        "a flows object beside each segment, and each beside one: {flows_objects:?}"
+    );
+    assert_eq!(
+        objects_ending(&store, "")
+            .iter()
+            .filter(|p| p.to_string_lossy().contains("/seg-"))
+            .count(),
+        2 * flows_objects.len()
+    );
+
+    let queries: [&[&str]; 3] = [
+        &["--match", "ip or ip6"],
+        &["--match", "not ip and not ip6"],
+        &["--match", "vlan 101 and host 172.16.1.1"],
+    ];
+    for query in queries {
+        let drives = find(&target, query);
+        let archive = find(Path::new(&url), query);
+        assert_eq!(drives["read"]["how"], "scanned", "{drives}");
+        assert_eq!(archive["read"]["how"], "indexed", "{archive}");
+        assert_eq!(archive["flows"], drives["flows"], "{query:?}");
+        assert_eq!(archive["holes"], drives["holes"], "{query:?}");
+    }
+    // The needle, both directions by its Community ID, from a few of the chunks.
+    let all = find(&target, &["--match", "ip or ip6"]);
+    assert_eq!(packets_by_flow(&all), sent.packets);
+    let needle_text = needle().text(false);
+    let needle_id = all["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|flow| flow["flow"] == needle_text.as_str())
+        .expect("the needle is found")["community_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let archive = find(Path::new(&url), &["--community-id", &needle_id]);
+    let drives = find(&target, &["--community-id", &needle_id]);
+    assert_eq!(archive["flows"], drives["flows"]);
+    assert_eq!(total_packets(&archive), 3);
+    let read = &archive["read"];
+    assert!(
+        read["chunks_read"].as_u64().unwrap() * 20 < read["chunks_searched"].as_u64().unwrap(),
+        "{read}"
+    );
+
+    // The needle's packets exported from the archive: only its chunks read, the packets
+    // those the drives' export holds.
+    let from_archive = scratch.path("needle-archive.pcapng");
+    let from_drives = scratch.path("needle-drives.pcapng");
+    for (source, out) in [
+        (Path::new(&url), &from_archive),
+        (target.as_path(), &from_drives),
+    ] {
+        let output = run(nvrec()
+            .args(["--json", "export", "--flow", &needle_id, "--output"])
+            .arg(out)
+            .arg(source));
+        assert!(output.status.success(), "{}", text(&output));
+        let report = json(&output);
+        let expected = if source == target.as_path() {
+            "scanned"
+        } else {
+            "indexed"
+        };
+        assert_eq!(report["read"]["how"], expected, "{report}");
+    }
+    if common::tool("tcpdump", "tcpdump", nvrec_testkit::TCPDUMP) {
+        assert_eq!(tcpdump_count(&from_archive, ""), 3);
+        assert_eq!(tcpdump_count(&from_drives, ""), 3);
+    }
+
+    // The catalog says which recordings saw the needle, from the flows alone.
+    let catalog_ls = |args: &[&str]| {
+        let output = run(nvrec()
+            .env("XDG_STATE_HOME", scratch.path("state"))
+            .args(["--json", "catalog", "ls"])
+            .args(args));
+        assert!(output.status.success(), "{args:?}: {}", text(&output));
+        json(&output)["recordings"].as_array().unwrap().len()
+    };
+    assert_eq!(catalog_ls(&["--community-id", &needle_id]), 1);
+    assert_eq!(catalog_ls(&["--host", "192.0.2.2"]), 1);
+    assert_eq!(catalog_ls(&["--host", "198.51.100.7"]), 0);
+    assert_eq!(
+        catalog_ls(&["--community-id", "1:AAAAAAAAAAAAAAAAAAAAAAAAAAA="]),
+        0
+    );
+
+    // DuckDB reads the flows objects as they are.
+    if common::python_imports("duckdb", "duckdb", nvrec_testkit::PYTHON_DUCKDB) {
+        assert_eq!(
+            duckdb_packets_by_community_id(&store),
+            packets_by_community_id(&all)
+        );
+    }
+
+    // A damaged flows object: named, and every chunk read instead.
+    std::fs::write(&flows_objects[1], b"PAR1 not any more").unwrap();
+    let query = ["--match", "ip or ip6"];
+    let output = run(nvrec().arg("find").arg(&url).args(query));
+    assert!(output.status.success(), "{}", text(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not the archive's flows"), "{stderr}");
+    let archive = find(Path::new(&url), &query);
+    assert_eq!(archive["read"]["how"], "scanned", "{archive}");
+    let why = archive["read"]["why_not_indexed"].as_str().unwrap();
+    assert!(why.contains(".flows.parquet"), "{why}");
+    assert_eq!(archive["flows"], all["flows"]);
 }

@@ -108,6 +108,12 @@ pub const PYTHON_COMMUNITYID: Need = need(
     "the Python package communityid (Community ID's reference implementation)",
     "python3 -m pip install --quiet communityid",
 );
+/// DuckDB's Python package (`find`'s tests read the archive's flows objects with it, as an
+/// engine users already run; `.ci/run` installs it).
+pub const PYTHON_DUCKDB: Need = need(
+    "the Python package duckdb",
+    "python3 -m pip install --quiet duckdb",
+);
 pub const PROMTOOL: Need = need("promtool", "apt-get install prometheus");
 pub const SYSTEMD_ANALYZE: Need = need("systemd-analyze", "apt-get install systemd");
 pub const CURL: Need = need("curl", "apt-get install curl");

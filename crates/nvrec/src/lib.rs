@@ -8,13 +8,15 @@
 //! The layers, bottom up (see ARCHITECTURE.md for the full map); a module imports only
 //! from the layers below it:
 //! - [`mod@unit`]: byte sizes and durations as users write them (`128K`, `4G`, `500ms`).
+//! - [`window`]: the receive times a reading is about.
 //! - [`pattern`]: the seekable, incompressible test pattern and its checker.
 //! - [`buffer`]: the aligned buffer pool allocated once at start.
 //! - [`inflight`]: the ring of requests between submission and completion.
 //! - [`clock`]: time as the recording code reads it, real or virtual (simulated disks).
 //! - [`control`]: stop and abort of a long run, its live progress counters, CPU time.
 //! - [`layout`]: the on-disk format of recordings (superblock, chunk header, CRC32C).
-//! - [`flow`]: the flow a recorded packet belongs to (its key, its Community ID); pure.
+//! - [`flow`]: the flow a recorded packet belongs to (its key, its Community ID), the flows
+//!   of a read's chunks; pure.
 //! - [`device`]: opening targets, probing size and alignment, safety checks, sysfs facts.
 //! - [`report`]: self-contained HTML pages with SVG charts, for the bench results.
 //! - [`engine`]: how bytes reach a target: io_uring, a portable thread pool, simulations.
@@ -51,6 +53,7 @@ pub mod sink;
 pub mod source;
 pub mod stream;
 pub mod unit;
+pub mod window;
 
 /// Whether the tests run under qemu-user emulation (the aarch64 runner in .cargo/config.toml
 /// sets `NVREC_QEMU_USER`), which translates system calls instead of making them: it accepts

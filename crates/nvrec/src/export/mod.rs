@@ -23,6 +23,7 @@ pub mod sigmf;
 pub mod split;
 mod write_behind;
 
+use crate::flow::FlowFilter;
 use crate::layout::{
     ChunkFlags, ChunkHeader, LayoutError, Reassembly, Record, RecordingEntry, RecordingFlags,
 };
@@ -33,6 +34,7 @@ use std::path::PathBuf;
 use write_behind::WriteBehind;
 
 pub use self::mcap::{McapExport, McapSummary};
+pub use crate::window::Window;
 pub use pcapng::{first_content, PcapngExport, PcapngSummary};
 pub use sigmf::{SigmfExport, SigmfSummary};
 pub use split::{part_path, Part, Split, SplitExport};
@@ -75,26 +77,6 @@ pub enum Compression {
     None,
 }
 
-/// The part of a recording exported: receive times in `from_ns..to_ns` (ns since the Unix
-/// epoch; an open end where `None`). Records are taken by their own time, a byte stream's
-/// chunks by their timestamp (the arrival of their first byte).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Window {
-    pub from_ns: Option<u64>,
-    pub to_ns: Option<u64>,
-}
-
-impl Window {
-    pub fn contains(&self, timestamp_ns: u64) -> bool {
-        self.from_ns.is_none_or(|from| timestamp_ns >= from)
-            && self.to_ns.is_none_or(|to| timestamp_ns < to)
-    }
-
-    pub fn is_whole(&self) -> bool {
-        self.from_ns.is_none() && self.to_ns.is_none()
-    }
-}
-
 /// Where an export goes: a file (a base name for SigMF's two), or a stream (stdout), which
 /// only PcapNg can be written to.
 pub enum Output {
@@ -115,6 +97,8 @@ pub struct ExportOptions {
     pub compression: Compression,
     /// PcapNg only: the packets this program keeps.
     pub filter: Option<BpfFilter>,
+    /// PcapNg only: the packets of these flows (`--match`, `--flow`).
+    pub flows: Option<FlowFilter>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +118,10 @@ pub enum ExportError {
          --sample-rate to export it as SigMF"
     )]
     NoSignal(u32),
+    #[error("--match and --flow cut a PcapNg export; --format {0} takes neither")]
+    FlowsFormat(&'static str),
+    #[error("--match and --flow find packets, and recording {0} holds a byte stream")]
+    FlowsOnBytes(u32),
     #[error("--filter-bpf runs on packets, and recording {0} holds a byte stream")]
     FilterOnBytes(u32),
     #[error("--filter-bpf cuts a PcapNg export; --format {0} takes no filter")]
@@ -226,11 +214,14 @@ impl Export {
                         )
                     }
                 };
-                let export = PcapngExport::new(out, options.streams)?;
-                Writer::Pcapng(match options.filter {
-                    Some(filter) => export.with_filter(filter),
-                    None => export,
-                })
+                let mut export = PcapngExport::new(out, options.streams)?;
+                if let Some(filter) = options.filter {
+                    export = export.with_filter(filter);
+                }
+                if let Some(flows) = options.flows {
+                    export = export.with_flows(flows);
+                }
+                Writer::Pcapng(export)
             }
             (Format::Sigmf, Output::File(base)) => {
                 Writer::Sigmf(SigmfExport::create(&base, entry, options.gaps)?)
@@ -266,10 +257,7 @@ impl Export {
         let Item::Chunk { header, payload } = item else {
             return true;
         };
-        let past_window = self
-            .window
-            .to_ns
-            .is_some_and(|to| header.time_ns(self.start_ns) >= to);
+        let past_window = self.window.is_past(header.time_ns(self.start_ns));
         if past_window && !self.reassembly.is_spanning() {
             return false;
         }
@@ -375,6 +363,14 @@ fn check(
         }
         if !records {
             return Err(ExportError::FilterOnBytes(id));
+        }
+    }
+    if options.flows.is_some() {
+        if options.format != Format::Pcapng {
+            return Err(ExportError::FlowsFormat(name));
+        }
+        if !records {
+            return Err(ExportError::FlowsOnBytes(id));
         }
     }
     if options.gaps == Gaps::Zero && options.format != Format::Sigmf {

@@ -15,7 +15,8 @@
 //! first packet passes.
 
 use super::ExportError;
-use crate::layout::{records, Content, Loss, Packet, Record};
+use crate::flow::FlowFilter;
+use crate::layout::{records, Content, Loss, LossCause, Packet, Record};
 use crate::net::BpfFilter;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{
@@ -68,6 +69,8 @@ pub struct PcapngExport<W: Write> {
     streams: Option<Vec<u16>>,
     /// Only packets this program keeps (None: all).
     filter: Option<BpfFilter>,
+    /// Only packets of these flows (None: all).
+    flows: Option<FlowFilter>,
     /// TCP: the sequence number of each stream's next byte (index: stream number).
     tcp_sequences: Vec<u32>,
     packet: Vec<u8>,
@@ -82,6 +85,7 @@ impl<W: Write> PcapngExport<W> {
             summary: PcapngSummary::default(),
             streams,
             filter: None,
+            flows: None,
             tcp_sequences: Vec::new(),
             packet: Vec::with_capacity(1 << 17),
         })
@@ -90,6 +94,14 @@ impl<W: Write> PcapngExport<W> {
     /// Writes only the packets `filter` keeps.
     pub fn with_filter(mut self, filter: BpfFilter) -> PcapngExport<W> {
         self.filter = Some(filter);
+        self
+    }
+
+    /// Writes only the packets of the flows `flows` asks for. A packet the source lost
+    /// part of (cause `Partial`) cannot be told to be of them or not: it is not counted
+    /// in the drops then (the drops a source recorded still are).
+    pub fn with_flows(mut self, flows: FlowFilter) -> PcapngExport<W> {
+        self.flows = Some(flows);
         self
     }
 
@@ -143,6 +155,9 @@ impl<W: Write> PcapngExport<W> {
         if !self.wanted(loss.stream) {
             return Ok(());
         }
+        if self.flows.is_some() && loss.cause == LossCause::Partial {
+            return Ok(());
+        }
         let id = self.interface(loss.stream, Content::Udp)?;
         let stream = &mut self.summary.streams[id as usize];
         stream.dropped += loss.count;
@@ -161,6 +176,14 @@ impl<W: Write> PcapngExport<W> {
                 self.summary.filtered_out += 1;
                 return Ok(());
             }
+        }
+        if self
+            .flows
+            .as_ref()
+            .is_some_and(|flows| !flows.keeps(packet))
+        {
+            self.summary.filtered_out += 1;
+            return Ok(());
         }
         let id = self.interface(packet.stream, packet.content)?;
         let stream = &mut self.summary.streams[id as usize];

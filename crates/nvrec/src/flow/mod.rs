@@ -5,11 +5,13 @@
 //! Ethernet frame, or a datagram's or a TCP read's addresses); `community` computes its
 //! Community ID (version 1); `expr` parses the tcpdump spellings of a flow expression and
 //! matches keys against it; `table` gathers the flows of a stretch of a recording (times,
-//! packets, bytes, the chunks they lie in). All pure: tested without a drive.
+//! packets, bytes, the chunks they lie in); `scan` fills a table from the chunks of a read,
+//! naming what it could not key. All pure: tested without a drive.
 
 mod community;
 mod expr;
 mod key;
+mod scan;
 mod table;
 
 pub use community::{CommunityId, CommunityIdError};
@@ -18,4 +20,5 @@ pub use key::{
     key_of_frame, key_of_packet, protocol_name, FlowKey, IpFlow, ETHERTYPE_IPV4, ETHERTYPE_IPV6,
     PROTO_ICMP, PROTO_ICMPV6, PROTO_SCTP, PROTO_TCP, PROTO_UDP,
 };
-pub use table::{FlowEntry, FlowQuery, FlowTable};
+pub use scan::FlowScan;
+pub use table::{FlowEntry, FlowFilter, FlowQuery, FlowTable};

@@ -4,7 +4,8 @@
 
 use super::community::CommunityId;
 use super::expr::FlowExpr;
-use super::key::FlowKey;
+use super::key::{key_of_packet, FlowKey};
+use crate::layout::Packet;
 use std::collections::HashMap;
 
 /// One flow (one direction of a connection: its key) in a [`FlowTable`].
@@ -57,6 +58,31 @@ impl FlowQuery {
             FlowQuery::Expr(expr) => expr.matches(&entry.key),
         }
     }
+
+    /// Whether a packet keyed `key` is of the flows asked for, its Community ID taken with
+    /// `seed`.
+    pub fn matches_key(&self, key: &FlowKey, seed: u16) -> bool {
+        match (self, key) {
+            (FlowQuery::CommunityId(id), FlowKey::Ip(flow)) => CommunityId::of(flow, seed) == *id,
+            (FlowQuery::CommunityId(_), _) => false,
+            (FlowQuery::Expr(expr), key) => expr.matches(key),
+        }
+    }
+}
+
+/// The packets an export keeps: those of the flows `query` asks for (keyed as `find` keys
+/// them, so that an export keeps the packets `find` counts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowFilter {
+    pub query: FlowQuery,
+    /// The Community ID seed.
+    pub seed: u16,
+}
+
+impl FlowFilter {
+    pub fn keeps(&self, packet: &Packet<'_>) -> bool {
+        self.query.matches_key(&key_of_packet(packet), self.seed)
+    }
 }
 
 /// The flows of the packets added, by key.
@@ -107,6 +133,18 @@ impl FlowTable {
         self.packets += 1;
     }
 
+    /// The first and the last packet's receive time, if it has any.
+    pub fn times(&self) -> Option<(u64, u64)> {
+        let first = self.flows.values().map(|entry| entry.first_ns).min()?;
+        let last = self.flows.values().map(|entry| entry.last_ns).max()?;
+        Some((first, last))
+    }
+
+    /// The seed its Community IDs take.
+    pub fn seed(&self) -> u16 {
+        self.seed
+    }
+
     /// Packets added.
     pub fn packets(&self) -> u64 {
         self.packets
@@ -122,11 +160,14 @@ impl FlowTable {
 
     /// The flows `query` asks for, by their first packet's time (then by key).
     pub fn matching(&self, query: &FlowQuery) -> Vec<&FlowEntry> {
-        let mut found: Vec<&FlowEntry> = self
-            .flows
-            .values()
-            .filter(|entry| query.matches(entry))
-            .collect();
+        let mut found = self.matching_all();
+        found.retain(|entry| query.matches(entry));
+        found
+    }
+
+    /// Every flow, by its first packet's time (then by key).
+    pub fn matching_all(&self) -> Vec<&FlowEntry> {
+        let mut found: Vec<&FlowEntry> = self.flows.values().collect();
         found.sort_by_key(|entry| (entry.first_ns, entry.key));
         found
     }
@@ -179,5 +220,14 @@ mod tests {
                 .community_id
                 .is_none()
         );
+        // A query asks of a packet's key what it asks of a flow.
+        for entry in table.matching_all() {
+            for query in [
+                FlowQuery::CommunityId(id),
+                FlowQuery::Expr(FlowExpr::parse("src host 10.0.0.1").unwrap()),
+            ] {
+                assert_eq!(query.matches_key(&entry.key, 0), query.matches(entry));
+            }
+        }
     }
 }

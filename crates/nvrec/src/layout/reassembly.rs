@@ -68,7 +68,7 @@ impl Head {
 }
 
 /// Puts the packets of a recording's payloads back together; one per read of a recording.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Reassembly {
     head: Option<Head>,
     /// The head's data so far.

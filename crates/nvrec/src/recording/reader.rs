@@ -287,6 +287,25 @@ pub enum Item<'a> {
     Damage(&'a Damage),
 }
 
+impl Item<'_> {
+    /// What a hole says: chunks found on no member, or a damaged one; None for a chunk.
+    pub fn hole_text(&self) -> Option<String> {
+        match self {
+            Item::Chunk { .. } => None,
+            Item::Missing {
+                first_sequence,
+                count,
+            } => Some(format!(
+                "{count} chunks missing from sequence {first_sequence}"
+            )),
+            Item::Damage(damage) => Some(format!(
+                "damaged chunk on member {} slot {}: {}",
+                damage.member_index, damage.slot_index, damage.what
+            )),
+        }
+    }
+}
+
 /// What a read of a recording found.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ReadSummary {
