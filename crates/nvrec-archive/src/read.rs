@@ -201,7 +201,9 @@ pub fn read_runs(
         each,
         summary: ReadSummary::default(),
         expected: None,
-        overwritten: Vec::new(),
+        // A ring's segment read whole goes past what the ring overwrote before it was
+        // archived: lost stream, not missing chunks, as in a window's read.
+        overwritten: manifest.overwritten().collect(),
         next_overwritten: 0,
         whole: false,
         to_ns: None,
