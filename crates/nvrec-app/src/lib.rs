@@ -36,6 +36,7 @@ pub mod replay;
 pub mod resend;
 pub mod retaining;
 pub mod sources;
+pub mod stream_out;
 pub mod verify;
 pub mod window;
 

@@ -10,6 +10,7 @@ use crate::chunks::ChunkSource;
 use crate::listing::{retirement_json, state_text};
 use crate::losses::loss_text;
 use crate::outcome::Class;
+use crate::stream_out::StreamOut;
 use crate::window::TimeArg;
 use anyhow::Result;
 use nvrec::control::{Control, ControlState, Progress};
@@ -234,10 +235,10 @@ fn replay_one(
     source: &ChunkSource,
     selection: Selection,
     request: &ReplayRequest,
-    out: Box<dyn Write>,
+    out: Box<dyn StreamOut>,
     control: &Control,
     progress: &Progress,
-) -> Result<(ReplayReport, Box<dyn Write>)> {
+) -> Result<(ReplayReport, Box<dyn StreamOut>)> {
     let Selection {
         entry,
         from_ns,
@@ -282,7 +283,7 @@ pub fn replay_all(
     source: &ChunkSource,
     selections: Vec<Selection>,
     request: &ReplayRequest,
-    mut out: Box<dyn Write>,
+    mut out: Box<dyn StreamOut>,
     control: &Control,
     progress: &Progress,
 ) -> Result<Vec<ReplayReport>> {
@@ -408,9 +409,9 @@ pub fn sleep_unless_interrupted(duration: Duration, control: &Control) -> bool {
 /// The writer end of a replay: a byte stream's payloads (holes zero-filled with
 /// [`Gaps::Zero`]), a recording of datagrams' data, or a capture as PcapNg.
 struct StreamSink<'a> {
-    out: Box<dyn Write>,
+    out: Box<dyn StreamOut>,
     /// A capture's PcapNg writer, once its first frame is met (it takes over `out`).
-    capture: Option<PcapngExport<Box<dyn Write>>>,
+    capture: Option<PcapngExport<Box<dyn StreamOut>>>,
     /// Packets that span payloads, put back together.
     reassembly: Reassembly,
     gaps: Gaps,
@@ -433,7 +434,7 @@ struct StreamSink<'a> {
 
 impl<'a> StreamSink<'a> {
     fn new(
-        out: Box<dyn Write>,
+        out: Box<dyn StreamOut>,
         entry: &RecordingEntry,
         request: &'a ReplayRequest,
         control: &'a Control,
@@ -484,7 +485,8 @@ impl<'a> StreamSink<'a> {
     /// as their data in arrival order, losses reported.
     fn records(&mut self, header: &ChunkHeader, payload: &[u8]) -> std::io::Result<bool> {
         if self.capture.is_none() && first_content(payload) == Some(Content::Ethernet) {
-            let writer = std::mem::replace(&mut self.out, Box::new(std::io::sink()));
+            let none = Box::new(std::io::BufWriter::new(std::io::sink()));
+            let writer = std::mem::replace(&mut self.out, none);
             let streams = (!self.streams.is_empty()).then(|| self.streams.to_vec());
             let export = PcapngExport::new(writer, streams).map_err(std::io::Error::other)?;
             self.capture = Some(export);
@@ -530,7 +532,10 @@ impl<'a> StreamSink<'a> {
                 hole.beyond_end_bytes
             ));
         }
-        let done_bytes = write_zeros(&mut self.out, &self.zeros, hole.zero_bytes, self.control)?;
+        let done_bytes = match hole.zero_bytes > 0 && self.out.skip_zeros(hole.zero_bytes)? {
+            true => hole.zero_bytes,
+            false => write_zeros(&mut self.out, &self.zeros, hole.zero_bytes, self.control)?,
+        };
         self.filled += done_bytes;
         self.written += done_bytes;
         Ok(done_bytes == hole.zero_bytes)
@@ -578,7 +583,7 @@ impl<'a> StreamSink<'a> {
 /// What a stream sink leaves when it ends: the writer, the bytes written (the zeros among
 /// them), the problems met and the first write error.
 struct SinkEnd {
-    out: Box<dyn Write>,
+    out: Box<dyn StreamOut>,
     written: u64,
     filled: u64,
     problems: Vec<String>,
@@ -666,7 +671,7 @@ fn write_record_data(
 
 /// Writes records to a capture's PcapNg stream; 0 bytes counted (the writer counts its own).
 fn export_records(
-    export: &mut PcapngExport<Box<dyn Write>>,
+    export: &mut PcapngExport<Box<dyn StreamOut>>,
     records: Walk<'_>,
 ) -> std::io::Result<u64> {
     for record in records {

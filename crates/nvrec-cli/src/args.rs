@@ -26,7 +26,8 @@ pub enum GapsArg {
     /// Nothing: the stream as it was kept, the holes reported.
     Skip,
     /// Zeros of the hole's length, so that every byte sits at its original stream offset
-    /// (sample-aligned data stays aligned); the holes are still reported.
+    /// (sample-aligned data stays aligned); the holes are still reported. Into a file
+    /// (--output) they are holes in it, which take no space.
     Zero,
 }
 

@@ -9,9 +9,10 @@ use nvrec_app::chunks::ChunkSource;
 use nvrec_app::listing::{retirement_line, state_text};
 use nvrec_app::replay::{self, Passes, ReplayReport, ReplayRequest, Selection};
 use nvrec_app::resend::{self, Destination, ResendReport};
+use nvrec_app::stream_out::{SparseFile, StreamOut};
 use nvrec_app::window::TimeArg;
 use nvrec_app::{Class, UsageError};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -185,12 +186,17 @@ fn check_output(args: &ReplayArgs, json: bool) -> Result<(), UsageError> {
     Ok(())
 }
 
-fn open_output(args: &ReplayArgs) -> Result<Box<dyn Write>> {
+/// The stream's writer: a regular file given holes for `--gaps zero`'s zeros
+/// ([`SparseFile`]), anything else the zeros themselves.
+fn open_output(args: &ReplayArgs) -> Result<Box<dyn StreamOut>> {
     Ok(match &args.output {
         Some(path) if !args.to_stdout() => {
             let file = std::fs::File::create(path)
                 .with_context(|| format!("creating {}", path.display()))?;
-            Box::new(std::io::BufWriter::with_capacity(64 << 10, file))
+            match SparseFile::new(file) {
+                Ok(sparse) => Box::new(sparse),
+                Err((file, _)) => Box::new(std::io::BufWriter::with_capacity(64 << 10, file)),
+            }
         }
         _ => Box::new(std::io::BufWriter::with_capacity(
             4 << 20,

@@ -448,6 +448,14 @@ fn input_that_outruns_the_target_is_lost_counted_and_marked() {
         data == expected,
         "the zero-filled replay differs from the pattern with zeros in the gaps"
     );
+    // Into a file the zeros are holes: the replay takes the space of what was kept, not of
+    // what was lost (here most of the stream).
+    use std::os::unix::fs::MetadataExt;
+    let allocated = std::fs::metadata(&aligned).unwrap().blocks() * 512;
+    assert!(
+        allocated < recorded + (zero_filled / 2),
+        "{allocated} bytes allocated for {recorded} recorded and {zero_filled} zeros"
+    );
 }
 
 #[test]
