@@ -16,7 +16,9 @@ use anyhow::Result;
 use nvrec::control::{Control, ControlState, Progress};
 use nvrec::engine::EngineChoice;
 use nvrec::export::{first_content, PcapngExport};
-use nvrec::layout::{ChunkFlags, ChunkHeader, Content, Reassembly, Record, RecordingEntry, Walk};
+use nvrec::layout::{
+    ChunkFlags, ChunkHeader, Content, LayoutError, Reassembly, Record, RecordingEntry,
+};
 use nvrec::recording::reader::{Item, ReadSummary};
 use nvrec::unit::format_utc_ns;
 use std::io::Write;
@@ -491,7 +493,15 @@ impl<'a> StreamSink<'a> {
             let export = PcapngExport::new(writer, streams).map_err(std::io::Error::other)?;
             self.capture = Some(export);
         }
-        let records = self.reassembly.payload(header.stream_offset_bytes, payload);
+        // The chunk a window begins with was filling at its start: its records from then on.
+        let from_ns = self.window.0;
+        let records = self
+            .reassembly
+            .payload(header.stream_offset_bytes, payload)
+            .filter(move |record| match (record, from_ns) {
+                (Ok(record), Some(from)) => record.timestamp_ns() >= from,
+                _ => true,
+            });
         self.written += match &mut self.capture {
             Some(export) => export_records(export, records)?,
             None => write_record_data(&mut self.out, records, self.streams, &mut self.problems)?,
@@ -601,8 +611,10 @@ impl PassSink for StreamSink<'_> {
         let (from_ns, to_ns) = self.window;
         match item {
             Item::Chunk { header, payload } => {
+                // A byte stream's chunks go by their first byte's time; records by their own.
                 let time_ns = header.time_ns(self.start_ns);
-                if from_ns.is_some_and(|from| time_ns < from) {
+                let records = header.flags.contains(ChunkFlags::RECORDS);
+                if !records && from_ns.is_some_and(|from| time_ns < from) {
                     return true;
                 }
                 if to_ns.is_some_and(|to| time_ns > to) {
@@ -642,9 +654,9 @@ fn write_zeros(
 
 /// Writes the data of the datagrams in a payload of records, in order; a loss, or a record
 /// that does not decode, is a problem to report. Returns the bytes written.
-fn write_record_data(
+fn write_record_data<'a>(
     out: &mut dyn Write,
-    records: Walk<'_>,
+    records: impl Iterator<Item = Result<Record<'a>, LayoutError>>,
     streams: &[u16],
     problems: &mut Vec<String>,
 ) -> std::io::Result<u64> {
@@ -670,9 +682,9 @@ fn write_record_data(
 }
 
 /// Writes records to a capture's PcapNg stream; 0 bytes counted (the writer counts its own).
-fn export_records(
+fn export_records<'a>(
     export: &mut PcapngExport<Box<dyn StreamOut>>,
-    records: Walk<'_>,
+    records: impl Iterator<Item = Result<Record<'a>, LayoutError>>,
 ) -> std::io::Result<u64> {
     for record in records {
         let record = record.map_err(std::io::Error::other)?;

@@ -73,19 +73,32 @@ pub fn recordings(archive: &Archive) -> Result<(Vec<ArchivedRecording>, Vec<Unre
     Ok((found, unreadable))
 }
 
-/// Where a read starts: the segment and the byte in it of the first chunk that began at
-/// `from_ns` or later (the start of the recording without a window).
+/// Where a read starts: the segment and the chunk in it before the first chunk that began
+/// at `from_ns` or later, as on the drives (it was filling at `from_ns`, and records are
+/// taken by their own time), or the first chunk where none is before it (the start of the
+/// recording without a window). None where a window finds no chunk at all.
 pub fn start_of(manifest: &Manifest, from_ns: Option<u64>) -> Option<(usize, usize)> {
+    start_in(&manifest.segments, from_ns)
+}
+
+fn start_in(segments: &[SegmentInfo], from_ns: Option<u64>) -> Option<(usize, usize)> {
     let Some(from_ns) = from_ns else {
         return Some((0, 0));
     };
     // Chunk timestamps rise with the sequence, so both searches are binary.
-    let segment = manifest
-        .segments
-        .partition_point(|s| s.last_timestamp_ns < from_ns);
-    let info = manifest.segments.get(segment)?;
-    let chunk = info.chunk_timestamps_ns.partition_point(|&t| t < from_ns);
-    Some((segment, chunk))
+    let segment = segments.partition_point(|s| s.last_timestamp_ns < from_ns);
+    let chunk = segments.get(segment).map_or(0, |info| {
+        info.chunk_timestamps_ns.partition_point(|&t| t < from_ns)
+    });
+    if chunk > 0 {
+        return Some((segment, chunk - 1));
+    }
+    // The last chunk of the segments before, or the very first.
+    segments[..segment]
+        .iter()
+        .rposition(|info| !info.chunk_timestamps_ns.is_empty())
+        .map(|before| (before, segments[before].chunk_timestamps_ns.len() - 1))
+        .or_else(|| (!segments.is_empty()).then_some((segment, 0)))
 }
 
 fn damage(info: &SegmentInfo, offset: u64, sequence: Option<u64>, what: String) -> Damage {
@@ -680,6 +693,35 @@ mod tests {
             chunk_timestamps_ns: vec![0; sequences.len()],
             flows: None,
         }
+    }
+
+    #[test]
+    fn a_window_starts_at_the_chunk_filling_at_its_start() {
+        // Chunks begin at 10 ns a sequence: 0..10 in the first segment, 10..20 in the next.
+        let timed = |sequences: std::ops::Range<u64>| {
+            let mut info = segment(&sequences.clone().collect::<Vec<_>>());
+            info.chunk_timestamps_ns = sequences.map(|s| s * 10).collect();
+            info.last_timestamp_ns = *info.chunk_timestamps_ns.last().unwrap();
+            info
+        };
+        let segments = [timed(0..10), timed(10..20)];
+        let start = |from_ns| start_in(&segments, Some(from_ns));
+        assert_eq!(start_in(&segments, None), Some((0, 0)));
+        assert_eq!(start(0), Some((0, 0)), "nothing before the first chunk");
+        assert_eq!(start(35), Some((0, 3)), "chunk 3 was filling at 35");
+        assert_eq!(
+            start(40),
+            Some((0, 3)),
+            "one before the chunk that began then"
+        );
+        assert_eq!(start(100), Some((0, 9)), "across a segment's end");
+        assert_eq!(start(105), Some((1, 0)));
+        assert_eq!(
+            start(500),
+            Some((1, 9)),
+            "the last chunk may have been filling"
+        );
+        assert_eq!(start_in(&[], Some(5)), None);
     }
 
     #[test]

@@ -740,3 +740,131 @@ fn an_archive_answers_find_from_the_flows_beside_its_segments() {
     assert!(why.contains(".flows.parquet"), "{why}");
     assert_eq!(archive["flows"], all["flows"]);
 }
+
+/// Frames stamped when the recorder takes them, a few at a time and a little apart, as a
+/// network source stamps what it receives: each lies in a chunk that began before it
+/// arrived, so a window that starts between two packets of one chunk starts inside it.
+struct Stamping {
+    frames: VecDeque<Vec<u8>>,
+    stamped: Vec<u64>,
+}
+
+impl nvrec::source::Source for Stamping {
+    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        std::thread::sleep(std::time::Duration::from_micros(20));
+        let mut at = 0;
+        for _ in 0..4 {
+            let Some(frame) = self.frames.front() else {
+                break;
+            };
+            let now_ns = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64;
+            let record = encoded_packet(now_ns, frame);
+            if at + record.len() > buf.len() {
+                break;
+            }
+            buf[at..at + record.len()].copy_from_slice(&record);
+            at += record.len();
+            self.stamped.push(now_ns);
+            self.frames.pop_front();
+        }
+        Ok(at)
+    }
+
+    fn may_block(&self) -> bool {
+        false
+    }
+
+    fn packs_records(&self) -> bool {
+        true
+    }
+
+    fn ended(&self) -> bool {
+        self.frames.is_empty()
+    }
+}
+
+/// Packets in a PcapNg export, as its JSON report counts them.
+fn exported_packets(source: &Path, from: &str, out: &Path) -> u64 {
+    let output = run(nvrec()
+        .args([
+            "--json", "export", "--format", "pcapng", "--from", from, "--output",
+        ])
+        .arg(out)
+        .arg(source));
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    report["export"]["packets"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{report}"))
+}
+
+#[test]
+fn a_window_that_starts_inside_a_chunk_keeps_the_packets_after_its_start() {
+    let scratch = Scratch::new("find-window-start");
+    let target = scratch.path("stamped.img");
+    let flows = flows();
+    let frames: VecDeque<Vec<u8>> = (0..3000u64)
+        .map(|index| frame(&flows[index as usize % flows.len()], false, 200, index))
+        .collect();
+    let mut source = Stamping {
+        frames,
+        stamped: Vec::new(),
+    };
+    let options = RecordOptions {
+        create_len_bytes: Some(16 << 20),
+        chunk_size_bytes: 16 << 10,
+        label: "stamped".into(),
+        ..RecordOptions::default()
+    };
+    writer::record(
+        &[target.clone()],
+        &mut source,
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .expect("the frames are recorded");
+    let stamped = source.stamped;
+    assert_eq!(stamped.len(), 3000);
+    let whole = total_packets(&find(&target, &["--match", "ip or ip6"]));
+    assert_eq!(whole, 3000);
+
+    let store = scratch.path("store");
+    let url = format!("file://{}", store.display());
+    let output = run(nvrec()
+        .env("XDG_STATE_HOME", scratch.path("state"))
+        .args(["archive", "--to", &url])
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+
+    // Windows from packets spread over the recording, most of them inside a chunk of
+    // about 70 packets: every packet from the window's start on, on the drives and from
+    // the archive, found and exported.
+    let out = scratch.path("window.pcapng");
+    for index in (5..3000).step_by(173) {
+        let from_ns = stamped[index];
+        let from = nvrec::unit::format_rfc3339_ns(from_ns);
+        let expected = stamped.iter().filter(|&&t| t >= from_ns).count() as u64;
+        let drives = find(&target, &["--match", "ip or ip6", "--from", &from]);
+        assert_eq!(total_packets(&drives), expected, "find from packet {index}");
+        let archive = find(Path::new(&url), &["--match", "ip or ip6", "--from", &from]);
+        assert_eq!(
+            total_packets(&archive),
+            expected,
+            "archive find from {index}"
+        );
+        assert_eq!(
+            exported_packets(&target, &from, &out),
+            expected,
+            "export from packet {index}"
+        );
+        assert_eq!(
+            exported_packets(Path::new(&url), &from, &out),
+            expected,
+            "archive export from packet {index}"
+        );
+    }
+}

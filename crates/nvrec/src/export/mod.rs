@@ -281,7 +281,7 @@ impl Export {
                 let walk = self.reassembly.payload(header.stream_offset_bytes, payload);
                 for record in walk {
                     let record = record?;
-                    if window.contains(record_timestamp_ns(&record)) {
+                    if window.contains(record.timestamp_ns()) {
                         self.writer.record(&record)?;
                     }
                 }
@@ -338,13 +338,6 @@ impl Writer {
             // `check` refuses SigMF for a recording of records.
             Writer::Sigmf(_) => Ok(()),
         }
-    }
-}
-
-fn record_timestamp_ns(record: &Record<'_>) -> u64 {
-    match record {
-        Record::Packet(packet) => packet.timestamp_ns,
-        Record::Loss(loss) => loss.timestamp_ns,
     }
 }
 

@@ -208,6 +208,16 @@ pub enum Record<'a> {
     Loss(Loss),
 }
 
+impl Record<'_> {
+    /// When the packet arrived, or when the loss was seen.
+    pub fn timestamp_ns(&self) -> u64 {
+        match self {
+            Record::Packet(packet) => packet.timestamp_ns,
+            Record::Loss(loss) => loss.timestamp_ns,
+        }
+    }
+}
+
 /// Bytes a record with `data_len` bytes of data takes: header, data, padding to 8.
 pub fn record_bytes(data_len: usize) -> usize {
     RECORD_HEADER_BYTES + data_len.div_ceil(8) * 8

@@ -1512,14 +1512,18 @@ fn cut_to_target(
 }
 
 /// The slots of a member to read, in order.
-/// Moves every member's scan to its first chunk that began at `from_ns` or later (each
-/// found by [`seek::first_at_or_after`]); returns the sequence the merge starts at: the
-/// lowest of those and of `redirected_low` (the lowest redirected chunk in the window) and
-/// of a retired member's failed writes (its void, read header by header), and in a ring
-/// never before the oldest run without a hole (the newest
-/// of the oldest chunks of the members that wrapped over their own start). None, leaving
-/// the scans as they were, where any member's search gave up, or a ring's entry does not
-/// say which members wrapped (a crashed one before recovery wrote it).
+/// Moves every member's scan to where the window from `from_ns` begins: the chunk before
+/// the first that began at `from_ns` or later (each member's first found by
+/// [`seek::first_at_or_after`], the one before on its member by [`seek::last_own_before`]),
+/// since it was filling at `from_ns` and records are taken by their own time, or that first
+/// chunk where the one before is not the recording's (or not the ring's any more). Returns
+/// the sequence the merge starts at: the lowest of the first chunks, of `redirected_low`
+/// (the lowest redirected chunk that began at `from_ns` or later) and of a retired member's
+/// failed writes (its void, read header by header), less one, and in a ring never before
+/// the oldest run without a hole (the newest of the oldest chunks of the members that
+/// wrapped over their own start). None, leaving the scans as they were, where any member's
+/// search gave up, or a ring's entry does not say which members wrapped (a crashed one
+/// before recovery wrote it).
 fn seek_window(
     set: &VolumeSet,
     entry: &RecordingEntry,
@@ -1539,14 +1543,7 @@ fn seek_window(
             continue;
         };
         let runs: Vec<(u64, u64)> = scan.runs.iter().copied().collect();
-        let held = |slot| match scan
-            .redirects
-            .iter()
-            .any(|r| holds_redirect(r, scan.slot_count, slot))
-        {
-            true => seek::Held::Elsewhere,
-            false => held_at(set, entry, member, slot),
-        };
+        let held = |slot| held_by(set, entry, member, scan, slot);
         // A mark's slots hold chunks older than the lap's, or within its run: never the
         // start of the run the lap holds.
         let wrapped = ring && !scan.kept_apart && entry.overwrote[scan.member_index as usize];
@@ -1578,27 +1575,83 @@ fn seek_window(
     let mut lower = |sequence: u64| {
         lowest = Some(lowest.map_or(sequence, |low: u64| low.min(sequence)));
     };
-    for (scan, start) in scans.iter_mut().zip(starts) {
-        let Some((runs, start)) = start else {
+    let mut positions: Vec<Option<(Vec<(u64, u64)>, u64)>> = Vec::with_capacity(scans.len());
+    for start in starts {
+        positions.push(start.map(|(runs, start)| {
+            let position = match start {
+                seek::Start::At {
+                    position, sequence, ..
+                } => {
+                    lower(sequence);
+                    position
+                }
+                seek::Start::Within { position, low } => {
+                    low.into_iter().for_each(&mut lower);
+                    position
+                }
+                _ => seek::run_slots(&runs),
+            };
+            (runs, position)
+        }));
+    }
+    // No member holds a chunk that began at `from_ns` or later: the last may have been
+    // filling then.
+    let first_after = run_start.max(lowest.unwrap_or(entry.end_sequence));
+    let filling = first_after.checked_sub(1).filter(|&s| s >= run_start);
+    if let Some(filling) = filling {
+        step_back_to(set, entry, scans, &mut positions, filling)?;
+    }
+    for (scan, place) in scans.iter_mut().zip(positions) {
+        if let Some((runs, position)) = place {
+            scan.runs = seek::runs_from(&runs, position).into();
+        }
+    }
+    Some(filling.unwrap_or(first_after))
+}
+
+/// Moves the scan whose member holds chunk `filling` just before its position back to it
+/// (none does where it was redirected, read with those, or is lost: the merge says so).
+/// None where a member's probe back cannot tell.
+fn step_back_to(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    scans: &[Scan],
+    positions: &mut [Option<(Vec<(u64, u64)>, u64)>],
+    filling: u64,
+) -> Option<()> {
+    for (scan, place) in scans.iter().zip(positions.iter_mut()) {
+        let (Some((runs, position)), Some(member)) =
+            (place, set.members[scan.member_index as usize].as_ref())
+        else {
             continue;
         };
-        let position = match start {
-            seek::Start::At {
-                position, sequence, ..
-            } => {
-                lower(sequence);
-                position
-            }
-            seek::Start::Within { position, low } => {
-                low.into_iter().for_each(&mut lower);
-                position
-            }
-            _ => seek::run_slots(&runs),
-        };
-        scan.runs = seek::runs_from(&runs, position).into();
+        let held = |slot| held_by(set, entry, member, scan, slot);
+        match seek::last_own_before(runs, *position, held) {
+            Err(()) => return None,
+            Ok(Some((at, sequence))) if sequence == filling => *position = at,
+            Ok(_) => {}
+        }
     }
-    // No member holds a chunk in the window: the merge starts past the end.
-    Some(run_start.max(lowest.unwrap_or(entry.end_sequence)))
+    Some(())
+}
+
+/// What `slot` of the member `scan` reads holds, for [`seek`]: a slot its redirects name
+/// without a read, else its header.
+fn held_by(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    member: &volume::Member,
+    scan: &Scan,
+    slot: u64,
+) -> seek::Held {
+    match scan
+        .redirects
+        .iter()
+        .any(|r| holds_redirect(r, scan.slot_count, slot))
+    {
+        true => seek::Held::Elsewhere,
+        false => held_at(set, entry, member, slot),
+    }
 }
 
 /// The lowest sequence of the chunks in a retired member's `void` (its slots from its first
