@@ -131,10 +131,15 @@ fn a_recording_round_trips_through_the_in_memory_store() {
             entry.recording_id
         );
 
-        // A window: the first chunk at or after a chunk's timestamp, and all after it.
+        // A window: the chunk before the first at or after a chunk's timestamp (it was
+        // filling then), and all after it.
         let middle = from_drives.len() / 2;
         let from_ns = from_drives[middle].1;
-        let first = from_drives.iter().position(|c| c.1 >= from_ns).unwrap();
+        let first = from_drives
+            .iter()
+            .position(|c| c.1 >= from_ns)
+            .unwrap()
+            .saturating_sub(1);
         let windowed = chunks_of(|each| {
             let summary = nvrec_archive::read::read_recording(
                 &archive,

@@ -801,6 +801,18 @@ fn exported_packets(source: &Path, from: &str, out: &Path) -> u64 {
         .unwrap_or_else(|| panic!("{report}"))
 }
 
+/// Enhanced Packet Blocks in a PcapNg file (block type 6), counted block by block.
+fn pcapng_packets(path: &Path) -> u64 {
+    let bytes = std::fs::read(path).unwrap();
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    let (mut at, mut packets) = (0, 0);
+    while at + 8 <= bytes.len() {
+        packets += u64::from(word(at) == 6);
+        at += word(at + 4) as usize;
+    }
+    packets
+}
+
 #[test]
 fn a_window_that_starts_inside_a_chunk_keeps_the_packets_after_its_start() {
     let scratch = Scratch::new("find-window-start");
@@ -866,5 +878,11 @@ fn a_window_that_starts_inside_a_chunk_keeps_the_packets_after_its_start() {
             expected,
             "archive export from packet {index}"
         );
+        let output = run(nvrec()
+            .args(["replay", "--from", &from, "--output"])
+            .arg(&out)
+            .arg(&target));
+        assert!(output.status.success(), "{}", text(&output));
+        assert_eq!(pcapng_packets(&out), expected, "replay from packet {index}");
     }
 }
