@@ -832,7 +832,7 @@ fn a_window_that_starts_inside_a_chunk_keeps_the_packets_after_its_start() {
         ..RecordOptions::default()
     };
     writer::record(
-        &[target.clone()],
+        std::slice::from_ref(&target),
         &mut source,
         &options,
         &Control::new(),

@@ -1575,7 +1575,7 @@ fn seek_window(
     let mut lower = |sequence: u64| {
         lowest = Some(lowest.map_or(sequence, |low: u64| low.min(sequence)));
     };
-    let mut positions: Vec<Option<(Vec<(u64, u64)>, u64)>> = Vec::with_capacity(scans.len());
+    let mut positions: Vec<Option<Place>> = Vec::with_capacity(scans.len());
     for start in starts {
         positions.push(start.map(|(runs, start)| {
             let position = match start {
@@ -1609,6 +1609,9 @@ fn seek_window(
     Some(filling.unwrap_or(first_after))
 }
 
+/// A member's runs, and the position in them its read of a window starts at.
+type Place = (Vec<(u64, u64)>, u64);
+
 /// Moves the scan whose member holds chunk `filling` just before its position back to it
 /// (none does where it was redirected, read with those, or is lost: the merge says so).
 /// None where a member's probe back cannot tell.
@@ -1616,7 +1619,7 @@ fn step_back_to(
     set: &VolumeSet,
     entry: &RecordingEntry,
     scans: &[Scan],
-    positions: &mut [Option<(Vec<(u64, u64)>, u64)>],
+    positions: &mut [Option<Place>],
     filling: u64,
 ) -> Option<()> {
     for (scan, place) in scans.iter().zip(positions.iter_mut()) {
@@ -1627,9 +1630,12 @@ fn step_back_to(
         };
         let held = |slot| held_by(set, entry, member, scan, slot);
         match seek::last_own_before(runs, *position, held) {
-            Err(()) => return None,
-            Ok(Some((at, sequence))) if sequence == filling => *position = at,
-            Ok(_) => {}
+            seek::Before::GaveUp => return None,
+            seek::Before::At {
+                position: at,
+                sequence,
+            } if sequence == filling => *position = at,
+            _ => {}
         }
     }
     Some(())

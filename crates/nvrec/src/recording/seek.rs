@@ -148,31 +148,45 @@ pub fn first_at_or_after(
     first_own_from(runs, low, &mut held)
 }
 
-/// The last own chunk of `runs` before `position`: (position, sequence). `Ok(None)` when
-/// there is none; `Err(())` where a probe back cannot tell (a header that does not decode,
-/// more than [`PROBE_SLOTS`] other slots in a row). A window begins at the chunk that was
-/// filling at its start, the one before the first that began after it: records are taken
-/// by their own time, and those that arrived after the start lie in that chunk too.
+/// The own chunk before a position of the runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Before {
+    /// At `position` of the runs, whose chunk has `sequence`.
+    At { position: u64, sequence: u64 },
+    /// None of the recording's own chunks lies before it.
+    Nothing,
+    /// A header that does not decode, or more than [`PROBE_SLOTS`] other slots in a row.
+    GaveUp,
+}
+
+/// The last own chunk of `runs` before `position`. A window begins at the chunk that was
+/// filling at its start, the one before the first that began at or after it: records are
+/// taken by their own time, and those that arrived after the start lie in that chunk too.
 pub fn last_own_before(
     runs: &[(u64, u64)],
     position: u64,
     mut held: impl FnMut(u64) -> Held,
-) -> Result<Option<(u64, u64)>, ()> {
+) -> Before {
     let (mut at, mut looked) = (position.min(run_slots(runs)), 0);
     while at > 0 {
         at -= 1;
         if looked > PROBE_SLOTS {
-            return Err(());
+            return Before::GaveUp;
         }
         let slot = slot_at(runs, at).expect("a position inside the runs");
         match held(slot) {
-            Held::Own { sequence, .. } => return Ok(Some((at, sequence))),
+            Held::Own { sequence, .. } => {
+                return Before::At {
+                    position: at,
+                    sequence,
+                }
+            }
             Held::Other => looked += 1,
             Held::Elsewhere => {}
-            Held::Unknown => return Err(()),
+            Held::Unknown => return Before::GaveUp,
         }
     }
-    Ok(None)
+    Before::Nothing
 }
 
 /// The first own chunk of `runs` at all (the oldest a ring member still holds).
@@ -322,27 +336,32 @@ mod tests {
         let own: Vec<(u64, u64)> = (70..197).chain(0..60).zip(500..).collect();
         let held = member(200, &own, Held::Other);
         let before = |position| last_own_before(&runs, position, |slot| held[slot as usize]);
+        let at = |position, sequence| Before::At { position, sequence };
         // Position 140 is slot 0 (sequence 627); before it, over the unused 197..200.
-        assert_eq!(before(140), Ok(Some((136, 626))));
-        assert_eq!(before(11), Ok(Some((10, 500))));
-        assert_eq!(before(10), Ok(None), "only trimmed slots before the oldest");
-        assert_eq!(before(200), Ok(Some((199, 686))), "the end: the newest");
+        assert_eq!(before(140), at(136, 626));
+        assert_eq!(before(11), at(10, 500));
+        assert_eq!(
+            before(10),
+            Before::Nothing,
+            "only trimmed slots before the oldest"
+        );
+        assert_eq!(before(200), at(199, 686), "the end: the newest");
         let mut torn = held.clone();
         torn[196] = Held::Unknown;
         assert_eq!(
             last_own_before(&runs, 140, |slot| torn[slot as usize]),
-            Err(())
+            Before::GaveUp
         );
         let mut far = member(300, &[(0, 1), (200, 2)], Held::Other);
         assert_eq!(
             last_own_before(&[(0, 300)], 200, |slot| far[slot as usize]),
-            Err(()),
+            Before::GaveUp,
             "too many other slots: not guessed"
         );
         far[1..200].fill(Held::Elsewhere);
         assert_eq!(
             last_own_before(&[(0, 300)], 200, |slot| far[slot as usize]),
-            Ok(Some((0, 1))),
+            at(0, 1),
             "a redirected run is stepped over"
         );
     }
