@@ -205,6 +205,21 @@ fn needle() -> Flow {
 /// frames and loss records among them, recorded onto `target` through the library's writer;
 /// with `needle`, its three packets in the middle.
 fn record_flows(target: &Path, frames: u64, needle: Option<&Flow>) -> Sent {
+    let options = RecordOptions {
+        create_len_bytes: Some(64 << 20),
+        label: "flows".into(),
+        ..RecordOptions::default()
+    };
+    record_flows_with(target, frames, needle, options)
+}
+
+/// As [`record_flows`], recorded with `options`.
+fn record_flows_with(
+    target: &Path,
+    frames: u64,
+    needle: Option<&Flow>,
+    options: RecordOptions,
+) -> Sent {
     let flows = flows();
     let mut sent = Sent::default();
     let mut records = VecDeque::new();
@@ -255,11 +270,6 @@ fn record_flows(target: &Path, frames: u64, needle: Option<&Flow>) -> Sent {
         }
         records.push_back(encoded_packet(timestamp_ns, &data));
     }
-    let options = RecordOptions {
-        create_len_bytes: Some(64 << 20),
-        label: "flows".into(),
-        ..RecordOptions::default()
-    };
     writer::record(
         &[target.to_path_buf()],
         &mut common::RecordSource { records },
@@ -885,4 +895,50 @@ fn a_window_that_starts_inside_a_chunk_keeps_the_packets_after_its_start() {
         assert!(output.status.success(), "{}", text(&output));
         assert_eq!(pcapng_packets(&out), expected, "replay from packet {index}");
     }
+}
+
+#[test]
+fn a_ring_that_wrapped_answers_from_its_archive_as_from_its_drives() {
+    let scratch = Scratch::new("find-ring");
+    let target = scratch.path("ring.img");
+    let options = RecordOptions {
+        create_len_bytes: Some(12 << 20),
+        fill: nvrec::recording::Fill::Ring { trim: false },
+        label: "ring".into(),
+        ..RecordOptions::default()
+    };
+    let sent = record_flows_with(&target, 24_000, None, options);
+    let store = scratch.path("store");
+    let url = format!("file://{}", store.display());
+    let output = run(nvrec()
+        .env("XDG_STATE_HOME", scratch.path("state"))
+        .args([
+            "archive",
+            "--to",
+            &url,
+            "--segment-size",
+            "5M",
+            "--part-size",
+            "5M",
+        ])
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+
+    let queries: [&[&str]; 3] = [
+        &["--match", "ip or ip6"],
+        &["--match", "not ip and not ip6"],
+        &["--match", "vlan 101 and host 172.16.1.1"],
+    ];
+    for query in queries {
+        let drives = find(&target, query);
+        let archive = find(Path::new(&url), query);
+        assert_eq!(archive["flows"], drives["flows"], "{query:?}: {archive}");
+        // The packet the ring cut at its oldest chunk is of no flow's: the flows answer.
+        assert_eq!(archive["read"]["how"], "indexed", "{archive}");
+        assert_eq!(drives["holes"], serde_json::json!([]), "{drives}");
+    }
+    // The ring kept its newest: fewer packets than were sent, none it did not send.
+    let kept = total_packets(&find(&target, &["--match", "ip or ip6"]));
+    let all: u64 = sent.packets.values().sum();
+    assert!(kept > 0 && kept < all, "{kept} of {all}");
 }
