@@ -142,11 +142,8 @@ fn check_marks(request: &RecordRequest) -> Result<(), UsageError> {
 /// The chunk, I/O and stream sizes, checked; the I/O size they make.
 fn check_sizes(request: &RecordRequest) -> Result<u64> {
     let chunk = request.chunk_size_bytes;
-    if chunk == 0 || chunk > u32::MAX as u64 {
-        return Err(UsageError(format!(
-            "--chunk-size {chunk} is out of range: give a power of two such as 128K"
-        ))
-        .into());
+    if let Err(error) = nvrec::layout::ChunkSize::new(chunk) {
+        return Err(UsageError(format!("--chunk-size: {error}")).into());
     }
     let io_size = request
         .io_size_bytes

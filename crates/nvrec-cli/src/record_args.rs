@@ -61,11 +61,13 @@ pub struct RecordArgs {
     /// free buffer is lost, counted, and marked in the recording.
     #[arg(long, value_parser = rate_arg)]
     rate: Option<f64>,
-    /// Chunk size: the unit written to one member (header included).
+    /// Chunk size: the unit written to one member (header included), a multiple of 4K from
+    /// 8K to 64M.
     #[arg(long, default_value = "128K", value_parser = size_arg)]
     chunk_size: u64,
     /// I/O size: adjacent chunks for one member are written together (a whole number of
-    /// chunks; any other size is refused). Default: 1M, or one chunk where chunks are larger.
+    /// chunks; any other size is refused). Default: as many whole chunks as 1M holds, or one
+    /// chunk where chunks are larger.
     #[arg(long, value_parser = size_arg)]
     io_size: Option<u64>,
     /// I/Os in flight per member.

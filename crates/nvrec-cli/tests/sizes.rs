@@ -284,3 +284,32 @@ fn without_a_terminal_a_long_bench_prints_progress_lines_and_a_final_average() {
         "no final line: {stderr}"
     );
 }
+
+#[test]
+fn a_recordings_chunk_is_any_multiple_of_4k_from_8k_to_64m_and_nothing_else() {
+    let scratch = Scratch::new("chunk-sizes");
+    let data = noise(3 * MIB as usize + 777, 12);
+    // 12K and 96K are no power of two: recorded in I/Os of whole chunks, and back exact.
+    for chunk in ["12K", "96K", "8K"] {
+        let target = scratch.path(&format!("rec-{chunk}.img"));
+        let extra = ["--create-size", "32M", "--chunk-size", chunk];
+        let output = common::record_stdin(std::slice::from_ref(&target), &data, &extra);
+        succeeds(&output, chunk);
+        let output = run(nvrec().arg("replay").arg(&target));
+        succeeds(&output, chunk);
+        assert!(output.stdout == data, "{chunk}: the replay differs");
+    }
+    // Refused with exit 2 by the one rule, before a target is made.
+    for chunk in ["0", "4K", "6K", "130K", "65M"] {
+        let target = scratch.path(&format!("refused-{chunk}.img"));
+        let extra = ["--create-size", "32M", "--chunk-size", chunk];
+        let output = common::record_stdin(std::slice::from_ref(&target), &data, &extra);
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{chunk}: {shown}");
+        assert!(
+            shown.contains("multiple of 4 KiB from 8 KiB to 64 MiB"),
+            "{chunk}: {shown}"
+        );
+        assert!(!target.exists(), "{chunk}: a target was made");
+    }
+}

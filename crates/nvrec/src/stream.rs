@@ -344,10 +344,11 @@ pub fn check_io_size(chunk_size_bytes: u64, io_size_bytes: u64) -> Result<(), Co
     Ok(())
 }
 
-/// The I/O size when none is given: `IO_SIZE_BYTES_DEFAULT`, or one chunk where a chunk is
-/// larger.
+/// The I/O size when none is given: as many whole chunks as `IO_SIZE_BYTES_DEFAULT` holds
+/// (all of it for a chunk of a power of two), or one chunk where a chunk is larger.
 pub fn io_size_bytes_default(chunk_size_bytes: u64) -> u64 {
-    IO_SIZE_BYTES_DEFAULT.max(chunk_size_bytes)
+    let chunk = chunk_size_bytes.max(1);
+    (IO_SIZE_BYTES_DEFAULT / chunk).max(1) * chunk
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -972,6 +973,11 @@ mod tests {
         }
         assert_eq!(io_size_bytes_default(128 * K), IO_SIZE_BYTES_DEFAULT);
         assert_eq!(io_size_bytes_default(4 << 20), 4 << 20);
+        assert_eq!(
+            io_size_bytes_default(12 * K),
+            85 * 12 * K,
+            "whole chunks, under 1 MiB"
+        );
     }
 
     #[test]

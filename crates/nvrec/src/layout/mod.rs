@@ -35,6 +35,7 @@
 //! `fuzz/` and this module's own property tests both run.
 
 mod chunk;
+mod chunk_size;
 mod codec;
 mod crc_fold;
 mod error;
@@ -57,6 +58,7 @@ mod proptests;
 pub use chunk::{
     decode_chunk, decode_chunk_header, slot_payload_mut, ChunkFlags, ChunkHeader, ChunkView,
 };
+pub use chunk_size::{ChunkSize, ChunkSizeError};
 pub use codec::{crc32c, format_version_of};
 pub use error::{LayoutError, Structure};
 pub use index::{

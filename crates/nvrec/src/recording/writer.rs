@@ -719,11 +719,8 @@ fn validate(options: &RecordOptions) -> Result<(), RecordingError> {
                 .into(),
         );
     }
-    if options.chunk_size_bytes < 8192 || !options.chunk_size_bytes.is_multiple_of(4096) {
-        return usage(format!(
-            "chunk size {} must be a multiple of 4096, at least 8192",
-            options.chunk_size_bytes
-        ));
+    if let Err(error) = crate::layout::ChunkSize::new(u64::from(options.chunk_size_bytes)) {
+        return usage(error.to_string());
     }
     if options.io_chunk_count == 0 || options.io_chunk_count > IO_CHUNK_COUNT_MAX {
         return usage(format!(
