@@ -4,7 +4,10 @@
 //! recorded. Each answer is held to three truths: what the test sent, tcpdump over the
 //! whole recording exported as PcapNg, and the Community IDs of the reference
 //! implementation (the `communityid` Python package). An expression that does not parse,
-//! an ID that is not one and a recording of bytes are refused with exit 2.
+//! an ID that is not one and a recording of bytes are refused with exit 2. Also: a window
+//! that starts inside a chunk, a ring that wrapped, and a capture archived while it
+//! records (its flows indexed across the archive's passes), each answered from an archive
+//! as from the drives.
 
 mod common;
 
@@ -941,4 +944,98 @@ fn a_ring_that_wrapped_answers_from_its_archive_as_from_its_drives() {
     let kept = total_packets(&find(&target, &["--match", "ip or ip6"]));
     let all: u64 = sent.packets.values().sum();
     assert!(kept > 0 && kept < all, "{kept} of {all}");
+}
+
+/// `ls --json` of `target` once it lists its recording as recording.
+fn wait_until_recording(target: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let output = run(nvrec().args(["--json", "ls"]).arg(target));
+        if output.status.success() && json(&output)["recordings"][0]["state"] == "recording" {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recording did not start: {}",
+            text(&output)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_capture_archived_while_it_records_is_indexed_across_passes_as_the_drives_answer() {
+    if !common::own_network() {
+        return;
+    }
+    let scratch = Scratch::new("find-follow");
+    let target = scratch.path("capture.img");
+    // 16 KiB chunks, frames up to 60 KB: most chunk ends, so most segment ends between the
+    // archive's passes, fall inside a packet.
+    let recorder = nvrec()
+        .args([
+            "--json",
+            "record",
+            "--source",
+            "capture:lo",
+            "--duration",
+            "4s",
+        ])
+        .args(["--chunk-size", "16K", "--create-size", "512M"])
+        .arg(&target)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_capture();
+    wait_until_recording(&target);
+    let store = scratch.path("store");
+    let url = format!("file://{}", store.display());
+    let follower = nvrec()
+        .env("XDG_STATE_HOME", scratch.path("state"))
+        .args([
+            "--json", "archive", "--to", &url, "--follow", "--poll", "200ms",
+        ])
+        .args(["--segment-size", "5M", "--part-size", "5M"])
+        .arg(&target)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // About 20 MB/s of datagrams from 200 B to 60 KB for 2.5 s, each seen twice on lo.
+    let receiver = std::net::UdpSocket::bind("127.0.0.1:5601").unwrap();
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(2500);
+    let sizes = [200, 1400, 9000, 30_000, 60_000];
+    let mut sent = 0usize;
+    while std::time::Instant::now() < until {
+        let data = vec![sent as u8; sizes[sent % sizes.len()]];
+        sender
+            .send_to(&data, receiver.local_addr().unwrap())
+            .unwrap();
+        sent += 1;
+        std::thread::sleep(std::time::Duration::from_micros(800));
+    }
+    let recorded = recorder.wait_with_output().unwrap();
+    assert!(recorded.status.success(), "{}", text(&recorded));
+    let followed = follower.wait_with_output().unwrap();
+    assert!(followed.status.success(), "{}", text(&followed));
+    let report = json(&followed);
+    let recording = &report["recordings"][0];
+    assert_eq!(recording["outcome"], "archived", "{report}");
+    assert!(
+        recording["segments_sent_live"].as_u64().unwrap() >= 3,
+        "{report}"
+    );
+
+    let queries: [&[&str]; 2] = [&["--match", "ip or ip6"], &["--match", "udp and port 5601"]];
+    for query in queries {
+        let drives = find(&target, query);
+        let archive = find(Path::new(&url), query);
+        assert_eq!(archive["read"]["how"], "indexed", "{query:?}: {archive}");
+        assert_eq!(archive["flows"], drives["flows"], "{query:?}");
+        assert_eq!(archive["holes"], drives["holes"], "{query:?}");
+    }
+    let port = total_packets(&find(&target, &["--match", "udp and port 5601"]));
+    assert!(port >= sent as u64, "{port} packets of {sent} datagrams");
 }
