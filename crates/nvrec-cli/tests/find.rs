@@ -1039,3 +1039,89 @@ fn a_capture_archived_while_it_records_is_indexed_across_passes_as_the_drives_an
     let port = total_packets(&find(&target, &["--match", "udp and port 5601"]));
     assert!(port >= sent as u64, "{port} packets of {sent} datagrams");
 }
+
+#[test]
+fn a_realistic_mix_captured_on_a_veth_pair_is_found_flow_by_flow_as_it_was_sent() {
+    use nvrec_netgen::{mix, Side, TestNet};
+    if let Some(reason) = TestNet::unavailable() {
+        nvrec_testkit::skip(nvrec_testkit::NET_NAMESPACE, reason);
+        return;
+    }
+    let net = TestNet::new().expect("making the test network");
+    net.enter(Side::B).expect("entering side B");
+    let scratch = Scratch::new("find-mix");
+    let target = scratch.path("mix.img");
+    let recorder = nvrec()
+        .args([
+            "--json",
+            "record",
+            "--source",
+            "capture:veth1",
+            "--duration",
+            "4s",
+        ])
+        .args(["--create-size", "256M"])
+        .arg(&target)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_capture();
+    let options = mix::MixOptions {
+        interface: net.interface(Side::A).to_string(),
+        seed: 44,
+        flows: 3000,
+        frames: 30_000,
+        rate_fps: Some(25_000),
+    };
+    let truth = net
+        .run_in(Side::A, move || mix::send_mix(&options).unwrap())
+        .unwrap()
+        .join()
+        .unwrap();
+    let recorded = recorder.wait_with_output().unwrap();
+    assert!(recorded.status.success(), "{}", text(&recorded));
+    let report = json(&recorded);
+    assert_eq!(report["network"]["dropped_socket"], 0, "{report}");
+    assert!(truth.flows.len() > 2000, "{} directions", truth.flows.len());
+
+    // Every direction the generator sent, with its frames and bytes (a VLAN tag the kernel
+    // took off put back: its flow and its 4 bytes); nothing else in its addresses (the
+    // link's own chatter, IPv6's neighbour discovery, is of other addresses).
+    let answer = find(&target, &["--match", "ip or ip6"]);
+    let found: BTreeMap<String, (u64, u64)> = answer["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|flow| {
+            let text = flow["flow"].as_str().unwrap().to_string();
+            (
+                text,
+                (
+                    flow["packets"].as_u64().unwrap(),
+                    flow["bytes"].as_u64().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    for sent in &truth.flows {
+        assert_eq!(
+            found.get(&sent.flow),
+            Some(&(sent.packets, sent.bytes)),
+            "{}",
+            sent.flow
+        );
+    }
+    let ours = |text: &str| {
+        ["10.0.", "10.200.", "2001:db8:"]
+            .iter()
+            .any(|a| text.contains(a))
+    };
+    let sent: std::collections::BTreeSet<&str> =
+        truth.flows.iter().map(|f| f.flow.as_str()).collect();
+    let strays: Vec<&String> = found
+        .keys()
+        .filter(|text| ours(text) && !sent.contains(text.as_str()))
+        .collect();
+    assert!(strays.is_empty(), "flows never sent: {strays:?}");
+}

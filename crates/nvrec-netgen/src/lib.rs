@@ -7,6 +7,9 @@
 //!   duration or a count.
 //! - [`mod@recv`]: a receiver (recvmmsg with UDP GRO) and the [`check::Checker`] it feeds, which
 //!   also checks datagrams read back from a recording.
+//! - [`mix`]: a realistic mix of Ethernet frames (thousands of flows, TCP, UDP and ICMP,
+//!   IPv4 and IPv6, VLAN tags, 64 to 1518 bytes) sent onto an interface, and its ground
+//!   truth per flow in the spelling `nvrec find` uses.
 //! - [`sink`]: the reference receiver of the UDP bench: recvmmsg into O_DIRECT writes,
 //!   nothing else.
 //! - [`netns`]: two network namespaces joined by a veth pair, with addresses only inside
@@ -17,6 +20,7 @@
 
 pub mod check;
 pub mod datagram;
+pub mod mix;
 pub mod netns;
 pub mod recv;
 pub mod send;

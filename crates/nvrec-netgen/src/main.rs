@@ -88,6 +88,28 @@ enum Command {
         #[arg(long, value_parser = parse_duration, default_value = "1s")]
         idle: Duration,
     },
+    /// Send a realistic mix of Ethernet frames onto an interface (AF_PACKET): thousands of
+    /// flows of TCP, UDP and ICMP over IPv4 and IPv6, some VLAN-tagged, 64 to 1518 bytes on
+    /// the wire; prints the summary as JSON and writes the ground truth (each flow's frames
+    /// and bytes, one direction each, as `nvrec find` names them) to --truth.
+    Mix {
+        #[arg(long)]
+        interface: String,
+        /// Frames to send.
+        #[arg(long, default_value_t = 100_000)]
+        count: u64,
+        /// Connections (each of two directions).
+        #[arg(long, default_value_t = 5000)]
+        flows: u32,
+        /// Frames per second (k, M: powers of 1000); default: as fast as the socket goes.
+        #[arg(long, value_parser = parse_rate)]
+        rate: Option<u64>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The ground truth's JSON file.
+        #[arg(long)]
+        truth: PathBuf,
+    },
     /// Check a file of datagrams of --size bytes each, back to back (what `nvrec replay`
     /// writes for a recording of them); '-' for stdin.
     Check {
@@ -217,6 +239,35 @@ fn run(cli: Cli) -> std::io::Result<bool> {
             streams,
             file,
         } => check(size, expect, streams, &file),
+        Command::Mix {
+            interface,
+            count,
+            flows,
+            rate,
+            seed,
+            truth,
+        } => {
+            let options = nvrec_netgen::mix::MixOptions {
+                interface,
+                seed,
+                flows,
+                frames: count,
+                rate_fps: rate,
+            };
+            let sent = nvrec_netgen::mix::send_mix(&options)?;
+            let json = serde_json::to_string_pretty(&sent).map_err(std::io::Error::other)?;
+            std::fs::write(&truth, json).map_err(|error| {
+                std::io::Error::new(error.kind(), format!("{}: {error}", truth.display()))
+            })?;
+            print_report(&serde_json::json!({
+                "frames": sent.frames,
+                "bytes": sent.bytes,
+                "flows": sent.flows.len(),
+                "elapsed_s": sent.elapsed_s,
+                "truth": truth,
+            }));
+            Ok(true)
+        }
     }
 }
 

@@ -62,6 +62,14 @@ const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+/// A frame's VLAN tag, taken off by the kernel (or the driver), is in its header.
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+/// ... with the tag's protocol identifier (else it is 802.1Q's).
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+const ETH_P_8021Q: u16 = 0x8100;
+/// Bytes of struct tpacket3_hdr with the struct sockaddr_ll after it: a frame's data begins
+/// no earlier (TPACKET3_HDRLEN).
+const TPACKET3_HDRLEN: usize = 48 + 20;
 const ETH_P_ALL: u16 = 0x0003;
 
 /// How a capture is set up.
@@ -139,7 +147,10 @@ mod frame {
     pub const NSEC: usize = 8;
     pub const SNAPLEN: usize = 12;
     pub const LEN: usize = 16;
+    pub const STATUS: usize = 20;
     pub const MAC: usize = 24;
+    pub const VLAN_TCI: usize = 32;
+    pub const VLAN_TPID: usize = 36;
 }
 
 /// The mapped ring of one socket.
@@ -226,6 +237,7 @@ impl Member {
         // offset the kernel gave; its data lies `mac` bytes in, `snaplen` long.
         unsafe {
             let header = self.block(cursor.block).add(cursor.offset);
+            tag_in_place(header);
             let read = |at: usize| std::ptr::read_unaligned(header.add(at).cast::<u32>());
             let mac = std::ptr::read_unaligned(header.add(frame::MAC).cast::<u16>());
             let snaplen = read(frame::SNAPLEN) as usize;
@@ -297,6 +309,42 @@ impl Member {
             bytes: 0,
         })
     }
+}
+
+/// Puts a frame's VLAN tag back where it was on the wire, when the kernel took it off into
+/// the frame's header (as it does on most interfaces): the 12 bytes of addresses move 4
+/// bytes back into the room before the frame, the tag goes after them, and the header is
+/// made to say so (its data, lengths and status), so that a second look at the frame finds
+/// it done. Without it every tagged frame was recorded untagged, and its flow under no
+/// VLAN. Where the kernel left less room than 4 bytes (it leaves 14), the frame stays as it
+/// is.
+///
+/// # Safety
+/// `header` is a frame header in a block that is the caller's (TP_STATUS_USER).
+unsafe fn tag_in_place(header: *mut u8) {
+    let read32 = |at: usize| std::ptr::read_unaligned(header.add(at).cast::<u32>());
+    let status = read32(frame::STATUS);
+    let mac = std::ptr::read_unaligned(header.add(frame::MAC).cast::<u16>()) as usize;
+    let snaplen = read32(frame::SNAPLEN) as usize;
+    if status & TP_STATUS_VLAN_VALID == 0 || mac < TPACKET3_HDRLEN + 4 || snaplen < 12 {
+        return;
+    }
+    let tpid = match status & TP_STATUS_VLAN_TPID_VALID {
+        0 => ETH_P_8021Q,
+        _ => std::ptr::read_unaligned(header.add(frame::VLAN_TPID).cast::<u16>()),
+    };
+    let tci = read32(frame::VLAN_TCI) as u16;
+    let data = header.add(mac);
+    std::ptr::copy(data, data.sub(4), 12);
+    std::ptr::copy_nonoverlapping(tpid.to_be_bytes().as_ptr(), data.add(8), 2);
+    std::ptr::copy_nonoverlapping(tci.to_be_bytes().as_ptr(), data.add(10), 2);
+    let write32 = |at: usize, value: u32| {
+        std::ptr::write_unaligned(header.add(at).cast::<u32>(), value);
+    };
+    write32(frame::SNAPLEN, snaplen as u32 + 4);
+    write32(frame::LEN, read32(frame::LEN) + 4);
+    write32(frame::STATUS, status & !TP_STATUS_VLAN_VALID);
+    std::ptr::write_unaligned(header.add(frame::MAC).cast::<u16>(), (mac - 4) as u16);
 }
 
 /// Frames records from a set of members into payloads: the logic the recorder's thread
@@ -950,6 +998,49 @@ impl std::fmt::Debug for CaptureSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_the_kernel_took_off_is_put_back_once_in_front_of_the_ethertype() {
+        let mut block = vec![0u8; 256];
+        let mac = 82usize;
+        let frame_bytes: Vec<u8> = (0..60u8).collect();
+        block[mac..mac + 60].copy_from_slice(&frame_bytes);
+        let put32 = |block: &mut Vec<u8>, at: usize, value: u32| {
+            block[at..at + 4].copy_from_slice(&value.to_ne_bytes());
+        };
+        put32(&mut block, frame::SNAPLEN, 60);
+        put32(&mut block, frame::LEN, 1000);
+        put32(
+            &mut block,
+            frame::STATUS,
+            TP_STATUS_USER | TP_STATUS_VLAN_VALID,
+        );
+        block[frame::MAC..frame::MAC + 2].copy_from_slice(&(mac as u16).to_ne_bytes());
+        put32(&mut block, frame::VLAN_TCI, 0x2065);
+        let header = block.as_mut_ptr();
+        for _ in 0..2 {
+            // SAFETY: a header in a buffer of our own, as the kernel lays one out.
+            unsafe { tag_in_place(header) };
+        }
+        let read32 = |at: usize| u32::from_ne_bytes(block[at..at + 4].try_into().unwrap());
+        assert_eq!(read32(frame::SNAPLEN), 64);
+        assert_eq!(read32(frame::LEN), 1004);
+        assert_eq!(
+            read32(frame::STATUS),
+            TP_STATUS_USER,
+            "done once: the flag is cleared"
+        );
+        let start = u16::from_ne_bytes([block[frame::MAC], block[frame::MAC + 1]]) as usize;
+        assert_eq!(start, mac - 4);
+        let data = &block[start..start + 64];
+        assert_eq!(&data[..12], &frame_bytes[..12], "the addresses");
+        assert_eq!(&data[12..16], &[0x81, 0x00, 0x20, 0x65], "the tag");
+        assert_eq!(
+            &data[16..],
+            &frame_bytes[12..],
+            "the ethertype and the rest"
+        );
+    }
     use crate::layout::{records, Record};
     use crate::net::parse_bpf_program;
     use std::net::UdpSocket;
