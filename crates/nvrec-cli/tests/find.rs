@@ -1073,6 +1073,7 @@ fn a_realistic_mix_captured_on_a_veth_pair_is_found_flow_by_flow_as_it_was_sent(
         flows: 3000,
         frames: 30_000,
         rate_fps: Some(25_000),
+        wire_bytes: None,
     };
     let truth = net
         .run_in(Side::A, move || mix::send_mix(&options).unwrap())

@@ -106,6 +106,9 @@ enum Command {
         rate: Option<u64>,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Every frame this many bytes on the wire (64 to 1518) instead of the mix of lengths.
+        #[arg(long)]
+        size: Option<usize>,
         /// The ground truth's JSON file.
         #[arg(long)]
         truth: PathBuf,
@@ -245,6 +248,7 @@ fn run(cli: Cli) -> std::io::Result<bool> {
             flows,
             rate,
             seed,
+            size,
             truth,
         } => {
             let options = nvrec_netgen::mix::MixOptions {
@@ -253,6 +257,7 @@ fn run(cli: Cli) -> std::io::Result<bool> {
                 flows,
                 frames: count,
                 rate_fps: rate,
+                wire_bytes: size,
             };
             let sent = nvrec_netgen::mix::send_mix(&options)?;
             let json = serde_json::to_string_pretty(&sent).map_err(std::io::Error::other)?;

@@ -140,6 +140,8 @@ pub struct Mix {
     flows: Vec<Flow>,
     rng: Rng,
     sequence: u32,
+    /// Every frame this long (without its FCS) instead of the mix of lengths.
+    frame_len: Option<usize>,
 }
 
 /// One frame of the mix: its flow (an index into [`Mix::flows`]), its direction, the bytes.
@@ -158,6 +160,16 @@ impl Mix {
             flows,
             rng,
             sequence: 0,
+            frame_len: None,
+        }
+    }
+
+    /// Every frame `wire_bytes` long on the wire (its FCS included: 64 to 1518), or no
+    /// shorter than its headers.
+    pub fn of_wire_bytes(self, wire_bytes: usize) -> Mix {
+        Mix {
+            frame_len: Some(wire_bytes.saturating_sub(4).max(FRAME_MIN_BYTES)),
+            ..self
         }
     }
 
@@ -175,6 +187,7 @@ impl Mix {
         } as usize;
         let reply = self.rng.below(3) == 0;
         let len = match self.rng.below(100) {
+            _ if self.frame_len.is_some() => self.frame_len.unwrap_or(FRAME_MIN_BYTES),
             0..40 => FRAME_MIN_BYTES,
             40..65 => FRAME_MAX_BYTES,
             _ => {
@@ -311,6 +324,8 @@ pub struct MixOptions {
     pub frames: u64,
     /// Frames per second; none: as fast as the socket takes them.
     pub rate_fps: Option<u64>,
+    /// Every frame this long on the wire (64 to 1518) instead of the mix of lengths.
+    pub wire_bytes: Option<usize>,
 }
 
 /// Frames handed to the kernel at once.
@@ -320,6 +335,9 @@ const BATCH: usize = 64;
 pub fn send_mix(options: &MixOptions) -> io::Result<Truth> {
     let socket = PacketSocket::open(&options.interface)?;
     let mut mix = Mix::new(options.seed, options.flows);
+    if let Some(wire_bytes) = options.wire_bytes {
+        mix = mix.of_wire_bytes(wire_bytes);
+    }
     let mut counts = vec![[(0u64, 0u64); 2]; mix.flows().len()];
     let started = Instant::now();
     let mut sent = 0u64;
@@ -486,6 +504,20 @@ mod tests {
         assert!(shortest > 5000, "{shortest} of the shortest frames");
         let busiest = a.iter().filter(|f| f.flow < 200).count();
         assert!(busiest > 10_000, "{busiest} frames of the busiest tenth");
+    }
+
+    #[test]
+    fn a_mix_of_one_length_has_frames_of_that_length() {
+        let mut mix = Mix::new(3, 100).of_wire_bytes(1518);
+        assert!((0..1000).all(|_| {
+            let frame = mix.frame();
+            let tag = if mix.flows()[frame.flow].vlan.is_some() {
+                4
+            } else {
+                0
+            };
+            frame.bytes.len() == FRAME_MAX_BYTES + tag
+        }));
     }
 
     #[test]
