@@ -608,13 +608,9 @@ fn objects_ending(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
 /// the drives' whole scan gives, for the whole recording and for a window; DuckDB reads
 /// the same flows from the objects; a damaged flows object sends `find` back to reading
 /// every chunk, saying why, with the same answer.
-#[test]
-fn an_archive_answers_find_from_the_flows_beside_its_segments() {
-    let scratch = Scratch::new("find-archive");
-    let target = scratch.path("flows.img");
-    let sent = record_flows(&target, 24_000, Some(&needle()));
-    let store = scratch.path("store");
-    let url = format!("file://{}", store.display());
+/// `target` archived whole to a directory of `scratch` in segments of 5 MiB: its URL.
+fn archive_whole(scratch: &Scratch, target: &Path) -> String {
+    let url = format!("file://{}", scratch.path("store").display());
     let output = run(nvrec()
         .env("XDG_STATE_HOME", scratch.path("state"))
         .args([
@@ -626,8 +622,25 @@ fn an_archive_answers_find_from_the_flows_beside_its_segments() {
             "--part-size",
             "5M",
         ])
-        .arg(&target));
+        .arg(target));
     assert!(output.status.success(), "{}", text(&output));
+    url
+}
+
+/// The queries an archive must answer as the drives do.
+const SAME_QUERIES: [&[&str]; 3] = [
+    &["--match", "ip or ip6"],
+    &["--match", "not ip and not ip6"],
+    &["--match", "vlan 101 and host 172.16.1.1"],
+];
+
+#[test]
+fn an_archive_answers_find_from_the_flows_beside_its_segments() {
+    let scratch = Scratch::new("find-archive");
+    let target = scratch.path("flows.img");
+    let sent = record_flows(&target, 24_000, Some(&needle()));
+    let url = archive_whole(&scratch, &target);
+    let store = scratch.path("store");
     let flows_objects = objects_ending(&store, ".flows.parquet");
     assert!(flows_objects.len() >= 3, "{flows_objects:?}");
     let segments: Vec<_> = flows_objects
@@ -653,12 +666,7 @@ fn an_archive_answers_find_from_the_flows_beside_its_segments() {
         2 * flows_objects.len()
     );
 
-    let queries: [&[&str]; 3] = [
-        &["--match", "ip or ip6"],
-        &["--match", "not ip and not ip6"],
-        &["--match", "vlan 101 and host 172.16.1.1"],
-    ];
-    for query in queries {
+    for query in SAME_QUERIES {
         let drives = find(&target, query);
         let archive = find(Path::new(&url), query);
         assert_eq!(drives["read"]["how"], "scanned", "{drives}");
@@ -857,13 +865,7 @@ fn a_window_that_starts_inside_a_chunk_keeps_the_packets_after_its_start() {
     let whole = total_packets(&find(&target, &["--match", "ip or ip6"]));
     assert_eq!(whole, 3000);
 
-    let store = scratch.path("store");
-    let url = format!("file://{}", store.display());
-    let output = run(nvrec()
-        .env("XDG_STATE_HOME", scratch.path("state"))
-        .args(["archive", "--to", &url])
-        .arg(&target));
-    assert!(output.status.success(), "{}", text(&output));
+    let url = archive_whole(&scratch, &target);
 
     // Windows from packets spread over the recording, most of them inside a chunk of
     // about 70 packets: every packet from the window's start on, on the drives and from
@@ -911,28 +913,8 @@ fn a_ring_that_wrapped_answers_from_its_archive_as_from_its_drives() {
         ..RecordOptions::default()
     };
     let sent = record_flows_with(&target, 24_000, None, options);
-    let store = scratch.path("store");
-    let url = format!("file://{}", store.display());
-    let output = run(nvrec()
-        .env("XDG_STATE_HOME", scratch.path("state"))
-        .args([
-            "archive",
-            "--to",
-            &url,
-            "--segment-size",
-            "5M",
-            "--part-size",
-            "5M",
-        ])
-        .arg(&target));
-    assert!(output.status.success(), "{}", text(&output));
-
-    let queries: [&[&str]; 3] = [
-        &["--match", "ip or ip6"],
-        &["--match", "not ip and not ip6"],
-        &["--match", "vlan 101 and host 172.16.1.1"],
-    ];
-    for query in queries {
+    let url = archive_whole(&scratch, &target);
+    for query in SAME_QUERIES {
         let drives = find(&target, query);
         let archive = find(Path::new(&url), query);
         assert_eq!(archive["flows"], drives["flows"], "{query:?}: {archive}");

@@ -576,8 +576,8 @@ fn targets_not_allowed_are_refused_and_nothing_is_written() {
             "unexpected argument '--colour'",
         ),
         (
-            json!({"targets": [allowed], "source": "pattern", "chunk_size": "100K"}),
-            "chunk",
+            json!({"targets": [allowed], "source": "pattern", "chunk_size": "6K"}),
+            "a multiple of 4 KiB from 8 KiB to 64 MiB",
         ),
         (json!({"targets": [allowed]}), "no stdin"),
         (json!(["not", "an", "object"]), "JSON object"),
