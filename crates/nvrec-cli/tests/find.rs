@@ -928,6 +928,16 @@ fn a_ring_that_wrapped_answers_from_its_archive_as_from_its_drives() {
     assert!(kept > 0 && kept < all, "{kept} of {all}");
 }
 
+/// `command` on `target`, started with its output piped.
+fn started(command: &mut Command, target: &Path) -> std::process::Child {
+    command
+        .arg(target)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// `ls --json` of `target` once it lists its recording as recording.
 fn wait_until_recording(target: &Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -954,36 +964,32 @@ fn a_capture_archived_while_it_records_is_indexed_across_passes_as_the_drives_an
     let target = scratch.path("capture.img");
     // 16 KiB chunks, frames up to 60 KB: most chunk ends, so most segment ends between the
     // archive's passes, fall inside a packet.
-    let recorder = nvrec()
-        .args([
-            "--json",
-            "record",
-            "--source",
-            "capture:lo",
-            "--duration",
-            "4s",
-        ])
-        .args(["--chunk-size", "16K", "--create-size", "512M"])
-        .arg(&target)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let recorder = started(
+        nvrec()
+            .args([
+                "--json",
+                "record",
+                "--source",
+                "capture:lo",
+                "--duration",
+                "4s",
+            ])
+            .args(["--chunk-size", "16K", "--create-size", "512M"]),
+        &target,
+    );
     common::wait_for_capture();
     wait_until_recording(&target);
     let store = scratch.path("store");
     let url = format!("file://{}", store.display());
-    let follower = nvrec()
-        .env("XDG_STATE_HOME", scratch.path("state"))
-        .args([
-            "--json", "archive", "--to", &url, "--follow", "--poll", "200ms",
-        ])
-        .args(["--segment-size", "5M", "--part-size", "5M"])
-        .arg(&target)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let follower = started(
+        nvrec()
+            .env("XDG_STATE_HOME", scratch.path("state"))
+            .args([
+                "--json", "archive", "--to", &url, "--follow", "--poll", "200ms",
+            ])
+            .args(["--segment-size", "5M", "--part-size", "5M"]),
+        &target,
+    );
     // About 20 MB/s of datagrams from 200 B to 60 KB for 2.5 s, each seen twice on lo.
     let receiver = std::net::UdpSocket::bind("127.0.0.1:5601").unwrap();
     let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -1033,21 +1039,19 @@ fn a_realistic_mix_captured_on_a_veth_pair_is_found_flow_by_flow_as_it_was_sent(
     net.enter(Side::B).expect("entering side B");
     let scratch = Scratch::new("find-mix");
     let target = scratch.path("mix.img");
-    let recorder = nvrec()
-        .args([
-            "--json",
-            "record",
-            "--source",
-            "capture:veth1",
-            "--duration",
-            "4s",
-        ])
-        .args(["--create-size", "256M"])
-        .arg(&target)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let recorder = started(
+        nvrec()
+            .args([
+                "--json",
+                "record",
+                "--source",
+                "capture:veth1",
+                "--duration",
+                "4s",
+            ])
+            .args(["--create-size", "256M"]),
+        &target,
+    );
     common::wait_for_capture();
     let options = mix::MixOptions {
         interface: net.interface(Side::A).to_string(),

@@ -186,11 +186,11 @@ impl Mix {
             _ => self.rng.below(count),
         } as usize;
         let reply = self.rng.below(3) == 0;
-        let len = match self.rng.below(100) {
-            _ if self.frame_len.is_some() => self.frame_len.unwrap_or(FRAME_MIN_BYTES),
-            0..40 => FRAME_MIN_BYTES,
-            40..65 => FRAME_MAX_BYTES,
-            _ => {
+        let len = match (self.frame_len, self.rng.below(100)) {
+            (Some(len), _) => len,
+            (None, 0..40) => FRAME_MIN_BYTES,
+            (None, 40..65) => FRAME_MAX_BYTES,
+            (None, _) => {
                 FRAME_MIN_BYTES
                     + self.rng.below((FRAME_MAX_BYTES - FRAME_MIN_BYTES) as u64) as usize
             }
