@@ -11,6 +11,9 @@ use common::*;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "seventy thousand TCP connections";
+
 /// A target that fills: the recording ends (exit 5), and the datagrams it had taken and
 /// could not store are counted not stored, so that those the report counts, less those,
 /// are exactly the packets the export holds.
@@ -77,6 +80,9 @@ fn a_full_target_counts_what_was_taken_and_not_stored() {
 /// 65 536), none refused, and the report and the recording count the same reads.
 #[test]
 fn seventy_thousand_tcp_connections_are_all_recorded_and_counted() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     use std::io::{Read, Write};
     if !own_network() {
         return;

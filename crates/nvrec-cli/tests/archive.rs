@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "archiving rings and marks while they record, killed and resumed, against a real S3 server or a directory";
+
 /// A scratch dir with the archive's local files (state and catalog) kept inside it.
 struct Setup {
     scratch: Scratch,
@@ -895,6 +898,9 @@ fn garage_kill_9_during_an_archive_then_resume() {
 
 #[test]
 fn garage_killed_mid_upload_then_resumed() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let Some(mut garage) = Garage::start() else {
         return;
     };
@@ -935,6 +941,9 @@ fn garage_killed_mid_upload_then_resumed() {
 
 #[test]
 fn follow_archives_a_recording_while_it_is_written_and_it_loses_nothing() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-follow");
     let targets = setup.files(&["a.img", "b.img"]);
     let url = format!("file://{}", setup.path("archive").display());
@@ -1263,6 +1272,9 @@ fn check_ring_archive_of(
 
 #[test]
 fn follow_archives_a_ring_that_wraps_whole_while_it_records() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-follow");
     let targets = setup.files(&["a.img"]);
     let url = format!("file://{}", setup.path("archive").display());
@@ -1301,6 +1313,9 @@ fn follow_archives_a_ring_that_wraps_whole_while_it_records() {
 
 #[test]
 fn a_ring_the_archive_cannot_keep_up_with_names_the_ranges_it_lacks() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-behind");
     let targets = setup.files(&["a.img"]);
     let url = format!("file://{}", setup.path("archive").display());
@@ -1466,6 +1481,9 @@ const FOLLOW_RING: [&str; 7] = [
 /// sent again, nothing named lost at the start), and the archive is whole.
 #[test]
 fn a_killed_follow_of_a_ring_resumes_where_its_archive_stands() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-kill");
     let targets = setup.files(&["a.img"]);
     let archive = setup.path("archive");
@@ -1508,6 +1526,9 @@ fn a_killed_follow_of_a_ring_resumes_where_its_archive_stands() {
 /// that range lost, nothing before it.
 #[test]
 fn a_ring_that_ends_while_its_killed_follow_is_down_lacks_only_what_it_overwrote() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-kill-end");
     let targets = setup.files(&["a.img"]);
     let archive = setup.path("archive");
@@ -1548,6 +1569,9 @@ fn a_ring_that_ends_while_its_killed_follow_is_down_lacks_only_what_it_overwrote
 /// from there lost, cut into segments again under the keys after it.
 #[test]
 fn a_resumed_ring_archive_goes_on_after_the_segments_the_store_still_holds() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-kill-gone");
     let targets = setup.files(&["a.img"]);
     let archive = setup.path("archive");
@@ -1636,6 +1660,9 @@ fn listed_on_drives(targets: &[PathBuf], recording_id: u32) -> serde_json::Value
 /// there), nothing named lost that it held, its manifest now of the recovered entry.
 #[test]
 fn a_crashed_ring_recovered_by_the_next_ring_keeps_what_its_archive_held() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-crash");
     let targets = setup.files(&["a.img"]);
     let archive = setup.path("archive");
@@ -1732,6 +1759,9 @@ fn a_crashed_ring_recovered_by_the_next_ring_keeps_what_its_archive_held() {
 /// ring's stream lost, overwritten on the drives before archived, not chunks missing.
 #[test]
 fn a_crashed_ring_the_next_ring_wrote_over_names_what_its_archive_lacks_overwritten() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-crash-tail");
     let targets = setup.files(&["a.img"]);
     let archive = setup.path("archive");
@@ -1797,6 +1827,9 @@ fn a_crashed_ring_the_next_ring_wrote_over_names_what_its_archive_lacks_overwrit
 
 #[test]
 fn a_one_second_window_of_an_archived_ring_takes_three_requests() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-window");
     let targets = setup.files(&["a.img"]);
     let url = format!("file://{}", setup.path("archive").display());
@@ -1854,6 +1887,9 @@ fn a_one_second_window_of_an_archived_ring_takes_three_requests() {
 /// releases the mark (flagged as held by its archive); the window reads from the archive.
 #[test]
 fn a_mark_whose_window_the_archive_holds_is_released_after_verify() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-mark");
     let targets = setup.files(&["a.img"]);
     let url = format!("file://{}", setup.path("archive").display());
@@ -1904,6 +1940,9 @@ fn a_mark_whose_window_the_archive_holds_is_released_after_verify() {
 /// over: the mark stays kept, and the run says why.
 #[test]
 fn a_mark_the_archive_lacks_stays_kept_and_says_why() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let setup = Setup::new("arch-ring-mark-kept");
     let targets = setup.files(&["a.img"]);
     let url = format!("file://{}", setup.path("archive").display());

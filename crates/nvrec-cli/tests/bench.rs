@@ -9,6 +9,9 @@ use common::{json, nvrec, rendered_chart_count, run, text, LoopDevice, Scratch, 
 use std::path::Path;
 use std::process::Command;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "a bench's fill and throttle detection over tens of seconds of a simulated drive, and its reports in Chromium";
+
 /// The kernel-throttle test compares rates the machine must hold, so it runs alone; the
 /// other tests run beside each other.
 static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
@@ -467,6 +470,9 @@ fn fill_finds_one_or_two_plateaus_on_the_simulated_drive_within_three_percent() 
 
 #[test]
 fn fill_finds_three_plateaus_on_the_simulated_drive_within_three_percent() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = beside_others();
     plateaus_match_the_model(
         "sim:capacity=1G,dram=96M,dram-rate=6GB/s,cache=256M,fast=2.8GB/s,slow=1.6GB/s",
@@ -723,6 +729,9 @@ fn plateaus_match_the_kernel(value: &serde_json::Value, counts: &[Count]) {
 
 #[test]
 fn fill_finds_the_steps_of_a_kernel_throttle_within_ten_percent() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = alone();
     // A RAM-backed device whose write limit the kernel changes as the fill goes. The
     // throttle dispatches in bursts about every 100 ms, so the fill's windows (tens of ms)
@@ -943,6 +952,9 @@ fn bench_report_overlays_saved_benches_and_compares_them_to_the_first() {
 
 #[test]
 fn reports_render_in_headless_chromium() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = beside_others();
     let scratch = Scratch::new("bench-render");
     for (name, args) in [
@@ -1015,6 +1027,9 @@ fn section_chart_count(page: &str, id: &str) -> usize {
 
 #[test]
 fn bench_report_draws_each_drive_beside_the_others_and_every_picture_renders() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = beside_others();
     let scratch = Scratch::new("bench-drives");
     let save = |name: &str, args: &[&str]| {

@@ -12,6 +12,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "benches of several drives at once";
+
 /// The throttle test measures rates the machine must hold, so it runs alone; the other tests
 /// run beside each other.
 static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
@@ -185,6 +188,9 @@ fn every_shape(scratch: &Scratch, label: &str, targets: &[String]) {
 
 #[test]
 fn two_and_three_files_at_once() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = beside_others();
     let scratch = Scratch::new("together-files");
     let targets = files(&scratch, 3, 64 << 20);
@@ -235,6 +241,9 @@ fn two_and_three_files_at_once() {
 
 #[test]
 fn two_and_three_loop_devices_at_once() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = beside_others();
     let devices: Option<Vec<LoopDevice>> = (0..3).map(|_| LoopDevice::new(64 << 20)).collect();
     let Some(devices) = devices else {

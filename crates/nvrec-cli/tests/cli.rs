@@ -9,6 +9,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "progress lines and interrupts over seconds of a run";
+
 #[test]
 fn write_then_read_round_trip_with_json() {
     let scratch = Scratch::new("roundtrip");
@@ -705,6 +708,9 @@ fn started(out: &Path) -> impl Fn() -> bool + '_ {
 
 #[test]
 fn an_interrupted_replay_says_stopped_or_aborted_with_records_exit_statuses() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("replay-signal");
     let set = paced_recording(&scratch, 3);
     let out = scratch.path("out.bin");
@@ -1180,6 +1186,9 @@ fn an_os_error_is_printed_once() {
 
 #[test]
 fn without_a_terminal_a_long_run_prints_a_progress_line_every_few_seconds() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("progress");
     let set = scratch.path("set.img");
     let output = run(nvrec()

@@ -21,6 +21,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "a long export split in parts";
+
 /// Bytes of one ci16_le sample (I and Q).
 const SAMPLE_BYTES: u64 = 4;
 
@@ -730,6 +733,9 @@ fn bad_export_input_exits_2_and_writes_nothing() {
 /// nothing are refused (exit 2).
 #[test]
 fn a_split_export_is_numbered_whole_parts_that_add_up_to_the_whole() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     if !common::tool("tshark", "tshark", nvrec_testkit::TSHARK) {
         return;
     }

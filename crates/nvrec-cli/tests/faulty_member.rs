@@ -12,6 +12,9 @@ use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "a member that fails, stalls, slows or loses its flushes on a FUSE-backed loop device, in real time";
+
 /// A healthy file member and a faulty loop-device member, each `size` bytes. Fields drop
 /// in order: the loop device is detached, the disk unmounted, then the files removed.
 struct Pair {
@@ -93,6 +96,9 @@ const DATA_AREA: u64 = 8 << 20;
 
 #[test]
 fn a_member_whose_writes_fail_is_retired_and_the_recording_stays_whole() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(pair) = Pair::new("eio", 256 << 20) else {
         return;
@@ -210,6 +216,9 @@ fn paced_with(
 
 #[test]
 fn a_member_that_stalls_for_3_s_costs_nothing_when_the_other_can_take_the_rate() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(pair) = Pair::new("stall", 1 << 30) else {
         return;
@@ -234,6 +243,9 @@ fn a_member_that_stalls_for_3_s_costs_nothing_when_the_other_can_take_the_rate()
 
 #[test]
 fn a_member_stalled_past_the_timeout_is_retired_and_nothing_is_lost() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(pair) = Pair::new("timeout", 1 << 30) else {
         return;
@@ -252,6 +264,9 @@ fn a_member_stalled_past_the_timeout_is_retired_and_nothing_is_lost() {
 
 #[test]
 fn a_member_slowed_to_a_tenth_of_the_rate_costs_nothing() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(pair) = Pair::new("slow", 1 << 30) else {
         return;
@@ -274,6 +289,9 @@ fn a_member_slowed_to_a_tenth_of_the_rate_costs_nothing() {
 
 #[test]
 fn after_kill_9_a_degraded_recording_comes_back_with_its_retirement() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(pair) = Pair::new("kill9", 256 << 20) else {
         return;
@@ -487,7 +505,7 @@ fn power_cuts_after_kill_9_lose_nothing_a_checkpoint_acknowledged() {
             let count = std::env::var("NVREC_CRASH_CASES")
                 .ok()
                 .and_then(|n| n.parse().ok())
-                .unwrap_or(12u64);
+                .unwrap_or_else(|| nvrec_testkit::quick_or_full(3, 12));
             let base = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
@@ -958,6 +976,9 @@ fn summary(report: &serde_json::Value) -> String {
 
 #[test]
 fn a_member_that_dies_mid_recording_is_retired_and_every_byte_replays() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("dies", 1, 1, 1 << 30) else {
         return;
@@ -993,6 +1014,9 @@ fn a_member_that_dies_mid_recording_is_retired_and_every_byte_replays() {
 
 #[test]
 fn a_member_that_dies_before_the_first_checkpoint_is_retired_and_every_byte_replays() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("dies-early", 1, 1, 1 << 30) else {
         return;
@@ -1013,6 +1037,9 @@ fn a_member_that_dies_before_the_first_checkpoint_is_retired_and_every_byte_repl
 
 #[test]
 fn a_second_member_that_dies_after_another_was_retired_leaves_the_last_to_carry_on() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("dies-second", 1, 2, 1 << 30) else {
         return;
@@ -1052,6 +1079,9 @@ fn a_second_member_that_dies_after_another_was_retired_leaves_the_last_to_carry_
 /// redirected writes reads as damage).
 #[test]
 fn two_members_dying_together_leave_the_third_to_carry_on_and_every_byte_replays() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("die-together", 1, 2, 1 << 30) else {
         return;
@@ -1074,6 +1104,9 @@ fn two_members_dying_together_leave_the_third_to_carry_on_and_every_byte_replays
 
 #[test]
 fn a_member_whose_flushes_fail_is_retired_though_its_writes_succeed() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("flushes", 1, 1, 1 << 30) else {
         return;
@@ -1100,6 +1133,9 @@ fn a_member_whose_flushes_fail_is_retired_though_its_writes_succeed() {
 
 #[test]
 fn a_member_whose_flushes_fail_holds_nothing_the_recording_needs_after_a_power_cut() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::with("flushes-cut", 1, 1, 1 << 30, tracking_unflushed()) else {
         return;
@@ -1365,6 +1401,9 @@ fn check_no_recording(targets: &[PathBuf], case: &str) {
 #[test]
 fn a_member_dying_before_the_recording_starts_is_refused_at_format_or_retired_before_its_first_chunk(
 ) {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("dies-at-start", 1, 1, 256 << 20) else {
         return;
@@ -1495,6 +1534,9 @@ fn newest_on(targets: &[PathBuf]) -> nvrec::layout::Checkpoint {
 
 #[test]
 fn a_member_dying_inside_a_checkpoint_is_retired_and_every_byte_replays() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     // A checkpoint flushes the member, then writes the checkpoint to it and flushes again.
     // The member dies at the first (the checkpoint goes nowhere) or at the second (it holds
@@ -1529,6 +1571,9 @@ fn a_member_dying_inside_a_checkpoint_is_retired_and_every_byte_replays() {
 
 #[test]
 fn a_member_stalled_past_the_timeout_whose_flushes_then_fail_loses_nothing_unreported() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::with("stall-flush", 1, 1, 1 << 30, tracking_unflushed()) else {
         return;
@@ -1566,6 +1611,9 @@ fn a_member_stalled_past_the_timeout_whose_flushes_then_fail_loses_nothing_unrep
 
 #[test]
 fn a_full_member_whose_flushes_fail_too_loses_nothing_after_a_power_cut() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::with("full-flush", 1, 1, 1 << 30, tracking_unflushed()) else {
         return;
@@ -1593,6 +1641,9 @@ fn a_full_member_whose_flushes_fail_too_loses_nothing_after_a_power_cut() {
 /// at the rate. Nothing of the input is lost meanwhile, and nothing after a power cut.
 #[test]
 fn a_full_member_whose_flushes_fail_before_the_first_checkpoint_loses_no_input() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::with("full-flush-early", 1, 1, 1 << 30, tracking_unflushed()) else {
         return;
@@ -1628,6 +1679,9 @@ fn a_full_member_whose_flushes_fail_before_the_first_checkpoint_loses_no_input()
 
 #[test]
 fn repair_with_a_dying_member_after_kill_9_says_what_it_could_not_repair() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("repair-dying", 1, 1, 256 << 20) else {
         return;

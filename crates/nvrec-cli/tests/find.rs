@@ -21,6 +21,9 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::process::Command;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "finding flows in captures of seconds of traffic on a veth pair";
+
 const PROTO_ICMP: u8 = 1;
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
@@ -957,6 +960,9 @@ fn wait_until_recording(target: &Path) {
 
 #[test]
 fn a_capture_archived_while_it_records_is_indexed_across_passes_as_the_drives_answer() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     if !common::own_network() {
         return;
     }
@@ -1030,6 +1036,9 @@ fn a_capture_archived_while_it_records_is_indexed_across_passes_as_the_drives_an
 
 #[test]
 fn a_realistic_mix_captured_on_a_veth_pair_is_found_flow_by_flow_as_it_was_sent() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     use nvrec_netgen::{mix, Side, TestNet};
     if let Some(reason) = TestNet::unavailable() {
         nvrec_testkit::skip(nvrec_testkit::NET_NAMESPACE, reason);

@@ -6,6 +6,9 @@ mod common;
 use common::*;
 use std::path::PathBuf;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "what a live recording's members are shown as, over seconds of recording";
+
 fn record_pattern(targets: &[PathBuf], extra: &[&str]) -> serde_json::Value {
     let output = run(nvrec()
         .args(["--json", "record", "--source", "pattern"])
@@ -169,6 +172,9 @@ fn verify_checks_each_recording_against_its_own_seed() {
 
 #[test]
 fn a_live_recording_is_shown_as_recording_and_nothing_else_writes_its_members() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("honest-live");
     let targets = vec![scratch.path("a.img"), scratch.path("b.img")];
     live_recording_is_locked(&targets, &["--create-size", "128M"], 1);

@@ -9,6 +9,9 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "marks over many laps of a ring, killed and recovered";
+
 /// A ring recording of the pattern (seed 5) at `rate` onto `targets`, `extra` added.
 fn start_ring(targets: &[PathBuf], rate: &str, extra: &[&str]) -> Child {
     nvrec()
@@ -51,6 +54,9 @@ fn verify_mark(targets: &[PathBuf], id: u64) -> std::process::Output {
 
 #[test]
 fn a_mark_asked_of_a_running_ring_outlives_its_laps_and_reads_whole() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("marks-running");
     let targets = vec![scratch.path("a.img"), scratch.path("b.img")];
     // Two members of 32 MiB: a lap of 64 MiB is some 1.6 s at 40 MB/s; 6 s is over 3 laps.
@@ -116,6 +122,9 @@ fn a_mark_asked_of_a_running_ring_outlives_its_laps_and_reads_whole() {
 
 #[test]
 fn killed_during_a_mark_the_recorder_leaves_it_listed_once_and_whole_after_repair() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("marks-kill9");
     let targets = vec![scratch.path("a.img")];
     for (round, kill_after_ms) in [1500u64, 1900, 2600].into_iter().enumerate() {
@@ -378,6 +387,9 @@ fn wait_for_mark_state(targets: &[PathBuf], state: &str) -> serde_json::Value {
 /// ring was written over; a linear recording added afterwards keeps out of the mark too.
 #[test]
 fn a_ring_started_again_after_a_crash_keeps_the_marks_of_the_one_before() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("marks-restart");
     let targets = vec![scratch.path("a.img")];
     let mut child = start_ring(&targets, "40MB/s", &["--create-size", "48M"]);

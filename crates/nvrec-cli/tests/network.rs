@@ -19,6 +19,9 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "a capture of seconds of traffic on a veth pair";
+
 /// A test network, this thread moved onto its side B (nvrec started from here records
 /// there); None, with the reason printed, where one cannot be made.
 fn test_network() -> Option<TestNet> {
@@ -374,6 +377,9 @@ fn pcapng_packets(bytes: &[u8]) -> Vec<Vec<u8>> {
 /// messages, a frame is a whole 64 KiB packet (the veth pair does not split it), kept whole.
 #[test]
 fn a_capture_on_the_veth_pair_accounts_for_every_frame() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let Some(net) = test_network() else { return };
     const LEN: usize = 1400;
     // A socket for the datagrams (never read: the kernel drops what does not fit), so that

@@ -8,6 +8,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "rings over many laps and members, paced, stopped and killed";
+
 fn replay(targets: &[PathBuf], extra: &[&str]) -> Output {
     run(nvrec().arg("replay").args(extra).args(targets))
 }
@@ -273,6 +276,9 @@ fn after_kill_9_a_ring_comes_back_up_to_what_was_acknowledged() {
 
 #[test]
 fn a_paced_ring_with_writes_of_every_size_keeps_every_lap_whole() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     // A paced source sends what it has when the targets are about to idle, so writes of
     // one to eight chunks alternate and laps end in the middle of a write. Each lap must
     // still fill every slot in order: what is left behind at the end of a lap would be an
@@ -509,6 +515,9 @@ fn missing_and_foreign_members_are_named() {
 
 #[test]
 fn append_time_selection_and_recording_choice() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("append");
     let targets = files(&scratch, &["a.img", "b.img"]);
     let first = noise(3 << 20, 21);
@@ -880,6 +889,9 @@ fn ring_round_trip(targets: &[PathBuf], data: &[u8], end: RingEnd) -> Vec<u8> {
 
 #[test]
 fn ring_replays_are_byte_exact_on_one_to_four_members_wrapped_or_not_stopped_or_killed() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     // A ring that never wrapped must come back whole, whichever member got the first chunks
     // (the reader once started at the newest of the members' first chunks and dropped the
     // first megabytes while verify said OK); one that wrapped, as its newest data in order.

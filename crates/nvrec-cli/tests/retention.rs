@@ -9,6 +9,9 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "a recorder killed while retention reclaims";
+
 fn targets(scratch: &Scratch) -> Vec<PathBuf> {
     vec![scratch.path("a.img"), scratch.path("b.img")]
 }
@@ -104,6 +107,9 @@ fn record_and_kill(targets: &[PathBuf], seed: u64, bytes: u64) {
 
 #[test]
 fn killed_while_it_reclaims_a_set_loses_nothing_it_kept_and_counts_nothing_twice() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("reclaim-kill9");
     let targets = targets(&scratch);
     let output = record_pattern(&targets, 1, "6MiB", &["--create-size", "16M"]);

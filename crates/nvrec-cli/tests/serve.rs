@@ -25,6 +25,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "the service's dashboard in Chromium over seconds of a recording";
+
 /// Where a test's service listens.
 #[derive(Clone)]
 enum Endpoint {
@@ -1836,6 +1839,9 @@ fn chromium(browser: &str, dir: &Path, url: &str, extra: &[String]) -> std::proc
 
 #[test]
 fn the_dashboard_draws_a_running_recording_in_chromium() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|b| Command::new(b).arg("--version").output().is_ok())

@@ -9,6 +9,9 @@ use common::{json, noise, nvrec, run, text, Scratch};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "a long bench's progress lines";
+
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 
@@ -252,6 +255,9 @@ fn line_rate_mib_per_s(line: &str) -> Option<f64> {
 
 #[test]
 fn without_a_terminal_a_long_bench_prints_progress_lines_and_a_final_average() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("sizes-progress");
     let file = scratch.path("cdm.img");
     // Eight tests of a second each: time-based, so no total; progress counts every byte.

@@ -16,6 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "datagrams that fit a chunk badly, over seconds of traffic";
+
 /// Starts `nvrec --json record` with `args` and waits until it listens on `port`.
 fn start_recorder(args: &[&str], port: SocketAddr) -> Child {
     start_recorder_until(args, || UdpSocket::bind(port).is_err())
@@ -39,6 +42,9 @@ fn sequences(replayed: &[u8], len: usize) -> Vec<u64> {
 /// 95 % of the chunks written is record bytes, and every datagram comes back whole.
 #[test]
 fn datagrams_that_fit_a_chunk_badly_fill_it_and_come_back_whole() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     if !own_network() {
         return;
     }

@@ -24,6 +24,11 @@ use std::sync::{Mutex, Once};
 /// Set to `1`, every skip fails its test instead.
 pub const NO_SKIP_VARIABLE: &str = "NVREC_NO_SKIP";
 
+/// Set to `1`, the slowest tests run whole (CI sets it): every case of the seeded runs and
+/// the tests [`kept_for_full_run`] holds back. Without it, `cargo test --workspace` is the
+/// quick run a developer waits for (HACKING.md, "The first hour").
+pub const FULL_RUN_VARIABLE: &str = "NVREC_FULL_TESTS";
+
 /// Something a test needs and this machine may lack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Need {
@@ -127,6 +132,11 @@ pub const QUIET_MACHINE: Need = need(
     "a machine that does not hold the writer back",
     "run again on a machine with less load",
 );
+/// A slow test that only the full run makes; CI makes it.
+pub const FULL_RUN: Need = need(
+    "the full run (NVREC_FULL_TESTS=1)",
+    "set NVREC_FULL_TESTS=1, as .ci/run does",
+);
 pub const QEMU_OPT_IN: Need = need(
     "NVREC_QEMU_TESTS=1 (boots QEMU, about a minute)",
     "apt-get install qemu-system-x86 nvme-cli; set NVREC_QEMU_TESTS=1",
@@ -162,6 +172,32 @@ pub fn skip(need: Need, detail: impl Display) {
     // The harness captures `eprintln!`, not the standard error itself.
     let _ = writeln!(std::io::stderr(), "{line}");
     record(test, need);
+}
+
+/// Whether this is the full run (`NVREC_FULL_TESTS=1`).
+pub fn full_run() -> bool {
+    variable_is_one(FULL_RUN_VARIABLE)
+}
+
+/// How many of a repeated check to make: `full` in the full run, `quick` otherwise.
+pub fn quick_or_full<T>(quick: T, full: T) -> T {
+    if full_run() {
+        full
+    } else {
+        quick
+    }
+}
+
+/// For a slow test that only the full run makes: outside it, skips (as [`skip`] does, so
+/// the skip shows and `NVREC_NO_SKIP=1` fails it) naming what the test `covers`, and returns
+/// true; the test then returns. In the full run, returns false.
+#[track_caller]
+pub fn kept_for_full_run(covers: &str) -> bool {
+    if full_run() {
+        return false;
+    }
+    skip(FULL_RUN, format_args!("a slow test; it covers {covers}"));
+    true
 }
 
 /// Whether another run covers what this test would check: the test that `need` names runs,
@@ -331,6 +367,16 @@ mod tests {
             text.contains("  chromium (apt-get install chromium): b\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_quick_run_takes_the_quick_count_and_the_full_run_the_full() {
+        let expected = if std::env::var(FULL_RUN_VARIABLE).as_deref() == Ok("1") {
+            3000
+        } else {
+            300
+        };
+        assert_eq!(quick_or_full(300, 3000), expected);
     }
 
     #[test]

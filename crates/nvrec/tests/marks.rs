@@ -19,6 +19,9 @@ use std::io;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+/// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
+const SLOW: &str = "recovery across kept slots in many simulated crashes";
+
 const DISK_BYTES: u64 = 8 << 20;
 const CHUNK_BYTES: u32 = 8192;
 const SEED: u64 = 41;
@@ -705,6 +708,9 @@ fn a_stall_costs_nothing_where_another_member_jumps_over_a_kept_mark() {
 /// reads whole and reaches what its last durable checkpoint claimed.
 #[test]
 fn recovery_crosses_kept_slots_a_write_point_jumped_before_a_checkpoint() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let whole = SimDisks::new(2, STALL_DISK_BYTES, 4096, 29);
     stalled_ring(&whole, 2200, None);
     let operations = whole.counters().operation_count;

@@ -67,7 +67,8 @@
 //! (`a_seed_replays_exactly` holds runs of a few dozen seeds to it, by the disks' trace
 //! hash).
 //!
-//! `NVREC_SIM_CASES` sets the number of cases (default [`DEFAULT_CASE_COUNT`]),
+//! `NVREC_SIM_CASES` sets the number of cases (default [`DEFAULT_CASE_COUNT`] in the full run,
+//! [`QUICK_CASE_COUNT`] in the quick one),
 //! `NVREC_SIM_SEED` the first seed (default: drawn, and printed); a failure names the seed
 //! that repeats it: `NVREC_SIM_SEED=N NVREC_SIM_CASES=1` runs that case alone and prints
 //! what it drew and what it did (the trace hash, the report, the read-back), the same in
@@ -1817,14 +1818,17 @@ fn watch(running: &[Mutex<Option<(u64, Instant)>>], finished: &AtomicBool) {
     }
 }
 
-/// Cases a run of the test takes where `NVREC_SIM_CASES` does not say.
+/// Cases a full run (`NVREC_FULL_TESTS=1`, as CI) takes where `NVREC_SIM_CASES` does not say.
 const DEFAULT_CASE_COUNT: u64 = 3000;
+
+/// Cases the quick run takes: a tenth, still enough for every fault kind to strike.
+const QUICK_CASE_COUNT: u64 = 300;
 
 fn case_count() -> u64 {
     std::env::var("NVREC_SIM_CASES")
         .ok()
         .and_then(|text| text.parse().ok())
-        .unwrap_or(DEFAULT_CASE_COUNT)
+        .unwrap_or_else(|| nvrec_testkit::quick_or_full(QUICK_CASE_COUNT, DEFAULT_CASE_COUNT))
 }
 
 fn first_seed() -> u64 {

@@ -13,14 +13,15 @@ use super::{
     SUPERBLOCK_MAGIC,
 };
 
-/// Inputs per property natively. Under qemu-aarch64's emulation (the runner sets
-/// `NVREC_QEMU_USER`) a twentieth: the properties do not depend on the architecture, the
-/// emulated run proves the decoders on it, and 100 000 inputs there take minutes.
+/// Inputs per property in the full run (`NVREC_FULL_TESTS=1`, as CI), natively. Under
+/// qemu-aarch64's emulation (the runner sets `NVREC_QEMU_USER`) a twentieth: the properties
+/// do not depend on the architecture, the emulated run proves the decoders on it, and 100 000
+/// inputs there take minutes. The quick run takes a tenth.
 fn cases() -> u32 {
     if std::env::var_os("NVREC_QEMU_USER").is_some() {
         5_000
     } else {
-        100_000
+        nvrec_testkit::quick_or_full(10_000, 100_000)
     }
 }
 
