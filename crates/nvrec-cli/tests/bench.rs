@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "a bench's fill and throttle detection over tens of seconds of a simulated drive, and its reports in Chromium";
+const SLOW: &str = "a bench's fill and throttle detection over tens of seconds of a simulated drive, every bench on a file, buffered runs, reports in Chromium";
 
 /// The kernel-throttle test compares rates the machine must hold, so it runs alone; the
 /// other tests run beside each other.
@@ -136,6 +136,9 @@ fn every_bench_runs_on_the_simulated_drive() {
 
 #[test]
 fn every_bench_runs_on_a_file() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = beside_others();
     let scratch = Scratch::new("bench-file");
     // One file for every bench, made as large as the largest needs: a bench never grows a
@@ -1204,6 +1207,9 @@ fn bench_report_refuses_a_rating_it_cannot_use_and_writes_nothing() {
 
 #[test]
 fn buffered_write_read_and_sweep_go_through_the_page_cache_dropped_first() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = beside_others();
     let scratch = Scratch::new("bench-buffered");
     let file = scratch.path("buffered.img");

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "benches of several drives at once";
+const SLOW: &str = "benches of several drives at once, unequal drives, their reports in Chromium";
 
 /// The throttle test measures rates the machine must hold, so it runs alone; the other tests
 /// run beside each other.
@@ -429,6 +429,9 @@ fn the_same_drive_twice_is_refused_with_nothing_written() {
 /// own rate, together and alone, and the aggregate adds them up.
 #[test]
 fn unequal_drives_each_keep_their_own_rate() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = alone();
     const LIMIT_BYTES_PER_S: u64 = 40_000_000;
     let (Some(slow), Some(fast)) = (
@@ -488,6 +491,9 @@ fn unequal_drives_each_keep_their_own_rate() {
 
 #[test]
 fn reports_of_drives_at_once_render_in_chromium_and_overlay() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _machine = beside_others();
     let scratch = Scratch::new("together-report");
     let sims = [

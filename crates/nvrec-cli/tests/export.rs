@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "a long export split in parts";
+const SLOW: &str = "a long export split in parts, SigMF with its losses";
 
 /// Bytes of one ci16_le sample (I and Q).
 const SAMPLE_BYTES: u64 = 4;
@@ -109,6 +109,9 @@ const ANNOTATION_KEYS: [&str; 3] = [
 /// its capture segment's global index locates in the stream.
 #[test]
 fn sigmf_exports_read_back_with_each_loss_at_its_sample() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     if !common::python_imports("sigmf, numpy", "sigmf", nvrec_testkit::PYTHON_SIGMF) {
         return;
     }

@@ -13,7 +13,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "a member that fails, stalls, slows or loses its flushes on a FUSE-backed loop device, in real time";
+const SLOW: &str = "a member that fails, dies, stalls, slows or loses its flushes on a FUSE-backed loop device, in real time";
 
 /// A healthy file member and a faulty loop-device member, each `size` bytes. Fields drop
 /// in order: the loop device is detached, the disk unmounted, then the files removed.
@@ -152,6 +152,9 @@ fn a_member_whose_writes_fail_is_retired_and_the_recording_stays_whole() {
 
 #[test]
 fn on_member_failure_stop_ends_the_recording_with_an_error_and_claims_only_what_came_before() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(pair) = Pair::new("stop", 256 << 20) else {
         return;
@@ -1195,6 +1198,9 @@ fn cut_power(rig: &Rig, output: &Output) -> u64 {
 
 #[test]
 fn a_flush_that_fails_at_close_retires_the_member_or_is_reported() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("close", 1, 1, 256 << 20) else {
         return;
@@ -1316,6 +1322,9 @@ fn a_flush_that_fails_at_close_retires_the_member_or_is_reported() {
 
 #[test]
 fn the_only_member_dying_ends_the_recording_with_an_error_and_its_entry_covers_every_chunk() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("dies-alone", 0, 1, 1 << 30) else {
         return;
@@ -1330,6 +1339,9 @@ fn the_only_member_dying_ends_the_recording_with_an_error_and_its_entry_covers_e
 
 #[test]
 fn every_member_dying_ends_the_recording_with_an_error_and_its_entry_covers_every_chunk() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let _serial = one_at_a_time();
     let Some(rig) = Rig::new("dies-all", 0, 2, 1 << 30) else {
         return;

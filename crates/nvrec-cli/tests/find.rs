@@ -22,7 +22,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "finding flows in captures of seconds of traffic on a veth pair";
+const SLOW: &str = "finding flows in captures of seconds of traffic on a veth pair, and a window that starts inside a chunk";
 
 const PROTO_ICMP: u8 = 1;
 const PROTO_TCP: u8 = 6;
@@ -839,6 +839,9 @@ fn pcapng_packets(path: &Path) -> u64 {
 
 #[test]
 fn a_window_that_starts_inside_a_chunk_keeps_the_packets_after_its_start() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("find-window-start");
     let target = scratch.path("stamped.img");
     let flows = flows();

@@ -10,7 +10,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "marks over many laps of a ring, killed and recovered";
+const SLOW: &str = "marks end to end: kill -9 during one, repair, a damaged entry, release, the signal and UDP triggers, marks over laps";
 
 /// A ring recording of the pattern (seed 5) at `rate` onto `targets`, `extra` added.
 fn start_ring(targets: &[PathBuf], rate: &str, extra: &[&str]) -> Child {
@@ -167,6 +167,9 @@ fn killed_during_a_mark_the_recorder_leaves_it_listed_once_and_whole_after_repai
 
 #[test]
 fn a_mark_whose_entry_is_damaged_on_one_member_comes_back_with_repair() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("marks-repair");
     let targets = vec![scratch.path("a.img"), scratch.path("b.img")];
     let child = start_ring(
@@ -213,6 +216,9 @@ fn a_mark_whose_entry_is_damaged_on_one_member_comes_back_with_repair() {
 
 #[test]
 fn a_datagram_and_a_signal_take_marks_labelled_by_what_sent_them() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("marks-triggers");
     let targets = vec![scratch.path("a.img")];
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
@@ -336,6 +342,9 @@ fn what_marks_cannot_do_is_refused_with_exit_2() {
 
 #[test]
 fn a_released_mark_is_refused_with_when_and_the_ring_takes_its_slots_back() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("marks-release");
     let targets = vec![scratch.path("a.img")];
     let child = start_ring(

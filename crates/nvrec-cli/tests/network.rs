@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "a capture of seconds of traffic on a veth pair";
+const SLOW: &str = "UDP, TCP and capture recorded, replayed, exported and sent back on namespaces and veth pairs, over seconds of traffic";
 
 /// A test network, this thread moved onto its side B (nvrec started from here records
 /// there); None, with the reason printed, where one cannot be made.
@@ -155,6 +155,9 @@ fn wireshark_count(path: &std::path::Path) -> Option<usize> {
 
 #[test]
 fn udp_streams_round_trip_with_exact_counts() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let Some(net) = test_network() else { return };
     let scratch = Scratch::new("udp");
     let (a, b) = (scratch.path("a.img"), scratch.path("b.img"));
@@ -247,6 +250,9 @@ fn udp_streams_round_trip_with_exact_counts() {
 
 #[test]
 fn tcp_connections_are_streams_that_replay_byte_exact() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     if !own_network() {
         return;
     }
@@ -305,6 +311,9 @@ fn tcp_connections_are_streams_that_replay_byte_exact() {
 
 #[test]
 fn a_capture_keeps_every_frame_or_counts_it_dropped_and_replays_as_pcapng() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     if !own_network() {
         return;
     }
@@ -574,6 +583,9 @@ fn a_recording_killed_mid_stream_exports_what_it_holds() {
 /// every datagram once, in order, as sent; with --pace, over the time they took to arrive.
 #[test]
 fn replay_sends_the_datagrams_back_onto_the_wire() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let Some(net) = test_network() else { return };
     let scratch = Scratch::new("send");
     let target = scratch.path("s.img");
@@ -714,6 +726,9 @@ fn network_arguments_that_cannot_work_are_refused_before_anything_is_written() {
 /// and cut exactly at the datagrams' own receive times.
 #[test]
 fn an_export_window_holds_the_datagrams_received_in_it() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     if !own_network() {
         return;
     }

@@ -9,7 +9,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "rings over many laps and members, paced, stopped and killed";
+const SLOW: &str =
+    "rings over many laps and members, paced, stopped and killed; overload counted and marked";
 
 fn replay(targets: &[PathBuf], extra: &[&str]) -> Output {
     run(nvrec().arg("replay").args(extra).args(targets))
@@ -225,6 +226,9 @@ fn what_a_quiet_pipe_sent_is_written_without_waiting_for_more() {
 
 #[test]
 fn after_kill_9_a_ring_comes_back_up_to_what_was_acknowledged() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     // A small ring laps many times between timed checkpoints (the interval is long here):
     // the writer checkpoints every half lap, and recovery's forward search goes on at slot
     // 0 where a lap ends, so that the newest data comes back however the crash falls.
@@ -370,6 +374,9 @@ fn a_full_target_in_linear_mode_stops_cleanly_with_its_own_status() {
 
 #[test]
 fn input_that_outruns_the_target_is_lost_counted_and_marked() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("loss");
     let targets = files(&scratch, &["a.img"]);
     // 20 GB/s into a tiny pool and queue: most of it cannot be kept.

@@ -10,7 +10,7 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "a recorder killed while retention reclaims";
+const SLOW: &str = "a recorder killed while retention reclaims, and --usable over a ring";
 
 fn targets(scratch: &Scratch) -> Vec<PathBuf> {
     vec![scratch.path("a.img"), scratch.path("b.img")]
@@ -225,6 +225,9 @@ fn untouched(path: &std::path::Path, from: usize, to: usize, byte: u8) -> bool {
 /// An append that asks another usable part is refused (exit 2) with nothing written.
 #[test]
 fn usable_leaves_the_rest_of_each_member_unwritten_in_a_ring_and_with_retention() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     const SIZE: usize = 32 << 20;
     const BYTE: u8 = 0x5a;
     let scratch = Scratch::new("usable");

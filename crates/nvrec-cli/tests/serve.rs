@@ -26,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
-const SLOW: &str = "the service's dashboard in Chromium over seconds of a recording";
+const SLOW: &str = "the service's dashboard in Chromium, its options through the API, and a mark taken and released through it";
 
 /// Where a test's service listens.
 #[derive(Clone)]
@@ -455,6 +455,9 @@ fn an_api_recording_replays_byte_for_byte_as_the_cli_s() {
 
 #[test]
 fn a_mark_taken_and_released_through_the_api_is_kept_then_given_back() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     let scratch = Scratch::new("serve-marks");
     let target = scratch.path("ring.img");
     let service = Service::start(&scratch, &["--allow-target", &path_text(&target)]);
@@ -692,6 +695,9 @@ fn ddd_text(program: &[[i64; 4]]) -> String {
 /// the loopback through the service.
 #[test]
 fn every_path_option_of_record_is_refused_or_inline_through_the_api() {
+    if nvrec_testkit::kept_for_full_run(SLOW) {
+        return;
+    }
     // Every option `record` has is classed above.
     let help = run(nvrec().args(["record", "--help"]));
     assert!(help.status.success(), "{}", text(&help));

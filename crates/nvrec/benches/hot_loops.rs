@@ -1,6 +1,6 @@
 //! The CPU hot loops of the data path, each on one core: pattern generation and checking,
 //! CRC32C, and chunk framing (header encode with CRC, and decode with CRC check).
-//! Run with `cargo bench -p nvrec --bench hot_loops`; throughput is reported in GiB/s.
+//! Run with `cargo bench -p nvrec --features criterion --bench hot_loops`; throughput is reported in GiB/s.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use nvrec::layout::{decode_chunk, ChunkFlags, ChunkHeader, Uuid};
