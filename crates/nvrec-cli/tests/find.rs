@@ -935,6 +935,15 @@ fn a_ring_that_wrapped_answers_from_its_archive_as_from_its_drives() {
 }
 
 /// `command` on `target`, started with its output piped.
+/// `nvrec --json record` of a capture on `interface` for 4 s; the caller adds sizes.
+fn capture_for_4s(interface: &str) -> Command {
+    let mut command = nvrec();
+    command.args(["--json", "record", "--source"]);
+    command.arg(format!("capture:{interface}"));
+    command.args(["--duration", "4s"]);
+    command
+}
+
 fn started(command: &mut Command, target: &Path) -> std::process::Child {
     command
         .arg(target)
@@ -974,16 +983,7 @@ fn a_capture_archived_while_it_records_is_indexed_across_passes_as_the_drives_an
     // 16 KiB chunks, frames up to 60 KB: most chunk ends, so most segment ends between the
     // archive's passes, fall inside a packet.
     let recorder = started(
-        nvrec()
-            .args([
-                "--json",
-                "record",
-                "--source",
-                "capture:lo",
-                "--duration",
-                "4s",
-            ])
-            .args(["--chunk-size", "16K", "--create-size", "512M"]),
+        capture_for_4s("lo").args(["--chunk-size", "16K", "--create-size", "512M"]),
         &target,
     );
     common::wait_for_capture();
@@ -1052,16 +1052,7 @@ fn a_realistic_mix_captured_on_a_veth_pair_is_found_flow_by_flow_as_it_was_sent(
     let scratch = Scratch::new("find-mix");
     let target = scratch.path("mix.img");
     let recorder = started(
-        nvrec()
-            .args([
-                "--json",
-                "record",
-                "--source",
-                "capture:veth1",
-                "--duration",
-                "4s",
-            ])
-            .args(["--create-size", "256M"]),
+        capture_for_4s("veth1").args(["--create-size", "256M"]),
         &target,
     );
     common::wait_for_capture();
