@@ -40,4 +40,4 @@ pub mod stream_out;
 pub mod verify;
 pub mod window;
 
-pub use outcome::{error_text, Class, UsageError};
+pub use outcome::{error_text, recording_failure, Class, UsageError};

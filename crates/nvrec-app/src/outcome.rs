@@ -119,6 +119,21 @@ fn refused_or_failed(error: &nvrec::device::DeviceError) -> Class {
     }
 }
 
+/// The recording's failure that `error` carries, typed, where its chain holds one (a
+/// recording that failed before its first chunk: a member that failed where none could take
+/// its place), so that its JSON gives the member, cause and errno as a report's does.
+pub fn recording_failure(error: &anyhow::Error) -> Option<&nvrec::recording::RecordingFailure> {
+    use nvrec::recording::{RecordingError, RecordingFailure};
+    error.chain().find_map(|cause| {
+        cause
+            .downcast_ref::<RecordingFailure>()
+            .or(match cause.downcast_ref::<RecordingError>() {
+                Some(RecordingError::Failed(failure)) => Some(failure),
+                _ => None,
+            })
+    })
+}
+
 /// A mistake in what was asked that the argument parser cannot see: nothing was done.
 #[derive(Debug)]
 pub struct UsageError(pub String);
@@ -177,5 +192,21 @@ mod tests {
         .map(Class::exit_status)
         .to_vec();
         assert_eq!(statuses, [0, 0, 1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn a_recordings_failure_is_found_typed_under_context_and_fails() {
+        use nvrec::recording::{RecordingError, RecordingFailure};
+        let failure = RecordingFailure::EntryUnwritten;
+        let error = anyhow::Error::new(RecordingError::from(failure.clone())).context("recording");
+        assert!(matches!(
+            recording_failure(&error),
+            Some(RecordingFailure::EntryUnwritten)
+        ));
+        assert_eq!(Class::of_error(&error), Class::Failed);
+        assert_eq!(error_text(&error), format!("recording: {failure}"));
+        let bare = anyhow::Error::new(failure).context("recording");
+        assert!(recording_failure(&bare).is_some());
+        assert!(recording_failure(&anyhow::anyhow!("no")).is_none());
     }
 }

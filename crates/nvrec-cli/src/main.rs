@@ -39,6 +39,7 @@ mod verify_cmd;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use nvrec::recording::failure::Parts;
 use nvrec_app::{error_text, Class, UsageError};
 use std::process::ExitCode;
 
@@ -140,7 +141,11 @@ fn main() -> ExitCode {
             if code == STDOUT_CLOSED {
                 // Quiet, as a program that SIGPIPE ended: the reader is gone.
             } else if json {
-                let value = serde_json::json!({ "error": error_text(&error), "exit_code": code });
+                let value = serde_json::json!({
+                    "error": error_text(&error),
+                    "failure": nvrec_app::recording_failure(&error).map(Parts::of),
+                    "exit_code": code,
+                });
                 outln!("{value}");
             } else {
                 errln!("nvrec: error: {}", error_text(&error));

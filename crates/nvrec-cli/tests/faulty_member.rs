@@ -175,6 +175,10 @@ fn on_member_failure_stop_ends_the_recording_with_an_error_and_claims_only_what_
         .as_str()
         .unwrap()
         .contains("Input/output error"));
+    // The same failure in parts, for a program: the member, why, and the OS's errno.
+    let failure = serde_json::json!({"kind": "member", "member": 1, "cause": "write_failed",
+        "step": null, "recording_id": null, "errno": 5});
+    assert_eq!(report["failure"], failure, "{report}");
     let listing = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
     assert_eq!(listing["recordings"][0]["state"], "aborted", "{listing}");
     // The recording ends where its writes stopped being whole: before the failed write.

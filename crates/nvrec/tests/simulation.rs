@@ -85,6 +85,7 @@ use nvrec::recording::scan;
 use nvrec::recording::volume;
 use nvrec::recording::writer::{self, RecordOptions, RecordOutcome, RecordReport};
 use nvrec::recording::{health, repair, Fill, MemberFailure, RecordingError, Stripe};
+use nvrec::recording::{MemberFault, RecordingFailure};
 use nvrec::source::{PatternSource, Source};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -1183,10 +1184,17 @@ fn run_on(case: &Case, sim: &SimDisks, replay: &mut Replay) -> Result<Seen, Stri
         // another member with room left: the member is retired. (A linear set nearly full
         // may have none with room for its writes in flight.)
         let members = case.capacities.len();
-        let flush_or_metadata = report
-            .error
-            .as_ref()
-            .is_some_and(|error| error.contains("flushing") || error.contains("metadata"));
+        let flush_or_metadata = match &report.error {
+            Some(RecordingFailure::Member {
+                fault: MemberFault::Other(_),
+                ..
+            }) => true,
+            Some(failure) => {
+                let text = failure.to_string();
+                text.contains("flushing") || text.contains("metadata")
+            }
+            None => false,
+        };
         let room = match case.fill {
             Fill::Ring { .. } => true,
             Fill::Linear => case.limit_bytes <= case.smallest_data_bytes() / 2,

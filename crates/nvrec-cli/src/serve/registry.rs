@@ -8,6 +8,7 @@
 
 use nvrec::control::{Control, ControlState};
 use nvrec::recording::counters::{LossCause, RecordingCounters};
+use nvrec::recording::failure::Parts;
 use nvrec::unit::format_utc_ns;
 use nvrec_app::record::{self, RecordHandle, RecordPlan, RecordRun};
 use nvrec_app::{error_text, Class};
@@ -77,7 +78,10 @@ impl Ended {
             Err(error) => Ended {
                 class,
                 outcome: "failed".into(),
-                report: json!({ "error": error_text(&error) }),
+                report: json!({
+                    "error": error_text(&error),
+                    "failure": nvrec_app::recording_failure(&error).map(Parts::of),
+                }),
                 ended_ns,
             },
         }

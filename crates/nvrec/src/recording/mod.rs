@@ -11,6 +11,7 @@
 //! - [`disk`]: a member's device: an open target, or a simulated disk with faults.
 //! - [`volume`]: formatting and opening volume sets, metadata I/O.
 //! - [`writer`]: the `record` command's engine room.
+//! - [`failure`]: why a recording failed, typed from the writer to the report.
 //! - [`counters`]: a running recording's live counters, for a monitor on another thread.
 //! - [`reader`]: reading chunks back in sequence order: `replay`, `verify`, and recovery.
 //! - [`health`]: every metadata copy judged against the best one; what is lost.
@@ -29,6 +30,7 @@
 pub mod counters;
 pub mod disk;
 mod durability;
+pub mod failure;
 pub mod fuzzing;
 pub mod health;
 pub mod load;
@@ -43,6 +45,7 @@ pub mod writer;
 
 use crate::device::DeviceError;
 use crate::layout::LayoutError;
+pub use failure::{MemberFault, RecordingFailure};
 
 /// Slots per member that recovery may search past the last checkpoint. The writer
 /// checkpoints before any member gets further than half of this from its last checkpoint.
@@ -101,6 +104,9 @@ pub enum RecordingError {
     Buffer(#[from] crate::buffer::BufferError),
     #[error("{0}")]
     Usage(String),
+    /// The recording failed (before its first chunk, where nothing was recorded).
+    #[error(transparent)]
+    Failed(#[from] RecordingFailure),
     #[error("not an nvrec volume set: {0}")]
     NotAVolumeSet(String),
     #[error("volume set {set_uuid} is incomplete: {} of {member_count} members missing{}{}", missing.len(),

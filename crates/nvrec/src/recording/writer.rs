@@ -24,6 +24,7 @@
 use super::counters::{LossCause, MemberCounters, RecordingCounters};
 use super::disk::{self, Disk, Members};
 use super::durability::{self as coordinator, Durability, Outcome};
+use super::failure::{MemberFault, RecordingFailure, Step};
 use super::volume::{self, Member, VolumeSet};
 use super::{Fill, MemberFailure, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
 use crate::buffer::BufferPool;
@@ -61,7 +62,7 @@ use crate::source::Source;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Default pool for input someone else feeds (stdin, a file): room for stalls of about
@@ -311,7 +312,10 @@ pub struct RecordReport {
     pub reclaim_refused: Option<String>,
     /// Marks taken and released while it recorded (format 1.7).
     pub marks: Vec<super::marks::MarkAnswer>,
-    pub error: Option<String>,
+    /// Why it failed (outcome `failed`): in the JSON, `error` (the message) and `failure`
+    /// (its kind, member, cause and errno).
+    #[serde(flatten, serialize_with = "super::failure::serialize_failure")]
+    pub error: Option<RecordingFailure>,
 }
 
 /// Input lost, by cause (see [`LossCause`]).
@@ -466,7 +470,8 @@ struct Writer<'a> {
     completions: Vec<IoCompletion>,
     recording_id: u32,
     first_sequence: u64,
-    error: Option<String>,
+    /// The first failure: the recording ends, draining what is in flight.
+    error: Option<RecordingFailure>,
     started: Instant,
     start_ns: u64,
     /// `start_ns` on the monotonic clock: chunks' `elapsed_ns` count from here, so that
@@ -988,19 +993,21 @@ impl<'a> Writer<'a> {
             member.write_entry(&bytes, &entry)?;
             member.flush()
         });
-        if let Some(error) = failure.filter(|_| taken == 0 || self.error.is_some()) {
-            return Err(error);
+        if failure.is_some() && (taken == 0 || self.error.is_some()) {
+            return Err(self.failure_or("beginning the recording"));
         }
         self.write_checkpoint(self.recording_id)?;
-        if let Some(error) = &self.error {
+        if let Some(failure) = &self.error {
             // A member failed where none could take its place: nothing was recorded yet.
-            return Err(RecordingError::Io {
-                what: "beginning the recording".into(),
-                source: std::io::Error::other(error.clone()),
-            });
+            return Err(failure.clone().into());
         }
         self.started = self.clock.now();
         Ok(())
+    }
+
+    /// Fails the recording with `failure`, unless it failed already (the first one stands).
+    fn fail(&mut self, failure: RecordingFailure) {
+        self.error.get_or_insert(failure);
     }
 
     fn state(&self) -> ControlState {
@@ -1047,7 +1054,7 @@ impl<'a> Writer<'a> {
             }
             if !self.durability.busy() && self.due_for_checkpoint() {
                 if let Err(error) = self.offer_checkpoint() {
-                    self.error.get_or_insert(error.to_string());
+                    self.fail(RecordingFailure::step(Step::Checkpoint, error));
                 }
             }
             if self.error.is_some() {
@@ -1075,7 +1082,7 @@ impl<'a> Writer<'a> {
             // Wait for a completion only when nothing else can move; queued writes are
             // submitted by the same call.
             if let Err(error) = self.reap(stuck) {
-                self.error.get_or_insert(error.to_string());
+                self.fail(RecordingFailure::step(Step::Io, error));
                 break;
             }
         }
@@ -1196,12 +1203,11 @@ impl<'a> Writer<'a> {
                 // Nothing in flight, yet no member takes the write: one has gone as far
                 // past the last durable checkpoint as recovery searches. Make one here.
                 if let Err(error) = self.write_checkpoint(self.recording_id) {
-                    self.error.get_or_insert(error.to_string());
+                    self.fail(RecordingFailure::step(Step::Checkpoint, error));
                 }
                 checkpoints_in_a_row += 1;
             } else {
-                self.error
-                    .get_or_insert("no member takes the rest of the recording".into());
+                self.fail(RecordingFailure::NoMemberTakesTheRest);
             }
         }
         // A retired member's writes still waiting go out first, to their consecutive slots
@@ -1215,13 +1221,13 @@ impl<'a> Writer<'a> {
                 break;
             }
             if let Err(error) = self.reap(true) {
-                self.error.get_or_insert(error.to_string());
+                self.fail(RecordingFailure::step(Step::Io, error));
                 break;
             }
         }
         // An open mark closes with the last chunks placed: the recording ends its window.
         if let Err(error) = self.end_marks() {
-            self.error.get_or_insert(format!("closing a mark: {error}"));
+            self.fail(RecordingFailure::step(Step::ClosingMark, error));
         }
         // The end-of-recording marker: an empty chunk, in the slot kept for it.
         self.write_end_marker();
@@ -1231,8 +1237,7 @@ impl<'a> Writer<'a> {
             // No member took the closed entry: the open one stays, with the checkpoint that
             // names the recording, and recovery finds its end on the drives as after a
             // crash (never a closed entry that claims less than they hold).
-            self.error
-                .get_or_insert("the closed entry could not be written to any member".into());
+            self.fail(RecordingFailure::EntryUnwritten);
             return Ok(());
         }
         self.frontier.durable_sequence_end = self.placement.next_sequence;
@@ -1285,7 +1290,7 @@ impl<'a> Writer<'a> {
         let bytes = match checkpoint.encode() {
             Ok(bytes) => bytes,
             Err(error) => {
-                self.error.get_or_insert(error.to_string());
+                self.fail(RecordingFailure::step(Step::Checkpoint, error));
                 return;
             }
         };
@@ -1341,13 +1346,12 @@ impl<'a> Writer<'a> {
                 continue;
             }
             if let Err(error) = self.reap(true) {
-                self.error.get_or_insert(error.to_string());
+                self.fail(RecordingFailure::step(Step::Io, error));
                 break;
             }
         }
         if !self.retiring.redirects.is_empty() {
-            self.error
-                .get_or_insert("a retired member's writes could not be written elsewhere".into());
+            self.fail(RecordingFailure::RedirectsUnplaced);
         }
     }
 
@@ -1419,7 +1423,7 @@ impl<'a> Writer<'a> {
         match member_index {
             Some(index) => {
                 if let Err(error) = self.submit_end(buffer, index) {
-                    self.error.get_or_insert(error.to_string());
+                    self.fail(RecordingFailure::step(Step::Submit(index as u16), error));
                 }
             }
             None => self.ingest.free.push(buffer),

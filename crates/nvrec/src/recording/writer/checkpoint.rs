@@ -79,31 +79,43 @@ impl Writer<'_> {
 
     /// A flush or metadata write of `member` failed: a live member fails (it is retired,
     /// or the recording fails), a retired one is flushed no more.
-    pub(super) fn member_io_failed(&mut self, member: usize, error: &RecordingError) {
+    pub(super) fn member_io_failed(&mut self, member: usize, error: RecordingError) {
         if self.placement.members[member].retired {
-            self.retired_flush_failed(member, error);
-        } else if is_flush_failure(error) {
-            let (_, errno) = retire::cause_of_io(error);
+            self.retired_flush_failed(member, &error);
+        } else if is_flush_failure(&error) {
+            let (_, errno) = retire::cause_of_io(&error);
             let cause = (crate::layout::RetirementCause::FlushFailed, errno);
-            self.member_flush_failed(member, cause, error.to_string());
+            self.member_flush_failed(member, cause, MemberFault::Other(Arc::new(error)));
         } else {
-            let cause = retire::cause_of_io(error);
-            self.member_failed(member, cause, error.to_string());
+            let cause = retire::cause_of_io(&error);
+            self.member_failed(member, cause, MemberFault::Other(Arc::new(error)));
+        }
+    }
+
+    /// The error of a metadata write no member took: the recording's failure (the first
+    /// member that failed could not be retired), else that no member was left for it.
+    pub(super) fn failure_or(&self, what: &str) -> RecordingError {
+        match &self.error {
+            Some(failure) => failure.clone().into(),
+            None => RecordingError::Io {
+                what: what.into(),
+                source: std::io::Error::other("no member is left to take it"),
+            },
         }
     }
 
     /// Runs `work` (a metadata write, a flush) on every live member at once, here and now;
     /// each member that fails is a failing member ([`Writer::member_io_failed`]). Returns how
-    /// many members took it, and the first failure.
+    /// many members took it, and the first member that failed.
     pub(super) fn on_live_members(
         &mut self,
         work: impl Fn(&Member) -> Result<(), RecordingError> + Sync,
-    ) -> (usize, Option<RecordingError>) {
+    ) -> (usize, Option<usize>) {
         let (taken, failed) = coordinator::on_every_member(self.set, &self.placement.live(), work);
         let mut first = None;
         for (member, error) in failed {
-            self.member_io_failed(member, &error);
-            first.get_or_insert(error);
+            self.member_io_failed(member, error);
+            first.get_or_insert(member);
         }
         (taken, first)
     }
@@ -118,7 +130,7 @@ impl Writer<'_> {
             }
         }
         for (member, error) in failed {
-            self.member_io_failed(member, &error);
+            self.member_io_failed(member, error);
         }
     }
 
@@ -163,14 +175,14 @@ impl Writer<'_> {
             if was_live && self.placement.members[member].retired && !gated {
                 continue;
             }
-            self.member_io_failed(member, &error);
+            self.member_io_failed(member, error);
         }
         if gate.is_some() {
             self.retiring.gate = None;
         }
         self.entries_made(outcome.entries_made, outcome.entries_left);
         if let Some(error) = outcome.error {
-            self.error.get_or_insert(error.to_string());
+            self.fail(RecordingFailure::step(Step::Checkpoint, error));
         }
     }
 
@@ -185,15 +197,12 @@ impl Writer<'_> {
         let checkpoint = self.build_checkpoint(recording_id);
         let bytes = checkpoint.encode()?;
         let generation = checkpoint.generation;
-        let (taken, failure) = self.on_live_members(|member| {
+        let (taken, _) = self.on_live_members(|member| {
             member.write_checkpoint(&bytes, generation)?;
             member.flush()
         });
         if taken == 0 {
-            return Err(failure.unwrap_or_else(|| RecordingError::Io {
-                what: "writing a checkpoint".into(),
-                source: std::io::Error::other("no member is left to take it"),
-            }));
+            return Err(self.failure_or("writing a checkpoint"));
         }
         self.frontier.offered_flush = vec![false; self.placement.members.len()];
         self.frontier.offered_unflushed = vec![0; self.placement.members.len()];

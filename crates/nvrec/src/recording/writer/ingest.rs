@@ -463,8 +463,7 @@ impl Writer<'_> {
         ) {
             Ok(filled) => filled,
             Err(error) => {
-                self.error
-                    .get_or_insert(format!("reading the source: {error}"));
+                self.fail(RecordingFailure::Source(Arc::new(error)));
                 Filled {
                     bytes: 0,
                     quiet: false,

@@ -149,8 +149,7 @@ impl Writer<'_> {
     /// where that fails, the recording fails.
     pub(super) fn widen_marks_or_fail(&mut self, member_index: usize) {
         if let Err(error) = self.widen_marks(member_index) {
-            self.error
-                .get_or_insert(format!("widening a mark: {error}"));
+            self.fail(RecordingFailure::step(Step::WideningMark, error));
         }
     }
 
@@ -215,7 +214,7 @@ impl Writer<'_> {
         }
         if self.mark_due() {
             if let Err(error) = self.close_mark() {
-                self.error.get_or_insert(format!("closing a mark: {error}"));
+                self.fail(RecordingFailure::step(Step::ClosingMark, error));
             }
         }
     }

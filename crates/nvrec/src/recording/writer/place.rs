@@ -660,7 +660,10 @@ impl Writer<'_> {
             };
             self.ingest.ready.pop_front();
             if let Err(error) = self.submit_buffer(buffer, member_index, chunk_count) {
-                self.error.get_or_insert(error.to_string());
+                self.fail(RecordingFailure::step(
+                    Step::Submit(member_index as u16),
+                    error,
+                ));
                 self.ingest.free.push(buffer);
                 break;
             }
@@ -680,7 +683,7 @@ impl Writer<'_> {
     /// fails its discards with its writes): each is retired, its writes sent elsewhere.
     pub(super) fn trims_failed(&mut self) {
         for (member, error) in std::mem::take(&mut self.placement.trim_failures) {
-            self.member_io_failed(member, &error);
+            self.member_io_failed(member, error);
         }
     }
 

@@ -106,10 +106,10 @@ impl Writer<'_> {
                 Room::None
             }
             Err(error) => {
-                self.error.get_or_insert(format!(
-                    "reclaiming recording {}: {error}",
-                    entry.recording_id
-                ));
+                self.fail(RecordingFailure::Reclaim {
+                    recording_id: entry.recording_id,
+                    cause: Arc::new(error),
+                });
                 Room::None
             }
         }

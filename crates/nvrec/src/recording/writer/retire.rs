@@ -29,10 +29,10 @@
 
 use super::rewrite::GATE_LIMIT;
 use super::{
-    volume, Done, Fill, Flight, Gate, MemberErrorReport, RecordingError, Rewrite, RewriteFlight,
-    Writer,
+    volume, Done, Fill, Flight, Gate, MemberErrorReport, MemberFault, RecordingError,
+    RecordingFailure, Rewrite, RewriteFlight, Step, Writer,
 };
-use crate::engine::IoErrorKind;
+use crate::engine::{IoError, IoErrorKind};
 use crate::layout::{Retirement, RetirementCause, RETIREMENTS_MAX};
 use crate::recording::MemberFailure;
 use std::collections::VecDeque;
@@ -95,7 +95,7 @@ pub(super) struct Retiring {
 pub(super) struct FailingIo {
     member: usize,
     cause: (RetirementCause, i32),
-    what: String,
+    fault: MemberFault,
     in_doubt: bool,
 }
 
@@ -226,6 +226,14 @@ pub(super) struct Stale {
 }
 
 /// The retirement cause and OS error of a failed flush or metadata write.
+/// Why a member whose write came back with `error` is retired.
+pub(super) fn cause_of_write(error: &IoError) -> RetirementCause {
+    match error.kind {
+        IoErrorKind::TargetFull => RetirementCause::TargetFull,
+        _ => RetirementCause::WriteFailed,
+    }
+}
+
 pub(super) fn cause_of_io(error: &RecordingError) -> (RetirementCause, i32) {
     let errno = match error {
         RecordingError::Io { source, .. } => source.raw_os_error().unwrap_or(0),
@@ -283,7 +291,7 @@ impl Writer<'_> {
             handled = true;
         }
         while let Some(failed) = self.retiring.next_failing_io() {
-            self.member_failed_with(failed.member, failed.cause, failed.what, failed.in_doubt);
+            self.member_failed_with(failed.member, failed.cause, failed.fault, failed.in_doubt);
             handled = true;
         }
         handled
@@ -297,12 +305,8 @@ impl Writer<'_> {
             return;
         };
         let Some(error) = flight.error else { return };
-        let cause = match error.kind {
-            IoErrorKind::TargetFull => RetirementCause::TargetFull,
-            _ => RetirementCause::WriteFailed,
-        };
-        let path = volume::describe_member(self.set, member);
-        self.member_failed(member, (cause, error.errno), format!("{path}: {error}"));
+        let cause = (cause_of_write(&error), error.errno);
+        self.member_failed(member, cause, MemberFault::Write(error));
     }
 
     /// Writes in flight on live members whose oldest write has waited longer than the
@@ -320,25 +324,21 @@ impl Writer<'_> {
                 continue;
             };
             if self.clock.since(flight.submitted) >= timeout {
-                let path = volume::describe_member(self.set, member);
-                let what = format!(
-                    "{path}: a write did not complete within {:.3} s (--member-timeout)",
-                    timeout.as_secs_f64()
-                );
-                self.member_failed(member, (RetirementCause::Timeout, 0), what);
+                let fault = MemberFault::Timeout(timeout);
+                self.member_failed(member, (RetirementCause::Timeout, 0), fault);
             }
         }
     }
 
     /// Retires `member` where the policy and the other members allow; otherwise the
-    /// recording fails with `what`.
+    /// recording fails with `fault`.
     pub(super) fn member_failed(
         &mut self,
         member: usize,
         cause: (RetirementCause, i32),
-        what: String,
+        fault: MemberFault,
     ) {
-        self.member_failed_with(member, cause, what, false);
+        self.member_failed_with(member, cause, fault, false);
     }
 
     /// As [`Writer::member_failed`], for a member whose flush failed: what it completed
@@ -348,16 +348,16 @@ impl Writer<'_> {
         &mut self,
         member: usize,
         cause: (RetirementCause, i32),
-        what: String,
+        fault: MemberFault,
     ) {
-        self.member_failed_with(member, cause, what, true);
+        self.member_failed_with(member, cause, fault, true);
     }
 
     fn member_failed_with(
         &mut self,
         member: usize,
         (cause, errno): (RetirementCause, i32),
-        what: String,
+        fault: MemberFault,
         in_doubt: bool,
     ) {
         // A retired member's writes all went elsewhere, but one that failed after it was
@@ -383,7 +383,7 @@ impl Writer<'_> {
                 self.retiring.failing_io.push(FailingIo {
                     member,
                     cause: (cause, errno),
-                    what,
+                    fault,
                     in_doubt,
                 });
             }
@@ -399,7 +399,12 @@ impl Writer<'_> {
         match target {
             Some(target) => self.retire(member, target, (cause, errno), in_doubt),
             None => {
-                self.error.get_or_insert(what);
+                self.fail(RecordingFailure::Member {
+                    member: member as u16,
+                    path: volume::describe_member(self.set, member),
+                    cause,
+                    fault,
+                });
                 self.give_up(member);
             }
         }
@@ -748,9 +753,7 @@ impl Writer<'_> {
             if self.retiring.newest_run_cut() {
                 // A write sent again failed there too: what is left cannot join the run,
                 // and the recording ends before it.
-                self.error.get_or_insert(
-                    "a retired member's writes could not be written elsewhere".into(),
-                );
+                self.fail(RecordingFailure::RedirectsUnplaced);
                 self.retiring.redirects.clear();
                 break;
             }
@@ -765,11 +768,10 @@ impl Writer<'_> {
                     .can_take_redirect(flight.chunk_count as u64, ring)
             {
                 if self.redirect_cannot_go(target, &flight) {
-                    self.error.get_or_insert(format!(
-                        "{}: no room for a retired member's writes until a checkpoint that \
-                         waits for them",
-                        volume::describe_member(self.set, target)
-                    ));
+                    self.fail(RecordingFailure::NoRoomForRedirects {
+                        member: target as u16,
+                        path: volume::describe_member(self.set, target),
+                    });
                     self.retiring.redirects.clear();
                 }
                 break;
@@ -792,7 +794,7 @@ impl Writer<'_> {
             ) {
                 Ok(placed) => placed,
                 Err(error) => {
-                    self.error.get_or_insert(error.to_string());
+                    self.fail(RecordingFailure::step(Step::Submit(target as u16), error));
                     self.retiring.redirects.clear();
                     break;
                 }

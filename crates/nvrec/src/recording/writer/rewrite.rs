@@ -276,7 +276,7 @@ impl Writer<'_> {
                 continue;
             }
             if let Err(error) = self.send_rewrite(rewrite, target, buffer, whole) {
-                self.error.get_or_insert(error.to_string());
+                self.fail(RecordingFailure::step(Step::Rewrite(target as u16), error));
                 self.ingest.free.push(buffer);
                 self.retiring.rewrites.clear();
                 break;
@@ -522,7 +522,6 @@ impl Writer<'_> {
             Some(error) => {
                 // The chunks stay where the failed flush left them; the member they went to
                 // fails as a member whose write fails does.
-                let path = volume::describe_member(self.set, flight.member);
                 self.note_unconfirmed(
                     flight.from,
                     flight.done.chunk_count as u64,
@@ -531,17 +530,8 @@ impl Writer<'_> {
                 );
                 // Its slots hold nothing: the run ends before them.
                 self.cut_run_at(flight.member, flight.placed.slot);
-                let cause = match error.kind {
-                    crate::engine::IoErrorKind::TargetFull => {
-                        crate::layout::RetirementCause::TargetFull
-                    }
-                    _ => crate::layout::RetirementCause::WriteFailed,
-                };
-                self.member_failed(
-                    flight.member,
-                    (cause, error.errno),
-                    format!("{path}: {error}"),
-                );
+                let cause = (retire::cause_of_write(&error), error.errno);
+                self.member_failed(flight.member, cause, MemberFault::Write(error));
             }
         }
     }
