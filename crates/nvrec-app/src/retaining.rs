@@ -3,7 +3,7 @@
 //! [`ArchiveCheck`]; this answers from the archive's manifests and objects.
 
 use nvrec::layout::RecordingEntry;
-use nvrec::recording::retention::{ArchiveCheck, ReclaimPolicy, Retention};
+use nvrec::recording::retention::{ArchiveCheck, ArchiveUnanswered, ReclaimPolicy, Retention};
 use nvrec_archive::read;
 use nvrec_archive::store::Mode;
 use nvrec_archive::{Archive, ArchiveUrl};
@@ -45,8 +45,8 @@ impl ArchiveCheck for ArchiveHolds {
     /// Whole: a manifest of this very recording (set, id, sequences and stream length as the
     /// entry states them) that names no hole and no loss the drives did not have, and every
     /// segment it lists in the store at its size.
-    fn holds(&self, entry: &RecordingEntry) -> Result<bool, String> {
-        let (found, _) = read::recordings(&self.archive).map_err(|e| e.to_string())?;
+    fn holds(&self, entry: &RecordingEntry) -> Result<bool, ArchiveUnanswered> {
+        let (found, _) = read::recordings(&self.archive)?;
         let set_uuid = entry.set_uuid.to_string();
         let Some(archived) = found.iter().find(|r| {
             r.manifest.set_uuid == set_uuid && r.manifest.recording_id == entry.recording_id
@@ -66,8 +66,7 @@ impl ArchiveCheck for ArchiveHolds {
         for segment in &manifest.segments {
             let present = self
                 .archive
-                .head(&segment.key)
-                .map_err(|e| e.to_string())?
+                .head(&segment.key)?
                 .is_some_and(|meta| meta.size == segment.size_bytes);
             if !present {
                 return Ok(false);

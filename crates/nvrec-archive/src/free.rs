@@ -118,7 +118,7 @@ pub fn free_recording(
     match retention::reclaim(set, entry, ReclaimCause::Freed, verified, &[])? {
         Ok(_) => {}
         Err(Refusal::BeingRead) => return kept("it is being read"),
-        Err(Refusal::Kept(why)) => return kept(&why),
+        Err(Refusal::Kept(why)) => return kept(&why.to_string()),
     }
     let mut freed_bytes = 0;
     for (index, span) in entry.members.iter().enumerate() {

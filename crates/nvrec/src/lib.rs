@@ -55,6 +55,15 @@ pub mod stream;
 pub mod unit;
 pub mod window;
 
+/// A typed failure (or reason) as `--json` gives it: its message, or null (serde's
+/// `serialize_with`; the value stays typed everywhere else).
+pub(crate) fn serialize_message<T: std::fmt::Display, S: serde::Serializer>(
+    value: &Option<T>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&value.as_ref().map(T::to_string), serializer)
+}
+
 /// Whether the tests run under qemu-user emulation (the aarch64 runner in .cargo/config.toml
 /// sets `NVREC_QEMU_USER`), which translates system calls instead of making them: it accepts
 /// madvise without populating anything and answers ioctls it does not know with ENOSYS. The

@@ -41,6 +41,7 @@ use crate::source::Source;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Default chunk: the streamer's 128 KiB.
@@ -397,7 +398,8 @@ pub struct StreamReport {
     pub engine: EngineKind,
     pub engine_features: String,
     /// Why `auto` did not get io_uring, when it did not.
-    pub engine_fallback_reason: Option<String>,
+    #[serde(serialize_with = "crate::serialize_message")]
+    pub engine_fallback_reason: Option<Arc<EngineError>>,
     pub chunk_size_bytes: u64,
     pub io_size_bytes: u64,
     pub queue_depth: u32,
@@ -427,9 +429,43 @@ pub struct StreamReport {
     pub cpu_system_s: f64,
     pub engine_stats: EngineStats,
     pub check: Option<CheckReport>,
-    /// The first failure, if any (an I/O error, or a source or sink error).
-    pub error: Option<String>,
+    /// The first failure, if any (an I/O error, or a source or sink error); its message in
+    /// the JSON.
+    #[serde(serialize_with = "crate::serialize_message")]
+    pub error: Option<StreamFailure>,
+    /// The failed transfer or flush, where the failure was one (the JSON's parts of it).
     pub io_error: Option<IoError>,
+}
+
+/// Why a write or read failed part of the way.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StreamFailure {
+    /// A transfer or the flush failed.
+    #[error(transparent)]
+    Io(IoError),
+    #[error("reading the source at chunk {chunk_index}: {error}")]
+    Source {
+        chunk_index: u64,
+        error: Arc<io::Error>,
+    },
+    /// The sink (a file, a pipe, the pattern check's output) refused what was read.
+    #[error("writing what was read at or after {offset_bytes:#x}: {error}")]
+    Sink {
+        offset_bytes: u64,
+        error: Arc<io::Error>,
+    },
+    #[error("finishing the output: {0}")]
+    Finish(Arc<io::Error>),
+}
+
+impl StreamFailure {
+    /// The failed transfer, where it was one.
+    pub fn io_error(&self) -> Option<IoError> {
+        match self {
+            StreamFailure::Io(error) => Some(*error),
+            _ => None,
+        }
+    }
 }
 
 impl StreamReport {
@@ -478,7 +514,7 @@ struct Run<'a> {
     control: &'a Control,
     progress: &'a Progress,
     engine: Box<dyn engine::Engine>,
-    fallback_reason: Option<String>,
+    fallback_reason: Option<Arc<EngineError>>,
     cache_drop: Option<CacheDrop>,
     /// In submission order, numbered by their user_data; the front is the oldest I/O not
     /// yet passed by the frontier.
@@ -493,8 +529,7 @@ struct Run<'a> {
     early_end: Option<EarlyEnd>,
     discarded_chunk_count: u64,
     source_ended: bool,
-    error: Option<String>,
-    io_error: Option<IoError>,
+    error: Option<StreamFailure>,
     started: Instant,
     /// The process's (user, system) CPU seconds when the run began.
     cpu_before: (f64, f64),
@@ -555,7 +590,6 @@ impl<'a> Run<'a> {
             discarded_chunk_count: 0,
             source_ended: false,
             error: None,
-            io_error: None,
             started: Instant::now(),
             cpu_before,
         })
@@ -626,10 +660,7 @@ impl<'a> Run<'a> {
                 .expect("a completion of an I/O in flight");
             if let Err(error) = completion.result {
                 flight.failed = true;
-                if self.error.is_none() {
-                    self.error = Some(error.to_string());
-                    self.io_error = Some(error);
-                }
+                self.error.get_or_insert(StreamFailure::Io(error));
             }
         }
         self.completions = completions;
@@ -684,10 +715,7 @@ impl<'a> Run<'a> {
         {
             let flush_started = Instant::now();
             if let Err(error) = self.engine.sync_data() {
-                if self.error.is_none() {
-                    self.error = Some(error.to_string());
-                    self.io_error = Some(error);
-                }
+                self.error.get_or_insert(StreamFailure::Io(error));
             }
             flush_s = Some(flush_started.elapsed().as_secs_f64());
         }
@@ -734,8 +762,8 @@ impl<'a> Run<'a> {
             cpu_system_s: cpu_after.1 - self.cpu_before.1,
             engine_stats: self.engine.stats(),
             check,
+            io_error: self.error.as_ref().and_then(StreamFailure::io_error),
             error: self.error,
-            io_error: self.io_error,
         }
     }
 }
@@ -827,9 +855,10 @@ pub fn write(
                         }
                     }
                     Err(error) => {
-                        run.error = Some(format!(
-                            "reading the source at chunk {chunk_index}: {error}"
-                        ));
+                        run.error = Some(StreamFailure::Source {
+                            chunk_index,
+                            error: error.into(),
+                        });
                         break;
                     }
                 }
@@ -871,9 +900,9 @@ pub fn read(
     let mut run = Run::new(IoOp::Read, target, range, config, false, control, progress)?;
     let chunks_per_io = config.chunks_per_io();
     let chunk_bytes = range.chunk_size_bytes as usize;
-    let mut sink_error: Option<io::Error> = None;
+    let mut sink_failed = false;
     let mut consume = |run: &mut Run<'_>, flight: Flight| {
-        if sink_error.is_some() {
+        if sink_failed {
             run.frontier_blocked = true;
             return;
         }
@@ -881,10 +910,11 @@ pub fn read(
         let offset_bytes = run.range.chunk_offset_bytes(flight.first_chunk_index);
         let data = &data[..flight.chunk_count as usize * chunk_bytes];
         if let Err(error) = sink.consume_chunks(offset_bytes, data, chunk_bytes) {
-            run.error.get_or_insert_with(|| {
-                format!("writing what was read at or after {offset_bytes:#x}: {error}")
+            run.error.get_or_insert(StreamFailure::Sink {
+                offset_bytes,
+                error: error.into(),
             });
-            sink_error = Some(error);
+            sink_failed = true;
             run.frontier_blocked = true;
         }
     };
@@ -904,8 +934,7 @@ pub fn read(
     }
     run.drain(&mut consume)?;
     if let Err(error) = sink.finish() {
-        run.error
-            .get_or_insert_with(|| format!("finishing the output: {error}"));
+        run.error.get_or_insert(StreamFailure::Finish(error.into()));
     }
     let check = sink.check_report();
     Ok(run.finish(target, check))

@@ -11,6 +11,7 @@ use nvrec::pattern::Pattern;
 use nvrec::recording::disk::Members;
 use nvrec::recording::marks::{self, MarkAnswer, MarkDesk, MarkOrder, MarkRequest};
 use nvrec::recording::reader::{self, Item, ReadSummary};
+use nvrec::recording::retention::ReclaimRefused;
 use nvrec::recording::volume::{self, VolumeSet};
 use nvrec::recording::writer::{self, RecordOptions, RecordReport};
 use nvrec::recording::{Fill, RecordingError, Stripe};
@@ -527,10 +528,14 @@ fn a_kept_mark_is_never_written_over_by_what_the_set_records_next() {
         options.retention.reclaim = Some(nvrec::recording::retention::ReclaimPolicy::Oldest);
     })
     .unwrap();
-    let refused = reclaiming.reclaim_refused.clone().unwrap_or_default();
+    let Some(ReclaimRefused::Mark(hint)) = &reclaiming.reclaim_refused else {
+        panic!("no mark named: {reclaiming:?}");
+    };
+    assert_eq!((hint.mark_id, hint.label.as_str()), (mark_id, "keep"));
+    let refused = hint.to_string();
     assert!(
         refused.contains(&format!("mark {mark_id} \"keep\"")) && refused.contains("--release"),
-        "{reclaiming:?}"
+        "{refused}"
     );
     assert_eq!(whole("a recording that reclaims"), kept_bytes);
 

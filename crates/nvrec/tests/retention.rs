@@ -11,7 +11,8 @@ use nvrec::pattern::Pattern;
 use nvrec::recording::disk::Members;
 use nvrec::recording::reader::{self, Item};
 use nvrec::recording::retention::{
-    self, ArchiveCheck, Lock, ReadLock, ReclaimPolicy, Refusal, Retention,
+    self, ArchiveCheck, ArchiveUnanswered, Kept, Lock, ReadLock, ReclaimPolicy, ReclaimRefused,
+    Refusal, Retention,
 };
 use nvrec::recording::volume::{self, VolumeSet};
 use nvrec::recording::writer::{self, RecordOptions, RecordOutcome, RecordReport};
@@ -173,7 +174,7 @@ fn a_set_that_reclaims_goes_round_oldest_first_and_what_it_keeps_reads_whole() {
 struct EmptyArchive;
 
 impl ArchiveCheck for EmptyArchive {
-    fn holds(&self, _: &RecordingEntry) -> Result<bool, String> {
+    fn holds(&self, _: &RecordingEntry) -> Result<bool, ArchiveUnanswered> {
         Ok(false)
     }
 }
@@ -194,8 +195,18 @@ fn what_the_policy_keeps_is_never_reclaimed_and_the_set_ends_full() {
         if report.outcome == RecordOutcome::TargetFull {
             let refused = report.reclaim_refused.expect("says why");
             assert!(
-                refused.contains("recording 1 was not reclaimed"),
+                matches!(
+                    refused,
+                    ReclaimRefused::Kept {
+                        recording_id: 1,
+                        why: Kept::NotArchived
+                    }
+                ),
                 "{refused}"
+            );
+            assert_eq!(
+                refused.to_string(),
+                "recording 1 was not reclaimed: the archive does not hold it"
             );
             assert!(report.unrecorded_bytes > 0 || report.stream_bytes < RECORDING_BYTES);
             break;

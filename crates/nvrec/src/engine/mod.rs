@@ -450,7 +450,7 @@ pub fn discard_file(file: &File, offset_bytes: u64, len_bytes: u64) -> Result<()
 pub struct OpenedEngine {
     pub engine: Box<dyn Engine>,
     /// Set when `Auto` fell back from io_uring: the reason.
-    pub fallback_reason: Option<String>,
+    pub fallback_reason: Option<std::sync::Arc<EngineError>>,
 }
 
 /// Most files one engine drives.
@@ -491,7 +491,7 @@ pub fn open_engine(
                 let engine = ThreadsEngine::new(files, pool, config)?;
                 Ok(OpenedEngine {
                     engine: Box::new(engine),
-                    fallback_reason: Some(error.to_string()),
+                    fallback_reason: Some(std::sync::Arc::new(error)),
                 })
             }
         },

@@ -290,18 +290,32 @@ pub fn range_in_lap(mark: &RecordingEntry, member: usize, lap: u64) -> Option<(u
 }
 
 /// How to give a kept mark's slots back, for a refusal: its id, its recording, its label.
-pub fn release_hint(mark: &RecordingEntry) -> String {
-    let of = mark.mark_of.map_or(0, |of| of.recording_id);
-    let label = mark.name.as_str();
-    let label = match label.is_empty() {
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "mark {mark_id}{} of recording {recording_id} keeps its slots until released (nvrec mark \
+     --release {mark_id} TARGETS) or archived (nvrec archive --delete-after-verify)",
+    quoted(label)
+)]
+pub struct ReleaseHint {
+    pub mark_id: u32,
+    pub label: String,
+    pub recording_id: u32,
+}
+
+fn quoted(label: &str) -> String {
+    match label.is_empty() {
         true => String::new(),
         false => format!(" \"{label}\""),
-    };
-    format!(
-        "mark {}{label} of recording {of} keeps its slots until released (nvrec mark \
-         --release {} TARGETS) or archived (nvrec archive --delete-after-verify)",
-        mark.recording_id, mark.recording_id
-    )
+    }
+}
+
+/// How to give `mark`'s slots back.
+pub fn release_hint(mark: &RecordingEntry) -> ReleaseHint {
+    ReleaseHint {
+        mark_id: mark.recording_id,
+        label: mark.name.as_str().to_string(),
+        recording_id: mark.mark_of.map_or(0, |of| of.recording_id),
+    }
 }
 
 /// The slots that marks keep apart from the lap of `entry` (a ring recording), released or

@@ -28,9 +28,13 @@ use std::time::Duration;
 /// Whether an archive holds a recording whole: what `--reclaim archived` asks before it
 /// reclaims one. The library knows no archive; the application layer answers.
 pub trait ArchiveCheck: Send + Sync {
-    /// `Ok(true)` only when the archive holds every byte the entry claims, checked.
-    fn holds(&self, entry: &RecordingEntry) -> Result<bool, String>;
+    /// `Ok(true)` only when the archive holds every byte the entry claims, checked; an
+    /// error when the archive could not be asked.
+    fn holds(&self, entry: &RecordingEntry) -> Result<bool, ArchiveUnanswered>;
 }
+
+/// Why an archive could not say whether it holds a recording (the archive's own error).
+pub type ArchiveUnanswered = Box<dyn std::error::Error + Send + Sync>;
 
 /// Which recordings may give their space when a recording needs it.
 #[derive(Clone)]
@@ -76,8 +80,28 @@ pub struct Reclaimed {
 pub enum Refusal {
     /// A reader holds the recording: try again later.
     BeingRead,
-    /// The policy keeps it (the archive does not hold it), with the reason.
-    Kept(String),
+    /// The policy keeps it, with the reason.
+    Kept(Kept),
+}
+
+/// Why a policy keeps a recording that a reclaim asked for.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Kept {
+    #[error("the archive does not hold it")]
+    NotArchived,
+    #[error("the archive could not be asked: {0}")]
+    ArchiveUnanswered(Arc<dyn std::error::Error + Send + Sync>),
+}
+
+/// Why the set's oldest recording was not reclaimed when a recording needed room, as its
+/// report gives it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReclaimRefused {
+    #[error("recording {recording_id} was not reclaimed: {why}")]
+    Kept { recording_id: u32, why: Kept },
+    /// The oldest is a kept mark: the set is full up to it.
+    #[error(transparent)]
+    Mark(#[from] super::marks::ReleaseHint),
 }
 
 /// Whether an entry still holds its data: ended, not reclaimed.
@@ -100,8 +124,8 @@ pub fn reclaim(
     let archived = match policy {
         Some(ReclaimPolicy::Archived(check)) => match check.holds(entry) {
             Ok(true) => true,
-            Ok(false) => return Ok(Err(Refusal::Kept("the archive does not hold it".into()))),
-            Err(error) => return Ok(Err(Refusal::Kept(error))),
+            Ok(false) => return Ok(Err(Refusal::Kept(Kept::NotArchived))),
+            Err(error) => return Ok(Err(Refusal::Kept(Kept::ArchiveUnanswered(error.into())))),
         },
         Some(ReclaimPolicy::Verified) => true,
         Some(ReclaimPolicy::Oldest) | None => false,

@@ -265,7 +265,8 @@ pub struct RecordReport {
     pub fill: Fill,
     pub engine: EngineKind,
     pub engine_features: String,
-    pub engine_fallback_reason: Option<String>,
+    #[serde(serialize_with = "crate::serialize_message")]
+    pub engine_fallback_reason: Option<Arc<engine::EngineError>>,
     pub chunk_size_bytes: u32,
     pub payload_capacity_bytes: u32,
     pub io_size_bytes: u64,
@@ -309,7 +310,8 @@ pub struct RecordReport {
     /// keeps, in the order they went (format 1.6).
     pub reclaimed: Vec<super::retention::Reclaimed>,
     /// Why the set's oldest recording was not reclaimed when the recording needed room.
-    pub reclaim_refused: Option<String>,
+    #[serde(serialize_with = "crate::serialize_message")]
+    pub reclaim_refused: Option<super::retention::ReclaimRefused>,
     /// Marks taken and released while it recorded (format 1.7).
     pub marks: Vec<super::marks::MarkAnswer>,
     /// Why it failed (outcome `failed`): in the JSON, `error` (the message) and `failure`
@@ -463,7 +465,7 @@ struct Writer<'a> {
     control: &'a Control,
     progress: &'a Progress,
     engine: Box<dyn engine::Engine>,
-    fallback_reason: Option<String>,
+    fallback_reason: Option<Arc<engine::EngineError>>,
     k: u32,
     /// I/Os the engine takes at once: a ring write split at the end of a lap is two.
     engine_queue_depth: u32,

@@ -9,7 +9,7 @@
 
 use super::*;
 use crate::layout::ReclaimCause;
-use crate::recording::retention::{self, ReclaimPolicy, Reclaimed, Refusal};
+use crate::recording::retention::{self, ReclaimPolicy, ReclaimRefused, Reclaimed, Refusal};
 
 /// The reclaim stage's state: the policy, the recordings of the set as the recording
 /// began (oldest first, the recording being written left out), and what it reclaimed.
@@ -18,7 +18,7 @@ pub(super) struct Reclaimer {
     entries: Vec<RecordingEntry>,
     pub(super) reclaimed: Vec<Reclaimed>,
     /// Why the oldest recording was not reclaimed when room was needed, if it was not.
-    pub(super) refused: Option<String>,
+    pub(super) refused: Option<ReclaimRefused>,
 }
 
 impl Reclaimer {
@@ -85,7 +85,7 @@ impl Writer<'_> {
         let entry = reclaimer.entries[index].clone();
         if entry.flags.contains(RecordingFlags::MARK) {
             // A kept mark is never reclaimed for room: the set is full up to it.
-            reclaimer.refused = Some(crate::recording::marks::release_hint(&entry));
+            reclaimer.refused = Some(crate::recording::marks::release_hint(&entry).into());
             return Room::None;
         }
         let policy = reclaimer.policy.clone();
@@ -99,10 +99,10 @@ impl Writer<'_> {
             }
             Ok(Err(Refusal::BeingRead)) => Room::Wait,
             Ok(Err(Refusal::Kept(why))) => {
-                reclaimer.refused = Some(format!(
-                    "recording {} was not reclaimed: {why}",
-                    entry.recording_id
-                ));
+                reclaimer.refused = Some(ReclaimRefused::Kept {
+                    recording_id: entry.recording_id,
+                    why,
+                });
                 Room::None
             }
             Err(error) => {
