@@ -16,7 +16,7 @@
 use crate::outcome::UsageError;
 use anyhow::{Context, Result};
 use nvrec::recording::counters::RecordingCounters;
-use nvrec::recording::marks::{MarkAnswer, MarkDesk, MarkOrder, MarkRequest};
+use nvrec::recording::marks::{MarkAnswer, MarkDesk, MarkOrder, MarkRefusal, MarkRequest};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -206,15 +206,13 @@ pub fn taken_line(answer: &MarkAnswer) -> String {
     }
 }
 
-fn parse_order(line: &str) -> Result<MarkOrder, String> {
+fn parse_order(line: &str) -> Result<MarkOrder, MarkRefusal> {
+    let bad = || MarkRefusal::NotUnderstood(line.to_string());
     let mut words = line.splitn(4, ' ');
     match words.next() {
         Some("take") => {
-            let mut number = || -> Result<u64, String> {
-                words
-                    .next()
-                    .and_then(|w| w.parse().ok())
-                    .ok_or_else(|| format!("a bad request: {line}"))
+            let mut number = || -> Result<u64, MarkRefusal> {
+                words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)
             };
             let before = Duration::from_nanos(number()?);
             let after = Duration::from_nanos(number()?);
@@ -229,8 +227,8 @@ fn parse_order(line: &str) -> Result<MarkOrder, String> {
             .next()
             .and_then(|w| w.parse().ok())
             .map(MarkOrder::Release)
-            .ok_or_else(|| format!("a bad request: {line}")),
-        _ => Err(format!("a bad request: {line}")),
+            .ok_or_else(bad),
+        _ => Err(bad()),
     }
 }
 
@@ -246,21 +244,21 @@ fn encode_order(order: &MarkOrder) -> String {
     }
 }
 
-fn encode_answer(answer: &Result<MarkAnswer, String>) -> String {
+fn encode_answer(answer: &Result<MarkAnswer, MarkRefusal>) -> String {
     match answer {
         Ok(a) => format!(
             "ok {} {} {} {} {} {} {}",
             a.mark_id, a.recording_id, a.released, a.joined, a.before_ns, a.after_ns, a.label
         ),
-        Err(error) => format!("error {}", error.replace('\n', " ")),
+        Err(error) => format!("error {}", error.to_string().replace('\n', " ")),
     }
 }
 
-fn decode_answer(line: &str) -> Result<MarkAnswer, String> {
+fn decode_answer(line: &str) -> Result<MarkAnswer, MarkRefusal> {
     if let Some(error) = line.strip_prefix("error ") {
-        return Err(error.to_string());
+        return Err(MarkRefusal::Said(error.to_string()));
     }
-    let bad = || format!("an answer not understood: {line}");
+    let bad = || MarkRefusal::NotUnderstood(line.to_string());
     let rest = line.strip_prefix("ok ").ok_or_else(bad)?;
     let mut words = rest.splitn(7, ' ');
     let mut next = || words.next().ok_or_else(bad);
@@ -294,7 +292,7 @@ pub fn ask(set_uuid: &str, order: &MarkOrder) -> Result<MarkAnswer> {
     BufReader::new(&stream)
         .read_line(&mut line)
         .context("reading the recorder's answer")?;
-    decode_answer(line.trim_end()).map_err(|why| UsageError(why).into())
+    decode_answer(line.trim_end()).map_err(|why| UsageError(why.to_string()).into())
 }
 
 #[cfg(test)]
@@ -343,10 +341,14 @@ mod tests {
             decode_answer(&encode_answer(&Ok(answer.clone()))).unwrap(),
             answer
         );
-        assert_eq!(
-            decode_answer(&encode_answer(&Err("no room".into()))).unwrap_err(),
-            "no room"
-        );
+        // A refusal crosses as its message, said by the recorder.
+        let refusal = MarkRefusal::BeingRead(4);
+        let said = decode_answer(&encode_answer(&Err(refusal.clone()))).unwrap_err();
+        assert!(matches!(&said, MarkRefusal::Said(text) if *text == refusal.to_string()));
+        assert!(matches!(
+            decode_answer("ok 1 two"),
+            Err(MarkRefusal::NotUnderstood(_))
+        ));
     }
 
     #[test]

@@ -53,6 +53,24 @@ impl Class {
         }
     }
 
+    /// The class of a refused mark: what was asked does not fit (usage), the mark is being
+    /// read or the recording ended (refused: in use, or gone), or its metadata failed or the
+    /// recorder did not answer (failed).
+    pub fn of_mark_refusal(refusal: &nvrec::recording::marks::MarkRefusal) -> Class {
+        use nvrec::recording::marks::MarkRefusal as R;
+        match refusal {
+            R::NotARing
+            | R::TooLarge { .. }
+            | R::TableFull { .. }
+            | R::SlotKept { .. }
+            | R::Label(_)
+            | R::NotUnderstood(_)
+            | R::Said(_) => Class::Usage,
+            R::BeingRead(_) | R::RecordingEnded => Class::Refused,
+            R::Failed { .. } | R::NoAnswer(_) => Class::Failed,
+        }
+    }
+
     /// The class of a run that ended in `error`: the first typed error of its chain that
     /// says usage or refusal decides; anything else failed.
     pub fn of_error(error: &anyhow::Error) -> Class {
@@ -192,6 +210,31 @@ mod tests {
         .map(Class::exit_status)
         .to_vec();
         assert_eq!(statuses, [0, 0, 1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn a_refused_mark_is_usage_refused_or_failed_by_its_cause() {
+        use nvrec::recording::marks::{MarkAction, MarkRefusal};
+        use nvrec::recording::RecordingError;
+        let failed = MarkRefusal::Failed {
+            action: MarkAction::Releasing,
+            mark_id: 3,
+            cause: std::sync::Arc::new(RecordingError::NoSuchMark(3)),
+        };
+        assert_eq!(
+            failed.to_string(),
+            "releasing mark 3: mark 3 is not on this volume set"
+        );
+        let classes = [
+            MarkRefusal::NotARing,
+            MarkRefusal::BeingRead(2),
+            MarkRefusal::RecordingEnded,
+            failed,
+            MarkRefusal::NoAnswer(std::time::Duration::from_secs(5)),
+        ]
+        .map(|refusal| Class::of_mark_refusal(&refusal));
+        use Class::*;
+        assert_eq!(classes, [Usage, Refused, Refused, Failed, Failed]);
     }
 
     #[test]

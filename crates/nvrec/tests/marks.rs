@@ -9,7 +9,7 @@ use nvrec::engine::{EngineChoice, SimDisks};
 use nvrec::layout::{RecordingEntry, RecordingFlags, RecordingState};
 use nvrec::pattern::Pattern;
 use nvrec::recording::disk::Members;
-use nvrec::recording::marks::{self, MarkAnswer, MarkDesk, MarkOrder, MarkRequest};
+use nvrec::recording::marks::{self, MarkAnswer, MarkDesk, MarkOrder, MarkRefusal, MarkRequest};
 use nvrec::recording::reader::{self, Item, ReadSummary};
 use nvrec::recording::retention::ReclaimRefused;
 use nvrec::recording::volume::{self, VolumeSet};
@@ -32,7 +32,7 @@ struct AskAt {
     pattern: PatternSource,
     desk: Arc<MarkDesk>,
     orders: Vec<(u64, MarkOrder)>,
-    answers: Vec<mpsc::Receiver<Result<MarkAnswer, String>>>,
+    answers: Vec<mpsc::Receiver<Result<MarkAnswer, MarkRefusal>>>,
 }
 
 impl Source for AskAt {
@@ -85,7 +85,7 @@ fn record(
     sim: &SimDisks,
     limit_bytes: u64,
     orders: Vec<(u64, MarkOrder)>,
-) -> (RecordReport, Vec<Result<MarkAnswer, String>>) {
+) -> (RecordReport, Vec<Result<MarkAnswer, MarkRefusal>>) {
     // Drives of 100 MB/s in virtual time: a mark's window in time is one in bytes.
     for disk in 0..sim.disk_count() {
         sim.slow(disk, 100e6);
@@ -99,7 +99,7 @@ fn record_asking(
     sim: &SimDisks,
     orders: Vec<(u64, MarkOrder)>,
     options: impl FnOnce(&Arc<MarkDesk>) -> RecordOptions,
-) -> (RecordReport, Vec<Result<MarkAnswer, String>>) {
+) -> (RecordReport, Vec<Result<MarkAnswer, MarkRefusal>>) {
     let desk = Arc::new(MarkDesk::default());
     let mut source = AskAt {
         pattern: PatternSource(Pattern::new(SEED)),
@@ -239,9 +239,20 @@ fn a_mark_larger_than_marks_may_keep_is_refused_with_the_size_it_needs() {
     );
     assert!(report.error.is_none());
     let error = answers[0].clone().unwrap_err();
+    let MarkRefusal::TooLarge {
+        member: 0,
+        need_bytes,
+        allowed_bytes,
+        ..
+    } = error
+    else {
+        panic!("{error}");
+    };
+    assert!(need_bytes > allowed_bytes, "{error}");
+    let text = error.to_string();
     assert!(
-        error.contains("needs") && error.contains("--max-marked"),
-        "{error}"
+        text.contains("needs") && text.contains("--max-marked"),
+        "{text}"
     );
     let set = open(&sim);
     assert!(marks::marks_of(&set, report.recording_id)

@@ -560,7 +560,10 @@ async fn ask_mark(
         .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
     match answer {
         Ok(answer) => Ok(Json(serde_json::to_value(&answer).unwrap_or(Value::Null))),
-        Err(why) => Err(ApiError::bad_request(why)),
+        Err(why) => Err(ApiError::new(
+            http_status(Class::of_mark_refusal(&why)),
+            why.to_string(),
+        )),
     }
 }
 

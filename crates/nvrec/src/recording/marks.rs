@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use super::volume::VolumeSet;
@@ -60,7 +60,100 @@ pub enum MarkOrder {
     Release(u32),
 }
 
-type Reply = mpsc::Sender<Result<MarkAnswer, String>>;
+type Reply = mpsc::Sender<Result<MarkAnswer, MarkRefusal>>;
+
+/// Why a mark was not taken or released: what the recorder (or the desk) answers.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum MarkRefusal {
+    #[error("marks are kept by ring recordings (record --ring); this one is not")]
+    NotARing,
+    /// The before-window and the after-window at the member's recent rate would take more
+    /// of its ring than marks may keep.
+    #[error(
+        "the mark needs {} of member {member}'s ring ({:.0}% of its lap) at the rate recorded \
+         now; marks may keep {} more (--max-marked {:.0}%)",
+        crate::unit::format_bytes(*need_bytes),
+        need_share * 100.0,
+        crate::unit::format_bytes(*allowed_bytes),
+        max_marked * 100.0
+    )]
+    TooLarge {
+        member: u16,
+        need_bytes: u64,
+        need_share: f64,
+        allowed_bytes: u64,
+        max_marked: f64,
+    },
+    /// The table holds a fixed number of entries: the mark's would be the recording's own.
+    #[error(
+        "mark {mark_id} would take the table slot of recording {recording_id} itself (the \
+         table holds {count} entries): no more marks in this recording"
+    )]
+    TableFull {
+        mark_id: u32,
+        recording_id: u32,
+        count: u32,
+    },
+    /// The mark's entry would take the table slot of a mark that is kept.
+    #[error("mark {mark_id} would take the table slot of {kept}")]
+    SlotKept { mark_id: u32, kept: ReleaseHint },
+    #[error("label: {0}")]
+    Label(crate::layout::LayoutError),
+    #[error("mark {0} is being read; release it once the read is done")]
+    BeingRead(u32),
+    /// Reading, writing or closing a mark's metadata failed (or the release found no such
+    /// mark, or one released already).
+    #[error("{action} mark {mark_id}: {cause}")]
+    Failed {
+        action: MarkAction,
+        mark_id: u32,
+        cause: Arc<RecordingError>,
+    },
+    #[error("the recorder did not answer within {0:?}")]
+    NoAnswer(Duration),
+    #[error("the recording ended before it took the mark")]
+    RecordingEnded,
+    /// Another process's recorder refused, saying this (the mark socket carries text).
+    #[error("{0}")]
+    Said(String),
+    /// A request line (or an answer line) that the other side could not read.
+    #[error("a request or answer not understood: {0}")]
+    NotUnderstood(String),
+}
+
+/// What was being done to a mark when its metadata failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkAction {
+    Taking,
+    Writing,
+    Closing,
+    Releasing,
+}
+
+impl std::fmt::Display for MarkAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MarkAction::Taking => "taking",
+            MarkAction::Writing => "writing",
+            MarkAction::Closing => "closing",
+            MarkAction::Releasing => "releasing",
+        })
+    }
+}
+
+impl MarkRefusal {
+    pub(crate) fn failed(
+        action: MarkAction,
+        mark_id: u32,
+        cause: impl Into<RecordingError>,
+    ) -> Self {
+        MarkRefusal::Failed {
+            action,
+            mark_id,
+            cause: Arc::new(cause.into()),
+        }
+    }
+}
 
 /// Where marks are asked of a running recording: triggers (a command, the service, a
 /// signal, a datagram) put orders in; the writer takes them between its writes and
@@ -74,7 +167,7 @@ pub struct MarkDesk {
 impl MarkDesk {
     /// Puts `order` in; the answer comes on the receiver once the writer took it (or the
     /// receiver says disconnected, when the recording ended first).
-    pub fn ask(&self, order: MarkOrder) -> mpsc::Receiver<Result<MarkAnswer, String>> {
+    pub fn ask(&self, order: MarkOrder) -> mpsc::Receiver<Result<MarkAnswer, MarkRefusal>> {
         let (reply, answer) = mpsc::channel();
         let mut orders = self.orders.lock().unwrap_or_else(|e| e.into_inner());
         orders.push_back((order, reply));
@@ -83,15 +176,15 @@ impl MarkDesk {
     }
 
     /// [`MarkDesk::ask`], waiting up to `wait` for the answer.
-    pub fn ask_and_wait(&self, order: MarkOrder, wait: Duration) -> Result<MarkAnswer, String> {
+    pub fn ask_and_wait(
+        &self,
+        order: MarkOrder,
+        wait: Duration,
+    ) -> Result<MarkAnswer, MarkRefusal> {
         match self.ask(order).recv_timeout(wait) {
             Ok(answer) => answer,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                Err(format!("the recorder did not answer within {wait:?}"))
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                Err("the recording ended before it took the mark".into())
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(MarkRefusal::NoAnswer(wait)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(MarkRefusal::RecordingEnded),
         }
     }
 
@@ -104,10 +197,10 @@ impl MarkDesk {
         orders.drain(..).collect()
     }
 
-    /// Answers every order still waiting with `why` (the recording ended).
-    pub(crate) fn close(&self, why: &str) {
+    /// Answers every order still waiting: the recording ended.
+    pub(crate) fn close(&self) {
         for (_, reply) in self.take_orders() {
-            let _ = reply.send(Err(why.to_string()));
+            let _ = reply.send(Err(MarkRefusal::RecordingEnded));
         }
     }
 }

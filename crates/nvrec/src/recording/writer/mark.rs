@@ -8,7 +8,9 @@
 
 use super::*;
 use crate::layout::{MarkOf, ReclaimCause};
-use crate::recording::marks::{MarkAnswer, MarkDesk, MarkOrder, MarkRequest};
+use crate::recording::marks::{
+    MarkAction, MarkAnswer, MarkDesk, MarkOrder, MarkRefusal, MarkRequest,
+};
 use std::sync::Arc;
 
 /// A member's history holds at most this many writes; past it every other one is dropped
@@ -74,7 +76,7 @@ pub(super) struct Marker {
     unanswered: Vec<(u32, Reply, MarkAnswer)>,
 }
 
-type Reply = std::sync::mpsc::Sender<Result<MarkAnswer, String>>;
+type Reply = std::sync::mpsc::Sender<Result<MarkAnswer, MarkRefusal>>;
 
 impl Marker {
     pub(super) fn new(desk: Arc<MarkDesk>, max_marked: f64, members: usize, next_id: u32) -> Self {
@@ -253,11 +255,9 @@ impl Writer<'_> {
 
     /// A mark of `request`: its window's start found on each member, its size checked
     /// against the room marks may keep, its entry written open and flushed.
-    fn take_mark(&mut self, request: &MarkRequest) -> Result<MarkAnswer, String> {
+    fn take_mark(&mut self, request: &MarkRequest) -> Result<MarkAnswer, MarkRefusal> {
         if !matches!(self.options.fill, Fill::Ring { .. }) || self.reclaimer.is_some() {
-            return Err(
-                "marks are kept by ring recordings (record --ring); this one is not".into(),
-            );
+            return Err(MarkRefusal::NotARing);
         }
         let now_ns = self.now_elapsed_ns();
         if let Some(open) = self.marker.as_mut().and_then(|marker| marker.open.as_mut()) {
@@ -272,7 +272,7 @@ impl Writer<'_> {
         let entry = self.open_mark_entry(id, request, &start)?;
         entry
             .encode()
-            .map_err(|e| format!("writing mark {id}: {e}"))?;
+            .map_err(|e| MarkRefusal::failed(MarkAction::Writing, id, e))?;
         let answer = MarkAnswer {
             mark_id: id,
             recording_id: self.recording_id,
@@ -413,28 +413,28 @@ impl Writer<'_> {
     /// Refuses a mark whose entry would take the table slot of this recording's own entry
     /// or of a mark that is kept (the table holds a fixed number of entries): that entry
     /// would be gone with what it keeps.
-    fn table_slot_free(&self, id: u32) -> Result<(), String> {
+    fn table_slot_free(&self, id: u32) -> Result<(), MarkRefusal> {
         let count = self.set.recording_slot_count();
         if id.checked_sub(count) == Some(self.recording_id) {
-            return Err(format!(
-                "mark {id} would take the table slot of recording {} itself (the table holds \
-                 {count} entries): no more marks in this recording",
-                self.recording_id
-            ));
+            return Err(MarkRefusal::TableFull {
+                mark_id: id,
+                recording_id: self.recording_id,
+                count,
+            });
         }
         match crate::recording::marks::table_slot_kept(self.set, id) {
             Ok(None) => Ok(()),
-            Ok(Some(mark)) => Err(format!(
-                "mark {id} would take the table slot of {}",
-                crate::recording::marks::release_hint(&mark)
-            )),
-            Err(error) => Err(format!("reading the table: {error}")),
+            Ok(Some(mark)) => Err(MarkRefusal::SlotKept {
+                mark_id: id,
+                kept: crate::recording::marks::release_hint(&mark),
+            }),
+            Err(error) => Err(MarkRefusal::failed(MarkAction::Taking, id, error)),
         }
     }
 
     /// Releases mark `id`: its entry flagged released (every member, flushed), then its
     /// slots given back to the ring. A mark of an earlier recording is released the same.
-    fn release_mark(&mut self, id: u32) -> Result<MarkAnswer, String> {
+    fn release_mark(&mut self, id: u32) -> Result<MarkAnswer, MarkRefusal> {
         if self
             .marker
             .as_ref()
@@ -442,12 +442,12 @@ impl Writer<'_> {
             .is_some_and(|o| o.entry.recording_id == id)
         {
             self.close_mark()
-                .map_err(|e| format!("closing mark {id}: {e}"))?;
+                .map_err(|e| MarkRefusal::failed(MarkAction::Closing, id, e))?;
         }
         let marker = self.marker.as_mut().expect("marks are served");
         let Some(index) = marker.kept.iter().position(|m| m.entry.recording_id == id) else {
-            let released =
-                crate::recording::marks::release(self.set, id).map_err(|e| e.to_string())?;
+            let released = crate::recording::marks::release(self.set, id)
+                .map_err(|e| MarkRefusal::failed(MarkAction::Releasing, id, e))?;
             return Ok(released_answer(&released));
         };
         let entry = marker.kept[index].entry.clone();
@@ -472,10 +472,8 @@ impl Writer<'_> {
                 }
                 Ok(released_answer(&next))
             }
-            Ok(Err(_)) => Err(format!(
-                "mark {id} is being read; release it once the read is done"
-            )),
-            Err(error) => Err(format!("releasing mark {id}: {error}")),
+            Ok(Err(_)) => Err(MarkRefusal::BeingRead(id)),
+            Err(error) => Err(MarkRefusal::failed(MarkAction::Releasing, id, error)),
         }
     }
 
@@ -549,7 +547,7 @@ impl Writer<'_> {
     /// Where a window from `from_ns` (since the recording began) starts on each member,
     /// and how much each may keep: refused where the before-window and an after-window of
     /// `after_ns` at the member's recent rate would take more than marks may keep.
-    fn window_start(&self, from_ns: u64, after_ns: u64) -> Result<WindowStart, String> {
+    fn window_start(&self, from_ns: u64, after_ns: u64) -> Result<WindowStart, MarkRefusal> {
         let marker = self.marker.as_ref().expect("marks are served");
         let k = self.k as u64;
         let now_ns = self.now_elapsed_ns();
@@ -583,16 +581,14 @@ impl Writer<'_> {
             let before = now.saturating_sub(written.written);
             let need = before.max((rate * span_ns as f64) as u64) + 2 * k;
             if need > cap {
-                let bytes = need * self.set.chunk_size_bytes as u64;
-                let allowed = cap * self.set.chunk_size_bytes as u64;
-                return Err(format!(
-                    "the mark needs {} of member {i}'s ring ({:.0}% of its lap) at the rate \
-                     recorded now; marks may keep {} more (--max-marked {:.0}%)",
-                    crate::unit::format_bytes(bytes),
-                    need as f64 * 100.0 / lap as f64,
-                    crate::unit::format_bytes(allowed),
-                    marker.max_marked * 100.0
-                ));
+                let chunk_bytes = self.set.chunk_size_bytes as u64;
+                return Err(MarkRefusal::TooLarge {
+                    member: i as u16,
+                    need_bytes: need * chunk_bytes,
+                    need_share: need as f64 / lap as f64,
+                    allowed_bytes: cap * chunk_bytes,
+                    max_marked: marker.max_marked,
+                });
             }
             if latest.is_none_or(|l| written.first_sequence > l.first_sequence) {
                 latest = Some(written);
@@ -624,8 +620,8 @@ impl Writer<'_> {
         id: u32,
         request: &MarkRequest,
         start: &WindowStart,
-    ) -> Result<RecordingEntry, String> {
-        let name = Label::new(&request.label).map_err(|e| format!("label: {e}"))?;
+    ) -> Result<RecordingEntry, MarkRefusal> {
+        let name = Label::new(&request.label).map_err(MarkRefusal::Label)?;
         Ok(RecordingEntry {
             set_uuid: self.set.set_uuid,
             recording_id: id,
@@ -671,7 +667,7 @@ impl Writer<'_> {
     pub(super) fn end_marks(&mut self) -> Result<(), RecordingError> {
         self.close_mark()?;
         if let Some(marker) = &self.marker {
-            marker.desk.close("the recording ended");
+            marker.desk.close();
         }
         Ok(())
     }
