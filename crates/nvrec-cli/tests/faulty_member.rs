@@ -312,6 +312,7 @@ fn after_kill_9_a_degraded_recording_comes_back_with_its_retirement() {
         &["--sync-interval", "100ms", "--stripe", "round-robin"],
         &data,
         Duration::from_millis(10),
+        KillWhen::Durable((data.len() - CHUNK) as u64),
     );
     let listing = json(&run(nvrec().args(["--json", "ls"]).args(&targets)));
     let recording = &listing["recordings"][0];
@@ -1708,7 +1709,8 @@ fn repair_with_a_dying_member_after_kill_9_says_what_it_could_not_repair() {
     // No checkpoint after the one that opens the recording: its end is found from the
     // chunks on both members.
     let extra = ["--sync-interval", "5s", "--stripe", "round-robin"];
-    record_then_kill(&targets, &extra, &data, Duration::from_millis(10));
+    let when = KillWhen::BeforeCheckpoint;
+    record_then_kill(&targets, &extra, &data, Duration::from_millis(10), when);
     rig.disks[0].dying_with_reads();
     // Given every member: refused, naming the one that cannot be read.
     let repaired = run(nvrec().arg("repair").args(&targets));

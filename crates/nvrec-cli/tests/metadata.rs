@@ -201,6 +201,7 @@ fn repair_writes_a_crashed_recordings_end() {
         &["--create-size", "64M", "--sync-interval", "100ms"],
         &data,
         std::time::Duration::from_millis(150),
+        KillWhen::Durable((data.len() - CHUNK) as u64),
     );
     let output = run(nvrec().args(["--json", "repair"]).args(&targets));
     assert!(output.status.success(), "{}", text(&output));

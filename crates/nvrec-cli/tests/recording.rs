@@ -102,6 +102,7 @@ fn after_kill_9_everything_acknowledged_comes_back_and_the_recording_is_interrup
         &["--sync-interval", "100ms", "--create-size", "64M"],
         &data,
         Duration::from_millis(20),
+        KillWhen::Durable((data.len() - CHUNK) as u64),
     );
     let output = run(nvrec().args(["--json", "ls"]).args(&targets));
     let listing = json(&output);
@@ -189,6 +190,7 @@ fn what_a_quiet_pipe_sent_is_written_without_waiting_for_more() {
         &["--sync-interval", "200ms", "--create-size", "64M"],
         &data,
         Duration::from_millis(0),
+        KillWhen::Durable(data.len() as u64),
     );
     let output = replay(&targets, &[]);
     assert!(output.status.success(), "{}", text(&output));
@@ -210,7 +212,8 @@ fn what_a_quiet_pipe_sent_is_written_without_waiting_for_more() {
     let mut stdin = child.stdin.take().unwrap();
     let more = noise(1 << 20, 32);
     stdin.write_all(&more[..5000]).unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    // The pipe goes quiet: its 5000 bytes go out as a short chunk, checkpointed.
+    wait_recorded(&targets, 5000);
     stdin.write_all(&more[5000..]).unwrap();
     drop(stdin);
     let output = child.wait_with_output().unwrap();
@@ -260,6 +263,7 @@ fn after_kill_9_a_ring_comes_back_up_to_what_was_acknowledged() {
             .collect::<Vec<_>>(),
             &data,
             Duration::from_millis(10),
+            KillWhen::BeforeCheckpoint,
         );
         let output = replay(&targets, &[]);
         assert!(output.status.success(), "{}", text(&output));

@@ -420,12 +420,28 @@ pub fn wait_recorded(targets: &[PathBuf], bytes: u64) -> u64 {
     }
 }
 
+/// When [`record_then_kill`] kills the recorder, once it has read all of its input.
+#[derive(Debug, Clone, Copy)]
+pub enum KillWhen {
+    /// Once `ls` shows this much of the stream durable (a short sync interval checkpoints
+    /// it): a state the recorder reached, however loaded the machine.
+    Durable(u64),
+    /// Before the next checkpoint, with the last writes given time to land (a long sync
+    /// interval: what was written past the last checkpoint is for recovery's forward search
+    /// to find, and no state outside the drives shows that it landed).
+    BeforeCheckpoint,
+}
+
 /// Records `data` from stdin in 1 MiB pieces with a pause after each, waits until the
-/// recorder has read all of it (a loaded machine may leave it behind its input), then 600 ms
-/// more (for its last writes, and a checkpoint where the sync interval is short: callers
-/// with a long one kill it before its next checkpoint, which no state shows from outside),
-/// then kills the recorder with SIGKILL.
-pub fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause: Duration) {
+/// recorder has read all of it (a loaded machine may leave it behind its input), then until
+/// `when`, then kills the recorder with SIGKILL.
+pub fn record_then_kill(
+    targets: &[PathBuf],
+    extra: &[&str],
+    data: &[u8],
+    pause: Duration,
+    when: KillWhen,
+) {
     let (child, mut stdin) = stdin_recorder(targets, extra);
     for piece in data.chunks(1 << 20) {
         stdin.write_all(piece).unwrap();
@@ -435,7 +451,10 @@ pub fn record_then_kill(targets: &[PathBuf], extra: &[&str], data: &[u8], pause:
     while bytes_read_by(child.id()) < data.len() as u64 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(600));
+    match when {
+        KillWhen::Durable(bytes) => wait_durable(targets, bytes, Duration::from_secs(30)),
+        KillWhen::BeforeCheckpoint => std::thread::sleep(Duration::from_millis(600)),
+    }
     kill_recorder(child, stdin, targets);
 }
 
