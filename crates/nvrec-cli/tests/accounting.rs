@@ -98,7 +98,14 @@ fn seventy_thousand_tcp_connections_are_all_recorded_and_counted() {
             "256M",
             target.to_str().unwrap(),
         ],
-        || std::net::TcpStream::connect(address).is_ok(),
+        // The probe sends nothing, and ends as the clients do: once the recorder closes it,
+        // it has read its end.
+        || {
+            std::net::TcpStream::connect(address).is_ok_and(|mut probe| {
+                let _ = probe.shutdown(std::net::Shutdown::Write);
+                probe.read_to_end(&mut Vec::new()).is_ok()
+            })
+        },
     );
     const CONNECTIONS: u64 = 70_000;
     const CLIENTS: u64 = 8;
@@ -120,8 +127,7 @@ fn seventy_thousand_tcp_connections_are_all_recorded_and_counted() {
     for client in clients {
         client.join().unwrap();
     }
-    // The connection that probed for the listener is one more: it sent nothing.
-    std::thread::sleep(Duration::from_millis(500));
+    // Every connection, the probe's too, was closed by the recorder once it had read its end.
     // SAFETY: kill sends a signal to a process this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let output = child.wait_with_output().unwrap();
