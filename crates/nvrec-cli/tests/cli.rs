@@ -184,11 +184,35 @@ fn interrupted_stdin_write(
     for &signal in signals {
         // SAFETY: kill has no memory-safety preconditions; the pid is our own child.
         unsafe { libc::kill(child.id() as i32, signal) };
-        std::thread::sleep(Duration::from_millis(20));
+        wait_signal_taken(child.id(), signal);
     }
     let output = child.wait_with_output().unwrap();
     drop(stdin);
     (json(&output), output.status.code(), data)
+}
+
+/// Waits until process `pid` has taken `signal` (it is no longer pending for it, in
+/// `/proc/PID/status`), so that the next signal comes after it, as a user's second Ctrl-C.
+fn wait_signal_taken(pid: u32, signal: i32) {
+    let bit = 1u64 << (signal - 1);
+    let pending = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status.lines().any(|line| {
+            let mask = line
+                .strip_prefix("SigPnd:")
+                .or_else(|| line.strip_prefix("ShdPnd:"));
+            mask.and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+                .is_some_and(|mask| mask & bit != 0)
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while pending() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "signal {signal} never taken"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 #[test]

@@ -755,6 +755,8 @@ fn an_export_window_holds_the_datagrams_received_in_it() {
     for sequence in 0..1000u32 {
         sender.send_to(&datagram(0, sequence, 1000), port).unwrap();
     }
+    // A gap in the traffic itself, not a wait for the recorder: the windows below cut at
+    // 1 s between the two bursts.
     std::thread::sleep(Duration::from_millis(1500));
     for sequence in 1000..2000u32 {
         sender.send_to(&datagram(0, sequence, 1000), port).unwrap();

@@ -149,7 +149,8 @@ fn a_recording_killed_mid_datagram_holds_it_whole_or_counts_it_lost() {
             sequence
         })
     };
-    std::thread::sleep(Duration::from_millis(1500));
+    // Killed once 200 datagrams are durable (about 0.12 s of sending).
+    wait_recorded(std::slice::from_ref(&target), 200 * LEN as u64);
     child.kill().unwrap();
     let _ = child.wait();
     stop.store(true, Ordering::Relaxed);
