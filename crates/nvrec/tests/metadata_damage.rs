@@ -17,7 +17,12 @@ use nvrec::source::PatternSource;
 const MIB: u64 = 1 << 20;
 
 fn recorded_set() -> SimDisks {
-    let sim = SimDisks::new(2, 64 * MIB, 4096, 7);
+    recorded_set_of_seed(7)
+}
+
+/// Two recordings on a set of two simulated disks made from `seed`.
+fn recorded_set_of_seed(seed: u64) -> SimDisks {
+    let sim = SimDisks::new(2, 64 * MIB, 4096, seed);
     for (seed, append) in [(0, false), (9, true)] {
         let options = RecordOptions {
             limit_bytes: Some(3 * MIB),
@@ -484,4 +489,58 @@ fn a_recording_whose_closing_entry_was_lost_is_named_and_restored() {
     let damage = health::check(&set).unwrap();
     assert!(!health::loses_anything(&damage), "{damage:?}");
     assert_reads_whole(&set, &restored, 4, 3 * MIB);
+}
+
+/// A metadata copy's problem is typed: one that cannot be read is `Unreadable` (never
+/// `Blank`, which health leaves out where nothing was written yet), zeros are `Blank`, and
+/// another set's copy says whose it is.
+#[test]
+fn an_unreadable_copy_is_never_taken_for_a_blank_one() {
+    use nvrec::recording::volume::CopyProblem;
+    let sim = recorded_set();
+    // Member 0's checkpoint slots and first table slot cannot be read.
+    fail_reads(&sim, 0, 4096, 2 * 4096);
+    fail_reads(&sim, 0, 3 * 4096, 2 * 4096);
+    let set = volume::open_members(Members::Sim(&sim), Access::Read, Safety::Check).unwrap();
+    let copies = set.checkpoint_copies();
+    let problems: Vec<_> = copies
+        .iter()
+        .filter(|copy| copy.member_index == 0)
+        .map(|copy| set.checkpoint_of(copy).unwrap_err())
+        .collect();
+    assert!(!problems.is_empty());
+    for problem in &problems {
+        assert!(matches!(problem, CopyProblem::Unreadable(_)), "{problem}");
+        assert!(problem.to_string().starts_with("unreadable: "), "{problem}");
+    }
+    let good = copies
+        .iter()
+        .find(|copy| copy.member_index == 1 && set.checkpoint_of(copy).is_ok())
+        .expect("member 1 holds a checkpoint");
+    let blank = volume::MetaCopy {
+        bytes: Ok(vec![0; good.bytes.as_ref().unwrap().len()]),
+        ..clone_copy(good)
+    };
+    assert!(matches!(set.checkpoint_of(&blank), Err(CopyProblem::Blank)));
+    let other = recorded_set_of_seed(8);
+    let theirs = volume::open_members(Members::Sim(&other), Access::Read, Safety::Check).unwrap();
+    let foreign = theirs
+        .checkpoint_copies()
+        .into_iter()
+        .find(|copy| theirs.checkpoint_of(copy).is_ok())
+        .unwrap();
+    let problem = set.checkpoint_of(&foreign).unwrap_err();
+    assert!(
+        matches!(problem, CopyProblem::OtherSet(uuid) if uuid == theirs.set_uuid),
+        "{problem}"
+    );
+}
+
+fn clone_copy(copy: &volume::MetaCopy) -> volume::MetaCopy {
+    volume::MetaCopy {
+        member_index: copy.member_index,
+        place: copy.place,
+        offset_bytes: copy.offset_bytes,
+        bytes: copy.bytes.clone(),
+    }
 }

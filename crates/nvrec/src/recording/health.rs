@@ -8,7 +8,7 @@
 //! copy cannot be read at all, which `repair` will not write over) or what the set has lost
 //! ([`Severity::Lost`]). `nvrec repair` ([`super::repair`]) rewrites the repairable ones.
 
-use super::volume::{MetaCopy, MetaPlace, VolumeSet, BLANK};
+use super::volume::{CopyProblem, MetaCopy, MetaPlace, VolumeSet};
 use super::RecordingError;
 use crate::layout::{
     decode_chunk_header, RecordingEntry, SuperblockCopies, CHUNK_HEADER_SIZE_BYTES,
@@ -182,8 +182,8 @@ fn checkpoints(set: &VolumeSet, retired: &[u16], damage: &mut Vec<MetaDamage>) {
         ));
         for copy in &copies {
             match decode(copy) {
-                Err(why) if why != BLANK => damage.push(member_damage(set, copy, why)),
-                _ => {}
+                Err(CopyProblem::Blank) | Ok(_) => {}
+                Err(why) => damage.push(member_damage(set, copy, why.to_string())),
             }
         }
         return;
@@ -212,8 +212,8 @@ fn checkpoints(set: &VolumeSet, retired: &[u16], damage: &mut Vec<MetaDamage>) {
                     found.generation
                 ),
                 (Ok(_), _) => continue,
-                (Err(why), _) if why == BLANK && !used => continue,
-                (Err(why), _) => why,
+                (Err(CopyProblem::Blank), _) if !used => continue,
+                (Err(why), _) => why.to_string(),
             };
             damage.push(member_damage(set, copy, problem));
         }
@@ -257,9 +257,8 @@ fn entry_slot(set: &VolumeSet, copies: &[MetaCopy], retired: &[u16], damage: &mu
                 )
             }
             (Ok(_), _) => continue,
-            (Err(why), _) if why == BLANK && !holds_newest => continue,
-            (Err(why), _) if why.starts_with("belongs") && !holds_newest => continue,
-            (Err(why), _) => why,
+            (Err(CopyProblem::Blank | CopyProblem::OtherSet(_)), _) if !holds_newest => continue,
+            (Err(why), _) => why.to_string(),
         };
         if !exempt {
             damage.push(member_damage(set, copy, problem));

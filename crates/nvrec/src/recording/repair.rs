@@ -131,7 +131,7 @@ fn refuse_unreadable_copies(set: &VolumeSet) -> Result<(), RecordingError> {
             path: member.disk.path().to_path_buf(),
             place: copy.place.to_string(),
             offset_bytes: copy.offset_bytes,
-            error: error.clone(),
+            error: error.to_string(),
         });
     }
     Ok(())

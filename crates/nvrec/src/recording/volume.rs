@@ -15,6 +15,7 @@ use crate::layout::{
     SuperblockCopies, Uuid, VolumeLayout, RECORDING_ENTRY_COPIES, SUPERBLOCK_SIZE_BYTES,
 };
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Nanoseconds since the Unix epoch, the format's clock.
@@ -276,12 +277,12 @@ impl VolumeSet {
     }
 
     /// The checkpoint a copy holds if it is one of this set's, for as many members as the
-    /// set has; else what is wrong with it, in words.
-    pub fn checkpoint_of(&self, copy: &MetaCopy) -> Result<Checkpoint, String> {
+    /// set has; else what is wrong with it.
+    pub fn checkpoint_of(&self, copy: &MetaCopy) -> Result<Checkpoint, CopyProblem> {
         let bytes = copy
             .bytes
             .as_ref()
-            .map_err(|e| format!("unreadable: {e}"))?;
+            .map_err(|e| CopyProblem::Unreadable(e.clone()))?;
         let found = self.of_set(Checkpoint::decode(bytes), |c| c.set_uuid)?;
         self.member_count_matches(found.members.len())?;
         Ok(found)
@@ -291,11 +292,11 @@ impl VolumeSet {
     /// and where it belongs: a table slot holds only the entries of the ids that map to it
     /// (`docs/FORMAT.md` 5), so an entry found in another one was written there by mistake
     /// (a misdirected write) and is not the table's, however good its checks.
-    pub fn entry_of(&self, copy: &MetaCopy) -> Result<RecordingEntry, String> {
+    pub fn entry_of(&self, copy: &MetaCopy) -> Result<RecordingEntry, CopyProblem> {
         let bytes = copy
             .bytes
             .as_ref()
-            .map_err(|e| format!("unreadable: {e}"))?;
+            .map_err(|e| CopyProblem::Unreadable(e.clone()))?;
         let found = self.of_set(RecordingEntry::decode(bytes), |e| e.set_uuid)?;
         self.member_count_matches(found.members.len())?;
         if let MetaPlace::Entry { slot, .. } = copy.place {
@@ -304,13 +305,11 @@ impl VolumeSet {
                 .map(|member| member.layout());
             let belongs = layout.and_then(|l| l.recording_slot_for_id(found.recording_id));
             if belongs != Some(slot) {
-                return Err(format!(
-                    "misplaced: holds recording {}'s entry (revision {}), which belongs in \
-                     table slot {}: a write that went astray",
-                    found.recording_id,
-                    found.revision,
-                    belongs.map_or("none".into(), |s| s.to_string())
-                ));
+                return Err(CopyProblem::Misplaced {
+                    recording_id: found.recording_id,
+                    revision: found.revision,
+                    belongs,
+                });
             }
         }
         Ok(found)
@@ -320,23 +319,23 @@ impl VolumeSet {
         &self,
         decoded: Result<T, crate::layout::LayoutError>,
         uuid_of: impl Fn(&T) -> Uuid,
-    ) -> Result<T, String> {
+    ) -> Result<T, CopyProblem> {
         match decoded {
             Ok(found) if uuid_of(&found) == self.set_uuid => Ok(found),
-            Ok(found) => Err(format!("belongs to another set ({})", uuid_of(&found))),
-            Err(crate::layout::LayoutError::Blank { .. }) => Err(BLANK.into()),
-            Err(error) => Err(format!("fails its check: {error}")),
+            Ok(found) => Err(CopyProblem::OtherSet(uuid_of(&found))),
+            Err(crate::layout::LayoutError::Blank { .. }) => Err(CopyProblem::Blank),
+            Err(error) => Err(CopyProblem::FailsCheck(error)),
         }
     }
 
-    fn member_count_matches(&self, count: usize) -> Result<(), String> {
+    fn member_count_matches(&self, count: usize) -> Result<(), CopyProblem> {
         if count == self.member_count() {
             return Ok(());
         }
-        Err(format!(
-            "names {count} members, the set has {}: it cannot describe this set",
-            self.member_count()
-        ))
+        Err(CopyProblem::MemberCount {
+            named: count,
+            has: self.member_count(),
+        })
     }
 
     /// Every checkpoint slot of every present member, read as it is.
@@ -497,8 +496,33 @@ impl VolumeSet {
     }
 }
 
-/// What a metadata copy that holds nothing is called in reports.
-pub const BLANK: &str = "blank";
+/// What is wrong with a metadata copy (checkpoint or entry): why it is not this set's.
+/// A copy that could not be read is never taken for a blank one.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CopyProblem {
+    #[error("unreadable: {0}")]
+    Unreadable(Arc<RecordingError>),
+    /// It holds nothing (never written).
+    #[error("blank")]
+    Blank,
+    #[error("belongs to another set ({0})")]
+    OtherSet(Uuid),
+    #[error("fails its check: {0}")]
+    FailsCheck(crate::layout::LayoutError),
+    #[error("names {named} members, the set has {has}: it cannot describe this set")]
+    MemberCount { named: usize, has: usize },
+    /// An entry in a table slot its id does not map to: a misdirected write.
+    #[error(
+        "misplaced: holds recording {recording_id}'s entry (revision {revision}), which belongs \
+         in table slot {}: a write that went astray",
+        belongs.map_or("none".into(), |s| s.to_string())
+    )]
+    Misplaced {
+        recording_id: u32,
+        revision: u64,
+        belongs: Option<u32>,
+    },
+}
 
 /// Where a metadata copy lives on a member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -537,7 +561,7 @@ pub struct MetaCopy {
     pub member_index: u16,
     pub place: MetaPlace,
     pub offset_bytes: u64,
-    pub bytes: Result<Vec<u8>, String>,
+    pub bytes: Result<Vec<u8>, Arc<RecordingError>>,
 }
 
 impl MetaCopy {
@@ -547,7 +571,7 @@ impl MetaCopy {
             place,
             offset_bytes,
             bytes: read_meta(&member.disk, offset_bytes, member.layout().meta_block_bytes)
-                .map_err(|error| error.to_string()),
+                .map_err(Arc::new),
         }
     }
 }
