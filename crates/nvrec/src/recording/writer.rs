@@ -53,6 +53,7 @@ mod ingest;
 mod mark;
 mod parts;
 mod place;
+mod rate;
 mod reclaim;
 mod retire;
 mod rewrite;
@@ -1578,11 +1579,9 @@ mod tests {
 
     #[test]
     fn a_ring_write_waits_for_the_oldest_write_in_flight_not_the_count() {
-        let mut member = MemberState {
-            usable_slots: 16,
-            queue_depth: 8,
-            ..MemberState::default()
-        };
+        let mut member = MemberState::default();
+        member.usable_slots = 16;
+        member.queue_depth = 8;
         // Lap 0: writes of 4 slots at 0, 4, 8, 12 went out; all but the first completed.
         member.pending.push_back((0, 0, 4));
         member.lap = 1;

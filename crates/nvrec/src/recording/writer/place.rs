@@ -2,6 +2,7 @@
 //! write goes on at slot 0 where its lap ends, and round slots marks keep, an I/O a part:
 //! see `parts.rs`), headers framed in place, trim ahead of a ring's write point.
 
+use super::rate::Rate;
 use super::*;
 
 #[derive(Debug, Default, Clone)]
@@ -85,13 +86,8 @@ pub(super) struct MemberState {
     /// write's left unwritten before them): a ring position less this counts the slots
     /// written, which a mark's room and the member's recent rate go by.
     pub(super) jumped_slots: u64,
-    /// For the rate estimate: bytes completed and time spent with I/O in flight (both
-    /// halved now and then, so that the estimate follows a drive that slows down).
-    pub(super) rate_bytes: u64,
-    pub(super) busy_ns: u64,
-    pub(super) busy_since: Option<Instant>,
-    /// Since when nothing has been in flight (None before the first write).
-    pub(super) idle_since: Option<Instant>,
+    /// The rate it writes at while busy, and since when it is idle (see `rate.rs`).
+    rate: Rate,
 }
 
 /// Where a write lands on its member: its parts (see `parts.rs`), the ring position of its
@@ -171,28 +167,30 @@ fn jump_distance((first, kept): (u64, u64), slot: u64, count: u64, lap: u64) -> 
 /// were slow would otherwise be left out for good.
 pub(super) const ADAPTIVE_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Busy time after which the rate estimate's history is halved.
-const RATE_WINDOW_NS: u64 = 200_000_000;
-
 impl MemberState {
+    /// A write went out at `now`.
+    pub(super) fn submitted(&mut self, now: Instant) {
+        if self.in_flight == 0 {
+            self.rate.busy_from(now);
+        }
+        self.in_flight += 1;
+    }
+
+    /// A write of `bytes` completed at `now`.
     pub(super) fn completed(&mut self, bytes: u64, now: Instant) {
         self.in_flight -= 1;
-        self.rate_bytes += bytes;
-        if self.in_flight == 0 {
-            if let Some(since) = self.busy_since.take() {
-                self.busy_ns += now.saturating_duration_since(since).as_nanos() as u64;
-            }
-            self.idle_since = Some(now);
-        }
-        if self.busy_ns > RATE_WINDOW_NS {
-            self.busy_ns /= 2;
-            self.rate_bytes /= 2;
-            if let Some(since) = self.busy_since.as_mut() {
-                // Keep the open busy period's share consistent with the halving.
-                let open_ns = now.saturating_duration_since(*since).as_nanos() as u64;
-                *since += Duration::from_nanos(open_ns / 2);
-            }
-        }
+        self.rate.completed(bytes, self.in_flight == 0, now);
+    }
+
+    /// How long nothing has been in flight here, as of `now` (None while busy).
+    pub(super) fn idle_for(&self, now: Instant) -> Option<Duration> {
+        self.rate.idle_for(now)
+    }
+
+    /// Sets the rate estimate (tests of the stages that read it).
+    #[cfg(test)]
+    pub(super) fn set_rate(&mut self, rate: Rate) {
+        self.rate = rate;
     }
 
     /// Where the next ring write starts, counted in slots from the start of lap 0
@@ -328,14 +326,7 @@ impl MemberState {
 
     /// Bytes per second written while busy, once something has completed.
     pub(super) fn rate(&self, now: Instant) -> Option<f64> {
-        if self.rate_bytes == 0 {
-            return None;
-        }
-        let open_ns = self.busy_since.map_or(0, |since| {
-            now.saturating_duration_since(since).as_nanos() as u64
-        });
-        let busy_ns = self.busy_ns + open_ns;
-        (busy_ns > 0).then(|| self.rate_bytes as f64 / (busy_ns as f64 / 1e9))
+        self.rate.per_s(now)
     }
 
     /// Where a checkpoint that claims up to `durable_end` puts this member: at its oldest
@@ -1017,11 +1008,7 @@ impl Writer<'_> {
                 member.since_durable_slots += chunk_count;
             }
         }
-        if member.in_flight == 0 {
-            member.busy_since = Some(self.clock.now());
-            member.idle_since = None;
-        }
-        member.in_flight += 1;
+        member.submitted(self.clock.now());
         if let Some(counters) = self.counters {
             counters.members[member_index].submitted();
         }

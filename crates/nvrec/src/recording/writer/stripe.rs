@@ -125,9 +125,9 @@ impl Placement {
             want.has_room(member)
                 && member.in_flight == 0
                 && want.can_take(member)
-                && member.idle_since.is_some_and(|since| {
-                    now.saturating_duration_since(since) >= ADAPTIVE_PROBE_INTERVAL
-                })
+                && member
+                    .idle_for(now)
+                    .is_some_and(|idle| idle >= ADAPTIVE_PROBE_INTERVAL)
         })
     }
 
@@ -159,16 +159,16 @@ impl Placement {
 
 #[cfg(test)]
 mod tests {
+    use super::super::rate::Rate;
     use super::*;
 
     fn member(usable_slots: u64) -> MemberState {
-        MemberState {
-            usable_slots,
-            data_slot_count: usable_slots + 1,
-            queue_depth: 2,
-            recovery_limit_slots: 1 << 20,
-            ..MemberState::default()
-        }
+        let mut member = MemberState::default();
+        member.usable_slots = usable_slots;
+        member.data_slot_count = usable_slots + 1;
+        member.queue_depth = 2;
+        member.recovery_limit_slots = 1 << 20;
+        member
     }
 
     fn placement(sizes: &[u64]) -> Placement {
@@ -238,9 +238,7 @@ mod tests {
             let member = &mut placement.members[index];
             member.queue_depth = 8;
             member.in_flight = 1;
-            member.rate_bytes = rate_bytes;
-            member.busy_ns = 1_000_000_000;
-            member.busy_since = Some(now);
+            member.set_rate(Rate::measured(rate_bytes, Duration::from_secs(1), now));
         }
         let chosen = placement.choose_member(4, Fill::Linear, Stripe::Adaptive, now);
         assert_eq!(
