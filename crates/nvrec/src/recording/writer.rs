@@ -1535,10 +1535,10 @@ impl<'a> Writer<'a> {
             reclaimed: self
                 .reclaimed_at_start
                 .iter()
-                .chain(self.reclaimer.iter().flat_map(|r| &r.reclaimed))
+                .chain(self.reclaimer.iter().flat_map(|r| r.reclaimed()))
                 .cloned()
                 .collect(),
-            reclaim_refused: self.reclaimer.as_ref().and_then(|r| r.refused.clone()),
+            reclaim_refused: self.reclaimer.as_ref().and_then(|r| r.refused().cloned()),
             marks: self.mark_answers(),
             error: self.error.clone(),
         }

@@ -324,6 +324,21 @@ impl MemberState {
             .map_or(self.usable_slots, |limit| limit.min(self.usable_slots))
     }
 
+    /// Where this member's ring started, as a limit counts from it: its lap's slots, and
+    /// the lap and slot (a start at the lap's end is the next lap's slot 0).
+    pub(super) fn ring_start(&self) -> (u64, u64, u64) {
+        let lap = self.usable_slots.max(1);
+        match self.start_slot >= lap {
+            true => (lap, self.start_lap + 1, 0),
+            false => (lap, self.start_lap, self.start_slot),
+        }
+    }
+
+    /// No write of this member reaches past ring position `position` (see `reclaim.rs`).
+    pub(super) fn limit_to(&mut self, position: u64) {
+        self.limit_position = Some(position);
+    }
+
     /// Bytes per second written while busy, once something has completed.
     pub(super) fn rate(&self, now: Instant) -> Option<f64> {
         self.rate.per_s(now)
