@@ -48,6 +48,7 @@ use retire::{tag, untag, Retiring};
 use rewrite::{Done, Gate, Rewrite, RewriteFlight};
 
 mod checkpoint;
+mod flushes;
 mod frontier;
 mod ingest;
 mod mark;
@@ -1153,8 +1154,8 @@ impl<'a> Writer<'a> {
             self.frontier.flights.complete(number);
             let done = self.done_of(&flight);
             self.placement.members[flight.member as usize]
-                .completed_unflushed
-                .push_back(done);
+                .flushes
+                .completed(done);
             // The buffer is free as soon as its write completes; the flight stays until the
             // frontier passes it, for the durability accounting only. (Freeing at the
             // frontier would let one slow member hold every buffer of the fast ones.)

@@ -55,13 +55,11 @@ impl Writer<'_> {
     /// claiming no more than the last checkpoint, would leave everything the other members
     /// hold past it out of the entry: a silent loss.)
     pub(super) fn retired_flush_failed(&mut self, member: usize, error: &RecordingError) {
-        if self.placement.members[member].flush_failed || self.gated_flush_failed(member) {
+        if self.placement.members[member].flushes.failed() || self.gated_flush_failed(member) {
             return;
         }
         self.note_member_error(member, error.to_string());
-        let state = &mut self.placement.members[member];
-        state.unflushed = false;
-        state.flush_failed = true;
+        self.placement.members[member].flushes.failed_now();
     }
 
     /// Records a failure of `member` that ends nothing, for the report.
@@ -126,7 +124,7 @@ impl Writer<'_> {
         let (_, failed) = coordinator::on_every_member(self.set, &live, Member::flush);
         for (index, member) in self.placement.members.iter_mut().enumerate() {
             if live[index] && !failed.iter().any(|&(failed, _)| failed == index) {
-                member.completed_unflushed.clear();
+                member.flushes.flushed();
             }
         }
         for (member, error) in failed {
@@ -213,17 +211,16 @@ impl Writer<'_> {
     /// Flushes the members retired since their last flush, here and now.
     pub(super) fn flush_retired(&mut self) {
         for index in 0..self.placement.members.len() {
-            if !(self.placement.members[index].retired && self.placement.members[index].unflushed) {
+            if !(self.placement.members[index].retired
+                && self.placement.members[index].flushes.owed())
+            {
                 continue;
             }
             let Some(member) = self.set.members[index].as_ref() else {
                 continue;
             };
             match member.flush() {
-                Ok(()) => {
-                    self.placement.members[index].unflushed = false;
-                    self.placement.members[index].completed_unflushed.clear();
-                }
+                Ok(()) => self.placement.members[index].flushes.flushed(),
                 Err(error) => self.retired_flush_failed(index, &error),
             }
         }

@@ -148,14 +148,14 @@ impl Frontier {
     pub(super) fn offered(&mut self, members: &[MemberState], live: &[bool], flush: &[bool]) {
         self.offered_flush = members
             .iter()
-            .map(|member| member.retired && member.unflushed)
+            .map(|member| member.retired && member.flushes.owed())
             .collect();
         self.offered_live = live.to_vec();
         self.offered_unflushed = members
             .iter()
             .zip(flush)
             .map(|(member, &flushed)| match flushed {
-                true => member.completed_unflushed.len(),
+                true => member.flushes.in_doubt().len(),
                 false => 0,
             })
             .collect();
@@ -165,12 +165,9 @@ impl Frontier {
     /// covered is durable, and recovery starts from its positions.
     pub(super) fn made(&mut self, members: &mut [MemberState]) {
         self.checkpoint_count += 1;
-        for (member, &flushed) in members.iter_mut().zip(&self.offered_flush) {
-            member.unflushed &= !flushed;
-        }
-        for (member, &covered) in members.iter_mut().zip(&self.offered_unflushed) {
-            let covered = covered.min(member.completed_unflushed.len());
-            member.completed_unflushed.drain(..covered);
+        let covered = self.offered_unflushed.iter().zip(&self.offered_flush);
+        for (member, (&covered, &flushed)) in members.iter_mut().zip(covered) {
+            member.flushes.covered(covered, flushed);
         }
         for member in members {
             member.checkpoint_durable();
@@ -338,20 +335,21 @@ mod tests {
             lie: Parts::one(first, 4),
             stream_offset_bytes: first * 1000,
         };
-        members[0].completed_unflushed.extend([done(0), done(8)]);
+        members[0].flushes.completed(done(0));
+        members[0].flushes.completed(done(8));
         members[1].retired = true;
-        members[1].unflushed = true;
-        members[1].completed_unflushed.push_back(done(4));
+        members[1].flushes.retired(false);
+        members[1].flushes.completed(done(4));
         members[0].since_checkpoint_slots = 8;
         frontier.offered(&members, &[true, false], &[true, true]);
         // Completed after the offer: its flush may have started before them.
-        members[0].completed_unflushed.push_back(done(12));
+        members[0].flushes.completed(done(12));
         frontier.made(&mut members);
         assert_eq!(frontier.checkpoint_count, 1);
-        assert_eq!(members[0].completed_unflushed.len(), 1);
-        assert_eq!(members[0].completed_unflushed[0].first_sequence, 12);
-        assert!(members[1].completed_unflushed.is_empty());
-        assert!(!members[1].unflushed, "the retired member was flushed");
+        assert_eq!(members[0].flushes.in_doubt().len(), 1);
+        assert_eq!(members[0].flushes.in_doubt()[0].first_sequence, 12);
+        assert!(members[1].flushes.in_doubt().is_empty());
+        assert!(!members[1].flushes.owed(), "the retired member was flushed");
         assert_eq!(members[0].since_durable_slots, 8);
     }
 

@@ -2,6 +2,7 @@
 //! write goes on at slot 0 where its lap ends, and round slots marks keep, an I/O a part:
 //! see `parts.rs`), headers framed in place, trim ahead of a ring's write point.
 
+use super::flushes::Flushes;
 use super::rate::Rate;
 use super::*;
 
@@ -47,15 +48,9 @@ pub(super) struct MemberState {
     pub(super) trimmed_to_slot: u64,
     /// Linear: just past this member's last write that the durable frontier has passed.
     pub(super) frontier_end_slot: u64,
-    /// Retired, and not flushed since: writes it completed may not be durable yet.
-    pub(super) unflushed: bool,
-    /// Retired, and its flush failed: it is not flushed again (a drive that fails its
-    /// flushes fails them all), and what it completed since its last good flush stays as
-    /// durable as the drive made it.
-    pub(super) flush_failed: bool,
-    /// Writes completed here since the last flush that succeeded, in the order they
-    /// completed: what a failing flush leaves in doubt (see `rewrite.rs`).
-    pub(super) completed_unflushed: VecDeque<Done>,
+    /// What it completed since its last good flush, and whether a flush is owed or failed
+    /// (see `flushes.rs`).
+    pub(super) flushes: Flushes,
     pub(super) start_slot: u64,
     pub(super) start_lap: u64,
     /// A recording that reclaims (see `reclaim.rs`): the ring position no write of this
@@ -605,7 +600,7 @@ impl Placement {
     pub(super) fn flush_set(&self) -> Vec<bool> {
         self.members
             .iter()
-            .map(|member| !member.retired || member.unflushed)
+            .map(|member| !member.retired || member.flushes.owed())
             .collect()
     }
 

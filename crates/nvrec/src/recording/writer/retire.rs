@@ -437,9 +437,7 @@ impl Writer<'_> {
                     lie: flight.lie,
                     stream_offset_bytes: self.ingest.metas[base].stream_offset_bytes,
                 };
-                self.placement.members[member]
-                    .completed_unflushed
-                    .push_back(done);
+                self.placement.members[member].flushes.completed(done);
                 if let Some(f) = self.frontier.flights.get_mut(number) {
                     f.failed = false;
                     f.error = None;
@@ -599,7 +597,10 @@ impl Writer<'_> {
         let again = self.placement.members[member].retired;
         let flush_failed = in_doubt;
         let in_doubt: Vec<Done> = match in_doubt && !again {
-            true => std::mem::take(&mut self.placement.members[member].completed_unflushed).into(),
+            true => self.placement.members[member]
+                .flushes
+                .take_in_doubt()
+                .into(),
             false => Vec::new(),
         };
         let first = self.redirect_flights(member, again);
@@ -678,8 +679,7 @@ impl Writer<'_> {
         retired.retired = true;
         // What it completed is flushed by the next checkpoint, or, where its flush failed,
         // written again elsewhere.
-        retired.unflushed = !flush_failed;
-        retired.flush_failed |= flush_failed;
+        retired.flushes.retired(flush_failed);
         retired.pending.clear();
         // Its span keeps its write point: writes after the first unfinished one may have
         // completed there (completions come in any order), and they are not sent again.

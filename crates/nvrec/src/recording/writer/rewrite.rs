@@ -195,10 +195,10 @@ impl Writer<'_> {
         if latest != Some(member) {
             return false;
         }
-        let in_doubt: Vec<Done> =
-            std::mem::take(&mut self.placement.members[member].completed_unflushed)
-                .into_iter()
-                .collect();
+        let in_doubt: Vec<Done> = self.placement.members[member]
+            .flushes
+            .take_in_doubt()
+            .into();
         let run = self
             .retiring
             .retirements
@@ -231,9 +231,7 @@ impl Writer<'_> {
         if let Some(void) = void.filter(|v| v.position < gate.void_position) {
             retirement.retired_first_slot = void.slot;
         }
-        let state = &mut self.placement.members[member];
-        state.unflushed = false;
-        state.flush_failed = true;
+        self.placement.members[member].flushes.failed_now();
         let rewrites = self.within_room(member, target, in_doubt, outstanding);
         self.retiring.rewrites.extend(
             rewrites
@@ -251,11 +249,7 @@ impl Writer<'_> {
 
     /// Chunks `member` completed since its last good flush.
     pub(super) fn unflushed_chunk_count(&self, member: usize) -> u64 {
-        self.placement.members[member]
-            .completed_unflushed
-            .iter()
-            .map(|done| done.chunk_count as u64)
-            .sum()
+        self.placement.members[member].flushes.in_doubt_chunks()
     }
 
     /// Sends the queued rewrites to the redirect member, as far as its queue, its room and
@@ -518,7 +512,7 @@ impl Writer<'_> {
         }
         self.ingest.free_buffer(flight.buffer);
         match flight.failed {
-            None => member.completed_unflushed.push_back(flight.placed),
+            None => member.flushes.completed(flight.placed),
             Some(error) => {
                 // The chunks stay where the failed flush left them; the member they went to
                 // fails as a member whose write fails does.

@@ -222,7 +222,7 @@ mod tests {
         let chosen = choices(&mut placement, Stripe::Adaptive, 2);
         assert_eq!(chosen, [Some(1), Some(1)]);
         assert_eq!(placement.live(), [false, true]);
-        placement.members[0].unflushed = true;
+        placement.members[0].flushes.retired(false);
         assert_eq!(
             placement.flush_set(),
             [true, true],
