@@ -18,7 +18,7 @@ use super::volume::{self, VolumeSet};
 use super::RecordingError;
 use crate::buffer::BufferPool;
 use crate::control::{process_cpu_s, Control, ControlState, Progress};
-use crate::engine::{EngineChoice, EngineConfig, IoCompletion, IoOp, IoRequest};
+use crate::engine::{EngineChoice, EngineConfig, IoCompletion, IoError, IoOp, IoRequest};
 use crate::inflight::InFlight;
 use crate::layout::{
     decode_chunk, Checkpoint, ChunkFlags, ChunkHeader, MemberPosition, MemberSpan, RecordingEntry,
@@ -332,10 +332,26 @@ struct ReadFlight {
     buffer: u32,
     first_slot: u64,
     slot_count: u64,
-    failed: Option<String>,
+    failed: Option<IoError>,
     /// After the read failed, each of its slots read again on its own: its bytes, or why
     /// it cannot be read. Empty until then.
-    reread: Vec<Result<Vec<u8>, String>>,
+    reread: Vec<Result<Vec<u8>, SlotUnreadable>>,
+}
+
+/// Why a slot of a member could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SlotUnreadable {
+    /// The read that took it failed (and it was not read again on its own yet).
+    #[error(transparent)]
+    Read(IoError),
+    /// Read again on its own, it failed.
+    #[error(transparent)]
+    Reread(std::sync::Arc<RecordingError>),
+    /// The member ends inside it (a target shorter than its layout).
+    #[error("short read: {} ends inside this slot", .0.display())]
+    Short(std::path::PathBuf),
+    #[error("slot {0} is outside the data area")]
+    OutsideDataArea(u64),
 }
 
 impl Scan {
@@ -398,7 +414,7 @@ struct Scan {
     last_slot: Option<u64>,
     /// Slots that could not be read since the last good chunk, with why: reported when the
     /// next good chunk (or the end of the member) bounds the sequences they held.
-    unreadable: Vec<(u64, String)>,
+    unreadable: Vec<(u64, SlotUnreadable)>,
     /// The head chunk, decoded, waiting for the merge: (sequence, slot within head flight).
     head: Option<(ChunkHeader, u64)>,
     exhausted: bool,
@@ -940,7 +956,7 @@ impl ScanReads {
             let number = completion.user_data & ((1 << 48) - 1);
             if let Some(flight) = scans[scan_index].flights.complete(number) {
                 if let Err(error) = completion.result {
-                    flight.failed = Some(error.to_string());
+                    flight.failed = Some(error);
                 }
             }
         }
@@ -1780,18 +1796,15 @@ fn reread_slots(set: &VolumeSet, member_index: u16, flight: &mut ReadFlight, chu
             let offset = member
                 .layout()
                 .data_slot_offset_bytes(slot)
-                .ok_or_else(|| format!("slot {slot} is outside the data area"))?;
+                .ok_or(SlotUnreadable::OutsideDataArea(slot))?;
             volume::read_aligned(&member.disk, offset, chunk_bytes as usize).map_err(|error| {
                 match error {
                     RecordingError::Io { source, .. }
                         if source.kind() == std::io::ErrorKind::UnexpectedEof =>
                     {
-                        format!(
-                            "short read: {} ends inside this slot",
-                            member.disk.path().display()
-                        )
+                        SlotUnreadable::Short(member.disk.path().to_path_buf())
                     }
-                    error => error.to_string(),
+                    error => SlotUnreadable::Reread(std::sync::Arc::new(error)),
                 }
             })
         })
@@ -1805,15 +1818,15 @@ fn flight_slot<'a>(
     flight: &'a ReadFlight,
     within: u64,
     chunk_bytes: u64,
-) -> Result<&'a [u8], &'a str> {
-    if flight.failed.is_none() {
+) -> Result<&'a [u8], SlotUnreadable> {
+    let Some(failed) = flight.failed else {
         let start = (within * chunk_bytes) as usize;
         return Ok(&pool.slot(flight.buffer as usize)[start..start + chunk_bytes as usize]);
-    }
+    };
     match flight.reread.get(within as usize) {
         Some(Ok(bytes)) => Ok(bytes),
-        Some(Err(error)) => Err(error),
-        None => Err(flight.failed.as_deref().unwrap_or("not read")),
+        Some(Err(error)) => Err(error.clone()),
+        None => Err(SlotUnreadable::Read(failed)),
     }
 }
 
@@ -1900,7 +1913,6 @@ fn advance(
             }
             Err(error) => {
                 // Reported once the member's next good chunk tells what it held.
-                let error = error.to_string();
                 scan.unreadable.push((slot_index, error));
             }
         }
