@@ -83,18 +83,6 @@ impl Flushes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::writer::parts::Parts;
-
-    fn done(first: u64) -> Done {
-        Done {
-            first_sequence: first,
-            chunk_count: 4,
-            slot: first,
-            position: first,
-            lie: Parts::one(first, 4),
-            stream_offset_bytes: first * 1000,
-        }
-    }
 
     fn firsts(flushes: &Flushes) -> Vec<u64> {
         flushes
@@ -108,7 +96,7 @@ mod tests {
     fn completions_wait_for_a_flush_and_a_checkpoint_covers_only_what_it_flushed() {
         let mut flushes = Flushes::default();
         for first in [0, 4, 8] {
-            flushes.completed(done(first));
+            flushes.completed(Done::four_at(first));
         }
         assert_eq!(flushes.in_doubt_chunks(), 12);
         // The checkpoint's flush covered the first two; the third came after it began.
@@ -116,7 +104,7 @@ mod tests {
         assert_eq!(firsts(&flushes), [8]);
         flushes.covered(5, false);
         assert!(flushes.in_doubt().is_empty(), "never more than there is");
-        flushes.completed(done(12));
+        flushes.completed(Done::four_at(12));
         flushes.flushed();
         assert!(flushes.in_doubt().is_empty());
     }
@@ -129,7 +117,7 @@ mod tests {
         flushes.covered(0, true);
         assert!(!flushes.owed(), "the checkpoint flushed it");
         let mut failing = Flushes::default();
-        failing.completed(done(0));
+        failing.completed(Done::four_at(0));
         failing.retired(true);
         assert!(!failing.owed() && failing.failed());
         assert_eq!(firsts(&failing), [0], "in doubt until written elsewhere");

@@ -327,14 +327,7 @@ mod tests {
     fn a_checkpoint_made_makes_durable_exactly_what_its_flush_covered() {
         let mut frontier = Frontier::new(8, 0, 1, Instant::now());
         let mut members = members();
-        let done = |first| Done {
-            first_sequence: first,
-            chunk_count: 4,
-            slot: first,
-            position: first,
-            lie: Parts::one(first, 4),
-            stream_offset_bytes: first * 1000,
-        };
+        let done = Done::four_at;
         members[0].flushes.completed(done(0));
         members[0].flushes.completed(done(8));
         members[1].retired = true;

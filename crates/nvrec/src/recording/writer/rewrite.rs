@@ -61,6 +61,22 @@ pub(super) struct Done {
     pub(super) stream_offset_bytes: u64,
 }
 
+impl Done {
+    /// A write of 4 chunks from sequence and slot `first` (tests of the stages that keep
+    /// completions).
+    #[cfg(test)]
+    pub(super) fn four_at(first: u64) -> Done {
+        Done {
+            first_sequence: first,
+            chunk_count: 4,
+            slot: first,
+            position: first,
+            lie: Parts::one(first, 4),
+            stream_offset_bytes: first * 1000,
+        }
+    }
+}
+
 /// A write of a retired member to be read back from it and written again.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Rewrite {
