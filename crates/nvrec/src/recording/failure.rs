@@ -254,7 +254,10 @@ mod tests {
             error.starts_with("/dev/loop7: write of 4096 bytes"),
             "{error}"
         );
-        assert!(error.contains(&format!("os error {}", libc::EIO)), "{error}");
+        assert!(
+            error.contains(&format!("os error {}", libc::EIO)),
+            "{error}"
+        );
         let parts = &value["failure"];
         assert_eq!(parts["kind"], "member");
         assert_eq!(parts["member"], 1);
