@@ -253,6 +253,73 @@ fn the_code_map_names_every_crate_and_module() {
     );
 }
 
+/// The texts between backticks in `cell`.
+fn ticked(cell: &str) -> Vec<&str> {
+    cell.split('`').skip(1).step_by(2).collect()
+}
+
+/// Whether Rust `source` defines a struct, enum or type alias `name`.
+fn defines(source: &str, name: &str) -> bool {
+    ["struct", "enum", "type"].iter().any(|kind| {
+        source
+            .match_indices(&format!("{kind} {name}"))
+            .any(|(at, found)| {
+                let next = source[at + found.len()..].chars().next();
+                !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+    })
+}
+
+/// ARCHITECTURE.md's table of the writer's stages holds to the code: every file a row names
+/// exists, the stage is a struct in one of them, and every type the row says it owns is
+/// defined in the library.
+#[test]
+fn the_writer_stage_table_names_what_the_code_has() {
+    let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let table = map
+        .find("| stage | owns | file |")
+        .expect("the stage table");
+    let rows: Vec<&str> = map[table..]
+        .lines()
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .collect();
+    assert!(rows.len() >= 6, "{rows:#?}");
+    let recording = root().join("crates/nvrec/src/recording");
+    let mut library = Vec::new();
+    source_files(&root().join("crates/nvrec/src"), &mut library);
+    let library: String = library
+        .iter()
+        .map(|path| std::fs::read_to_string(root().join(path)).unwrap())
+        .collect();
+    for row in rows {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (stage, owns, files) = (ticked(cells[1])[0], cells[2], ticked(cells[3]));
+        let source: String = files
+            .iter()
+            .map(|file| {
+                let path = recording.join(file);
+                std::fs::read_to_string(&path)
+                    .unwrap_or_else(|_| panic!("{stage}: no {}", path.display()))
+            })
+            .collect();
+        assert!(
+            defines(&source, stage),
+            "{stage} is not a struct of {files:?}"
+        );
+        for name in ticked(owns) {
+            let bare = name.starts_with(|c: char| c.is_ascii_uppercase())
+                && name.chars().all(|c| c.is_alphanumeric());
+            if bare {
+                assert!(
+                    defines(&library, name),
+                    "{stage} owns {name}, which is nowhere"
+                );
+            }
+        }
+    }
+}
+
 /// A piece of a document where commands are written: a line of a shell block (with its
 /// continuation lines), or an inline code span; with the line it starts on.
 struct Piece {
