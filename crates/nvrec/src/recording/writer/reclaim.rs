@@ -28,7 +28,7 @@ pub(super) struct Reclaimer {
 /// What reclaims a recording's space for the writer: [`retention::reclaim`] on the set, or
 /// a stand-in in tests. It takes the oldest entry and the policy; it gives the entry as
 /// written (flagged reclaimed), or why the policy or a reader keeps it.
-pub(super) type Reclaim<'a> = dyn FnMut(
+pub(super) type ReclaimFn<'a> = dyn FnMut(
         &RecordingEntry,
         &ReclaimPolicy,
     ) -> Result<Result<RecordingEntry, Refusal>, RecordingError>
@@ -71,7 +71,7 @@ impl Reclaimer {
     pub(super) fn make_room(
         &mut self,
         members: &mut [MemberState],
-        reclaim: &mut Reclaim<'_>,
+        reclaim: &mut ReclaimFn<'_>,
     ) -> Result<Room, RecordingFailure> {
         let Some(index) = self.entries.iter().position(retention::holds_data) else {
             return Ok(Room::None);
@@ -149,7 +149,7 @@ impl Writer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{Label, MarkOf, MemberSpan, Reclaim as ReclaimMark, RecordingState, Uuid};
+    use crate::layout::{Label, MarkOf, MemberSpan, Reclaim, RecordingState, Uuid};
     use crate::recording::retention::Kept;
 
     const LAP: u64 = 100;
@@ -207,7 +207,7 @@ mod tests {
     fn reclaimed(entry: &RecordingEntry) -> RecordingEntry {
         RecordingEntry {
             flags: entry.flags | RecordingFlags::RECLAIMED,
-            reclaimed: Some(ReclaimMark {
+            reclaimed: Some(Reclaim {
                 reclaimed_ns: 5,
                 cause: ReclaimCause::Space,
                 archived: false,
