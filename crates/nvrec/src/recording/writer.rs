@@ -25,26 +25,23 @@ use super::counters::{LossCause, MemberCounters, RecordingCounters};
 use super::disk::{self, Disk, Members};
 use super::durability::{self as coordinator, Durability, Outcome};
 use super::failure::{MemberFault, RecordingFailure, Step};
-use super::volume::{self, Member, VolumeSet};
-use super::{Fill, MemberFailure, RecordingError, Stripe, RECOVERY_WINDOW_SLOTS};
+use super::volume::{self, VolumeSet};
+use super::{Fill, MemberFailure, RecordingError, Stripe};
 use crate::buffer::BufferPool;
 use crate::clock::Clock;
 use crate::device::{Access, Safety};
-use crate::engine::{
-    self, EngineChoice, EngineConfig, EngineKind, IoCompletion, IoError, IoOp, IoRequest,
-};
-use crate::inflight::InFlight;
+use crate::engine::{self, EngineChoice, EngineConfig, EngineKind, IoCompletion, IoError};
 use crate::layout::{
-    payload_capacity_bytes, Checkpoint, ChunkFlags, ChunkHeader, Label, MemberPosition, MemberSpan,
-    RecordingEntry, RecordingFlags, RecordingState, Retirement, CHUNK_HEADER_SIZE_BYTES,
+    payload_capacity_bytes, Checkpoint, Label, MemberSpan, RecordingEntry, RecordingFlags,
+    RecordingState, Retirement,
 };
 use frontier::Frontier;
 use ingest::Ingest;
 use mark::Marker;
-use parts::{lay_ring, Lay, Part, Parts, PARTS_MAX};
+use parts::Parts;
 use place::{MemberState, Placement};
-use reclaim::{Reclaimer, Room};
-use retire::{tag, untag, Retiring};
+use reclaim::Reclaimer;
+use retire::{untag, Retiring};
 use rewrite::{Done, Gate, Rewrite, RewriteFlight};
 
 mod checkpoint;
@@ -61,7 +58,6 @@ mod rewrite;
 mod stripe;
 use crate::control::{process_cpu_s, Control, ControlState, Progress};
 use crate::source::Source;
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};

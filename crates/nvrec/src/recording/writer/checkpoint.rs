@@ -11,8 +11,21 @@
 //! drive never confirmed) and not tried again, and the recording goes on: its chunks are
 //! on the drive, and the entry counts them.
 
-use super::*;
+use super::retire;
+use super::MemberErrorReport;
+use super::Writer;
+use crate::layout::Checkpoint;
+use crate::recording::durability as coordinator;
+use crate::recording::durability::Outcome;
+use crate::recording::failure::MemberFault;
+use crate::recording::failure::RecordingFailure;
+use crate::recording::failure::Step;
 use crate::recording::volume::Member;
+use crate::recording::Fill;
+use crate::recording::RecordingError;
+use crate::recording::RECOVERY_WINDOW_SLOTS;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 impl Writer<'_> {
     pub(super) fn due_for_checkpoint(&self) -> bool {

@@ -1,7 +1,13 @@
 //! The durable frontier: the writes in flight in stream order, how far from the first
 //! every write has completed, and what the checkpoints built and made of it.
 
-use super::*;
+use super::place::MemberState;
+use super::Claimed;
+use super::Flight;
+use crate::inflight::InFlight;
+use crate::layout::MemberPosition;
+use std::time::Duration;
+use std::time::Instant;
 
 /// The frontier stage's state.
 pub(super) struct Frontier {
@@ -198,6 +204,8 @@ impl Frontier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recording::writer::parts::Parts;
+    use crate::recording::writer::rewrite::Done;
 
     /// A write of 4 chunks (sequences from `first`) to `member` at `slot`; its stream ends
     /// at 1000 bytes a chunk.

@@ -3,8 +3,19 @@
 //! finds no free buffer loses data, counted and written into the next chunk as a gap) and
 //! the quiet-pipe rule (after a sync interval without a byte, what came goes out) live here.
 
-use super::*;
+use super::ChunkMeta;
+use super::Writer;
+use crate::control::ControlState;
+use crate::layout::CHUNK_HEADER_SIZE_BYTES;
+use crate::recording::counters::LossCause;
+use crate::recording::failure::RecordingFailure;
+use crate::source::Source;
 use crate::source::{fill_until_quiet, Filled};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
 
 /// How far a paced source may fall behind its schedule before what is overdue is lost: the
 /// input's own buffering (a NIC ring, a socket buffer, a device FIFO), as time at the rate

@@ -6,11 +6,22 @@
 //! its after-window is joined to it: that window goes on to the later end. From then on the members' write
 //! points jump over the slots it keeps (`MemberState::jump_kept`) until it is released.
 
-use super::*;
+use super::Placed;
+use super::Writer;
+use crate::layout::Label;
+use crate::layout::MemberSpan;
+use crate::layout::RecordingEntry;
+use crate::layout::RecordingFlags;
+use crate::layout::RecordingState;
 use crate::layout::{MarkOf, ReclaimCause};
+use crate::recording::failure::RecordingFailure;
+use crate::recording::failure::Step;
 use crate::recording::marks::{
     MarkAction, MarkAnswer, MarkDesk, MarkOrder, MarkRefusal, MarkRequest,
 };
+use crate::recording::Fill;
+use crate::recording::RecordingError;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A member's history holds at most this many writes; past it every other one is dropped

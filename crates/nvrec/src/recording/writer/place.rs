@@ -3,8 +3,38 @@
 //! see `parts.rs`), headers framed in place, trim ahead of a ring's write point.
 
 use super::flushes::Flushes;
+use super::parts::lay_ring;
+use super::parts::Lay;
+use super::parts::Part;
+use super::parts::Parts;
+use super::parts::PARTS_MAX;
 use super::rate::Rate;
-use super::*;
+use super::reclaim::Room;
+use super::retire::tag;
+use super::retire::untag;
+use super::ring_ranges_overlap;
+use super::Flight;
+use super::Placed;
+use super::RecordOptions;
+use super::Writer;
+use super::TRIM_AHEAD_IO_COUNT;
+use crate::control::ControlState;
+use crate::engine::IoOp;
+use crate::engine::IoRequest;
+use crate::layout::ChunkFlags;
+use crate::layout::ChunkHeader;
+use crate::layout::MemberPosition;
+use crate::layout::RecordingEntry;
+use crate::recording::failure::RecordingFailure;
+use crate::recording::failure::Step;
+use crate::recording::volume::Member;
+use crate::recording::volume::VolumeSet;
+use crate::recording::Fill;
+use crate::recording::RecordingError;
+use crate::recording::RECOVERY_WINDOW_SLOTS;
+use std::collections::VecDeque;
+use std::time::Duration;
+use std::time::Instant;
 
 #[derive(Debug, Default, Clone)]
 pub(super) struct MemberState {

@@ -23,8 +23,24 @@
 //! cannot take the next one before a checkpoint makes room; and the source leaves a few
 //! free buffers to them (a paced source may lose what comes meanwhile, counted).
 
-use super::*;
+use super::parts::Parts;
+use super::retire;
+use super::retire::tag;
+use super::retire::untag;
+use super::ChunkMeta;
+use super::Flight;
+use super::Writer;
+use crate::engine::IoCompletion;
+use crate::engine::IoError;
 use crate::layout::decode_chunk;
+use crate::layout::ChunkFlags;
+use crate::recording::failure::MemberFault;
+use crate::recording::failure::RecordingFailure;
+use crate::recording::failure::Step;
+use crate::recording::Fill;
+use crate::recording::RecordingError;
+use std::time::Duration;
+use std::time::Instant;
 
 /// Rewrites are tagged with this bit in the flight number of their completions.
 const REWRITE_BIT: u64 = 1 << 55;

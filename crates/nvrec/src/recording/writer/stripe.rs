@@ -2,7 +2,9 @@
 //! round-robin), among the live members with room.
 
 use super::place::{MemberState, Placement, ADAPTIVE_PROBE_INTERVAL};
-use super::*;
+use crate::recording::Fill;
+use crate::recording::Stripe;
+use std::time::Instant;
 
 /// The write a member is chosen for: its size, on a set of this layout.
 #[derive(Debug, Clone, Copy)]
@@ -161,6 +163,7 @@ impl Placement {
 mod tests {
     use super::super::rate::Rate;
     use super::*;
+    use std::time::Duration;
 
     fn member(usable_slots: u64) -> MemberState {
         let mut member = MemberState::default();
