@@ -19,6 +19,7 @@
 //! - [`export`]: a recording as PcapNg, SigMF or MCAP, whole or in numbered parts.
 //! - [`find`]: the flows of a packet recording's window that a Community ID or an
 //!   expression names.
+//! - [`repairing`]: a damaged set's metadata made whole, and whether it is.
 //! - [`verify`]: every chunk read and checked; an archive's objects checked in the store.
 //! - [`listing`]: what `ls` and the service show of a set, as JSON and as lines.
 //! - [`losses`]: losses inside a recording of network records, counted by cause.
@@ -32,6 +33,7 @@ pub mod losses;
 pub mod marking;
 pub mod outcome;
 pub mod record;
+pub mod repairing;
 pub mod replay;
 pub mod resend;
 pub mod retaining;

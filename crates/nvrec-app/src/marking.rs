@@ -15,8 +15,10 @@
 
 use crate::outcome::UsageError;
 use anyhow::{Context, Result};
+use nvrec::device::{Access, Safety};
 use nvrec::recording::counters::RecordingCounters;
 use nvrec::recording::marks::{MarkAnswer, MarkDesk, MarkOrder, MarkRefusal, MarkRequest};
+use nvrec::recording::volume;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -293,6 +295,52 @@ pub fn ask(set_uuid: &str, order: &MarkOrder) -> Result<MarkAnswer> {
         .read_line(&mut line)
         .context("reading the recorder's answer")?;
     decode_answer(line.trim_end()).map_err(|why| UsageError(why.to_string()).into())
+}
+
+/// Takes or releases a mark on the set whose members `targets` name: asked of the
+/// recorder that writes it, or, for a release while none does, written on the drives
+/// directly. A label too long is refused before anything is opened.
+pub fn mark(targets: &[PathBuf], order: &MarkOrder) -> Result<MarkAnswer> {
+    if let MarkOrder::Take(request) = order {
+        check_label(&request.label)?;
+    }
+    let set = volume::open(targets, Access::Read, Safety::Check)?;
+    let set_uuid = set.set_uuid.to_string();
+    let live = set.live_recording()?.is_some();
+    drop(set);
+    match (order, live) {
+        (MarkOrder::Release(id), false) => release_here(targets, *id),
+        _ => ask(&set_uuid, order),
+    }
+}
+
+/// A mark's label, as a user gives it: at most [`nvrec::layout::LABEL_MAX_BYTES`].
+pub fn check_label(label: &str) -> Result<(), UsageError> {
+    if label.len() > nvrec::layout::LABEL_MAX_BYTES {
+        return Err(UsageError(format!(
+            "--label is {} bytes: a mark's label holds at most {}",
+            label.len(),
+            nvrec::layout::LABEL_MAX_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// Releases mark `id` of a set no recorder writes.
+fn release_here(targets: &[PathBuf], id: u32) -> Result<MarkAnswer> {
+    let set = volume::open(targets, Access::Write, Safety::Check)?;
+    set.lock_for_recording()?;
+    let entry = nvrec::recording::marks::release(&set, id)?;
+    Ok(MarkAnswer {
+        mark_id: entry.recording_id,
+        recording_id: entry.mark_of.map_or(0, |of| of.recording_id),
+        released: true,
+        before_ns: 0,
+        after_ns: 0,
+        label: entry.name.as_str().to_string(),
+        cut_short: false,
+        joined: false,
+    })
 }
 
 #[cfg(test)]

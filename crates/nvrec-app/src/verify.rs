@@ -19,6 +19,7 @@ use nvrec::recording::health::{self, MetaDamage};
 use nvrec::recording::reader::{Item, ReadSummary};
 use nvrec::recording::scan::Unaccounted;
 use nvrec::recording::volume::MemberProblem;
+use std::sync::Arc;
 
 /// What a verify is asked to check.
 #[derive(Debug, Clone)]
@@ -197,6 +198,72 @@ impl RecordingCheck {
         add_unaccounted(&mut value, &self.unaccounted);
         value
     }
+}
+
+/// Who watches a verify run: told when each recording's read begins (its progress) and
+/// when its check is done. The CLI shows a progress line and prints each verdict.
+pub trait VerifyWatch {
+    fn started(&mut self, _entry: &RecordingEntry, _progress: &Arc<Progress>) {}
+    fn checked(&mut self, _check: &RecordingCheck) {}
+}
+
+/// Nobody watches.
+impl VerifyWatch for () {}
+
+/// How a verify of `selected` recordings went.
+#[derive(Debug)]
+pub struct VerifyRun {
+    pub set: SetCheck,
+    pub checks: Vec<RecordingCheck>,
+    /// Stopped or aborted before every recording was read.
+    pub interrupted: bool,
+    /// The set is whole (members, metadata, manifests), as [`SetCheck::is_whole`] says.
+    pub set_whole: bool,
+    pub strict: bool,
+}
+
+impl VerifyRun {
+    /// Good: the set whole, every selected recording read and each one passing.
+    pub fn good(&self) -> bool {
+        self.set_whole
+            && !self.interrupted
+            && self.checks.iter().all(|check| check.passes(self.strict))
+    }
+
+    pub fn class(&self) -> Class {
+        Class::passed(self.good())
+    }
+}
+
+/// Checks the set and reads and checks each of `selected` in turn, until every one is
+/// checked or `control` asks the run to end (the recordings left are then not good).
+pub fn verify(
+    source: &ChunkSource,
+    selected: &[RecordingEntry],
+    request: &VerifyRequest,
+    control: &Control,
+    watch: &mut dyn VerifyWatch,
+) -> Result<VerifyRun> {
+    let set = SetCheck::of(source)?;
+    let mut run = VerifyRun {
+        set_whole: set.is_whole(source),
+        set,
+        checks: Vec::new(),
+        interrupted: false,
+        strict: request.strict,
+    };
+    for entry in selected {
+        if control.state() != ControlState::Run {
+            run.interrupted = true;
+            break;
+        }
+        let progress = Arc::new(Progress::default());
+        watch.started(entry, &progress);
+        let check = check_recording(source, entry, request, &run.set, control, &progress)?;
+        watch.checked(&check);
+        run.checks.push(check);
+    }
+    Ok(run)
 }
 
 /// Reads and checks one recording.

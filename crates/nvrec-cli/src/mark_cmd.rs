@@ -5,9 +5,7 @@
 use crate::args::duration_arg;
 use anyhow::Result;
 use clap::Args;
-use nvrec::device::{Access, Safety};
 use nvrec::recording::marks::{MarkOrder, MarkRequest};
-use nvrec::recording::volume;
 use nvrec_app::marking;
 use nvrec_app::Class;
 use std::path::PathBuf;
@@ -33,51 +31,19 @@ pub struct MarkArgs {
 }
 
 pub fn mark(args: MarkArgs, json: bool) -> Result<Class> {
-    if args.label.len() > nvrec::layout::LABEL_MAX_BYTES {
-        return Err(nvrec_app::outcome::UsageError(format!(
-            "--label is {} bytes: a mark's label holds at most {}",
-            args.label.len(),
-            nvrec::layout::LABEL_MAX_BYTES
-        ))
-        .into());
-    }
-    let set = volume::open(&args.targets, Access::Read, Safety::Check)?;
-    let set_uuid = set.set_uuid.to_string();
     let order = match args.release {
         Some(id) => MarkOrder::Release(id),
         None => MarkOrder::Take(MarkRequest {
             before: args.before,
             after: args.after,
-            label: args.label.clone(),
+            label: args.label,
         }),
     };
-    let live = set.live_recording()?.is_some();
-    drop(set);
-    let answer = match (&order, live) {
-        (MarkOrder::Release(id), false) => release_here(&args.targets, *id)?,
-        _ => marking::ask(&set_uuid, &order)?,
-    };
+    let answer = marking::mark(&args.targets, &order)?;
     if json {
         outln!("{}", serde_json::to_value(&answer)?);
     } else {
         outln!("{}", marking::taken_line(&answer));
     }
     Ok(Class::Done)
-}
-
-/// Releases mark `id` of a set no recorder writes.
-fn release_here(targets: &[PathBuf], id: u32) -> Result<nvrec::recording::marks::MarkAnswer> {
-    let set = volume::open(targets, Access::Write, Safety::Check)?;
-    set.lock_for_recording()?;
-    let entry = nvrec::recording::marks::release(&set, id)?;
-    Ok(nvrec::recording::marks::MarkAnswer {
-        mark_id: entry.recording_id,
-        recording_id: entry.mark_of.map_or(0, |of| of.recording_id),
-        released: true,
-        before_ns: 0,
-        after_ns: 0,
-        label: entry.name.as_str().to_string(),
-        cut_short: false,
-        joined: false,
-    })
 }

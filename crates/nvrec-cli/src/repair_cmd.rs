@@ -4,11 +4,10 @@
 use crate::signal;
 use anyhow::Result;
 use clap::Args;
-use nvrec::device::{Access, Safety};
 use nvrec::recording::scan::Scan;
-use nvrec::recording::{repair, volume};
 use nvrec::unit::format_bytes;
 use nvrec_app::listing::unaccounted_text;
+use nvrec_app::repairing::{self, RepairRequest, RepairRun};
 use nvrec_app::Class;
 use std::path::PathBuf;
 
@@ -24,31 +23,23 @@ pub struct RepairArgs {
 }
 
 pub fn repair(args: RepairArgs, json: bool) -> Result<Class> {
-    let mut set = volume::open(&args.targets, Access::Write, Safety::Check)?;
-    set.lock_for_recording()?;
-    let report = repair::repair(&mut set, args.scan, &signal::CONTROL)?;
-    // A member that was not there was not repaired, and the chunks it holds were out of
-    // reach: never whole, whatever the members present say.
-    let whole = report.failed.is_empty()
-        && report.left.is_empty()
-        && report.unaccounted_left.is_empty()
-        && report.missing_members.is_empty()
-        && set.problems.is_empty();
+    let request = RepairRequest {
+        targets: args.targets,
+        scan: args.scan,
+    };
+    let run = repairing::repair(&request, &signal::CONTROL)?;
     if json {
-        outln!(
-            "{}",
-            serde_json::json!({"set_uuid": set.set_uuid.to_string(), "whole": whole, "report": report, "problems": set.problems})
-        );
+        outln!("{}", run.json());
     } else {
-        print_report(&set, &report);
+        print_report(&run);
     }
-    Ok(if whole { Class::Done } else { Class::Failed })
+    Ok(run.class())
 }
 
-fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
-    outln!("volume set {}: repair", set.set_uuid);
-    let complete = report.missing_members.is_empty() && set.problems.is_empty();
-    if report.found.is_empty() && report.extended.is_empty() && complete {
+fn print_report(run: &RepairRun) {
+    let report = &run.report;
+    outln!("volume set {}: repair", run.set_uuid);
+    if run.was_whole() {
         // `restored` recordings are in `extended` too.
         outln!("  metadata was whole: nothing to repair");
     }
@@ -58,7 +49,7 @@ fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
              (repair again with it present)"
         );
     }
-    for problem in &set.problems {
+    for problem in &run.problems {
         outln!(
             "  {} {}: {}",
             problem.heading(),
@@ -111,11 +102,7 @@ fn print_report(set: &volume::VolumeSet, report: &repair::RepairReport) {
             unaccounted_text(found)
         );
     }
-    if report.left.is_empty()
-        && report.failed.is_empty()
-        && report.unaccounted_left.is_empty()
-        && complete
-    {
+    if run.whole() {
         outln!("  the metadata is whole");
     }
 }

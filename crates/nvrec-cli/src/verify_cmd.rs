@@ -5,7 +5,7 @@ use crate::args::{size_arg, EngineArg};
 use crate::{progress, reading, signal};
 use anyhow::Result;
 use clap::Args;
-use nvrec::control::{ControlState, Progress};
+use nvrec::control::Progress;
 use nvrec::layout::{RecordingEntry, RecordingFlags};
 use nvrec_app::chunks::ChunkSource;
 use nvrec_app::listing::{retirement_line, state_text, unaccounted_text};
@@ -70,35 +70,50 @@ pub fn verify(args: VerifyArgs, json: bool) -> Result<Class> {
     if args.stored {
         return verify_stored(&source, &selected, json);
     }
-    let set = SetCheck::of(&source)?;
-    let mut all_good = set.is_whole(&source);
-    let mut results = Vec::new();
-    for entry in &selected {
-        if signal::CONTROL.state() != ControlState::Run {
-            all_good = false; // SIGINT or SIGTERM: the recordings left are not read.
-            break;
-        }
-        let progress = Arc::new(Progress::default());
-        let label = format!("verify {}", entry.recording_id);
-        let display = progress::ProgressDisplay::start(Arc::clone(&progress), label, !json);
-        let check =
-            verify::check_recording(&source, entry, &request, &set, &signal::CONTROL, &progress)?;
-        drop(display);
-        all_good &= check.passes(args.strict);
-        if !json {
-            print_check(&source, &check, args.strict);
-        }
-        results.push(check.json());
-    }
+    let mut watch = Watch {
+        source: &source,
+        strict: args.strict,
+        json,
+        display: None,
+    };
+    let run = verify::verify(&source, &selected, &request, &signal::CONTROL, &mut watch)?;
     if json {
+        let results: Vec<_> = run.checks.iter().map(RecordingCheck::json).collect();
+        let set = &run.set;
         outln!(
             "{}",
-            serde_json::json!({"set_uuid": source.set().map(|set| set.set_uuid.to_string()), "archive": source.archive_url(), "good": all_good, "recordings": results, "unreadable_manifests": source.unreadable(), "missing_members": set.missing_members, "problems": set.member_problems, "metadata_damage": set.damage, "unnamed": set.unnamed})
+            serde_json::json!({"set_uuid": source.set().map(|set| set.set_uuid.to_string()), "archive": source.archive_url(), "good": run.good(), "recordings": results, "unreadable_manifests": source.unreadable(), "missing_members": set.missing_members, "problems": set.member_problems, "metadata_damage": set.damage, "unnamed": set.unnamed})
         );
     } else {
-        print_set(&source, &set);
+        print_set(&source, &run.set);
     }
-    Ok(Class::passed(all_good))
+    Ok(run.class())
+}
+
+/// A progress line while each recording is read, and its verdict printed once checked.
+struct Watch<'a> {
+    source: &'a ChunkSource,
+    strict: bool,
+    json: bool,
+    display: Option<progress::ProgressDisplay>,
+}
+
+impl verify::VerifyWatch for Watch<'_> {
+    fn started(&mut self, entry: &RecordingEntry, progress: &Arc<Progress>) {
+        let label = format!("verify {}", entry.recording_id);
+        self.display = Some(progress::ProgressDisplay::start(
+            Arc::clone(progress),
+            label,
+            !self.json,
+        ));
+    }
+
+    fn checked(&mut self, check: &RecordingCheck) {
+        self.display = None;
+        if !self.json {
+            print_check(self.source, check, self.strict);
+        }
+    }
 }
 
 /// One recording's verdict, in lines.
