@@ -16,6 +16,7 @@ use nvrec_archive::store::Mode;
 use nvrec_archive::upload::{self, ArchiveOptions, Outcome, RecordingReport};
 use nvrec_archive::{Archive, ArchiveUrl, Manifest};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What an archive run is asked to do.
 pub struct ArchiveRequest {
@@ -165,7 +166,23 @@ pub fn archive(
 pub struct MarkArchived {
     pub mark_id: u32,
     pub recording_id: u32,
-    pub kept_because: Option<String>,
+    #[serde(serialize_with = "nvrec::serialize_message")]
+    pub kept_because: Option<MarkKept>,
+}
+
+/// Why a mark of an archived recording was kept on the drives.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum MarkKept {
+    #[error("its archive does not verify: {0}")]
+    ArchiveUnverified(Arc<nvrec_archive::ArchiveError>),
+    #[error("its window is not in the archive (archive the ring with --follow while it records)")]
+    WindowNotArchived,
+    #[error("part of its window is missing from the archive")]
+    PartMissing,
+    #[error("it is being read")]
+    BeingRead,
+    #[error(transparent)]
+    NotReleased(Arc<nvrec::recording::RecordingError>),
 }
 
 /// With `delete_after_verify`: releases the marks of each archived recording whose window
@@ -187,10 +204,10 @@ fn release_archived_marks(
             continue;
         }
         let manifest = Manifest::decode(&report.manifest_key, &archive.get(&report.manifest_key)?)?;
-        let stored = free::verify_stored(archive, &manifest);
+        let stored = free::verify_stored(archive, &manifest).map_err(Arc::new);
         for mark in marks.iter().filter(|mark| mark.reclaimed.is_none()) {
             let outcome = match (&stored, lacks(&manifest, mark)) {
-                (Err(error), _) => Err(format!("its archive does not verify: {error}")),
+                (Err(error), _) => Err(MarkKept::ArchiveUnverified(Arc::clone(error))),
                 (Ok(()), Some(why)) => Err(why),
                 (Ok(()), None) => release_held(set, mark),
             };
@@ -205,7 +222,7 @@ fn release_archived_marks(
 }
 
 /// Why the archive of `manifest` does not hold all of `mark`'s window, if it does not.
-fn lacks(manifest: &Manifest, mark: &nvrec::layout::RecordingEntry) -> Option<String> {
+fn lacks(manifest: &Manifest, mark: &nvrec::layout::RecordingEntry) -> Option<MarkKept> {
     let (first, end) = (
         mark.first_sequence,
         mark.end_sequence.min(manifest.end_sequence),
@@ -216,17 +233,14 @@ fn lacks(manifest: &Manifest, mark: &nvrec::layout::RecordingEntry) -> Option<St
     let archived_first = manifest.segments.first().map(|s| s.first_sequence);
     let archived_last = manifest.segments.last().map(|s| s.last_sequence);
     if archived_first.is_none_or(|f| f > first) || archived_last.is_none_or(|l| l + 1 < end) {
-        return Some(
-            "its window is not in the archive (archive the ring with --follow while it records)"
-                .into(),
-        );
+        return Some(MarkKept::WindowNotArchived);
     }
     let overwritten = manifest.overwritten().any(|loss| {
         let lost_from = loss.first_sequence_lost.unwrap_or(loss.sequence);
         lost_from < end && loss.sequence > first
     });
     if overwritten || !manifest.holes.is_empty() {
-        return Some("part of its window is missing from the archive".into());
+        return Some(MarkKept::PartMissing);
     }
     None
 }
@@ -235,7 +249,7 @@ fn lacks(manifest: &Manifest, mark: &nvrec::layout::RecordingEntry) -> Option<St
 fn release_held(
     set: &volume::VolumeSet,
     mark: &nvrec::layout::RecordingEntry,
-) -> Result<(), String> {
+) -> Result<(), MarkKept> {
     use nvrec::recording::retention::{reclaim, ReclaimPolicy};
     match reclaim(
         set,
@@ -245,8 +259,8 @@ fn release_held(
         &[],
     ) {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(_)) => Err("it is being read".into()),
-        Err(error) => Err(error.to_string()),
+        Ok(Err(_)) => Err(MarkKept::BeingRead),
+        Err(error) => Err(MarkKept::NotReleased(Arc::new(error))),
     }
 }
 

@@ -28,6 +28,7 @@ use nvrec_archive::manifest::SegmentInfo;
 use nvrec_archive::read::ArchivedRecording;
 use nvrec_archive::Archive;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// What `find` is asked.
 #[derive(Debug, Clone)]
@@ -64,8 +65,11 @@ pub enum FindRead {
     /// Every chunk of the window was read and every packet keyed: `flows_in_window` and
     /// `packets_in_window` count them. Over an archive, why its flows could not answer.
     Scanned {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        why_not_indexed: Option<String>,
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "nvrec::serialize_message"
+        )]
+        why_not_indexed: Option<NotIndexed>,
     },
     /// From an archive's flows: those of the segments whose packets the window overlaps
     /// were read, then the chunks that the matching flows lie in. `flows_in_window` and
@@ -80,6 +84,34 @@ pub enum FindRead {
         chunks_read: u64,
     },
 }
+
+/// Why an archive's flows could not answer, and every chunk of the window was read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NotIndexed {
+    #[error(
+        "the archive lacks chunks of the recording ({0} holes): every chunk is read to name them"
+    )]
+    ArchiveHoles(usize),
+    #[error("segment {0} was archived without its flows")]
+    SegmentWithoutFlows(String),
+    /// What the archive's scan of that segment could not key, as its flows object says.
+    #[error("the flows of {key} lack packets: {note}")]
+    FlowsLackPackets { key: String, note: String },
+    #[error("reading the flows: {0}")]
+    FlowsUnreadable(Arc<nvrec_archive::ArchiveError>),
+    #[error("reading the chunks the flows name: {0:#}")]
+    ChunksUnreadable(Arc<anyhow::Error>),
+}
+
+/// Two reasons are the same where they say the same (the errors they carry are not
+/// comparable otherwise).
+impl PartialEq for NotIndexed {
+    fn eq(&self, other: &NotIndexed) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for NotIndexed {}
 
 impl FindReport {
     /// An answer read around holes may lack packets: it fails, naming them.
@@ -161,21 +193,15 @@ fn scan_item(scan: &mut FlowScan, item: Item<'_>) -> bool {
 fn indexed_segments<'a>(
     recording: &'a ArchivedRecording,
     window: &Window,
-) -> Result<Vec<&'a SegmentInfo>, String> {
+) -> Result<Vec<&'a SegmentInfo>, NotIndexed> {
     let holes = recording.manifest.holes.len();
     if holes > 0 {
-        return Err(format!(
-            "the archive lacks chunks of the recording ({holes} holes): every chunk is read \
-             to name them"
-        ));
+        return Err(NotIndexed::ArchiveHoles(holes));
     }
     let mut searched = Vec::new();
     for info in &recording.manifest.segments {
         let Some(flows) = info.flows.as_ref() else {
-            return Err(format!(
-                "segment {} was archived without its flows",
-                info.key
-            ));
+            return Err(NotIndexed::SegmentWithoutFlows(info.key.clone()));
         };
         let Some((first, last)) = flows.times_ns else {
             continue;
@@ -184,7 +210,10 @@ fn indexed_segments<'a>(
             continue;
         }
         if let Some(note) = flows.unindexed.first() {
-            return Err(format!("the flows of {} lack packets: {note}", flows.key));
+            return Err(NotIndexed::FlowsLackPackets {
+                key: flows.key.clone(),
+                note: note.to_string(),
+            });
         }
         searched.push(info);
     }
@@ -220,7 +249,7 @@ impl<'a> Indexed<'a> {
         window: &Window,
         query: &FlowQuery,
         seed: u16,
-    ) -> Option<Result<Indexed<'a>, String>> {
+    ) -> Option<Result<Indexed<'a>, NotIndexed>> {
         let (archive, recording) = source.archived(entry)?;
         Some(indexed_segments(recording, window).and_then(|segments| {
             let mut indexed = Indexed {
@@ -248,13 +277,13 @@ impl<'a> Indexed<'a> {
     }
 
     /// Adds the flows of segment `info`.
-    fn read_flows(&mut self, info: &SegmentInfo, seed: u16) -> Result<(), String> {
+    fn read_flows(&mut self, info: &SegmentInfo, seed: u16) -> Result<(), NotIndexed> {
+        let unreadable = |error| NotIndexed::FlowsUnreadable(Arc::new(error));
         let flows = info.flows.as_ref().expect("searched for its flows");
-        let bytes = (self.archive.get(&flows.key)).map_err(|error| error.to_string())?;
+        let bytes = self.archive.get(&flows.key).map_err(unreadable)?;
         self.flows_bytes_read += bytes.len() as u64;
         let decoded = nvrec_archive::flows::decode(&flows.key, bytes, seed);
-        self.rows
-            .extend(decoded.map_err(|error| error.to_string())?);
+        self.rows.extend(decoded.map_err(unreadable)?);
         Ok(())
     }
 
@@ -300,13 +329,13 @@ fn find_indexed(
     request: &FindRequest,
     control: &Control,
     progress: &Progress,
-) -> Result<FindReport, String> {
+) -> Result<FindReport, NotIndexed> {
     let mut scan = FlowScan::new(request.seed, request.window, entry.start_ns).of_runs();
     let summary = indexed
         .read(control, progress, &mut |item| {
             scan_item(&mut scan, item);
         })
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| NotIndexed::ChunksUnreadable(Arc::new(error)))?;
     scan.finish();
     let (table, holes, losses) = scan.into_parts();
     let keys: HashSet<FlowKey> = indexed.rows.iter().map(|flow| flow.key).collect();

@@ -466,7 +466,7 @@ impl ChunkChecker {
                 check_pattern(self.pattern.as_ref(), header.stream_offset_bytes, payload)
             {
                 self.pattern_errors += 1;
-                self.bad(|| at(why));
+                self.bad(|| at(why.to_string()));
             }
         }
     }
@@ -486,21 +486,28 @@ fn seed_of_payload(offset_bytes: u64, payload: &[u8]) -> Option<u64> {
     Some(Pattern::seed_of_words(word(0), word(4), offset_bytes / 4))
 }
 
+/// Why a PATTERN chunk's payload is not the pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PatternProblem {
+    #[error("stream offset {0:#x} is not a multiple of 8, where the pattern never puts a chunk")]
+    Unaligned(u64),
+    #[error("{0}")]
+    Mismatch(nvrec::pattern::Mismatch),
+}
+
 /// Checks one PATTERN chunk's payload; `pattern` is `None` when no seed could be read.
 fn check_pattern(
     pattern: Option<&Pattern>,
     offset_bytes: u64,
     payload: &[u8],
-) -> Result<(), String> {
+) -> Result<(), PatternProblem> {
     if !offset_bytes.is_multiple_of(8) {
-        return Err(format!(
-            "stream offset {offset_bytes:#x} is not a multiple of 8, where the pattern never puts a chunk"
-        ));
+        return Err(PatternProblem::Unaligned(offset_bytes));
     }
     match pattern {
         Some(pattern) => pattern
             .check(offset_bytes, payload, 0)
-            .map_err(|mismatch| mismatch.to_string()),
+            .map_err(PatternProblem::Mismatch),
         // Under 8 bytes: too short to name a seed, and nothing to check it against.
         None => Ok(()),
     }

@@ -39,25 +39,38 @@ impl std::fmt::Display for TimeArg {
     }
 }
 
+/// Why a `--from`/`--to` was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TimeArgError {
+    #[error(
+        "{text:?} is not a time in RFC 3339 ({cause}); give UTC as 2026-11-27T08:00:00Z, or an \
+         offset from the recording's start as 500ms or 2m"
+    )]
+    NotRfc3339 {
+        text: String,
+        cause: humantime::TimestampError,
+    },
+    #[error("{0:?} is before 1970")]
+    Before1970(String),
+    #[error(transparent)]
+    NotAnOffset(#[from] nvrec::unit::ParseError),
+}
+
 /// Parses `--from`/`--to` (clap's value parser).
-pub fn time_arg(text: &str) -> Result<TimeArg, String> {
+pub fn time_arg(text: &str) -> Result<TimeArg, TimeArgError> {
     let text = text.trim();
     if text.contains('T') || text.contains(':') {
-        let at = humantime::parse_rfc3339_weak(text).map_err(|error| {
-            format!(
-                "{text:?} is not a time in RFC 3339 ({error}); give UTC as \
-                 2026-11-27T08:00:00Z, or an offset from the recording's start as 500ms or 2m"
-            )
+        let at = humantime::parse_rfc3339_weak(text).map_err(|cause| TimeArgError::NotRfc3339 {
+            text: text.to_string(),
+            cause,
         })?;
         let unix_ns = at
             .duration_since(UNIX_EPOCH)
-            .map_err(|_| format!("{text:?} is before 1970"))?
+            .map_err(|_| TimeArgError::Before1970(text.to_string()))?
             .as_nanos() as u64;
         return Ok(TimeArg::At { unix_ns });
     }
-    nvrec::unit::parse_duration(text)
-        .map(TimeArg::After)
-        .map_err(|error| error.to_string())
+    Ok(TimeArg::After(nvrec::unit::parse_duration(text)?))
 }
 
 /// Where offsets of a window count from in `entry`: its start, or for a mark (format 1.7)
@@ -236,8 +249,19 @@ mod tests {
                 unix_ns: 1_795_766_400_250_000_000
             })
         );
-        assert!(time_arg("2026-13-27T08:00:00Z").is_err());
-        assert!(time_arg("soon").is_err());
+        assert!(matches!(
+            time_arg("2026-13-27T08:00:00Z"),
+            Err(TimeArgError::NotRfc3339 { .. })
+        ));
+        // humantime takes no year before 1970: refused as not RFC 3339 already.
+        assert!(matches!(
+            time_arg("1969-12-31T23:59:59Z"),
+            Err(TimeArgError::NotRfc3339 { .. } | TimeArgError::Before1970(_))
+        ));
+        assert!(matches!(
+            time_arg("soon"),
+            Err(TimeArgError::NotAnOffset(_))
+        ));
         let at = time_arg("2026-11-27T08:00:00.25Z").unwrap();
         assert_eq!(time_arg(&at.to_string()), Ok(at), "{at}");
     }

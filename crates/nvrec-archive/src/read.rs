@@ -510,8 +510,9 @@ impl ArchiveRead<'_, '_> {
                         return Flow::Stop;
                     }
                 }
-                Err(what) => {
+                Err(why) => {
                     self.summary.damage_count += 1;
+                    let what = why.to_string();
                     if !(self.each)(Item::Damage(&damage(info, offset, None, what))) {
                         return Flow::Stop;
                     }
@@ -530,38 +531,37 @@ impl ArchiveRead<'_, '_> {
         chunk: usize,
         start: u64,
         bytes: &'b [u8],
-    ) -> std::result::Result<ChunkView<'b>, String> {
+    ) -> std::result::Result<ChunkView<'b>, ChunkRefused> {
         let local = (info.chunk_offsets[chunk] - start) as usize;
-        let (view, end) =
-            chunk_at(bytes, local).map_err(|why| format!("chunk does not decode: {why}"))?;
+        let (view, end) = chunk_at(bytes, local).map_err(ChunkRefused::Decode)?;
         let (manifest, entry, expected) = (self.manifest, self.entry, self.expected);
         let next_offset = info
             .chunk_offsets
             .get(chunk + 1)
             .copied()
             .unwrap_or(info.size_bytes);
+        let header = &view.header;
         if (end as u64) + start != next_offset {
-            Err(format!(
-                "chunk ends at offset {}, the index says the next starts at {next_offset}",
-                end as u64 + start
-            ))
-        } else if view.header.set_uuid.to_string() != manifest.set_uuid
-            || view.header.recording_id != manifest.recording_id
+            Err(ChunkRefused::EndsElsewhere {
+                end: end as u64 + start,
+                next_offset,
+            })
+        } else if header.set_uuid.to_string() != manifest.set_uuid
+            || header.recording_id != manifest.recording_id
         {
-            Err(format!(
-                "chunk of set {} recording {}, not of this recording",
-                view.header.set_uuid, view.header.recording_id
-            ))
-        } else if view.header.sequence < entry.first_sequence
-            || view.header.sequence >= entry.end_sequence
-            || expected.is_some_and(|e| view.header.sequence < e)
+            Err(ChunkRefused::Stranger {
+                set_uuid: header.set_uuid,
+                recording_id: header.recording_id,
+            })
+        } else if header.sequence < entry.first_sequence
+            || header.sequence >= entry.end_sequence
+            || expected.is_some_and(|e| header.sequence < e)
         {
-            Err(format!(
-                "chunk sequence {} out of order (expected {} and on, below {})",
-                view.header.sequence,
-                expected.unwrap_or(entry.first_sequence),
-                entry.end_sequence
-            ))
+            Err(ChunkRefused::OutOfOrder {
+                sequence: header.sequence,
+                expected: expected.unwrap_or(entry.first_sequence),
+                end: entry.end_sequence,
+            })
         } else {
             Ok(view)
         }
@@ -671,6 +671,26 @@ fn finish(mut summary: ReadSummary, started: Instant) -> ReadSummary {
     summary.rate_mib_per_s =
         summary.payload_bytes as f64 / (1u64 << 20) as f64 / summary.elapsed_s.max(1e-9);
     summary
+}
+
+/// Why a chunk of a segment was not handed out as the recording's.
+#[derive(Debug, Clone, thiserror::Error)]
+enum ChunkRefused {
+    #[error("chunk does not decode: {0}")]
+    Decode(nvrec::layout::LayoutError),
+    #[error("chunk ends at offset {end}, the index says the next starts at {next_offset}")]
+    EndsElsewhere { end: u64, next_offset: u64 },
+    #[error("chunk of set {set_uuid} recording {recording_id}, not of this recording")]
+    Stranger {
+        set_uuid: nvrec::layout::Uuid,
+        recording_id: u32,
+    },
+    #[error("chunk sequence {sequence} out of order (expected {expected} and on, below {end})")]
+    OutOfOrder {
+        sequence: u64,
+        expected: u64,
+        end: u64,
+    },
 }
 
 #[cfg(test)]

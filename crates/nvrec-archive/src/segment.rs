@@ -305,15 +305,11 @@ impl Segment {
 pub fn chunk_at(
     bytes: &[u8],
     offset: usize,
-) -> std::result::Result<(ChunkView<'_>, usize), String> {
+) -> std::result::Result<(ChunkView<'_>, usize), nvrec::layout::LayoutError> {
     let rest = bytes.get(offset..).unwrap_or_default();
-    match decode_chunk(rest) {
-        Ok(view) => {
-            let end = offset + CHUNK_HEADER_SIZE_BYTES + view.payload.len();
-            Ok((view, end))
-        }
-        Err(error) => Err(error.to_string()),
-    }
+    let view = decode_chunk(rest)?;
+    let end = offset + CHUNK_HEADER_SIZE_BYTES + view.payload.len();
+    Ok((view, end))
 }
 
 #[cfg(test)]

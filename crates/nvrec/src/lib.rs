@@ -57,7 +57,7 @@ pub mod window;
 
 /// A typed failure (or reason) as `--json` gives it: its message, or null (serde's
 /// `serialize_with`; the value stays typed everywhere else).
-pub(crate) fn serialize_message<T: std::fmt::Display, S: serde::Serializer>(
+pub fn serialize_message<T: std::fmt::Display, S: serde::Serializer>(
     value: &Option<T>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {

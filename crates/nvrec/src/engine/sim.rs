@@ -125,6 +125,27 @@ pub struct SimSpecError {
 pub const SIM_SPEC_KEYS: &str = "capacity, lbs, dram, dram-rate, cache, fast, slow, fold-at, \
 fold, read, recover, iops, latency, overwrite, throttle-after, throttle-factor, stall-every, stall, seed";
 
+/// Why a simulated drive's model was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimModelError {
+    #[error("lbs {0} is not a power of two >= 512")]
+    BlockSize(u32),
+    #[error("capacity {0} is not a positive multiple of 1 MiB")]
+    Capacity(u64),
+    #[error(
+        "capacity {} is above the {} a simulated drive may hold in memory",
+        format_bytes(*.0),
+        format_bytes(SIM_CAPACITY_BYTES_MAX)
+    )]
+    TooLarge(u64),
+    #[error("fold-at is beyond the capacity")]
+    FoldAtPastCapacity,
+    #[error("overwrite must be in (0, 1]")]
+    Overwrite,
+    #[error("throttle-factor must be in (0, 1]")]
+    ThrottleFactor,
+}
+
 impl SimModel {
     /// Whether a target argument names a simulated drive.
     pub fn is_spec(text: &str) -> bool {
@@ -196,38 +217,28 @@ impl SimModel {
                 _ => return Err(fail(format!("unknown key '{key}' (keys: {SIM_SPEC_KEYS})"))),
             }
         }
-        model.validate().map_err(fail)?;
+        model.validate().map_err(|why| fail(why.to_string()))?;
         Ok(model)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), SimModelError> {
         if !self.logical_block_bytes.is_power_of_two() || self.logical_block_bytes < 512 {
-            return Err(format!(
-                "lbs {} is not a power of two >= 512",
-                self.logical_block_bytes
-            ));
+            return Err(SimModelError::BlockSize(self.logical_block_bytes));
         }
         if self.capacity_bytes == 0 || !self.capacity_bytes.is_multiple_of(DIRTY_BLOCK_BYTES) {
-            return Err(format!(
-                "capacity {} is not a positive multiple of 1 MiB",
-                self.capacity_bytes
-            ));
+            return Err(SimModelError::Capacity(self.capacity_bytes));
         }
         if self.capacity_bytes > SIM_CAPACITY_BYTES_MAX {
-            return Err(format!(
-                "capacity {} is above the {} a simulated drive may hold in memory",
-                format_bytes(self.capacity_bytes),
-                format_bytes(SIM_CAPACITY_BYTES_MAX)
-            ));
+            return Err(SimModelError::TooLarge(self.capacity_bytes));
         }
         if self.fold_at_bytes > self.capacity_bytes {
-            return Err("fold-at is beyond the capacity".to_string());
+            return Err(SimModelError::FoldAtPastCapacity);
         }
         if !(0.0..=1.0).contains(&self.overwrite_factor) || self.overwrite_factor == 0.0 {
-            return Err("overwrite must be in (0, 1]".to_string());
+            return Err(SimModelError::Overwrite);
         }
         if !(0.0..=1.0).contains(&self.throttle_factor) || self.throttle_factor == 0.0 {
-            return Err("throttle-factor must be in (0, 1]".to_string());
+            return Err(SimModelError::ThrottleFactor);
         }
         Ok(())
     }

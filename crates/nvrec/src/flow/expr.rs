@@ -443,7 +443,8 @@ impl Parser {
                 }
             },
             Kind::Net => {
-                let (network, prefix_len) = parse_net(text).map_err(|why| value.error(why))?;
+                let (network, prefix_len) =
+                    parse_net(text).map_err(|why| value.error(why.to_string()))?;
                 Test::Net {
                     end,
                     network,
@@ -548,24 +549,39 @@ fn full_prefix(address: IpAddr) -> u8 {
     }
 }
 
+/// Why a network was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NetRefusal {
+    #[error("{0:?} is not a network ADDRESS/LEN")]
+    NotANetwork(String),
+    #[error("{text:?}: the prefix length is 0 to {full}")]
+    PrefixLength { text: String, full: u8 },
+    #[error("{text:?} has bits set past its /{prefix_len}")]
+    BitsPastPrefix { text: String, prefix_len: u8 },
+}
+
 /// `ADDRESS/LEN` or an address alone (the whole address); bits set past the prefix are
 /// refused, as tcpdump refuses them.
-fn parse_net(text: &str) -> Result<(IpAddr, u8), String> {
+fn parse_net(text: &str) -> Result<(IpAddr, u8), NetRefusal> {
     let (address, prefix) = match text.split_once('/') {
         Some((address, prefix)) => (address, Some(prefix)),
         None => (text, None),
     };
     let network: IpAddr = address
         .parse()
-        .map_err(|_| format!("{text:?} is not a network ADDRESS/LEN"))?;
+        .map_err(|_| NetRefusal::NotANetwork(text.to_string()))?;
     let full = full_prefix(network);
     let prefix_len = match prefix.map(str::parse::<u8>) {
         None => full,
         Some(Ok(len)) if len <= full => len,
-        Some(_) => return Err(format!("{text:?}: the prefix length is 0 to {full}")),
+        Some(_) => {
+            let text = text.to_string();
+            return Err(NetRefusal::PrefixLength { text, full });
+        }
     };
     if masked(network, prefix_len) != network {
-        return Err(format!("{text:?} has bits set past its /{prefix_len}"));
+        let text = text.to_string();
+        return Err(NetRefusal::BitsPastPrefix { text, prefix_len });
     }
     Ok((network, prefix_len))
 }

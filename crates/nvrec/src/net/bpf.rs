@@ -27,10 +27,32 @@ pub struct BpfInstruction {
     pub k: u32,
 }
 
+/// Why the text of a BPF program was refused; lines count from 1 (blank lines not
+/// counted), a list's instructions from 0.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BpfTextError {
+    #[error("empty: give the output of tcpdump -ddd EXPR")]
+    Empty,
+    #[error("line 1: {0:?} is not the instruction count (tcpdump -ddd)")]
+    NotACount(String),
+    #[error("line 1: {0} instructions; a program has 1 to {BPF_INSTRUCTIONS_MAX}")]
+    CountOutOfRange(usize),
+    #[error("line {line}: {text:?} is not an instruction (code jt jf k, decimal)")]
+    NotAnInstruction { line: usize, text: String },
+    #[error("line 1 says {said} instructions, {found} follow")]
+    CountMismatch { said: usize, found: usize },
+    #[error("a list of instructions is [[code, jt, jf, k], ...]")]
+    NotAList,
+    #[error("instruction {0} is not [code, jt, jf, k]")]
+    NotAListItem(usize),
+    #[error("{0} instructions; a program has 1 to {BPF_INSTRUCTIONS_MAX}")]
+    ListLength(usize),
+}
+
 /// Reads a classic BPF program as `tcpdump -ddd EXPR` prints it: the instruction count on
 /// the first line, then one instruction a line as four decimal numbers (code jt jf k); or,
 /// as the service takes it, a list of `[code, jt, jf, k]` (`[[40, 0, 0, 12], ...]`).
-pub fn parse_bpf_program(text: &str) -> Result<Vec<BpfInstruction>, String> {
+pub fn parse_bpf_program(text: &str) -> Result<Vec<BpfInstruction>, BpfTextError> {
     if text.trim_start().starts_with('[') {
         return parse_bpf_list(text);
     }
@@ -39,34 +61,28 @@ pub fn parse_bpf_program(text: &str) -> Result<Vec<BpfInstruction>, String> {
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .enumerate();
-    let (_, first) = lines
-        .next()
-        .ok_or("empty: give the output of tcpdump -ddd EXPR")?;
+    let (_, first) = lines.next().ok_or(BpfTextError::Empty)?;
     let count: usize = first
         .parse()
-        .map_err(|_| format!("line 1: {first:?} is not the instruction count (tcpdump -ddd)"))?;
+        .map_err(|_| BpfTextError::NotACount(first.to_string()))?;
     if count == 0 || count > BPF_INSTRUCTIONS_MAX {
-        return Err(format!(
-            "line 1: {count} instructions; a program has 1 to {BPF_INSTRUCTIONS_MAX}"
-        ));
+        return Err(BpfTextError::CountOutOfRange(count));
     }
     let mut program = Vec::with_capacity(count);
     for (index, line) in lines {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let parsed = instruction_of(&fields);
-        let instruction = parsed.ok_or_else(|| {
-            format!(
-                "line {}: {line:?} is not an instruction (code jt jf k, decimal)",
-                index + 1
-            )
-        })?;
+        let instruction =
+            instruction_of(&fields).ok_or_else(|| BpfTextError::NotAnInstruction {
+                line: index + 1,
+                text: line.to_string(),
+            })?;
         program.push(instruction);
     }
     if program.len() != count {
-        return Err(format!(
-            "line 1 says {count} instructions, {} follow",
-            program.len()
-        ));
+        return Err(BpfTextError::CountMismatch {
+            said: count,
+            found: program.len(),
+        });
     }
     Ok(program)
 }
@@ -90,33 +106,29 @@ fn instruction_of(fields: &[&str]) -> Option<BpfInstruction> {
 }
 
 /// `[[code, jt, jf, k], ...]`: the list form.
-fn parse_bpf_list(text: &str) -> Result<Vec<BpfInstruction>, String> {
+fn parse_bpf_list(text: &str) -> Result<Vec<BpfInstruction>, BpfTextError> {
     let mut rest = text
         .trim()
         .strip_prefix('[')
         .and_then(|inner| inner.strip_suffix(']'))
-        .ok_or("a list of instructions is [[code, jt, jf, k], ...]")?
+        .ok_or(BpfTextError::NotAList)?
         .trim();
     let mut program = Vec::new();
     while !rest.is_empty() && program.len() <= BPF_INSTRUCTIONS_MAX {
-        let index = program.len();
-        let bad = || format!("instruction {index} is not [code, jt, jf, k]");
+        let bad = BpfTextError::NotAListItem(program.len());
         let (fields, after) = rest
             .strip_prefix('[')
             .and_then(|open| open.split_once(']'))
-            .ok_or_else(bad)?;
+            .ok_or(bad.clone())?;
         let fields: Vec<&str> = fields.split(',').map(str::trim).collect();
-        program.push(instruction_of(&fields).ok_or_else(bad)?);
+        program.push(instruction_of(&fields).ok_or(bad.clone())?);
         rest = after.trim_start();
         if !rest.is_empty() {
-            rest = rest.strip_prefix(',').ok_or_else(bad)?.trim_start();
+            rest = rest.strip_prefix(',').ok_or(bad)?.trim_start();
         }
     }
     if program.is_empty() || program.len() > BPF_INSTRUCTIONS_MAX {
-        return Err(format!(
-            "{} instructions; a program has 1 to {BPF_INSTRUCTIONS_MAX}",
-            program.len()
-        ));
+        return Err(BpfTextError::ListLength(program.len()));
     }
     Ok(program)
 }
@@ -381,18 +393,28 @@ mod tests {
         );
         // A negative k (tcpdump prints some as signed) is its two's complement.
         assert_eq!(parse_bpf_program("1\n6 0 0 -1").unwrap()[0].k, u32::MAX);
-        for bad in [
-            "",
-            "x",
-            "0",
-            "2\n6 0 0 0",
-            "1\n6 0 0",
-            "1\n6 0 0 0 0",
-            "1\n6 0 300 0",
-            "1\n6 0 0 99999999999",
-            "5000\n6 0 0 0",
+        let not_instruction = |line: usize, text: &str| BpfTextError::NotAnInstruction {
+            line,
+            text: text.into(),
+        };
+        for (bad, why) in [
+            ("", BpfTextError::Empty),
+            ("x", BpfTextError::NotACount("x".into())),
+            ("0", BpfTextError::CountOutOfRange(0)),
+            (
+                "2\n6 0 0 0",
+                BpfTextError::CountMismatch { said: 2, found: 1 },
+            ),
+            ("1\n6 0 0", not_instruction(2, "6 0 0")),
+            ("1\n6 0 0 0 0", not_instruction(2, "6 0 0 0 0")),
+            ("1\n6 0 300 0", not_instruction(2, "6 0 300 0")),
+            (
+                "2\n6 0 0 0\n\n6 0 0 99999999999",
+                not_instruction(3, "6 0 0 99999999999"),
+            ),
+            ("5000\n6 0 0 0", BpfTextError::CountOutOfRange(5000)),
         ] {
-            assert!(parse_bpf_program(bad).is_err(), "{bad:?}");
+            assert_eq!(parse_bpf_program(bad), Err(why), "{bad:?}");
         }
     }
 
@@ -402,14 +424,14 @@ mod tests {
         let list = "[[128, 0, 0, 0], [37, 0, 1, 1000],\n [6, 0, 0, 262144], [6, 0, 0, 0]]";
         assert_eq!(parse_bpf_program(list), parse_bpf_program(text));
         assert_eq!(parse_bpf_program("[[6,0,0,-1]]").unwrap()[0].k, u32::MAX);
-        for bad in [
-            "[]",
-            "[[6,0,0]]",
-            "[[6,0,0,0] [6,0,0,0]]",
-            "[[6,0,0,0],",
-            "[6,0,0,0]",
+        for (bad, why) in [
+            ("[]", BpfTextError::ListLength(0)),
+            ("[[6,0,0]]", BpfTextError::NotAListItem(0)),
+            ("[[6,0,0,0] [6,0,0,0]]", BpfTextError::NotAListItem(0)),
+            ("[[6,0,0,0],", BpfTextError::NotAList),
+            ("[[6,0,0,0],[6,0,0,0],[6]]", BpfTextError::NotAListItem(2)),
         ] {
-            assert!(parse_bpf_program(bad).is_err(), "{bad:?}");
+            assert_eq!(parse_bpf_program(bad), Err(why), "{bad:?}");
         }
     }
 

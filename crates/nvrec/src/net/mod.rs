@@ -17,7 +17,9 @@ use std::time::Duration;
 /// which cover at least what a recorder holds in memory (its buffers) many times over.
 pub const TAKEN_LOG_MAX: usize = 1 << 16;
 
-pub use bpf::{parse_bpf_program, BpfError, BpfFilter, BpfInstruction, BPF_INSTRUCTIONS_MAX};
+pub use bpf::{
+    parse_bpf_program, BpfError, BpfFilter, BpfInstruction, BpfTextError, BPF_INSTRUCTIONS_MAX,
+};
 pub use capture::{
     default_capture_threads, CaptureOptions, CaptureSource, BLOCK_BYTES, BLOCK_COUNT,
     CAPTURE_THREADS_MAX, SNAPLEN_MAX,

@@ -154,7 +154,7 @@ pub struct Telemetry {
     pub interval_s: f64,
     pub devices: Vec<DeviceTelemetry>,
     /// Targets that were not sampled, with the reason.
-    pub not_sampled: Vec<(String, String)>,
+    pub not_sampled: Vec<(String, NotSampled)>,
     pub events: Vec<HealthEvent>,
     /// Events beyond the ones kept.
     pub dropped_event_count: u64,
@@ -179,7 +179,7 @@ pub struct HealthMonitor {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Sampling>>,
     interval: Duration,
-    not_sampled: Vec<(String, String)>,
+    not_sampled: Vec<(String, NotSampled)>,
 }
 
 impl HealthMonitor {
@@ -234,12 +234,36 @@ impl HealthMonitor {
     }
 }
 
-fn open_sampled(path: &Path) -> Result<Sampled, String> {
-    if !super::is_nvme_path(path) {
-        return Err("not an NVMe device".to_string());
+/// Why a target is not sampled; in JSON, its message.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NotSampled {
+    #[error("not an NVMe device")]
+    NotNvme,
+    #[error(transparent)]
+    Health(Arc<super::NvmeError>),
+    #[error(transparent)]
+    Admin(Arc<super::admin::AdminError>),
+}
+
+impl PartialEq for NotSampled {
+    fn eq(&self, other: &NotSampled) -> bool {
+        self.to_string() == other.to_string()
     }
-    let report: HealthReport = super::read_health(path).map_err(|error| error.to_string())?;
-    let admin = Admin::open(path).map_err(|error| error.to_string())?;
+}
+
+impl serde::Serialize for NotSampled {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+fn open_sampled(path: &Path) -> Result<Sampled, NotSampled> {
+    if !super::is_nvme_path(path) {
+        return Err(NotSampled::NotNvme);
+    }
+    let report: HealthReport =
+        super::read_health(path).map_err(|error| NotSampled::Health(Arc::new(error)))?;
+    let admin = Admin::open(path).map_err(|error| NotSampled::Admin(Arc::new(error)))?;
     let media_first = physical_media_written(&admin);
     Ok(Sampled {
         admin,
@@ -465,7 +489,9 @@ mod tests {
         let telemetry = monitor.stop();
         assert!(telemetry.devices.is_empty());
         assert_eq!(telemetry.not_sampled.len(), 2);
-        assert!(telemetry.not_sampled[0].1.contains("not an NVMe device"));
+        assert!(matches!(telemetry.not_sampled[0].1, NotSampled::NotNvme));
+        let json = serde_json::to_value(&telemetry).unwrap();
+        assert_eq!(json["not_sampled"][0][1], "not an NVMe device");
     }
 
     /// A SMART log with the fields the monitor watches.
