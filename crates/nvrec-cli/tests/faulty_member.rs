@@ -1709,7 +1709,7 @@ fn repair_with_a_dying_member_after_kill_9_says_what_it_could_not_repair() {
     // No checkpoint after the one that opens the recording: its end is found from the
     // chunks on both members.
     let extra = ["--sync-interval", "5s", "--stripe", "round-robin"];
-    let when = KillWhen::BeforeCheckpoint;
+    let when = KillWhen::Written;
     record_then_kill(&targets, &extra, &data, Duration::from_millis(10), when);
     rig.disks[0].dying_with_reads();
     // Given every member: refused, naming the one that cannot be read.

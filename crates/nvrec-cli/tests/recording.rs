@@ -228,6 +228,53 @@ fn what_a_quiet_pipe_sent_is_written_without_waiting_for_more() {
 }
 
 #[test]
+fn a_pipe_quiet_for_longer_than_the_member_timeout_retires_no_member() {
+    // The writer waits for a quiet pipe up to a sync interval, longer here than the member
+    // timeout. Writes that completed while it waited are no member's timeout: before this
+    // was fixed, both members were retired one after the other and the recording failed.
+    let scratch = Scratch::new("quiet-timeout");
+    let targets = files(&scratch, &["a.img", "b.img"]);
+    let mut child = nvrec()
+        .args([
+            "--json",
+            "record",
+            "--source",
+            "stdin",
+            "--stripe",
+            "round-robin",
+        ])
+        .args([
+            "--sync-interval",
+            "3s",
+            "--member-timeout",
+            "1s",
+            "--create-size",
+            "64M",
+        ])
+        .args(&targets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = noise(6 << 20, 33);
+    stdin.write_all(&data[..(3 << 20) + 1000]).unwrap();
+    // The input's own pause, the thing under test: more than a sync interval, three
+    // member timeouts.
+    std::thread::sleep(Duration::from_secs(4));
+    // A recorder that failed meanwhile has closed the pipe: its report says why.
+    let _ = stdin.write_all(&data[(3 << 20) + 1000..]);
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let report = json(&output);
+    assert_eq!(report["degraded"], false, "{report}");
+    assert_eq!(report["retirements"], serde_json::json!([]), "{report}");
+    let replayed = replay(&targets, &[]);
+    assert!(replayed.stdout == data, "every byte, in order");
+}
+
+#[test]
 fn after_kill_9_a_ring_comes_back_up_to_what_was_acknowledged() {
     if nvrec_testkit::kept_for_full_run(SLOW) {
         return;

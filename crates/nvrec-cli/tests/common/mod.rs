@@ -426,9 +426,14 @@ pub enum KillWhen {
     /// Once `ls` shows this much of the stream durable (a short sync interval checkpoints
     /// it): a state the recorder reached, however loaded the machine.
     Durable(u64),
-    /// Before the next checkpoint, with the last writes given time to land (a long sync
-    /// interval: what was written past the last checkpoint is for recovery's forward search
-    /// to find, and no state outside the drives shows that it landed).
+    /// Before the next checkpoint, once no write is in flight (a long sync interval: what
+    /// was written past the last checkpoint is for recovery's forward search to find). The
+    /// recorder's published load says so.
+    Written,
+    /// Before the next checkpoint, with the last writes given 600 ms to land. Only where
+    /// the recorder cannot say they did: a ring's writer that waits on a quiet pipe (for up
+    /// to a sync interval) takes no completion meanwhile, so what it publishes is what it
+    /// saw before the wait.
     BeforeCheckpoint,
 }
 
@@ -442,7 +447,7 @@ pub fn record_then_kill(
     pause: Duration,
     when: KillWhen,
 ) {
-    let (child, mut stdin) = stdin_recorder(targets, extra);
+    let (mut child, mut stdin) = stdin_recorder(targets, extra);
     for piece in data.chunks(1 << 20) {
         stdin.write_all(piece).unwrap();
         std::thread::sleep(pause);
@@ -453,9 +458,49 @@ pub fn record_then_kill(
     }
     match when {
         KillWhen::Durable(bytes) => wait_durable(targets, bytes, Duration::from_secs(30)),
+        KillWhen::Written => wait_written(targets, Duration::from_secs(30)),
         KillWhen::BeforeCheckpoint => std::thread::sleep(Duration::from_millis(600)),
     }
+    let ended = child.try_wait().unwrap();
+    assert!(
+        ended.is_none(),
+        "the recorder ended before it was killed: {ended:?}"
+    );
     kill_recorder(child, stdin, targets);
+}
+
+/// Waits until the recorder of `targets` has no write in flight: every chunk it hands
+/// to the drives before its next checkpoint is written (in a ring, a buffer may wait for
+/// that checkpoint; the one being filled waits for more input). Its load, published every
+/// 25 ms with the most writes in flight since the one before, shows none twice after this
+/// call began.
+fn wait_written(targets: &[PathBuf], limit: Duration) {
+    use nvrec::recording::load;
+    let listed = json(&run(nvrec().args(["--json", "ls"]).args(targets)));
+    let set_uuid = listed["set_uuid"].as_str().expect("a set").to_string();
+    let mut last_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let deadline = std::time::Instant::now() + limit;
+    let mut quiet = 0;
+    while quiet < 2 {
+        let now = load::read(&set_uuid);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recorder of {set_uuid} kept writes in flight for {limit:?}: {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+        let Some(now) = now.filter(|now| now.at_ms > last_ms) else {
+            continue;
+        };
+        last_ms = now.at_ms;
+        quiet = if now.peak_in_flight == Some(0) {
+            quiet + 1
+        } else {
+            0
+        };
+    }
 }
 
 /// Bytes process `pid` has read so far, by any read call (`rchar` of /proc/PID/io); 0 if

@@ -190,6 +190,8 @@ pub struct RecordingCounters {
     pub buffer_count: u32,
     pub buffer_bytes: u64,
     buffers_in_use: AtomicU32,
+    /// Writes handed to the drives and not completed yet.
+    writes_in_flight: AtomicU32,
     lost_no_buffer_bytes: AtomicU64,
     lost_behind_rate_bytes: AtomicU64,
     checkpoint_count: AtomicU64,
@@ -216,6 +218,7 @@ impl RecordingCounters {
             buffer_count,
             buffer_bytes,
             buffers_in_use: AtomicU32::new(0),
+            writes_in_flight: AtomicU32::new(0),
             lost_no_buffer_bytes: AtomicU64::new(0),
             lost_behind_rate_bytes: AtomicU64::new(0),
             checkpoint_count: AtomicU64::new(0),
@@ -238,6 +241,10 @@ impl RecordingCounters {
         self.buffers_in_use.load(Ordering::Relaxed)
     }
 
+    pub fn writes_in_flight(&self) -> u32 {
+        self.writes_in_flight.load(Ordering::Relaxed)
+    }
+
     pub fn lost_bytes(&self, cause: LossCause) -> u64 {
         match cause {
             LossCause::NoBuffer => &self.lost_no_buffer_bytes,
@@ -255,8 +262,10 @@ impl RecordingCounters {
         self.durable_at_ns.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn set_buffers_in_use(&self, count: u32) {
-        self.buffers_in_use.store(count, Ordering::Relaxed);
+    /// What the writer holds now: buffers out of its pool, and writes in flight.
+    pub(crate) fn set_in_use(&self, buffers: u32, writes: u32) {
+        self.buffers_in_use.store(buffers, Ordering::Relaxed);
+        self.writes_in_flight.store(writes, Ordering::Relaxed);
     }
 
     pub(crate) fn lost(&self, cause: LossCause, bytes: u64) {

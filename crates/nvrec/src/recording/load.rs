@@ -36,12 +36,19 @@ pub struct Load {
     pub buffer_count: u32,
     /// When it was published (ms since the epoch).
     pub at_ms: u64,
+    /// The most writes in flight over the last interval; None from a recorder that does
+    /// not publish it.
+    pub peak_in_flight: Option<u32>,
 }
 
 impl Load {
     fn encode(&self) -> String {
+        let in_flight = self
+            .peak_in_flight
+            .map(|n| format!(" {n}"))
+            .unwrap_or_default();
         format!(
-            "{MAGIC} {} {:.4} {} {}\n",
+            "{MAGIC} {} {:.4} {} {}{in_flight}\n",
             self.pid, self.peak_fill, self.buffer_count, self.at_ms
         )
     }
@@ -56,6 +63,7 @@ impl Load {
             peak_fill: words.next()?.parse().ok()?,
             buffer_count: words.next()?.parse().ok()?,
             at_ms: words.next()?.parse().ok()?,
+            peak_in_flight: words.next().and_then(|word| word.parse().ok()),
         };
         (load.peak_fill.is_finite() && (0.0..=1.0).contains(&load.peak_fill)).then_some(load)
     }
@@ -137,6 +145,7 @@ fn publish_until(counters: &OnceLock<RecordingCounters>, done: &AtomicBool) {
     sweep_dead();
     let mut published: Option<String> = None;
     let mut peak = 0u32;
+    let mut peak_in_flight = 0u32;
     let mut last = std::time::Instant::now();
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(SAMPLE_INTERVAL);
@@ -144,6 +153,7 @@ fn publish_until(counters: &OnceLock<RecordingCounters>, done: &AtomicBool) {
             continue;
         };
         peak = peak.max(counters.buffers_in_use());
+        peak_in_flight = peak_in_flight.max(counters.writes_in_flight());
         if last.elapsed() < PUBLISH_INTERVAL {
             continue;
         }
@@ -152,11 +162,13 @@ fn publish_until(counters: &OnceLock<RecordingCounters>, done: &AtomicBool) {
             peak_fill: (f64::from(peak) / f64::from(counters.buffer_count.max(1))).min(1.0),
             buffer_count: counters.buffer_count,
             at_ms: now_ms(),
+            peak_in_flight: Some(peak_in_flight),
         };
         if write(&counters.set_uuid, &load).is_ok() {
             published = Some(counters.set_uuid.clone());
         }
         peak = 0;
+        peak_in_flight = 0;
         last = std::time::Instant::now();
     }
     if let Some(set_uuid) = published {
@@ -191,9 +203,17 @@ mod tests {
             peak_fill: 0.625,
             buffer_count: 64,
             at_ms: now_ms(),
+            peak_in_flight: Some(3),
         };
         write(&set, &load).unwrap();
         assert_eq!(read(&set), Some(load));
+        // One from a recorder that does not say what it has in flight reads too.
+        let older = Load {
+            peak_in_flight: None,
+            ..load
+        };
+        write(&set, &older).unwrap();
+        assert_eq!(read(&set), Some(older));
         // Stale: published too long ago.
         load.at_ms -= STALE_AFTER.as_millis() as u64 + 1000;
         write(&set, &load).unwrap();
@@ -217,6 +237,7 @@ mod tests {
             peak_fill: 0.5,
             buffer_count: 8,
             at_ms: now_ms(),
+            peak_in_flight: Some(0),
         };
         write(&alive, &load).unwrap();
         write(

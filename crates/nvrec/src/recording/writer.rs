@@ -1045,12 +1045,9 @@ impl<'a> Writer<'a> {
             self.poll_durability();
             self.gate_expired();
             if let Some(counters) = self.counters {
-                counters.set_buffers_in_use(
-                    self.ingest
-                        .free
-                        .len()
-                        .abs_diff(counters.buffer_count as usize) as u32,
-                );
+                let free = self.ingest.free.len();
+                let buffers = free.abs_diff(counters.buffer_count as usize) as u32;
+                counters.set_in_use(buffers, self.engine.in_flight());
             }
             if !self.durability.busy() && self.due_for_checkpoint() {
                 if let Err(error) = self.offer_checkpoint() {
@@ -1099,7 +1096,7 @@ impl<'a> Writer<'a> {
         self.ingest.source_may_block && !self.ingest.records && !self.ingest.ready.is_empty()
     }
 
-    fn reap(&mut self, wait: bool) -> Result<(), RecordingError> {
+    pub(super) fn reap(&mut self, wait: bool) -> Result<(), RecordingError> {
         let mut completions = std::mem::take(&mut self.completions);
         let result = self
             .engine

@@ -310,24 +310,36 @@ impl Writer<'_> {
     }
 
     /// Writes in flight on live members whose oldest write has waited longer than the
-    /// member timeout fail their member.
+    /// member timeout fail their member. The loop may have been away meanwhile (a quiet
+    /// pipe's read waits up to a sync interval), so what completed in that time is taken
+    /// first: only a write its member still holds is overdue, never one that waited for
+    /// the writer to look.
     pub(super) fn check_timeouts(&mut self) {
+        if !(0..self.placement.members.len()).any(|member| self.overdue(member)) {
+            return;
+        }
+        if let Err(error) = self.reap(false) {
+            self.fail(RecordingFailure::step(Step::Io, error));
+            return;
+        }
         let timeout = self.options.member_timeout;
         for member in 0..self.placement.members.len() {
-            if self.placement.members[member].retired {
-                continue;
-            }
-            let Some(&(number, _, _)) = self.placement.members[member].pending.front() else {
-                continue;
-            };
-            let Some(flight) = self.frontier.flights.get(number) else {
-                continue;
-            };
-            if self.clock.since(flight.submitted) >= timeout {
+            // Checked again as each is failed: a retirement moves writes elsewhere.
+            if self.overdue(member) {
                 let fault = MemberFault::Timeout(timeout);
                 self.member_failed(member, (RetirementCause::Timeout, 0), fault);
             }
         }
+    }
+
+    /// Whether `member` is live and its oldest write in flight has waited longer than the
+    /// member timeout.
+    fn overdue(&self, member: usize) -> bool {
+        let state = &self.placement.members[member];
+        let oldest = state.pending.front().filter(|_| !state.retired);
+        oldest
+            .and_then(|&(number, _, _)| self.frontier.flights.get(number))
+            .is_some_and(|flight| self.clock.since(flight.submitted) >= self.options.member_timeout)
     }
 
     /// Retires `member` where the policy and the other members allow; otherwise the
