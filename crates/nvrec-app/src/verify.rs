@@ -123,13 +123,71 @@ impl SetCheck {
     }
 }
 
+/// The first thing a verify found wrong with a recording; in JSON, its message.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Bad {
+    #[error("{count} chunks missing from sequence {first_sequence}")]
+    Missing { first_sequence: u64, count: u64 },
+    /// A slot that did not hold the chunk it should (`what` is the reader's finding).
+    #[error(
+        "member {member_index} ({member}) slot {slot_index} at offset {offset_bytes:#x}{}: {what}",
+        sequence.map(|s| format!(", sequence {s}")).unwrap_or_default()
+    )]
+    Damaged {
+        member_index: u16,
+        member: String,
+        slot_index: u64,
+        offset_bytes: u64,
+        sequence: Option<u64>,
+        what: String,
+    },
+    /// A chunk whose records do not decode.
+    #[error("sequence {sequence} on member {member_index} slot {slot_index}: {cause}")]
+    Records {
+        sequence: u64,
+        member_index: u16,
+        slot_index: u64,
+        cause: nvrec::layout::LayoutError,
+    },
+    /// A pattern chunk that is not the pattern.
+    #[error("sequence {sequence} on member {member_index} slot {slot_index}: {cause}")]
+    Pattern {
+        sequence: u64,
+        member_index: u16,
+        slot_index: u64,
+        cause: PatternProblem,
+    },
+    #[error("interrupted before the end: not all verified")]
+    Interrupted,
+    #[error(
+        "its entry ends before {0} chunks the recording holds: unaccounted (nvrec repair \
+         extends the entry over them)"
+    )]
+    Unaccounted(u64),
+    #[error(
+        "a slot past its entry's end could not be read: whether the recording holds chunks \
+         its entry does not claim is unknown"
+    )]
+    UnreadablePastEnd,
+    #[error(
+        "its end is recovered without member{} {}, missing: the chunks there past its last \
+         checkpoint cannot be found",
+        if .0.len() == 1 { "" } else { "s" },
+        .0.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    RecoveredWithoutMembers(Vec<u16>),
+    /// What a later recording wrote over explains what is missing: said first.
+    #[error("written over: {over}; {bad}")]
+    WrittenOver { over: String, bad: Box<Bad> },
+}
+
 /// What checking one recording found.
 #[derive(Debug)]
 pub struct RecordingCheck {
     pub entry: RecordingEntry,
     pub summary: ReadSummary,
     /// The first thing found wrong; none: good.
-    pub first_bad: Option<String>,
+    pub first_bad: Option<Bad>,
     pub pattern_errors: u64,
     pub pattern: Option<Pattern>,
     pub records: RecordCounts,
@@ -187,7 +245,7 @@ impl RecordingCheck {
             "lost_bytes": summary.lost_bytes,
             "lossy": self.lossy,
             "not_archived": self.not_archived,
-            "first_bad": self.first_bad,
+            "first_bad": self.first_bad.as_ref().map(Bad::to_string),
             "rate_mib_per_s": summary.rate_mib_per_s,
             "degraded": !entry.retirements.is_empty(),
             "redirected_chunk_count": summary.redirected_chunk_count,
@@ -310,7 +368,7 @@ pub fn check_recording(
         records.loss(&loss);
     }
     if control.state() != ControlState::Run {
-        first_bad.get_or_insert_with(|| "interrupted before the end: not all verified".into());
+        first_bad.get_or_insert(Bad::Interrupted);
     }
     // Chunks of the recording past its entry's end that the entry does not claim (the
     // slots right after its end on each member; an archive holds what its entry claims).
@@ -324,8 +382,11 @@ pub fn check_recording(
     let written_over = source
         .set()
         .and_then(|volume_set| nvrec::recording::scan::written_over(volume_set, entry));
-    if let (Some(over), Some(bad)) = (&written_over, first_bad.as_mut()) {
-        *bad = format!("written over: {over}; {bad}");
+    if let Some(over) = &written_over {
+        first_bad = first_bad.map(|bad| Bad::WrittenOver {
+            over: over.clone(),
+            bad: Box::new(bad),
+        });
     }
     let lossy = summary.lost_bytes > 0 || records.losses > 0;
     let not_archived = source.overwritten(entry, &summary);
@@ -345,39 +406,21 @@ pub fn check_recording(
 }
 
 /// What is wrong with a recording's entry that its chunks read whole do not show.
-fn entry_problem(
-    unaccounted: &Unaccounted,
-    set: &SetCheck,
-    entry: &RecordingEntry,
-) -> Option<String> {
+fn entry_problem(unaccounted: &Unaccounted, set: &SetCheck, entry: &RecordingEntry) -> Option<Bad> {
     if unaccounted.chunk_count > 0 {
-        return Some(format!(
-            "its entry ends before {} chunks the recording holds: unaccounted (nvrec repair extends the entry over them)",
-            unaccounted.chunk_count
-        ));
+        return Some(Bad::Unaccounted(unaccounted.chunk_count));
     }
     if unaccounted.unreadable_slots > 0 {
-        return Some("a slot past its entry's end could not be read: whether the recording holds chunks its entry does not claim is unknown".into());
+        return Some(Bad::UnreadablePastEnd);
     }
-    if !set.open_without_members.contains(&entry.recording_id) {
-        return None;
-    }
-    let missing = &set.missing_members;
-    Some(format!(
-        "its end is recovered without member{} {}, missing: the chunks there past \
-         its last checkpoint cannot be found",
-        if missing.len() == 1 { "" } else { "s" },
-        missing
-            .iter()
-            .map(u16::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
+    set.open_without_members
+        .contains(&entry.recording_id)
+        .then(|| Bad::RecoveredWithoutMembers(set.missing_members.clone()))
 }
 
 /// The checks of each item a recording's read gives.
 struct ChunkChecker {
-    first_bad: Option<String>,
+    first_bad: Option<Bad>,
     pattern_errors: u64,
     pattern: Option<Pattern>,
     records: RecordCounts,
@@ -425,36 +468,34 @@ impl ChunkChecker {
             Item::Missing {
                 first_sequence,
                 count,
-            } => self.bad(|| format!("{count} chunks missing from sequence {first_sequence}")),
-            Item::Damage(damage) => self.bad(|| {
-                format!(
-                    "member {} ({}) slot {} at offset {:#x}{}: {}",
-                    damage.member_index,
-                    source.describe_member(damage.member_index as usize),
-                    damage.slot_index,
-                    damage.offset_bytes,
-                    damage
-                        .sequence
-                        .map(|s| format!(", sequence {s}"))
-                        .unwrap_or_default(),
-                    damage.what
-                )
+            } => self.bad(|| Bad::Missing {
+                first_sequence,
+                count,
+            }),
+            Item::Damage(damage) => self.bad(|| Bad::Damaged {
+                member_index: damage.member_index,
+                member: source.describe_member(damage.member_index as usize),
+                slot_index: damage.slot_index,
+                offset_bytes: damage.offset_bytes,
+                sequence: damage.sequence,
+                what: damage.what.clone(),
             }),
         }
     }
 
     fn chunk(&mut self, header: &ChunkHeader, payload: &[u8]) {
         self.clocks(header);
-        let at = |why: String| {
-            format!(
-                "sequence {} on member {} slot {}: {why}",
-                header.sequence, header.member_index, header.slot_index
-            )
-        };
+        let (sequence, member_index, slot_index) =
+            (header.sequence, header.member_index, header.slot_index);
         if header.flags.contains(ChunkFlags::RECORDS) {
             let walk = self.reassembly.payload(header.stream_offset_bytes, payload);
-            if let Err(why) = self.records.count(walk) {
-                self.bad(|| at(why.to_string()));
+            if let Err(cause) = self.records.count(walk) {
+                self.bad(|| Bad::Records {
+                    sequence,
+                    member_index,
+                    slot_index,
+                    cause,
+                });
             }
         }
         if header.flags.contains(ChunkFlags::PATTERN) {
@@ -466,12 +507,17 @@ impl ChunkChecker {
                 check_pattern(self.pattern.as_ref(), header.stream_offset_bytes, payload)
             {
                 self.pattern_errors += 1;
-                self.bad(|| at(why.to_string()));
+                self.bad(|| Bad::Pattern {
+                    sequence,
+                    member_index,
+                    slot_index,
+                    cause: why,
+                });
             }
         }
     }
 
-    fn bad(&mut self, what: impl FnOnce() -> String) {
+    fn bad(&mut self, what: impl FnOnce() -> Bad) {
         self.first_bad.get_or_insert_with(what);
     }
 }
@@ -488,7 +534,7 @@ fn seed_of_payload(offset_bytes: u64, payload: &[u8]) -> Option<u64> {
 
 /// Why a PATTERN chunk's payload is not the pattern.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-enum PatternProblem {
+pub enum PatternProblem {
     #[error("stream offset {0:#x} is not a multiple of 8, where the pattern never puts a chunk")]
     Unaligned(u64),
     #[error("{0}")]

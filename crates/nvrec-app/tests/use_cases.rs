@@ -17,7 +17,7 @@ use nvrec_app::record::{self, CaptureRequest, RecordRequest, RecordRun};
 use nvrec_app::repairing::{self, RepairRequest};
 use nvrec_app::replay::{self, Gaps, Passes, ReplayOutcome, ReplayRequest, Selection};
 use nvrec_app::sources::Samples;
-use nvrec_app::verify::{self, VerifyRequest, VerifyRun};
+use nvrec_app::verify::{self, Bad, VerifyRequest, VerifyRun};
 use nvrec_app::{marking, Class};
 use nvrec_archive::catalog::CatalogLocation;
 use nvrec_archive::store::ArchiveUrl;
@@ -80,7 +80,8 @@ impl Bench {
             io_size_bytes: None,
             queue_depth: 8,
             buffer_bytes: Some(4 << 20),
-            stripe: Stripe::Adaptive,
+            // Member 0 takes the first write, which `damage_first_chunk` goes by.
+            stripe: Stripe::RoundRobin,
             fill: Fill::Linear,
             append: false,
             reclaim: None,
@@ -130,6 +131,7 @@ impl Bench {
             .unwrap()
             .remove(0);
         let slot = entry.members[0].start_slot_index;
+        assert!(entry.members[0].end_slot_index > slot, "member 0 holds chunks");
         let member = set.members[0].as_ref().unwrap();
         let offset = member.layout().data_slot_offset_bytes(slot).unwrap() + 4096;
         drop(set);
@@ -258,8 +260,15 @@ fn verify_passes_a_whole_set_and_names_the_first_bad_chunk() {
     bench.damage_first_chunk();
     let run = verified(&bench);
     assert_eq!(run.class(), Class::Failed);
-    let bad = run.checks[0].first_bad.as_deref().expect("named");
-    assert!(bad.contains("damaged") || bad.contains("CRC"), "{bad}");
+    let bad = run.checks[0].first_bad.as_ref().expect("named");
+    let Bad::Damaged {
+        member_index, what, ..
+    } = bad
+    else {
+        panic!("{bad}");
+    };
+    assert_eq!(*member_index, 0, "{bad}");
+    assert!(what.contains("CRC"), "{bad}");
 
     // Stopped before the first recording: not good, whatever was read.
     let source = bench.source();
@@ -269,6 +278,7 @@ fn verify_passes_a_whole_set_and_names_the_first_bad_chunk() {
     let run = verify::verify(&source, &selected, &verify_request(), &stopped, &mut ()).unwrap();
     assert!(run.interrupted);
     assert_eq!(run.class(), Class::Failed);
+    assert!(run.checks.is_empty());
 }
 
 fn export_options(format: Format) -> ExportOptions {
