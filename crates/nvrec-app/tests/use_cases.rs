@@ -131,7 +131,10 @@ impl Bench {
             .unwrap()
             .remove(0);
         let slot = entry.members[0].start_slot_index;
-        assert!(entry.members[0].end_slot_index > slot, "member 0 holds chunks");
+        assert!(
+            entry.members[0].end_slot_index > slot,
+            "member 0 holds chunks"
+        );
         let member = set.members[0].as_ref().unwrap();
         let offset = member.layout().data_slot_offset_bytes(slot).unwrap() + 4096;
         drop(set);

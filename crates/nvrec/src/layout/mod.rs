@@ -43,6 +43,9 @@ mod flags;
 #[doc(hidden)]
 pub mod fuzzing;
 mod index;
+/// Sample structures for the tests of other modules.
+#[cfg(test)]
+pub(crate) use index::tests::{sample_entry, sample_retirement};
 mod label;
 mod reassembly;
 mod records;

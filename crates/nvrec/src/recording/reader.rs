@@ -11,7 +11,10 @@
 //! Recovery after a crash ([`recovered_end`]) reads only from the last checkpoint forward,
 //! at most the recovery window per member: never the whole drive.
 
+mod listing;
 mod recovery;
+
+pub use listing::{listed, recordings, recover, recovered_end, select, RecoveredEnd};
 
 use super::seek;
 use super::volume::{self, VolumeSet};
@@ -21,10 +24,10 @@ use crate::control::{process_cpu_s, Control, ControlState, Progress};
 use crate::engine::{EngineChoice, EngineConfig, IoCompletion, IoError, IoOp, IoRequest};
 use crate::inflight::InFlight;
 use crate::layout::{
-    decode_chunk, Checkpoint, ChunkFlags, ChunkHeader, MemberPosition, MemberSpan, RecordingEntry,
-    RecordingFlags, RecordingState, Retirement, VolumeLayout,
+    decode_chunk, ChunkFlags, ChunkHeader, MemberSpan, RecordingEntry, RecordingFlags,
+    RecordingState, Retirement, VolumeLayout,
 };
-use recovery::search_end;
+
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
@@ -41,194 +44,6 @@ pub const SCAN_QUEUE_DEPTH: u32 = 4;
 /// read that may be in flight: with the member's four, 61 marks on three members took a
 /// 1.4 GiB pool (docs/PERFORMANCE.md); a mark's slots are a small part of the lap.
 pub const KEPT_SCAN_QUEUE_DEPTH: u32 = 1;
-
-/// Where a crashed recording really ends, found from the last checkpoint forward.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RecoveredEnd {
-    pub recording_id: u32,
-    pub state: String,
-    pub end_sequence: u64,
-    pub highest_sequence_seen: Option<u64>,
-    pub end_ns: u64,
-    pub stream_len_bytes: u64,
-    pub lost_bytes: u64,
-    pub end_slots: Vec<u64>,
-    pub laps: Vec<u64>,
-    /// Chunks found after the checkpoint and kept.
-    pub recovered_chunk_count: u64,
-    /// Slots read by the search (bounded by the recovery window).
-    pub searched_slot_count: u64,
-    /// Members retired before the crash, from the checkpoint.
-    #[serde(skip)]
-    pub retirements: Vec<Retirement>,
-}
-
-/// Every recording of `set` as a listing shows it now: [`recordings`], with the one a
-/// recorder is writing right now (another process, or this one) marked open, whatever its
-/// entry says.
-pub fn listed(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError> {
-    let mut entries = recordings(set)?;
-    if let Some(live) = set.live_recording()? {
-        for entry in entries.iter_mut().filter(|e| e.recording_id == live) {
-            entry.state = RecordingState::Open;
-        }
-    }
-    Ok(entries)
-}
-
-/// The recordings of a set as they really are: entries of crashed recordings are closed
-/// (in memory) at their recovered end, marked interrupted.
-pub fn recordings(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError> {
-    let mut entries = set.recordings()?;
-    if let Some((checkpoint, recovered)) = recovered_end(set)? {
-        if let Some(entry) = entries
-            .iter_mut()
-            .find(|e| e.recording_id == checkpoint.recording_id)
-        {
-            apply_recovery(entry, &recovered);
-        }
-    }
-    Ok(entries)
-}
-
-fn apply_recovery(entry: &mut RecordingEntry, recovered: &RecoveredEnd) {
-    entry.state = match recovered.state.as_str() {
-        "closed" => RecordingState::Closed,
-        "aborted" => RecordingState::Aborted,
-        _ => RecordingState::Interrupted,
-    };
-    entry.end_sequence = recovered.end_sequence;
-    entry.end_ns = recovered.end_ns;
-    entry.stream_len_bytes = recovered.stream_len_bytes;
-    entry.lost_bytes = recovered.lost_bytes;
-    if entry.retirements.is_empty() {
-        entry.retirements = recovered.retirements.clone();
-    }
-    for (span, &end) in entry.members.iter_mut().zip(&recovered.end_slots) {
-        span.end_slot_index = end;
-    }
-    // Which ring members wrapped over their own start: a lap and a bit since they began.
-    if entry.flags.contains(RecordingFlags::LAPS) {
-        entry.overwrote = (0..entry.members.len())
-            .map(|i| {
-                let start_lap = entry.start_laps.get(i).copied().unwrap_or(0);
-                let end_lap = recovered.laps.get(i).copied().unwrap_or(0) as u32;
-                let laps = end_lap.wrapping_sub(start_lap);
-                let span = entry.members[i];
-                laps >= 2 || laps == 1 && span.end_slot_index > span.start_slot_index
-            })
-            .collect();
-    }
-}
-
-/// Finds the end of a recording that was open at the last checkpoint (a crash), reading
-/// only from the checkpoint forward. `None` when no recording was open.
-///
-/// A recording another program is writing right now is searched only for the chunks
-/// stamped before the search began, or the search would chase the recorder to its end (at
-/// a recorder's full rate, `ls` waited for as long as the recording ran); one that ended
-/// meanwhile is searched again whole. A crashed recording is searched whole, whatever its
-/// clock said.
-pub fn recovered_end(
-    set: &VolumeSet,
-) -> Result<Option<(Checkpoint, RecoveredEnd)>, RecordingError> {
-    let live = set.live_recording()?.is_some();
-    let found = search_end(set, live)?;
-    if live && set.live_recording()?.is_none() {
-        return search_end(set, false);
-    }
-    Ok(found)
-}
-
-/// Recovers and closes a crashed recording on disk (entry and checkpoint), so that the set
-/// can take a new recording. Returns what was found, or `None` if nothing was open.
-pub fn recover(set: &VolumeSet) -> Result<Option<RecoveredEnd>, RecordingError> {
-    let Some((checkpoint, recovered)) = recovered_end(set)? else {
-        // A crash after the entry was closed leaves only the idle checkpoint missing.
-        if let Some(checkpoint) = set.newest_checkpoint()? {
-            if checkpoint.recording_id != 0 {
-                let entries = set.recordings()?;
-                if let Some(entry) = entries
-                    .iter()
-                    .find(|e| e.recording_id == checkpoint.recording_id)
-                {
-                    let positions = entry
-                        .members
-                        .iter()
-                        .zip(&checkpoint.members)
-                        .map(|(span, position)| MemberPosition {
-                            next_slot_index: span.end_slot_index,
-                            lap: position.lap,
-                        })
-                        .collect();
-                    set.write_checkpoint(&Checkpoint {
-                        generation: checkpoint.generation.saturating_add(1),
-                        written_ns: set.clock().wall_ns(),
-                        recording_id: 0,
-                        recording_first_sequence: 0,
-                        durable_sequence_end: entry
-                            .end_sequence
-                            .max(checkpoint.durable_sequence_end),
-                        members: positions,
-                        ..checkpoint
-                    })?;
-                }
-            }
-        }
-        return Ok(None);
-    };
-    let mut entries = set.recordings()?;
-    if let Some(entry) = entries
-        .iter_mut()
-        .find(|e| e.recording_id == checkpoint.recording_id)
-    {
-        apply_recovery(entry, &recovered);
-        entry.revision += 1;
-        set.write_entry(entry)?;
-        super::marks::close_open(set, entry)?;
-    }
-    let next_sequence = recovered.end_sequence.max(
-        recovered
-            .highest_sequence_seen
-            .map_or(0, |h| h.saturating_add(1)),
-    );
-    set.write_checkpoint(&Checkpoint {
-        generation: checkpoint.generation.saturating_add(1),
-        written_ns: set.clock().wall_ns(),
-        recording_id: 0,
-        recording_first_sequence: 0,
-        durable_sequence_end: next_sequence,
-        durable_stream_bytes: recovered.stream_len_bytes,
-        durable_lost_bytes: recovered.lost_bytes,
-        members: recovered
-            .end_slots
-            .iter()
-            .zip(&recovered.laps)
-            .map(|(&slot, &lap)| MemberPosition {
-                next_slot_index: slot,
-                lap,
-            })
-            .collect(),
-        retirements: Vec::new(),
-        ..checkpoint
-    })?;
-    Ok(Some(recovered))
-}
-
-/// Picks recording `id`, or the last one.
-pub fn select(
-    entries: &[RecordingEntry],
-    id: Option<u32>,
-) -> Result<RecordingEntry, RecordingError> {
-    match id {
-        Some(id) => entries
-            .iter()
-            .find(|e| e.recording_id == id)
-            .cloned()
-            .ok_or(RecordingError::NoSuchRecording(id)),
-        None => entries.last().cloned().ok_or(RecordingError::NoRecordings),
-    }
-}
 
 /// Something wrong found while reading a recording.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -2104,6 +1919,7 @@ impl Scan {
 mod tests {
     use super::*;
     use crate::device::{Access, Safety};
+    use crate::layout::{Checkpoint, MemberPosition};
     use crate::engine::{IoOp, RangeFault, SimDisks};
     use crate::pattern::Pattern;
     use crate::recording::disk::Members;
