@@ -200,8 +200,8 @@ pub fn select(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{sample_entry, sample_retirement};
     use crate::layout::MemberSpan;
+    use crate::layout::{sample_entry, sample_retirement};
 
     /// What recovery found of the sample entry's recording after a crash: its end, and
     /// each member's end slot and lap.
@@ -284,6 +284,9 @@ mod tests {
             select(&entries, Some(9)),
             Err(RecordingError::NoSuchRecording(9))
         ));
-        assert!(matches!(select(&[], None), Err(RecordingError::NoRecordings)));
+        assert!(matches!(
+            select(&[], None),
+            Err(RecordingError::NoRecordings)
+        ));
     }
 }
