@@ -14,10 +14,12 @@
 mod listing;
 mod recovery;
 mod redirects;
+mod span;
 
 pub use listing::{listed, recordings, recover, recovered_end, select, RecoveredEnd};
 pub(crate) use redirects::holds_redirect;
 use redirects::Redirected;
+use span::{clamp_span, cut_to_target};
 
 use super::seek;
 use super::volume::{self, VolumeSet};
@@ -1089,80 +1091,6 @@ fn emit(
     each(Item::Chunk { header, payload })
 }
 
-/// The part of member `index`'s span that lies within its `slot_count` data slots. A span
-/// that the entry says goes further (a damaged or forged entry) is reported, and never read
-/// or walked past the member's last slot.
-fn clamp_span(
-    set: &VolumeSet,
-    index: u16,
-    span: MemberSpan,
-    slot_count: u64,
-    damages: &mut Vec<Damage>,
-) -> MemberSpan {
-    let clamped = MemberSpan {
-        start_slot_index: span.start_slot_index.min(slot_count),
-        end_slot_index: span.end_slot_index.min(slot_count),
-    };
-    if clamped != span {
-        damages.push(Damage::at(
-            set,
-            index,
-            span.end_slot_index.max(span.start_slot_index),
-            None,
-            format!(
-                "the entry's span of this member, slots {}..{}, goes past its {slot_count} data \
-                 slots: read up to slot {slot_count}",
-                span.start_slot_index, span.end_slot_index
-            ),
-        ));
-    }
-    clamped
-}
-
-/// Drops from `runs` the slots that lie past the end of the member's target (a target cut
-/// short, or a superblock that claims more than the target holds): they are reported once,
-/// never read, so that the slots read stay bounded by what the target holds.
-fn cut_to_target(
-    set: &VolumeSet,
-    member: &super::volume::Member,
-    runs: &mut VecDeque<(u64, u64)>,
-    damages: &mut Vec<Damage>,
-) {
-    let layout = member.layout();
-    let chunk = u64::from(layout.chunk_size_bytes);
-    let held = member
-        .disk
-        .capacity_bytes()
-        .saturating_sub(layout.data_offset_bytes)
-        / chunk;
-    if held >= layout.data_slot_count {
-        return;
-    }
-    let mut dropped = 0u64;
-    for run in runs.iter_mut() {
-        let end = run.0.saturating_add(run.1);
-        let kept_end = end.min(held).max(run.0);
-        dropped += end - kept_end;
-        run.1 = kept_end - run.0;
-    }
-    runs.retain(|run| run.1 > 0);
-    if dropped > 0 {
-        damages.push(Damage::at(
-            set,
-            member.index(),
-            held,
-            None,
-            format!(
-                "the target ends at slot {held} ({} bytes, the volume was {}): {dropped} slots \
-                 of this recording past it are lost",
-                member.disk.capacity_bytes(),
-                layout.volume_size_bytes
-            ),
-        ));
-    }
-}
-
-/// The slots of a member to read, in order.
 /// Moves every member's scan to where the window from `from_ns` begins: the chunk before
 /// the first that began at `from_ns` or later (each member's first found by
 /// [`seek::first_at_or_after`], the one before on its member by [`seek::last_own_before`]),

@@ -233,7 +233,10 @@ mod tests {
     fn a_record_that_names_slots_the_member_lacks_is_cut_to_the_member() {
         // Fits: within a lap that fits the member.
         assert!(redirect_fits(&redirect(10, 8, 100), 100));
-        assert!(redirect_fits(&redirect(u64::MAX, 0, u64::MAX), 1), "names no slot");
+        assert!(
+            redirect_fits(&redirect(u64::MAX, 0, u64::MAX), 1),
+            "names no slot"
+        );
         // A lap larger than the member, a first slot past the lap, a run longer than a lap.
         assert!(!redirect_fits(&redirect(10, 8, 200), 100));
         assert!(!redirect_fits(&redirect(100, 8, 100), 100));
