@@ -46,6 +46,8 @@ mod index;
 /// Sample structures for the tests of other modules.
 #[cfg(test)]
 pub(crate) use index::tests::{sample_entry, sample_retirement};
+#[cfg(test)]
+pub(crate) use chunk::tests::sample as sample_chunk_header;
 mod label;
 mod reassembly;
 mod records;
