@@ -43,11 +43,11 @@ mod flags;
 #[doc(hidden)]
 pub mod fuzzing;
 mod index;
+#[cfg(test)]
+pub(crate) use chunk::tests::sample as sample_chunk_header;
 /// Sample structures for the tests of other modules.
 #[cfg(test)]
 pub(crate) use index::tests::{sample_entry, sample_retirement};
-#[cfg(test)]
-pub(crate) use chunk::tests::sample as sample_chunk_header;
 mod label;
 mod reassembly;
 mod records;

@@ -11,12 +11,15 @@
 //! Recovery after a crash ([`recovered_end`]) reads only from the last checkpoint forward,
 //! at most the recovery window per member: never the whole drive.
 
+mod io;
 mod listing;
 mod recovery;
 mod redirects;
 mod scan;
 mod span;
 
+pub use io::SlotUnreadable;
+use io::{flight_slot, read_count, slot_runs, ScanReads};
 pub use listing::{listed, recordings, recover, recovered_end, select, RecoveredEnd};
 pub(crate) use redirects::holds_redirect;
 use redirects::Redirected;
@@ -26,12 +29,10 @@ use span::{clamp_span, cut_to_target};
 use super::seek;
 use super::volume::{self, VolumeSet};
 use super::RecordingError;
-use crate::buffer::BufferPool;
 use crate::control::{process_cpu_s, Control, ControlState, Progress};
-use crate::engine::{EngineChoice, EngineConfig, IoCompletion, IoError, IoOp, IoRequest};
+use crate::engine::EngineChoice;
 use crate::layout::{
     ChunkFlags, ChunkHeader, MemberSpan, RecordingEntry, RecordingFlags, RecordingState,
-    VolumeLayout,
 };
 
 use std::collections::VecDeque;
@@ -147,32 +148,6 @@ pub struct ReadSummary {
     pub redirected_chunk_count: u64,
     /// The memory the reads were given: a buffer for each read that may be in flight.
     pub read_pool_bytes: u64,
-}
-
-struct ReadFlight {
-    buffer: u32,
-    first_slot: u64,
-    slot_count: u64,
-    failed: Option<IoError>,
-    /// After the read failed, each of its slots read again on its own: its bytes, or why
-    /// it cannot be read. Empty until then.
-    reread: Vec<Result<Vec<u8>, SlotUnreadable>>,
-}
-
-/// Why a slot of a member could not be read.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum SlotUnreadable {
-    /// The read that took it failed (and it was not read again on its own yet).
-    #[error(transparent)]
-    Read(IoError),
-    /// Read again on its own, it failed.
-    #[error(transparent)]
-    Reread(std::sync::Arc<RecordingError>),
-    /// The member ends inside it (a target shorter than its layout).
-    #[error("short read: {} ends inside this slot", .0.display())]
-    Short(std::path::PathBuf),
-    #[error("slot {0} is outside the data area")]
-    OutsideDataArea(u64),
 }
 
 /// Reads recording `entry` of `set` in sequence order, calling `each` for every chunk,
@@ -366,123 +341,6 @@ fn read_scans(
     Ok(summary)
 }
 
-/// The reads that feed the members' scans: the engine over the present members, its free
-/// buffers (one read of [`SCAN_SLOTS_PER_READ`] slots each) and which engine file each
-/// member is.
-struct ScanReads {
-    engine: Box<dyn crate::engine::Engine>,
-    free: Vec<u32>,
-    /// Engine file indices follow the present members: the file index of each member.
-    file_of_member: Vec<u16>,
-    completions: Vec<IoCompletion>,
-    chunk_bytes: u64,
-}
-
-impl ScanReads {
-    /// Opens an engine over the present members of `set`, with `read_count` reads: as many
-    /// as the scans may have in flight (see [`Scan::queue_depth`]), and never fewer than
-    /// [`SCAN_QUEUE_DEPTH`] a member.
-    fn open(
-        set: &VolumeSet,
-        engine_choice: EngineChoice,
-        read_count: usize,
-    ) -> Result<ScanReads, RecordingError> {
-        let chunk_bytes = set.chunk_size_bytes as u64;
-        let member_count = set.member_count();
-        let buffer_count = read_count
-            .max(SCAN_QUEUE_DEPTH as usize * member_count)
-            .max(2);
-        let pool = BufferPool::new(buffer_count, (SCAN_SLOTS_PER_READ * chunk_bytes) as usize)?;
-        let disks: Vec<&super::disk::Disk> = set.present().map(|m| &m.disk).collect();
-        let mut file_of_member = vec![u16::MAX; member_count];
-        for (file_index, member) in set.present().enumerate() {
-            file_of_member[member.index() as usize] = file_index as u16;
-        }
-        let opened = super::disk::open_engine(
-            &disks,
-            engine_choice,
-            pool,
-            EngineConfig {
-                queue_depth: buffer_count as u32,
-                sqpoll: false,
-                caller_may_block: false,
-            },
-        )?;
-        Ok(ScanReads {
-            engine: opened.engine,
-            free: (0..buffer_count as u32).rev().collect(),
-            file_of_member,
-            completions: Vec::with_capacity(buffer_count),
-            chunk_bytes,
-        })
-    }
-
-    /// Keeps reads in flight on every member's scan. Returns the bytes asked for.
-    fn fill(&mut self, set: &VolumeSet, scans: &mut [Scan]) -> u64 {
-        let chunk_bytes = self.chunk_bytes;
-        let mut read_bytes = 0;
-        for (scan_index, scan) in scans.iter_mut().enumerate() {
-            if scan.asleep_until_sequence.is_some() {
-                continue;
-            }
-            while scan.flights.len() < scan.queue_depth() as usize {
-                let Some(&(first, count)) = scan.runs.front() else {
-                    break;
-                };
-                let Some(buffer) = self.free.pop() else { break };
-                let take = count.min(SCAN_SLOTS_PER_READ);
-                let member = set.members[scan.member_index as usize]
-                    .as_ref()
-                    .expect("scans only present members");
-                let offset_bytes = member.layout().data_slot_offset_bytes(first).unwrap_or(0);
-                let number = scan.flights.push(ReadFlight {
-                    buffer,
-                    first_slot: first,
-                    slot_count: take,
-                    failed: None,
-                    reread: Vec::new(),
-                });
-                let user_data = ((scan_index as u64) << 48) | (number & ((1 << 48) - 1));
-                // SAFETY: `buffer` was taken from the free buffers for this read and is looked at
-                // and freed only after its completion.
-                unsafe {
-                    self.engine.push(IoRequest {
-                        op: IoOp::Read,
-                        file_index: self.file_of_member[scan.member_index as usize],
-                        slot: buffer,
-                        slot_offset_bytes: 0,
-                        offset_bytes,
-                        len_bytes: (take * chunk_bytes) as u32,
-                        user_data,
-                    });
-                }
-                read_bytes += take * chunk_bytes;
-                if take == count {
-                    scan.runs.pop_front();
-                } else {
-                    scan.runs[0] = (first + take, count - take);
-                }
-            }
-        }
-        read_bytes
-    }
-
-    /// Waits for a read to complete and marks the reads that did in their scans.
-    fn reap(&mut self, scans: &mut [Scan]) -> Result<(), RecordingError> {
-        self.engine.submit_and_reap(1, &mut self.completions)?;
-        for completion in self.completions.drain(..) {
-            let scan_index = (completion.user_data >> 48) as usize;
-            let number = completion.user_data & ((1 << 48) - 1);
-            if let Some(flight) = scans[scan_index].flights.complete(number) {
-                if let Err(error) = completion.result {
-                    flight.failed = Some(error);
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 /// A scan of each member of `set` over the slots `entry` holds there (none for a missing
 /// member); a span or run that goes past the member is cut to it and reported.
 fn member_scans(
@@ -513,7 +371,7 @@ fn member_scans(
                     ScanScope::Mark if span.start_slot_index == span.end_slot_index => {
                         VecDeque::new()
                     }
-                    _ => slot_runs(member.layout(), span, ring, kept_its_start),
+                    _ => slot_runs(member.layout().data_slot_count, span, ring, kept_its_start),
                 };
                 if let ScanScope::Recording { kept } = scope {
                     for range in kept.iter().filter(|range| range.member == index) {
@@ -685,56 +543,6 @@ fn wake_kept(scans: &mut [Scan], next_sequence: Option<u64>) -> bool {
         }
     }
     true
-}
-
-/// Reads a read of `scans` needs at once: each awake scan with slots to read as many as it
-/// may have in flight, and for the marks' scans asleep, room for as many as are awake at
-/// once as the merge goes (their windows overlapping in the stream), one each, one for the
-/// marks of earlier recordings, which wake one at a time at the end, and one a member to
-/// spare (a mark widened over a retired member's redirected writes reads on past its
-/// window).
-fn read_count(scans: &[Scan], scope: &ScanScope) -> usize {
-    let awake: usize = scans
-        .iter()
-        .filter(|scan| !scan.runs.is_empty() && scan.asleep_until_sequence.is_none())
-        .map(|scan| scan.queue_depth() as usize)
-        .sum();
-    let ScanScope::Recording { kept } = scope else {
-        return awake;
-    };
-    let windows: Vec<(u64, u64)> = kept
-        .iter()
-        .filter_map(|range| range.stream_bytes)
-        .filter(|&(from, _)| from != u64::MAX)
-        .collect();
-    let asleep = scans
-        .iter()
-        .filter(|scan| !scan.runs.is_empty() && scan.asleep_until_sequence.is_some())
-        .count();
-    let members = scans.iter().filter(|scan| !scan.kept_apart).count();
-    let at_once = most_overlapping(&windows) + usize::from(asleep > windows.len()) + members;
-    awake + at_once.min(asleep) * KEPT_SCAN_QUEUE_DEPTH as usize
-}
-
-/// The most of `windows` (from, end: both ends counted) that any one offset lies in.
-fn most_overlapping(windows: &[(u64, u64)]) -> usize {
-    let mut edges: Vec<(u64, bool)> = windows
-        .iter()
-        .flat_map(|&(from, end)| [(from, true), (end, false)])
-        .collect();
-    // At one offset, windows begin before others end: both ends count.
-    edges.sort_unstable_by_key(|&(offset, begins)| (offset, !begins));
-    let (mut now, mut most) = (0usize, 0usize);
-    for (_, begins) in edges {
-        match begins {
-            true => {
-                now += 1;
-                most = most.max(now);
-            }
-            false => now -= 1,
-        }
-    }
-    most
 }
 
 /// What the merge does after a step.
@@ -1183,99 +991,12 @@ fn held_at(
     }
 }
 
-/// The slots a member's scan reads, in order. A ring member that did not go round over
-/// its own start (`kept_its_start`, as a closed entry says) holds the recording from its
-/// start slot to its end slot in lap order, and only those are read (a ring that reclaims
-/// the space of a set's oldest recordings is one: see `retention.rs`); others are read a
-/// whole lap round from the end.
-fn slot_runs(
-    layout: &VolumeLayout,
-    span: MemberSpan,
-    ring: bool,
-    kept_its_start: bool,
-) -> VecDeque<(u64, u64)> {
-    let mut runs = VecDeque::new();
-    let slots = layout.data_slot_count;
-    let (start, end) = (span.start_slot_index, span.end_slot_index);
-    if ring && kept_its_start && start != end && start < slots && end <= slots {
-        if end > start {
-            runs.push_back((start, end - start));
-        } else {
-            runs.push_back((start, slots - start));
-            if end > 0 {
-                runs.push_back((0, end));
-            }
-        }
-    } else if ring {
-        // One whole lap, oldest first: from the end position round to it.
-        let slots = layout.data_slot_count;
-        let end = span.end_slot_index.min(slots);
-        if end < slots {
-            runs.push_back((end, slots - end));
-        }
-        if end > 0 {
-            runs.push_back((0, end));
-        }
-    } else if span.end_slot_index > span.start_slot_index {
-        runs.push_back((
-            span.start_slot_index,
-            span.end_slot_index - span.start_slot_index,
-        ));
-    }
-    runs
-}
-
-/// Reads each slot of a failed read on its own, so that an unreadable slot costs that
-/// slot and no more (the read that failed covered several).
-fn reread_slots(set: &VolumeSet, member_index: u16, flight: &mut ReadFlight, chunk_bytes: u64) {
-    let member = set.members[member_index as usize]
-        .as_ref()
-        .expect("scans read only present members");
-    flight.reread = (flight.first_slot..flight.first_slot + flight.slot_count)
-        .map(|slot| {
-            let offset = member
-                .layout()
-                .data_slot_offset_bytes(slot)
-                .ok_or(SlotUnreadable::OutsideDataArea(slot))?;
-            volume::read_aligned(&member.disk, offset, chunk_bytes as usize).map_err(|error| {
-                match error {
-                    RecordingError::Io { source, .. }
-                        if source.kind() == std::io::ErrorKind::UnexpectedEof =>
-                    {
-                        SlotUnreadable::Short(member.disk.path().to_path_buf())
-                    }
-                    error => SlotUnreadable::Reread(std::sync::Arc::new(error)),
-                }
-            })
-        })
-        .collect();
-}
-
-/// The bytes of slot `within` of a completed read: from the pool, or, after the read
-/// failed, from the slot's own read; why not where that failed too.
-fn flight_slot<'a>(
-    pool: &'a BufferPool,
-    flight: &'a ReadFlight,
-    within: u64,
-    chunk_bytes: u64,
-) -> Result<&'a [u8], SlotUnreadable> {
-    let Some(failed) = flight.failed else {
-        let start = (within * chunk_bytes) as usize;
-        return Ok(&pool.slot(flight.buffer as usize)[start..start + chunk_bytes as usize]);
-    };
-    match flight.reread.get(within as usize) {
-        Some(Ok(bytes)) => Ok(bytes),
-        Some(Err(error)) => Err(error.clone()),
-        None => Err(SlotUnreadable::Read(failed)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::device::{Access, Safety};
     use crate::engine::{IoOp, RangeFault, SimDisks};
-    use crate::layout::{Checkpoint, MemberPosition};
+    use crate::layout::{Checkpoint, MemberPosition, VolumeLayout};
     use crate::pattern::Pattern;
     use crate::recording::disk::Members;
     use crate::recording::writer::{self, RecordOptions};
@@ -1389,10 +1110,6 @@ mod tests {
         assert!(wake_kept(&mut scans, None));
         assert_eq!(asleep(&scans), [None; 4]);
         assert!(!wake_kept(&mut scans, None));
-        // Windows that meet at an offset are open there at once.
-        assert_eq!(most_overlapping(&[(0, 10), (10, 20), (30, 40)]), 2);
-        assert_eq!(most_overlapping(&[(0, 10), (2, 4), (3, 5), (11, 12)]), 3);
-        assert_eq!(most_overlapping(&[]), 0);
     }
 
     #[test]

@@ -3,10 +3,8 @@
 //! and continues the member's increasing sequence; anything else inside a linear span is
 //! damage, reported with the sequence the slot must have held where its neighbours tell.
 
-use super::{
-    flight_slot, holds_redirect, reread_slots, Damage, ReadFlight, SlotUnreadable,
-    KEPT_SCAN_QUEUE_DEPTH, SCAN_QUEUE_DEPTH,
-};
+use super::io::{flight_slot, reread_slots, ReadFlight};
+use super::{holds_redirect, Damage, SlotUnreadable, KEPT_SCAN_QUEUE_DEPTH, SCAN_QUEUE_DEPTH};
 use crate::buffer::BufferPool;
 use crate::inflight::InFlight;
 use crate::layout::{
