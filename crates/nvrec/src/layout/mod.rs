@@ -47,7 +47,7 @@ mod index;
 pub(crate) use chunk::tests::sample as sample_chunk_header;
 /// Sample structures for the tests of other modules.
 #[cfg(test)]
-pub(crate) use index::tests::{sample_entry, sample_retirement};
+pub(crate) use index::tests::{sample_checkpoint, sample_entry, sample_retirement};
 mod label;
 mod reassembly;
 mod records;

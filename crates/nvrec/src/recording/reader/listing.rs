@@ -13,7 +13,10 @@ use crate::recording::RecordingError;
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RecoveredEnd {
     pub recording_id: u32,
-    pub state: String,
+    /// Closed or aborted (its END chunk was found: only the entry's update was lost), or
+    /// interrupted.
+    #[serde(serialize_with = "state_word")]
+    pub state: RecordingState,
     pub end_sequence: u64,
     pub highest_sequence_seen: Option<u64>,
     pub end_ns: u64,
@@ -28,6 +31,19 @@ pub struct RecoveredEnd {
     /// Members retired before the crash, from the checkpoint.
     #[serde(skip)]
     pub retirements: Vec<Retirement>,
+}
+
+/// A recovered state as one lowercase word (`closed`, `aborted`, `interrupted`).
+fn state_word<S: serde::Serializer>(
+    state: &RecordingState,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let word = match state {
+        RecordingState::Closed => "closed",
+        RecordingState::Aborted => "aborted",
+        _ => "interrupted",
+    };
+    serializer.serialize_str(word)
 }
 
 /// Every recording of `set` as a listing shows it now: [`recordings`], with the one a
@@ -59,11 +75,7 @@ pub fn recordings(set: &VolumeSet) -> Result<Vec<RecordingEntry>, RecordingError
 }
 
 fn apply_recovery(entry: &mut RecordingEntry, recovered: &RecoveredEnd) {
-    entry.state = match recovered.state.as_str() {
-        "closed" => RecordingState::Closed,
-        "aborted" => RecordingState::Aborted,
-        _ => RecordingState::Interrupted,
-    };
+    entry.state = recovered.state;
     entry.end_sequence = recovered.end_sequence;
     entry.end_ns = recovered.end_ns;
     entry.stream_len_bytes = recovered.stream_len_bytes;
@@ -205,10 +217,10 @@ mod tests {
 
     /// What recovery found of the sample entry's recording after a crash: its end, and
     /// each member's end slot and lap.
-    fn recovered(state: &str, laps: Vec<u64>) -> RecoveredEnd {
+    fn recovered(state: RecordingState, laps: Vec<u64>) -> RecoveredEnd {
         RecoveredEnd {
             recording_id: 5,
-            state: state.into(),
+            state,
             end_sequence: 12_345,
             highest_sequence_seen: Some(12_400),
             end_ns: 1_767_225_630_000_000_000,
@@ -224,18 +236,20 @@ mod tests {
 
     #[test]
     fn a_crashed_entry_takes_the_recovered_end_and_its_state() {
-        for (state, expected) in [
-            ("closed", RecordingState::Closed),
-            ("aborted", RecordingState::Aborted),
-            ("interrupted", RecordingState::Interrupted),
+        for (state, word) in [
+            (RecordingState::Closed, "closed"),
+            (RecordingState::Aborted, "aborted"),
+            (RecordingState::Interrupted, "interrupted"),
         ] {
             let mut entry = RecordingEntry {
                 state: RecordingState::Open,
                 retirements: Vec::new(),
                 ..sample_entry()
             };
-            apply_recovery(&mut entry, &recovered(state, vec![0, 0, 0]));
-            assert_eq!(entry.state, expected);
+            let found = recovered(state, vec![0, 0, 0]);
+            assert_eq!(serde_json::to_value(&found).unwrap()["state"], word);
+            apply_recovery(&mut entry, &found);
+            assert_eq!(entry.state, state);
             assert_eq!(entry.end_sequence, 12_345);
             assert_eq!(entry.stream_len_bytes, 2_345 * 131_000);
             assert_eq!(entry.lost_bytes, 8192);
@@ -263,7 +277,7 @@ mod tests {
         };
         // Member 0: one lap on, past its start (1200 > 100); member 1: two laps on;
         // member 2: one lap on but not back at its start (0 < 100).
-        let mut found = recovered("interrupted", vec![4, 5, 4]);
+        let mut found = recovered(RecordingState::Interrupted, vec![4, 5, 4]);
         found.end_slots = vec![1200, 50, 0];
         apply_recovery(&mut entry, &found);
         assert_eq!(entry.overwrote, vec![true, true, false]);

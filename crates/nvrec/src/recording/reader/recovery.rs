@@ -675,17 +675,17 @@ fn recovered_from(
     let last = contiguous.last().map(|(h, _)| h);
     let state = match last {
         Some(h) if h.flags.contains(ChunkFlags::END) && h.flags.contains(ChunkFlags::ABORTED) => {
-            "aborted"
+            RecordingState::Aborted
         }
-        Some(h) if h.flags.contains(ChunkFlags::END) => "closed",
-        _ => "interrupted",
+        Some(h) if h.flags.contains(ChunkFlags::END) => RecordingState::Closed,
+        _ => RecordingState::Interrupted,
     };
     let lost_after = contiguous
         .iter()
         .fold(0u64, |sum, (h, _)| sum.saturating_add(h.gap_bytes));
     RecoveredEnd {
         recording_id: checkpoint.recording_id,
-        state: state.to_string(),
+        state,
         end_sequence,
         highest_sequence_seen: ends.highest,
         end_ns: last.map_or(checkpoint.written_ns, |h| h.timestamp_ns),
@@ -913,5 +913,116 @@ impl Traces<'_> {
             })
         };
         header.sequence >= self.ends.end_sequence || !known_redirect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{sample_checkpoint, sample_chunk_header};
+
+    fn chunk(sequence: u64, flags: ChunkFlags) -> (ChunkHeader, u64) {
+        let header = ChunkHeader {
+            sequence,
+            flags,
+            stream_offset_bytes: sequence * 1000,
+            payload_len_bytes: 1000,
+            gap_bytes: if sequence == 12 { 64 } else { 0 },
+            timestamp_ns: 5_000 + sequence,
+            ..sample_chunk_header()
+        };
+        (header, sequence)
+    }
+
+    #[test]
+    fn the_run_ends_at_the_first_sequence_no_member_holds_past_the_checkpoint() {
+        let kept: Vec<_> = [10, 11, 12, 14, 15]
+            .map(|sequence| chunk(sequence, ChunkFlags::empty()))
+            .to_vec();
+        assert_eq!(run_end(&kept, 10, &[]), 13);
+        // A run a writer's next lap discarded counts as held: the reader names it missing.
+        assert_eq!(run_end(&kept, 10, &[(13, 14)]), 16);
+        // Nothing past the checkpoint: it ends where the checkpoint said.
+        assert_eq!(run_end(&[], 10, &[]), 10);
+        assert_eq!(run_end(&kept, 9, &[]), 9);
+    }
+
+    #[test]
+    fn the_recovered_end_is_the_last_contiguous_chunk_and_its_flags_say_how_it_ended() {
+        let checkpoint = Checkpoint {
+            durable_stream_bytes: 10_000,
+            durable_lost_bytes: 100,
+            ..sample_checkpoint()
+        };
+        let found = [
+            chunk(10, ChunkFlags::empty()),
+            chunk(11, ChunkFlags::empty()),
+            chunk(12, ChunkFlags::empty()),
+        ];
+        let ended = |last: ChunkFlags| {
+            let last = chunk(13, last);
+            let run: Vec<&(ChunkHeader, u64)> = found.iter().chain([&last]).collect();
+            recovered_from(&checkpoint, 14, &run, SearchEnds::default())
+        };
+        let interrupted = ended(ChunkFlags::empty());
+        assert_eq!(interrupted.state, RecordingState::Interrupted);
+        assert_eq!(interrupted.end_sequence, 14);
+        assert_eq!(interrupted.stream_len_bytes, 14_000);
+        assert_eq!(
+            interrupted.lost_bytes, 164,
+            "the checkpoint's and the gaps after it"
+        );
+        assert_eq!(interrupted.end_ns, 5_013);
+        assert_eq!(interrupted.recovered_chunk_count, 4);
+        assert_eq!(ended(ChunkFlags::END).state, RecordingState::Closed);
+        let aborted = ended(ChunkFlags::END | ChunkFlags::ABORTED);
+        assert_eq!(aborted.state, RecordingState::Aborted);
+        // Nothing found past the checkpoint: the checkpoint's own end.
+        let none = recovered_from(&checkpoint, 10, &[], SearchEnds::default());
+        assert_eq!(none.state, RecordingState::Interrupted);
+        assert_eq!(none.stream_len_bytes, 10_000);
+        assert_eq!(none.lost_bytes, 100);
+    }
+
+    #[test]
+    fn a_chunk_past_the_recovered_end_was_written_after_it_where_it_is_newer() {
+        let run = RunEnds {
+            end_sequence: 50,
+            own_newest: Some(40),
+        };
+        let header = |sequence| chunk(sequence, ChunkFlags::empty()).0;
+        assert!(run.written_after(&header(50), 30));
+        assert!(run.written_after(&header(41), 30));
+        assert!(!run.written_after(&header(40), 30));
+        let none_own = RunEnds {
+            own_newest: None,
+            ..run
+        };
+        assert!(none_own.written_after(&header(30), 30));
+        assert!(!none_own.written_after(&header(29), 30));
+    }
+
+    #[test]
+    fn a_writer_reaches_less_than_its_window_past_its_checkpoint_position() {
+        let mut checkpoint = sample_checkpoint();
+        checkpoint.recovery_window_slots = 64;
+        checkpoint.members[0] = MemberPosition {
+            next_slot_index: 100,
+            lap: 2,
+        };
+        // From the position itself: the whole window; 40 slots on: what is left of it.
+        assert_eq!(writer_reach(&checkpoint, 0, 1000, (100, 2)), 64);
+        assert_eq!(writer_reach(&checkpoint, 0, 1000, (140, 2)), 24);
+        // Into the next lap: the slots to the member's end count too.
+        assert_eq!(writer_reach(&checkpoint, 0, 120, (10, 3)), 34);
+        // Never a lap: a member smaller than the window bounds it.
+        assert_eq!(writer_reach(&checkpoint, 0, 50, (100, 2)), 49);
+        assert!(is_blank(&[0; 4096]));
+        let mut written = [0u8; 4096];
+        written[127] = 1;
+        assert!(!is_blank(&written));
+        written[127] = 0;
+        written[200] = 1;
+        assert!(is_blank(&written), "only the header block counts");
     }
 }
