@@ -320,6 +320,29 @@ fn the_writer_stage_table_names_what_the_code_has() {
     }
 }
 
+/// Every room of the writer and of the reader (a file of `recording/writer/` or
+/// `recording/reader/`) has tests of its own, and ARCHITECTURE.md names it.
+#[test]
+fn every_writer_and_reader_room_has_tests_of_its_own_and_is_named() {
+    let map = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let mut rooms = 0;
+    for part in ["writer", "reader"] {
+        let dir = root().join("crates/nvrec/src/recording").join(part);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            let source = std::fs::read_to_string(&path).unwrap();
+            assert!(source.contains("#[test]"), "{part}/{name} has no test of its own");
+            assert!(
+                map.contains(&format!("`{name}`")) || map.contains(&format!("{part}/{name}")),
+                "ARCHITECTURE.md does not name {part}/{name}"
+            );
+            rooms += 1;
+        }
+    }
+    assert!(rooms >= 20, "{rooms} rooms");
+}
+
 /// A piece of a document where commands are written: a line of a shell block (with its
 /// continuation lines), or an inline code span; with the line it starts on.
 struct Piece {

@@ -158,7 +158,9 @@ impl RecordingError {
     /// The OS error number behind it, where there is one.
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
-            RecordingError::Io { source, .. } => source.raw_os_error(),
+            RecordingError::Io { source, .. } | RecordingError::Flush { source, .. } => {
+                source.raw_os_error()
+            }
             RecordingError::Failed(failure) => failure.errno(),
             _ => None,
         }

@@ -98,6 +98,13 @@ pub enum RecordingError {
         what: String,
         source: std::io::Error,
     },
+    /// A member's flush (fdatasync) failed: what it completed since its last good flush
+    /// is in doubt.
+    #[error("flushing {}: {source}", .path.display())]
+    Flush {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Engine(#[from] crate::engine::EngineError),
     #[error(transparent)]

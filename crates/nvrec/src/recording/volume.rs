@@ -82,10 +82,12 @@ impl Member {
 
     /// Makes what was written durable (fdatasync).
     pub fn flush(&self) -> Result<(), RecordingError> {
-        self.disk.sync_data().map_err(|source| RecordingError::Io {
-            what: format!("flushing {}", self.disk.path().display()),
-            source,
-        })
+        self.disk
+            .sync_data()
+            .map_err(|source| RecordingError::Flush {
+                path: self.disk.path().to_path_buf(),
+                source,
+            })
     }
 
     /// Writes an encoded checkpoint of generation `generation` to its slot here.

@@ -269,5 +269,33 @@ impl Writer<'_> {
 /// Whether a member's failure was its flush ([`Member::flush`]'s error), which leaves what
 /// it completed since its last good flush in doubt.
 fn is_flush_failure(error: &RecordingError) -> bool {
-    matches!(error, RecordingError::Io { what, .. } if what.starts_with("flushing "))
+    matches!(error, RecordingError::Flush { .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member's flush that fails is told from its other failures by its type.
+    #[test]
+    fn a_flush_failure_is_known_by_its_kind_not_its_words() {
+        let flush = RecordingError::Flush {
+            path: "/dev/loop7".into(),
+            source: std::io::Error::from_raw_os_error(libc::EIO),
+        };
+        assert!(is_flush_failure(&flush));
+        assert_eq!(
+            flush.to_string(),
+            format!(
+                "flushing /dev/loop7: {}",
+                std::io::Error::from_raw_os_error(libc::EIO)
+            )
+        );
+        // A write whose words begin the same is not one.
+        let worded = RecordingError::Io {
+            what: "flushing the checkpoint".into(),
+            source: std::io::Error::from_raw_os_error(libc::EIO),
+        };
+        assert!(!is_flush_failure(&worded));
+    }
 }

@@ -236,7 +236,9 @@ pub(super) fn cause_of_write(error: &IoError) -> RetirementCause {
 
 pub(super) fn cause_of_io(error: &RecordingError) -> (RetirementCause, i32) {
     let errno = match error {
-        RecordingError::Io { source, .. } => source.raw_os_error().unwrap_or(0),
+        RecordingError::Io { source, .. } | RecordingError::Flush { source, .. } => {
+            source.raw_os_error().unwrap_or(0)
+        }
         _ => 0,
     };
     let cause = if errno == libc::ENOSPC {

@@ -593,3 +593,38 @@ impl Writer<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::writer::parts::{lay_ring, Lay};
+
+    #[test]
+    fn a_completed_writes_slots_are_its_chunks_in_order_across_its_parts() {
+        assert_eq!(slots_of(&Done::four_at(10)), [10, 11, 12, 13]);
+        // A ring write that went round kept slots 2..4 of a lap of 8, from slot 6.
+        let Lay::At { parts, .. } = lay_ring(6, 4, 8, &[(2, 2)], &[]) else {
+            panic!("lies in the lap");
+        };
+        let done = Done {
+            chunk_count: 4,
+            lie: parts,
+            ..Done::four_at(6)
+        };
+        assert_eq!(slots_of(&done), [6, 7, 0, 1]);
+        // Fewer chunks than its parts hold (a failed write's landed ones): those alone.
+        let landed = Done {
+            chunk_count: 3,
+            ..done
+        };
+        assert_eq!(slots_of(&landed), [6, 7, 0]);
+    }
+
+    #[test]
+    fn a_rewrites_completion_is_told_from_a_writes_whatever_its_attempt() {
+        for attempt in [0, 1, 7] {
+            assert!(is_rewrite(tag(REWRITE_BIT | 42, attempt)));
+            assert!(!is_rewrite(tag(42, attempt)));
+        }
+    }
+}
