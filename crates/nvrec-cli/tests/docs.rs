@@ -332,7 +332,10 @@ fn every_writer_and_reader_room_has_tests_of_its_own_and_is_named() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_str().unwrap().to_string();
             let source = std::fs::read_to_string(&path).unwrap();
-            assert!(source.contains("#[test]"), "{part}/{name} has no test of its own");
+            assert!(
+                source.contains("#[test]"),
+                "{part}/{name} has no test of its own"
+            );
             assert!(
                 map.contains(&format!("`{name}`")) || map.contains(&format!("{part}/{name}")),
                 "ARCHITECTURE.md does not name {part}/{name}"

@@ -64,6 +64,15 @@ pub fn serialize_message<T: std::fmt::Display, S: serde::Serializer>(
     serde::Serialize::serialize(&value.as_ref().map(T::to_string), serializer)
 }
 
+/// A typed failure (or reason) as `--json` gives it: its message (serde's
+/// `serialize_with`, for a value that is always there).
+pub fn serialize_shown<T: std::fmt::Display, S: serde::Serializer>(
+    value: &T,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
+}
+
 /// Whether the tests run under qemu-user emulation (the aarch64 runner in .cargo/config.toml
 /// sets `NVREC_QEMU_USER`), which translates system calls instead of making them: it accepts
 /// madvise without populating anything and answers ioctls it does not know with ENOSYS. The

@@ -83,7 +83,9 @@ use nvrec::recording::disk::Members;
 use nvrec::recording::reader::{self, Item};
 use nvrec::recording::scan;
 use nvrec::recording::volume;
-use nvrec::recording::writer::{self, RecordOptions, RecordOutcome, RecordReport};
+use nvrec::recording::writer::{
+    self, MemberError, RecordOptions, RecordOutcome, RecordReport, Unconfirmed,
+};
 use nvrec::recording::{health, repair, Fill, MemberFailure, RecordingError, Stripe};
 use nvrec::recording::{MemberFault, RecordingFailure};
 use nvrec::source::{PatternSource, Source};
@@ -1124,14 +1126,17 @@ fn run_on(case: &Case, sim: &SimDisks, replay: &mut Replay) -> Result<Seen, Stri
             report
                 .member_errors
                 .iter()
-                .any(|e| e.unflushed_chunk_count > 0 && e.error.contains("did not read back"))
+                .any(|e| {
+                    e.unflushed_chunk_count > 0
+                        && matches!(e.error, MemberError::Unconfirmed(Unconfirmed::NotReadBack))
+                })
         }),
         retired_flush_failed: result.as_ref().is_ok_and(|report| {
             report.error.is_none()
                 && report
                     .member_errors
                     .iter()
-                    .any(|e| e.error.contains("flushing"))
+                    .any(|e| matches!(&e.error, MemberError::Failed(cause) if matches!(**cause, RecordingError::Flush { .. })))
         }),
         ..Seen::default()
     };
@@ -1143,10 +1148,9 @@ fn run_on(case: &Case, sim: &SimDisks, replay: &mut Replay) -> Result<Seen, Stri
     unflushed.admitted = !crashed
         && case.second.is_some()
         && result.as_ref().is_ok_and(|report| {
-            report
-                .member_errors
-                .iter()
-                .any(|e| e.unflushed_chunk_count > 0 && e.error.starts_with("chunks it completed"))
+            report.member_errors.iter().any(|e| {
+                e.unflushed_chunk_count > 0 && matches!(e.error, MemberError::Unconfirmed(_))
+            })
         });
     if let Ok(report) = &result {
         let whole = report.outcome == RecordOutcome::Complete

@@ -341,11 +341,46 @@ impl LostByCause {
 pub struct MemberErrorReport {
     pub member_index: u16,
     pub path: PathBuf,
-    pub error: String,
+    #[serde(serialize_with = "crate::serialize_shown")]
+    pub error: MemberError,
     /// Chunks the member completed since its last flush that succeeded: the entry counts
     /// them (they are on the drive, and reads find them), but the drive never confirmed
     /// them durable, so a power cut may take them.
     pub unflushed_chunk_count: u64,
+}
+
+/// A failure of a member that ended nothing: the recording went on without what it
+/// could not do.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum MemberError {
+    /// A flush or a metadata write failed on a member that was retired already, or that
+    /// a checkpoint went on without.
+    #[error(transparent)]
+    Failed(Arc<RecordingError>),
+    /// Chunks it completed since its last good flush that were never confirmed durable.
+    #[error(transparent)]
+    Unconfirmed(Unconfirmed),
+}
+
+/// Why chunks a member completed since its last good flush were never confirmed durable
+/// (its flush failed, and writing them again elsewhere did not come to pass).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unconfirmed {
+    #[error(
+        "chunks it completed since its last good flush did not fit on the member that took \
+         its writes: they stay where the failed flush left them"
+    )]
+    NoRoom,
+    #[error(
+        "chunks it completed since its last good flush did not read back from it after the \
+         flush failed: they were never made durable elsewhere"
+    )]
+    NotReadBack,
+    #[error(
+        "chunks it completed since its last good flush could not be written again \
+         elsewhere: they stay where the failed flush left them"
+    )]
+    NotRewritten,
 }
 
 /// A retired member, as reports show it.
@@ -1298,7 +1333,7 @@ impl<'a> Writer<'a> {
                 member.flush()
             });
         for (member, error) in failed {
-            self.note_member_error(member, error.to_string());
+            self.note_member_error(member, MemberError::Failed(Arc::new(error)));
         }
         if taken > 0 {
             self.frontier.offered_flush = vec![false; self.placement.members.len()];

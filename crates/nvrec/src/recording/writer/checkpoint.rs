@@ -12,8 +12,8 @@
 //! on the drive, and the entry counts them.
 
 use super::retire;
-use super::MemberErrorReport;
 use super::Writer;
+use super::{MemberError, MemberErrorReport};
 use crate::layout::Checkpoint;
 use crate::recording::durability as coordinator;
 use crate::recording::durability::Outcome;
@@ -67,16 +67,16 @@ impl Writer<'_> {
     /// how many chunks the drive never confirmed durable. (Ending the recording here, or
     /// claiming no more than the last checkpoint, would leave everything the other members
     /// hold past it out of the entry: a silent loss.)
-    pub(super) fn retired_flush_failed(&mut self, member: usize, error: &RecordingError) {
+    pub(super) fn retired_flush_failed(&mut self, member: usize, error: RecordingError) {
         if self.placement.members[member].flushes.failed() || self.gated_flush_failed(member) {
             return;
         }
-        self.note_member_error(member, error.to_string());
+        self.note_member_error(member, MemberError::Failed(Arc::new(error)));
         self.placement.members[member].flushes.failed_now();
     }
 
     /// Records a failure of `member` that ends nothing, for the report.
-    pub(super) fn note_member_error(&mut self, member: usize, error: String) {
+    pub(super) fn note_member_error(&mut self, member: usize, error: MemberError) {
         self.retiring.member_errors.push(MemberErrorReport {
             member_index: member as u16,
             path: self.set.members[member]
@@ -92,7 +92,7 @@ impl Writer<'_> {
     /// or the recording fails), a retired one is flushed no more.
     pub(super) fn member_io_failed(&mut self, member: usize, error: RecordingError) {
         if self.placement.members[member].retired {
-            self.retired_flush_failed(member, &error);
+            self.retired_flush_failed(member, error);
         } else if is_flush_failure(&error) {
             let (_, errno) = retire::cause_of_io(&error);
             let cause = (crate::layout::RetirementCause::FlushFailed, errno);
@@ -234,7 +234,7 @@ impl Writer<'_> {
             };
             match member.flush() {
                 Ok(()) => self.placement.members[index].flushes.flushed(),
-                Err(error) => self.retired_flush_failed(index, &error),
+                Err(error) => self.retired_flush_failed(index, error),
             }
         }
     }

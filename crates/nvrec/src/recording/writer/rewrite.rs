@@ -30,6 +30,7 @@ use super::retire::untag;
 use super::ChunkMeta;
 use super::Flight;
 use super::Writer;
+use super::{MemberError, Unconfirmed};
 use crate::engine::IoCompletion;
 use crate::engine::IoError;
 use crate::layout::decode_chunk;
@@ -197,12 +198,7 @@ impl Writer<'_> {
             .map(|done| done.chunk_count as u64)
             .sum();
         if left > 0 {
-            self.note_unconfirmed(
-                member,
-                left,
-                "chunks it completed since its last good flush did not fit on the member \
-                 that took its writes: they stay where the failed flush left them",
-            );
+            self.note_unconfirmed(member, left, Unconfirmed::NoRoom);
         }
         in_doubt.split_off(from)
     }
@@ -355,12 +351,7 @@ impl Writer<'_> {
         } else if whole < count {
             // Lost with the member: chunk `whole` did not read back. The rest goes on
             // its own, after it.
-            self.note_unconfirmed(
-                rewrite.from,
-                1,
-                "chunks it completed since its last good flush did not read back from it \
-                 after the flush failed: they were never made durable elsewhere",
-            );
+            self.note_unconfirmed(rewrite.from, 1, Unconfirmed::NotReadBack);
             if whole + 1 < count {
                 let skip = whole + 1;
                 let rest = self.rest_of(rewrite, skip);
@@ -548,12 +539,8 @@ impl Writer<'_> {
             Some(error) => {
                 // The chunks stay where the failed flush left them; the member they went to
                 // fails as a member whose write fails does.
-                self.note_unconfirmed(
-                    flight.from,
-                    flight.done.chunk_count as u64,
-                    "chunks it completed since its last good flush could not be written again \
-                     elsewhere: they stay where the failed flush left them",
-                );
+                let chunks = flight.done.chunk_count as u64;
+                self.note_unconfirmed(flight.from, chunks, Unconfirmed::NotRewritten);
                 // Its slots hold nothing: the run ends before them.
                 self.cut_run_at(flight.member, flight.placed.slot);
                 let cause = (retire::cause_of_write(&error), error.errno);
@@ -565,27 +552,22 @@ impl Writer<'_> {
     /// Rewrites that cannot go out stay where the failed flush left them, noted.
     pub(super) fn rewrites_given_up(&mut self) {
         while let Some(rewrite) = self.retiring.rewrites.pop_front() {
-            self.note_unconfirmed(
-                rewrite.from,
-                rewrite.done.chunk_count as u64,
-                "chunks it completed since its last good flush could not be written again \
-                 elsewhere: they stay where the failed flush left them",
-            );
+            let chunks = rewrite.done.chunk_count as u64;
+            self.note_unconfirmed(rewrite.from, chunks, Unconfirmed::NotRewritten);
         }
     }
 
     /// Notes `chunks` of `member` that no drive confirmed durable, for `why` (one note per
     /// member and reason, counting them all).
-    fn note_unconfirmed(&mut self, member: usize, chunks: u64, why: &str) {
-        let noted = self
-            .retiring
-            .member_errors
-            .iter_mut()
-            .find(|e| e.member_index as usize == member && e.error == why);
+    fn note_unconfirmed(&mut self, member: usize, chunks: u64, why: Unconfirmed) {
+        let noted = self.retiring.member_errors.iter_mut().find(|e| {
+            e.member_index as usize == member
+                && matches!(e.error, MemberError::Unconfirmed(noted) if noted == why)
+        });
         match noted {
             Some(noted) => noted.unflushed_chunk_count += chunks,
             None => {
-                self.note_member_error(member, why.to_string());
+                self.note_member_error(member, MemberError::Unconfirmed(why));
                 if let Some(noted) = self.retiring.member_errors.last_mut() {
                     noted.unflushed_chunk_count = chunks;
                 }
