@@ -169,9 +169,9 @@ pub fn read_recording(
 /// As [`read_recording`], starting at the first chunk that began at `from_ns` (ns since
 /// the Unix epoch) or later, found without reading what comes before it: chunk timestamps
 /// rise with the sequence, so on each member a binary search over its chunk headers finds
-/// where the window starts ([`seek`]; a ring's in lap order, a retired member's and a
+/// where the window starts ([`super::seek`]; a ring's in lap order, a retired member's and a
 /// redirect member's too). Chunks before it are not reported, not even as missing. Where
-/// the search cannot tell (see [`seek`]) the whole recording is read instead and the
+/// the search cannot tell (see [`super::seek`]) the whole recording is read instead and the
 /// caller's own filter on chunk timestamps does the rest. A mark's entry (format 1.7) reads
 /// as [`read_mark_from`].
 pub fn read_recording_from(
