@@ -32,19 +32,6 @@ use std::time::Duration;
 const MEMBER_BYTES: u64 = 16 << 20;
 const CHUNK_BYTES: u64 = 64 << 10;
 
-/// Bytes no two chunks of which are alike (xorshift), so that a chunk out of place shows.
-fn input_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
 /// A directory with an input file of `len` bytes and two members still to be made.
 struct Bench {
     dir: TempDir,
@@ -54,7 +41,8 @@ struct Bench {
 impl Bench {
     fn new(name: &str, len: usize) -> Bench {
         let dir = TempDir::new(&format!("app-{name}"));
-        let input = input_bytes(len, 0x5eed);
+        // No two chunks alike, so that a chunk out of place shows.
+        let input = nvrec_testkit::noise(len, 0x5eed);
         std::fs::write(dir.0.join("input"), &input).unwrap();
         Bench { dir, input }
     }

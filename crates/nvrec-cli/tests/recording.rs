@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 /// What this file's slowest tests, kept for the full run (`NVREC_FULL_TESTS=1`), cover.
@@ -201,15 +201,8 @@ fn what_a_quiet_pipe_sent_is_written_without_waiting_for_more() {
     );
     assert!(output.stdout == data);
     // A recording that goes on after the pause continues the stream where it left off.
-    let mut child = nvrec()
-        .args(["--json", "record", "--source", "stdin", "--append"])
-        .args(["--sync-interval", "100ms"])
-        .args(&targets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (child, mut stdin) =
+        json_stdin_recorder(&targets, &["--append", "--sync-interval", "100ms"]);
     let more = noise(1 << 20, 32);
     stdin.write_all(&more[..5000]).unwrap();
     // The pipe goes quiet: its 5000 bytes go out as a short chunk, checkpointed.
@@ -234,29 +227,9 @@ fn a_pipe_quiet_for_longer_than_the_member_timeout_retires_no_member() {
     // was fixed, both members were retired one after the other and the recording failed.
     let scratch = Scratch::new("quiet-timeout");
     let targets = files(&scratch, &["a.img", "b.img"]);
-    let mut child = nvrec()
-        .args([
-            "--json",
-            "record",
-            "--source",
-            "stdin",
-            "--stripe",
-            "round-robin",
-        ])
-        .args([
-            "--sync-interval",
-            "3s",
-            "--member-timeout",
-            "1s",
-            "--create-size",
-            "64M",
-        ])
-        .args(&targets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let extra = ["--stripe", "round-robin", "--sync-interval", "3s"];
+    let more = ["--member-timeout", "1s", "--create-size", "64M"];
+    let (child, mut stdin) = json_stdin_recorder(&targets, &[&extra[..], &more[..]].concat());
     let data = noise(6 << 20, 33);
     stdin.write_all(&data[..(3 << 20) + 1000]).unwrap();
     // The input's own pause, the thing under test: more than a sync interval, three

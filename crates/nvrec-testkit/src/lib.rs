@@ -315,6 +315,20 @@ fn plural(count: usize) -> String {
     }
 }
 
+/// Deterministic incompressible bytes (xorshift), unlike the pattern: what a test records
+/// when no two chunks may be alike.
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
 /// A directory under the system temp dir, named for the test and this process, made empty,
 /// and removed when dropped: where a test's files go.
 pub struct TempDir(pub PathBuf);

@@ -287,18 +287,8 @@ pub fn replay_gaps(report: &serde_json::Value) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// Deterministic incompressible bytes (xorshift), unlike the pattern.
-pub fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
+#[allow(unused_imports)]
+pub use nvrec_testkit::noise;
 
 pub fn file_digest(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_default()
@@ -324,12 +314,35 @@ pub fn record_stdin(targets: &[PathBuf], data: &[u8], extra: &[&str]) -> Output 
 
 /// A recorder reading stdin onto `targets`, and the pipe to feed it.
 fn stdin_recorder(targets: &[PathBuf], extra: &[&str]) -> (std::process::Child, ChildStdin) {
-    let mut child = nvrec()
-        .args(["record", "--source", "stdin"])
+    recorder_on_stdin(nvrec().args(["record"]), targets, extra, Stdio::null())
+}
+
+/// `nvrec --json record --source stdin EXTRA TARGETS`, its report piped back and its input
+/// the caller's to write.
+pub fn json_stdin_recorder(
+    targets: &[PathBuf],
+    extra: &[&str],
+) -> (std::process::Child, ChildStdin) {
+    recorder_on_stdin(
+        nvrec().args(["--json", "record"]),
+        targets,
+        extra,
+        Stdio::piped(),
+    )
+}
+
+fn recorder_on_stdin(
+    command: &mut Command,
+    targets: &[PathBuf],
+    extra: &[&str],
+    stdout: Stdio,
+) -> (std::process::Child, ChildStdin) {
+    let mut child = command
+        .args(["--source", "stdin"])
         .args(extra)
         .args(targets)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .spawn()
         .unwrap();
     let stdin = child.stdin.take().unwrap();

@@ -548,6 +548,15 @@ fn wake_kept(scans: &mut [Scan], next_sequence: Option<u64>) -> bool {
     true
 }
 
+/// A member's span of slots `start..end` (tests of the rooms).
+#[cfg(test)]
+fn span_of(start: u64, end: u64) -> MemberSpan {
+    MemberSpan {
+        start_slot_index: start,
+        end_slot_index: end,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -300,12 +300,7 @@ pub(super) fn flight_slot<'a>(
 mod tests {
     use super::*;
 
-    fn span(start: u64, end: u64) -> MemberSpan {
-        MemberSpan {
-            start_slot_index: start,
-            end_slot_index: end,
-        }
-    }
+    use super::super::span_of as span;
 
     fn runs(slots: u64, span: MemberSpan, ring: bool, kept_its_start: bool) -> Vec<(u64, u64)> {
         slot_runs(slots, span, ring, kept_its_start).into()

@@ -96,12 +96,7 @@ fn cut_runs(runs: &mut VecDeque<(u64, u64)>, held: u64) -> u64 {
 mod tests {
     use super::*;
 
-    fn span(start: u64, end: u64) -> MemberSpan {
-        MemberSpan {
-            start_slot_index: start,
-            end_slot_index: end,
-        }
-    }
+    use super::super::span_of as span;
 
     #[test]
     fn a_span_past_the_member_ends_at_its_last_slot() {
