@@ -81,7 +81,10 @@ impl ChunkSource {
     /// Checks, for an archive, that the store holds every object of each of `entries` as
     /// it was uploaded, by HEAD requests (see [`nvrec_archive::free::verify_stored`]):
     /// `None` for a volume set, else per entry what is wrong, if anything.
-    pub fn check_stored(&self, entries: &[RecordingEntry]) -> Option<Vec<Option<String>>> {
+    pub fn check_stored(
+        &self,
+        entries: &[RecordingEntry],
+    ) -> Option<Vec<Option<std::sync::Arc<nvrec_archive::ArchiveError>>>> {
         let ChunkSource::Archive {
             archive,
             recordings,
@@ -97,7 +100,7 @@ impl ChunkSource {
                     let recording = archived(recordings, entry);
                     nvrec_archive::free::verify_stored(archive, &recording.manifest)
                         .err()
-                        .map(|error| error.to_string())
+                        .map(std::sync::Arc::new)
                 })
                 .collect(),
         )

@@ -562,7 +562,7 @@ fn check_pattern(
 /// `verify --stored`: each recording's objects checked in the store by HEAD.
 pub struct StoredCheck {
     /// Per selected recording: what is wrong, if anything.
-    pub first_bad: Vec<Option<String>>,
+    pub first_bad: Vec<Option<std::sync::Arc<nvrec_archive::ArchiveError>>>,
     pub all_good: bool,
 }
 

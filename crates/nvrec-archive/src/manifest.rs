@@ -275,7 +275,51 @@ pub enum Standing {
     Earlier,
     /// Anything else, and why: the archive holds what the drives' entry does not continue,
     /// and is left as it is.
-    Other(String),
+    Other(NotContinued),
+}
+
+/// Why the drives' entry does not go on from what the archive holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotContinued {
+    #[error(
+        "the archive holds recording {held_id} started at {held_start_ns} ns, the drives \
+         recording {drives_id} started at {drives_start_ns} ns"
+    )]
+    OtherRecording {
+        held_id: u32,
+        held_start_ns: u64,
+        drives_id: u32,
+        drives_start_ns: u64,
+    },
+    #[error("the archive holds another kind of recording, or from another first chunk")]
+    OtherKind,
+    #[error(
+        "the archive holds its chunks up to sequence {held_last}, the drives' entry ends \
+         before that, at {drives_end}"
+    )]
+    EndsBefore { held_last: u64, drives_end: u64 },
+}
+
+/// Why a manifest may not replace the one in the store ([`Manifest::lacks_what`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Lacks {
+    #[error("it is {new}, not {old}")]
+    OtherKey { new: String, old: String },
+    #[error(
+        "it does not name {key} ({size_bytes} bytes, CRC32C {crc32c:#010x}) as segment {index}"
+    )]
+    Segment {
+        index: usize,
+        key: String,
+        size_bytes: u64,
+        crc32c: u32,
+    },
+    #[error("it holds {new} {what}, the one in the store {held}")]
+    Fewer {
+        what: &'static str,
+        new: u64,
+        held: u64,
+    },
 }
 
 impl Manifest {
@@ -297,19 +341,20 @@ impl Manifest {
         let held = self.recording_entry(&self.key())?;
         let ring = |e: &RecordingEntry| e.flags.contains(RecordingFlags::RING);
         let why = if held.recording_id != entry.recording_id || held.start_ns != entry.start_ns {
-            Some(format!(
-                "the archive holds recording {} started at {} ns, the drives recording {} started at {} ns",
-                held.recording_id, held.start_ns, entry.recording_id, entry.start_ns
-            ))
+            Some(NotContinued::OtherRecording {
+                held_id: held.recording_id,
+                held_start_ns: held.start_ns,
+                drives_id: entry.recording_id,
+                drives_start_ns: entry.start_ns,
+            })
         } else if held.first_sequence != entry.first_sequence || ring(&held) != ring(entry) {
-            Some("the archive holds another kind of recording, or from another first chunk".into())
+            Some(NotContinued::OtherKind)
         } else {
             match self.held_sequence_end() {
-                Some(end) if entry.end_sequence < end => Some(format!(
-                    "the archive holds its chunks up to sequence {}, the drives' entry ends before that, at {}",
-                    end - 1,
-                    entry.end_sequence
-                )),
+                Some(end) if entry.end_sequence < end => Some(NotContinued::EndsBefore {
+                    held_last: end - 1,
+                    drives_end: entry.end_sequence,
+                }),
                 _ => None,
             }
         };
@@ -323,9 +368,12 @@ impl Manifest {
     /// at least everything `old` held, every segment `old` names in the same place (the
     /// same object: key, size and checksum) and no fewer chunks or bytes. Once a ring or
     /// a later recording has written over the drives, the archive is the better copy.
-    pub fn lacks_what(&self, old: &Manifest) -> Option<String> {
+    pub fn lacks_what(&self, old: &Manifest) -> Option<Lacks> {
         if self.key() != old.key() {
-            return Some(format!("it is {}, not {}", self.key(), old.key()));
+            return Some(Lacks::OtherKey {
+                new: self.key(),
+                old: old.key(),
+            });
         }
         let same = |a: &SegmentInfo, b: &SegmentInfo| {
             a.key == b.key && a.size_bytes == b.size_bytes && a.crc32c == b.crc32c
@@ -335,10 +383,12 @@ impl Manifest {
                 !self.segments.get(index).is_some_and(|s| same(s, segment))
             })
         {
-            return Some(format!(
-                "it does not name {} ({} bytes, CRC32C {:#010x}) as segment {index}",
-                segment.key, segment.size_bytes, segment.crc32c
-            ));
+            return Some(Lacks::Segment {
+                index,
+                key: segment.key.clone(),
+                size_bytes: segment.size_bytes,
+                crc32c: segment.crc32c,
+            });
         }
         let counts = [
             ("chunks", self.chunk_count, old.chunk_count),
@@ -348,7 +398,7 @@ impl Manifest {
         counts
             .into_iter()
             .find(|&(_, new, held)| new < held)
-            .map(|(what, new, held)| format!("it holds {new} {what}, the one in the store {held}"))
+            .map(|(what, new, held)| Lacks::Fewer { what, new, held })
     }
 }
 
@@ -585,23 +635,30 @@ mod tests {
         );
         // An entry that ends before the chunks the archive holds does not go on from it.
         let short = ring_entry(5, 30);
-        assert!(
-            matches!(held.standing(&short).unwrap(), Standing::Other(why) if why.contains("39"))
-        );
+        assert!(matches!(
+            held.standing(&short).unwrap(),
+            Standing::Other(NotContinued::EndsBefore {
+                held_last: 39,
+                drives_end: 30
+            })
+        ));
         // Nor does another recording under the same key.
         let other = RecordingEntry {
             start_ns: followed.start_ns + 1,
             ..recovered.clone()
         };
-        assert!(matches!(held.standing(&other).unwrap(), Standing::Other(_)));
+        assert!(matches!(
+            held.standing(&other).unwrap(),
+            Standing::Other(NotContinued::OtherRecording { .. })
+        ));
         let linear = RecordingEntry {
             flags: RecordingFlags::PATTERN,
             ..recovered.clone()
         };
-        assert!(matches!(
+        assert_eq!(
             held.standing(&linear).unwrap(),
-            Standing::Other(_)
-        ));
+            Standing::Other(NotContinued::OtherKind)
+        );
         // Its space given back once archived: the archive is its copy.
         let freed = RecordingEntry {
             flags: recovered.flags | RecordingFlags::RECLAIMED,
@@ -647,21 +704,35 @@ mod tests {
         };
         let emptied = manifest(&recovered, vec![], vec![hole]);
         let why = emptied.lacks_what(&old).expect("refused");
-        assert!(why.contains("seg-000000"), "{why}");
+        assert!(
+            matches!(&why, Lacks::Segment { index: 0, key, .. } if key.contains("seg-000000")),
+            "{why}"
+        );
         // Segments cut again from other chunks under the same keys.
         let recut = manifest(
             &recovered,
             vec![segment(0, 0, 19), segment(1, 25, 39)],
             vec![],
         );
-        assert!(recut.lacks_what(&old).unwrap().contains("seg-000001"));
+        let why = recut.lacks_what(&old).unwrap();
+        assert!(
+            matches!(&why, Lacks::Segment { index: 1, key, .. } if key.contains("seg-000001")),
+            "{why}"
+        );
         // A segment dropped from the end.
         let dropped = manifest(&recovered, vec![segment(0, 0, 19)], vec![]);
-        assert!(dropped.lacks_what(&old).unwrap().contains("seg-000001"));
+        let why = dropped.lacks_what(&old).unwrap();
+        assert!(matches!(&why, Lacks::Segment { index: 1, .. }), "{why}");
         // The same segments, claiming fewer bytes.
         let mut fewer = same.clone();
         fewer.payload_bytes -= 1;
-        assert!(fewer.lacks_what(&old).unwrap().contains("payload bytes"));
+        assert!(matches!(
+            fewer.lacks_what(&old),
+            Some(Lacks::Fewer {
+                what: "payload bytes",
+                ..
+            })
+        ));
     }
 
     #[test]

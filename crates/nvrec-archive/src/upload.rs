@@ -195,7 +195,8 @@ pub struct RecordingReport {
     /// as it is now, with whatever the drives hold after them.
     pub segments_held: u64,
     /// Why the archive was left as it is (`Kept`).
-    pub kept_because: Option<String>,
+    #[serde(serialize_with = "nvrec::serialize_message")]
+    pub kept_because: Option<crate::manifest::NotContinued>,
     /// Seconds paused because a recorder on the same set was filling its buffer pool.
     pub backoff_s: f64,
     pub elapsed_s: f64,

@@ -358,7 +358,11 @@ fn print_archived(report: &RecordingReport, url: &ArchiveUrl, freed: Option<&Fre
             "NOT ARCHIVED AGAIN: the archive holds {} segments, {} of it, left as they are: {}",
             report.segment_count,
             format_bytes(report.archived_bytes),
-            report.kept_because.as_deref().unwrap_or("")
+            report
+                .kept_because
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default()
         ),
     };
     outln!(

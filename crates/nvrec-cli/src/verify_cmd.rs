@@ -211,7 +211,7 @@ fn verify_stored(source: &ChunkSource, selected: &[RecordingEntry], json: bool) 
             .iter()
             .zip(&checked.first_bad)
             .map(|(entry, bad)| {
-                serde_json::json!({"recording_id": entry.recording_id, "set_uuid": entry.set_uuid.to_string(), "good": bad.is_none(), "first_bad": bad})
+                serde_json::json!({"recording_id": entry.recording_id, "set_uuid": entry.set_uuid.to_string(), "good": bad.is_none(), "first_bad": bad.as_ref().map(ToString::to_string)})
             })
             .collect();
         outln!(
