@@ -163,14 +163,14 @@ fn print_summary(report: &SelftestReport, telemetry: Option<&Telemetry>) {
     );
     for test in report.tests.iter().filter(|test| !test.passed) {
         let (what, why) = match test.verdict {
-            VerdictKind::NotApplicable => ("N/A", test.not_applicable.as_deref()),
-            _ => ("FAIL", test.failure.as_deref()),
+            VerdictKind::NotApplicable => ("N/A", test.not_applicable.clone()),
+            _ => ("FAIL", test.failure.as_ref().map(ToString::to_string)),
         };
         outln!(
             "  TEST #{:02} {}: {what}: {}",
             test.number,
             test.title,
-            why.unwrap_or("")
+            why.unwrap_or_default()
         );
     }
     outln!("\n{RULE}\n{RULE}\n");

@@ -165,7 +165,7 @@ impl Reporter for QuietReporter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Pass,
-    Fail(String),
+    Fail(TestFailure),
     /// Why there was nothing to check.
     NotApplicable(String),
 }
@@ -196,7 +196,8 @@ pub struct TestResult {
     pub verdict: VerdictKind,
     /// True only for a test that checked and passed (false when not applicable).
     pub passed: bool,
-    pub failure: Option<String>,
+    #[serde(serialize_with = "crate::serialize_message")]
+    pub failure: Option<TestFailure>,
     /// Why the test had nothing to check, when not applicable.
     pub not_applicable: Option<String>,
     pub log: Vec<String>,
@@ -272,17 +273,63 @@ struct Suite<'a> {
     not_applicable: Option<String>,
 }
 
-type TestOutcome = Result<(), String>;
+/// Why a test of the suite failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TestFailure {
+    /// A write or read (`operation`) could not start.
+    #[error("{0} could not start: {1}")]
+    NotStarted(&'static str, std::sync::Arc<crate::stream::StreamError>),
+    /// A write or read ended with an error.
+    #[error("{0} failed: {1}")]
+    Stream(&'static str, crate::stream::StreamFailure),
+    /// Chunks read back that do not hold the pattern expected.
+    #[error("{bad} of {of} chunks bad; first: {first}")]
+    BadChunks {
+        bad: u64,
+        of: u64,
+        first: crate::pattern::Mismatch,
+    },
+    #[error("read-back of {of} chunks failed: {first}")]
+    ReadBack {
+        of: u64,
+        first: crate::pattern::Mismatch,
+    },
+    #[error("interrupted by the user")]
+    Interrupted,
+    #[error("the target is too small for this test (needs {0} chunks)")]
+    TooSmall(u64),
+    #[error("the flush did not run{0}")]
+    NoFlush(&'static str),
+    /// Links of the PCIe path trained below what both their ends can do.
+    #[error("{}", .0.join("; "))]
+    LinksBelow(Vec<String>),
+    /// What a check expected and what it found, in the check's own words.
+    #[error("{0}")]
+    Unexpected(String),
+}
 
-fn fail<T>(text: impl Into<String>) -> Result<T, String> {
-    Err(text.into())
+/// Two failures are the same where they say the same (the errors they carry are not
+/// comparable otherwise).
+impl PartialEq for TestFailure {
+    fn eq(&self, other: &TestFailure) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for TestFailure {}
+
+type TestOutcome = Result<(), TestFailure>;
+
+/// A check's expectation not met, in its own words.
+fn fail<T>(text: impl Into<String>) -> Result<T, TestFailure> {
+    Err(TestFailure::Unexpected(text.into()))
 }
 
 /// A stream run that started: its report, or the error it ended with as the failure of
 /// the `operation` ("write", "read").
-fn succeeded(report: StreamReport, operation: &str) -> Result<StreamReport, String> {
+fn succeeded(report: StreamReport, operation: &'static str) -> Result<StreamReport, TestFailure> {
     match &report.error {
-        Some(error) => fail(format!("{operation} failed: {error}")),
+        Some(error) => Err(TestFailure::Stream(operation, error.clone())),
         None => Ok(report),
     }
 }
@@ -315,7 +362,7 @@ impl Suite<'_> {
         source: &mut dyn Source,
         flush: FlushMode,
         trigger: Option<StopTrigger>,
-    ) -> Result<StreamReport, String> {
+    ) -> Result<StreamReport, TestFailure> {
         let control = Control::new();
         let config = StreamConfig {
             flush,
@@ -330,7 +377,7 @@ impl Suite<'_> {
             &control,
             &Progress::default(),
         )
-        .map_err(|error| format!("write could not start: {error}"))?;
+        .map_err(|error| TestFailure::NotStarted("write", std::sync::Arc::new(error)))?;
         self.engine.get_or_insert_with(|| {
             format!("{} ({})", report.engine.name(), report.engine_features)
         });
@@ -342,7 +389,7 @@ impl Suite<'_> {
         first_offset_bytes: u64,
         chunk_count: u64,
         seed: u64,
-    ) -> Result<StreamReport, String> {
+    ) -> Result<StreamReport, TestFailure> {
         self.info(format!(
             "Writing {chunk_count} chunks @ {first_offset_bytes:#x} with seed {seed:#x}"
         ));
@@ -367,7 +414,7 @@ impl Suite<'_> {
         first_offset_bytes: u64,
         chunk_count: u64,
         seed: u64,
-    ) -> Result<StreamReport, String> {
+    ) -> Result<StreamReport, TestFailure> {
         let range = self.range(first_offset_bytes, chunk_count);
         let mut sink = CheckSink::new(Pattern::new(seed));
         let control = Control::new();
@@ -379,7 +426,7 @@ impl Suite<'_> {
             &control,
             &Progress::default(),
         )
-        .map_err(|error| format!("read could not start: {error}"))?;
+        .map_err(|error| TestFailure::NotStarted("read", std::sync::Arc::new(error)))?;
         succeeded(report, "read")
     }
 
@@ -389,7 +436,7 @@ impl Suite<'_> {
         first_offset_bytes: u64,
         chunk_count: u64,
         seed: u64,
-    ) -> Result<StreamReport, String> {
+    ) -> Result<StreamReport, TestFailure> {
         self.info(format!(
             "Reading {chunk_count} chunks @ {first_offset_bytes:#x}, expecting seed {seed:#x}"
         ));
@@ -405,17 +452,18 @@ impl Suite<'_> {
                 ));
                 Ok(report)
             }
-            Some(mismatch) => fail(format!(
-                "{} of {chunk_count} chunks bad; first: {mismatch}",
-                check.bad_chunk_count
-            )),
+            Some(first) => Err(TestFailure::BadChunks {
+                bad: check.bad_chunk_count,
+                of: chunk_count,
+                first,
+            }),
         }
     }
 
     fn check_interrupt(&self) -> TestOutcome {
         match self.interrupt.state() {
             ControlState::Run => Ok(()),
-            _ => fail("interrupted by the user"),
+            _ => Err(TestFailure::Interrupted),
         }
     }
 }
@@ -640,7 +688,7 @@ fn check_links(info: &TargetInfo) -> (Vec<String>, Verdict) {
     }
     lines.push(format!("Link status: {}", status.join(" ")));
     let verdict = if !failures.is_empty() {
-        Verdict::Fail(failures.join("; "))
+        Verdict::Fail(TestFailure::LinksBelow(failures))
     } else if judged_count == 0 {
         Verdict::NotApplicable(
             "the PCIe link state is not reported (emulated or virtual device)".to_string(),
@@ -664,7 +712,7 @@ fn test_extra_source_data(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome 
     suite.info("Writing 1 chunk from a source that offers 2".to_string());
     let report = suite.run_write(suite.range(0, 1), &mut source, FlushMode::AfterWrite, None)?;
     if report.flush_s.is_none() {
-        return fail("the flush did not run");
+        return Err(TestFailure::NoFlush(""));
     }
     suite.info(format!(
         "Flush finished in {} ns",
@@ -759,7 +807,7 @@ fn test_flush_after_write(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome 
             "Flush after write finished in {} ns",
             (seconds * 1e9) as u64
         )),
-        None => return fail("the flush after write did not run"),
+        None => return Err(TestFailure::NoFlush(" after the write")),
     }
     suite.expect_good(0, count, 3)?;
     Ok(())
@@ -850,7 +898,7 @@ impl WriteStatus {
 /// (of `chunk_size_bytes` each) must raise the early end flag at that chunk, half of it
 /// padded, and the write must still finish (the source ended, both chunks written, the
 /// flush run). No flag is a failure, as is a flag anywhere else. Returns the flag.
-fn check_early_end(status: &WriteStatus, chunk_size_bytes: u64) -> Result<EarlyEnd, String> {
+fn check_early_end(status: &WriteStatus, chunk_size_bytes: u64) -> Result<EarlyEnd, TestFailure> {
     let half = chunk_size_bytes / 2;
     let expected = EarlyEnd {
         chunk_index: 1,
@@ -881,7 +929,7 @@ fn check_early_end(status: &WriteStatus, chunk_size_bytes: u64) -> Result<EarlyE
         ));
     }
     if !status.flushed {
-        return fail("the flush did not run after the early end");
+        return Err(TestFailure::NoFlush(" after the early end"));
     }
     Ok(expected)
 }
@@ -898,7 +946,7 @@ fn stop_or_abort(suite: &mut Suite<'_>, action: ControlState) -> TestOutcome {
     let chunk = suite.chunk();
     let count = SWEEP_CHUNK_COUNT_MAX.min(suite.capacity_chunks());
     if count < 8 {
-        return fail("the target is too small for this test (needs 8 chunks)");
+        return Err(TestFailure::TooSmall(8));
     }
     suite.write_pattern(0, count, 0x1111)?;
     suite.info(format!("Captured last address: {:#x}", (count - 1) * chunk));
@@ -976,7 +1024,7 @@ fn stop_or_abort(suite: &mut Suite<'_>, action: ControlState) -> TestOutcome {
 fn test_adjacent_sessions(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
     let chunk = suite.chunk();
     if suite.capacity_chunks() < 16 {
-        return fail("the target is too small for this test (needs 16 chunks)");
+        return Err(TestFailure::TooSmall(16));
     }
     suite.write_pattern(0, 16, 7)?;
     suite.expect_good(0, 16, 7)?;
@@ -1040,7 +1088,7 @@ fn test_sweep(suite: &mut Suite<'_>, _: &TargetInfo) -> TestOutcome {
         chunk_count *= 2;
     }
     if suite.sweep.is_empty() {
-        return fail("the target is too small for even one chunk at offset one chunk");
+        return Err(TestFailure::TooSmall(2));
     }
     suite.reporter.sweep_table(&suite.sweep);
     Ok(())
@@ -1261,7 +1309,7 @@ mod tests {
         ];
         for (status, expected) in cases {
             let why = check_early_end(&status, CHUNK).expect_err("a failure");
-            assert!(why.contains(expected), "{status:?}: {why}");
+            assert!(why.to_string().contains(expected), "{status:?}: {why}");
         }
     }
 
@@ -1386,8 +1434,8 @@ mod tests {
             let (lines, verdict) = check_links(&nvme(path));
             assert_eq!(verdict.kind(), expected, "{case}: {verdict:?} {lines:#?}");
             let failure = match &verdict {
-                Verdict::Fail(why) => why.as_str(),
-                _ => "",
+                Verdict::Fail(why) => why.to_string(),
+                _ => String::new(),
             };
             assert!(
                 failure.contains(text) || lines.iter().any(|line| line.contains(text)),
@@ -1413,7 +1461,7 @@ mod tests {
             hop(ROOT_PORT, (GEN3, 4), (GEN3, 8)),
         ]));
         assert!(
-            matches!(&verdict, Verdict::Fail(why) if !why.contains("drive's")),
+            matches!(&verdict, Verdict::Fail(TestFailure::LinksBelow(below)) if !below.iter().any(|b| b.contains("drive's"))),
             "{verdict:?}"
         );
     }
