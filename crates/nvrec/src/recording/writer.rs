@@ -48,6 +48,7 @@ mod checkpoint;
 mod flushes;
 mod frontier;
 mod ingest;
+mod kept;
 mod mark;
 mod parts;
 mod place;

@@ -137,9 +137,7 @@ impl Frontier {
         let moved = self.durable_sequence_end > self.checkpointed_sequence_end;
         // A member that jumped over kept slots waits for a checkpoint there (see
         // `MemberState::jump_kept`), once its writes before the jump are done.
-        let jumped = members
-            .iter()
-            .any(|member| member.barrier.is_some() && member.in_flight == 0);
+        let jumped = members.iter().any(MemberState::waits_for_checkpoint);
         now.saturating_duration_since(self.last_checkpoint) >= interval
             || jumped
             || moved

@@ -132,7 +132,7 @@ impl Writer<'_> {
             let history = &mut marker.history[member_index];
             history.push_back(Written {
                 position: placed.position,
-                written: placed.position.saturating_sub(member.jumped_slots),
+                written: placed.position.saturating_sub(member.kept.jumped_slots()),
                 slot: placed.slot,
                 lap: placed.position / lap_slots,
                 first_sequence,
@@ -170,7 +170,7 @@ impl Writer<'_> {
     /// `MemberState::widened`): their entries' next revision, with the wider span there,
     /// on every member, flushed.
     fn widen_marks(&mut self, member_index: usize) -> Result<(), RecordingError> {
-        let widened = std::mem::take(&mut self.placement.members[member_index].widened);
+        let widened = self.placement.members[member_index].kept.take_widened();
         let Some(marker) = self.marker.as_mut() else {
             return Ok(());
         };
@@ -335,7 +335,9 @@ impl Writer<'_> {
                 })
                 .collect();
             for (member, range) in self.placement.members.iter_mut().zip(&ranges) {
-                member.kept.extend(range);
+                if let Some(range) = range {
+                    member.kept.keep(*range, true);
+                }
             }
             marker.kept.push(KeptMark { entry, ranges });
         }
@@ -385,7 +387,7 @@ impl Writer<'_> {
             if durable {
                 for (member, range) in self.placement.members.iter_mut().zip(&kept.ranges) {
                     if let Some(range) = range {
-                        member.settled(*range);
+                        member.kept.settled(*range);
                     }
                 }
             }
@@ -475,10 +477,7 @@ impl Writer<'_> {
                 let kept = marker.kept.remove(index);
                 for (member, range) in self.placement.members.iter_mut().zip(&kept.ranges) {
                     if let Some(range) = range {
-                        if let Some(at) = member.kept.iter().position(|r| r == range) {
-                            member.kept.remove(at);
-                        }
-                        member.settled(*range);
+                        member.kept.release(*range);
                     }
                 }
                 Ok(released_answer(&next))
@@ -528,8 +527,7 @@ impl Writer<'_> {
         let k = self.k as u64;
         for (member, range) in self.placement.members.iter_mut().zip(&ranges) {
             if let Some(range) = range {
-                member.kept.push(*range);
-                member.unsettled.push(*range);
+                member.kept.keep(*range, false);
                 member.jump_kept(k, false);
             }
         }
@@ -566,7 +564,7 @@ impl Writer<'_> {
         let mut latest: Option<Written> = None;
         for (i, member) in self.placement.members.iter().enumerate() {
             let lap = member.usable_slots.max(1);
-            let kept = kept_union_slots(&member.kept, lap);
+            let kept = member.kept.union_slots(lap);
             let cap = ((lap as f64 * marker.max_marked) as u64).saturating_sub(kept);
             // Slots written, not ring positions: a jump over kept slots writes none, and
             // the window's slots that lie in another mark's are kept already.
@@ -697,33 +695,6 @@ struct WindowStart {
     stream_offset_bytes: u64,
 }
 
-/// The slots of a lap of `lap` slots that `kept` ranges (first slot, count) keep, each
-/// counted once: a mark's window that spans another kept mark keeps its slots again.
-fn kept_union_slots(kept: &[(u64, u64)], lap: u64) -> u64 {
-    let mut runs: Vec<(u64, u64)> = kept
-        .iter()
-        .flat_map(|&(first, count)| {
-            let range = crate::recording::marks::KeptRange {
-                member: 0,
-                first_slot: first % lap,
-                slot_count: count.min(lap),
-                released: false,
-                stream_bytes: None,
-            };
-            range.runs(lap)
-        })
-        .collect();
-    runs.sort_unstable();
-    let mut total = 0;
-    let mut reached = 0;
-    for (first, count) in runs {
-        let end = first + count;
-        total += end.saturating_sub(first.max(reached));
-        reached = reached.max(end);
-    }
-    total
-}
-
 /// A member's write rate over its last second of history, in slots written (not jumped
 /// over) per nanosecond; `now_written` is the member's slots written now.
 fn recent_slots_per_ns(history: &VecDeque<Written>, now_ns: u64, now_written: u64) -> f64 {
@@ -792,18 +763,6 @@ mod tests {
             elapsed_ns,
             stream_offset_bytes: 0,
         }
-    }
-
-    #[test]
-    fn kept_slots_are_counted_once_where_ranges_overlap_or_wrap() {
-        assert_eq!(kept_union_slots(&[], 100), 0);
-        assert_eq!(kept_union_slots(&[(10, 5), (40, 10)], 100), 15);
-        // A mark's window that spans another's kept slots keeps them again.
-        assert_eq!(kept_union_slots(&[(10, 5), (5, 20)], 100), 20);
-        // A range that wraps past the lap's end; one at a position a lap on.
-        assert_eq!(kept_union_slots(&[(95, 10), (2, 1)], 100), 10);
-        assert_eq!(kept_union_slots(&[(195, 10)], 100), 10);
-        assert_eq!(kept_union_slots(&[(0, 300)], 100), 100);
     }
 
     #[test]

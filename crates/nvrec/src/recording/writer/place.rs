@@ -3,6 +3,7 @@
 //! see `parts.rs`), headers framed in place, trim ahead of a ring's write point.
 
 use super::flushes::Flushes;
+use super::kept::KeptSlots;
 use super::parts::lay_ring;
 use super::parts::Lay;
 use super::parts::Part;
@@ -88,29 +89,9 @@ pub(super) struct MemberState {
     /// added to a set with kept marks: the slot its writes may not reach (see
     /// [`MemberState::keep_out_of`]).
     pub(super) limit_position: Option<u64>,
-    /// Slots marks keep (format 1.7): (first slot, slot count) in lap order. The write
-    /// point jumps over them (see [`MemberState::jump_kept`]).
-    pub(super) kept: Vec<(u64, u64)>,
-    /// Kept ranges (of `kept`) of a mark whose closed entry is not durable yet. Recovery,
-    /// which searches forward from a checkpoint, crosses only the kept slots the index
-    /// names (and the fewer than a write's slots a jump left unwritten before them).
-    pub(super) unsettled: Vec<(u64, u64)>,
-    /// After a jump over kept slots recovery cannot know of (`unsettled`): the ring
-    /// position the write point jumped to. No write goes on past it until a durable
-    /// checkpoint puts the member there. (A jump over settled slots goes on at once: a
-    /// stalled member elsewhere, holding the checkpoint back, holds nothing here.)
-    pub(super) barrier: Option<u64>,
-    /// The checkpoint last built puts the member at or past `barrier`.
-    pub(super) barrier_passed: bool,
-    /// Kept ranges a jump widened back to the write point, (before, after): a write that
-    /// would have reached into one left the slots before it unwritten, holding an older
-    /// lap's chunks, and they are kept with it (the mark's entry says so; see `mark.rs`),
-    /// so that a reader's lap never holds older chunks between newer ones.
-    pub(super) widened: Vec<((u64, u64), (u64, u64))>,
-    /// Slots the write point has jumped over, all told (kept ones, and the fewer than a
-    /// write's left unwritten before them): a ring position less this counts the slots
-    /// written, which a mark's room and the member's recent rate go by.
-    pub(super) jumped_slots: u64,
+    /// Slots marks keep (format 1.7), and where writes wait after a jump over them (see
+    /// `kept.rs`).
+    pub(super) kept: KeptSlots,
     /// The rate it writes at while busy, and since when it is idle (see `rate.rs`).
     rate: Rate,
 }
@@ -175,18 +156,6 @@ impl MemberState {
     }
 }
 
-/// How far the write point at `slot` jumps to pass kept `range` (first slot, count), in a
-/// lap of `lap` slots, if a write of `count` slots from it would touch the range; and the
-/// slots it leaves unwritten before the range (a write point short of it).
-fn jump_distance((first, kept): (u64, u64), slot: u64, count: u64, lap: u64) -> Option<(u64, u64)> {
-    let into = (slot + lap - first % lap) % lap;
-    if into < kept {
-        return Some((kept - into, 0));
-    }
-    let ahead = (first % lap + lap - slot) % lap;
-    (ahead < count).then_some((ahead + kept, ahead))
-}
-
 /// A member idle this long while adaptive striping sends elsewhere gets the next I/O: its
 /// rate estimate is refreshed only by the writes it gets, and a member whose first writes
 /// were slow would otherwise be left out for good.
@@ -232,13 +201,13 @@ impl MemberState {
     /// The slots written here, all told: the write point's ring position less the slots
     /// it jumped over.
     pub(super) fn written_position(&self) -> u64 {
-        self.ring_next().0.saturating_sub(self.jumped_slots)
+        self.ring_next().0.saturating_sub(self.kept.jumped_slots())
     }
 
     /// How a ring write of `count` chunks lies from the write point (see `parts.rs`).
     pub(super) fn lay(&self, count: u64) -> Lay {
         let (_, _, slot) = self.ring_next();
-        lay_ring(slot, count, self.usable_slots, &self.kept, &self.unsettled)
+        self.kept.lay(slot, count, self.usable_slots)
     }
 
     /// A ring write of `chunk_count` chunks taking `extent` positions from the write point
@@ -252,7 +221,7 @@ impl MemberState {
             self.trimmed_to_slot = 0;
         }
         (self.lap, self.next_slot) = (end / lap_slots, end % lap_slots);
-        self.jumped_slots += extent - chunk_count;
+        self.kept.jumped_over(extent - chunk_count);
         self.since_checkpoint_slots += extent;
         self.since_durable_slots += extent;
     }
@@ -415,12 +384,9 @@ impl MemberState {
         let lap_slots = self.usable_slots.max(1);
         let at = position.lap * lap_slots + position.next_slot_index;
         self.since_checkpoint_slots = (self.lap * lap_slots + self.next_slot).saturating_sub(at);
-        if let Some(barrier) = self.barrier {
+        if self.kept.checkpoint_at(at) {
             // Writes before a jump not covered yet: recovery could not find those after it.
-            self.barrier_passed = at >= barrier;
-            if !self.barrier_passed {
-                self.since_checkpoint_slots = self.recovery_limit_slots;
-            }
+            self.since_checkpoint_slots = self.recovery_limit_slots;
         }
         position
     }
@@ -429,10 +395,7 @@ impl MemberState {
     pub(super) fn checkpoint_durable(&mut self) {
         self.since_durable_slots = self.since_checkpoint_slots;
         self.durable_guard_slots = self.checkpoint_guard_slots;
-        if self.barrier_passed {
-            self.barrier = None;
-            self.barrier_passed = false;
-        }
+        self.kept.checkpoint_durable();
     }
 
     /// Before the next write of up to `count` chunks: moves the write point out of kept
@@ -449,29 +412,34 @@ impl MemberState {
     /// checkpoint there; past settled ones they go on, the jump counted in the slots since
     /// the checkpoint. Returns whether the write point moved.
     pub(super) fn jump_kept(&mut self, count: u64, contiguous: bool) -> bool {
-        if self.usable_slots == 0 || self.kept.is_empty() {
+        let lap = self.usable_slots;
+        if lap == 0 || self.kept.is_empty() {
             return false;
         }
         let from = self.ring_next().0;
-        let mut unsettled = self.jump_out_of_kept();
+        let (out, mut unsettled) = self.kept.jump_out(from, lap);
+        self.go_to(from, out);
         match (contiguous, self.lay(count)) {
             (false, Lay::At { .. }) => {}
             (false, Lay::Unsettled) => {
                 self.hold_for_entry();
-                return self.ring_next().0 != from;
+                return out != from;
             }
-            _ => unsettled |= self.jump_widening(count),
+            _ => {
+                let (past, jumped_unsettled) = self.kept.jump_widening(out, count, lap);
+                unsettled |= jumped_unsettled;
+                self.go_to(out, past);
+            }
         }
         let to = self.ring_next().0;
         if to == from {
             return false;
         }
-        self.jumped_slots += to - from;
+        self.kept.jumped_over(to - from);
         self.trimmed_to_slot = self.next_slot;
         match unsettled {
             true => {
-                self.barrier = Some(to);
-                self.barrier_passed = false;
+                self.kept.hold_at(to);
                 self.since_checkpoint_slots = self.recovery_limit_slots;
                 self.since_durable_slots = self.recovery_limit_slots;
             }
@@ -483,80 +451,20 @@ impl MemberState {
         true
     }
 
-    /// Moves the write point to the end of each kept range it stands in. Returns whether
-    /// one was unsettled.
-    fn jump_out_of_kept(&mut self) -> bool {
+    /// Moves the write point from ring position `from` to `to`, if that is elsewhere.
+    fn go_to(&mut self, from: u64, to: u64) {
         let lap = self.usable_slots;
-        let mut unsettled = false;
-        for _ in 0..=self.kept.len() {
-            let (position, _, slot) = self.ring_next();
-            let Some(&range) = self
-                .kept
-                .iter()
-                .find(|&&range| jump_distance(range, slot, 1, lap).is_some_and(|(_, s)| s == 0))
-            else {
-                break;
-            };
-            unsettled |= self.unsettled.contains(&range);
-            let (distance, _) =
-                jump_distance(range, slot, 1, lap).expect("the write point is in it");
-            let to = position + distance;
+        if to != from {
             (self.lap, self.next_slot) = (to / lap, to % lap);
         }
-        unsettled
     }
 
     /// Holds this member's writes until a durable checkpoint puts it where it stands: its
     /// next write would go round kept slots that no durable entry names.
     fn hold_for_entry(&mut self) {
-        self.barrier = Some(self.ring_next().0);
-        self.barrier_passed = false;
+        self.kept.hold_at(self.ring_next().0);
         self.since_checkpoint_slots = self.recovery_limit_slots;
         self.since_durable_slots = self.recovery_limit_slots;
-    }
-
-    /// Jumps past every kept range a write of `count` slots from the write point would
-    /// touch, widening one it stopped short of back over the slots left unwritten. Returns
-    /// whether one was unsettled.
-    fn jump_widening(&mut self, count: u64) -> bool {
-        let lap = self.usable_slots;
-        let mut unsettled = false;
-        for _ in 0..=self.kept.len() {
-            let (position, _, slot) = self.ring_next();
-            let Some((index, distance, short)) = self
-                .kept
-                .iter()
-                .enumerate()
-                .filter_map(|(index, &range)| {
-                    jump_distance(range, slot, count, lap).map(|(d, s)| (index, d, s))
-                })
-                .min_by_key(|&(_, distance, _)| distance)
-            else {
-                break;
-            };
-            let named = !self.unsettled.contains(&self.kept[index]);
-            unsettled |= !named;
-            if short > 0 {
-                // Recovery crosses the slots left unwritten before a named range too: fewer
-                // than a write's.
-                let (first, kept) = self.kept[index];
-                let widened = ((first % lap + lap - short) % lap, kept + short);
-                self.widened.push((self.kept[index], widened));
-                if !named {
-                    self.unsettled.retain(|&range| range != self.kept[index]);
-                    self.unsettled.push(widened);
-                }
-                self.kept[index] = widened;
-            }
-            let to = position + distance;
-            (self.lap, self.next_slot) = (to / lap, to % lap);
-        }
-        unsettled
-    }
-
-    /// Kept `range` is named by a durable entry now: recovery crosses it.
-    pub(super) fn settled(&mut self, range: (u64, u64)) {
-        self.unsettled.retain(|&r| r != range);
     }
 
     /// A linear recording added to a set whose marks keep slots (`kept`, runs of the
@@ -586,13 +494,13 @@ impl MemberState {
     /// Slots from the write point, in lap order, before the first kept slot (a lap when
     /// none is kept): as far as a discard ahead may go.
     pub(super) fn slots_before_kept(&self) -> u64 {
-        let lap = self.usable_slots.max(1);
-        let slot = self.next_slot % lap;
-        self.kept
-            .iter()
-            .map(|&(first, _)| (first % lap + lap - slot) % lap)
-            .min()
-            .unwrap_or(lap)
+        self.kept.slots_before(self.next_slot, self.usable_slots)
+    }
+
+    /// Its writes wait for a checkpoint past a jump over kept slots, and none is in
+    /// flight: the checkpoint may be made now.
+    pub(super) fn waits_for_checkpoint(&self) -> bool {
+        self.kept.waits_for_checkpoint() && self.in_flight == 0
     }
 }
 
@@ -1161,9 +1069,10 @@ mod tests {
     fn the_write_point_jumps_out_of_kept_slots_and_waits_for_a_checkpoint_past_them() {
         let mut member = member();
         member.queue_depth = 4;
-        member.kept = vec![(40, 10), (95, 10)]; // the second wraps over the lap's end
-                                                // Neither is named by a durable entry yet (a mark just closed).
-        member.unsettled = member.kept.clone();
+        // The second wraps over the lap's end. Neither is named by a durable entry yet (a
+        // mark just closed).
+        member.kept.keep((40, 10), false);
+        member.kept.keep((95, 10), false);
         member.next_slot = 38;
         // A write of 2 from 38 fits before 40: no jump.
         assert!(!member.jump_kept(2, false));
@@ -1178,52 +1087,50 @@ mod tests {
         member.undurable.push_back((7, 38, 0, 0));
         member.checkpoint_position(0, true, 2);
         member.checkpoint_durable();
-        assert!(member.barrier.is_some() && !member.can_take(2, true));
+        assert!(member.kept.waits_for_checkpoint() && !member.can_take(2, true));
         // One that puts the member at the jump's end lets it go on.
         member.checkpoint_position(8, true, 2);
         member.checkpoint_durable();
-        assert!(member.barrier.is_none() && member.can_take(2, true));
+        assert!(!member.kept.waits_for_checkpoint() && member.can_take(2, true));
     }
 
     #[test]
     fn a_write_that_would_go_round_slots_no_entry_names_waits_for_a_checkpoint_there() {
         let mut member = member();
         member.queue_depth = 4;
-        member.kept = vec![(95, 10)];
-        member.unsettled = member.kept.clone();
+        member.kept.keep((95, 10), false);
         member.next_slot = 94;
         assert!(!member.jump_kept(2, false), "it holds where it stands");
-        assert_eq!(member.barrier, Some(94));
+        assert_eq!(member.kept.barrier(), Some(94));
         assert!(!member.can_take(2, true));
         member.checkpoint_position(0, true, 2);
         member.checkpoint_durable();
-        assert!(member.barrier.is_none());
+        assert!(!member.kept.waits_for_checkpoint());
         assert!(
             !member.can_take(2, true),
             "the mark's entry is not durable yet"
         );
-        member.settled((95, 10));
+        member.kept.settled((95, 10));
         assert!(member.can_take(2, true));
         let Lay::At { parts, extent, .. } = member.lay(2) else {
             panic!("laid out");
         };
         assert_eq!((parts.slots(), extent), (vec![94, 5], 12));
-        assert_eq!(member.kept, vec![(95, 10)], "nothing widened");
+        assert_eq!(member.kept.ranges(), &[(95, 10)], "nothing widened");
     }
 
     #[test]
     fn a_write_that_must_lie_in_one_run_jumps_and_widens_the_range_it_stopped_short_of() {
         let mut member = member();
         member.queue_depth = 4;
-        member.kept = vec![(95, 10)];
-        member.unsettled = member.kept.clone();
+        member.kept.keep((95, 10), false);
         member.next_slot = 94;
         assert!(member.jump_kept(2, true));
         assert_eq!((member.lap, member.next_slot), (1, 5));
-        assert_eq!(member.widened, vec![((95, 10), (94, 11))]);
-        assert_eq!(member.kept, vec![(94, 11)]);
-        assert_eq!(member.unsettled, vec![(94, 11)], "still not named");
-        assert_eq!(member.barrier, Some(105));
+        assert_eq!(member.kept.widened(), &[((95, 10), (94, 11))]);
+        assert_eq!(member.kept.ranges(), &[(94, 11)]);
+        assert_eq!(member.kept.unsettled(), &[(94, 11)], "still not named");
+        assert_eq!(member.kept.barrier(), Some(105));
         assert_eq!(member.slots_before_kept(), 89);
     }
 
@@ -1231,13 +1138,13 @@ mod tests {
     fn a_jump_over_slots_a_durable_entry_names_goes_on_without_a_checkpoint() {
         let mut member = member();
         member.queue_depth = 4;
-        member.kept = vec![(40, 10)];
+        member.kept.keep((40, 10), true);
         member.next_slot = 40;
         member.since_checkpoint_slots = 6;
         member.since_durable_slots = 6;
         assert!(member.jump_kept(2, false));
         assert_eq!((member.lap, member.next_slot), (0, 50));
-        assert!(member.barrier.is_none());
+        assert!(!member.kept.waits_for_checkpoint());
         // The jump counts in the slots since the checkpoint: recovery reads through them.
         assert_eq!(member.since_checkpoint_slots, 16);
         assert_eq!(member.since_durable_slots, 16);
@@ -1247,9 +1154,8 @@ mod tests {
         );
         // Once its entry is durable, a mark closed since is gone round the same way: no
         // jump, and no slot before it left unwritten.
-        member.kept.push((60, 5));
-        member.unsettled.push((60, 5));
-        member.settled((60, 5));
+        member.kept.keep((60, 5), false);
+        member.kept.settled((60, 5));
         member.next_slot = 59;
         assert!(
             !member.jump_kept(2, false),
@@ -1259,8 +1165,8 @@ mod tests {
             panic!("laid out");
         };
         assert_eq!((parts.slots(), extent), (vec![59, 65], 7));
-        assert!(member.barrier.is_none());
-        assert_eq!(member.kept[1], (60, 5));
+        assert!(!member.kept.waits_for_checkpoint());
+        assert_eq!(member.kept.ranges()[1], (60, 5));
     }
 
     #[test]
@@ -1272,7 +1178,9 @@ mod tests {
         // uneven lengths (a paced source's partial buffers), so that the write point
         // comes to each range at another slot every lap.
         let kept = vec![(7, 9), (19, 3), (33, 20), (95, 3), (99, 2)];
-        member.kept = kept.clone();
+        for &range in &kept {
+            member.kept.keep(range, true);
+        }
         let free: Vec<u64> = (0..100)
             .filter(|&slot| !kept.iter().any(|&range| within(range, slot)))
             .collect();
@@ -1292,8 +1200,8 @@ mod tests {
             member.ring_wrote(extent, count);
             member.since_durable_slots = 0;
         }
-        assert_eq!(member.kept, kept, "no range widened");
-        assert!(member.widened.is_empty());
+        assert_eq!(member.kept.ranges(), kept, "no range widened");
+        assert!(member.kept.widened().is_empty());
         let laps = member.lap;
         assert!(laps >= 30, "{laps} laps");
         for &slot in &free {
