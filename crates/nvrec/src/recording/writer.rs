@@ -52,7 +52,9 @@ mod kept;
 mod mark;
 mod parts;
 mod place;
+mod queue;
 mod rate;
+mod reach;
 mod reclaim;
 mod retire;
 mod rewrite;
@@ -808,7 +810,7 @@ fn new_counters(
         set.present()
             .zip(members)
             .map(|(member, state)| {
-                MemberCounters::new(member.disk.path().to_path_buf(), state.queue_depth)
+                MemberCounters::new(member.disk.path().to_path_buf(), state.queue.depth())
             })
             .collect(),
         buffer_count,
@@ -989,7 +991,7 @@ impl<'a> Writer<'a> {
                         let laps = m.lap.saturating_sub(m.start_lap);
                         let reached = m.next_slot.max(m.trimmed_to_slot);
                         !open
-                            && (m.chunk_count > m.usable_slots
+                            && (m.queue.counts().0 > m.usable_slots
                                 || laps >= 2
                                 || laps == 1 && reached > m.start_slot)
                     })
@@ -1167,14 +1169,7 @@ impl<'a> Writer<'a> {
                     .completed(written_bytes, self.clock.since(flight.submitted));
             }
             let member = &mut self.placement.members[flight.member as usize];
-            member.completed(io_bytes, self.clock.now());
-            if let Some(at) = member
-                .pending
-                .iter()
-                .position(|&(pending, _, _)| pending == number)
-            {
-                member.pending.remove(at);
-            }
+            member.queue.completed(number, io_bytes, self.clock.now());
             if flight.failed {
                 // The buffer stays: the write may go to another member.
                 self.retiring.failing(flight.member as usize);
@@ -1467,8 +1462,7 @@ impl<'a> Writer<'a> {
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         loop {
             let member = &self.placement.members[member_index];
-            let member_ready =
-                member.in_flight < member.queue_depth && (!ring || member.ring_clear(1));
+            let member_ready = member.queue.has_room() && (!ring || member.ring_clear(1));
             if member_ready && self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth
             {
                 break;
@@ -1501,7 +1495,7 @@ impl<'a> Writer<'a> {
             .placement
             .members
             .iter()
-            .map(|m| m.chunk_count * chunk_bytes)
+            .map(|m| m.queue.counts().0 * chunk_bytes)
             .sum();
         RecordReport {
             set_uuid: self.set.set_uuid.to_string(),
@@ -1539,19 +1533,22 @@ impl<'a> Writer<'a> {
                 .members
                 .iter()
                 .enumerate()
-                .map(|(index, member)| MemberReport {
-                    path: self.set.members[index]
-                        .as_ref()
-                        .map(|m| m.disk.path().to_path_buf())
-                        .unwrap_or_default(),
-                    chunk_count: member.chunk_count,
-                    io_count: member.io_count,
-                    bytes: member.chunk_count * chunk_bytes,
-                    laps: member.lap,
-                    rate_mib_per_s: crate::unit::rate_mib_per_s(
-                        member.chunk_count * chunk_bytes,
-                        elapsed,
-                    ),
+                .map(|(index, member)| {
+                    let (chunk_count, io_count) = member.queue.counts();
+                    MemberReport {
+                        path: self.set.members[index]
+                            .as_ref()
+                            .map(|m| m.disk.path().to_path_buf())
+                            .unwrap_or_default(),
+                        chunk_count,
+                        io_count,
+                        bytes: chunk_count * chunk_bytes,
+                        laps: member.lap,
+                        rate_mib_per_s: crate::unit::rate_mib_per_s(
+                            chunk_count * chunk_bytes,
+                            elapsed,
+                        ),
+                    }
                 })
                 .collect(),
             retirements: self
@@ -1588,6 +1585,7 @@ fn ring_ranges_overlap(a: (u64, u64), b: (u64, u64), lap_slots: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recording::writer::queue::MemberQueue;
 
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
@@ -1611,20 +1609,23 @@ mod tests {
     fn a_ring_write_waits_for_the_oldest_write_in_flight_not_the_count() {
         let mut member = MemberState::default();
         member.usable_slots = 16;
-        member.queue_depth = 8;
+        member.queue = MemberQueue::new(8);
         // Lap 0: writes of 4 slots at 0, 4, 8, 12 went out; all but the first completed.
-        member.pending.push_back((0, 0, 4));
+        let now = Instant::now();
+        for (number, position) in [(0, 0), (1, 4), (2, 8), (3, 12)] {
+            member.queue.submitted(number, (position, 4), now);
+        }
+        for number in 1..4 {
+            member.queue.completed(number, 4096, now);
+        }
         member.lap = 1;
         member.next_slot = 0;
         // Lap 1 may write slots 0..3 only once slot 0..3 of lap 0 have landed.
         assert!(!member.ring_clear(4));
         assert!(!member.ring_clear(1));
-        member.pending.clear();
-        member.pending.push_back((1, 4, 4));
+        member.queue.completed(0, 4096, now);
         assert!(member.ring_clear(4));
-        assert!(!member.ring_clear(5));
         // A position at the end of a lap is slot 0 of the next.
-        member.pending.clear();
         member.lap = 0;
         member.next_slot = 16;
         assert_eq!(member.ring_next(), (16, 1, 0));

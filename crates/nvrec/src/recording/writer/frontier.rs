@@ -140,10 +140,7 @@ impl Frontier {
         let jumped = members.iter().any(MemberState::waits_for_checkpoint);
         now.saturating_duration_since(self.last_checkpoint) >= interval
             || jumped
-            || moved
-                && members.iter().any(|member| {
-                    member.since_checkpoint_slots >= (member.recovery_limit_slots / 2).max(1)
-                })
+            || moved && members.iter().any(|member| member.reach.halfway())
     }
 
     /// A checkpoint goes to the members `live` marks after a flush of those `flush` marks:
@@ -203,6 +200,7 @@ impl Frontier {
 mod tests {
     use super::*;
     use crate::recording::writer::parts::Parts;
+    use crate::recording::writer::reach::RecoveryReach;
     use crate::recording::writer::rewrite::Done;
 
     /// A write of 4 chunks (sequences from `first`) to `member` at `slot`; its stream ends
@@ -315,8 +313,8 @@ mod tests {
         let start = Instant::now();
         let mut frontier = Frontier::new(8, 0, 1, start);
         let mut members = members();
-        members[0].recovery_limit_slots = 100;
-        members[0].since_checkpoint_slots = 60;
+        members[0].reach = RecoveryReach::with(100, 0);
+        members[0].reach.set_since(60, 0);
         let second = Duration::from_secs(1);
         assert!(
             !frontier.due(start, second, &members),
@@ -324,7 +322,7 @@ mod tests {
         );
         frontier.durable_sequence_end = 4;
         assert!(frontier.due(start, second, &members));
-        members[0].since_checkpoint_slots = 49;
+        members[0].reach.set_since(49, 0);
         assert!(!frontier.due(start, second, &members));
         assert!(frontier.due(start + second, second, &members));
     }
@@ -339,7 +337,7 @@ mod tests {
         members[1].retired = true;
         members[1].flushes.retired(false);
         members[1].flushes.completed(done(4));
-        members[0].since_checkpoint_slots = 8;
+        members[0].reach.set_since(8, 0);
         frontier.offered(&members, &[true, false], &[true, true]);
         // Completed after the offer: its flush may have started before them.
         members[0].flushes.completed(done(12));
@@ -349,7 +347,7 @@ mod tests {
         assert_eq!(members[0].flushes.in_doubt()[0].first_sequence, 12);
         assert!(members[1].flushes.in_doubt().is_empty());
         assert!(!members[1].flushes.owed(), "the retired member was flushed");
-        assert_eq!(members[0].since_durable_slots, 8);
+        assert_eq!(members[0].reach.since(), (8, 8));
     }
 
     #[test]

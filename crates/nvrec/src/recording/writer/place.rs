@@ -9,11 +9,11 @@ use super::parts::Lay;
 use super::parts::Part;
 use super::parts::Parts;
 use super::parts::PARTS_MAX;
-use super::rate::Rate;
+use super::queue::MemberQueue;
+use super::reach::RecoveryReach;
 use super::reclaim::Room;
 use super::retire::tag;
 use super::retire::untag;
-use super::ring_ranges_overlap;
 use super::Flight;
 use super::Placed;
 use super::RecordOptions;
@@ -32,10 +32,7 @@ use crate::recording::volume::Member;
 use crate::recording::volume::VolumeSet;
 use crate::recording::Fill;
 use crate::recording::RecordingError;
-use crate::recording::RECOVERY_WINDOW_SLOTS;
-use std::collections::VecDeque;
 use std::time::Duration;
-use std::time::Instant;
 
 #[derive(Debug, Default, Clone)]
 pub(super) struct MemberState {
@@ -45,37 +42,10 @@ pub(super) struct MemberState {
     pub(super) lap: u64,
     pub(super) usable_slots: u64,
     pub(super) data_slot_count: u64,
-    /// Writes (buffers) in flight on this member.
-    pub(super) in_flight: u32,
-    /// Writes this member may have in flight.
-    pub(super) queue_depth: u32,
-    /// Writes in flight, in the order they were submitted: (flight number, ring position of
-    /// the first slot, slot count). Completions arrive in any order, and in a ring a write
-    /// waits until it cannot touch a slot of any of these (see `ring_clear`): two writes to
-    /// one slot in flight together could land in either order.
-    pub(super) pending: VecDeque<(u64, u64, u64)>,
-    pub(super) chunk_count: u64,
-    pub(super) io_count: u64,
-    /// Submitted I/Os not yet covered by a checkpoint: (first sequence, first slot, lap,
-    /// slots of redirected writes just before it).
-    pub(super) undurable: VecDeque<(u64, u64, u64, u64)>,
-    /// Slots of a retired member's writes sent here since this member's last own write: they
-    /// lie just behind the write point, and hold older sequences than the write before them.
-    pub(super) redirect_tail_slots: u64,
-    /// Such slots just before the position of the last checkpoint built, and of the last one
-    /// made durable. In a ring the writer overwrites the lap before up to its last write
-    /// before that position (the recovery limit); where that write is a redirected one, the
-    /// member's last own write before it holds the newest durable chunks, and is kept too.
-    pub(super) checkpoint_guard_slots: u64,
-    pub(super) durable_guard_slots: u64,
-    /// Slots written past the positions of the last checkpoint built, and of the last one
-    /// made durable: recovery searches forward from the latter, so it must stay below
-    /// `recovery_limit_slots` (the recovery window, or in a ring a lap, less one write).
-    pub(super) since_checkpoint_slots: u64,
-    pub(super) since_durable_slots: u64,
-    pub(super) recovery_limit_slots: u64,
-    /// Slots below the recovery limit kept for a retired member's writes sent here.
-    pub(super) redirect_reserve_slots: u64,
+    /// Its writes in flight, the chunks it took and its rate (see `queue.rs`).
+    pub(super) queue: MemberQueue,
+    /// How far it may write past the last durable checkpoint (see `reach.rs`).
+    pub(super) reach: RecoveryReach,
     pub(super) trimmed_to_slot: u64,
     /// Linear: just past this member's last write that the durable frontier has passed.
     pub(super) frontier_end_slot: u64,
@@ -92,8 +62,6 @@ pub(super) struct MemberState {
     /// Slots marks keep (format 1.7), and where writes wait after a jump over them (see
     /// `kept.rs`).
     pub(super) kept: KeptSlots,
-    /// The rate it writes at while busy, and since when it is idle (see `rate.rs`).
-    rate: Rate,
 }
 
 /// Where a write lands on its member: its parts (see `parts.rs`), the ring position of its
@@ -129,20 +97,9 @@ impl MemberState {
                 .queue_depth
                 .min((usable_slots / k as u64).saturating_sub(1).max(1) as u32),
         };
-        let recovery_limit_slots = match options.fill {
-            Fill::Linear => RECOVERY_WINDOW_SLOTS as u64,
-            Fill::Ring { .. } => usable_slots.min(RECOVERY_WINDOW_SLOTS as u64),
-        }
-        .saturating_sub(k as u64)
-        .max(k as u64);
-        // Room for every write a member can have in flight, so that a retirement
-        // always finds somewhere to send them.
-        let redirect_reserve_slots =
-            (options.queue_depth as u64 * k as u64).min(recovery_limit_slots / 2);
         MemberState {
-            queue_depth,
-            recovery_limit_slots,
-            redirect_reserve_slots,
+            queue: MemberQueue::new(queue_depth),
+            reach: RecoveryReach::new(&options.fill, usable_slots, k as u64, options.queue_depth),
             next_slot: position.next_slot_index,
             lap: position.lap,
             usable_slots,
@@ -162,31 +119,6 @@ impl MemberState {
 pub(super) const ADAPTIVE_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
 impl MemberState {
-    /// A write went out at `now`.
-    pub(super) fn submitted(&mut self, now: Instant) {
-        if self.in_flight == 0 {
-            self.rate.busy_from(now);
-        }
-        self.in_flight += 1;
-    }
-
-    /// A write of `bytes` completed at `now`.
-    pub(super) fn completed(&mut self, bytes: u64, now: Instant) {
-        self.in_flight -= 1;
-        self.rate.completed(bytes, self.in_flight == 0, now);
-    }
-
-    /// How long nothing has been in flight here, as of `now` (None while busy).
-    pub(super) fn idle_for(&self, now: Instant) -> Option<Duration> {
-        self.rate.idle_for(now)
-    }
-
-    /// Sets the rate estimate (tests of the stages that read it).
-    #[cfg(test)]
-    pub(super) fn set_rate(&mut self, rate: Rate) {
-        self.rate = rate;
-    }
-
     /// Where the next ring write starts, counted in slots from the start of lap 0
     /// (lap x usable slots + slot), and the lap and slot that is.
     pub(super) fn ring_next(&self) -> (u64, u64, u64) {
@@ -222,8 +154,7 @@ impl MemberState {
         }
         (self.lap, self.next_slot) = (end / lap_slots, end % lap_slots);
         self.kept.jumped_over(extent - chunk_count);
-        self.since_checkpoint_slots += extent;
-        self.since_durable_slots += extent;
+        self.reach.wrote(extent);
     }
 
     /// The ring positions a write of `count` chunks takes from the write point, where it
@@ -247,9 +178,7 @@ impl MemberState {
     /// within one lap's worth of ring positions.
     pub(super) fn ring_clear(&self, extent: u64) -> bool {
         let (position, _, _) = self.ring_next();
-        self.pending
-            .front()
-            .is_none_or(|&(_, oldest, _)| position + extent <= oldest + self.usable_slots)
+        self.queue.ring_clear(position, extent, self.usable_slots)
     }
 
     /// Whether a write of `chunk_count` chunks may go to this member now: its queue has
@@ -263,13 +192,7 @@ impl MemberState {
             },
             false => chunk_count,
         };
-        self.in_flight < self.queue_depth
-            && (!ring || self.ring_clear(extent))
-            && self.since_durable_slots
-                + extent
-                + self.redirect_reserve_slots
-                + self.durable_guard_slots
-                <= self.recovery_limit_slots
+        self.queue.has_room() && (!ring || self.ring_clear(extent)) && self.reach.room_for(extent)
     }
 
     /// Whether a retired member's write of `chunk_count` chunks may go here now: as
@@ -286,10 +209,10 @@ impl MemberState {
             return ahead.lies_contiguous(chunk_count)
                 && ahead.can_take_redirect(chunk_count, ring);
         }
-        self.in_flight < self.queue_depth
+        self.queue.has_room()
             && (!ring || self.ring_clear(chunk_count))
             && self.within_limit(chunk_count, ring)
-            && self.since_durable_slots + chunk_count <= self.recovery_limit_slots
+            && self.reach.room_for_redirect(chunk_count)
     }
 
     /// Whether a write of `chunk_count` slots from the write point stays within the
@@ -333,68 +256,35 @@ impl MemberState {
         self.limit_position = Some(position);
     }
 
-    /// Bytes per second written while busy, once something has completed.
-    pub(super) fn rate(&self, now: Instant) -> Option<f64> {
-        self.rate.per_s(now)
-    }
-
-    /// Where a checkpoint that claims up to `durable_end` puts this member: at its oldest
-    /// write not covered (or its write point); notes the slots from there to the write
-    /// point, and in a ring the redirected slots just before that position, which the
-    /// writer must not overwrite a lap on.
+    /// Where a checkpoint that claims up to `durable_end` puts this member (see
+    /// [`RecoveryReach::checkpoint`]); short of a jump over kept slots it still waits on,
+    /// it leaves the member no room until the next.
     pub(super) fn checkpoint_position(
         &mut self,
         durable_end: u64,
         ring: bool,
         k: u64,
     ) -> MemberPosition {
-        while self
-            .undurable
-            .front()
-            .is_some_and(|&(sequence, ..)| sequence < durable_end)
-        {
-            self.undurable.pop_front();
-        }
-        let (position, guard) = match self.undurable.front() {
-            Some(&(_, slot, lap, tail)) => (
-                MemberPosition {
-                    next_slot_index: slot,
-                    lap,
-                },
-                tail,
-            ),
-            None => (
-                MemberPosition {
-                    next_slot_index: self.next_slot,
-                    lap: self.lap,
-                },
-                self.redirect_tail_slots,
-            ),
+        let here = MemberPosition {
+            next_slot_index: self.next_slot,
+            lap: self.lap,
         };
-        // Never so much that the member could take no write of its own (a checkpoint
-        // made after one moves the position past the redirected slots).
-        self.checkpoint_guard_slots = match ring {
-            true => guard.min(
-                self.recovery_limit_slots
-                    .saturating_sub(self.redirect_reserve_slots + k),
-            ),
-            false => 0,
-        };
-        // Slots from that position to the write point (ring positions count laps).
         let lap_slots = self.usable_slots.max(1);
-        let at = position.lap * lap_slots + position.next_slot_index;
-        self.since_checkpoint_slots = (self.lap * lap_slots + self.next_slot).saturating_sub(at);
-        if self.kept.checkpoint_at(at) {
-            // Writes before a jump not covered yet: recovery could not find those after it.
-            self.since_checkpoint_slots = self.recovery_limit_slots;
+        let position = self
+            .reach
+            .checkpoint(durable_end, here, lap_slots, (ring, k));
+        if self
+            .kept
+            .checkpoint_at(position.lap * lap_slots + position.next_slot_index)
+        {
+            self.reach.checkpoint_short_of_jump();
         }
         position
     }
 
     /// The checkpoint last built is durable: recovery starts from its position now.
     pub(super) fn checkpoint_durable(&mut self) {
-        self.since_durable_slots = self.since_checkpoint_slots;
-        self.durable_guard_slots = self.checkpoint_guard_slots;
+        self.reach.checkpoint_durable();
         self.kept.checkpoint_durable();
     }
 
@@ -440,13 +330,9 @@ impl MemberState {
         match unsettled {
             true => {
                 self.kept.hold_at(to);
-                self.since_checkpoint_slots = self.recovery_limit_slots;
-                self.since_durable_slots = self.recovery_limit_slots;
+                self.reach.hold();
             }
-            false => {
-                self.since_checkpoint_slots = self.since_checkpoint_slots.saturating_add(to - from);
-                self.since_durable_slots = self.since_durable_slots.saturating_add(to - from);
-            }
+            false => self.reach.wrote(to - from),
         }
         true
     }
@@ -463,8 +349,7 @@ impl MemberState {
     /// next write would go round kept slots that no durable entry names.
     fn hold_for_entry(&mut self) {
         self.kept.hold_at(self.ring_next().0);
-        self.since_checkpoint_slots = self.recovery_limit_slots;
-        self.since_durable_slots = self.recovery_limit_slots;
+        self.reach.hold();
     }
 
     /// A linear recording added to a set whose marks keep slots (`kept`, runs of the
@@ -500,7 +385,7 @@ impl MemberState {
     /// Its writes wait for a checkpoint past a jump over kept slots, and none is in
     /// flight: the checkpoint may be made now.
     pub(super) fn waits_for_checkpoint(&self) -> bool {
-        self.kept.waits_for_checkpoint() && self.in_flight == 0
+        self.kept.waits_for_checkpoint() && self.queue.idle()
     }
 }
 
@@ -777,9 +662,9 @@ impl Writer<'_> {
         };
         let ring_position = write_point + lead;
         debug_assert!(
-            member.pending.iter().all(|&(_, start, count)| {
-                !ring_ranges_overlap((start, count), (ring_position, extent - lead), usable_slots)
-            }),
+            !member
+                .queue
+                .overlaps(ring_position, extent - lead, usable_slots),
             "a ring write overlaps a write in flight"
         );
         Span {
@@ -921,13 +806,6 @@ impl Writer<'_> {
         let chunk_count = span.chunk_count as u64;
         let member = &mut self.placement.members[member_index];
         for &(slot, first_chunk, _) in parts {
-            // Redirected slots just before this part: those before the write, and in a
-            // redirected write (one run, on at slot 0), its own chunks before the part.
-            let tail = match (redirected, first_chunk) {
-                (_, 0) => member.redirect_tail_slots,
-                (true, _) => member.redirect_tail_slots + first_chunk as u64,
-                (false, _) => 0,
-            };
             let position =
                 span.parts
                     .position_of(first_chunk, span.ring_position, span.usable_slots);
@@ -935,33 +813,26 @@ impl Writer<'_> {
                 true => position / span.usable_slots.max(1),
                 false => span.lap,
             };
+            let sequence = first_sequence + first_chunk as u64;
             member
-                .undurable
-                .push_back((first_sequence + first_chunk as u64, slot, lap, tail));
+                .reach
+                .part_placed(sequence, (slot, lap), first_chunk, redirected);
         }
-        member.redirect_tail_slots = if redirected {
-            member.redirect_tail_slots + chunk_count
-        } else {
-            0
-        };
-        let lead = span.lead;
-        member
-            .pending
-            .push_back((untag(user_data).0, span.ring_position, span.extent - lead));
+        member.reach.write_placed(chunk_count, redirected);
         match span.ring {
             true => member.ring_wrote(span.extent, chunk_count),
             false => {
                 member.next_slot = span.parts.first_slot() + chunk_count;
-                member.since_checkpoint_slots += chunk_count;
-                member.since_durable_slots += chunk_count;
+                member.reach.wrote(chunk_count);
             }
         }
-        member.submitted(self.clock.now());
+        let (number, now) = (untag(user_data).0, self.clock.now());
+        let taken = (span.ring_position, span.extent - span.lead);
+        member.queue.submitted(number, taken, now);
         if let Some(counters) = self.counters {
             counters.members[member_index].submitted();
         }
-        member.chunk_count += chunk_count;
-        member.io_count += parts.len() as u64;
+        member.queue.count(chunk_count, parts.len() as u64);
     }
 
     /// Ring with trim: keep the slots ahead of the write point discarded. A discard that
@@ -972,9 +843,7 @@ impl Writer<'_> {
         let member = &self.placement.members[member_index];
         // Discarding overwrites as a write does: no further past the last durable
         // checkpoint than writes may go.
-        let room = member
-            .recovery_limit_slots
-            .saturating_sub(member.since_durable_slots + member.durable_guard_slots);
+        let room = member.reach.discard_room();
         // Never the lap's last write either: a discard not yet flushed may be torn by a power
         // cut, leaving discarded slots blank around older chunks it kept. Recovery tells a
         // discard ahead of lost writes by the older chunk that follows blank slots, and at
@@ -986,7 +855,7 @@ impl Writer<'_> {
                 .min(member.slots_before_kept()))
         .min(member.usable_slots.saturating_sub(io_slots));
         // Never discard slots that a write in flight (of the lap before) still goes to.
-        if let Some(&(_, oldest, _)) = member.pending.front() {
+        if let Some((_, oldest)) = member.queue.oldest() {
             let lap_start = member.lap * member.usable_slots;
             want_to = want_to.min((oldest + member.usable_slots).saturating_sub(lap_start));
         }
@@ -1059,8 +928,7 @@ mod tests {
     fn member() -> MemberState {
         MemberState {
             usable_slots: 100,
-            recovery_limit_slots: 50,
-            redirect_reserve_slots: 8,
+            reach: RecoveryReach::with(50, 8),
             ..MemberState::default()
         }
     }
@@ -1068,7 +936,7 @@ mod tests {
     #[test]
     fn the_write_point_jumps_out_of_kept_slots_and_waits_for_a_checkpoint_past_them() {
         let mut member = member();
-        member.queue_depth = 4;
+        member.queue = MemberQueue::new(4);
         // The second wraps over the lap's end. Neither is named by a durable entry yet (a
         // mark just closed).
         member.kept.keep((40, 10), false);
@@ -1084,7 +952,7 @@ mod tests {
             "no write past a jump before a checkpoint"
         );
         // A checkpoint built with writes before the jump still uncovered keeps it waiting.
-        member.undurable.push_back((7, 38, 0, 0));
+        member.reach.part_placed(7, (38, 0), 0, false);
         member.checkpoint_position(0, true, 2);
         member.checkpoint_durable();
         assert!(member.kept.waits_for_checkpoint() && !member.can_take(2, true));
@@ -1097,7 +965,7 @@ mod tests {
     #[test]
     fn a_write_that_would_go_round_slots_no_entry_names_waits_for_a_checkpoint_there() {
         let mut member = member();
-        member.queue_depth = 4;
+        member.queue = MemberQueue::new(4);
         member.kept.keep((95, 10), false);
         member.next_slot = 94;
         assert!(!member.jump_kept(2, false), "it holds where it stands");
@@ -1122,7 +990,7 @@ mod tests {
     #[test]
     fn a_write_that_must_lie_in_one_run_jumps_and_widens_the_range_it_stopped_short_of() {
         let mut member = member();
-        member.queue_depth = 4;
+        member.queue = MemberQueue::new(4);
         member.kept.keep((95, 10), false);
         member.next_slot = 94;
         assert!(member.jump_kept(2, true));
@@ -1137,17 +1005,15 @@ mod tests {
     #[test]
     fn a_jump_over_slots_a_durable_entry_names_goes_on_without_a_checkpoint() {
         let mut member = member();
-        member.queue_depth = 4;
+        member.queue = MemberQueue::new(4);
         member.kept.keep((40, 10), true);
         member.next_slot = 40;
-        member.since_checkpoint_slots = 6;
-        member.since_durable_slots = 6;
+        member.reach.set_since(6, 6);
         assert!(member.jump_kept(2, false));
         assert_eq!((member.lap, member.next_slot), (0, 50));
         assert!(!member.kept.waits_for_checkpoint());
         // The jump counts in the slots since the checkpoint: recovery reads through them.
-        assert_eq!(member.since_checkpoint_slots, 16);
-        assert_eq!(member.since_durable_slots, 16);
+        assert_eq!(member.reach.since(), (16, 16));
         assert!(
             member.can_take(2, true),
             "a stall elsewhere holds nothing here"
@@ -1172,8 +1038,8 @@ mod tests {
     #[test]
     fn lap_after_lap_every_free_slot_is_written_and_kept_ranges_stay_as_they_are() {
         let mut member = member();
-        member.queue_depth = 4;
-        member.recovery_limit_slots = 1000;
+        member.queue = MemberQueue::new(4);
+        member.reach = RecoveryReach::with(1000, 8);
         // Ranges a write's length from each other and from the lap's end, and writes of
         // uneven lengths (a paced source's partial buffers), so that the write point
         // comes to each range at another slot every lap.
@@ -1198,7 +1064,7 @@ mod tests {
                 written[slot as usize] += 1;
             }
             member.ring_wrote(extent, count);
-            member.since_durable_slots = 0;
+            member.reach.set_since(0, 0);
         }
         assert_eq!(member.kept.ranges(), kept, "no range widened");
         assert!(member.kept.widened().is_empty());
@@ -1218,64 +1084,17 @@ mod tests {
     }
 
     #[test]
-    fn a_checkpoint_puts_a_member_at_its_oldest_write_it_does_not_cover() {
-        let mut member = member();
-        member
-            .undurable
-            .extend([(0, 0, 0, 0), (8, 4, 0, 0), (16, 8, 0, 0)]);
-        member.next_slot = 12;
-        let position = member.checkpoint_position(8, false, 4);
-        assert_eq!((position.next_slot_index, position.lap), (4, 0));
-        assert_eq!(member.undurable.len(), 2, "writes it covers are forgotten");
-        assert_eq!(member.since_checkpoint_slots, 8);
-        member.checkpoint_durable();
-        assert_eq!(member.since_durable_slots, 8);
-    }
-
-    #[test]
-    fn with_everything_covered_a_member_is_at_its_write_point_a_lap_on() {
-        let mut member = member();
-        member.undurable.push_back((0, 96, 0, 0));
-        (member.next_slot, member.lap) = (4, 1);
-        let position = member.checkpoint_position(4, true, 4);
-        assert_eq!((position.next_slot_index, position.lap), (4, 1));
-        assert_eq!(member.since_checkpoint_slots, 0);
-    }
-
-    #[test]
-    fn in_a_ring_the_redirected_slots_before_the_position_are_guarded_within_the_limit() {
-        let mut member = member();
-        member.undurable.push_back((20, 30, 2, 12));
-        (member.next_slot, member.lap) = (38, 2);
-        member.checkpoint_position(0, true, 4);
-        assert_eq!(member.checkpoint_guard_slots, 12);
-        assert_eq!(member.since_checkpoint_slots, 8);
-        member.undurable[0].3 = 45;
-        member.checkpoint_position(0, true, 4);
-        assert_eq!(
-            member.checkpoint_guard_slots,
-            50 - 8 - 4,
-            "room kept for its own write"
-        );
-        member.checkpoint_position(0, false, 4);
-        assert_eq!(
-            member.checkpoint_guard_slots, 0,
-            "linear: nothing is overwritten"
-        );
-    }
-
-    #[test]
     fn a_ring_write_waits_until_it_touches_no_slot_in_flight_and_recovery_finds_it() {
         let mut member = member();
-        member.queue_depth = 4;
+        member.queue = MemberQueue::new(4);
         member.next_slot = 96;
-        member.pending.push_back((0, 8, 4)); // ring positions 8..12, in flight
+        member.queue.submitted(0, (8, 4), std::time::Instant::now()); // ring positions 8..12, in flight
         assert!(member.can_take(4, true));
         assert!(
             !member.can_take(16, true),
             "would reach slot 8 of the next lap"
         );
-        member.since_durable_slots = 40;
+        member.reach.set_since(40, 40);
         assert!(
             !member.can_take(4, true),
             "40 + 4 + 8 reserved > the limit of 50"

@@ -338,9 +338,9 @@ impl Writer<'_> {
     /// member timeout.
     fn overdue(&self, member: usize) -> bool {
         let state = &self.placement.members[member];
-        let oldest = state.pending.front().filter(|_| !state.retired);
+        let oldest = state.queue.oldest().filter(|_| !state.retired);
         oldest
-            .and_then(|&(number, _, _)| self.frontier.flights.get(number))
+            .and_then(|(number, _)| self.frontier.flights.get(number))
             .is_some_and(|flight| self.clock.since(flight.submitted) >= self.options.member_timeout)
     }
 
@@ -675,7 +675,9 @@ impl Writer<'_> {
             }
             first.get_or_insert(*flight);
             // Not written there after all: the chunks count where they land.
-            self.placement.members[member].chunk_count -= flight.chunk_count as u64;
+            self.placement.members[member]
+                .queue
+                .uncount(flight.chunk_count as u64);
             flight.attempt = flight.attempt.wrapping_add(1).max(1);
             flight.failed = false;
             flight.error = None;
@@ -694,7 +696,7 @@ impl Writer<'_> {
         // What it completed is flushed by the next checkpoint, or, where its flush failed,
         // written again elsewhere.
         retired.flushes.retired(flush_failed);
-        retired.pending.clear();
+        retired.queue.forget_pending();
         // Its span keeps its write point: writes after the first unfinished one may have
         // completed there (completions come in any order), and they are not sent again.
         let earliest = starts
@@ -704,9 +706,7 @@ impl Writer<'_> {
         let void = starts.iter().min_by_key(|done| done.position).copied();
         match (earliest, void) {
             (Some(earliest), Some(void)) => {
-                retired
-                    .undurable
-                    .retain(|&(sequence, ..)| sequence < earliest.first_sequence);
+                retired.reach.forget_from(earliest.first_sequence);
                 RetiredAt {
                     first_sequence: earliest.first_sequence,
                     stream_offset_bytes: earliest.stream_offset_bytes,
@@ -746,12 +746,11 @@ impl Writer<'_> {
     /// already claims everything before `flight` (the frontier waits for it), so no later
     /// checkpoint makes room.
     fn redirect_cannot_go(&self, target: usize, flight: &Flight) -> bool {
-        self.placement.members[target].in_flight == 0
+        self.placement.members[target].queue.idle()
             && !self.durability.busy()
             && self.frontier.durable_sequence_end == flight.first_sequence
             && self.frontier.checkpointed_sequence_end == self.frontier.durable_sequence_end
-            && self.placement.members[target].since_durable_slots
-                == self.placement.members[target].since_checkpoint_slots
+            && self.placement.members[target].reach.built_is_durable()
     }
 
     /// Sends the retired member's writes to the redirect member, as far as its queue and

@@ -154,7 +154,9 @@ impl Writer<'_> {
         };
         let member = &self.placement.members[target];
         // Room past the last durable checkpoint: without it, only a checkpoint helps.
-        member.since_durable_slots + rewrite.done.chunk_count as u64 <= member.recovery_limit_slots
+        member
+            .reach
+            .room_for_redirect(rewrite.done.chunk_count as u64)
     }
 
     /// Whether the source may take a free buffer: while rewrites wait for buffers, or a
@@ -381,8 +383,9 @@ impl Writer<'_> {
         )?;
         self.retiring.count_in_run(placed.slot, whole);
         // The chunks count where they land.
-        let from = &mut self.placement.members[rewrite.from];
-        from.chunk_count = from.chunk_count.saturating_sub(whole as u64);
+        self.placement.members[rewrite.from]
+            .queue
+            .uncount(whole as u64);
         self.retiring.rewrite_flights.push(RewriteFlight {
             user_data,
             buffer,
@@ -528,11 +531,8 @@ impl Writer<'_> {
         }
         let now = self.clock.now();
         let member = &mut self.placement.members[flight.member];
-        member.completed(io_bytes, now);
         let (number, _) = untag(flight.user_data);
-        if let Some(at) = member.pending.iter().position(|&(n, _, _)| n == number) {
-            member.pending.remove(at);
-        }
+        member.queue.completed(number, io_bytes, now);
         self.ingest.free_buffer(flight.buffer);
         match flight.failed {
             None => member.flushes.completed(flight.placed),

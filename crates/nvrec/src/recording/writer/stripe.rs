@@ -104,7 +104,7 @@ impl Placement {
             .members
             .iter()
             .filter(|member| want.has_room(member))
-            .all(|member| member.in_flight == 0);
+            .all(|member| member.queue.idle());
         if !all_idle {
             return None;
         }
@@ -125,9 +125,10 @@ impl Placement {
         self.in_turn().find(|&index| {
             let member = &self.members[index];
             want.has_room(member)
-                && member.in_flight == 0
+                && member.queue.idle()
                 && want.can_take(member)
                 && member
+                    .queue
                     .idle_for(now)
                     .is_some_and(|idle| idle >= ADAPTIVE_PROBE_INTERVAL)
         })
@@ -139,7 +140,7 @@ impl Placement {
         let known_max = self
             .members
             .iter()
-            .filter_map(|m| m.rate(now))
+            .filter_map(|m| m.queue.rate(now))
             .fold(0.0f64, f64::max);
         let mut best: Option<(usize, f64)> = None;
         for index in self.in_turn() {
@@ -147,10 +148,12 @@ impl Placement {
             if !want.has_room(member) {
                 continue;
             }
-            let rate = member
-                .rate(now)
-                .unwrap_or(if known_max > 0.0 { known_max } else { 1.0 });
-            let finish = (member.in_flight as f64 + 1.0) / rate;
+            let rate =
+                member
+                    .queue
+                    .rate(now)
+                    .unwrap_or(if known_max > 0.0 { known_max } else { 1.0 });
+            let finish = (member.queue.in_flight() as f64 + 1.0) / rate;
             if best.is_none_or(|(_, b)| finish < b) {
                 best = Some((index, finish));
             }
@@ -161,7 +164,9 @@ impl Placement {
 
 #[cfg(test)]
 mod tests {
+    use super::super::queue::MemberQueue;
     use super::super::rate::Rate;
+    use super::super::reach::RecoveryReach;
     use super::*;
     use std::time::Duration;
 
@@ -169,8 +174,8 @@ mod tests {
         let mut member = MemberState::default();
         member.usable_slots = usable_slots;
         member.data_slot_count = usable_slots + 1;
-        member.queue_depth = 2;
-        member.recovery_limit_slots = 1 << 20;
+        member.queue = MemberQueue::new(2);
+        member.reach = RecoveryReach::with(1 << 20, 0);
         member
     }
 
@@ -188,7 +193,7 @@ mod tests {
                 if let Some(index) = chosen {
                     let member = &mut placement.members[index];
                     member.next_slot += 4;
-                    member.in_flight += 1;
+                    member.queue.submitted(0, (0, 4), now);
                 }
                 chosen
             })
@@ -210,7 +215,7 @@ mod tests {
     #[test]
     fn a_full_member_is_skipped_and_all_full_says_so() {
         let mut placement = placement(&[4, 100]);
-        placement.members[1].queue_depth = 8;
+        placement.members[1].queue = MemberQueue::new(8);
         let chosen = choices(&mut placement, Stripe::RoundRobin, 3);
         assert_eq!(chosen, [Some(0), Some(1), Some(1)]);
         placement.members[1].next_slot = 100;
@@ -239,9 +244,11 @@ mod tests {
         let now = Instant::now();
         for (index, rate_bytes) in [(0, 100_000_000u64), (1, 300_000_000)] {
             let member = &mut placement.members[index];
-            member.queue_depth = 8;
-            member.in_flight = 1;
-            member.set_rate(Rate::measured(rate_bytes, Duration::from_secs(1), now));
+            member.queue = MemberQueue::new(8);
+            member.queue.set_in_flight(1);
+            member
+                .queue
+                .set_rate(Rate::measured(rate_bytes, Duration::from_secs(1), now));
         }
         let chosen = placement.choose_member(4, Fill::Linear, Stripe::Adaptive, now);
         assert_eq!(
@@ -249,7 +256,7 @@ mod tests {
             Some(1),
             "three times the rate: done sooner with one more"
         );
-        placement.members[1].in_flight = 6;
+        placement.members[1].queue.set_in_flight(6);
         let chosen = placement.choose_member(4, Fill::Linear, Stripe::Adaptive, now);
         assert_eq!(
             chosen,
