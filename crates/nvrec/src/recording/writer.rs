@@ -956,9 +956,9 @@ impl<'a> Writer<'a> {
                 .members
                 .iter()
                 .map(|m| MemberSpan {
-                    start_slot_index: m.start_slot,
+                    start_slot_index: m.start.next_slot_index,
                     end_slot_index: match (open, ring, self.frontier.claimed) {
-                        (true, _, _) => m.start_slot,
+                        (true, _, _) => m.start.next_slot_index,
                         // A failed linear recording ends where its claim does.
                         (false, false, Some(_)) => m.frontier_end_slot,
                         (false, _, _) => m.next_slot,
@@ -973,7 +973,7 @@ impl<'a> Writer<'a> {
                 self.placement
                     .members
                     .iter()
-                    .map(|m| m.start_lap as u32)
+                    .map(|m| m.start.lap as u32)
                     .collect()
             } else {
                 Vec::new()
@@ -988,12 +988,12 @@ impl<'a> Writer<'a> {
                     .members
                     .iter()
                     .map(|m| {
-                        let laps = m.lap.saturating_sub(m.start_lap);
+                        let laps = m.lap.saturating_sub(m.start.lap);
                         let reached = m.next_slot.max(m.trimmed_to_slot);
                         !open
                             && (m.queue.counts().0 > m.usable_slots
                                 || laps >= 2
-                                || laps == 1 && reached > m.start_slot)
+                                || laps == 1 && reached > m.start.next_slot_index)
                     })
                     .collect()
             } else {

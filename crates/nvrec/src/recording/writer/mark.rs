@@ -346,8 +346,7 @@ impl Writer<'_> {
             let member = &mut self.placement.members[index];
             if member.jump_kept(k, false) {
                 // Nothing written yet: the ring begins past them.
-                (member.start_slot, member.start_lap) = (member.next_slot, member.lap);
-                member.trimmed_to_slot = member.next_slot;
+                member.begin_at_write_point();
             }
             self.widen_marks(index)?;
         }

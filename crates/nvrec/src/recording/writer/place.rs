@@ -52,8 +52,8 @@ pub(super) struct MemberState {
     /// What it completed since its last good flush, and whether a flush is owed or failed
     /// (see `flushes.rs`).
     pub(super) flushes: Flushes,
-    pub(super) start_slot: u64,
-    pub(super) start_lap: u64,
+    /// Where the recording began on this member.
+    pub(super) start: MemberPosition,
     /// A recording that reclaims (see `reclaim.rs`): the ring position no write of this
     /// member may reach past, where data the set still holds begins. A linear recording
     /// added to a set with kept marks: the slot its writes may not reach (see
@@ -104,8 +104,7 @@ impl MemberState {
             lap: position.lap,
             usable_slots,
             data_slot_count,
-            start_slot: position.next_slot_index,
-            start_lap: position.lap,
+            start: *position,
             trimmed_to_slot: position.next_slot_index,
             frontier_end_slot: position.next_slot_index,
             ..MemberState::default()
@@ -245,10 +244,20 @@ impl MemberState {
     /// the lap and slot (a start at the lap's end is the next lap's slot 0).
     pub(super) fn ring_start(&self) -> (u64, u64, u64) {
         let lap = self.usable_slots.max(1);
-        match self.start_slot >= lap {
-            true => (lap, self.start_lap + 1, 0),
-            false => (lap, self.start_lap, self.start_slot),
+        match self.start.next_slot_index >= lap {
+            true => (lap, self.start.lap + 1, 0),
+            false => (lap, self.start.lap, self.start.next_slot_index),
         }
+    }
+
+    /// Nothing is written here yet, and the write point moved (out of kept slots): the
+    /// recording begins where it stands.
+    pub(super) fn begin_at_write_point(&mut self) {
+        self.start = MemberPosition {
+            next_slot_index: self.next_slot,
+            lap: self.lap,
+        };
+        self.trimmed_to_slot = self.next_slot;
     }
 
     /// No write of this member reaches past ring position `position` (see `reclaim.rs`).
@@ -363,7 +372,7 @@ impl MemberState {
         {
             self.next_slot = first + count;
         }
-        self.start_slot = self.next_slot;
+        self.start.next_slot_index = self.next_slot;
         self.trimmed_to_slot = self.next_slot;
         self.frontier_end_slot = self.next_slot;
         let ahead = kept
