@@ -283,7 +283,8 @@ fn after_kill_9_a_ring_comes_back_up_to_what_was_acknowledged() {
             .collect::<Vec<_>>(),
             &data,
             Duration::from_millis(10),
-            KillWhen::BeforeCheckpoint,
+            // Every whole chunk of the input, the one being filled aside.
+            KillWhen::OnTargets(data.len() as u64 - 131072),
         );
         let output = replay(&targets, &[]);
         assert!(output.status.success(), "{}", text(&output));

@@ -443,11 +443,11 @@ pub enum KillWhen {
     /// was written past the last checkpoint is for recovery's forward search to find). The
     /// recorder's published load says so.
     Written,
-    /// Before the next checkpoint, with the last writes given 600 ms to land. Only where
-    /// the recorder cannot say they did: a ring's writer that waits on a quiet pipe (for up
-    /// to a sync interval) takes no completion meanwhile, so what it publishes is what it
-    /// saw before the wait.
-    BeforeCheckpoint,
+    /// Before the next checkpoint, once the targets hold the stream up to this offset, as
+    /// their chunk headers say (read from the files as any reader would). For a ring's
+    /// writer that waits on a quiet pipe (for up to a sync interval): it takes no completion
+    /// meanwhile, so what it publishes is what it saw before the wait.
+    OnTargets(u64),
 }
 
 /// Records `data` from stdin in 1 MiB pieces with a pause after each, waits until the
@@ -472,7 +472,7 @@ pub fn record_then_kill(
     match when {
         KillWhen::Durable(bytes) => wait_durable(targets, bytes, Duration::from_secs(30)),
         KillWhen::Written => wait_written(targets, Duration::from_secs(30)),
-        KillWhen::BeforeCheckpoint => std::thread::sleep(Duration::from_millis(600)),
+        KillWhen::OnTargets(end) => wait_on_targets(targets, end, Duration::from_secs(30)),
     }
     let ended = child.try_wait().unwrap();
     assert!(
@@ -487,6 +487,35 @@ pub fn record_then_kill(
 /// that checkpoint; the one being filled waits for more input). Its load, published every
 /// 25 ms with the most writes in flight since the one before, shows none twice after this
 /// call began.
+/// Waits until a chunk on `targets` ends at or past stream offset `end`: every 4 KiB of each
+/// file read, its chunk headers decoded. A recording's chunk slots lie on 4 KiB boundaries.
+fn wait_on_targets(targets: &[PathBuf], end: u64, limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let reached = targets.iter().map(|target| stream_end_on(target)).max();
+        if reached.is_some_and(|reached| reached >= end) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the targets held the stream to {reached:?} of {end} after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Where the furthest chunk on `target` ends in its stream (0 with none).
+fn stream_end_on(target: &Path) -> u64 {
+    let bytes = std::fs::read(target).unwrap();
+    let header = nvrec::layout::CHUNK_HEADER_SIZE_BYTES as usize;
+    (0..bytes.len().saturating_sub(header))
+        .step_by(4096)
+        .filter_map(|at| nvrec::layout::decode_chunk_header(&bytes[at..at + header]).ok())
+        .map(|chunk| chunk.stream_offset_bytes + chunk.payload_len_bytes as u64)
+        .max()
+        .unwrap_or(0)
+}
+
 fn wait_written(targets: &[PathBuf], limit: Duration) {
     use nvrec::recording::load;
     let listed = json(&run(nvrec().args(["--json", "ls"]).args(targets)));
