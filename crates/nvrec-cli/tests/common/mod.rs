@@ -507,7 +507,7 @@ fn wait_on_targets(targets: &[PathBuf], end: u64, limit: Duration) {
 /// Where the furthest chunk on `target` ends in its stream (0 with none).
 fn stream_end_on(target: &Path) -> u64 {
     let bytes = std::fs::read(target).unwrap();
-    let header = nvrec::layout::CHUNK_HEADER_SIZE_BYTES as usize;
+    let header = nvrec::layout::CHUNK_HEADER_SIZE_BYTES;
     (0..bytes.len().saturating_sub(header))
         .step_by(4096)
         .filter_map(|at| nvrec::layout::decode_chunk_header(&bytes[at..at + header]).ok())

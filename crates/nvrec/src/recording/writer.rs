@@ -1607,9 +1607,11 @@ mod tests {
 
     #[test]
     fn a_ring_write_waits_for_the_oldest_write_in_flight_not_the_count() {
-        let mut member = MemberState::default();
-        member.usable_slots = 16;
-        member.queue = MemberQueue::new(8);
+        let mut member = MemberState {
+            usable_slots: 16,
+            queue: MemberQueue::new(8),
+            ..MemberState::default()
+        };
         // Lap 0: writes of 4 slots at 0, 4, 8, 12 went out; all but the first completed.
         let now = Instant::now();
         for (number, position) in [(0, 0), (1, 4), (2, 8), (3, 12)] {

@@ -192,8 +192,10 @@ mod tests {
     /// A reclaimer over recordings 1 (slots 10-20) and 2 (slots 30-40), or `first` in 1's
     /// place; one member starting at slot 0 of lap 0.
     fn reclaimer(first: RecordingEntry) -> (Reclaimer, Vec<MemberState>) {
-        let mut member = MemberState::default();
-        member.usable_slots = LAP;
+        let member = MemberState {
+            usable_slots: LAP,
+            ..MemberState::default()
+        };
         let mut members = vec![member];
         let reclaimer = Reclaimer::new(
             ReclaimPolicy::Oldest,

@@ -171,12 +171,13 @@ mod tests {
     use std::time::Duration;
 
     fn member(usable_slots: u64) -> MemberState {
-        let mut member = MemberState::default();
-        member.usable_slots = usable_slots;
-        member.data_slot_count = usable_slots + 1;
-        member.queue = MemberQueue::new(2);
-        member.reach = RecoveryReach::with(1 << 20, 0);
-        member
+        MemberState {
+            usable_slots,
+            data_slot_count: usable_slots + 1,
+            queue: MemberQueue::new(2),
+            reach: RecoveryReach::with(1 << 20, 0),
+            ..MemberState::default()
+        }
     }
 
     fn placement(sizes: &[u64]) -> Placement {
