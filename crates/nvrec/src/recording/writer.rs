@@ -52,6 +52,7 @@ mod kept;
 mod mark;
 mod parts;
 mod place;
+mod point;
 mod queue;
 mod rate;
 mod reach;
@@ -956,12 +957,12 @@ impl<'a> Writer<'a> {
                 .members
                 .iter()
                 .map(|m| MemberSpan {
-                    start_slot_index: m.start.next_slot_index,
+                    start_slot_index: m.point.start().next_slot_index,
                     end_slot_index: match (open, ring, self.frontier.claimed) {
-                        (true, _, _) => m.start.next_slot_index,
+                        (true, _, _) => m.point.start().next_slot_index,
                         // A failed linear recording ends where its claim does.
-                        (false, false, Some(_)) => m.frontier_end_slot,
-                        (false, _, _) => m.next_slot,
+                        (false, false, Some(_)) => m.point.frontier_end(),
+                        (false, _, _) => m.point.slot(),
                     },
                 })
                 .collect(),
@@ -973,7 +974,7 @@ impl<'a> Writer<'a> {
                 self.placement
                     .members
                     .iter()
-                    .map(|m| m.start.lap as u32)
+                    .map(|m| m.point.start().lap as u32)
                     .collect()
             } else {
                 Vec::new()
@@ -988,12 +989,7 @@ impl<'a> Writer<'a> {
                     .members
                     .iter()
                     .map(|m| {
-                        let laps = m.lap.saturating_sub(m.start.lap);
-                        let reached = m.next_slot.max(m.trimmed_to_slot);
-                        !open
-                            && (m.queue.counts().0 > m.usable_slots
-                                || laps >= 2
-                                || laps == 1 && reached > m.start.next_slot_index)
+                        !open && (m.queue.counts().0 > m.point.lap_slots() || m.point.went_round())
                     })
                     .collect()
             } else {
@@ -1442,9 +1438,10 @@ impl<'a> Writer<'a> {
             let member = &self.placement.members[index];
             !member.retired
                 && match self.options.fill {
-                    Fill::Linear => member.next_slot <= member.linear_end_slot(),
+                    Fill::Linear => member.point.slot() <= member.point.linear_end_slot(),
                     Fill::Ring { .. } => member
-                        .limit_position
+                        .point
+                        .limit()
                         .is_none_or(|limit| member.ring_next().0 <= limit),
                 }
         });
@@ -1543,7 +1540,7 @@ impl<'a> Writer<'a> {
                         chunk_count,
                         io_count,
                         bytes: chunk_count * chunk_bytes,
-                        laps: member.lap,
+                        laps: member.point.lap(),
                         rate_mib_per_s: crate::unit::rate_mib_per_s(
                             chunk_count * chunk_bytes,
                             elapsed,
@@ -1585,6 +1582,7 @@ fn ring_ranges_overlap(a: (u64, u64), b: (u64, u64), lap_slots: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recording::writer::point::WritePoint;
     use crate::recording::writer::queue::MemberQueue;
 
     const MIB: u64 = 1 << 20;
@@ -1608,7 +1606,7 @@ mod tests {
     #[test]
     fn a_ring_write_waits_for_the_oldest_write_in_flight_not_the_count() {
         let mut member = MemberState {
-            usable_slots: 16,
+            point: WritePoint::with_lap(16),
             queue: MemberQueue::new(8),
             ..MemberState::default()
         };
@@ -1620,16 +1618,14 @@ mod tests {
         for number in 1..4 {
             member.queue.completed(number, 4096, now);
         }
-        member.lap = 1;
-        member.next_slot = 0;
+        member.point.set(0, 1);
         // Lap 1 may write slots 0..3 only once slot 0..3 of lap 0 have landed.
         assert!(!member.ring_clear(4));
         assert!(!member.ring_clear(1));
         member.queue.completed(0, 4096, now);
         assert!(member.ring_clear(4));
         // A position at the end of a lap is slot 0 of the next.
-        member.lap = 0;
-        member.next_slot = 16;
+        member.point.set(16, 0);
         assert_eq!(member.ring_next(), (16, 1, 0));
     }
 

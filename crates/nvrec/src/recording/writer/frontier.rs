@@ -87,10 +87,9 @@ impl Frontier {
             // writes (a run placed after own writes that never completed would otherwise
             // take those slots into the span of a failed recording).
             if front.attempt == 0 {
-                let member = &mut members[front.member as usize];
-                member.frontier_end_slot = member
-                    .frontier_end_slot
-                    .max(front.slot + front.chunk_count as u64);
+                members[front.member as usize]
+                    .point
+                    .frontier_passed(front.slot + front.chunk_count as u64);
             }
             self.durable_sequence_end = front.first_sequence + front.chunk_count as u64;
             self.durable_stream_bytes = front.stream_end_bytes;
@@ -116,10 +115,9 @@ impl Frontier {
             return claimed;
         }
         if front.attempt == 0 {
-            let member = &mut members[front.member as usize];
-            member.frontier_end_slot = member
-                .frontier_end_slot
-                .max(front.slot + front.landed as u64);
+            members[front.member as usize]
+                .point
+                .frontier_passed(front.slot + front.landed as u64);
         }
         Claimed {
             sequence_end: front.first_sequence + front.landed as u64,
@@ -255,7 +253,10 @@ mod tests {
         assert_eq!(frontier.durable_stream_bytes, 12_000);
         assert_eq!(frontier.durable_lost_bytes, 8);
         assert_eq!(
-            (members[0].frontier_end_slot, members[1].frontier_end_slot),
+            (
+                members[0].point.frontier_end(),
+                members[1].point.frontier_end()
+            ),
             (8, 4)
         );
         assert!(frontier.flights.front().is_none());
@@ -280,7 +281,8 @@ mod tests {
         let claimed = frontier.claim_at_failure(&mut members);
         assert_eq!((claimed.sequence_end, claimed.stream_bytes), (7, 7000));
         assert_eq!(
-            members[1].frontier_end_slot, 13,
+            members[1].point.frontier_end(),
+            13,
             "its member's span takes what landed"
         );
     }
@@ -294,7 +296,7 @@ mod tests {
         frontier.flights.complete(0);
         frontier.advance(&mut members);
         assert_eq!(frontier.durable_sequence_end, 4);
-        assert_eq!(members[1].frontier_end_slot, 0);
+        assert_eq!(members[1].point.frontier_end(), 0);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! its after-window is joined to it: that window goes on to the later end. From then on the members' write
 //! points jump over the slots it keeps (`MemberState::jump_kept`) until it is released.
 
+use super::place::MemberState;
 use super::Placed;
 use super::Writer;
 use crate::layout::Label;
@@ -105,6 +106,131 @@ impl Marker {
             unanswered: Vec::new(),
         }
     }
+
+    /// Whether the writes placed reached the end of the open mark's after-window, or a
+    /// member's room for it is used up (`k` chunks a write).
+    fn due(&self, members: &[MemberState], k: u64) -> bool {
+        let Some(open) = self.open.as_ref() else {
+            return false;
+        };
+        let full = members.iter().enumerate().any(|(i, member)| {
+            open.starts_written[i]
+                .is_some_and(|start| member.written_position() + 2 * k > start + open.cap_slots[i])
+        });
+        full || self.placed_elapsed_ns >= open.close_at_ns
+    }
+
+    /// Where a window from `from_ns` (since the recording began) starts on each member,
+    /// and how much each may keep: refused where the before-window and an after-window of
+    /// `after_ns` at the member's recent rate would take more than marks may keep.
+    fn window_start(
+        &self,
+        members: &[MemberState],
+        now: &Moment,
+        (from_ns, after_ns): (u64, u64),
+    ) -> Result<WindowStart, MarkRefusal> {
+        let Moment {
+            k,
+            now_ns,
+            next_sequence,
+            chunk_bytes,
+        } = *now;
+        let mut start = WindowStart::default();
+        let mut latest: Option<Written> = None;
+        for (i, member) in members.iter().enumerate() {
+            let lap = member.point.lap_slots().max(1);
+            let kept = member.kept.union_slots(lap);
+            let cap = ((lap as f64 * self.max_marked) as u64).saturating_sub(kept);
+            // Slots written, not ring positions: a jump over kept slots writes none, and
+            // the window's slots that lie in another mark's are kept already.
+            let now = member.written_position();
+            let history = &self.history[i];
+            let found = history
+                .iter()
+                .rev()
+                .find(|w| w.elapsed_ns <= from_ns)
+                .or_else(|| history.front())
+                .copied();
+            let Some(written) = found.filter(|_| !member.retired) else {
+                start.positions.push(None);
+                start.written.push(None);
+                start
+                    .slots
+                    .push((member.point.slot() % lap, member.point.lap()));
+                start.cap_slots.push(cap);
+                continue;
+            };
+            // The window from that write to the after-window's end, at the member's rate:
+            // what the buffer pool holds of it yet goes to these slots too.
+            let rate = recent_slots_per_ns(history, now_ns, now);
+            let span_ns = now_ns.saturating_sub(written.elapsed_ns) + after_ns;
+            let before = now.saturating_sub(written.written);
+            let need = before.max((rate * span_ns as f64) as u64) + 2 * k;
+            if need > cap {
+                return Err(MarkRefusal::TooLarge {
+                    member: i as u16,
+                    need_bytes: need * chunk_bytes,
+                    need_share: need as f64 / lap as f64,
+                    allowed_bytes: cap * chunk_bytes,
+                    max_marked: self.max_marked,
+                });
+            }
+            if latest.is_none_or(|l| written.first_sequence > l.first_sequence) {
+                latest = Some(written);
+            }
+            start.positions.push(Some(written.position));
+            start.written.push(Some(written.written));
+            start.slots.push((written.slot, written.lap));
+            start.cap_slots.push(cap);
+        }
+        let latest = latest.unwrap_or(Written {
+            position: 0,
+            written: 0,
+            slot: 0,
+            lap: 0,
+            first_sequence: next_sequence,
+            elapsed_ns: now_ns,
+            stream_offset_bytes: self.placed_stream_end,
+        });
+        start.first_sequence = latest.first_sequence;
+        start.elapsed_ns = latest.elapsed_ns;
+        start.stream_offset_bytes = latest.stream_offset_bytes;
+        Ok(start)
+    }
+
+    /// The entries a checkpoint made durable (`made`) and those it did not (`left`, offered
+    /// again): a kept mark's slots that a durable entry names now are settled on each of
+    /// `members`, and a mark whose open entry is durable now is answered.
+    fn entries_made(
+        &mut self,
+        members: &mut [MemberState],
+        made: Vec<RecordingEntry>,
+        left: Vec<RecordingEntry>,
+    ) {
+        let mut waiting = left;
+        waiting.append(&mut self.waiting);
+        self.waiting = waiting;
+        for kept in &self.kept {
+            let durable = made.iter().any(|entry| {
+                entry.recording_id == kept.entry.recording_id
+                    && entry.revision == kept.entry.revision
+            });
+            if durable {
+                for (member, range) in members.iter_mut().zip(&kept.ranges) {
+                    if let Some(range) = range {
+                        member.kept.settled(*range);
+                    }
+                }
+            }
+        }
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.unanswered)
+            .into_iter()
+            .partition(|(id, _, _)| made.iter().any(|entry| entry.recording_id == *id));
+        self.unanswered = later;
+        for (_, reply, answer) in now {
+            let _ = reply.send(Ok(answer));
+        }
+    }
 }
 
 impl Writer<'_> {
@@ -128,7 +254,7 @@ impl Writer<'_> {
             let meta = self.ingest.metas[base];
             let last = self.ingest.metas[base + chunk_count.max(1) as usize - 1];
             marker.placed_elapsed_ns = marker.placed_elapsed_ns.max(last.elapsed_ns);
-            let lap_slots = member.usable_slots.max(1);
+            let lap_slots = member.point.lap_slots().max(1);
             let history = &mut marker.history[member_index];
             history.push_back(Written {
                 position: placed.position,
@@ -143,7 +269,7 @@ impl Writer<'_> {
             let now_position = member.ring_next().0;
             while history
                 .front()
-                .is_some_and(|w| w.position + member.usable_slots < now_position + k)
+                .is_some_and(|w| w.position + member.point.lap_slots() < now_position + k)
             {
                 history.pop_front();
             }
@@ -167,7 +293,7 @@ impl Writer<'_> {
     }
 
     /// Marks whose slots a jump widened back to the write point on `member_index` (see
-    /// `MemberState::widened`): their entries' next revision, with the wider span there,
+    /// `KeptSlots::take_widened`): their entries' next revision, with the wider span there,
     /// on every member, flushed.
     fn widen_marks(&mut self, member_index: usize) -> Result<(), RecordingError> {
         let widened = self.placement.members[member_index].kept.take_widened();
@@ -241,27 +367,12 @@ impl Writer<'_> {
         }
     }
 
-    /// Whether the writes placed reached the end of the open mark's after-window, or a
-    /// member's room for it is used up.
+    /// Whether the open mark is due to close (see [`Marker::due`]).
     fn mark_due(&self) -> bool {
-        let Some(marker) = self.marker.as_ref() else {
-            return false;
-        };
-        let Some(open) = marker.open.as_ref() else {
-            return false;
-        };
-        let k = self.k as u64;
-        let full = self
-            .placement
-            .members
-            .iter()
-            .enumerate()
-            .any(|(i, member)| {
-                open.starts_written[i].is_some_and(|start| {
-                    member.written_position() + 2 * k > start + open.cap_slots[i]
-                })
-            });
-        full || marker.placed_elapsed_ns >= open.close_at_ns
+        let members = &self.placement.members;
+        self.marker
+            .as_ref()
+            .is_some_and(|marker| marker.due(members, self.k as u64))
     }
 
     /// A mark of `request`: its window's start found on each member, its size checked
@@ -277,7 +388,13 @@ impl Writer<'_> {
         let marker = self.marker.as_ref().expect("marks are served");
         let from_ns = now_ns.saturating_sub(request.before.as_nanos() as u64);
         let after_ns = request.after.as_nanos() as u64;
-        let start = self.window_start(from_ns, after_ns)?;
+        let moment = Moment {
+            k: self.k as u64,
+            now_ns,
+            next_sequence: self.placement.next_sequence,
+            chunk_bytes: self.set.chunk_size_bytes as u64,
+        };
+        let start = marker.window_start(&self.placement.members, &moment, (from_ns, after_ns))?;
         let id = marker.next_id;
         self.table_slot_free(id)?;
         let entry = self.open_mark_entry(id, request, &start)?;
@@ -330,7 +447,7 @@ impl Writer<'_> {
         for entry in marks {
             let ranges: Vec<Option<(u64, u64)>> = (0..members)
                 .map(|index| {
-                    let lap = self.placement.members[index].usable_slots;
+                    let lap = self.placement.members[index].point.lap_slots();
                     crate::recording::marks::range_in_lap(&entry, index, lap)
                 })
                 .collect();
@@ -346,7 +463,7 @@ impl Writer<'_> {
             let member = &mut self.placement.members[index];
             if member.jump_kept(k, false) {
                 // Nothing written yet: the ring begins past them.
-                member.begin_at_write_point();
+                member.point.begin_here();
             }
             self.widen_marks(index)?;
         }
@@ -368,35 +485,11 @@ impl Writer<'_> {
             .unwrap_or_default()
     }
 
-    /// The entries a checkpoint made durable (`made`) and those it did not (`left`, offered
-    /// again): a mark whose open entry is durable now is answered.
+    /// The entries a checkpoint made durable and those it did not (see
+    /// [`Marker::entries_made`]).
     pub(super) fn entries_made(&mut self, made: Vec<RecordingEntry>, left: Vec<RecordingEntry>) {
-        let Some(marker) = self.marker.as_mut() else {
-            return;
-        };
-        let mut waiting = left;
-        waiting.append(&mut marker.waiting);
-        marker.waiting = waiting;
-        // A kept mark whose entry is durable as it stands now: recovery crosses its slots.
-        for kept in &marker.kept {
-            let durable = made.iter().any(|entry| {
-                entry.recording_id == kept.entry.recording_id
-                    && entry.revision == kept.entry.revision
-            });
-            if durable {
-                for (member, range) in self.placement.members.iter_mut().zip(&kept.ranges) {
-                    if let Some(range) = range {
-                        member.kept.settled(*range);
-                    }
-                }
-            }
-        }
-        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut marker.unanswered)
-            .into_iter()
-            .partition(|(id, _, _)| made.iter().any(|entry| entry.recording_id == *id));
-        marker.unanswered = later;
-        for (_, reply, answer) in now {
-            let _ = reply.send(Ok(answer));
+        if let Some(marker) = self.marker.as_mut() {
+            marker.entries_made(&mut self.placement.members, made, left);
         }
     }
 
@@ -504,7 +597,7 @@ impl Writer<'_> {
         };
         let mut ranges = Vec::new();
         for (i, member) in self.placement.members.iter().enumerate() {
-            let lap = member.usable_slots.max(1);
+            let lap = member.point.lap_slots().max(1);
             let (now, _, slot) = member.ring_next();
             let range = open.starts[i]
                 .filter(|&start| now > start)
@@ -550,75 +643,6 @@ impl Writer<'_> {
             answer.cut_short = cut_short;
         }
         Ok(())
-    }
-
-    /// Where a window from `from_ns` (since the recording began) starts on each member,
-    /// and how much each may keep: refused where the before-window and an after-window of
-    /// `after_ns` at the member's recent rate would take more than marks may keep.
-    fn window_start(&self, from_ns: u64, after_ns: u64) -> Result<WindowStart, MarkRefusal> {
-        let marker = self.marker.as_ref().expect("marks are served");
-        let k = self.k as u64;
-        let now_ns = self.now_elapsed_ns();
-        let mut start = WindowStart::default();
-        let mut latest: Option<Written> = None;
-        for (i, member) in self.placement.members.iter().enumerate() {
-            let lap = member.usable_slots.max(1);
-            let kept = member.kept.union_slots(lap);
-            let cap = ((lap as f64 * marker.max_marked) as u64).saturating_sub(kept);
-            // Slots written, not ring positions: a jump over kept slots writes none, and
-            // the window's slots that lie in another mark's are kept already.
-            let now = member.written_position();
-            let history = &marker.history[i];
-            let found = history
-                .iter()
-                .rev()
-                .find(|w| w.elapsed_ns <= from_ns)
-                .or_else(|| history.front())
-                .copied();
-            let Some(written) = found.filter(|_| !member.retired) else {
-                start.positions.push(None);
-                start.written.push(None);
-                start.slots.push((member.next_slot % lap, member.lap));
-                start.cap_slots.push(cap);
-                continue;
-            };
-            // The window from that write to the after-window's end, at the member's rate:
-            // what the buffer pool holds of it yet goes to these slots too.
-            let rate = recent_slots_per_ns(history, now_ns, now);
-            let span_ns = now_ns.saturating_sub(written.elapsed_ns) + after_ns;
-            let before = now.saturating_sub(written.written);
-            let need = before.max((rate * span_ns as f64) as u64) + 2 * k;
-            if need > cap {
-                let chunk_bytes = self.set.chunk_size_bytes as u64;
-                return Err(MarkRefusal::TooLarge {
-                    member: i as u16,
-                    need_bytes: need * chunk_bytes,
-                    need_share: need as f64 / lap as f64,
-                    allowed_bytes: cap * chunk_bytes,
-                    max_marked: marker.max_marked,
-                });
-            }
-            if latest.is_none_or(|l| written.first_sequence > l.first_sequence) {
-                latest = Some(written);
-            }
-            start.positions.push(Some(written.position));
-            start.written.push(Some(written.written));
-            start.slots.push((written.slot, written.lap));
-            start.cap_slots.push(cap);
-        }
-        let latest = latest.unwrap_or(Written {
-            position: 0,
-            written: 0,
-            slot: 0,
-            lap: 0,
-            first_sequence: self.placement.next_sequence,
-            elapsed_ns: now_ns,
-            stream_offset_bytes: marker.placed_stream_end,
-        });
-        start.first_sequence = latest.first_sequence;
-        start.elapsed_ns = latest.elapsed_ns;
-        start.stream_offset_bytes = latest.stream_offset_bytes;
-        Ok(start)
     }
 
     /// A mark's entry as it is taken: open, its spans starting (and ending) where its
@@ -679,6 +703,15 @@ impl Writer<'_> {
         }
         Ok(())
     }
+}
+
+/// Where the recording stands as a mark is taken: `k` chunks a write, the time since it
+/// began, the next chunk's sequence, the chunk's size.
+struct Moment {
+    k: u64,
+    now_ns: u64,
+    next_sequence: u64,
+    chunk_bytes: u64,
 }
 
 /// Where a mark's window starts: on each member its ring position (None: none kept
@@ -751,6 +784,126 @@ fn released_answer(entry: &RecordingEntry) -> MarkAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::sample_entry;
+    use crate::recording::writer::point::WritePoint;
+
+    fn marker() -> Marker {
+        Marker::new(Arc::new(MarkDesk::default()), 0.5, 2, 10)
+    }
+
+    /// Two members of 100 slots a lap: the first at slot 40, having written 10, 20 and 30
+    /// at 1, 2 and 3 us; the second retired.
+    fn members(marker: &mut Marker) -> Vec<MemberState> {
+        let mut first = MemberState {
+            point: WritePoint::with_lap(100),
+            ..MemberState::default()
+        };
+        first.point.set(40, 0);
+        let second = MemberState {
+            retired: true,
+            point: WritePoint::with_lap(100),
+            ..MemberState::default()
+        };
+        marker.history[0].extend([
+            written(10, 10, 1_000),
+            written(20, 20, 2_000),
+            written(30, 30, 3_000),
+        ]);
+        vec![first, second]
+    }
+
+    fn moment() -> Moment {
+        Moment {
+            k: 4,
+            now_ns: 4_000,
+            next_sequence: 99,
+            chunk_bytes: 4096,
+        }
+    }
+
+    #[test]
+    fn a_window_starts_at_each_members_last_write_before_it_and_a_retired_one_keeps_none() {
+        let mut marker = marker();
+        let members = members(&mut marker);
+        let start = marker
+            .window_start(&members, &moment(), (2_500, 0))
+            .expect("room for it");
+        assert_eq!(start.positions, [Some(20), None]);
+        assert_eq!(start.slots, [(20, 0), (0, 0)]);
+        assert_eq!(start.cap_slots, [50, 50], "half of each lap");
+        assert_eq!(start.elapsed_ns, 2_000);
+    }
+
+    #[test]
+    fn a_window_whose_after_window_would_take_more_than_marks_may_keep_is_refused() {
+        let mut marker = marker();
+        let members = members(&mut marker);
+        // 30 slots in 3 us: an after-window of 10 us takes 100 more.
+        let refused = marker.window_start(&members, &moment(), (2_500, 10_000));
+        let Err(MarkRefusal::TooLarge {
+            member,
+            need_bytes,
+            allowed_bytes,
+            ..
+        }) = refused
+        else {
+            panic!("not refused as too large: {:?}", refused.err());
+        };
+        assert_eq!((member, allowed_bytes), (0, 50 * 4096));
+        assert_eq!(need_bytes, (120 + 8) * 4096);
+    }
+
+    #[test]
+    fn an_open_mark_is_due_when_its_after_window_ends_or_a_members_room_for_it_runs_out() {
+        let mut marker = marker();
+        let mut members = members(&mut marker);
+        assert!(!marker.due(&members, 4), "nothing open");
+        marker.open = Some(OpenMark {
+            entry: sample_entry(),
+            taken_ns: 3_000,
+            close_at_ns: 9_000,
+            starts: vec![Some(20), None],
+            cap_slots: vec![50, 50],
+            starts_written: vec![Some(20), None],
+            answer: released_answer(&sample_entry()),
+        });
+        marker.placed_elapsed_ns = 8_999;
+        assert!(!marker.due(&members, 4));
+        members[0].point.set(63, 0);
+        assert!(marker.due(&members, 4), "63 + 8 passes 20 + 50");
+        members[0].point.set(40, 0);
+        marker.placed_elapsed_ns = 9_000;
+        assert!(marker.due(&members, 4));
+    }
+
+    #[test]
+    fn a_durable_entry_settles_its_marks_slots_and_answers_who_waits_for_it() {
+        let mut marker = marker();
+        let mut members = members(&mut marker);
+        let entry = sample_entry();
+        members[0].kept.keep((60, 10), false);
+        marker.kept.push(KeptMark {
+            entry: entry.clone(),
+            ranges: vec![Some((60, 10)), None],
+        });
+        let (reply, answered) = std::sync::mpsc::channel();
+        let answer = released_answer(&entry);
+        marker
+            .unanswered
+            .push((entry.recording_id, reply, answer.clone()));
+        let other = RecordingEntry {
+            recording_id: entry.recording_id + 1,
+            ..entry.clone()
+        };
+        marker.entries_made(&mut members, vec![other.clone()], vec![other.clone()]);
+        assert!(answered.try_recv().is_err(), "not its entry");
+        assert_eq!(marker.waiting.len(), 1, "offered again");
+        assert_eq!(members[0].kept.unsettled(), &[(60, 10)]);
+        marker.entries_made(&mut members, vec![entry], Vec::new());
+        assert_eq!(answered.try_recv().unwrap().unwrap(), answer);
+        assert!(members[0].kept.unsettled().is_empty());
+        assert_eq!(marker.waiting.len(), 1, "the one left before still waits");
+    }
 
     fn written(position: u64, written: u64, elapsed_ns: u64) -> Written {
         Written {

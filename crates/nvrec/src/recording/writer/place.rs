@@ -9,6 +9,7 @@ use super::parts::Lay;
 use super::parts::Part;
 use super::parts::Parts;
 use super::parts::PARTS_MAX;
+use super::point::WritePoint;
 use super::queue::MemberQueue;
 use super::reach::RecoveryReach;
 use super::reclaim::Room;
@@ -38,27 +39,15 @@ use std::time::Duration;
 pub(super) struct MemberState {
     /// Retired after a failure: takes no more writes, and no metadata.
     pub(super) retired: bool,
-    pub(super) next_slot: u64,
-    pub(super) lap: u64,
-    pub(super) usable_slots: u64,
-    pub(super) data_slot_count: u64,
+    /// Where its next write goes, where it began, its limit (see `point.rs`).
+    pub(super) point: WritePoint,
     /// Its writes in flight, the chunks it took and its rate (see `queue.rs`).
     pub(super) queue: MemberQueue,
     /// How far it may write past the last durable checkpoint (see `reach.rs`).
     pub(super) reach: RecoveryReach,
-    pub(super) trimmed_to_slot: u64,
-    /// Linear: just past this member's last write that the durable frontier has passed.
-    pub(super) frontier_end_slot: u64,
     /// What it completed since its last good flush, and whether a flush is owed or failed
     /// (see `flushes.rs`).
     pub(super) flushes: Flushes,
-    /// Where the recording began on this member.
-    pub(super) start: MemberPosition,
-    /// A recording that reclaims (see `reclaim.rs`): the ring position no write of this
-    /// member may reach past, where data the set still holds begins. A linear recording
-    /// added to a set with kept marks: the slot its writes may not reach (see
-    /// [`MemberState::keep_out_of`]).
-    pub(super) limit_position: Option<u64>,
     /// Slots marks keep (format 1.7), and where writes wait after a jump over them (see
     /// `kept.rs`).
     pub(super) kept: KeptSlots,
@@ -88,9 +77,8 @@ impl MemberState {
         options: &RecordOptions,
         k: u32,
     ) -> MemberState {
-        let data_slot_count = member.layout().data_slot_count;
-        // Whole I/Os only, and one slot kept for the end-of-recording chunk.
-        let usable_slots = data_slot_count.saturating_sub(1) / k as u64 * k as u64;
+        let point = WritePoint::new(*position, member.layout().data_slot_count, k as u64);
+        let usable_slots = point.lap_slots();
         let queue_depth = match options.fill {
             Fill::Linear => options.queue_depth,
             Fill::Ring { .. } => options
@@ -100,13 +88,7 @@ impl MemberState {
         MemberState {
             queue: MemberQueue::new(queue_depth),
             reach: RecoveryReach::new(&options.fill, usable_slots, k as u64, options.queue_depth),
-            next_slot: position.next_slot_index,
-            lap: position.lap,
-            usable_slots,
-            data_slot_count,
-            start: *position,
-            trimmed_to_slot: position.next_slot_index,
-            frontier_end_slot: position.next_slot_index,
+            point,
             ..MemberState::default()
         }
     }
@@ -121,12 +103,7 @@ impl MemberState {
     /// Where the next ring write starts, counted in slots from the start of lap 0
     /// (lap x usable slots + slot), and the lap and slot that is.
     pub(super) fn ring_next(&self) -> (u64, u64, u64) {
-        let (lap, slot) = if self.next_slot >= self.usable_slots {
-            (self.lap + 1, 0)
-        } else {
-            (self.lap, self.next_slot)
-        };
-        (lap * self.usable_slots + slot, lap, slot)
+        self.point.ring_next()
     }
 
     /// The slots written here, all told: the write point's ring position less the slots
@@ -138,7 +115,7 @@ impl MemberState {
     /// How a ring write of `count` chunks lies from the write point (see `parts.rs`).
     pub(super) fn lay(&self, count: u64) -> Lay {
         let (_, _, slot) = self.ring_next();
-        self.kept.lay(slot, count, self.usable_slots)
+        self.kept.lay(slot, count, self.point.lap_slots())
     }
 
     /// A ring write of `chunk_count` chunks taking `extent` positions from the write point
@@ -146,12 +123,7 @@ impl MemberState {
     /// jumped, and all of it in the slots since the checkpoint (recovery reads through
     /// kept slots too).
     pub(super) fn ring_wrote(&mut self, extent: u64, chunk_count: u64) {
-        let lap_slots = self.usable_slots.max(1);
-        let end = self.ring_next().0 + extent;
-        if end / lap_slots != self.lap {
-            self.trimmed_to_slot = 0;
-        }
-        (self.lap, self.next_slot) = (end / lap_slots, end % lap_slots);
+        self.point.ring_wrote(extent);
         self.kept.jumped_over(extent - chunk_count);
         self.reach.wrote(extent);
     }
@@ -177,7 +149,8 @@ impl MemberState {
     /// within one lap's worth of ring positions.
     pub(super) fn ring_clear(&self, extent: u64) -> bool {
         let (position, _, _) = self.ring_next();
-        self.queue.ring_clear(position, extent, self.usable_slots)
+        self.queue
+            .ring_clear(position, extent, self.point.lap_slots())
     }
 
     /// Whether a write of `chunk_count` chunks may go to this member now: its queue has
@@ -198,8 +171,8 @@ impl MemberState {
     /// [`MemberState::can_take`], into the room kept for it. (The durable frontier waits
     /// for these writes: without the room, a member that went as far as it may past the
     /// last checkpoint could wait for a checkpoint that waits for it.)
-    /// It leaves out the slots kept behind a redirected run (`durable_guard_slots`) for the
-    /// same reason. Such a write lies in one run: where kept slots are in its way, the
+    /// It leaves out the slots kept behind a redirected run (the reach's durable guard)
+    /// for the same reason. Such a write lies in one run: where kept slots are in its way, the
     /// write point jumps past them first (see `Writer::place`), and so does this look.
     pub(super) fn can_take_redirect(&self, chunk_count: u64, ring: bool) -> bool {
         if ring && !self.lies_contiguous(chunk_count) {
@@ -219,7 +192,7 @@ impl MemberState {
     /// write reaches as far as the kept slots it goes round), or a slot (a linear
     /// recording before a kept mark).
     pub(super) fn within_limit(&self, chunk_count: u64, ring: bool) -> bool {
-        let Some(limit) = self.limit_position else {
+        let Some(limit) = self.point.limit() else {
             return true;
         };
         let (at, reach) = match ring {
@@ -227,42 +200,9 @@ impl MemberState {
                 self.ring_next().0,
                 self.ring_extent(chunk_count).unwrap_or(chunk_count),
             ),
-            false => (self.next_slot, chunk_count),
+            false => (self.point.slot(), chunk_count),
         };
         at + reach <= limit
-    }
-
-    /// Linear: one past the last slot the recording's writes may take on this member (the
-    /// end of its usable slots, or its limit before a kept mark); the end marker may go
-    /// one slot further.
-    pub(super) fn linear_end_slot(&self) -> u64 {
-        self.limit_position
-            .map_or(self.usable_slots, |limit| limit.min(self.usable_slots))
-    }
-
-    /// Where this member's ring started, as a limit counts from it: its lap's slots, and
-    /// the lap and slot (a start at the lap's end is the next lap's slot 0).
-    pub(super) fn ring_start(&self) -> (u64, u64, u64) {
-        let lap = self.usable_slots.max(1);
-        match self.start.next_slot_index >= lap {
-            true => (lap, self.start.lap + 1, 0),
-            false => (lap, self.start.lap, self.start.next_slot_index),
-        }
-    }
-
-    /// Nothing is written here yet, and the write point moved (out of kept slots): the
-    /// recording begins where it stands.
-    pub(super) fn begin_at_write_point(&mut self) {
-        self.start = MemberPosition {
-            next_slot_index: self.next_slot,
-            lap: self.lap,
-        };
-        self.trimmed_to_slot = self.next_slot;
-    }
-
-    /// No write of this member reaches past ring position `position` (see `reclaim.rs`).
-    pub(super) fn limit_to(&mut self, position: u64) {
-        self.limit_position = Some(position);
     }
 
     /// Where a checkpoint that claims up to `durable_end` puts this member (see
@@ -274,11 +214,8 @@ impl MemberState {
         ring: bool,
         k: u64,
     ) -> MemberPosition {
-        let here = MemberPosition {
-            next_slot_index: self.next_slot,
-            lap: self.lap,
-        };
-        let lap_slots = self.usable_slots.max(1);
+        let here = self.point.here();
+        let lap_slots = self.point.lap_slots().max(1);
         let position = self
             .reach
             .checkpoint(durable_end, here, lap_slots, (ring, k));
@@ -300,8 +237,8 @@ impl MemberState {
     /// Before the next write of up to `count` chunks: moves the write point out of kept
     /// slots it stands in. A write goes round kept slots ahead of it (see `parts.rs`),
     /// leaving none unwritten, but not round slots no durable entry names yet
-    /// (`unsettled`): then the member holds its writes until a checkpoint is durable
-    /// where it stands (`barrier`), which makes the mark's entry durable with it.
+    /// (unsettled, see `kept.rs`): then the member holds its writes until a checkpoint is
+    /// durable where it stands (its barrier), which makes the mark's entry durable with it.
     ///
     /// Where the write must lie in one run (`contiguous`: a retired member's writes sent
     /// here), or would take more I/Os than one may, the write point jumps past every kept
@@ -311,13 +248,13 @@ impl MemberState {
     /// checkpoint there; past settled ones they go on, the jump counted in the slots since
     /// the checkpoint. Returns whether the write point moved.
     pub(super) fn jump_kept(&mut self, count: u64, contiguous: bool) -> bool {
-        let lap = self.usable_slots;
+        let lap = self.point.lap_slots();
         if lap == 0 || self.kept.is_empty() {
             return false;
         }
         let from = self.ring_next().0;
         let (out, mut unsettled) = self.kept.jump_out(from, lap);
-        self.go_to(from, out);
+        self.point.go_to(from, out);
         match (contiguous, self.lay(count)) {
             (false, Lay::At { .. }) => {}
             (false, Lay::Unsettled) => {
@@ -327,7 +264,7 @@ impl MemberState {
             _ => {
                 let (past, jumped_unsettled) = self.kept.jump_widening(out, count, lap);
                 unsettled |= jumped_unsettled;
-                self.go_to(out, past);
+                self.point.go_to(out, past);
             }
         }
         let to = self.ring_next().0;
@@ -335,7 +272,7 @@ impl MemberState {
             return false;
         }
         self.kept.jumped_over(to - from);
-        self.trimmed_to_slot = self.next_slot;
+        self.point.jumped();
         match unsettled {
             true => {
                 self.kept.hold_at(to);
@@ -346,14 +283,6 @@ impl MemberState {
         true
     }
 
-    /// Moves the write point from ring position `from` to `to`, if that is elsewhere.
-    fn go_to(&mut self, from: u64, to: u64) {
-        let lap = self.usable_slots;
-        if to != from {
-            (self.lap, self.next_slot) = (to / lap, to % lap);
-        }
-    }
-
     /// Holds this member's writes until a durable checkpoint puts it where it stands: its
     /// next write would go round kept slots that no durable entry names.
     fn hold_for_entry(&mut self) {
@@ -361,34 +290,11 @@ impl MemberState {
         self.reach.hold();
     }
 
-    /// A linear recording added to a set whose marks keep slots (`kept`, runs of the
-    /// member's slots): it begins past any run its position stands in, and its writes end
-    /// before the next run ahead, less the slot kept for the end marker. The marks' slots
-    /// are taken: nothing is written over them.
-    pub(super) fn keep_out_of(&mut self, kept: &[(u64, u64)]) {
-        while let Some(&(first, count)) = kept
-            .iter()
-            .find(|&&(first, count)| (first..first + count).contains(&self.next_slot))
-        {
-            self.next_slot = first + count;
-        }
-        self.start.next_slot_index = self.next_slot;
-        self.trimmed_to_slot = self.next_slot;
-        self.frontier_end_slot = self.next_slot;
-        let ahead = kept
-            .iter()
-            .map(|&(first, _)| first)
-            .filter(|&first| first > self.next_slot)
-            .min();
-        if let Some(first) = ahead {
-            self.limit_position = Some(first - 1);
-        }
-    }
-
     /// Slots from the write point, in lap order, before the first kept slot (a lap when
     /// none is kept): as far as a discard ahead may go.
     pub(super) fn slots_before_kept(&self) -> u64 {
-        self.kept.slots_before(self.next_slot, self.usable_slots)
+        self.kept
+            .slots_before(self.point.slot(), self.point.lap_slots())
     }
 
     /// Its writes wait for a checkpoint past a jump over kept slots, and none is in
@@ -442,13 +348,15 @@ impl Placement {
     }
 
     /// A linear recording added to `set`, whose `marks` keep slots: each member keeps out
-    /// of them (see [`MemberState::keep_out_of`]).
+    /// of them (see [`WritePoint::keep_out_of`]).
     pub(super) fn keep_out_of_marks(&mut self, set: &VolumeSet, marks: &[RecordingEntry]) {
         for (index, member) in self.members.iter_mut().enumerate() {
             let slots = set.members[index]
                 .as_ref()
-                .map_or(member.data_slot_count, |m| m.layout().data_slot_count);
-            member.keep_out_of(&crate::recording::marks::kept_runs(marks, index, slots));
+                .map_or(member.point.data_slots(), |m| m.layout().data_slot_count);
+            member
+                .point
+                .keep_out_of(&crate::recording::marks::kept_runs(marks, index, slots));
         }
     }
 }
@@ -615,13 +523,8 @@ impl Writer<'_> {
     #[inline]
     fn ring_write_point(&mut self, member_index: usize, trim: bool) -> Result<(), RecordingError> {
         let member = &mut self.placement.members[member_index];
-        let (_, lap, slot) = member.ring_next();
-        if lap != member.lap {
-            member.trimmed_to_slot = 0;
-        }
-        member.lap = lap;
-        member.next_slot = slot;
-        if trim && member.lap > 0 {
+        member.point.to_ring_next();
+        if trim && member.point.lap() > 0 {
             self.trim_ahead(member_index)?;
         }
         Ok(())
@@ -634,16 +537,17 @@ impl Writer<'_> {
     fn span(&self, member_index: usize, chunk_count: u32, redirected: bool) -> Span {
         let ring = matches!(self.options.fill, Fill::Ring { .. });
         let member = &self.placement.members[member_index];
-        let usable_slots = member.usable_slots;
-        let write_point = member.lap * usable_slots + member.next_slot;
+        let usable_slots = member.point.lap_slots();
+        let slot = member.point.slot();
+        let write_point = member.point.lap() * usable_slots + slot;
         if !ring {
             return Span {
                 ring,
-                lap: member.lap,
+                lap: member.point.lap(),
                 usable_slots,
                 ring_position: write_point,
                 chunk_count,
-                parts: Parts::one(member.next_slot, chunk_count),
+                parts: Parts::one(slot, chunk_count),
                 lead: 0,
                 extent: chunk_count as u64,
             };
@@ -651,7 +555,7 @@ impl Writer<'_> {
         let count = chunk_count as u64;
         let laid = match redirected {
             false => member.lay(count),
-            true => lay_ring(member.next_slot, count, usable_slots, &[], &[]),
+            true => lay_ring(slot, count, usable_slots, &[], &[]),
         };
         let (parts, lead, extent) = match laid {
             Lay::At {
@@ -663,7 +567,7 @@ impl Writer<'_> {
             // before kept slots were gone round: one run, on at slot 0.
             Lay::Unsettled | Lay::Scattered => {
                 debug_assert!(false, "a ring write that may not go round kept slots");
-                match lay_ring(member.next_slot, count, usable_slots, &[], &[]) {
+                match lay_ring(slot, count, usable_slots, &[], &[]) {
                     Lay::At { parts, .. } => (parts, 0, count),
                     _ => unreachable!("nothing kept"),
                 }
@@ -831,7 +735,9 @@ impl Writer<'_> {
         match span.ring {
             true => member.ring_wrote(span.extent, chunk_count),
             false => {
-                member.next_slot = span.parts.first_slot() + chunk_count;
+                member
+                    .point
+                    .linear_wrote(span.parts.first_slot(), chunk_count);
                 member.reach.wrote(chunk_count);
             }
         }
@@ -858,23 +764,14 @@ impl Writer<'_> {
         // discard ahead of lost writes by the older chunk that follows blank slots, and at
         // the end of the lap nothing would follow them (the slots a lap of whole writes
         // leaves unused are blank too): the oldest survivors would seem to begin before them.
-        let mut want_to = (member.next_slot
-            + (TRIM_AHEAD_IO_COUNT * io_slots)
-                .min(room)
-                .min(member.slots_before_kept()))
-        .min(member.usable_slots.saturating_sub(io_slots));
+        let reach = (TRIM_AHEAD_IO_COUNT * io_slots)
+            .min(room)
+            .min(member.slots_before_kept());
         // Never discard slots that a write in flight (of the lap before) still goes to.
-        if let Some((_, oldest)) = member.queue.oldest() {
-            let lap_start = member.lap * member.usable_slots;
-            want_to = want_to.min((oldest + member.usable_slots).saturating_sub(lap_start));
-        }
-        if member.trimmed_to_slot >= want_to.min(member.next_slot + io_slots) {
+        let oldest = member.queue.oldest().map(|(_, position)| position);
+        let Some((from, want_to)) = member.point.discard_next(io_slots, reach, oldest) else {
             return Ok(());
-        }
-        let from = member.trimmed_to_slot.max(member.next_slot);
-        if want_to <= from {
-            return Ok(());
-        }
+        };
         let Some(target_member) = self.set.members[member_index].as_ref() else {
             return Ok(());
         };
@@ -899,7 +796,9 @@ impl Writer<'_> {
             }
             return Ok(());
         }
-        self.placement.members[member_index].trimmed_to_slot = want_to;
+        self.placement.members[member_index]
+            .point
+            .discarded_to(want_to);
         Ok(())
     }
 }
@@ -936,7 +835,7 @@ mod tests {
 
     fn member() -> MemberState {
         MemberState {
-            usable_slots: 100,
+            point: WritePoint::with_lap(100),
             reach: RecoveryReach::with(50, 8),
             ..MemberState::default()
         }
@@ -950,12 +849,12 @@ mod tests {
         // mark just closed).
         member.kept.keep((40, 10), false);
         member.kept.keep((95, 10), false);
-        member.next_slot = 38;
+        member.point.set(38, 0);
         // A write of 2 from 38 fits before 40: no jump.
         assert!(!member.jump_kept(2, false));
-        member.next_slot = 40;
+        member.point.set(40, 0);
         assert!(member.jump_kept(2, false));
-        assert_eq!((member.lap, member.next_slot), (0, 50));
+        assert_eq!((member.point.lap(), member.point.slot()), (0, 50));
         assert!(
             !member.can_take(2, true),
             "no write past a jump before a checkpoint"
@@ -976,7 +875,7 @@ mod tests {
         let mut member = member();
         member.queue = MemberQueue::new(4);
         member.kept.keep((95, 10), false);
-        member.next_slot = 94;
+        member.point.set(94, 0);
         assert!(!member.jump_kept(2, false), "it holds where it stands");
         assert_eq!(member.kept.barrier(), Some(94));
         assert!(!member.can_take(2, true));
@@ -1001,9 +900,9 @@ mod tests {
         let mut member = member();
         member.queue = MemberQueue::new(4);
         member.kept.keep((95, 10), false);
-        member.next_slot = 94;
+        member.point.set(94, 0);
         assert!(member.jump_kept(2, true));
-        assert_eq!((member.lap, member.next_slot), (1, 5));
+        assert_eq!((member.point.lap(), member.point.slot()), (1, 5));
         assert_eq!(member.kept.widened(), &[((95, 10), (94, 11))]);
         assert_eq!(member.kept.ranges(), &[(94, 11)]);
         assert_eq!(member.kept.unsettled(), &[(94, 11)], "still not named");
@@ -1016,10 +915,10 @@ mod tests {
         let mut member = member();
         member.queue = MemberQueue::new(4);
         member.kept.keep((40, 10), true);
-        member.next_slot = 40;
+        member.point.set(40, 0);
         member.reach.set_since(6, 6);
         assert!(member.jump_kept(2, false));
-        assert_eq!((member.lap, member.next_slot), (0, 50));
+        assert_eq!((member.point.lap(), member.point.slot()), (0, 50));
         assert!(!member.kept.waits_for_checkpoint());
         // The jump counts in the slots since the checkpoint: recovery reads through them.
         assert_eq!(member.reach.since(), (16, 16));
@@ -1031,7 +930,7 @@ mod tests {
         // jump, and no slot before it left unwritten.
         member.kept.keep((60, 5), false);
         member.kept.settled((60, 5));
-        member.next_slot = 59;
+        member.point.set(59, 0);
         assert!(
             !member.jump_kept(2, false),
             "a write from 59 goes round 60..65"
@@ -1077,7 +976,7 @@ mod tests {
         }
         assert_eq!(member.kept.ranges(), kept, "no range widened");
         assert!(member.kept.widened().is_empty());
-        let laps = member.lap;
+        let laps = member.point.lap();
         assert!(laps >= 30, "{laps} laps");
         for &slot in &free {
             assert!(
@@ -1096,8 +995,9 @@ mod tests {
     fn a_ring_write_waits_until_it_touches_no_slot_in_flight_and_recovery_finds_it() {
         let mut member = member();
         member.queue = MemberQueue::new(4);
-        member.next_slot = 96;
-        member.queue.submitted(0, (8, 4), std::time::Instant::now()); // ring positions 8..12, in flight
+        member.point.set(96, 0);
+        // Ring positions 8..12, in flight.
+        member.queue.submitted(0, (8, 4), std::time::Instant::now());
         assert!(member.can_take(4, true));
         assert!(
             !member.can_take(16, true),

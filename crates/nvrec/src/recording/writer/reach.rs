@@ -14,11 +14,11 @@ use std::collections::VecDeque;
 /// A part of a write not yet covered by a checkpoint: its first chunk's sequence, where it
 /// lies (slot and lap), and the redirected slots just before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Uncovered {
-    pub(super) first_sequence: u64,
-    pub(super) slot: u64,
-    pub(super) lap: u64,
-    pub(super) redirected_before: u64,
+struct Uncovered {
+    first_sequence: u64,
+    slot: u64,
+    lap: u64,
+    redirected_before: u64,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -231,7 +231,7 @@ impl RecoveryReach {
 
     /// The parts not covered yet (tests).
     #[cfg(test)]
-    pub(super) fn uncovered(&mut self) -> &mut VecDeque<Uncovered> {
+    fn uncovered(&mut self) -> &mut VecDeque<Uncovered> {
         &mut self.uncovered
     }
 }

@@ -58,9 +58,11 @@ impl Reclaimer {
     /// the slot kept for the end marker.
     pub(super) fn set_limits(&self, members: &mut [MemberState]) {
         for (index, member) in members.iter_mut().enumerate() {
-            let (lap, start_lap, start_slot) = member.ring_start();
+            let (lap, start_lap, start_slot) = member.point.ring_start();
             let room = retention::room_slots(&self.entries, index, start_slot, lap).min(lap - 1);
-            member.limit_to((start_lap * lap + start_slot + room).saturating_sub(1));
+            member
+                .point
+                .limit_to((start_lap * lap + start_slot + room).saturating_sub(1));
         }
     }
 
@@ -151,6 +153,7 @@ mod tests {
     use super::*;
     use crate::layout::{Label, MarkOf, MemberSpan, Reclaim, RecordingState, Uuid};
     use crate::recording::retention::Kept;
+    use crate::recording::writer::point::WritePoint;
 
     const LAP: u64 = 100;
 
@@ -193,7 +196,7 @@ mod tests {
     /// place; one member starting at slot 0 of lap 0.
     fn reclaimer(first: RecordingEntry) -> (Reclaimer, Vec<MemberState>) {
         let member = MemberState {
-            usable_slots: LAP,
+            point: WritePoint::with_lap(LAP),
             ..MemberState::default()
         };
         let mut members = vec![member];
@@ -222,7 +225,7 @@ mod tests {
     fn the_oldest_is_reclaimed_and_the_limit_moves_on_to_the_next() {
         let (mut reclaimer, mut members) = reclaimer(entry(1, (10, 20), false));
         // Up to the slot before recording 1's data, less the end marker's.
-        assert_eq!(members[0].limit_position, Some(9));
+        assert_eq!(members[0].point.limit(), Some(9));
         let mut asked = Vec::new();
         let mut reclaim = |entry: &RecordingEntry, _: &ReclaimPolicy| {
             asked.push(entry.recording_id);
@@ -231,7 +234,7 @@ mod tests {
         let room = reclaimer.make_room(&mut members, &mut reclaim).unwrap();
         assert_eq!(room, Room::Made);
         assert_eq!(asked, [1], "the oldest first");
-        assert_eq!(members[0].limit_position, Some(29), "up to recording 2 now");
+        assert_eq!(members[0].point.limit(), Some(29), "up to recording 2 now");
         let ids: Vec<u32> = reclaimer
             .reclaimed()
             .iter()
@@ -255,7 +258,7 @@ mod tests {
                 why: Kept::NotArchived
             })
         ));
-        assert_eq!(members[0].limit_position, Some(9), "the limit stays");
+        assert_eq!(members[0].point.limit(), Some(9), "the limit stays");
         assert!(reclaimer.reclaimed().is_empty());
     }
 
@@ -296,7 +299,7 @@ mod tests {
             panic!("{:?}", reclaimer.refused());
         };
         assert_eq!((hint.mark_id, hint.recording_id), (1, 9));
-        assert_eq!(members[0].limit_position, Some(9), "its slots are data");
+        assert_eq!(members[0].point.limit(), Some(9), "its slots are data");
     }
 
     #[test]
@@ -314,6 +317,6 @@ mod tests {
             Room::None
         );
         // Nothing ahead holds data: a lap less one slot, less the end marker's.
-        assert_eq!(members[0].limit_position, Some(LAP - 2));
+        assert_eq!(members[0].point.limit(), Some(LAP - 2));
     }
 }

@@ -590,11 +590,11 @@ impl Writer<'_> {
             .filter(|&index| !self.retiring.waits_to_retire(index))
             .filter(|&index| {
                 let m = &self.placement.members[index];
-                ring || m.next_slot + outstanding <= m.linear_end_slot()
+                ring || m.point.slot() + outstanding <= m.point.linear_end_slot()
             })
             .min_by_key(|&index| {
                 let m = &self.placement.members[index];
-                (m.lap * m.usable_slots + m.next_slot) * 1024 / m.usable_slots.max(1)
+                m.point.position() * 1024 / m.point.lap_slots().max(1)
             })
     }
 
@@ -641,8 +641,8 @@ impl Writer<'_> {
             });
         }
         let lap_slots = match self.options.fill {
-            Fill::Ring { .. } => self.placement.members[target].usable_slots,
-            Fill::Linear => self.placement.members[target].data_slot_count,
+            Fill::Ring { .. } => self.placement.members[target].point.lap_slots(),
+            Fill::Linear => self.placement.members[target].point.data_slots(),
         };
         self.retiring.redirect_to = Some(target);
         self.retiring.retirements.push(Retirement {
@@ -717,7 +717,7 @@ impl Writer<'_> {
             _ => RetiredAt {
                 first_sequence: self.placement.next_sequence,
                 stream_offset_bytes: self.ingest.stream_offset_bytes,
-                retired_first_slot: retired.next_slot,
+                retired_first_slot: retired.point.slot(),
                 void,
             },
         }

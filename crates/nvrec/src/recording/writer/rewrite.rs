@@ -185,8 +185,11 @@ impl Writer<'_> {
         in_doubt.sort_by_key(|done| done.first_sequence);
         let state = &self.placement.members[target];
         let room = match self.options.fill {
-            Fill::Linear => state.linear_end_slot().saturating_sub(state.next_slot),
-            Fill::Ring { .. } => state.usable_slots / 2,
+            Fill::Linear => state
+                .point
+                .linear_end_slot()
+                .saturating_sub(state.point.slot()),
+            Fill::Ring { .. } => state.point.lap_slots() / 2,
         }
         .saturating_sub(outstanding);
         let mut kept = 0u64;
@@ -321,7 +324,7 @@ impl Writer<'_> {
         }
         let count = rewrite.done.chunk_count;
         let state = &self.placement.members[target];
-        if !ring && state.next_slot + count as u64 > state.linear_end_slot() {
+        if !ring && state.point.slot() + count as u64 > state.point.linear_end_slot() {
             // No room left on the member (it filled meanwhile).
             self.rewrites_given_up();
             return None;
@@ -480,7 +483,7 @@ impl Writer<'_> {
     /// What is left of `rewrite` from its chunk `skip` on (its stream offset is read back
     /// with it).
     fn rest_of(&self, rewrite: Rewrite, skip: u32) -> Rewrite {
-        let usable = self.placement.members[rewrite.from].usable_slots;
+        let usable = self.placement.members[rewrite.from].point.lap_slots();
         let lie = rewrite.done.lie.rest_after(skip);
         Rewrite {
             from: rewrite.from,

@@ -21,11 +21,11 @@ impl Want {
         !member.retired
             && match self.fill {
                 Fill::Linear => {
-                    member.next_slot + self.chunk_count as u64 <= member.usable_slots
+                    member.point.slot() + self.chunk_count as u64 <= member.point.lap_slots()
                         && member.within_limit(self.chunk_count as u64, false)
                 }
                 Fill::Ring { .. } => {
-                    member.usable_slots >= self.chunk_count as u64
+                    member.point.lap_slots() >= self.chunk_count as u64
                         && member.within_limit(self.chunk_count as u64, true)
                 }
             }
@@ -108,10 +108,7 @@ impl Placement {
         if !all_idle {
             return None;
         }
-        let along = |member: &MemberState| {
-            (member.lap as f64 * member.usable_slots as f64 + member.next_slot as f64)
-                / member.usable_slots.max(1) as f64
-        };
+        let along = |member: &MemberState| member.point.along();
         let least = self
             .in_turn()
             .filter(|&index| want.has_room(&self.members[index]))
@@ -164,6 +161,7 @@ impl Placement {
 
 #[cfg(test)]
 mod tests {
+    use super::super::point::WritePoint;
     use super::super::queue::MemberQueue;
     use super::super::rate::Rate;
     use super::super::reach::RecoveryReach;
@@ -172,8 +170,7 @@ mod tests {
 
     fn member(usable_slots: u64) -> MemberState {
         MemberState {
-            usable_slots,
-            data_slot_count: usable_slots + 1,
+            point: WritePoint::with_lap(usable_slots),
             queue: MemberQueue::new(2),
             reach: RecoveryReach::with(1 << 20, 0),
             ..MemberState::default()
@@ -193,7 +190,8 @@ mod tests {
                 let chosen = placement.choose_member(4, Fill::Linear, stripe, now);
                 if let Some(index) = chosen {
                     let member = &mut placement.members[index];
-                    member.next_slot += 4;
+                    let slot = member.point.slot();
+                    member.point.set(slot + 4, 0);
                     member.queue.submitted(0, (0, 4), now);
                 }
                 chosen
@@ -219,7 +217,7 @@ mod tests {
         placement.members[1].queue = MemberQueue::new(8);
         let chosen = choices(&mut placement, Stripe::RoundRobin, 3);
         assert_eq!(chosen, [Some(0), Some(1), Some(1)]);
-        placement.members[1].next_slot = 100;
+        placement.members[1].point.set(100, 0);
         assert_eq!(choices(&mut placement, Stripe::RoundRobin, 1), [None]);
         assert!(placement.full, "no member has room");
     }
@@ -269,8 +267,8 @@ mod tests {
     #[test]
     fn idle_members_take_writes_least_far_along_first_so_rings_lap_together() {
         let mut placement = placement(&[100, 200]);
-        placement.members[0].next_slot = 40; // 40 % along
-        placement.members[1].next_slot = 60; // 30 % along
+        placement.members[0].point.set(40, 0); // 40 % along
+        placement.members[1].point.set(60, 0); // 30 % along
         let chosen = placement.choose_member(4, Fill::Linear, Stripe::Adaptive, Instant::now());
         assert_eq!(chosen, Some(1));
     }
