@@ -42,7 +42,7 @@ use parts::Parts;
 use place::{MemberState, Placement};
 use reclaim::Reclaimer;
 use retire::{untag, Retiring};
-use rewrite::{Done, Gate, Rewrite, RewriteFlight};
+use rewrite::{Done, Gate, Rewriting};
 
 mod checkpoint;
 mod flushes;
@@ -521,6 +521,8 @@ struct Writer<'a> {
     placement: Placement,
     frontier: Frontier,
     retiring: Retiring,
+    /// Writes a failed flush left in doubt, sent again; the gate (see `rewrite.rs`).
+    rewriting: Rewriting,
     /// Live counters for a monitor on another thread, when the caller asked for them.
     counters: Option<&'a RecordingCounters>,
     /// Where time comes from: the members' clock (virtual on simulated disks).
@@ -908,6 +910,7 @@ impl<'a> Writer<'a> {
                 clock.now(),
             ),
             retiring: Retiring::default(),
+            rewriting: Rewriting::default(),
             counters,
             set,
             durability,
@@ -1198,10 +1201,10 @@ impl<'a> Writer<'a> {
         if let Some(outcome) = self.durability.finish() {
             self.checkpoint_made(outcome);
         }
-        if self.retiring.gate.is_some() {
+        if self.rewriting.gated() {
             // The retired member's flush, here: what it left in doubt joins its run first.
             self.flush_retired();
-            self.retiring.gate = None;
+            self.rewriting.lift_gate();
         }
         if self.state() == ControlState::Abort || self.error.is_some() || self.placement.full {
             // Nothing more is written: the stream ends after the last chunk submitted.
@@ -1237,7 +1240,7 @@ impl<'a> Writer<'a> {
         // A retired member's writes still waiting go out first, to their consecutive slots
         // of one member: the end marker must not land among them (the retirement names
         // where they are by their first slot and their count).
-        while self.retiring.resending() || self.retiring.failures_waiting() {
+        while self.resending() || self.retiring.failures_waiting() {
             if self.handle_failures() | self.submit_redirects() | self.submit_rewrites() {
                 continue;
             }
@@ -1362,9 +1365,7 @@ impl<'a> Writer<'a> {
         loop {
             let progressed = self.submit_redirects() | self.submit_rewrites();
             if self.engine.in_flight() == 0 {
-                if self.retiring.redirects.is_empty() && self.retiring.rewrites.is_empty()
-                    || !progressed
-                {
+                if !self.resending() || !progressed {
                     break;
                 }
                 continue;
@@ -1387,11 +1388,11 @@ impl<'a> Writer<'a> {
         for _ in 0..=self.placement.members.len() {
             self.flush_live();
             self.flush_retired();
-            if self.retiring.rewrites.is_empty() {
+            if !self.rewriting.queued() {
                 break;
             }
             self.drain();
-            if !self.retiring.rewrites.is_empty() && self.engine.in_flight() == 0 {
+            if self.rewriting.queued() && self.engine.in_flight() == 0 {
                 // The redirect member went as far past the last durable checkpoint as
                 // recovery searches: a checkpoint here makes room.
                 if self.write_checkpoint(self.recording_id).is_ok() {

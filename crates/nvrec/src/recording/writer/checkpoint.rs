@@ -35,7 +35,7 @@ impl Writer<'_> {
         if self.entries_waiting() {
             return true; // A mark's entry is waited for: its recorder answers once durable.
         }
-        if self.retiring.gate.is_some_and(|gate| !gate.offered) {
+        if self.rewriting.waits_for_offer() {
             return true; // A retired member's flush is waited for.
         }
         let now = self.clock.now();
@@ -49,9 +49,7 @@ impl Writer<'_> {
         let live = self.placement.live();
         let flush = self.placement.flush_set();
         (self.frontier).offered(&self.placement.members, &live, &flush);
-        if let Some(gate) = self.retiring.gate.as_mut() {
-            gate.offered |= flush.get(gate.member).copied().unwrap_or(false);
-        }
+        self.rewriting.offered(&flush);
         let entries = self.entries_to_offer();
         self.durability.offer(coordinator::Offer {
             checkpoint,
@@ -156,7 +154,7 @@ impl Writer<'_> {
     pub(super) fn checkpoint_made(&mut self, outcome: Outcome) {
         // A checkpoint offered since a retirement held new writes back has flushed the
         // retired member: its outcome says whether what that member completed is durable.
-        let gate = self.retiring.gate.filter(|gate| gate.offered);
+        let gate = self.rewriting.offered_gate();
         if let Some(checkpoint) = outcome.made {
             self.frontier.made(&mut self.placement.members);
             if checkpoint.recording_id == self.recording_id {
@@ -181,15 +179,14 @@ impl Writer<'_> {
                 .unwrap_or(true);
             // Its flush failing matters to a retirement waiting for it; its metadata
             // write failing does not (the flush before it succeeded).
-            let gated = self.retiring.gate.is_some_and(|gate| gate.member == member)
-                && is_flush_failure(&error);
+            let gated = self.rewriting.gates(member) && is_flush_failure(&error);
             if was_live && self.placement.members[member].retired && !gated {
                 continue;
             }
             self.member_io_failed(member, error);
         }
         if gate.is_some() {
-            self.retiring.gate = None;
+            self.rewriting.lift_gate();
         }
         self.entries_made(outcome.entries_made, outcome.entries_left);
         if let Some(error) = outcome.error {

@@ -368,7 +368,7 @@ impl Writer<'_> {
         // those it had not completed (the frontier waits for them), and those it had
         // completed and never made durable.
         let mut progressed = self.submit_redirects() | self.submit_rewrites();
-        if self.retiring.holds_new_writes() {
+        if self.holds_new_writes() {
             return progressed;
         }
         while let Some(&buffer) = self.ingest.ready.front() {

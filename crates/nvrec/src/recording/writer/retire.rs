@@ -30,13 +30,12 @@
 use super::rewrite::GATE_LIMIT;
 use super::{
     volume, Done, Fill, Flight, Gate, MemberErrorReport, MemberFault, RecordingError,
-    RecordingFailure, Rewrite, RewriteFlight, Step, Writer,
+    RecordingFailure, Step, Writer,
 };
 use crate::engine::{IoError, IoErrorKind};
 use crate::layout::{Retirement, RetirementCause, RETIREMENTS_MAX};
 use crate::recording::MemberFailure;
 use std::collections::VecDeque;
-use std::time::Instant;
 
 /// Flight numbers live in the low 56 bits of a completion's tag, the attempt in the top 8.
 const ATTEMPT_SHIFT: u32 = 56;
@@ -65,14 +64,6 @@ pub(super) struct Retiring {
     pub(super) redirect_to: Option<usize>,
     /// Earlier attempts still in the kernel: their buffers come back when they complete.
     pub(super) stale: Vec<Stale>,
-    /// Writes a member whose flush failed had completed since its last good flush, to be
-    /// read back from it and written to the redirect member (see `rewrite.rs`); and those
-    /// written, not yet completed.
-    pub(super) rewrites: VecDeque<Rewrite>,
-    pub(super) rewrite_flights: Vec<RewriteFlight>,
-    pub(super) next_rewrite: u64,
-    /// New writes held back for a retired member's next flush (see `rewrite.rs`).
-    pub(super) gate: Option<Gate>,
     /// Members with a failed write not yet handled, in the order they failed: one is
     /// retired at a time, once the writes of the one before have gone out again (several
     /// may fail in one batch of completions).
@@ -100,9 +91,9 @@ pub(super) struct FailingIo {
 }
 
 impl Retiring {
-    /// Whether a retirement's writes are still to go out again (redirects, rewrites).
-    pub(super) fn resending(&self) -> bool {
-        !self.redirects.is_empty() || !self.rewrites.is_empty()
+    /// Whether a retired member's unfinished writes are still to go out again.
+    pub(super) fn redirecting(&self) -> bool {
+        !self.redirects.is_empty()
     }
 
     /// Whether failed members wait to be retired.
@@ -117,8 +108,8 @@ impl Retiring {
 
     /// The next failed flush or metadata write that may be handled now (as
     /// [`Retiring::next_failing`]).
-    fn next_failing_io(&mut self) -> Option<FailingIo> {
-        if self.failing_io.is_empty() || self.resending() {
+    fn next_failing_io(&mut self, resending: bool) -> Option<FailingIo> {
+        if self.failing_io.is_empty() || resending {
             return None;
         }
         Some(self.failing_io.remove(0))
@@ -159,18 +150,12 @@ impl Retiring {
     }
 
     /// The next member whose failure may be handled now: none while a retirement's
-    /// writes are still to go out again.
-    pub(super) fn next_failing(&mut self) -> Option<usize> {
-        if self.failing.is_empty() || self.resending() {
+    /// writes are still to go out again (`resending`).
+    pub(super) fn next_failing(&mut self, resending: bool) -> Option<usize> {
+        if self.failing.is_empty() || resending {
             return None;
         }
         Some(self.failing.remove(0))
-    }
-
-    /// Whether new writes wait: a retired member's writes are still to go out again
-    /// (redirects, rewrites), or a retirement holds them back for its member's flush.
-    pub(super) fn holds_new_writes(&self) -> bool {
-        self.resending() || self.gate.is_some()
     }
 
     /// An earlier attempt of a write, tagged `user_data`, is still in the kernel with
@@ -193,16 +178,6 @@ impl Retiring {
             0 => StalePart::Done(self.stale.swap_remove(at)),
             _ => StalePart::MoreToCome,
         }
-    }
-
-    /// Whether the gate holding new writes back has been up for as long as it may be, at
-    /// `now`; it is then lifted.
-    pub(super) fn gate_expired(&mut self, now: Instant) -> bool {
-        let expired = self.gate.is_some_and(|gate| now >= gate.until);
-        if expired {
-            self.gate = None;
-        }
-        expired
     }
 }
 
@@ -288,11 +263,11 @@ impl Writer<'_> {
     /// retirements before let (see [`Retiring::next_failing`]). Returns whether it did.
     pub(super) fn handle_failures(&mut self) -> bool {
         let mut handled = false;
-        while let Some(member) = self.retiring.next_failing() {
+        while let Some(member) = self.retiring.next_failing(self.resending()) {
             self.write_failed(member);
             handled = true;
         }
-        while let Some(failed) = self.retiring.next_failing_io() {
+        while let Some(failed) = self.retiring.next_failing_io(self.resending()) {
             self.member_failed_with(failed.member, failed.cause, failed.fault, failed.in_doubt);
             handled = true;
         }
@@ -392,7 +367,7 @@ impl Writer<'_> {
             .retiring
             .redirect_to
             .is_some_and(|to| to != member && !self.placement.members[to].retired);
-        if may_retire && self.retiring.resending() && others_take_them && !failed_after {
+        if may_retire && self.resending() && others_take_them && !failed_after {
             if !self.retiring.waits_to_retire(member) {
                 self.retiring.failing_io.push(FailingIo {
                     member,
@@ -403,7 +378,7 @@ impl Writer<'_> {
             }
             return;
         }
-        let target = match may_retire && !self.retiring.resending() {
+        let target = match may_retire && !self.resending() {
             true => self.redirect_target(member),
             false => None,
         };
@@ -633,7 +608,7 @@ impl Writer<'_> {
         // until then its run stays open (see `rewrite.rs`). One that timed out would stall
         // that flush as it stalled its writes.
         if !flush_failed && !again && cause != RetirementCause::Timeout {
-            self.retiring.gate = Some(Gate {
+            self.rewriting.hold(Gate {
                 member,
                 void_position: start.void.map_or(u64::MAX, |void| void.position),
                 offered: false,
@@ -734,11 +709,7 @@ impl Writer<'_> {
             .map(|flight| flight.chunk_count as u64)
             .sum();
         let rewrites = self.within_room(member, target, in_doubt, outstanding);
-        self.retiring.rewrites.extend(
-            rewrites
-                .into_iter()
-                .map(|done| Rewrite { from: member, done }),
-        );
+        self.rewriting.queue(member, rewrites);
     }
 
     /// Whether `flight`, to go to `target`, never can: the target has nothing in flight and
@@ -865,7 +836,6 @@ impl Writer<'_> {
 #[cfg(test)]
 mod stage_tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn an_earlier_attempt_frees_its_buffer_only_with_its_last_part() {
@@ -891,24 +861,18 @@ mod stage_tests {
     }
 
     #[test]
-    fn new_writes_wait_for_redirects_rewrites_and_a_gate_until_it_expires() {
+    fn a_retired_members_writes_to_send_again_hold_failures_waiting_to_be_handled() {
         let mut retiring = Retiring::default();
-        assert!(!retiring.holds_new_writes());
+        retiring.failing(2);
+        retiring.failing(2);
         retiring.redirects.push_back(4);
-        assert!(retiring.holds_new_writes());
+        assert!(retiring.redirecting());
+        assert_eq!(retiring.next_failing(retiring.redirecting()), None);
         retiring.redirects.clear();
-        let now = Instant::now();
-        retiring.gate = Some(Gate {
-            member: 1,
-            void_position: 0,
-            offered: false,
-            until: now + Duration::from_millis(250),
-        });
-        assert!(retiring.holds_new_writes());
-        assert!(!retiring.gate_expired(now + Duration::from_millis(249)));
-        assert!(retiring.holds_new_writes());
-        assert!(retiring.gate_expired(now + Duration::from_millis(250)));
-        assert!(!retiring.holds_new_writes());
+        assert!(!retiring.redirecting());
+        assert_eq!(retiring.next_failing(true), None, "rewrites still to go");
+        assert_eq!(retiring.next_failing(false), Some(2));
+        assert_eq!(retiring.next_failing(false), None, "handled once");
     }
 
     #[test]

@@ -40,6 +40,7 @@ use crate::recording::failure::RecordingFailure;
 use crate::recording::failure::Step;
 use crate::recording::Fill;
 use crate::recording::RecordingError;
+use std::collections::VecDeque;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -128,7 +129,94 @@ pub(super) fn is_rewrite(user_data: u64) -> bool {
     untag(user_data).0 & REWRITE_BIT != 0
 }
 
+/// The rewrite stage's state: the writes a failed flush left in doubt, queued to be read
+/// back from their member and written again to the redirect member, those in flight there,
+/// and the gate that holds new writes back for a retired member's next flush.
+#[derive(Default)]
+pub(super) struct Rewriting {
+    queued: VecDeque<Rewrite>,
+    flights: Vec<RewriteFlight>,
+    next_number: u64,
+    gate: Option<Gate>,
+}
+
+impl Rewriting {
+    /// Whether writes wait to be read back and written again.
+    pub(super) fn queued(&self) -> bool {
+        !self.queued.is_empty()
+    }
+
+    /// Queues the writes `member` left in doubt, in the order given.
+    pub(super) fn queue(&mut self, member: usize, dones: Vec<Done>) {
+        let rewrites = dones.into_iter().map(|done| Rewrite { from: member, done });
+        self.queued.extend(rewrites);
+    }
+
+    /// Whether new writes wait: rewrites are queued, or the gate holds them back for a
+    /// retired member's flush.
+    pub(super) fn holds_new_writes(&self) -> bool {
+        self.queued() || self.gate.is_some()
+    }
+
+    /// Holds new writes back until `gate`'s member has been flushed, or its time is up.
+    pub(super) fn hold(&mut self, gate: Gate) {
+        self.gate = Some(gate);
+    }
+
+    /// Whether new writes are held back.
+    pub(super) fn gated(&self) -> bool {
+        self.gate.is_some()
+    }
+
+    /// Whether they are held back for `member`'s flush.
+    pub(super) fn gates(&self, member: usize) -> bool {
+        self.gate.is_some_and(|gate| gate.member == member)
+    }
+
+    /// Whether the gate waits for a checkpoint that flushes its member to be offered.
+    pub(super) fn waits_for_offer(&self) -> bool {
+        self.gate.is_some_and(|gate| !gate.offered)
+    }
+
+    /// A checkpoint was offered that flushes the members `flush` says.
+    pub(super) fn offered(&mut self, flush: &[bool]) {
+        if let Some(gate) = self.gate.as_mut() {
+            gate.offered |= flush.get(gate.member).copied().unwrap_or(false);
+        }
+    }
+
+    /// The gate, where a checkpoint that flushes its member was offered since it went up.
+    pub(super) fn offered_gate(&self) -> Option<Gate> {
+        self.gate.filter(|gate| gate.offered)
+    }
+
+    /// New writes go again.
+    pub(super) fn lift_gate(&mut self) {
+        self.gate = None;
+    }
+
+    /// Whether the gate has been up for as long as it may be, at `now`; it is then lifted.
+    pub(super) fn gate_expired(&mut self, now: Instant) -> bool {
+        let expired = self.gate.is_some_and(|gate| now >= gate.until);
+        if expired {
+            self.gate = None;
+        }
+        expired
+    }
+}
+
 impl Writer<'_> {
+    /// Whether a retirement's writes are still to go out again (redirects, rewrites).
+    pub(super) fn resending(&self) -> bool {
+        self.retiring.redirecting() || self.rewriting.queued()
+    }
+
+    /// Whether new writes wait: a retired member's writes are still to go out again, or a
+    /// retirement holds them back for its member's flush.
+    pub(super) fn holds_new_writes(&self) -> bool {
+        self.retiring.redirecting() || self.rewriting.holds_new_writes()
+    }
+
     /// What a completed write of `flight` put on its member, as a rewrite needs it.
     pub(super) fn done_of(&self, flight: &Flight) -> Done {
         Done {
@@ -144,11 +232,11 @@ impl Writer<'_> {
 
     /// Whether a rewrite holds the next checkpoint back (see the module docs).
     pub(super) fn rewrites_hold_checkpoints(&self) -> bool {
-        if !self.retiring.rewrite_flights.is_empty() {
+        if !self.rewriting.flights.is_empty() {
             return true;
         }
         let (Some(rewrite), Some(target)) =
-            (self.retiring.rewrites.front(), self.retiring.redirect_to)
+            (self.rewriting.queued.front(), self.retiring.redirect_to)
         else {
             return false;
         };
@@ -163,7 +251,7 @@ impl Writer<'_> {
     /// retirement waits to know whether there will be any, it leaves a few to them (one
     /// rewrite goes out per free buffer, and each frees its buffer when it completes).
     pub(super) fn input_may_take_buffers(&self) -> bool {
-        let reserve = match self.retiring.rewrites.is_empty() && self.retiring.gate.is_none() {
+        let reserve = match self.rewriting.queued.is_empty() && self.rewriting.gate.is_none() {
             true => 0,
             false => REWRITE_BUFFERS,
         };
@@ -213,10 +301,10 @@ impl Writer<'_> {
     /// retired because its flush failed. Returns false where the run cannot take them (a
     /// later retirement came since): they are then noted by the caller.
     pub(super) fn gated_flush_failed(&mut self, member: usize) -> bool {
-        let Some(gate) = self.retiring.gate.filter(|gate| gate.member == member) else {
+        let Some(gate) = self.rewriting.gate.filter(|gate| gate.member == member) else {
             return false;
         };
-        self.retiring.gate = None;
+        self.rewriting.gate = None;
         let Some(target) = self.retiring.redirect_to else {
             return false;
         };
@@ -266,18 +354,14 @@ impl Writer<'_> {
         }
         self.placement.members[member].flushes.failed_now();
         let rewrites = self.within_room(member, target, in_doubt, outstanding);
-        self.retiring.rewrites.extend(
-            rewrites
-                .into_iter()
-                .map(|done| Rewrite { from: member, done }),
-        );
+        self.rewriting.queue(member, rewrites);
         true
     }
 
     /// Lets new writes go again once the retired member's flush has had its chance.
     pub(super) fn gate_expired(&mut self) {
         let now = self.clock.now();
-        self.retiring.gate_expired(now);
+        self.rewriting.gate_expired(now);
     }
 
     /// Chunks `member` completed since its last good flush.
@@ -290,12 +374,12 @@ impl Writer<'_> {
     pub(super) fn submit_rewrites(&mut self) -> bool {
         let mut progressed = false;
         while let (Some(&rewrite), Some(target)) =
-            (self.retiring.rewrites.front(), self.retiring.redirect_to)
+            (self.rewriting.queued.front(), self.retiring.redirect_to)
         {
             let Some(buffer) = self.rewrite_buffer(rewrite, target) else {
                 break;
             };
-            self.retiring.rewrites.pop_front();
+            self.rewriting.queued.pop_front();
             progressed = true;
             let whole = self.read_back_whole(rewrite, buffer);
             if whole == 0 {
@@ -305,7 +389,7 @@ impl Writer<'_> {
             if let Err(error) = self.send_rewrite(rewrite, target, buffer, whole) {
                 self.fail(RecordingFailure::step(Step::Rewrite(target as u16), error));
                 self.ingest.free.push(buffer);
-                self.retiring.rewrites.clear();
+                self.rewriting.queued.clear();
                 break;
             }
         }
@@ -351,7 +435,7 @@ impl Writer<'_> {
             // A later lap of the member went over it: gone as a ring drops its oldest.
             if whole + 1 < count {
                 let rest = self.rest_of(rewrite, whole + 1);
-                self.retiring.rewrites.push_front(rest);
+                self.rewriting.queued.push_front(rest);
             }
         } else if whole < count {
             // Lost with the member: chunk `whole` did not read back. The rest goes on
@@ -360,7 +444,7 @@ impl Writer<'_> {
             if whole + 1 < count {
                 let skip = whole + 1;
                 let rest = self.rest_of(rewrite, skip);
-                self.retiring.rewrites.push_front(rest);
+                self.rewriting.queued.push_front(rest);
             }
         }
         whole
@@ -375,8 +459,8 @@ impl Writer<'_> {
         buffer: u32,
         whole: u32,
     ) -> Result<(), RecordingError> {
-        let user_data = tag(REWRITE_BIT | self.retiring.next_rewrite, 1);
-        self.retiring.next_rewrite += 1;
+        let user_data = tag(REWRITE_BIT | self.rewriting.next_number, 1);
+        self.rewriting.next_number += 1;
         let placed = self.place(
             buffer,
             target,
@@ -389,7 +473,7 @@ impl Writer<'_> {
         self.placement.members[rewrite.from]
             .queue
             .uncount(whole as u64);
-        self.retiring.rewrite_flights.push(RewriteFlight {
+        self.rewriting.flights.push(RewriteFlight {
             user_data,
             buffer,
             from: rewrite.from,
@@ -509,23 +593,21 @@ impl Writer<'_> {
     /// A part of a rewrite completed.
     pub(super) fn rewrite_completed(&mut self, completion: IoCompletion) {
         let Some(at) = self
-            .retiring
-            .rewrite_flights
+            .rewriting
+            .flights
             .iter()
             .position(|flight| flight.user_data == completion.user_data)
         else {
             return;
         };
         if let Err(error) = completion.result {
-            self.retiring.rewrite_flights[at]
-                .failed
-                .get_or_insert(error);
+            self.rewriting.flights[at].failed.get_or_insert(error);
         }
-        self.retiring.rewrite_flights[at].parts_left -= 1;
-        if self.retiring.rewrite_flights[at].parts_left > 0 {
+        self.rewriting.flights[at].parts_left -= 1;
+        if self.rewriting.flights[at].parts_left > 0 {
             return;
         }
-        let flight = self.retiring.rewrite_flights.swap_remove(at);
+        let flight = self.rewriting.flights.swap_remove(at);
         let io_bytes = flight.placed.chunk_count as u64 * self.set.chunk_size_bytes as u64;
         if let Some(counters) = self.counters {
             let written_bytes = if flight.failed.is_some() { 0 } else { io_bytes };
@@ -554,7 +636,7 @@ impl Writer<'_> {
 
     /// Rewrites that cannot go out stay where the failed flush left them, noted.
     pub(super) fn rewrites_given_up(&mut self) {
-        while let Some(rewrite) = self.retiring.rewrites.pop_front() {
+        while let Some(rewrite) = self.rewriting.queued.pop_front() {
             let chunks = rewrite.done.chunk_count as u64;
             self.note_unconfirmed(rewrite.from, chunks, Unconfirmed::NotRewritten);
         }
@@ -583,6 +665,34 @@ impl Writer<'_> {
 mod tests {
     use super::*;
     use crate::recording::writer::parts::{lay_ring, Lay};
+
+    #[test]
+    fn new_writes_wait_for_rewrites_and_a_gate_until_it_expires_or_its_flush_was_offered() {
+        let mut rewriting = Rewriting::default();
+        assert!(!rewriting.holds_new_writes());
+        rewriting.queue(1, vec![Done::four_at(0), Done::four_at(4)]);
+        assert!(rewriting.queued() && rewriting.holds_new_writes());
+        assert_eq!(rewriting.queued[1].from, 1);
+        rewriting.queued.clear();
+        let now = Instant::now();
+        rewriting.hold(Gate {
+            member: 1,
+            void_position: 0,
+            offered: false,
+            until: now + Duration::from_millis(250),
+        });
+        assert!(rewriting.holds_new_writes() && rewriting.gates(1) && !rewriting.gates(0));
+        assert!(rewriting.waits_for_offer());
+        rewriting.offered(&[true, false]);
+        assert!(rewriting.offered_gate().is_none(), "not its member's flush");
+        rewriting.offered(&[false, true]);
+        assert!(!rewriting.waits_for_offer());
+        assert_eq!(rewriting.offered_gate().map(|gate| gate.member), Some(1));
+        assert!(!rewriting.gate_expired(now + Duration::from_millis(249)));
+        assert!(rewriting.holds_new_writes());
+        assert!(rewriting.gate_expired(now + Duration::from_millis(250)));
+        assert!(!rewriting.holds_new_writes() && !rewriting.gated());
+    }
 
     #[test]
     fn a_completed_writes_slots_are_its_chunks_in_order_across_its_parts() {
