@@ -969,7 +969,7 @@ impl<'a> Writer<'a> {
                     },
                 })
                 .collect(),
-            retirements: self.retiring.retirements.clone(),
+            retirements: self.retiring.retirements().to_vec(),
             signal: self.options.signal.clone(),
             reclaimed: None,
             mark_of: None,
@@ -1098,7 +1098,7 @@ impl<'a> Writer<'a> {
             if input_over {
                 self.ingest.seal_filling();
             }
-            if input_over && self.ingest.ready.is_empty() && self.retiring.redirects.is_empty() {
+            if input_over && self.ingest.ready.is_empty() && !self.retiring.redirecting() {
                 break;
             }
             if input_over && self.state() == ControlState::Abort {
@@ -1218,7 +1218,7 @@ impl<'a> Writer<'a> {
         }
         // Submit the rest, waiting for room as needed.
         let mut checkpoints_in_a_row = 0;
-        while (!self.ingest.ready.is_empty() || !self.retiring.redirects.is_empty())
+        while (!self.ingest.ready.is_empty() || self.retiring.redirecting())
             && self.error.is_none()
             && !self.placement.full
         {
@@ -1288,7 +1288,7 @@ impl<'a> Writer<'a> {
             }
             let entry = self.entry(state, revision)?;
             let bytes = entry.encode()?;
-            let (retired, failed) = (self.retiring.retirements.len(), self.error.is_some());
+            let (retired, failed) = (self.retiring.retirements().len(), self.error.is_some());
             let (taken, _) = self.on_live_members(|member| {
                 member.write_entry(&bytes, &entry)?;
                 member.flush()
@@ -1300,7 +1300,7 @@ impl<'a> Writer<'a> {
                     .store(entry.stream_len_bytes, Ordering::Relaxed);
             }
             let changed =
-                self.retiring.retirements.len() != retired || self.error.is_some() != failed;
+                self.retiring.retirements().len() != retired || self.error.is_some() != failed;
             if taken == 0 || !changed {
                 break;
             }
@@ -1375,7 +1375,7 @@ impl<'a> Writer<'a> {
                 break;
             }
         }
-        if !self.retiring.redirects.is_empty() {
+        if self.retiring.redirecting() {
             self.fail(RecordingFailure::RedirectsUnplaced);
         }
     }
@@ -1551,12 +1551,12 @@ impl<'a> Writer<'a> {
                 .collect(),
             retirements: self
                 .retiring
-                .retirements
+                .retirements()
                 .iter()
                 .map(|retirement| RetirementReport::new(self.set, retirement))
                 .collect(),
-            degraded: !self.retiring.retirements.is_empty(),
-            member_errors: self.retiring.member_errors.clone(),
+            degraded: !self.retiring.retirements().is_empty(),
+            member_errors: self.retiring.member_errors().to_vec(),
             reclaimed: self
                 .reclaimed_at_start
                 .iter()

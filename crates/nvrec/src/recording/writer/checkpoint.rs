@@ -75,7 +75,18 @@ impl Writer<'_> {
 
     /// Records a failure of `member` that ends nothing, for the report.
     pub(super) fn note_member_error(&mut self, member: usize, error: MemberError) {
-        self.retiring.member_errors.push(MemberErrorReport {
+        let report = self.member_error_report(member, error);
+        self.retiring.note_member_error(report);
+    }
+
+    /// A report of `member`'s failure that ends nothing, with the chunks it completed
+    /// since its last good flush.
+    pub(super) fn member_error_report(
+        &self,
+        member: usize,
+        error: MemberError,
+    ) -> MemberErrorReport {
+        MemberErrorReport {
             member_index: member as u16,
             path: self.set.members[member]
                 .as_ref()
@@ -83,7 +94,7 @@ impl Writer<'_> {
                 .unwrap_or_default(),
             error,
             unflushed_chunk_count: self.unflushed_chunk_count(member),
-        });
+        }
     }
 
     /// A flush or metadata write of `member` failed: a live member fails (it is retired,
@@ -258,7 +269,7 @@ impl Writer<'_> {
             durable_stream_bytes: self.frontier.durable_stream_bytes,
             durable_lost_bytes: self.frontier.durable_lost_bytes,
             members: positions,
-            retirements: self.retiring.retirements.clone(),
+            retirements: self.retiring.retirements().to_vec(),
         }
     }
 }

@@ -278,7 +278,7 @@ impl Writer<'_> {
             }
         }
         // A member that takes a retired member's writes keeps its next write in one run.
-        let contiguous = redirected || self.retiring.redirect_to == Some(member_index);
+        let contiguous = redirected || self.retiring.redirect_to() == Some(member_index);
         if member.jump_kept(k, contiguous) {
             self.widen_marks_or_fail(member_index);
         }

@@ -29,7 +29,7 @@
 
 use super::rewrite::GATE_LIMIT;
 use super::{
-    volume, Done, Fill, Flight, Gate, MemberErrorReport, MemberFault, RecordingError,
+    volume, Done, Fill, Flight, Gate, MemberError, MemberErrorReport, MemberFault, RecordingError,
     RecordingFailure, Step, Writer,
 };
 use crate::engine::{IoError, IoErrorKind};
@@ -59,24 +59,24 @@ pub(super) fn untag(user_data: u64) -> (u64, u8) {
 pub(super) struct Retiring {
     /// Members retired so far, and the writes of the newest one still to be sent again
     /// (flight numbers, in sequence order) to `redirect_to`.
-    pub(super) retirements: Vec<Retirement>,
-    pub(super) redirects: VecDeque<u64>,
-    pub(super) redirect_to: Option<usize>,
+    retirements: Vec<Retirement>,
+    redirects: VecDeque<u64>,
+    redirect_to: Option<usize>,
     /// Earlier attempts still in the kernel: their buffers come back when they complete.
-    pub(super) stale: Vec<Stale>,
+    stale: Vec<Stale>,
     /// Members with a failed write not yet handled, in the order they failed: one is
     /// retired at a time, once the writes of the one before have gone out again (several
     /// may fail in one batch of completions).
-    pub(super) failing: Vec<usize>,
+    failing: Vec<usize>,
     /// Members whose flush or metadata write failed while an earlier retirement's writes
     /// were still to go out again: retired in turn, as `failing` are, rather than failing
     /// the recording (two members dying within milliseconds of each other).
-    pub(super) failing_io: Vec<FailingIo>,
+    failing_io: Vec<FailingIo>,
     /// Retirements (by index) whose run of redirected slots was cut short: a write sent
     /// there failed, so nothing more may join the run (its slots would not follow on).
-    pub(super) cut_runs: Vec<usize>,
+    cut_runs: Vec<usize>,
     /// Failures that ended nothing, for the report.
-    pub(super) member_errors: Vec<MemberErrorReport>,
+    member_errors: Vec<MemberErrorReport>,
 }
 
 /// A member's failed flush or metadata write waiting to be handled (see
@@ -140,6 +140,68 @@ impl Retiring {
         if !self.cut_runs.contains(&index) {
             self.cut_runs.push(index);
         }
+    }
+
+    /// The members retired so far, in the order they were.
+    pub(super) fn retirements(&self) -> &[Retirement] {
+        &self.retirements
+    }
+
+    /// The member the newest retirement's writes go to.
+    pub(super) fn redirect_to(&self) -> Option<usize> {
+        self.redirect_to
+    }
+
+    /// The flights of the newest retired member still to go out again, in sequence order.
+    pub(super) fn redirect_numbers(&self) -> impl Iterator<Item = u64> + '_ {
+        self.redirects.iter().copied()
+    }
+
+    /// The member of the newest retirement, and the slots its run took so far.
+    pub(super) fn newest(&self) -> Option<(usize, u64)> {
+        self.retirements
+            .last()
+            .map(|r| (r.member_index as usize, r.redirect_slot_count as u64))
+    }
+
+    /// The newest retirement starts earlier: at `earliest` (a write its member left in
+    /// doubt, to be written again) where that comes before it in the stream, and its void
+    /// at `void` where that lies before `void_position`.
+    pub(super) fn start_earlier(
+        &mut self,
+        earliest: Option<Done>,
+        void: Option<Done>,
+        void_position: u64,
+    ) {
+        let retirement = self.retirements.last_mut().expect("a retirement");
+        if let Some(earliest) = earliest.filter(|e| e.first_sequence < retirement.first_sequence) {
+            retirement.first_sequence = earliest.first_sequence;
+            retirement.stream_offset_bytes = earliest.stream_offset_bytes;
+        }
+        if let Some(void) = void.filter(|v| v.position < void_position) {
+            retirement.retired_first_slot = void.slot;
+        }
+    }
+
+    /// Failures that ended nothing, for the report.
+    pub(super) fn member_errors(&self) -> &[MemberErrorReport] {
+        &self.member_errors
+    }
+
+    /// Notes a failure that ended nothing. Chunks no drive confirmed durable are counted in
+    /// one note per member and reason.
+    pub(super) fn note_member_error(&mut self, report: MemberErrorReport) {
+        if let MemberError::Unconfirmed(why) = report.error {
+            let noted = self.member_errors.iter_mut().find(|e| {
+                e.member_index == report.member_index
+                    && matches!(e.error, MemberError::Unconfirmed(noted) if noted == why)
+            });
+            if let Some(noted) = noted {
+                noted.unflushed_chunk_count += report.unflushed_chunk_count;
+                return;
+            }
+        }
+        self.member_errors.push(report);
     }
 
     /// A write of `member` failed: it is to be handled (once, however many failed).
@@ -836,6 +898,53 @@ impl Writer<'_> {
 #[cfg(test)]
 mod stage_tests {
     use super::*;
+    use crate::recording::writer::Unconfirmed;
+
+    #[test]
+    fn a_retirement_starts_earlier_at_the_writes_its_member_left_in_doubt() {
+        let mut retiring = Retiring::default();
+        retiring
+            .retirements
+            .push(crate::layout::sample_retirement());
+        assert_eq!(retiring.newest(), Some((1, 64)));
+        let before = Done::four_at(16_000);
+        let void = Done {
+            slot: 4_000,
+            position: 4_000,
+            ..Done::four_at(18_000)
+        };
+        retiring.start_earlier(Some(before), Some(void), 4_100);
+        let retirement = &retiring.retirements()[0];
+        assert_eq!(retirement.first_sequence, 16_000);
+        assert_eq!(retirement.stream_offset_bytes, 16_000 * 1000);
+        assert_eq!(retirement.retired_first_slot, 4_000);
+        // Nothing later moves it.
+        retiring.start_earlier(Some(Done::four_at(17_500)), Some(void), 3_000);
+        assert_eq!(retiring.retirements()[0].first_sequence, 16_000);
+    }
+
+    #[test]
+    fn unconfirmed_chunks_are_counted_in_one_note_per_member_and_reason() {
+        let mut retiring = Retiring::default();
+        let note = |member: u16, error: MemberError, chunks: u64| MemberErrorReport {
+            member_index: member,
+            path: std::path::PathBuf::from("/dev/null"),
+            error,
+            unflushed_chunk_count: chunks,
+        };
+        let no_room = MemberError::Unconfirmed(Unconfirmed::NoRoom);
+        let not_read = MemberError::Unconfirmed(Unconfirmed::NotReadBack);
+        retiring.note_member_error(note(1, no_room.clone(), 4));
+        retiring.note_member_error(note(1, no_room.clone(), 8));
+        retiring.note_member_error(note(1, not_read, 1));
+        retiring.note_member_error(note(0, no_room, 2));
+        let counts: Vec<(u16, u64)> = retiring
+            .member_errors()
+            .iter()
+            .map(|e| (e.member_index, e.unflushed_chunk_count))
+            .collect();
+        assert_eq!(counts, [(1, 12), (1, 1), (0, 2)]);
+    }
 
     #[test]
     fn an_earlier_attempt_frees_its_buffer_only_with_its_last_part() {

@@ -30,7 +30,7 @@ use super::retire::untag;
 use super::ChunkMeta;
 use super::Flight;
 use super::Writer;
-use super::{MemberError, Unconfirmed};
+use super::{MemberError, MemberErrorReport, Unconfirmed};
 use crate::engine::IoCompletion;
 use crate::engine::IoError;
 use crate::layout::decode_chunk;
@@ -236,7 +236,7 @@ impl Writer<'_> {
             return true;
         }
         let (Some(rewrite), Some(target)) =
-            (self.rewriting.queued.front(), self.retiring.redirect_to)
+            (self.rewriting.queued.front(), self.retiring.redirect_to())
         else {
             return false;
         };
@@ -305,32 +305,24 @@ impl Writer<'_> {
             return false;
         };
         self.rewriting.gate = None;
-        let Some(target) = self.retiring.redirect_to else {
+        let Some(target) = self.retiring.redirect_to() else {
             return false;
         };
-        let latest = self
-            .retiring
-            .retirements
-            .last()
-            .map(|r| r.member_index as usize);
-        if latest != Some(member) {
+        let Some((newest, run)) = self.retiring.newest() else {
+            return false;
+        };
+        if newest != member {
             return false;
         }
         let in_doubt: Vec<Done> = self.placement.members[member]
             .flushes
             .take_in_doubt()
             .into();
-        let run = self
-            .retiring
-            .retirements
-            .last()
-            .map_or(0, |r| r.redirect_slot_count) as u64;
         let outstanding: u64 = run
             + self
                 .retiring
-                .redirects
-                .iter()
-                .filter_map(|&number| self.frontier.flights.get(number))
+                .redirect_numbers()
+                .filter_map(|number| self.frontier.flights.get(number))
                 .map(|flight| flight.chunk_count as u64)
                 .sum::<u64>();
         // The retirement starts where the stream stood at the first chunk that goes
@@ -340,18 +332,7 @@ impl Writer<'_> {
             .min_by_key(|done| done.first_sequence)
             .copied();
         let void = in_doubt.iter().min_by_key(|done| done.position).copied();
-        let retirement = self
-            .retiring
-            .retirements
-            .last_mut()
-            .expect("the member's retirement");
-        if let Some(earliest) = earliest.filter(|e| e.first_sequence < retirement.first_sequence) {
-            retirement.first_sequence = earliest.first_sequence;
-            retirement.stream_offset_bytes = earliest.stream_offset_bytes;
-        }
-        if let Some(void) = void.filter(|v| v.position < gate.void_position) {
-            retirement.retired_first_slot = void.slot;
-        }
+        (self.retiring).start_earlier(earliest, void, gate.void_position);
         self.placement.members[member].flushes.failed_now();
         let rewrites = self.within_room(member, target, in_doubt, outstanding);
         self.rewriting.queue(member, rewrites);
@@ -374,7 +355,7 @@ impl Writer<'_> {
     pub(super) fn submit_rewrites(&mut self) -> bool {
         let mut progressed = false;
         while let (Some(&rewrite), Some(target)) =
-            (self.rewriting.queued.front(), self.retiring.redirect_to)
+            (self.rewriting.queued.front(), self.retiring.redirect_to())
         {
             let Some(buffer) = self.rewrite_buffer(rewrite, target) else {
                 break;
@@ -645,19 +626,11 @@ impl Writer<'_> {
     /// Notes `chunks` of `member` that no drive confirmed durable, for `why` (one note per
     /// member and reason, counting them all).
     fn note_unconfirmed(&mut self, member: usize, chunks: u64, why: Unconfirmed) {
-        let noted = self.retiring.member_errors.iter_mut().find(|e| {
-            e.member_index as usize == member
-                && matches!(e.error, MemberError::Unconfirmed(noted) if noted == why)
+        let report = self.member_error_report(member, MemberError::Unconfirmed(why));
+        self.retiring.note_member_error(MemberErrorReport {
+            unflushed_chunk_count: chunks,
+            ..report
         });
-        match noted {
-            Some(noted) => noted.unflushed_chunk_count += chunks,
-            None => {
-                self.note_member_error(member, MemberError::Unconfirmed(why));
-                if let Some(noted) = self.retiring.member_errors.last_mut() {
-                    noted.unflushed_chunk_count = chunks;
-                }
-            }
-        }
     }
 }
 
