@@ -961,7 +961,7 @@ impl<'a> Writer<'a> {
                 .iter()
                 .map(|m| MemberSpan {
                     start_slot_index: m.point.start().next_slot_index,
-                    end_slot_index: match (open, ring, self.frontier.claimed) {
+                    end_slot_index: match (open, ring, self.frontier.claimed()) {
                         (true, _, _) => m.point.start().next_slot_index,
                         // A failed linear recording ends where its claim does.
                         (false, false, Some(_)) => m.point.frontier_end(),
@@ -1149,7 +1149,7 @@ impl<'a> Writer<'a> {
             let (number, _) = untag(completion.user_data);
             let flight = self
                 .frontier
-                .flights
+                .flights_mut()
                 .get_mut(number)
                 .expect("a completion of a write in flight");
             if let Err(error) = completion.result {
@@ -1174,7 +1174,7 @@ impl<'a> Writer<'a> {
                 self.retiring.failing(flight.member as usize);
                 continue;
             }
-            self.frontier.flights.complete(number);
+            self.frontier.flights_mut().complete(number);
             let done = self.done_of(&flight);
             self.placement.members[flight.member as usize]
                 .flushes
@@ -1190,7 +1190,7 @@ impl<'a> Writer<'a> {
         if self.frontier.advance(&mut self.placement.members) {
             self.progress
                 .done_bytes
-                .store(self.frontier.durable_stream_bytes, Ordering::Relaxed);
+                .store(self.frontier.durable_stream().0, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -1267,7 +1267,7 @@ impl<'a> Writer<'a> {
             self.fail(RecordingFailure::EntryUnwritten);
             return Ok(());
         }
-        self.frontier.durable_sequence_end = self.placement.next_sequence;
+        self.frontier.durable_to(self.placement.next_sequence);
         self.write_idle_checkpoint();
         Ok(())
     }
@@ -1283,7 +1283,7 @@ impl<'a> Writer<'a> {
             } else {
                 RecordingState::Closed
             };
-            if self.error.is_some() && self.frontier.claimed.is_none() {
+            if self.error.is_some() && self.frontier.claimed().is_none() {
                 self.claim_only_the_frontier();
             }
             let entry = self.entry(state, revision)?;
@@ -1331,8 +1331,7 @@ impl<'a> Writer<'a> {
             self.note_member_error(member, MemberError::Failed(Arc::new(error)));
         }
         if taken > 0 {
-            self.frontier.offered_flush = vec![false; self.placement.members.len()];
-            self.frontier.offered_unflushed = vec![0; self.placement.members.len()];
+            self.frontier.written_here(self.placement.members.len());
             self.checkpoint_made(Outcome::made(checkpoint));
         }
     }
@@ -1340,7 +1339,7 @@ impl<'a> Writer<'a> {
     /// What the closed entry claims: everything taken, or after a failure the frontier of
     /// completed writes (the writes past a failed one are not a stream without a hole).
     fn claimed(&self) -> Claimed {
-        self.frontier.claimed.unwrap_or(Claimed {
+        self.frontier.claimed().unwrap_or(Claimed {
             sequence_end: self.placement.next_sequence,
             stream_bytes: self.ingest.stream_offset_bytes,
             lost_bytes: self.ingest.lost_bytes,
@@ -1356,7 +1355,7 @@ impl<'a> Writer<'a> {
             - (self.ingest.lost_bytes - claimed.lost_bytes);
         self.ingest.recorded_stream_bytes -= past_bytes.min(self.ingest.recorded_stream_bytes);
         self.ingest.unrecorded_bytes += past_bytes;
-        self.frontier.claimed = Some(claimed);
+        self.frontier.claim(claimed);
     }
 
     /// Waits for every write in flight, sending again the writes of a member that fails
@@ -1521,7 +1520,7 @@ impl<'a> Writer<'a> {
             written_bytes,
             unrecorded_bytes: self.ingest.unrecorded_bytes,
             overdue_bytes: self.ingest.overdue_bytes,
-            checkpoint_count: self.frontier.checkpoint_count,
+            checkpoint_count: self.frontier.checkpoint_count(),
             elapsed_s: elapsed.as_secs_f64(),
             rate_mib_per_s: crate::unit::rate_mib_per_s(self.ingest.recorded_stream_bytes, elapsed),
             cpu_user_s: cpu_after.0 - cpu_before.0,

@@ -182,12 +182,7 @@ impl Writer<'_> {
         // offered and has been retired since (its write failed meanwhile) stays retired as
         // it is: it is flushed again as a retired member.
         for (member, error) in outcome.failed {
-            let was_live = self
-                .frontier
-                .offered_live
-                .get(member)
-                .copied()
-                .unwrap_or(true);
+            let was_live = self.frontier.was_live_at_offer(member);
             // Its flush failing matters to a retirement waiting for it; its metadata
             // write failing does not (the flush before it succeeded).
             let gated = self.rewriting.gates(member) && is_flush_failure(&error);
@@ -223,8 +218,7 @@ impl Writer<'_> {
         if taken == 0 {
             return Err(self.failure_or("writing a checkpoint"));
         }
-        self.frontier.offered_flush = vec![false; self.placement.members.len()];
-        self.frontier.offered_unflushed = vec![0; self.placement.members.len()];
+        self.frontier.written_here(self.placement.members.len());
         self.checkpoint_made(Outcome::made(checkpoint));
         Ok(())
     }
@@ -265,9 +259,9 @@ impl Writer<'_> {
             } else {
                 self.first_sequence
             },
-            durable_sequence_end: self.frontier.checkpointed_sequence_end,
-            durable_stream_bytes: self.frontier.durable_stream_bytes,
-            durable_lost_bytes: self.frontier.durable_lost_bytes,
+            durable_sequence_end: self.frontier.checkpointed_sequence_end(),
+            durable_stream_bytes: self.frontier.durable_stream().0,
+            durable_lost_bytes: self.frontier.durable_stream().1,
             members: positions,
             retirements: self.retiring.retirements().to_vec(),
         }

@@ -12,29 +12,29 @@ use std::time::Instant;
 /// The frontier stage's state.
 pub(super) struct Frontier {
     /// Writes not yet passed by the frontier, by flight number (stream order).
-    pub(super) flights: InFlight<Flight>,
-    pub(super) flight_limit: usize,
+    flights: InFlight<Flight>,
+    flight_limit: usize,
     /// The end of the run of completed writes from the recording's first: sequence,
     /// stream offset and the loss within it.
-    pub(super) durable_sequence_end: u64,
-    pub(super) durable_stream_bytes: u64,
-    pub(super) durable_lost_bytes: u64,
-    pub(super) checkpoint_generation: u64,
+    durable_sequence_end: u64,
+    durable_stream_bytes: u64,
+    durable_lost_bytes: u64,
+    checkpoint_generation: u64,
     /// The durable frontier the last checkpoint built claimed.
-    pub(super) checkpointed_sequence_end: u64,
-    pub(super) checkpoint_count: u64,
-    pub(super) last_checkpoint: Instant,
+    checkpointed_sequence_end: u64,
+    checkpoint_count: u64,
+    last_checkpoint: Instant,
     /// Set after a failure: the entry claims the frontier of completed writes, as recovery
     /// after a crash would find it.
-    pub(super) claimed: Option<Claimed>,
+    claimed: Option<Claimed>,
     /// Members retired, and not flushed since, when the checkpoint being made was offered:
     /// its flush covers everything they wrote.
-    pub(super) offered_flush: Vec<bool>,
+    offered_flush: Vec<bool>,
     /// Members live when the checkpoint being made was offered (its metadata went to them).
-    pub(super) offered_live: Vec<bool>,
+    offered_live: Vec<bool>,
     /// How many of each member's `completed_unflushed` there were when the checkpoint being
     /// made was offered (0 for a member it does not flush): what its flush covers.
-    pub(super) offered_unflushed: Vec<usize>,
+    offered_unflushed: Vec<usize>,
 }
 
 impl Frontier {
@@ -60,6 +60,64 @@ impl Frontier {
             offered_live: Vec::new(),
             offered_unflushed: Vec::new(),
         }
+    }
+
+    /// The writes not yet passed, by flight number.
+    pub(super) fn flights(&self) -> &InFlight<Flight> {
+        &self.flights
+    }
+
+    /// The writes not yet passed, to put one in flight, complete one or send one again.
+    pub(super) fn flights_mut(&mut self) -> &mut InFlight<Flight> {
+        &mut self.flights
+    }
+
+    /// The end of the run of completed writes from the recording's first.
+    pub(super) fn durable_sequence_end(&self) -> u64 {
+        self.durable_sequence_end
+    }
+
+    /// Where the stream stands there, and the loss within it.
+    pub(super) fn durable_stream(&self) -> (u64, u64) {
+        (self.durable_stream_bytes, self.durable_lost_bytes)
+    }
+
+    /// The durable frontier the last checkpoint built claimed.
+    pub(super) fn checkpointed_sequence_end(&self) -> u64 {
+        self.checkpointed_sequence_end
+    }
+
+    /// Checkpoints made.
+    pub(super) fn checkpoint_count(&self) -> u64 {
+        self.checkpoint_count
+    }
+
+    /// Every write up to `sequence_end` is durable (the recording's end, flushed).
+    pub(super) fn durable_to(&mut self, sequence_end: u64) {
+        self.durable_sequence_end = sequence_end;
+    }
+
+    /// What the entry claims after a failure, once set.
+    pub(super) fn claimed(&self) -> Option<Claimed> {
+        self.claimed
+    }
+
+    /// The entry claims `claimed` (a failed recording).
+    pub(super) fn claim(&mut self, claimed: Claimed) {
+        self.claimed = Some(claimed);
+    }
+
+    /// Whether `member` was live when the checkpoint being made was offered (a member not
+    /// counted then was).
+    pub(super) fn was_live_at_offer(&self, member: usize) -> bool {
+        self.offered_live.get(member).copied().unwrap_or(true)
+    }
+
+    /// A checkpoint is written in the writer's own thread, not offered: no flush of a
+    /// retired member's and no completion of the `members` is covered by an offer.
+    pub(super) fn written_here(&mut self, members: usize) {
+        self.offered_flush = vec![false; members];
+        self.offered_unflushed = vec![0; members];
     }
 
     /// Whether another write may be put in flight: the frontier's window has room.
@@ -327,6 +385,26 @@ mod tests {
         members[0].reach.set_since(49, 0);
         assert!(!frontier.due(start, second, &members));
         assert!(frontier.due(start + second, second, &members));
+    }
+
+    #[test]
+    fn a_checkpoint_written_here_covers_no_offer_and_a_member_not_counted_then_was_live() {
+        let mut frontier = Frontier::new(8, 0, 1, Instant::now());
+        let mut members = members();
+        members[0].flushes.completed(Done::four_at(0));
+        frontier.offered(&members, &[true, false], &[true, true]);
+        assert!(frontier.was_live_at_offer(0) && !frontier.was_live_at_offer(1));
+        assert!(frontier.was_live_at_offer(2), "not counted then");
+        frontier.written_here(2);
+        frontier.made(&mut members);
+        assert_eq!(
+            members[0].flushes.in_doubt().len(),
+            1,
+            "no offer covered it"
+        );
+        frontier.durable_to(12);
+        assert_eq!(frontier.durable_sequence_end(), 12);
+        assert_eq!(frontier.checkpoint_count(), 1);
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub(super) struct Marker {
     placed_stream_end: u64,
     placed_elapsed_ns: u64,
     /// Marks taken and released, for the report.
-    pub(super) answers: Vec<MarkAnswer>,
+    answers: Vec<MarkAnswer>,
     /// Entries of marks to make durable with the next checkpoint (the durability
     /// coordinator writes them off the data path, so that a member that stalls holds
     /// back no one's writes), in the order they were made.

@@ -452,7 +452,7 @@ impl Writer<'_> {
             first_sequence,
             tag(number, 0),
         )?;
-        self.frontier.flights.push(Flight {
+        self.frontier.flights_mut().push(Flight {
             buffer,
             member: member_index as u16,
             first_sequence,

@@ -309,7 +309,7 @@ impl Writer<'_> {
         let (number, _) = untag(user_data);
         let waiting = self
             .frontier
-            .flights
+            .flights_mut()
             .get_mut(number)
             .filter(|flight| flight.needs_copy && flight.buffer == stale.buffer);
         match waiting {
@@ -338,7 +338,7 @@ impl Writer<'_> {
 
     /// A write of `member` came back failed (its flight holds the error).
     pub(super) fn write_failed(&mut self, member: usize) {
-        let Some((_, flight, _)) = self.frontier.flights.iter().find(|&(_, f, done)| {
+        let Some((_, flight, _)) = self.frontier.flights().iter().find(|&(_, f, done)| {
             f.member as usize == member && f.failed && f.parts_left == 0 && !done
         }) else {
             return;
@@ -377,7 +377,7 @@ impl Writer<'_> {
         let state = &self.placement.members[member];
         let oldest = state.queue.oldest().filter(|_| !state.retired);
         oldest
-            .and_then(|(number, _)| self.frontier.flights.get(number))
+            .and_then(|(number, _)| self.frontier.flights().get(number))
             .is_some_and(|flight| self.clock.since(flight.submitted) >= self.options.member_timeout)
     }
 
@@ -414,7 +414,7 @@ impl Writer<'_> {
         // A retired member's writes all went elsewhere, but one that failed after it was
         // retired (its completion came later than the failure that retired it) still has
         // to: it gets a retirement record of its own.
-        let failed_after = self.frontier.flights.iter().any(|(_, f, done)| {
+        let failed_after = self.frontier.flights().iter().any(|(_, f, done)| {
             f.member as usize == member && f.failed && f.parts_left == 0 && !done
         });
         if self.placement.members[member].retired && !failed_after {
@@ -465,7 +465,7 @@ impl Writer<'_> {
     fn give_up(&mut self, member: usize) {
         let given_up: Vec<(u64, Flight)> = self
             .frontier
-            .flights
+            .flights()
             .iter()
             .filter(|&(_, f, done)| {
                 f.member as usize == member && f.failed && f.parts_left == 0 && !done
@@ -489,7 +489,7 @@ impl Writer<'_> {
                     stream_offset_bytes: self.ingest.metas[base].stream_offset_bytes,
                 };
                 self.placement.members[member].flushes.completed(done);
-                if let Some(f) = self.frontier.flights.get_mut(number) {
+                if let Some(f) = self.frontier.flights_mut().get_mut(number) {
                     f.failed = false;
                     f.error = None;
                 }
@@ -498,14 +498,14 @@ impl Writer<'_> {
                 let gaps_after: u64 = (landed..flight.chunk_count)
                     .map(|index| self.ingest.metas[base + index as usize].gap_bytes)
                     .sum();
-                if let Some(f) = self.frontier.flights.get_mut(number) {
+                if let Some(f) = self.frontier.flights_mut().get_mut(number) {
                     f.landed = landed;
                     f.stream_end_bytes = last.stream_offset_bytes + last.payload_len_bytes as u64;
                     f.lost_bytes_through = flight.lost_bytes_through.saturating_sub(gaps_after);
                 }
             }
             self.ingest.free_buffer(flight.buffer);
-            self.frontier.flights.complete(number);
+            self.frontier.flights_mut().complete(number);
             if flight.attempt > 0 && landed < flight.chunk_count {
                 let slots = flight.lie.slots();
                 self.cut_run_at(member, slots[landed as usize]);
@@ -570,7 +570,7 @@ impl Writer<'_> {
             };
             let unfinished = self
                 .frontier
-                .flights
+                .flights()
                 .iter()
                 .filter(|&(_, _, done)| !done)
                 .filter_map(|(_, flight, _)| in_run(flight))
@@ -578,7 +578,7 @@ impl Writer<'_> {
             let Some(cut) = unfinished else { continue };
             let completed_after = self
                 .frontier
-                .flights
+                .flights()
                 .iter()
                 .filter(|&(_, _, done)| done)
                 .any(|(_, flight, _)| in_run(flight).is_some_and(|at| at > cut));
@@ -615,7 +615,7 @@ impl Writer<'_> {
     fn redirect_target(&self, member: usize) -> Option<usize> {
         let outstanding: u64 = self
             .frontier
-            .flights
+            .flights()
             .iter()
             .filter(|&(_, f, done)| f.member as usize == member && !done)
             .map(|(_, f, _)| f.chunk_count as u64)
@@ -701,7 +701,7 @@ impl Writer<'_> {
     /// be sent elsewhere, keeping each part still out as stale. Returns the first.
     fn redirect_flights(&mut self, member: usize, again: bool) -> Option<Flight> {
         let mut first: Option<Flight> = None;
-        for (number, flight, done) in self.frontier.flights.iter_mut() {
+        for (number, flight, done) in self.frontier.flights_mut().iter_mut() {
             if flight.member as usize != member || done || again && !flight.failed {
                 continue;
             }
@@ -767,7 +767,7 @@ impl Writer<'_> {
             .retiring
             .redirects
             .iter()
-            .filter_map(|&number| self.frontier.flights.get(number))
+            .filter_map(|&number| self.frontier.flights().get(number))
             .map(|flight| flight.chunk_count as u64)
             .sum();
         let rewrites = self.within_room(member, target, in_doubt, outstanding);
@@ -781,8 +781,8 @@ impl Writer<'_> {
     fn redirect_cannot_go(&self, target: usize, flight: &Flight) -> bool {
         self.placement.members[target].queue.idle()
             && !self.durability.busy()
-            && self.frontier.durable_sequence_end == flight.first_sequence
-            && self.frontier.checkpointed_sequence_end == self.frontier.durable_sequence_end
+            && self.frontier.durable_sequence_end() == flight.first_sequence
+            && self.frontier.checkpointed_sequence_end() == self.frontier.durable_sequence_end()
             && self.placement.members[target].reach.built_is_durable()
     }
 
@@ -805,7 +805,7 @@ impl Writer<'_> {
             }
             let flight = *self
                 .frontier
-                .flights
+                .flights()
                 .get(number)
                 .expect("a redirect is in flight");
             let room = self.engine.in_flight() + self.max_parts() <= self.engine_queue_depth;
@@ -848,7 +848,7 @@ impl Writer<'_> {
             self.retiring.count_in_run(placed.slot, flight.chunk_count);
             *self
                 .frontier
-                .flights
+                .flights_mut()
                 .get_mut(number)
                 .expect("a redirect is in flight") = Flight {
                 buffer,

@@ -322,7 +322,7 @@ impl Writer<'_> {
             + self
                 .retiring
                 .redirect_numbers()
-                .filter_map(|number| self.frontier.flights.get(number))
+                .filter_map(|number| self.frontier.flights().get(number))
                 .map(|flight| flight.chunk_count as u64)
                 .sum::<u64>();
         // The retirement starts where the stream stood at the first chunk that goes
