@@ -523,7 +523,7 @@ impl Writer<'_> {
     #[inline]
     fn ring_write_point(&mut self, member_index: usize, trim: bool) -> Result<(), RecordingError> {
         let member = &mut self.placement.members[member_index];
-        member.point.to_ring_next();
+        member.point.onto_ring_next();
         if trim && member.point.lap() > 0 {
             self.trim_ahead(member_index)?;
         }

@@ -106,7 +106,7 @@ impl WritePoint {
     }
 
     /// Before a ring write: a position at the end of the lap is slot 0 of the next.
-    pub(super) fn to_ring_next(&mut self) {
+    pub(super) fn onto_ring_next(&mut self) {
         let (_, lap, slot) = self.ring_next();
         self.enter_lap(lap);
         self.slot = slot;
@@ -288,7 +288,7 @@ mod tests {
         point.set(100, 0);
         assert_eq!(point.ring_next(), (100, 1, 0));
         point.discarded_to(40);
-        point.to_ring_next();
+        point.onto_ring_next();
         assert_eq!(point.here(), at(0, 1));
         assert_eq!(
             point.discard_next(4, 8, None),
