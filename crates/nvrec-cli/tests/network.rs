@@ -488,7 +488,8 @@ fn a_capture_replayed_onto_an_interface_reaches_a_receiver_on_the_other_side() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_capture();
+    // Two threads: the capture takes frames once both are in their fanout group.
+    wait_recording(std::slice::from_ref(&target));
     let mut options = SendOptions::new(port);
     options.until = Until::Count(COUNT);
     options.datagram_bytes = LEN;

@@ -582,6 +582,29 @@ pub fn wait_for_capture() {
     }
 }
 
+/// Waits until a recorder on `targets` runs: its writer publishes its load, which it does
+/// only once its source is open (a capture's threads all in their fanout group, taking
+/// frames: before that, a socket that is bound takes none).
+pub fn wait_recording(targets: &[PathBuf]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = run(nvrec().args(["--json", "ls"]).args(targets));
+        let set_uuid = listed
+            .status
+            .success()
+            .then(|| json(&listed)["set_uuid"].as_str().map(str::to_string))
+            .flatten();
+        if set_uuid.is_some_and(|uuid| nvrec::recording::load::read(&uuid).is_some()) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no recorder running on {targets:?} after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Moves this thread (and what it starts) into a fresh network namespace with its loopback
 /// up; false, with the reason printed, where that is not permitted.
 pub fn own_network() -> bool {
