@@ -171,6 +171,16 @@ pub struct MemberPosition {
     pub lap: u64,
 }
 
+impl MemberPosition {
+    /// Slot `next_slot_index` of lap `lap`.
+    pub const fn at(next_slot_index: u64, lap: u64) -> MemberPosition {
+        MemberPosition {
+            next_slot_index,
+            lap,
+        }
+    }
+}
+
 /// Where a recording lies on one member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MemberSpan {

@@ -84,10 +84,7 @@ impl WritePoint {
 
     /// Where it stands, as a checkpoint says.
     pub(super) fn here(&self) -> MemberPosition {
-        MemberPosition {
-            next_slot_index: self.slot,
-            lap: self.lap,
-        }
+        MemberPosition::at(self.slot, self.lap)
     }
 
     /// Where the recording began on this member.
@@ -267,18 +264,14 @@ mod tests {
     use super::WritePoint;
     use crate::layout::MemberPosition;
 
-    fn at(slot: u64, lap: u64) -> MemberPosition {
-        MemberPosition {
-            next_slot_index: slot,
-            lap,
-        }
-    }
-
     #[test]
     fn whole_writes_and_the_end_marker_leave_the_lap_its_slots() {
-        let point = WritePoint::new(at(7, 2), 101, 8);
+        let point = WritePoint::new(MemberPosition::at(7, 2), 101, 8);
         assert_eq!((point.lap_slots(), point.data_slots()), (96, 101));
-        assert_eq!((point.slot(), point.lap(), point.start()), (7, 2, at(7, 2)));
+        assert_eq!(
+            (point.slot(), point.lap(), point.start()),
+            (7, 2, MemberPosition::at(7, 2))
+        );
         assert_eq!(point.ring_next(), (2 * 96 + 7, 2, 7));
     }
 
@@ -289,16 +282,16 @@ mod tests {
         assert_eq!(point.ring_next(), (100, 1, 0));
         point.discarded_to(40);
         point.onto_ring_next();
-        assert_eq!(point.here(), at(0, 1));
+        assert_eq!(point.here(), MemberPosition::at(0, 1));
         assert_eq!(
             point.discard_next(4, 8, None),
             Some((0, 8)),
             "from slot 0 again"
         );
         point.ring_wrote(104);
-        assert_eq!(point.here(), at(4, 2));
+        assert_eq!(point.here(), MemberPosition::at(4, 2));
         point.go_to(204, 230);
-        assert_eq!(point.here(), at(30, 2));
+        assert_eq!(point.here(), MemberPosition::at(30, 2));
         point.jumped();
         assert_eq!(point.discard_next(4, 8, None), Some((30, 38)));
     }
@@ -334,9 +327,12 @@ mod tests {
 
     #[test]
     fn a_linear_recording_keeps_out_of_kept_slots_and_ends_before_the_next() {
-        let mut point = WritePoint::new(at(12, 0), 1001, 8);
+        let mut point = WritePoint::new(MemberPosition::at(12, 0), 1001, 8);
         point.keep_out_of(&[(10, 5), (15, 5), (400, 20)]);
-        assert_eq!((point.slot(), point.start()), (20, at(20, 0)));
+        assert_eq!(
+            (point.slot(), point.start()),
+            (20, MemberPosition::at(20, 0))
+        );
         assert_eq!(point.limit(), Some(399));
         assert_eq!(point.linear_end_slot(), 399);
         assert_eq!(point.frontier_end(), 20);
@@ -349,17 +345,17 @@ mod tests {
 
     #[test]
     fn a_ring_went_round_once_past_its_start_by_writes_or_discards() {
-        let mut point = WritePoint::new(at(50, 0), 101, 1);
+        let mut point = WritePoint::new(MemberPosition::at(50, 0), 101, 1);
         point.set(40, 1);
         assert!(!point.went_round());
         point.discarded_to(60);
         assert!(point.went_round(), "discarded past where it began");
-        let mut point = WritePoint::new(at(100, 0), 101, 1);
+        let mut point = WritePoint::new(MemberPosition::at(100, 0), 101, 1);
         assert_eq!(point.ring_start(), (100, 1, 0), "a start at the lap's end");
         point.limit_to(150);
         assert_eq!(point.limit(), Some(150));
         point.begin_here();
-        assert_eq!(point.start(), at(100, 0));
+        assert_eq!(point.start(), MemberPosition::at(100, 0));
         assert!((point.along() - 1.0).abs() < 1e-9);
     }
 }

@@ -244,13 +244,6 @@ mod tests {
     use crate::recording::Fill;
     use crate::recording::RECOVERY_WINDOW_SLOTS;
 
-    fn at(slot: u64, lap: u64) -> MemberPosition {
-        MemberPosition {
-            next_slot_index: slot,
-            lap,
-        }
-    }
-
     fn part(first_sequence: u64, slot: u64, lap: u64, redirected_before: u64) -> Uncovered {
         Uncovered {
             first_sequence,
@@ -279,15 +272,15 @@ mod tests {
         reach
             .uncovered()
             .extend([part(0, 0, 0, 0), part(8, 4, 0, 0), part(16, 8, 0, 0)]);
-        let position = reach.checkpoint(8, at(12, 0), 100, (false, 4));
-        assert_eq!(position, at(4, 0));
+        let position = reach.checkpoint(8, MemberPosition::at(12, 0), 100, (false, 4));
+        assert_eq!(position, MemberPosition::at(4, 0));
         assert_eq!(reach.uncovered().len(), 2, "parts it covers are forgotten");
         assert_eq!(reach.since(), (8, 0));
         reach.checkpoint_durable();
         assert_eq!(reach.since(), (8, 8));
         // Everything covered: at the write point, a lap on.
-        let position = reach.checkpoint(100, at(4, 1), 100, (true, 4));
-        assert_eq!(position, at(4, 1));
+        let position = reach.checkpoint(100, MemberPosition::at(4, 1), 100, (true, 4));
+        assert_eq!(position, MemberPosition::at(4, 1));
         assert_eq!(reach.since().0, 0);
     }
 
@@ -295,17 +288,17 @@ mod tests {
     fn in_a_ring_the_redirected_slots_before_the_position_are_guarded_within_the_limit() {
         let mut reach = RecoveryReach::with(50, 8);
         reach.uncovered().push_back(part(20, 30, 2, 12));
-        reach.checkpoint(0, at(38, 2), 100, (true, 4));
+        reach.checkpoint(0, MemberPosition::at(38, 2), 100, (true, 4));
         assert_eq!(reach.checkpoint_guard(), 12);
         assert_eq!(reach.since().0, 8);
         reach.uncovered()[0].redirected_before = 45;
-        reach.checkpoint(0, at(38, 2), 100, (true, 4));
+        reach.checkpoint(0, MemberPosition::at(38, 2), 100, (true, 4));
         assert_eq!(
             reach.checkpoint_guard(),
             50 - 8 - 4,
             "room kept for its own write"
         );
-        reach.checkpoint(0, at(38, 2), 100, (false, 4));
+        reach.checkpoint(0, MemberPosition::at(38, 2), 100, (false, 4));
         assert_eq!(
             reach.checkpoint_guard(),
             0,
@@ -336,8 +329,8 @@ mod tests {
             2,
             "a retired member's parts go elsewhere"
         );
-        let position = reach.checkpoint(0, at(13, 1), 100, (true, 4));
-        assert_eq!(position, at(10, 0));
+        let position = reach.checkpoint(0, MemberPosition::at(13, 1), 100, (true, 4));
+        assert_eq!(position, MemberPosition::at(10, 0));
         assert_eq!(reach.since().0, 103);
     }
 
@@ -358,12 +351,12 @@ mod tests {
     #[test]
     fn a_checkpoint_short_of_a_jump_leaves_no_room_until_the_next() {
         let mut reach = RecoveryReach::with(50, 8);
-        reach.checkpoint(0, at(10, 0), 100, (true, 4));
+        reach.checkpoint(0, MemberPosition::at(10, 0), 100, (true, 4));
         reach.checkpoint_short_of_jump();
         assert!(!reach.built_is_durable());
         reach.checkpoint_durable();
         assert!(!reach.room_for(1));
-        reach.checkpoint(0, at(10, 0), 100, (true, 4));
+        reach.checkpoint(0, MemberPosition::at(10, 0), 100, (true, 4));
         reach.checkpoint_durable();
         assert!(reach.room_for(1) && reach.built_is_durable());
     }
