@@ -1011,7 +1011,7 @@ impl<'a> Writer<'a> {
         if self.options.pattern {
             flags.insert(RecordingFlags::PATTERN);
         }
-        if self.ingest.records {
+        if self.ingest.records() {
             flags.insert(RecordingFlags::RECORDS);
         }
         if self.options.signal.is_some() {
@@ -1063,7 +1063,7 @@ impl<'a> Writer<'a> {
             let mut progressed = false;
             let mut stuck = false;
             // A source that may block gets its queued writes handed over before each read.
-            let batch = if self.ingest.source_may_block {
+            let batch = if self.ingest.source_may_block() {
                 1
             } else {
                 SUBMIT_BATCH_IO_COUNT
@@ -1082,7 +1082,7 @@ impl<'a> Writer<'a> {
             self.poll_durability();
             self.gate_expired();
             if let Some(counters) = self.counters {
-                let free = self.ingest.free.len();
+                let free = self.ingest.free_count();
                 let buffers = free.abs_diff(counters.buffer_count as usize) as u32;
                 counters.set_in_use(buffers, self.engine.in_flight());
             }
@@ -1098,7 +1098,7 @@ impl<'a> Writer<'a> {
             if input_over {
                 self.ingest.seal_filling();
             }
-            if input_over && self.ingest.ready.is_empty() && !self.retiring.redirecting() {
+            if input_over && !self.ingest.ready_waits() && !self.retiring.redirecting() {
                 break;
             }
             if input_over && self.state() == ControlState::Abort {
@@ -1130,7 +1130,7 @@ impl<'a> Writer<'a> {
     /// loses nothing. A record source (a socket, a capture ring) is read on: its input
     /// does not wait.
     fn hold_input(&self) -> bool {
-        self.ingest.source_may_block && !self.ingest.records && !self.ingest.ready.is_empty()
+        self.ingest.source_may_block() && !self.ingest.records() && self.ingest.ready_waits()
     }
 
     pub(super) fn reap(&mut self, wait: bool) -> Result<(), RecordingError> {
@@ -1209,16 +1209,14 @@ impl<'a> Writer<'a> {
         if self.state() == ControlState::Abort || self.error.is_some() || self.placement.full {
             // Nothing more is written: the stream ends after the last chunk submitted.
             self.ingest.seal_filling();
-            while let Some(buffer) = self.ingest.ready.pop_back() {
-                self.ingest.drop_buffer(buffer);
-            }
+            self.ingest.drop_ready();
         } else {
             self.ingest.seal_filling();
             self.account_unproduced();
         }
         // Submit the rest, waiting for room as needed.
         let mut checkpoints_in_a_row = 0;
-        while (!self.ingest.ready.is_empty() || self.retiring.redirecting())
+        while (self.ingest.ready_waits() || self.retiring.redirecting())
             && self.error.is_none()
             && !self.placement.full
         {
@@ -1339,10 +1337,11 @@ impl<'a> Writer<'a> {
     /// What the closed entry claims: everything taken, or after a failure the frontier of
     /// completed writes (the writes past a failed one are not a stream without a hole).
     fn claimed(&self) -> Claimed {
+        let (stream_bytes, lost_bytes) = self.ingest.stream_at();
         self.frontier.claimed().unwrap_or(Claimed {
             sequence_end: self.placement.next_sequence,
-            stream_bytes: self.ingest.stream_offset_bytes,
-            lost_bytes: self.ingest.lost_bytes,
+            stream_bytes,
+            lost_bytes,
         })
     }
 
@@ -1351,10 +1350,7 @@ impl<'a> Writer<'a> {
     /// crash finds them; what was taken past it counts as unrecorded.
     fn claim_only_the_frontier(&mut self) {
         let claimed = self.frontier.claim_at_failure(&mut self.placement.members);
-        let past_bytes = (self.ingest.stream_offset_bytes - claimed.stream_bytes)
-            - (self.ingest.lost_bytes - claimed.lost_bytes);
-        self.ingest.recorded_stream_bytes -= past_bytes.min(self.ingest.recorded_stream_bytes);
-        self.ingest.unrecorded_bytes += past_bytes;
+        (self.ingest).claimed_to(claimed.stream_bytes, claimed.lost_bytes);
         self.frontier.claim(claimed);
     }
 
@@ -1403,34 +1399,22 @@ impl<'a> Writer<'a> {
     }
 
     fn write_end_marker(&mut self) {
-        let buffer = match self.ingest.free.pop() {
+        let buffer = match self.ingest.take_free() {
             Some(buffer) => buffer,
             None => {
-                while self.ingest.free.is_empty() && self.engine.in_flight() > 0 {
+                while self.ingest.free_count() == 0 && self.engine.in_flight() > 0 {
                     if self.reap(true).is_err() {
                         return;
                     }
                 }
-                match self.ingest.free.pop() {
+                match self.ingest.take_free() {
                     Some(buffer) => buffer,
                     None => return,
                 }
             }
         };
-        self.ingest.metas[buffer as usize * self.k as usize] = ChunkMeta {
-            timestamp_ns: self.clock.wall_ns(),
-            elapsed_ns: self.clock.since(self.start_instant).as_nanos() as u64,
-            stream_offset_bytes: self.ingest.stream_offset_bytes,
-            gap_bytes: std::mem::take(&mut self.ingest.pending_gap_bytes),
-            lost_through_bytes: self.ingest.lost_bytes,
-            payload_len_bytes: 0,
-            payload_crc32c: crate::layout::crc32c(&[]),
-            end: true,
-        };
-        if self.ingest.metas[buffer as usize * self.k as usize].gap_bytes > 0 {
-            self.ingest.gap_count += 1;
-        }
-        self.ingest.buffer_chunk_counts[buffer as usize] = 1;
+        let elapsed_ns = self.clock.since(self.start_instant).as_nanos() as u64;
+        (self.ingest).end_marker(buffer, (self.clock.wall_ns(), elapsed_ns));
         // Any member with a free slot takes it (the writers kept one slot each for this;
         // a member whose limit stands at its write point, before data the set keeps, has
         // none: where no member has one, the closed entry alone ends the recording).
@@ -1451,7 +1435,7 @@ impl<'a> Writer<'a> {
                     self.fail(RecordingFailure::step(Step::Submit(index as u16), error));
                 }
             }
-            None => self.ingest.free.push(buffer),
+            None => self.ingest.free_buffer(buffer),
         }
     }
 
@@ -1471,6 +1455,7 @@ impl<'a> Writer<'a> {
 
     fn report(&self, cpu_before: (f64, f64)) -> RecordReport {
         let elapsed = self.clock.since(self.started);
+        let tally = self.ingest.tally();
         let cpu_after = process_cpu_s();
         let outcome = if self.error.is_some() {
             RecordOutcome::Failed
@@ -1483,7 +1468,7 @@ impl<'a> Writer<'a> {
                     RecordOutcome::Complete
                 }
                 ControlState::Stop => RecordOutcome::Stopped,
-                ControlState::Run if self.ingest.source_done => RecordOutcome::SourceEnded,
+                ControlState::Run if self.ingest.source_done() => RecordOutcome::SourceEnded,
                 ControlState::Run => RecordOutcome::Complete,
             }
         };
@@ -1505,24 +1490,24 @@ impl<'a> Writer<'a> {
             engine_features: self.engine.features(),
             engine_fallback_reason: self.fallback_reason.clone(),
             chunk_size_bytes: self.set.chunk_size_bytes,
-            payload_capacity_bytes: self.ingest.payload_capacity_bytes,
+            payload_capacity_bytes: self.ingest.payload_capacity_bytes(),
             io_size_bytes: chunk_bytes * self.k as u64,
             queue_depth: self.options.queue_depth,
             buffer_bytes: self.engine.pool().total_bytes() as u64,
             first_sequence: self.first_sequence,
             end_sequence: self.claimed().sequence_end,
             chunk_count: self.claimed().sequence_end - self.first_sequence,
-            stream_bytes: self.ingest.recorded_stream_bytes,
+            stream_bytes: tally.recorded_bytes,
             lost_bytes: self.claimed().lost_bytes,
-            lost_past_end_bytes: self.ingest.lost_past_end_bytes,
-            lost_by_cause: LostByCause::of(self.ingest.lost_by_cause_bytes),
-            gap_count: self.ingest.gap_count,
+            lost_past_end_bytes: tally.lost_past_end_bytes,
+            lost_by_cause: LostByCause::of(tally.lost_by_cause_bytes),
+            gap_count: tally.gap_count,
             written_bytes,
-            unrecorded_bytes: self.ingest.unrecorded_bytes,
-            overdue_bytes: self.ingest.overdue_bytes,
+            unrecorded_bytes: tally.unrecorded_bytes,
+            overdue_bytes: tally.overdue_bytes,
             checkpoint_count: self.frontier.checkpoint_count(),
             elapsed_s: elapsed.as_secs_f64(),
-            rate_mib_per_s: crate::unit::rate_mib_per_s(self.ingest.recorded_stream_bytes, elapsed),
+            rate_mib_per_s: crate::unit::rate_mib_per_s(tally.recorded_bytes, elapsed),
             cpu_user_s: cpu_after.0 - cpu_before.0,
             cpu_system_s: cpu_after.1 - cpu_before.1,
             members: self

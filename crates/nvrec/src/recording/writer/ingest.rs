@@ -28,48 +28,48 @@ const PACED_BACKLOG_MAX_BYTES: u64 = 64 << 20;
 #[cfg_attr(test, derive(Clone))]
 pub(super) struct Ingest {
     /// Chunks per buffer (one I/O).
-    pub(super) k: u32,
-    pub(super) payload_capacity_bytes: u32,
+    k: u32,
+    payload_capacity_bytes: u32,
     /// Per chunk slot of every buffer: what the source put there.
-    pub(super) metas: Vec<ChunkMeta>,
+    metas: Vec<ChunkMeta>,
     /// Per buffer: chunks filled.
-    pub(super) buffer_chunk_counts: Vec<u32>,
+    buffer_chunk_counts: Vec<u32>,
     /// The source may wait for input: queued writes go to the kernel before every read.
-    pub(super) source_may_block: bool,
+    source_may_block: bool,
     /// The source gives records (datagrams, packets): chunks and entry are flagged so.
-    pub(super) records: bool,
+    records: bool,
     /// A record source asked to stop has given what it held (see `wants_input`), and since
     /// when it has been giving it.
-    pub(super) drained: bool,
-    pub(super) drain_started: Option<Instant>,
+    drained: bool,
+    drain_started: Option<Instant>,
     /// For a constant source: how many payload bytes each chunk slot already holds from an
     /// earlier fill (0 = none), and the CRC32C of a payload of a given length.
-    pub(super) constant_source: bool,
-    pub(super) constant_payload_bytes: Vec<u32>,
+    constant_source: bool,
+    constant_payload_bytes: Vec<u32>,
     pub(super) constant_crc32c: Option<(u32, u32)>,
     /// Buffers free, filled and waiting for a member (in stream order), being filled.
-    pub(super) free: Vec<u32>,
-    pub(super) ready: VecDeque<u32>,
-    pub(super) filling: Option<u32>,
+    free: Vec<u32>,
+    ready: VecDeque<u32>,
+    filling: Option<u32>,
     /// The stream offset of the next byte, and the bytes lost so far (in it).
-    pub(super) stream_offset_bytes: u64,
-    pub(super) lost_bytes: u64,
+    stream_offset_bytes: u64,
+    lost_bytes: u64,
     /// Input lost after the stream's end: a full target rewinds the stream to the start
     /// of its first chunk not written, and what was lost past that is no longer in it.
-    pub(super) lost_past_end_bytes: u64,
+    lost_past_end_bytes: u64,
     /// Every byte of input lost, in the stream or past its end, by cause
     /// ([`LossCause::ALL`]'s order).
-    pub(super) lost_by_cause_bytes: [u64; 2],
+    lost_by_cause_bytes: [u64; 2],
     /// Lost since the last chunk filled: the next chunk carries it as its gap.
-    pub(super) pending_gap_bytes: u64,
-    pub(super) gap_count: u64,
-    pub(super) recorded_stream_bytes: u64,
+    pending_gap_bytes: u64,
+    gap_count: u64,
+    recorded_stream_bytes: u64,
     /// The source has ended.
-    pub(super) source_done: bool,
+    source_done: bool,
     /// Taken from the source and not written (abort, full), and due from a paced source
     /// when it stopped and not taken.
-    pub(super) unrecorded_bytes: u64,
-    pub(super) overdue_bytes: u64,
+    unrecorded_bytes: u64,
+    overdue_bytes: u64,
 }
 
 impl Ingest {
@@ -153,6 +153,134 @@ impl Ingest {
         self.recorded_stream_bytes += payload_len_bytes as u64;
     }
 
+    /// Buffers free.
+    pub(super) fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
+    /// A free buffer, if there is one.
+    pub(super) fn take_free(&mut self) -> Option<u32> {
+        self.free.pop()
+    }
+
+    /// The oldest buffer filled and waiting for a member.
+    pub(super) fn ready_front(&self) -> Option<u32> {
+        self.ready.front().copied()
+    }
+
+    /// Whether filled buffers wait for a member.
+    pub(super) fn ready_waits(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Takes the oldest filled buffer, to be written.
+    pub(super) fn take_ready(&mut self) -> Option<u32> {
+        self.ready.pop_front()
+    }
+
+    /// Gives up every filled buffer waiting (see [`Ingest::drop_buffer`]), newest first.
+    pub(super) fn drop_ready(&mut self) {
+        while let Some(buffer) = self.ready.pop_back() {
+            self.drop_buffer(buffer);
+        }
+    }
+
+    /// Chunks `buffer` holds.
+    pub(super) fn chunk_count(&self, buffer: u32) -> u32 {
+        self.buffer_chunk_counts[buffer as usize]
+    }
+
+    /// What the source put in chunk `index` of `buffer`.
+    pub(super) fn meta(&self, buffer: u32, index: u32) -> ChunkMeta {
+        self.metas[(buffer * self.k + index) as usize]
+    }
+
+    /// The source gives records (datagrams, packets).
+    pub(super) fn records(&self) -> bool {
+        self.records
+    }
+
+    /// The source may wait for input.
+    pub(super) fn source_may_block(&self) -> bool {
+        self.source_may_block
+    }
+
+    /// The source has ended.
+    pub(super) fn source_done(&self) -> bool {
+        self.source_done
+    }
+
+    /// Payload bytes a chunk holds.
+    pub(super) fn payload_capacity_bytes(&self) -> u32 {
+        self.payload_capacity_bytes
+    }
+
+    /// The stream offset of the next byte, and the bytes lost in the stream so far.
+    pub(super) fn stream_at(&self) -> (u64, u64) {
+        (self.stream_offset_bytes, self.lost_bytes)
+    }
+
+    /// `to` holds a copy of `from` (a write still in the kernel goes again): so do its
+    /// chunks' descriptions.
+    pub(super) fn copied(&mut self, from: u32, to: u32) {
+        let (k, from, to) = (self.k as usize, from as usize, to as usize);
+        self.buffer_chunk_counts[to] = self.buffer_chunk_counts[from];
+        self.metas.copy_within(from * k..(from + 1) * k, to * k);
+        self.constant_payload_bytes
+            .copy_within(from * k..(from + 1) * k, to * k);
+    }
+
+    /// Chunk `index` of `buffer` was read back from a member as `meta` (a rewrite): it is
+    /// no constant source's payload any more.
+    pub(super) fn read_back(&mut self, buffer: u32, index: u32, meta: ChunkMeta) {
+        let slot = (buffer * self.k + index) as usize;
+        self.metas[slot] = meta;
+        self.constant_payload_bytes[slot] = 0;
+    }
+
+    /// `buffer` holds the first `chunks` chunks read back.
+    pub(super) fn read_back_count(&mut self, buffer: u32, chunks: u32) {
+        self.buffer_chunk_counts[buffer as usize] = chunks;
+    }
+
+    /// `buffer` holds the end marker, at `(timestamp_ns, elapsed_ns)`: an empty chunk at
+    /// the stream's end, carrying the gap lost since the last chunk.
+    pub(super) fn end_marker(&mut self, buffer: u32, (timestamp_ns, elapsed_ns): (u64, u64)) {
+        let gap_bytes = std::mem::take(&mut self.pending_gap_bytes);
+        self.metas[(buffer * self.k) as usize] = ChunkMeta {
+            timestamp_ns,
+            elapsed_ns,
+            stream_offset_bytes: self.stream_offset_bytes,
+            gap_bytes,
+            lost_through_bytes: self.lost_bytes,
+            payload_len_bytes: 0,
+            payload_crc32c: crate::layout::crc32c(&[]),
+            end: true,
+        };
+        self.gap_count += u64::from(gap_bytes > 0);
+        self.buffer_chunk_counts[buffer as usize] = 1;
+    }
+
+    /// The recording claims the stream up to `stream_bytes`, `lost_bytes` lost in it (a
+    /// failure): what was taken past that counts as unrecorded.
+    pub(super) fn claimed_to(&mut self, stream_bytes: u64, lost_bytes: u64) {
+        let past_bytes = (self.stream_offset_bytes - stream_bytes) - (self.lost_bytes - lost_bytes);
+        self.recorded_stream_bytes -= past_bytes.min(self.recorded_stream_bytes);
+        self.unrecorded_bytes += past_bytes;
+    }
+
+    /// What the stream came to, for the report.
+    pub(super) fn tally(&self) -> StreamTally {
+        StreamTally {
+            recorded_bytes: self.recorded_stream_bytes,
+            lost_past_end_bytes: self.lost_past_end_bytes,
+            lost_by_cause_bytes: self.lost_by_cause_bytes,
+            gap_count: self.gap_count,
+            unrecorded_bytes: self.unrecorded_bytes,
+            overdue_bytes: self.overdue_bytes,
+        }
+    }
+
     /// `buffer`'s write is done with it (completed, or given up): it is free again.
     pub(super) fn free_buffer(&mut self, buffer: u32) {
         self.buffer_chunk_counts[buffer as usize] = 0;
@@ -204,6 +332,18 @@ impl Ingest {
         self.stream_offset_bytes = offset_bytes;
         self.pending_gap_bytes = 0;
     }
+}
+
+/// What a recording's stream came to: the bytes recorded, lost past its end and by cause,
+/// the gaps in it, and what was taken and not written or due and not taken.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StreamTally {
+    pub(super) recorded_bytes: u64,
+    pub(super) lost_past_end_bytes: u64,
+    pub(super) lost_by_cause_bytes: [u64; 2],
+    pub(super) gap_count: u64,
+    pub(super) unrecorded_bytes: u64,
+    pub(super) overdue_bytes: u64,
 }
 
 impl Writer<'_> {
@@ -532,6 +672,59 @@ mod tests {
         }
         ingest.seal_filling();
         buffer
+    }
+
+    #[test]
+    fn the_end_marker_carries_the_loss_since_the_last_chunk_at_the_streams_end() {
+        let mut ingest = ingest(2, 4);
+        fill(&mut ingest, 2, 1000);
+        ingest.lose(500, LossCause::BehindRate);
+        let end = ingest.take_free().unwrap();
+        ingest.end_marker(end, (7, 8));
+        let meta = ingest.meta(end, 0);
+        assert!(meta.end && meta.payload_len_bytes == 0);
+        assert_eq!((meta.stream_offset_bytes, meta.gap_bytes), (2500, 500));
+        assert_eq!((ingest.chunk_count(end), ingest.tally().gap_count), (1, 1));
+    }
+
+    #[test]
+    fn what_was_taken_past_a_failed_recordings_claim_is_unrecorded() {
+        let mut ingest = ingest(4, 2);
+        for _ in 0..3 {
+            fill(&mut ingest, 2, 1000);
+        }
+        ingest.lose(100, LossCause::NoBuffer);
+        assert_eq!(ingest.stream_at(), (6100, 100));
+        // The claim ends after the first buffer: 4,000 bytes and the loss were past it.
+        ingest.claimed_to(2000, 0);
+        let tally = ingest.tally();
+        assert_eq!((tally.recorded_bytes, tally.unrecorded_bytes), (2000, 4000));
+    }
+
+    #[test]
+    fn a_copy_of_a_buffer_describes_its_chunks_and_ready_buffers_are_taken_oldest_first() {
+        let mut ingest = ingest(4, 2);
+        let first = fill(&mut ingest, 2, 1000);
+        let second = fill(&mut ingest, 1, 300);
+        assert_eq!(ingest.ready_front(), Some(first));
+        assert_eq!(ingest.take_ready(), Some(first));
+        let copy = ingest.take_free().unwrap();
+        ingest.copied(first, copy);
+        assert_eq!(ingest.chunk_count(copy), 2);
+        let (a, b) = (ingest.meta(copy, 1), ingest.meta(first, 1));
+        assert_eq!(
+            (a.stream_offset_bytes, a.payload_len_bytes),
+            (b.stream_offset_bytes, 1000)
+        );
+        assert!(ingest.ready_waits());
+        ingest.drop_ready();
+        assert!(!ingest.ready_waits());
+        assert_eq!(ingest.chunk_count(second), 0);
+        assert_eq!(
+            ingest.stream_at().0,
+            2000,
+            "rewound past the dropped buffer"
+        );
     }
 
     #[test]

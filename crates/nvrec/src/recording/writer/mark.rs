@@ -250,9 +250,8 @@ impl Writer<'_> {
         };
         let member = &mut self.placement.members[member_index];
         if !redirected {
-            let base = buffer as usize * self.k as usize;
-            let meta = self.ingest.metas[base];
-            let last = self.ingest.metas[base + chunk_count.max(1) as usize - 1];
+            let meta = self.ingest.meta(buffer, 0);
+            let last = self.ingest.meta(buffer, chunk_count.max(1) - 1);
             marker.placed_elapsed_ns = marker.placed_elapsed_ns.max(last.elapsed_ns);
             let lap_slots = member.point.lap_slots().max(1);
             let history = &mut marker.history[member_index];
@@ -362,7 +361,7 @@ impl Writer<'_> {
     /// their place in the stream).
     fn now_elapsed_ns(&self) -> u64 {
         match self.options.rate_bytes_per_s {
-            Some(rate) => (self.ingest.stream_offset_bytes as f64 / rate * 1e9) as u64,
+            Some(rate) => (self.ingest.stream_at().0 as f64 / rate * 1e9) as u64,
             None => self.clock.since(self.start_instant).as_nanos() as u64,
         }
     }

@@ -371,7 +371,7 @@ impl Writer<'_> {
         if self.holds_new_writes() {
             return progressed;
         }
-        while let Some(&buffer) = self.ingest.ready.front() {
+        while let Some(buffer) = self.ingest.ready_front() {
             if !self.frontier.has_room() {
                 break; // The frontier must move first: wait for the oldest write.
             }
@@ -381,7 +381,7 @@ impl Writer<'_> {
             if self.engine.in_flight() + self.max_parts() > self.engine_queue_depth {
                 break;
             }
-            let chunk_count = self.ingest.buffer_chunk_counts[buffer as usize];
+            let chunk_count = self.ingest.chunk_count(buffer);
             let now = self.clock.now();
             let (fill, stripe) = (self.options.fill, self.options.stripe);
             let Some(member_index) = self.placement.choose_member(chunk_count, fill, stripe, now)
@@ -399,22 +399,20 @@ impl Writer<'_> {
                 }
                 break;
             };
-            self.ingest.ready.pop_front();
+            self.ingest.take_ready();
             if let Err(error) = self.submit_buffer(buffer, member_index, chunk_count) {
                 self.fail(RecordingFailure::step(
                     Step::Submit(member_index as u16),
                     error,
                 ));
-                self.ingest.free.push(buffer);
+                self.ingest.free_buffer(buffer);
                 break;
             }
             progressed = true;
         }
         if self.placement.full {
             // Nothing more fits: what is buffered cannot be recorded.
-            while let Some(buffer) = self.ingest.ready.pop_front() {
-                self.ingest.drop_buffer(buffer);
-            }
+            self.ingest.drop_ready();
         }
         self.trims_failed();
         progressed
@@ -599,7 +597,7 @@ impl Writer<'_> {
         if self.options.pattern {
             flags.insert(ChunkFlags::PATTERN);
         }
-        if self.ingest.records {
+        if self.ingest.records() {
             flags.insert(ChunkFlags::RECORDS);
         }
         if redirected {
@@ -620,11 +618,10 @@ impl Writer<'_> {
         redirected: bool,
     ) -> Result<u64, RecordingError> {
         let chunk_bytes = self.chunk_bytes();
-        let base = buffer as usize * self.k as usize;
         let flags = self.write_flags(redirected);
         let mut stream_end_bytes = 0;
         for index in 0..span.chunk_count as usize {
-            let meta = self.ingest.metas[base + index];
+            let meta = self.ingest.meta(buffer, index as u32);
             let sequence = first_sequence + index as u64;
             let mut chunk_flags = flags;
             if sequence == self.first_sequence {

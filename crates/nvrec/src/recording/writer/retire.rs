@@ -477,7 +477,6 @@ impl Writer<'_> {
             // one piece): the chunks it holds from the first on, whole, are the
             // recording's, as recovery would find them.
             let landed = self.landed_of(&flight);
-            let base = flight.buffer as usize * self.k as usize;
             if landed == flight.chunk_count {
                 // All of it, after all: a completed write.
                 let done = Done {
@@ -486,7 +485,7 @@ impl Writer<'_> {
                     slot: flight.slot,
                     position: flight.position,
                     lie: flight.lie,
-                    stream_offset_bytes: self.ingest.metas[base].stream_offset_bytes,
+                    stream_offset_bytes: self.ingest.meta(flight.buffer, 0).stream_offset_bytes,
                 };
                 self.placement.members[member].flushes.completed(done);
                 if let Some(f) = self.frontier.flights_mut().get_mut(number) {
@@ -494,9 +493,9 @@ impl Writer<'_> {
                     f.error = None;
                 }
             } else if landed > 0 {
-                let last = self.ingest.metas[base + landed as usize - 1];
+                let last = self.ingest.meta(flight.buffer, landed - 1);
                 let gaps_after: u64 = (landed..flight.chunk_count)
-                    .map(|index| self.ingest.metas[base + index as usize].gap_bytes)
+                    .map(|index| self.ingest.meta(flight.buffer, index).gap_bytes)
                     .sum();
                 if let Some(f) = self.frontier.flights_mut().get_mut(number) {
                     f.landed = landed;
@@ -753,7 +752,7 @@ impl Writer<'_> {
             }
             _ => RetiredAt {
                 first_sequence: self.placement.next_sequence,
-                stream_offset_bytes: self.ingest.stream_offset_bytes,
+                stream_offset_bytes: self.ingest.stream_at().0,
                 retired_first_slot: retired.point.slot(),
                 void,
             },
@@ -823,7 +822,7 @@ impl Writer<'_> {
                 break;
             }
             let buffer = if flight.needs_copy {
-                let Some(buffer) = self.ingest.free.pop() else {
+                let Some(buffer) = self.ingest.take_free() else {
                     break;
                 };
                 self.copy_buffer(flight.buffer, buffer);
@@ -871,7 +870,6 @@ impl Writer<'_> {
     /// Copies a buffer whose write is still in the kernel into a free one, with its chunks'
     /// descriptions.
     fn copy_buffer(&mut self, from: u32, to: u32) {
-        let k = self.k as usize;
         let pool = self.engine.pool_mut();
         let len = pool.slot_bytes();
         // SAFETY: `from` and `to` are distinct slots of the pool, each `len` bytes long.
@@ -884,14 +882,7 @@ impl Writer<'_> {
                 len,
             )
         };
-        let (from, to) = (from as usize, to as usize);
-        self.ingest.buffer_chunk_counts[to] = self.ingest.buffer_chunk_counts[from];
-        self.ingest
-            .metas
-            .copy_within(from * k..(from + 1) * k, to * k);
-        self.ingest
-            .constant_payload_bytes
-            .copy_within(from * k..(from + 1) * k, to * k);
+        self.ingest.copied(from, to);
     }
 }
 

@@ -225,8 +225,7 @@ impl Writer<'_> {
             slot: flight.slot,
             position: flight.position,
             lie: flight.lie,
-            stream_offset_bytes: self.ingest.metas[flight.buffer as usize * self.k as usize]
-                .stream_offset_bytes,
+            stream_offset_bytes: self.ingest.meta(flight.buffer, 0).stream_offset_bytes,
         }
     }
 
@@ -255,7 +254,7 @@ impl Writer<'_> {
             true => 0,
             false => REWRITE_BUFFERS,
         };
-        self.ingest.free.len() > reserve
+        self.ingest.free_count() > reserve
     }
 
     /// Of the writes `member` left in doubt, those the run of redirected slots on `target`
@@ -369,7 +368,7 @@ impl Writer<'_> {
             }
             if let Err(error) = self.send_rewrite(rewrite, target, buffer, whole) {
                 self.fail(RecordingFailure::step(Step::Rewrite(target as u16), error));
-                self.ingest.free.push(buffer);
+                self.ingest.free_buffer(buffer);
                 self.rewriting.queued.clear();
                 break;
             }
@@ -398,7 +397,7 @@ impl Writer<'_> {
         if !room || !self.placement.members[target].can_take_redirect(count as u64, ring) {
             return None;
         }
-        let buffer = self.ingest.free.pop();
+        let buffer = self.ingest.take_free();
         if buffer.is_none() && self.engine.in_flight() == 0 {
             // Every buffer waits, filled, behind the rewrites: none comes back. What
             // is left stays where the failed flush left it, noted.
@@ -469,8 +468,7 @@ impl Writer<'_> {
                 slot: placed.slot,
                 position: placed.position,
                 lie: placed.lie,
-                stream_offset_bytes: self.ingest.metas[buffer as usize * self.k as usize]
-                    .stream_offset_bytes,
+                stream_offset_bytes: self.ingest.meta(buffer, 0).stream_offset_bytes,
             },
             parts_left: placed.lie.len() as u8,
             failed: None,
@@ -509,7 +507,6 @@ impl Writer<'_> {
             }
             index = end;
         }
-        let base = buffer as usize * self.k as usize;
         let mut whole = 0;
         let mut overwritten = false;
         for (index, &slot) in slots.iter().enumerate() {
@@ -527,7 +524,7 @@ impl Writer<'_> {
                 overwritten = ours && header.sequence > sequence;
                 break;
             }
-            self.ingest.metas[base + index] = ChunkMeta {
+            let meta = ChunkMeta {
                 timestamp_ns: header.timestamp_ns,
                 elapsed_ns: header.elapsed_ns,
                 stream_offset_bytes: header.stream_offset_bytes,
@@ -538,10 +535,10 @@ impl Writer<'_> {
                 payload_crc32c: crate::layout::crc32c(view.payload),
                 end: header.flags.contains(ChunkFlags::END),
             };
-            self.ingest.constant_payload_bytes[base + index] = 0;
+            self.ingest.read_back(buffer, index as u32, meta);
             whole += 1;
         }
-        self.ingest.buffer_chunk_counts[buffer as usize] = whole;
+        self.ingest.read_back_count(buffer, whole);
         (whole, overwritten)
     }
 
