@@ -84,6 +84,7 @@ fn serve_socket(desk: &MarkDesk, counters: &OnceLock<RecordingCounters>, done: &
         std::thread::sleep(POLL);
     };
     let path = socket_path(&set_uuid);
+    sweep_stale_sockets(&nvrec::recording::load::load_dir(), STALE_SOCKET_AGE);
     let _ = std::fs::remove_file(&path);
     let Ok(listener) = UnixListener::bind(&path) else {
         return; // No socket: `nvrec mark` says no recorder answers.
@@ -96,6 +97,43 @@ fn serve_socket(desk: &MarkDesk, counters: &OnceLock<RecordingCounters>, done: &
         }
     }
     let _ = std::fs::remove_file(&path);
+}
+
+/// A mark socket no recorder listens on for this long is stale: its recorder was killed
+/// (a recorder that ends removes its own). A new one is bound and listening within
+/// moments, so it is never taken for stale.
+const STALE_SOCKET_AGE: Duration = Duration::from_secs(60);
+
+/// Removes the mark sockets in `dir` that no recorder listens on, older than `age`: a
+/// recorder killed with SIGKILL leaves its socket behind, one per recording set.
+fn sweep_stale_sockets(dir: &std::path::Path, age: Duration) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with("nvrec-mark-") && name.ends_with(".sock")) {
+            continue;
+        }
+        let Ok(metadata) = entry.metadata() else {
+            continue;
+        };
+        let old = metadata
+            .modified()
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|elapsed| elapsed >= age);
+        let path = entry.path();
+        let refused = || {
+            UnixStream::connect(&path)
+                .is_err_and(|error| error.kind() == std::io::ErrorKind::ConnectionRefused)
+        };
+        if metadata.file_type().is_socket() && old && refused() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// One request line in, one answer line out.
@@ -346,6 +384,27 @@ fn release_here(targets: &[PathBuf], id: u32) -> Result<MarkAnswer> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_killed_recorders_socket_is_swept_and_a_listening_one_and_other_files_are_not() {
+        let dir = std::env::temp_dir().join(format!("nvrec-app-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stale = dir.join("nvrec-mark-stale.sock");
+        drop(UnixListener::bind(&stale).unwrap()); // Its recorder is gone: nothing listens.
+        let live_path = dir.join("nvrec-mark-live.sock");
+        let live = UnixListener::bind(&live_path).unwrap();
+        let plain = dir.join("nvrec-mark-plain.sock");
+        std::fs::write(&plain, b"not a socket").unwrap();
+        let other = dir.join("other.sock");
+        drop(UnixListener::bind(&other).unwrap());
+        sweep_stale_sockets(&dir, Duration::from_secs(3600));
+        assert!(stale.exists(), "too young to be taken for stale");
+        sweep_stale_sockets(&dir, Duration::ZERO);
+        assert!(!stale.exists());
+        assert!(live_path.exists() && plain.exists() && other.exists());
+        drop(live);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// A recording whose run panics (a defect in the writer) ends: the threads beside it
     /// stop and the panic reaches the caller, instead of a scope that waits for them for
