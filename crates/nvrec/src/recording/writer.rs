@@ -32,14 +32,14 @@ use crate::clock::Clock;
 use crate::device::{Access, Safety};
 use crate::engine::{self, EngineChoice, EngineConfig, EngineKind, IoCompletion, IoError};
 use crate::layout::{
-    payload_capacity_bytes, Checkpoint, Label, MemberSpan, RecordingEntry, RecordingFlags,
-    RecordingState, Retirement,
+    payload_capacity_bytes, Checkpoint, Label, RecordingEntry, RecordingFlags, RecordingState,
+    Retirement,
 };
 use frontier::Frontier;
 use ingest::Ingest;
 use mark::Marker;
 use parts::Parts;
-use place::{MemberState, Placement};
+use place::{MemberState, Placement, SpanEnd};
 use reclaim::Reclaimer;
 use retire::{untag, Retiring};
 use rewrite::{Done, Gate, Rewriting};
@@ -957,46 +957,22 @@ impl<'a> Writer<'a> {
                 .map_err(|e| RecordingError::Usage(format!("label: {e}")))?,
             members: self
                 .placement
-                .members
-                .iter()
-                .map(|m| MemberSpan {
-                    start_slot_index: m.point.start().next_slot_index,
-                    end_slot_index: match (open, ring, self.frontier.claimed()) {
-                        (true, _, _) => m.point.start().next_slot_index,
-                        // A failed linear recording ends where its claim does.
-                        (false, false, Some(_)) => m.point.frontier_end(),
-                        (false, _, _) => m.point.slot(),
-                    },
-                })
-                .collect(),
+                .spans(match (open, ring, self.frontier.claimed()) {
+                    (true, _, _) => SpanEnd::Start,
+                    (false, false, Some(_)) => SpanEnd::Frontier,
+                    (false, _, _) => SpanEnd::WritePoint,
+                }),
             retirements: self.retiring.retirements().to_vec(),
             signal: self.options.signal.clone(),
             reclaimed: None,
             mark_of: None,
-            start_laps: if ring {
-                self.placement
-                    .members
-                    .iter()
-                    .map(|m| m.point.start().lap as u32)
-                    .collect()
-            } else {
-                Vec::new()
+            start_laps: match ring {
+                true => self.placement.start_laps(),
+                false => Vec::new(),
             },
-            // A member that wrote more than a lap has overwritten its own oldest chunks; so
-            // has one whose write point or discards went past its start a lap on, though it
-            // holds fewer chunks: a retired member's writes that failed (or did not complete
-            // in time, and may land yet) are not counted, but they went over its oldest
-            // chunks all the same, and a trim ahead of them discarded more.
-            overwrote: if ring {
-                self.placement
-                    .members
-                    .iter()
-                    .map(|m| {
-                        !open && (m.queue.counts().0 > m.point.lap_slots() || m.point.went_round())
-                    })
-                    .collect()
-            } else {
-                Vec::new()
+            overwrote: match ring {
+                true => self.placement.overwrote(open),
+                false => Vec::new(),
             },
         })
     }
@@ -1510,29 +1486,16 @@ impl<'a> Writer<'a> {
             rate_mib_per_s: crate::unit::rate_mib_per_s(tally.recorded_bytes, elapsed),
             cpu_user_s: cpu_after.0 - cpu_before.0,
             cpu_system_s: cpu_after.1 - cpu_before.1,
-            members: self
-                .placement
-                .members
-                .iter()
-                .enumerate()
-                .map(|(index, member)| {
-                    let (chunk_count, io_count) = member.queue.counts();
-                    MemberReport {
-                        path: self.set.members[index]
-                            .as_ref()
-                            .map(|m| m.disk.path().to_path_buf())
-                            .unwrap_or_default(),
-                        chunk_count,
-                        io_count,
-                        bytes: chunk_count * chunk_bytes,
-                        laps: member.point.lap(),
-                        rate_mib_per_s: crate::unit::rate_mib_per_s(
-                            chunk_count * chunk_bytes,
-                            elapsed,
-                        ),
-                    }
-                })
-                .collect(),
+            members: self.placement.member_reports(
+                |index| {
+                    self.set.members[index]
+                        .as_ref()
+                        .map(|m| m.disk.path().to_path_buf())
+                        .unwrap_or_default()
+                },
+                chunk_bytes,
+                elapsed,
+            ),
             retirements: self
                 .retiring
                 .retirements()

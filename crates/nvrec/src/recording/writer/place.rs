@@ -16,6 +16,7 @@ use super::reclaim::Room;
 use super::retire::tag;
 use super::retire::untag;
 use super::Flight;
+use super::MemberReport;
 use super::Placed;
 use super::RecordOptions;
 use super::Writer;
@@ -26,6 +27,7 @@ use crate::engine::IoRequest;
 use crate::layout::ChunkFlags;
 use crate::layout::ChunkHeader;
 use crate::layout::MemberPosition;
+use crate::layout::MemberSpan;
 use crate::layout::RecordingEntry;
 use crate::recording::failure::RecordingFailure;
 use crate::recording::failure::Step;
@@ -304,6 +306,18 @@ impl MemberState {
     }
 }
 
+/// Where each member's span in the recording's entry ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SpanEnd {
+    /// Where it began: the entry is open.
+    Start,
+    /// Past its last write the durable frontier passed: a failed linear recording ends
+    /// where its claim does.
+    Frontier,
+    /// At its write point.
+    WritePoint,
+}
+
 /// The placement stage's state: every member's slots, laps and limits, which member comes
 /// next, and the sequence numbers given out.
 pub(super) struct Placement {
@@ -345,6 +359,65 @@ impl Placement {
     /// Which members still take writes and metadata.
     pub(super) fn live(&self) -> Vec<bool> {
         self.members.iter().map(|member| !member.retired).collect()
+    }
+
+    /// Each member's span in the recording's entry: from where the recording began on it
+    /// to where `end` says.
+    pub(super) fn spans(&self, end: SpanEnd) -> Vec<MemberSpan> {
+        let span = |member: &MemberState| {
+            let start = member.point.start().next_slot_index;
+            MemberSpan {
+                start_slot_index: start,
+                end_slot_index: match end {
+                    SpanEnd::Start => start,
+                    SpanEnd::Frontier => member.point.frontier_end(),
+                    SpanEnd::WritePoint => member.point.slot(),
+                },
+            }
+        };
+        self.members.iter().map(span).collect()
+    }
+
+    /// The lap each member of a ring began in.
+    pub(super) fn start_laps(&self) -> Vec<u32> {
+        let lap = |member: &MemberState| member.point.start().lap as u32;
+        self.members.iter().map(lap).collect()
+    }
+
+    /// Which members of a ring overwrote their own oldest chunks (none while the entry is
+    /// `open`): one that wrote more than a lap, or whose write point or discards went past
+    /// its start a lap on though it holds fewer chunks (a retired member's writes that
+    /// failed, or did not complete in time and may land yet, are not counted, but they went
+    /// over its oldest chunks all the same, and a trim ahead of them discarded more).
+    pub(super) fn overwrote(&self, open: bool) -> Vec<bool> {
+        let overwrote = |member: &MemberState| {
+            !open
+                && (member.queue.counts().0 > member.point.lap_slots() || member.point.went_round())
+        };
+        self.members.iter().map(overwrote).collect()
+    }
+
+    /// Each member's share for the report: its path (`path_of` its index), chunks, I/Os,
+    /// bytes of `chunk_bytes` chunks, laps, and rate over `elapsed`.
+    pub(super) fn member_reports(
+        &self,
+        path_of: impl Fn(usize) -> std::path::PathBuf,
+        chunk_bytes: u64,
+        elapsed: Duration,
+    ) -> Vec<MemberReport> {
+        let report = |(index, member): (usize, &MemberState)| {
+            let (chunk_count, io_count) = member.queue.counts();
+            let bytes = chunk_count * chunk_bytes;
+            MemberReport {
+                path: path_of(index),
+                chunk_count,
+                io_count,
+                bytes,
+                laps: member.point.lap(),
+                rate_mib_per_s: crate::unit::rate_mib_per_s(bytes, elapsed),
+            }
+        };
+        self.members.iter().enumerate().map(report).collect()
     }
 
     /// A linear recording added to `set`, whose `marks` keep slots: each member keeps out
@@ -828,6 +901,50 @@ mod tests {
         }
         assert_eq!(part_offsets(&layout, &parts[..1]).unwrap()[0], offsets[0]);
         assert_eq!(part_offsets(&layout, &[(0, 0, 1), (last + 1, 1, 1)]), None);
+    }
+
+    #[test]
+    fn the_entry_and_the_report_take_each_members_span_laps_and_counts_from_its_stages() {
+        let started = |slot, lap| MemberState {
+            point: WritePoint::new(MemberPosition::at(slot, lap), 101, 1),
+            queue: MemberQueue::new(4),
+            ..MemberState::default()
+        };
+        let mut placement = Placement::new(vec![started(10, 2), started(50, 0)], 0);
+        // The first went a lap and a half on, the second a few slots.
+        placement.members[0].point.ring_wrote(150);
+        placement.members[0].queue.count(150, 40);
+        placement.members[1].point.linear_wrote(50, 8);
+        placement.members[1].point.frontier_passed(54);
+        placement.members[1].queue.count(8, 2);
+        let ends = |end| -> Vec<(u64, u64)> {
+            let spans = placement.spans(end);
+            spans
+                .iter()
+                .map(|span| (span.start_slot_index, span.end_slot_index))
+                .collect()
+        };
+        assert_eq!(ends(SpanEnd::Start), [(10, 10), (50, 50)]);
+        assert_eq!(ends(SpanEnd::WritePoint), [(10, 60), (50, 58)]);
+        assert_eq!(ends(SpanEnd::Frontier), [(10, 10), (50, 54)]);
+        assert_eq!(placement.start_laps(), [2, 0]);
+        assert_eq!(placement.overwrote(false), [true, false]);
+        assert_eq!(
+            placement.overwrote(true),
+            [false, false],
+            "an open entry claims none"
+        );
+        let reports = placement.member_reports(
+            |index| std::path::PathBuf::from(format!("m{index}")),
+            4096,
+            Duration::from_secs(1),
+        );
+        let counts: Vec<(u64, u64, u64, u64)> = reports
+            .iter()
+            .map(|r| (r.chunk_count, r.io_count, r.bytes, r.laps))
+            .collect();
+        assert_eq!(counts, [(150, 40, 150 * 4096, 3), (8, 2, 8 * 4096, 0)]);
+        assert_eq!(reports[1].path, std::path::PathBuf::from("m1"));
     }
 
     fn member() -> MemberState {
