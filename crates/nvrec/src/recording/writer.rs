@@ -38,11 +38,12 @@ use crate::layout::{
 use frontier::Frontier;
 use ingest::Ingest;
 use mark::Marker;
+use member::MemberState;
 use parts::Parts;
-use place::{MemberState, Placement, SpanEnd};
+use place::{Placement, SpanEnd};
 use reclaim::Reclaimer;
 use retire::{untag, Retiring};
-use rewrite::{Done, Gate, Rewriting};
+use rewrite::{Done, Rewriting};
 
 mod checkpoint;
 mod flushes;
@@ -50,6 +51,7 @@ mod frontier;
 mod ingest;
 mod kept;
 mod mark;
+mod member;
 mod parts;
 mod place;
 mod point;

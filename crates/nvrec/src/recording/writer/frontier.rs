@@ -1,7 +1,7 @@
 //! The durable frontier: the writes in flight in stream order, how far from the first
 //! every write has completed, and what the checkpoints built and made of it.
 
-use super::place::MemberState;
+use super::member::MemberState;
 use super::Claimed;
 use super::Flight;
 use crate::inflight::InFlight;

@@ -6,7 +6,7 @@
 //! its after-window is joined to it: that window goes on to the later end. From then on the members' write
 //! points jump over the slots it keeps (`MemberState::jump_kept`) until it is released.
 
-use super::place::MemberState;
+use super::member::MemberState;
 use super::Placed;
 use super::Writer;
 use crate::layout::Label;

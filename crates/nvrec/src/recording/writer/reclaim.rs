@@ -7,7 +7,7 @@
 //! holds it, the writer waits and tries again. A mark that keeps slots (format 1.7) is data
 //! it never reclaims: the set is full up to it until the mark is released.
 
-use super::place::MemberState;
+use super::member::MemberState;
 use super::{RecordingFailure, Writer};
 use crate::layout::{ReclaimCause, RecordingEntry, RecordingFlags};
 use crate::recording::marks::release_hint;

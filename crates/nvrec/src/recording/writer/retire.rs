@@ -27,9 +27,8 @@
 //! unless a later write of the run completed, which a run cannot tell; the recording then
 //! fails rather than leave a hole where a reader expects a chunk.
 
-use super::rewrite::GATE_LIMIT;
 use super::{
-    volume, Done, Fill, Flight, Gate, MemberError, MemberErrorReport, MemberFault, RecordingError,
+    volume, Done, Fill, Flight, MemberError, MemberErrorReport, MemberFault, RecordingError,
     RecordingFailure, Step, Writer,
 };
 use crate::engine::{IoError, IoErrorKind};
@@ -669,12 +668,9 @@ impl Writer<'_> {
         // until then its run stays open (see `rewrite.rs`). One that timed out would stall
         // that flush as it stalled its writes.
         if !flush_failed && !again && cause != RetirementCause::Timeout {
-            self.rewriting.hold(Gate {
-                member,
-                void_position: start.void.map_or(u64::MAX, |void| void.position),
-                offered: false,
-                until: self.clock.now() + GATE_LIMIT.min(self.options.member_timeout),
-            });
+            let void_position = start.void.map_or(u64::MAX, |void| void.position);
+            let until = (self.clock.now(), self.options.member_timeout);
+            self.rewriting.hold(member, void_position, until);
         }
         let lap_slots = match self.options.fill {
             Fill::Ring { .. } => self.placement.members[target].point.lap_slots(),

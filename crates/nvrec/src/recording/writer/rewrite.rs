@@ -57,12 +57,12 @@ pub(super) const GATE_LIMIT: Duration = Duration::from_millis(250);
 /// completed is durable.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Gate {
-    pub(super) member: usize,
+    member: usize,
     /// The ring position where its retirement's void starts.
-    pub(super) void_position: u64,
+    void_position: u64,
     /// A checkpoint that flushes it was offered since.
-    pub(super) offered: bool,
-    pub(super) until: Instant,
+    offered: bool,
+    until: Instant,
 }
 
 /// A write a member completed: where it went and what it held.
@@ -158,9 +158,21 @@ impl Rewriting {
         self.queued() || self.gate.is_some()
     }
 
-    /// Holds new writes back until `gate`'s member has been flushed, or its time is up.
-    pub(super) fn hold(&mut self, gate: Gate) {
-        self.gate = Some(gate);
+    /// Holds new writes back until retired `member` has been flushed, or for
+    /// [`GATE_LIMIT`] from `now` (no longer than the `member_timeout`); its void begins at
+    /// ring position `void_position`.
+    pub(super) fn hold(
+        &mut self,
+        member: usize,
+        void_position: u64,
+        (now, member_timeout): (Instant, Duration),
+    ) {
+        self.gate = Some(Gate {
+            member,
+            void_position,
+            offered: false,
+            until: now + GATE_LIMIT.min(member_timeout),
+        });
     }
 
     /// Whether new writes are held back.
@@ -645,12 +657,7 @@ mod tests {
         assert_eq!(rewriting.queued[1].from, 1);
         rewriting.queued.clear();
         let now = Instant::now();
-        rewriting.hold(Gate {
-            member: 1,
-            void_position: 0,
-            offered: false,
-            until: now + Duration::from_millis(250),
-        });
+        rewriting.hold(1, 0, (now, Duration::from_secs(10)));
         assert!(rewriting.holds_new_writes() && rewriting.gates(1) && !rewriting.gates(0));
         assert!(rewriting.waits_for_offer());
         rewriting.offered(&[true, false]);

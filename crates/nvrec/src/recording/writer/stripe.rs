@@ -1,10 +1,17 @@
 //! Striping: which member the next write goes to (adaptive, by expected finish time, or
 //! round-robin), among the live members with room.
 
-use super::place::{MemberState, Placement, ADAPTIVE_PROBE_INTERVAL};
+use super::member::MemberState;
+use super::place::Placement;
 use crate::recording::Fill;
 use crate::recording::Stripe;
+use std::time::Duration;
 use std::time::Instant;
+
+/// A member idle this long while adaptive striping sends elsewhere gets the next I/O: its
+/// rate estimate is refreshed only by the writes it gets, and a member whose first writes
+/// were slow would otherwise be left out for good.
+pub(super) const ADAPTIVE_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The write a member is chosen for: its size, on a set of this layout.
 #[derive(Debug, Clone, Copy)]
