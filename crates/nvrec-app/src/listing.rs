@@ -164,13 +164,17 @@ pub fn set_json_with(
         "scan": null,
         "recordings": entries.iter().zip(unaccounted).map(|(entry, found)| {
             let mut value = listed_json(entry, found);
-            value["written_over"] = scan::written_over(set, entry).into();
+            value["written_over"] = scan::written_over(set, entry).map(|over| over.to_string()).into();
             value
         }).collect::<Vec<_>>(),
         "marks": set.marks().unwrap_or_default().iter().map(|mark| {
             let mut value = mark_json(mark);
             let kept = mark.reclaimed.is_none() && mark.state != RecordingState::Open;
-            value["overwritten"] = kept.then(|| nvrec::recording::marks::overwritten(set, mark)).flatten().into();
+            value["overwritten"] = kept
+                .then(|| nvrec::recording::marks::overwritten(set, mark))
+                .flatten()
+                .map(|why| why.to_string())
+                .into();
             value
         }).collect::<Vec<_>>(),
         "unnamed": unnamed_of(set),

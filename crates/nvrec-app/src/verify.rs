@@ -178,7 +178,10 @@ pub enum Bad {
     RecoveredWithoutMembers(Vec<u16>),
     /// What a later recording wrote over explains what is missing: said first.
     #[error("written over: {over}; {bad}")]
-    WrittenOver { over: String, bad: Box<Bad> },
+    WrittenOver {
+        over: nvrec::recording::scan::WrittenOver,
+        bad: Box<Bad>,
+    },
 }
 
 /// What checking one recording found.
@@ -203,7 +206,7 @@ pub struct RecordingCheck {
     /// A later recording of the set that wrote over this one's slots (a ring appended to
     /// the set goes round over all but kept marks), as `ls` names it: what it took is named
     /// so, not found missing without a cause.
-    pub written_over: Option<String>,
+    pub written_over: Option<nvrec::recording::scan::WrittenOver>,
 }
 
 /// A step of the wall clock between two chunks of a recording: `step_ns` (forward when
@@ -251,7 +254,7 @@ impl RecordingCheck {
             "redirected_chunk_count": summary.redirected_chunk_count,
             "retirements": entry.retirements.iter().map(retirement_json).collect::<Vec<_>>(),
             "clock_steps": self.clock_steps,
-            "written_over": self.written_over,
+            "written_over": self.written_over.map(|over| over.to_string()),
         });
         add_unaccounted(&mut value, &self.unaccounted);
         value
@@ -384,7 +387,7 @@ pub fn check_recording(
         .and_then(|volume_set| nvrec::recording::scan::written_over(volume_set, entry));
     if let Some(over) = &written_over {
         first_bad = first_bad.map(|bad| Bad::WrittenOver {
-            over: over.clone(),
+            over: *over,
             bad: Box::new(bad),
         });
     }

@@ -69,14 +69,15 @@ pub fn ls(args: LsArgs, json: bool) -> Result<Class> {
         overwritten: nvrec::recording::marks::kept(set)?
             .iter()
             .filter_map(|mark| {
-                nvrec::recording::marks::overwritten(set, mark).map(|why| (mark.recording_id, why))
+                nvrec::recording::marks::overwritten(set, mark)
+                    .map(|why| (mark.recording_id, why.to_string()))
             })
             .collect(),
         written_over: entries
             .iter()
             .filter_map(|entry| {
                 nvrec::recording::scan::written_over(set, entry)
-                    .map(|why| (entry.recording_id, why))
+                    .map(|why| (entry.recording_id, why.to_string()))
             })
             .collect(),
         scanned: if args.scan {

@@ -319,13 +319,30 @@ pub fn table_slot_kept(set: &VolumeSet, id: u32) -> Result<Option<RecordingEntry
         .find(|mark| mark.recording_id == evicted))
 }
 
+/// What holds the last slot of a kept mark's span, where its window is not there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MarkOverwritten {
+    #[error(
+        "member {member} slot {slot} holds a chunk of recording {recording} (sequence \
+         {sequence}), not of its window"
+    )]
+    ByRecording {
+        member: usize,
+        slot: u64,
+        recording: u32,
+        sequence: u64,
+    },
+    #[error("member {member} slot {slot} holds no chunk of its window")]
+    NoChunk { member: usize, slot: u64 },
+}
+
 /// Whether kept `mark`'s slots still hold its window, looked at cheaply (`ls`): the last
 /// slot of its span on each member must hold a chunk of its recording from before the
 /// mark closed. A slot that holds anything else (a recording added over it, as one could
 /// before marks were kept out of) is named; `verify` reads the window whole. (Its first
 /// slots may hold anything: a jump that left slots unwritten before the mark widened it
 /// over them.)
-pub fn overwritten(set: &VolumeSet, mark: &RecordingEntry) -> Option<String> {
+pub fn overwritten(set: &VolumeSet, mark: &RecordingEntry) -> Option<MarkOverwritten> {
     let of = mark.mark_of?.recording_id;
     let lap_slots = |member: usize| {
         set.members
@@ -346,17 +363,18 @@ pub fn overwritten(set: &VolumeSet, mark: &RecordingEntry) -> Option<String> {
         match super::scan::slot_header(member, slot) {
             Some(header) if holds(&header) => {}
             Some(header) if header.set_uuid == set.set_uuid => {
-                return Some(format!(
-                    "member {} slot {slot} holds a chunk of recording {} (sequence {}), \
-                     not of its window",
-                    range.member, header.recording_id, header.sequence
-                ))
+                return Some(MarkOverwritten::ByRecording {
+                    member: range.member,
+                    slot,
+                    recording: header.recording_id,
+                    sequence: header.sequence,
+                })
             }
             _ => {
-                return Some(format!(
-                    "member {} slot {slot} holds no chunk of its window",
-                    range.member
-                ))
+                return Some(MarkOverwritten::NoChunk {
+                    member: range.member,
+                    slot,
+                })
             }
         }
     }

@@ -650,13 +650,22 @@ pub fn slot_header(member: &Member, slot: u64) -> Option<ChunkHeader> {
     decode_chunk_header(&bytes[..CHUNK_HEADER_SIZE_BYTES]).ok()
 }
 
+/// A later recording found in a slot of a recording's span: `by` wrote over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("recording {by} wrote over it (member {member} slot {slot})")]
+pub struct WrittenOver {
+    pub by: u32,
+    pub member: usize,
+    pub slot: u64,
+}
+
 /// Whether a later recording of `set` wrote over `entry`'s chunks, looked at cheaply
 /// (`ls`): on each member, the slots of its oldest and newest chunk (a linear span's first
 /// and last slot; a ring that went round, the slots at and before its write point). A slot
 /// holding a chunk of a later recording of the set names it; `verify` reads the whole. A
 /// recording appended as a ring goes round over what the set held before it (only kept
 /// marks are kept), and this is how `ls` says so.
-pub fn written_over(set: &VolumeSet, entry: &RecordingEntry) -> Option<String> {
+pub fn written_over(set: &VolumeSet, entry: &RecordingEntry) -> Option<WrittenOver> {
     if entry.state == RecordingState::Open || entry.reclaimed.is_some() {
         return None;
     }
@@ -682,10 +691,11 @@ pub fn written_over(set: &VolumeSet, entry: &RecordingEntry) -> Option<String> {
                 && header.slot_index == slot
                 && header.recording_id > entry.recording_id
             {
-                return Some(format!(
-                    "recording {} wrote over it (member {index} slot {slot})",
-                    header.recording_id
-                ));
+                return Some(WrittenOver {
+                    by: header.recording_id,
+                    member: index,
+                    slot,
+                });
             }
         }
     }
