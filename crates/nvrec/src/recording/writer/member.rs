@@ -268,9 +268,12 @@ mod tests {
     use super::*;
     use crate::recording::writer::parts::PARTS_MAX;
 
+    /// A member of laps of 100 slots, 4 writes in flight at most, a recovery limit of 50
+    /// with 8 kept for redirects.
     fn member() -> MemberState {
         MemberState {
             point: WritePoint::with_lap(100),
+            queue: MemberQueue::new(4),
             reach: RecoveryReach::with(50, 8),
             ..MemberState::default()
         }
@@ -279,7 +282,6 @@ mod tests {
     #[test]
     fn the_write_point_jumps_out_of_kept_slots_and_waits_for_a_checkpoint_past_them() {
         let mut member = member();
-        member.queue = MemberQueue::new(4);
         // The second wraps over the lap's end. Neither is named by a durable entry yet (a
         // mark just closed).
         member.kept.keep((40, 10), false);
@@ -308,7 +310,6 @@ mod tests {
     #[test]
     fn a_write_that_would_go_round_slots_no_entry_names_waits_for_a_checkpoint_there() {
         let mut member = member();
-        member.queue = MemberQueue::new(4);
         member.kept.keep((95, 10), false);
         member.point.set(94, 0);
         assert!(!member.jump_kept(2, false), "it holds where it stands");
@@ -333,7 +334,6 @@ mod tests {
     #[test]
     fn a_write_that_must_lie_in_one_run_jumps_and_widens_the_range_it_stopped_short_of() {
         let mut member = member();
-        member.queue = MemberQueue::new(4);
         member.kept.keep((95, 10), false);
         member.point.set(94, 0);
         assert!(member.jump_kept(2, true));
@@ -348,7 +348,6 @@ mod tests {
     #[test]
     fn a_jump_over_slots_a_durable_entry_names_goes_on_without_a_checkpoint() {
         let mut member = member();
-        member.queue = MemberQueue::new(4);
         member.kept.keep((40, 10), true);
         member.point.set(40, 0);
         member.reach.set_since(6, 6);
@@ -381,7 +380,6 @@ mod tests {
     #[test]
     fn lap_after_lap_every_free_slot_is_written_and_kept_ranges_stay_as_they_are() {
         let mut member = member();
-        member.queue = MemberQueue::new(4);
         member.reach = RecoveryReach::with(1000, 8);
         // Ranges a write's length from each other and from the lap's end, and writes of
         // uneven lengths (a paced source's partial buffers), so that the write point
@@ -429,7 +427,6 @@ mod tests {
     #[test]
     fn a_ring_write_waits_until_it_touches_no_slot_in_flight_and_recovery_finds_it() {
         let mut member = member();
-        member.queue = MemberQueue::new(4);
         member.point.set(96, 0);
         // Ring positions 8..12, in flight.
         member.queue.submitted(0, (8, 4), std::time::Instant::now());
