@@ -6,10 +6,12 @@
 //! Community ID (version 1); `expr` parses the tcpdump spellings of a flow expression and
 //! matches keys against it; `table` gathers the flows of a stretch of a recording (times,
 //! packets, bytes, the chunks they lie in); `scan` fills a table from the chunks of a read,
-//! naming what it could not key. All pure: tested without a drive.
+//! naming what it could not key; `index` is the flow index a recorder writes into the
+//! recording as it goes. All pure: tested without a drive.
 
 mod community;
 mod expr;
+pub mod index;
 mod key;
 mod scan;
 mod table;

@@ -28,6 +28,8 @@ pub struct FlowScan {
     spanning_from: Option<u64>,
     holes: Vec<String>,
     losses: Vec<String>,
+    /// When each of `losses` happened (ns since the Unix epoch).
+    loss_times_ns: Vec<u64>,
     /// Only the chunks an index names are read: a packet cut at the edge of a run of them
     /// is another flow's (each of the flows asked for lies whole in its runs).
     runs_only: bool,
@@ -45,6 +47,7 @@ impl FlowScan {
             spanning_from: None,
             holes: Vec::new(),
             losses: Vec::new(),
+            loss_times_ns: Vec::new(),
             runs_only: false,
         }
     }
@@ -66,9 +69,16 @@ impl FlowScan {
             return false;
         }
         if header.flags.contains(ChunkFlags::RECORDS) {
-            self.records(header, payload);
+            self.records(header.sequence, header.stream_offset_bytes, payload);
         }
         !past_window
+    }
+
+    /// Takes the next chunk of a recording being written: chunk `sequence` of records whose
+    /// payload starts at `stream_offset_bytes` of the stream (the recorder's index keys its
+    /// chunks as it fills them, before they have a header).
+    pub fn records_at(&mut self, sequence: u64, stream_offset_bytes: u64, payload: &[u8]) {
+        self.records(sequence, stream_offset_bytes, payload);
     }
 
     /// Names a hole in the read (chunks missing or damaged): a flow may have had packets
@@ -80,15 +90,14 @@ impl FlowScan {
     /// Keys every packet of one chunk's records. A packet completed at the start of this
     /// payload (the walk's first record, after a payload that ended in a first fragment)
     /// lies in the chunks from where it began to this one.
-    fn records(&mut self, header: &ChunkHeader, payload: &[u8]) {
-        let sequence = header.sequence;
+    fn records(&mut self, sequence: u64, stream_offset_bytes: u64, payload: &[u8]) {
         let began = self
             .reassembly
             .is_spanning()
             .then_some(self.spanning_from)
             .flatten();
         let mut yielded = 0usize;
-        let walk = self.reassembly.payload(header.stream_offset_bytes, payload);
+        let walk = self.reassembly.payload(stream_offset_bytes, payload);
         for record in walk {
             let joined = if yielded == 0 { began } else { None };
             yielded += 1;
@@ -110,7 +119,10 @@ impl FlowScan {
                     match loss.cause {
                         LossCause::Partial if self.runs_only => {}
                         LossCause::Partial => self.holes.push(text),
-                        _ => self.losses.push(text),
+                        _ => {
+                            self.losses.push(text);
+                            self.loss_times_ns.push(loss.timestamp_ns);
+                        }
                     }
                 }
                 Ok(_) => {}
@@ -154,7 +166,17 @@ impl FlowScan {
         let seed = self.table.seed();
         let table = std::mem::replace(&mut self.table, FlowTable::new(seed));
         self.losses.clear();
+        self.loss_times_ns.clear();
         (table, std::mem::take(&mut self.holes))
+    }
+
+    /// As [`FlowScan::take`], with the source's losses named so far and when each was.
+    pub fn take_with_losses(&mut self) -> (FlowTable, Vec<String>, Vec<(u64, String)>) {
+        let times = std::mem::take(&mut self.loss_times_ns);
+        let losses = times.into_iter().zip(std::mem::take(&mut self.losses));
+        let losses = losses.collect();
+        let (table, holes) = self.take();
+        (table, holes, losses)
     }
 
     /// What could not be keyed: holes in the read, records that do not decode, packets cut.

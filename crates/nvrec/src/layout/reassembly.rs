@@ -13,7 +13,9 @@
 //! [`SPAN_DATA_MAX_BYTES`]).
 
 use super::error::{LayoutError, Structure};
-use super::records::{decode_record, Content, Loss, LossCause, Packet, Part, Piece, Record};
+use super::records::{
+    decode_record, skip_index_records, Content, Loss, LossCause, Packet, Part, Piece, Record,
+};
 use std::net::SocketAddr;
 
 /// The most data a packet put back together holds; a longer one is a loss (`Partial`). The
@@ -99,6 +101,7 @@ impl Reassembly {
     pub fn payload<'a>(&'a mut self, stream_offset_bytes: u64, payload: &'a [u8]) -> Walk<'a> {
         let contiguous = self.next_offset_bytes == Some(stream_offset_bytes);
         self.next_offset_bytes = Some(stream_offset_bytes.saturating_add(payload.len() as u64));
+        let payload = skip_index_records(payload);
         let mut lost = [None, None];
         if !contiguous {
             lost[0] = self.lose_head();

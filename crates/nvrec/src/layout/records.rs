@@ -41,6 +41,11 @@ mod off {
 
 const KIND_PACKET: u16 = 1;
 const KIND_LOSS: u16 = 2;
+/// A part of a flow index block (format 1.9, `flow::index`): what the recorder wrote of
+/// the flows of the chunks before it. Index records stand at the start of a payload, before
+/// its own records (a continuation still comes first among those); walks over a payload's
+/// records pass over them.
+const KIND_INDEX: u16 = 3;
 /// Packet flag: the data was cut short (`captured_len < original_len`).
 const FLAG_TRUNCATED: u32 = 1;
 /// Packet flag: the stream ended after this data (a TCP connection closed).
@@ -371,6 +376,48 @@ pub fn encode_loss(out: &mut [u8], loss: &Loss) -> usize {
     total
 }
 
+/// Writes an index record holding `data` (a part of a flow index block), stamped
+/// `timestamp_ns`; returns its length ([`record_bytes`] of the data's).
+pub fn encode_index(out: &mut [u8], timestamp_ns: u64, data: &[u8]) -> usize {
+    let total = record_bytes(data.len());
+    let record = &mut out[..total];
+    record.fill(0);
+    put_u16(record, off::KIND, KIND_INDEX);
+    put_u32(record, off::CAPTURED_LEN, data.len() as u32);
+    put_u32(record, off::ORIGINAL_LEN, data.len() as u32);
+    put_u64(record, off::TIMESTAMP_NS, timestamp_ns);
+    record[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + data.len()].copy_from_slice(data);
+    total
+}
+
+/// The length of the index record at the start of `b`, if one stands there whole.
+fn index_record_len(b: &[u8]) -> Option<usize> {
+    if b.len() < RECORD_HEADER_BYTES || get_u16(b, off::KIND) != KIND_INDEX {
+        return None;
+    }
+    let total = record_bytes(get_u32(b, off::CAPTURED_LEN) as usize);
+    (total <= b.len()).then_some(total)
+}
+
+/// A payload with the index records at its start passed over: its own records.
+pub fn skip_index_records(mut payload: &[u8]) -> &[u8] {
+    while let Some(len) = index_record_len(payload) {
+        payload = &payload[len..];
+    }
+    payload
+}
+
+/// The data of the index records at the start of `payload`, in order.
+pub fn index_records(mut payload: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let len = index_record_len(payload)?;
+        let captured = get_u32(payload, off::CAPTURED_LEN) as usize;
+        let data = &payload[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + captured];
+        payload = &payload[len..];
+        Some(data)
+    })
+}
+
 /// Stores an address as IPv6 (IPv4 mapped) and its port; returns its family (4, 6, or 0).
 fn put_address(b: &mut [u8], addr_at: usize, port_at: usize, addr: Option<SocketAddr>) -> u16 {
     let Some(addr) = addr else { return 0 };
@@ -400,7 +447,9 @@ fn get_address(b: &[u8], addr_at: usize, port_at: usize, family: u16) -> Option<
 /// record ends the walk with an error. Readers of a recording take payloads through
 /// `layout::Reassembly`, which puts packets that span payloads back together.
 pub fn records(payload: &[u8]) -> Records<'_> {
-    Records { rest: payload }
+    Records {
+        rest: skip_index_records(payload),
+    }
 }
 
 pub struct Records<'a> {
