@@ -291,7 +291,7 @@ fn join(last: &IndexPart<'_>, bytes: &[u8], seed: u16) -> Result<IndexBlock, Ind
 /// closes a bucket when it holds [`BUCKET_BYTES_MAX`] of chunks or spans
 /// [`BUCKET_SPAN_NS_MAX`], and keeps the closed buckets' parts until they are placed at the
 /// start of the next payloads.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct FlowIndexer {
     scan: FlowScan,
     /// The open bucket's first chunk, and its chunks' times.
@@ -367,9 +367,19 @@ impl FlowIndexer {
         self.pending.front().map(Vec::as_slice)
     }
 
+    /// The data of the index records waiting to be placed, in order.
+    pub fn pending_parts(&self) -> impl Iterator<Item = &[u8]> {
+        self.pending.iter().map(Vec::as_slice)
+    }
+
     /// The pending part was placed, as a record of `record_bytes`.
     pub fn part_placed(&mut self, record_bytes: usize) {
-        self.pending.pop_front();
+        self.parts_placed(1, record_bytes);
+    }
+
+    /// The first `parts` pending parts were placed, as records of `record_bytes` in all.
+    pub fn parts_placed(&mut self, parts: usize, record_bytes: usize) {
+        self.pending.drain(..parts.min(self.pending.len()));
         self.record_bytes += record_bytes as u64;
     }
 

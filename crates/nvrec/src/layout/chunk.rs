@@ -53,6 +53,9 @@ flag_set! {
         /// The payload is whole records (datagrams, packets, losses; format 1.2,
         /// `records`), not a byte stream.
         const RECORDS = 1 << 4;
+        /// With `RECORDS`: the payload may begin with index records (format 1.9,
+        /// `flow::index`), which a reader that does not know them would take for packets.
+        const FLOW_INDEX = 1 << 5;
         /// The payload came from the seekable test pattern (checkable without a copy of
         /// the input). Ignorable.
         const PATTERN = 1 << 16;
@@ -799,8 +802,8 @@ pub(crate) mod tests {
         assert_eq!(format!("{:?}", ChunkFlags::empty()), "ChunkFlags(0x0)");
         assert_eq!(f.unknown_incompat_bits(), 0);
         assert_eq!(
-            ChunkFlags::from_bits_retain(0x60).unknown_incompat_bits(),
-            0x60
+            ChunkFlags::from_bits_retain(0xe0).unknown_incompat_bits(),
+            0xc0
         );
     }
 }

@@ -392,6 +392,10 @@ flag_set! {
         /// its ring keeps, its spans the slots kept on each member. A reader that does not
         /// know marks refuses the entry rather than take it for a recording.
         const MARK = 1 << 3;
+        /// The stream's payloads carry a flow index (format 1.9, `flow::index`): index
+        /// records at their starts. A reader that does not know them refuses the entry
+        /// rather than take them for packets.
+        const FLOW_INDEX = 1 << 4;
         /// The payload is the seekable test pattern. Ignorable.
         const PATTERN = 1 << 16;
         /// The entry carries each member's lap at the start (`start_laps`) and which

@@ -608,6 +608,9 @@ fn placeholder(set: &VolumeSet, checkpoint: &Checkpoint, first: &ChunkHeader) ->
     if first.flags.contains(ChunkFlags::RECORDS) {
         flags |= RecordingFlags::RECORDS;
     }
+    if first.flags.contains(ChunkFlags::FLOW_INDEX) {
+        flags |= RecordingFlags::FLOW_INDEX;
+    }
     if first.flags.contains(ChunkFlags::PATTERN) {
         flags |= RecordingFlags::PATTERN;
     }

@@ -27,6 +27,7 @@ use super::durability::{self as coordinator, Durability, Outcome};
 use super::failure::{MemberFault, RecordingFailure, Step};
 use super::volume::{self, VolumeSet};
 use super::{Fill, MemberFailure, RecordingError, Stripe};
+use crate::flow::index::FlowIndexer;
 use crate::buffer::BufferPool;
 use crate::clock::Clock;
 use crate::device::{Access, Safety};
@@ -200,6 +201,19 @@ pub struct RecordOptions {
     /// How much of each member a new set uses (the rest left unwritten and unread); with
     /// `append`, refused unless it is what the set was made with.
     pub usable: Option<volume::Usable>,
+    /// Whether a record source's recording indexes its flows as it goes (format 1.9,
+    /// `flow::index`).
+    pub flow_index: FlowIndex,
+}
+
+/// Whether a recording of packets carries a flow index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlowIndex {
+    /// Written as the packets are recorded (the default).
+    #[default]
+    Written,
+    /// None: a reader scans every chunk for flows.
+    Off,
 }
 
 impl Default for RecordOptions {
@@ -228,6 +242,7 @@ impl Default for RecordOptions {
             retention: super::retention::Retention::default(),
             marks: None,
             max_marked: 0.5,
+            flow_index: FlowIndex::Written,
             usable: None,
         }
     }
@@ -298,6 +313,10 @@ pub struct RecordReport {
     /// input's own buffering), so that recorded + lost + overdue is what the rate sent.
     pub overdue_bytes: u64,
     pub checkpoint_count: u64,
+    /// The flow index written with a recording of packets (format 1.9): the blocks made
+    /// and the bytes of their index records in the stream. None without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_index: Option<FlowIndexReport>,
     pub elapsed_s: f64,
     pub rate_mib_per_s: f64,
     pub cpu_user_s: f64,
@@ -322,6 +341,16 @@ pub struct RecordReport {
     /// (its kind, member, cause and errno).
     #[serde(flatten, serialize_with = "super::failure::serialize_failure")]
     pub error: Option<RecordingFailure>,
+}
+
+/// What a recording's flow index came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct FlowIndexReport {
+    pub blocks: u64,
+    pub bytes: u64,
+    /// Buffers were given up (a full target, an abort): the chunks after the last block
+    /// went unindexed, and a reader scans them.
+    pub given_up: bool,
 }
 
 /// Input lost, by cause (see [`LossCause`]).
@@ -885,6 +914,13 @@ impl<'a> Writer<'a> {
         );
         let payload_capacity = payload_capacity_bytes(chunk_size_bytes);
         let flight_limit = flight_count_max(buffer_count);
+        let start_ns = clock.wall_ns();
+        let mut ingest = Ingest::new(buffer_count, k, payload_capacity, &*source);
+        if options.flow_index == FlowIndex::Written && source.packs_records() {
+            let indexer =
+                FlowIndexer::new(next_sequence, start_ns, chunk_size_bytes, payload_capacity);
+            ingest.index_with(indexer);
+        }
         Ok(Writer {
             options: RecordOptions {
                 chunk_size_bytes,
@@ -901,9 +937,9 @@ impl<'a> Writer<'a> {
             first_sequence: next_sequence,
             error: None,
             started: clock.now(),
-            start_ns: clock.wall_ns(),
+            start_ns,
             start_instant: clock.now(),
-            ingest: Ingest::new(buffer_count, k, payload_capacity, &*source),
+            ingest,
             placement: Placement::new(members, next_sequence),
             frontier: Frontier::new(
                 flight_limit,
@@ -991,6 +1027,9 @@ impl<'a> Writer<'a> {
         }
         if self.ingest.records() {
             flags.insert(RecordingFlags::RECORDS);
+        }
+        if self.ingest.indexed() {
+            flags.insert(RecordingFlags::FLOW_INDEX);
         }
         if self.options.signal.is_some() {
             flags.insert(RecordingFlags::SIGNAL);
@@ -1189,6 +1228,7 @@ impl<'a> Writer<'a> {
             self.ingest.seal_filling();
             self.ingest.drop_ready();
         } else {
+            self.write_index_tail();
             self.ingest.seal_filling();
             self.account_unproduced();
         }
@@ -1484,6 +1524,14 @@ impl<'a> Writer<'a> {
             unrecorded_bytes: tally.unrecorded_bytes,
             overdue_bytes: tally.overdue_bytes,
             checkpoint_count: self.frontier.checkpoint_count(),
+            flow_index: self.ingest.indexed().then(|| {
+                let (blocks, bytes) = self.ingest.index_made();
+                FlowIndexReport {
+                    blocks,
+                    bytes,
+                    given_up: !self.ingest.indexes(),
+                }
+            }),
             elapsed_s: elapsed.as_secs_f64(),
             rate_mib_per_s: crate::unit::rate_mib_per_s(tally.recorded_bytes, elapsed),
             cpu_user_s: cpu_after.0 - cpu_before.0,

@@ -6,7 +6,8 @@
 use super::ChunkMeta;
 use super::Writer;
 use crate::control::ControlState;
-use crate::layout::CHUNK_HEADER_SIZE_BYTES;
+use crate::flow::index::FlowIndexer;
+use crate::layout::{encode_index, record_bytes, CHUNK_HEADER_SIZE_BYTES};
 use crate::recording::counters::LossCause;
 use crate::recording::failure::RecordingFailure;
 use crate::source::Source;
@@ -70,6 +71,13 @@ pub(super) struct Ingest {
     /// when it stopped and not taken.
     unrecorded_bytes: u64,
     overdue_bytes: u64,
+    /// The flow index of a record source's recording, built as its payloads are filled
+    /// (`flow::index`); None without one, or once buffers were given up (the chunks it
+    /// counted are no longer the stream's).
+    index: Option<FlowIndexer>,
+    /// The recording began with a flow index: its entry and chunks say so (format 1.9),
+    /// even once the index was given up.
+    indexed: bool,
 }
 
 impl Ingest {
@@ -106,6 +114,57 @@ impl Ingest {
             source_done: false,
             unrecorded_bytes: 0,
             overdue_bytes: 0,
+            index: None,
+            indexed: false,
+        }
+    }
+
+    /// The recording's flows are indexed by `index` as its chunks are filled.
+    pub(super) fn index_with(&mut self, index: FlowIndexer) {
+        self.index = Some(index);
+        self.indexed = true;
+    }
+
+    /// Whether the recording's flows are indexed (still).
+    pub(super) fn indexes(&self) -> bool {
+        self.index.is_some()
+    }
+
+    /// Whether the recording began with a flow index.
+    pub(super) fn indexed(&self) -> bool {
+        self.indexed
+    }
+
+    /// Blocks of the flow index made, and the bytes of their index records placed.
+    pub(super) fn index_made(&self) -> (u64, u64) {
+        self.index.as_ref().map_or((0, 0), FlowIndexer::made)
+    }
+
+    /// Places the index parts waiting at the start of a payload of `room` bytes, as many as
+    /// fit in half of it; returns the bytes they take (not yet counted placed: see
+    /// [`Ingest::index_parts_placed`]).
+    fn place_index_parts(&self, payload: &mut [u8], time_ns: u64) -> (usize, usize) {
+        let Some(index) = self.index.as_ref() else {
+            return (0, 0);
+        };
+        let (mut at, mut parts) = (0, 0);
+        for part in index.pending_parts() {
+            if at + record_bytes(part.len()) > payload.len() / 2 {
+                break;
+            }
+            at += encode_index(&mut payload[at..], time_ns, part);
+            parts += 1;
+        }
+        (at, parts)
+    }
+
+    /// The first `parts` parts waiting were placed in a payload, taking `bytes`, and the
+    /// payload (`payload`, from `stream_offset_bytes`, at `time_ns`) was filled: the index
+    /// keys its packets.
+    fn index_chunk(&mut self, (parts, bytes): (usize, usize), time_ns: u64, stream_offset_bytes: u64, payload: &[u8]) {
+        if let Some(index) = self.index.as_mut() {
+            index.parts_placed(parts, bytes);
+            index.chunk(time_ns, stream_offset_bytes, payload);
         }
     }
 
@@ -305,6 +364,9 @@ impl Ingest {
     /// chunk written, and the input lost past that end (however far a paced source ran
     /// ahead of the drives) is counted apart, never in the stream.
     pub(super) fn drop_buffer(&mut self, buffer: u32) {
+        // The chunks the index counted are not the stream's any more: what follows is
+        // left unindexed (a reader scans it), never indexed at the wrong chunks.
+        self.index = None;
         let base = buffer as usize * self.k as usize;
         for index in (0..self.buffer_chunk_counts[buffer as usize] as usize).rev() {
             let meta = self.metas[base + index];
@@ -540,21 +602,30 @@ impl Writer<'_> {
             let now = self.clock.now();
             self.ingest.drain_started.get_or_insert(now);
         }
-        let read = self.read_payload(buffer, start, remaining, chunk_slot, draining);
-        if draining && (read.bytes as u64) < remaining && !read.packed {
+        let time_ns = self.start_ns + times.1;
+        let placed = self.place_index_parts(buffer, start, remaining, time_ns);
+        let (prefix, source_room) = (placed.1 as u64, remaining - placed.1 as u64);
+        let offset = self.ingest.stream_offset_bytes;
+        let at = (start + placed.1, offset + prefix);
+        let read = self.read_payload(buffer, at, source_room, chunk_slot, draining);
+        if draining && (read.bytes as u64) < source_room && !read.packed {
             self.ingest.drained = true; // What was there is taken; the stop goes on.
         }
         if read.bytes == 0 {
+            // The index parts placed wait for a payload the source fills.
             if !read.quiet && !read.packed {
                 self.ingest.source_done = true;
             }
             self.ingest.seal_filling();
             return Flow::Stop;
         }
-        let payload_crc32c = self.payload_crc32c(buffer, start, read.bytes);
+        let filled = prefix as usize + read.bytes;
+        let payload_crc32c = self.payload_crc32c(buffer, start, filled);
+        let payload = &self.engine.pool().slot(buffer as usize)[start..start + filled];
+        self.ingest.index_chunk(placed, time_ns, offset, payload);
         self.ingest
-            .chunk_filled(buffer, times, read.bytes as u32, payload_crc32c);
-        if (read.bytes as u64) < remaining && !read.packed {
+            .chunk_filled(buffer, times, filled as u32, payload_crc32c);
+        if (read.bytes as u64) < source_room && !read.packed {
             // A short chunk: the source went quiet (the chunk goes out as it is), or it
             // ended (or was interrupted by a stop) mid-payload. (A record source's chunk
             // that holds as many whole records as fit is not short: the next chunk
@@ -573,13 +644,73 @@ impl Writer<'_> {
         Flow::Next
     }
 
-    /// Reads up to `remaining` bytes of the source into `buffer` from `start` (chunk slot
-    /// `chunk_slot`); a read error is kept as the recording's error and reads as nothing.
+    /// Places the index parts waiting at `start` of `buffer` (the payload of a chunk with
+    /// `remaining` bytes of room), stamped `time_ns`: (parts, bytes) placed.
+    #[inline]
+    fn place_index_parts(&mut self, buffer: u32, start: usize, remaining: u64, time_ns: u64) -> (usize, usize) {
+        if !self.ingest.indexes() {
+            return (0, 0);
+        }
+        let payload = &mut self.engine.pool_mut().slot_mut(buffer as usize)
+            [start..start + remaining as usize];
+        self.ingest.place_index_parts(payload, time_ns)
+    }
+
+    /// At the end of a recording that indexes its flows: the last bucket's block, in
+    /// chunks of its own after the last the source filled. Where no buffer comes free, the
+    /// last bucket stays unindexed (a reader scans it).
+    pub(super) fn write_index_tail(&mut self) {
+        let Some(index) = self.ingest.index.as_mut() else {
+            return;
+        };
+        index.close_bucket();
+        while self.ingest.index.as_ref().is_some_and(FlowIndexer::has_pending) {
+            let Some(buffer) = self.buffer_for_index() else {
+                return;
+            };
+            self.ingest.filling = Some(buffer);
+            let index = self.ingest.buffer_chunk_counts[buffer as usize];
+            let start = index as usize * self.chunk_bytes() + CHUNK_HEADER_SIZE_BYTES;
+            let times = self.chunk_times();
+            let time_ns = self.start_ns + times.1;
+            let capacity = self.ingest.payload_capacity_bytes as u64;
+            let placed = self.place_index_parts(buffer, start, capacity, time_ns);
+            if placed.0 == 0 {
+                return; // A part larger than half a payload: cannot be (see `part_max`).
+            }
+            let payload_crc32c = self.payload_crc32c(buffer, start, placed.1);
+            if let Some(index) = self.ingest.index.as_mut() {
+                index.parts_placed(placed.0, placed.1);
+            }
+            self.ingest
+                .chunk_filled(buffer, times, placed.1 as u32, payload_crc32c);
+            if index + 1 == self.k {
+                self.ingest.seal_filling();
+            }
+        }
+        self.ingest.seal_filling();
+    }
+
+    /// The buffer being filled, or a free one, waiting for a write to complete where none
+    /// is free.
+    fn buffer_for_index(&mut self) -> Option<u32> {
+        loop {
+            if let Some(buffer) = self.buffer_to_fill() {
+                return Some(buffer);
+            }
+            if self.engine.in_flight() == 0 || self.reap(true).is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// Reads up to `remaining` bytes of the source into `buffer` from `start`, where the
+    /// stream is at `stream_offset_bytes` (chunk slot `chunk_slot`); a read error is kept as the recording's error and reads as nothing.
     #[inline]
     fn read_payload(
         &mut self,
         buffer: u32,
-        start: usize,
+        (start, stream_offset_bytes): (usize, u64),
         remaining: u64,
         chunk_slot: usize,
         draining: bool,
@@ -607,7 +738,7 @@ impl Writer<'_> {
             [start..start + remaining as usize];
         let read = match fill_until_quiet(
             &mut *self.source,
-            self.ingest.stream_offset_bytes,
+            stream_offset_bytes,
             payload,
             self.control,
             quiet_after,

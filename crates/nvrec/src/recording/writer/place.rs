@@ -412,6 +412,9 @@ impl Writer<'_> {
         if self.ingest.records() {
             flags.insert(ChunkFlags::RECORDS);
         }
+        if self.ingest.indexed() {
+            flags.insert(ChunkFlags::FLOW_INDEX);
+        }
         if redirected {
             flags.insert(ChunkFlags::REDIRECTED);
         }
