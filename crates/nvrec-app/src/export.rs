@@ -67,10 +67,10 @@ pub fn export(
     progress: &Progress,
 ) -> Result<ExportReport> {
     let window = (options.window.from_ns, options.window.to_ns);
-    let indexed = options
-        .flows
-        .as_ref()
-        .and_then(|flows| Indexed::of(source, &entry, &options.window, &flows.query, flows.seed));
+    let indexed = options.flows.as_ref().and_then(|flows| {
+        let asked = (&options.window, &flows.query, flows.seed);
+        Indexed::of(source, &entry, asked, engine, control)
+    });
     let (mut exporter, output) = Exporter::create(&entry, options, to)?;
     let mut problems: Vec<String> = Vec::new();
     let mut each = |item: Item<'_>| {

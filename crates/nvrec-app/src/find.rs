@@ -16,6 +16,7 @@
 //! one whose scan could not key some packets, holes in the archive) every chunk is read.
 
 use crate::chunks::ChunkSource;
+use crate::flow_index::{DriveIndex, Stretch};
 use crate::outcome::{Class, UsageError};
 use anyhow::Result;
 use nvrec::control::{Control, Progress};
@@ -23,7 +24,8 @@ use nvrec::engine::EngineChoice;
 use nvrec::export::Window;
 use nvrec::flow::{FlowEntry, FlowKey, FlowQuery, FlowScan, FlowTable};
 use nvrec::layout::{RecordingEntry, RecordingFlags};
-use nvrec::recording::reader::{Item, ReadSummary};
+use nvrec::recording::reader::{read_recording_from, Item, ReadSummary};
+use nvrec::recording::volume::VolumeSet;
 use nvrec_archive::manifest::SegmentInfo;
 use nvrec_archive::read::ArchivedRecording;
 use nvrec_archive::Archive;
@@ -38,6 +40,20 @@ pub struct FindRequest {
     pub window: Window,
     /// The Community ID seed (0 unless the sensors that name flows were given another).
     pub seed: u16,
+    /// Whether the flows' index is used where there is one, or every chunk is read.
+    pub lookup: Lookup,
+}
+
+/// How `find` comes to its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lookup {
+    /// From the flows' index (on the drives or beside an archive's segments) where there is
+    /// one; by reading every chunk of the window otherwise.
+    #[default]
+    Index,
+    /// By reading every chunk of the window, whatever index there is (the answer the index
+    /// must equal).
+    Scan,
 }
 
 /// What `find` found.
@@ -83,6 +99,20 @@ pub enum FindRead {
         chunks_searched: u64,
         chunks_read: u64,
     },
+    /// From the flow index the recorder wrote on the drives (`flow_index`): its blocks for
+    /// the window were read (`index_chunks_read` chunks read to find them), then the
+    /// chunks the matching flows lie in and the stretches no block covers (`unindexed`
+    /// says why each is scanned). `flows_in_window` and `packets_in_window` count the
+    /// flows of the blocks read whose times overlap the window.
+    DriveIndex {
+        blocks_read: usize,
+        index_bytes_read: u64,
+        index_chunks_read: u64,
+        /// The chunks of the blocks' buckets, and those read for the answer.
+        chunks_searched: u64,
+        chunks_read: u64,
+        unindexed: Vec<String>,
+    },
 }
 
 /// Why an archive's flows could not answer, and every chunk of the window was read.
@@ -101,6 +131,8 @@ pub enum NotIndexed {
     FlowsUnreadable(Arc<nvrec_archive::ArchiveError>),
     #[error("reading the chunks the flows name: {0:#}")]
     ChunksUnreadable(Arc<anyhow::Error>),
+    #[error("reading the flow index on the drives: {0:#}")]
+    IndexUnreadable(Arc<anyhow::Error>),
 }
 
 /// Two reasons are the same where they say the same (the errors they carry are not
@@ -137,13 +169,11 @@ pub fn find(
         ))
         .into());
     }
-    let indexed = Indexed::of(
-        source,
-        &entry,
-        &request.window,
-        &request.query,
-        request.seed,
-    );
+    let question = (&request.window, &request.query, request.seed);
+    let indexed = match request.lookup {
+        Lookup::Index => Indexed::of(source, &entry, question, engine, control),
+        Lookup::Scan => None,
+    };
     let why_not_indexed = match indexed {
         Some(Ok(indexed)) => match find_indexed(&indexed, &entry, request, control, progress) {
             Ok(report) => return Ok(report),
@@ -225,41 +255,74 @@ fn overlaps(window: &Window, first_ns: u64, last_ns: u64) -> bool {
     window.from_ns.is_none_or(|from| last_ns >= from) && window.to_ns.is_none_or(|to| first_ns < to)
 }
 
-/// What an archive's flows say of a window and a query: the flows of the segments whose
-/// packets the window overlaps, and the runs of chunks that the flows asked for lie in:
-/// all that a search or an export cut by flows reads.
+/// What a recording's flows say of a window and a query (an archive's flows objects, or
+/// the index its recorder wrote on the drives): the flows whose times overlap the window,
+/// and the chunks that the flows asked for lie in: all that a search or an export cut by
+/// flows reads.
 pub struct Indexed<'a> {
-    archive: &'a Archive,
-    recording: &'a ArchivedRecording,
-    segments_searched: usize,
-    flows_bytes_read: u64,
-    chunks_searched: u64,
-    /// The flows of the segments searched whose times overlap the window.
+    from: IndexedFrom<'a>,
+    /// The flows read whose times overlap the window.
     rows: Vec<FlowEntry>,
     runs: Vec<(u64, u64)>,
+    /// The source's losses in the window, as the index names them.
+    losses: Vec<String>,
+}
+
+/// Where an [`Indexed`] answer's flows and chunks come from.
+enum IndexedFrom<'a> {
+    Archive {
+        archive: &'a Archive,
+        recording: &'a ArchivedRecording,
+        segments_searched: usize,
+        flows_bytes_read: u64,
+        chunks_searched: u64,
+    },
+    Drives {
+        set: &'a VolumeSet,
+        entry: RecordingEntry,
+        engine: EngineChoice,
+        /// What is read: the runs with where each begins, and the stretches no block
+        /// covers.
+        stretches: Vec<Stretch>,
+        index: DriveIndex,
+    },
 }
 
 impl<'a> Indexed<'a> {
-    /// The flows of `entry` of `source` for `window` and `query` (Community IDs with
-    /// `seed`), where `source` is an archive (None otherwise); why its flows cannot answer,
+    /// The flows of `entry` of `source` for a window and a query (Community IDs with the
+    /// seed), where `source` is an archive whose segments carry their flows or drives
+    /// whose recording indexed its flows (None otherwise); why its flows cannot answer,
     /// where they cannot.
     pub fn of(
         source: &'a ChunkSource,
         entry: &RecordingEntry,
-        window: &Window,
-        query: &FlowQuery,
-        seed: u16,
+        (window, query, seed): (&Window, &FlowQuery, u16),
+        engine: EngineChoice,
+        control: &Control,
     ) -> Option<Result<Indexed<'a>, NotIndexed>> {
+        if let ChunkSource::Set(set) = source {
+            if !entry.flags.contains(RecordingFlags::FLOW_INDEX) {
+                return None;
+            }
+            let unreadable = |error| NotIndexed::IndexUnreadable(Arc::new(error));
+            let index = DriveIndex::of(set, entry, window, seed, engine, control);
+            return Some(index.map_err(unreadable).map(|index| {
+                Indexed::of_drives(set, entry.clone(), engine, index, (window, query))
+            }));
+        }
         let (archive, recording) = source.archived(entry)?;
         Some(indexed_segments(recording, window).and_then(|segments| {
             let mut indexed = Indexed {
-                archive,
-                recording,
-                segments_searched: segments.len(),
-                flows_bytes_read: 0,
-                chunks_searched: segments.iter().map(|info| info.chunk_count).sum(),
+                from: IndexedFrom::Archive {
+                    archive,
+                    recording,
+                    segments_searched: segments.len(),
+                    flows_bytes_read: 0,
+                    chunks_searched: segments.iter().map(|info| info.chunk_count).sum(),
+                },
                 rows: Vec::new(),
                 runs: Vec::new(),
+                losses: Vec::new(),
             };
             for info in segments {
                 indexed.read_flows(info, seed)?;
@@ -276,48 +339,221 @@ impl<'a> Indexed<'a> {
         }))
     }
 
+    /// The answer of the index on the drives: the rows of its blocks in the window, and
+    /// the stretches to read (each run of the matching flows from its first chunk's time,
+    /// and what no block covers).
+    fn of_drives(
+        set: &'a VolumeSet,
+        entry: RecordingEntry,
+        engine: EngineChoice,
+        index: DriveIndex,
+        (window, query): (&Window, &FlowQuery),
+    ) -> Indexed<'a> {
+        let mut rows: Vec<FlowEntry> = (index.blocks.iter())
+            .flat_map(|block| block.flows.iter())
+            .filter(|flow| overlaps(window, flow.first_ns, flow.last_ns))
+            .cloned()
+            .collect();
+        rows.sort_by_key(|flow| (flow.first_ns, flow.key));
+        let runs = joined_runs(
+            (rows.iter())
+                .filter(|flow| query.matches(flow))
+                .flat_map(|flow| flow.chunks.iter().copied()),
+        );
+        let losses = (index.blocks.iter().rev())
+            .flat_map(|block| block.losses.iter())
+            .filter(|(time, _)| window.contains(*time))
+            .map(|(_, text)| text.clone())
+            .collect();
+        let stretches = stretches_to_read(&index, &runs, window);
+        Indexed {
+            from: IndexedFrom::Drives {
+                set,
+                entry,
+                engine,
+                stretches,
+                index,
+            },
+            rows,
+            runs,
+            losses,
+        }
+    }
+
     /// Adds the flows of segment `info`.
     fn read_flows(&mut self, info: &SegmentInfo, seed: u16) -> Result<(), NotIndexed> {
+        let IndexedFrom::Archive {
+            archive,
+            flows_bytes_read,
+            ..
+        } = &mut self.from
+        else {
+            unreachable!("segments are an archive's")
+        };
         let unreadable = |error| NotIndexed::FlowsUnreadable(Arc::new(error));
         let flows = info.flows.as_ref().expect("searched for its flows");
-        let bytes = self.archive.get(&flows.key).map_err(unreadable)?;
-        self.flows_bytes_read += bytes.len() as u64;
+        let bytes = archive.get(&flows.key).map_err(unreadable)?;
+        *flows_bytes_read += bytes.len() as u64;
         let decoded = nvrec_archive::flows::decode(&flows.key, bytes, seed);
         self.rows.extend(decoded.map_err(unreadable)?);
         Ok(())
     }
 
-    /// Reads the runs of chunks, handing each item to `each` (which goes on past the
-    /// window: the next run may be in it).
+    /// Reads the runs of chunks (and on the drives the stretches no block covers), handing
+    /// each item to `each` (which goes on past the window: the next run may be in it).
     pub fn read(
         &self,
         control: &Control,
         progress: &Progress,
         each: &mut dyn FnMut(Item<'_>),
     ) -> Result<ReadSummary> {
-        let summary = nvrec_archive::read::read_runs(
-            self.archive,
-            self.recording,
-            &self.runs,
-            control,
-            progress,
-            &mut |item| {
-                each(item);
-                true
-            },
-        )?;
-        Ok(summary)
+        match &self.from {
+            IndexedFrom::Archive {
+                archive, recording, ..
+            } => Ok(nvrec_archive::read::read_runs(
+                archive,
+                recording,
+                &self.runs,
+                control,
+                progress,
+                &mut |item| {
+                    each(item);
+                    true
+                },
+            )?),
+            IndexedFrom::Drives {
+                set,
+                entry,
+                engine,
+                stretches,
+                ..
+            } => read_stretches(set, entry, *engine, stretches, control, progress, each),
+        }
     }
 
     /// How a reading of `chunks_read` chunks of the runs came to its answer.
     pub fn how(&self, chunks_read: u64) -> FindRead {
-        FindRead::Indexed {
-            segments_searched: self.segments_searched,
-            flows_bytes_read: self.flows_bytes_read,
-            chunks_searched: self.chunks_searched,
-            chunks_read,
+        match &self.from {
+            IndexedFrom::Archive {
+                segments_searched,
+                flows_bytes_read,
+                chunks_searched,
+                ..
+            } => FindRead::Indexed {
+                segments_searched: *segments_searched,
+                flows_bytes_read: *flows_bytes_read,
+                chunks_searched: *chunks_searched,
+                chunks_read,
+            },
+            IndexedFrom::Drives {
+                index, stretches, ..
+            } => FindRead::DriveIndex {
+                blocks_read: index.blocks.len(),
+                index_bytes_read: index.index_bytes_read,
+                index_chunks_read: index.chunks_read,
+                chunks_searched: (index.blocks.iter())
+                    .map(|block| block.chunk_times_ns.len() as u64)
+                    .sum::<u64>()
+                    + (index.unindexed.iter())
+                        .map(|stretch| stretch.end - stretch.first)
+                        .sum::<u64>(),
+                chunks_read: chunks_read.min(stretches.iter().map(|s| s.end - s.first).sum()),
+                unindexed: index.notes.clone(),
+            },
         }
     }
+}
+
+/// What to read for `runs` of an index on the drives: each run from its first chunk's
+/// time (where the walk learnt it; else from the window's start), and the stretches no
+/// block covers; those inside another are dropped, those that overlap joined.
+fn stretches_to_read(index: &DriveIndex, runs: &[(u64, u64)], window: &Window) -> Vec<Stretch> {
+    let mut stretches: Vec<Stretch> = (runs.iter())
+        .map(|&(first, count)| Stretch {
+            from_ns: index.chunk_time_ns(first).or(window.from_ns),
+            first,
+            end: first + count,
+        })
+        .chain(index.unindexed.iter().copied())
+        .collect();
+    stretches.sort_by_key(|stretch| (stretch.first, std::cmp::Reverse(stretch.end)));
+    let mut joined: Vec<Stretch> = Vec::new();
+    for stretch in stretches {
+        match joined.last_mut() {
+            Some(last) if stretch.first <= last.end => last.end = last.end.max(stretch.end),
+            _ => joined.push(stretch),
+        }
+    }
+    joined
+}
+
+/// Reads each stretch of chunks from the drives: from where it begins in time, handing on
+/// the items of its sequences, until past its end.
+fn read_stretches(
+    set: &VolumeSet,
+    entry: &RecordingEntry,
+    engine: EngineChoice,
+    stretches: &[Stretch],
+    control: &Control,
+    progress: &Progress,
+    each: &mut dyn FnMut(Item<'_>),
+) -> Result<ReadSummary> {
+    let mut total = ReadSummary::default();
+    for stretch in stretches {
+        let mut within = |item: Item<'_>| -> bool {
+            let (first, last) = match &item {
+                Item::Chunk { header, .. } => (header.sequence, header.sequence),
+                Item::Missing {
+                    first_sequence,
+                    count,
+                } => (*first_sequence, first_sequence + count - 1),
+                Item::Damage(damage) => {
+                    let sequence = damage.sequence.unwrap_or(stretch.first);
+                    (sequence, sequence)
+                }
+            };
+            if first >= stretch.end {
+                return false;
+            }
+            if last >= stretch.first {
+                each(item);
+            }
+            true
+        };
+        let summary = read_recording_from(
+            set,
+            entry,
+            engine,
+            stretch.from_ns,
+            control,
+            progress,
+            &mut within,
+        )?;
+        add_summary(&mut total, &summary);
+    }
+    Ok(total)
+}
+
+/// Adds one read's counts to a total.
+fn add_summary(total: &mut ReadSummary, read: &ReadSummary) {
+    total.chunk_count += read.chunk_count;
+    total.payload_bytes += read.payload_bytes;
+    total.read_bytes += read.read_bytes;
+    total.missing_chunk_count += read.missing_chunk_count;
+    total.damage_count += read.damage_count;
+    total.gap_count += read.gap_count;
+    total.lost_bytes += read.lost_bytes;
+    total.elapsed_s += read.elapsed_s;
+    total.cpu_user_s += read.cpu_user_s;
+    total.cpu_system_s += read.cpu_system_s;
+    total.redirected_chunk_count += read.redirected_chunk_count;
+    total.read_pool_bytes = total.read_pool_bytes.max(read.read_pool_bytes);
+    total.first_sequence = total.first_sequence.or(read.first_sequence);
+    total.last_sequence = read.last_sequence.or(total.last_sequence);
+    total.rate_mib_per_s = match total.elapsed_s > 0.0 {
+        true => total.payload_bytes as f64 / (1u64 << 20) as f64 / total.elapsed_s,
+        false => 0.0,
+    };
 }
 
 /// [`find`] from an archive's flows: the chunks the flows asked for lie in, read and keyed
@@ -337,7 +573,12 @@ fn find_indexed(
         })
         .map_err(|error| NotIndexed::ChunksUnreadable(Arc::new(error)))?;
     scan.finish();
-    let (table, holes, losses) = scan.into_parts();
+    let (table, holes, mut losses) = scan.into_parts();
+    for loss in &indexed.losses {
+        if !losses.contains(loss) {
+            losses.push(loss.clone());
+        }
+    }
     let keys: HashSet<FlowKey> = indexed.rows.iter().map(|flow| flow.key).collect();
     Ok(FindReport {
         flows: asked(&table, &request.query),

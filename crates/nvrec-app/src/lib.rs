@@ -28,6 +28,7 @@ pub mod archiving;
 pub mod chunks;
 pub mod export;
 pub mod find;
+pub mod flow_index;
 pub mod listing;
 pub mod losses;
 pub mod marking;

@@ -63,6 +63,8 @@ pub struct RecordRequest {
     pub mark_triggers: crate::marking::Triggers,
     /// How much of each member a new set uses (`--usable`); the rest is left unwritten.
     pub usable: Option<nvrec::recording::volume::Usable>,
+    /// Whether a recording of packets indexes its flows as it goes.
+    pub flow_index: writer::FlowIndex,
 }
 
 /// A capture source's options as asked.
@@ -192,6 +194,7 @@ fn record_options(
         marks: None,
         max_marked: request.max_marked,
         usable: request.usable,
+        flow_index: request.flow_index,
     })
 }
 
@@ -596,6 +599,7 @@ mod tests {
             samples: Samples::default(),
             health_interval: None,
             max_marked: 0.5,
+            flow_index: writer::FlowIndex::Written,
             mark_triggers: crate::marking::Triggers::default(),
             usable: None,
         }

@@ -229,9 +229,24 @@ fn print_report(args: &ExportArgs, report: &ExportReport, json: bool) {
         } => errln!(
             "nvrec export: from the archive's flows: {chunks_read} of {chunks_searched} chunks read"
         ),
+        FindRead::DriveIndex {
+            chunks_read,
+            chunks_searched,
+            blocks_read,
+            unindexed,
+            ..
+        } => {
+            errln!(
+                "nvrec export: from the flow index ({blocks_read} blocks): {chunks_read} of \
+                 {chunks_searched} chunks read"
+            );
+            for note in unindexed {
+                errln!("  {note}");
+            }
+        }
         FindRead::Scanned {
             why_not_indexed: Some(why),
-        } => errln!("nvrec export: every chunk read, not the archive's flows: {why}"),
+        } => errln!("nvrec export: every chunk read, not the flows' index: {why}"),
         FindRead::Scanned { .. } => {}
     }
     for part in &report.parts {

@@ -48,6 +48,10 @@ pub struct FindArgs {
     /// The flows as CSV: a header line, then a flow a line.
     #[arg(long)]
     csv: bool,
+    /// Read every chunk of the window, not the flows' index (what the index's answer must
+    /// equal).
+    #[arg(long)]
+    scan: bool,
     #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
 }
@@ -91,6 +95,10 @@ pub fn find(args: FindArgs, json: bool) -> Result<Class> {
         query,
         window: Window { from_ns, to_ns },
         seed: args.seed,
+        lookup: match args.scan {
+            true => nvrec_app::find::Lookup::Scan,
+            false => nvrec_app::find::Lookup::Index,
+        },
     };
     let engine = args.engine.choice();
     let report = reading::with_progress("find", json || args.csv, |control, progress| {
@@ -222,7 +230,7 @@ fn print_summary(report: &FindReport) {
     let read = match &report.read {
         FindRead::Scanned { why_not_indexed } => {
             if let Some(why) = why_not_indexed {
-                errln!("nvrec find: every chunk read, not the archive's flows: {why}");
+                errln!("nvrec find: every chunk read, not the flows' index: {why}");
             }
             format!("{} chunks read", report.summary.chunk_count)
         }
@@ -236,6 +244,23 @@ fn print_summary(report: &FindReport) {
              {chunks_searched} chunks read",
             format_bytes(*flows_bytes_read)
         ),
+        FindRead::DriveIndex {
+            blocks_read,
+            index_bytes_read,
+            chunks_searched,
+            chunks_read,
+            unindexed,
+            ..
+        } => {
+            for note in unindexed {
+                errln!("nvrec find: {note}");
+            }
+            format!(
+                "from the flow index ({blocks_read} blocks, {}): {chunks_read} of \
+                 {chunks_searched} chunks read",
+                format_bytes(*index_bytes_read)
+            )
+        }
     };
     errln!(
         "nvrec find: {} of {} flows in {} ({} packets), {read}",

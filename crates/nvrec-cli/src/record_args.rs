@@ -104,6 +104,10 @@ pub struct RecordArgs {
     /// size it needs, and the rest of the ring records on at full speed.
     #[arg(long, default_value = "50%", value_parser = share_arg, value_name = "PERCENT")]
     max_marked: f64,
+    /// Whether a recording of packets (udp://, tcp://, capture:) indexes its flows as it
+    /// goes, for `nvrec find` and `export --match` to read only the chunks a flow lies in.
+    #[arg(long, value_enum, default_value = "on", value_name = "ON|OFF")]
+    flow_index: FlowIndexArg,
     /// With --ring: SIGUSR1 takes a mark (--mark-before to --mark-after around it).
     #[arg(long, requires = "ring")]
     mark_on_signal: bool,
@@ -221,6 +225,10 @@ impl RecordArgs {
             realtime_priority: self.realtime.then_some(self.realtime_priority),
             max_marked: self.max_marked,
             usable: self.usable,
+            flow_index: match self.flow_index {
+                FlowIndexArg::On => nvrec::recording::writer::FlowIndex::Written,
+                FlowIndexArg::Off => nvrec::recording::writer::FlowIndex::Off,
+            },
             mark_triggers: nvrec_app::marking::Triggers {
                 signal: self.mark_on_signal.then_some(&crate::signal::MARK),
                 udp: self.mark_udp,
@@ -320,4 +328,11 @@ fn reclaim_arg(text: &str) -> Result<ReclaimRequest, String> {
              recording before it is reclaimed)"
         )),
     }
+}
+
+/// `--flow-index`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FlowIndexArg {
+    On,
+    Off,
 }

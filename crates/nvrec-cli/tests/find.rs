@@ -671,11 +671,15 @@ fn an_archive_answers_find_from_the_flows_beside_its_segments() {
 
     for query in SAME_QUERIES {
         let drives = find(&target, query);
+        let scanned = find(&target, &[query, &["--scan"][..]].concat());
         let archive = find(Path::new(&url), query);
-        assert_eq!(drives["read"]["how"], "scanned", "{drives}");
+        assert_eq!(drives["read"]["how"], "drive_index", "{drives}");
+        assert_eq!(scanned["read"]["how"], "scanned", "{scanned}");
         assert_eq!(archive["read"]["how"], "indexed", "{archive}");
-        assert_eq!(archive["flows"], drives["flows"], "{query:?}");
-        assert_eq!(archive["holes"], drives["holes"], "{query:?}");
+        assert_eq!(archive["flows"], scanned["flows"], "{query:?}");
+        assert_eq!(drives["flows"], scanned["flows"], "{query:?}");
+        assert_eq!(archive["holes"], scanned["holes"], "{query:?}");
+        assert_eq!(drives["holes"], scanned["holes"], "{query:?}");
     }
     // The needle, both directions by its Community ID, from a few of the chunks.
     let all = find(&target, &["--match", "ip or ip6"]);
@@ -715,11 +719,16 @@ fn an_archive_answers_find_from_the_flows_beside_its_segments() {
         assert!(output.status.success(), "{}", text(&output));
         let report = json(&output);
         let expected = if source == target.as_path() {
-            "scanned"
+            "drive_index"
         } else {
             "indexed"
         };
         assert_eq!(report["read"]["how"], expected, "{report}");
+        let read = &report["read"];
+        assert!(
+            read["chunks_read"].as_u64().unwrap() * 20 < read["chunks_searched"].as_u64().unwrap(),
+            "{read}"
+        );
     }
     if common::tool("tcpdump", "tcpdump", nvrec_testkit::TCPDUMP) {
         assert_eq!(tcpdump_count(&from_archive, ""), 3);
@@ -757,7 +766,7 @@ fn an_archive_answers_find_from_the_flows_beside_its_segments() {
     let output = run(nvrec().arg("find").arg(&url).args(query));
     assert!(output.status.success(), "{}", text(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("not the archive's flows"), "{stderr}");
+    assert!(stderr.contains("not the flows' index"), "{stderr}");
     let archive = find(Path::new(&url), &query);
     assert_eq!(archive["read"]["how"], "scanned", "{archive}");
     let why = archive["read"]["why_not_indexed"].as_str().unwrap();

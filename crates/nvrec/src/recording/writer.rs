@@ -27,11 +27,11 @@ use super::durability::{self as coordinator, Durability, Outcome};
 use super::failure::{MemberFault, RecordingFailure, Step};
 use super::volume::{self, VolumeSet};
 use super::{Fill, MemberFailure, RecordingError, Stripe};
-use crate::flow::index::FlowIndexer;
 use crate::buffer::BufferPool;
 use crate::clock::Clock;
 use crate::device::{Access, Safety};
 use crate::engine::{self, EngineChoice, EngineConfig, EngineKind, IoCompletion, IoError};
+use crate::flow::index::FlowIndexer;
 use crate::layout::{
     payload_capacity_bytes, Checkpoint, Label, RecordingEntry, RecordingFlags, RecordingState,
     Retirement,

@@ -141,7 +141,7 @@ impl Ingest {
     }
 
     /// Places the index parts waiting at the start of a payload of `room` bytes, as many as
-    /// fit in half of it; returns the bytes they take (not yet counted placed: see
+    /// fit in half of it; returns how many and the bytes they take (not yet counted placed: see
     /// [`Ingest::index_parts_placed`]).
     fn place_index_parts(&self, payload: &mut [u8], time_ns: u64) -> (usize, usize) {
         let Some(index) = self.index.as_ref() else {
@@ -155,13 +155,19 @@ impl Ingest {
             at += encode_index(&mut payload[at..], time_ns, part);
             parts += 1;
         }
-        (at, parts)
+        (parts, at)
     }
 
     /// The first `parts` parts waiting were placed in a payload, taking `bytes`, and the
     /// payload (`payload`, from `stream_offset_bytes`, at `time_ns`) was filled: the index
     /// keys its packets.
-    fn index_chunk(&mut self, (parts, bytes): (usize, usize), time_ns: u64, stream_offset_bytes: u64, payload: &[u8]) {
+    fn index_chunk(
+        &mut self,
+        (parts, bytes): (usize, usize),
+        time_ns: u64,
+        stream_offset_bytes: u64,
+        payload: &[u8],
+    ) {
         if let Some(index) = self.index.as_mut() {
             index.parts_placed(parts, bytes);
             index.chunk(time_ns, stream_offset_bytes, payload);
@@ -647,7 +653,13 @@ impl Writer<'_> {
     /// Places the index parts waiting at `start` of `buffer` (the payload of a chunk with
     /// `remaining` bytes of room), stamped `time_ns`: (parts, bytes) placed.
     #[inline]
-    fn place_index_parts(&mut self, buffer: u32, start: usize, remaining: u64, time_ns: u64) -> (usize, usize) {
+    fn place_index_parts(
+        &mut self,
+        buffer: u32,
+        start: usize,
+        remaining: u64,
+        time_ns: u64,
+    ) -> (usize, usize) {
         if !self.ingest.indexes() {
             return (0, 0);
         }
@@ -664,7 +676,12 @@ impl Writer<'_> {
             return;
         };
         index.close_bucket();
-        while self.ingest.index.as_ref().is_some_and(FlowIndexer::has_pending) {
+        while self
+            .ingest
+            .index
+            .as_ref()
+            .is_some_and(FlowIndexer::has_pending)
+        {
             let Some(buffer) = self.buffer_for_index() else {
                 return;
             };
