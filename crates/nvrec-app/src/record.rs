@@ -599,7 +599,7 @@ mod tests {
             samples: Samples::default(),
             health_interval: None,
             max_marked: 0.5,
-            flow_index: writer::FlowIndex::Written,
+            flow_index: writer::FlowIndex::default(),
             mark_triggers: crate::marking::Triggers::default(),
             usable: None,
         }

@@ -86,7 +86,7 @@ impl Bench {
             samples: Samples::default(),
             health_interval: None,
             max_marked: 0.5,
-            flow_index: nvrec::recording::writer::FlowIndex::Written,
+            flow_index: nvrec::recording::writer::FlowIndex::default(),
             mark_triggers: Default::default(),
             usable: None,
         }

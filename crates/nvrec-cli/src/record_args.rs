@@ -226,7 +226,7 @@ impl RecordArgs {
             max_marked: self.max_marked,
             usable: self.usable,
             flow_index: match self.flow_index {
-                FlowIndexArg::On => nvrec::recording::writer::FlowIndex::Written,
+                FlowIndexArg::On => nvrec::recording::writer::FlowIndex::default(),
                 FlowIndexArg::Off => nvrec::recording::writer::FlowIndex::Off,
             },
             mark_triggers: nvrec_app::marking::Triggers {

@@ -196,6 +196,64 @@ fn encoded_packet(timestamp_ns: u64, data: &[u8]) -> Vec<u8> {
     record
 }
 
+/// Records as a network source frames them, each stamped with the wall clock as the
+/// recorder takes it (a socket's receive time comes before its chunk's next one begins),
+/// with a millisecond's pause every 100 (pacing): a recording whose packets and chunks share
+/// one timeline, for windows.
+struct StampingSource {
+    records: VecDeque<Vec<u8>>,
+    taken: u64,
+}
+
+impl nvrec::source::Source for StampingSource {
+    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut at = 0;
+        while let Some(record) = self.records.front_mut() {
+            if at + record.len() > buf.len() {
+                break;
+            }
+            if self.taken % 100 == 99 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64;
+            // Every record's time is its header's bytes 16..24.
+            record[16..24].copy_from_slice(&now.to_le_bytes());
+            buf[at..at + record.len()].copy_from_slice(record);
+            at += record.len();
+            self.records.pop_front();
+            self.taken += 1;
+        }
+        Ok(at)
+    }
+
+    fn may_block(&self) -> bool {
+        false
+    }
+
+    fn packs_records(&self) -> bool {
+        true
+    }
+
+    fn ended(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+/// The losses an answer names, in order.
+fn sorted_losses(answer: &Value) -> Vec<String> {
+    let mut losses: Vec<String> = answer["losses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|loss| loss.as_str().unwrap().to_string())
+        .collect();
+    losses.sort();
+    losses
+}
+
 /// The needle: a connection of three packets, in the middle of a recording.
 fn needle() -> Flow {
     Flow {
@@ -226,6 +284,20 @@ fn record_flows_with(
     needle: Option<&Flow>,
     options: RecordOptions,
 ) -> Sent {
+    let (records, sent) = flow_records(frames, needle);
+    writer::record(
+        &[target.to_path_buf()],
+        &mut common::RecordSource { records },
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .expect("the frames are recorded");
+    sent
+}
+
+/// The records of [`record_flows`], and what they hold.
+fn flow_records(frames: u64, needle: Option<&Flow>) -> (VecDeque<Vec<u8>>, Sent) {
     let flows = flows();
     let mut sent = Sent::default();
     let mut records = VecDeque::new();
@@ -276,15 +348,7 @@ fn record_flows_with(
         }
         records.push_back(encoded_packet(timestamp_ns, &data));
     }
-    writer::record(
-        &[target.to_path_buf()],
-        &mut common::RecordSource { records },
-        &options,
-        &Control::new(),
-        &Progress::default(),
-    )
-    .expect("the frames are recorded");
-    sent
+    (records, sent)
 }
 
 fn find(target: &Path, args: &[&str]) -> Value {
@@ -636,6 +700,81 @@ const SAME_QUERIES: [&[&str]; 3] = [
     &["--match", "not ip and not ip6"],
     &["--match", "vlan 101 and host 172.16.1.1"],
 ];
+
+/// A recording whose index has many blocks (buckets of eight chunks): `find` from the index
+/// answers as a scan of every chunk does, over the whole recording and over windows, each
+/// query by expression and by Community ID; the needle from a few of its chunks.
+#[test]
+fn the_index_on_the_drives_answers_as_a_scan_does_over_many_buckets() {
+    let scratch = Scratch::new("find-buckets");
+    let target = scratch.path("flows.img");
+    let (records, sent) = flow_records(24_000, Some(&needle()));
+    let options = RecordOptions {
+        create_len_bytes: Some(64 << 20),
+        label: "flows".into(),
+        flow_index: writer::FlowIndex::Written {
+            bucket_bytes: 1 << 20,
+        },
+        ..RecordOptions::default()
+    };
+    let mut source = StampingSource { records, taken: 0 };
+    let report = writer::record(
+        &[target.clone()],
+        &mut source,
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .expect("the frames are recorded");
+    let made = report.flow_index.expect("a recording of packets indexes its flows");
+    assert!(made.blocks >= 15 && !made.given_up, "{made:?}");
+
+    let all = find(&target, &["--match", "ip or ip6"]);
+    assert_eq!(packets_by_flow(&all), sent.packets);
+    assert_eq!(all["read"]["how"], "drive_index", "{}", all["read"]);
+    assert!(all["read"]["blocks_read"].as_u64().unwrap() >= 15, "{}", all["read"]);
+    let needle_id = all["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|flow| flow["flow"] == needle().text(false).as_str())
+        .expect("the needle is found")["community_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let by_id: &[&str] = &["--community-id", &needle_id];
+    let windows: [&[&str]; 4] = [
+        &[],
+        &["--from", "40ms"],
+        &["--to", "90ms"],
+        &["--from", "30ms", "--to", "60ms"],
+    ];
+    for query in SAME_QUERIES.iter().copied().chain([by_id]) {
+        for window in windows {
+            let args = [query, window].concat();
+            let indexed = find(&target, &args);
+            let scanned = find(&target, &[&args[..], &["--scan"]].concat());
+            assert_eq!(indexed["read"]["how"], "drive_index", "{args:?}");
+            assert_eq!(indexed["flows"], scanned["flows"], "{args:?}");
+            assert_eq!(indexed["holes"], scanned["holes"], "{args:?}");
+            assert_eq!(sorted_losses(&indexed), sorted_losses(&scanned), "{args:?}");
+            if window.len() == 4 && query != by_id {
+                // A window reads the blocks of its buckets, not the rest.
+                let packets = total_packets(&indexed);
+                assert!(packets > 0 && packets < total_packets(&all) / 2, "{args:?}");
+                let blocks = indexed["read"]["blocks_read"].as_u64().unwrap();
+                assert!(blocks < all["read"]["blocks_read"].as_u64().unwrap() / 2);
+            }
+        }
+    }
+    let needle = find(&target, by_id);
+    assert_eq!(total_packets(&needle), 3);
+    let read = &needle["read"];
+    assert!(
+        read["chunks_read"].as_u64().unwrap() * 10 < read["chunks_searched"].as_u64().unwrap(),
+        "{read}"
+    );
+}
 
 #[test]
 fn an_archive_answers_find_from_the_flows_beside_its_segments() {

@@ -307,18 +307,19 @@ pub struct FlowIndexer {
 
 impl FlowIndexer {
     /// The index of a recording whose first chunk is `first_sequence`, which began at
-    /// `start_ns`, in chunks of `chunk_bytes` with room for `payload_bytes` each.
+    /// `start_ns`, in chunks of `chunk_bytes` with room for `payload_bytes` each, in
+    /// buckets of at most `bucket_bytes` of chunks.
     pub fn new(
         first_sequence: u64,
         start_ns: u64,
-        chunk_bytes: u32,
-        payload_bytes: u32,
+        (chunk_bytes, payload_bytes): (u32, u32),
+        bucket_bytes: u64,
     ) -> FlowIndexer {
         FlowIndexer {
             scan: FlowScan::new(0, Window::default(), start_ns),
             bucket_first: first_sequence,
             chunk_times_ns: Vec::new(),
-            chunks_max: (BUCKET_BYTES_MAX / u64::from(chunk_bytes.max(1))).max(1) as usize,
+            chunks_max: (bucket_bytes / u64::from(chunk_bytes.max(1))).max(1) as usize,
             part_max: part_max(payload_bytes),
             pending: VecDeque::new(),
             blocks: 0,
@@ -799,7 +800,7 @@ mod tests {
     #[test]
     fn the_indexer_keys_each_chunk_and_closes_buckets_that_go_on_from_each_other() {
         // Chunks of 8 MiB: a bucket of eight.
-        let mut indexer = FlowIndexer::new(50, 0, 8 << 20, 8 << 20);
+        let mut indexer = FlowIndexer::new(50, 0, (8 << 20, 8 << 20), BUCKET_BYTES_MAX);
         let mut offset = 0;
         let mut blocks = Vec::new();
         let mut join = PartsJoin::new();
@@ -836,7 +837,8 @@ mod tests {
             (58, 66)
         );
         assert_eq!(blocks[1].chunk_time_ns(60), Some(10_000));
-        let flows = |block: &IndexBlock| -> Vec<(u16, u64, Vec<(u64, u64)>)> {
+        type Flow = (u16, u64, Vec<(u64, u64)>);
+        let flows = |block: &IndexBlock| -> Vec<Flow> {
             block
                 .flows
                 .iter()
@@ -864,7 +866,7 @@ mod tests {
 
     #[test]
     fn a_bucket_closes_at_its_time_span_too() {
-        let mut indexer = FlowIndexer::new(0, 0, 4096, 4000);
+        let mut indexer = FlowIndexer::new(0, 0, (4096, 4000), BUCKET_BYTES_MAX);
         indexer.chunk(0, 0, &[]);
         indexer.chunk(BUCKET_SPAN_NS_MAX - 1, 0, &[]);
         assert!(!indexer.has_pending());

@@ -207,13 +207,21 @@ pub struct RecordOptions {
 }
 
 /// Whether a recording of packets carries a flow index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlowIndex {
-    /// Written as the packets are recorded (the default).
-    #[default]
-    Written,
+    /// Written as the packets are recorded, a block for each bucket of at most
+    /// `bucket_bytes` of chunks (`flow::index::BUCKET_BYTES_MAX` by default).
+    Written { bucket_bytes: u64 },
     /// None: a reader scans every chunk for flows.
     Off,
+}
+
+impl Default for FlowIndex {
+    fn default() -> Self {
+        FlowIndex::Written {
+            bucket_bytes: crate::flow::index::BUCKET_BYTES_MAX,
+        }
+    }
 }
 
 impl Default for RecordOptions {
@@ -242,7 +250,7 @@ impl Default for RecordOptions {
             retention: super::retention::Retention::default(),
             marks: None,
             max_marked: 0.5,
-            flow_index: FlowIndex::Written,
+            flow_index: FlowIndex::default(),
             usable: None,
         }
     }
@@ -916,10 +924,11 @@ impl<'a> Writer<'a> {
         let flight_limit = flight_count_max(buffer_count);
         let start_ns = clock.wall_ns();
         let mut ingest = Ingest::new(buffer_count, k, payload_capacity, &*source);
-        if options.flow_index == FlowIndex::Written && source.packs_records() {
-            let indexer =
-                FlowIndexer::new(next_sequence, start_ns, chunk_size_bytes, payload_capacity);
-            ingest.index_with(indexer);
+        if let (FlowIndex::Written { bucket_bytes }, true) =
+            (options.flow_index, source.packs_records())
+        {
+            let sizes = (chunk_size_bytes, payload_capacity);
+            ingest.index_with(FlowIndexer::new(next_sequence, start_ns, sizes, bucket_bytes));
         }
         Ok(Writer {
             options: RecordOptions {
