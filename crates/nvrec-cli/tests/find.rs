@@ -708,31 +708,16 @@ const SAME_QUERIES: [&[&str]; 3] = [
 fn the_index_on_the_drives_answers_as_a_scan_does_over_many_buckets() {
     let scratch = Scratch::new("find-buckets");
     let target = scratch.path("flows.img");
-    let (records, sent) = flow_records(24_000, Some(&needle()));
-    let options = RecordOptions {
-        create_len_bytes: Some(64 << 20),
-        label: "flows".into(),
-        flow_index: writer::FlowIndex::Written {
-            bucket_bytes: 1 << 20,
-        },
-        ..RecordOptions::default()
-    };
-    let mut source = StampingSource { records, taken: 0 };
-    let report = writer::record(
-        &[target.clone()],
-        &mut source,
-        &options,
-        &Control::new(),
-        &Progress::default(),
-    )
-    .expect("the frames are recorded");
-    let made = report.flow_index.expect("a recording of packets indexes its flows");
-    assert!(made.blocks >= 15 && !made.given_up, "{made:?}");
+    let sent = record_stamped(&target, 24_000);
 
     let all = find(&target, &["--match", "ip or ip6"]);
     assert_eq!(packets_by_flow(&all), sent.packets);
     assert_eq!(all["read"]["how"], "drive_index", "{}", all["read"]);
-    assert!(all["read"]["blocks_read"].as_u64().unwrap() >= 15, "{}", all["read"]);
+    assert!(
+        all["read"]["blocks_read"].as_u64().unwrap() >= 15,
+        "{}",
+        all["read"]
+    );
     let needle_id = all["flows"]
         .as_array()
         .unwrap()
@@ -774,6 +759,107 @@ fn the_index_on_the_drives_answers_as_a_scan_does_over_many_buckets() {
         read["chunks_read"].as_u64().unwrap() * 10 < read["chunks_searched"].as_u64().unwrap(),
         "{read}"
     );
+}
+
+/// Records `frames` of the test's flows (and the needle) with wall-clock times onto
+/// `target`, indexed in buckets of eight chunks.
+fn record_stamped(target: &Path, frames: u64) -> Sent {
+    let (records, sent) = flow_records(frames, Some(&needle()));
+    let options = RecordOptions {
+        create_len_bytes: Some(64 << 20),
+        label: "flows".into(),
+        flow_index: writer::FlowIndex::Written {
+            bucket_bytes: 1 << 20,
+        },
+        ..RecordOptions::default()
+    };
+    let mut source = StampingSource { records, taken: 0 };
+    writer::record(
+        &[target.to_path_buf()],
+        &mut source,
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .expect("the frames are recorded");
+    sent
+}
+
+/// Changes a byte of chunk `sequence`'s first index record on `target` (a one-member set):
+/// its chunk sealed again over the change (`reseal`: a part written wrong, which only the
+/// block's own CRC catches), or left to fail its chunk CRC.
+fn damage_index_record(target: &Path, sequence: u64, reseal: bool) {
+    let mut bytes = std::fs::read(target).unwrap();
+    let header_bytes = nvrec::layout::CHUNK_HEADER_SIZE_BYTES;
+    let chunk_bytes = 128 << 10;
+    let at = (0..bytes.len() - chunk_bytes)
+        .step_by(4096)
+        .find(|&at| {
+            nvrec::layout::decode_chunk_header(&bytes[at..at + header_bytes])
+                .is_ok_and(|header| header.sequence == sequence)
+        })
+        .expect("the chunk is on the target");
+    let slot = &mut bytes[at..at + chunk_bytes];
+    let header = nvrec::layout::decode_chunk_header(slot).unwrap();
+    let payload = &slot[header_bytes..];
+    assert_eq!(
+        nvrec::layout::index_records(payload).count(),
+        1,
+        "chunk {sequence} begins with a block"
+    );
+    // Past the record's header (64 bytes) and the part's (32): the block's own bytes.
+    slot[header_bytes + 64 + 32 + 5] ^= 0x40;
+    if reseal {
+        header.encode_into(slot).unwrap();
+    }
+    std::fs::write(target, bytes).unwrap();
+}
+
+/// A block of the index that does not read (its part written wrong, or its chunk damaged)
+/// is named, and the buckets before it are scanned: the answer is the scan's, the needle's
+/// packets all found.
+#[test]
+fn a_damaged_index_block_is_named_and_what_it_covered_is_scanned() {
+    let scratch = Scratch::new("find-damaged-index");
+    let target = scratch.path("flows.img");
+    let sent = record_stamped(&target, 24_000);
+    let queries: [&[&str]; 2] = [&["--match", "ip or ip6"], &["--match", "udp port 9999"]];
+    for (sequence, reseal, why) in [(120, true, "fails its CRC"), (80, false, "damaged chunk")] {
+        let copy = scratch.path(&format!("damaged-{sequence}.img"));
+        std::fs::copy(&target, &copy).unwrap();
+        damage_index_record(&copy, sequence, reseal);
+        // A damaged chunk is a hole in either answer: find fails, naming it.
+        let find_any = |args: &[&str]| {
+            let output = run(nvrec().arg("find").arg(&copy).args(args).arg("--json"));
+            (output.status.code(), json(&output))
+        };
+        for query in queries {
+            let (code, indexed) = find_any(query);
+            let (scan_code, scanned) = find_any(&[query, &["--scan"]].concat());
+            assert_eq!(indexed["read"]["how"], "drive_index", "{}", indexed["read"]);
+            let notes = indexed["read"]["unindexed"].to_string();
+            assert!(
+                notes.contains("cannot be read") && notes.contains(why),
+                "{notes}"
+            );
+            assert_eq!(indexed["flows"], scanned["flows"], "{sequence} {query:?}");
+            if query == queries[0] {
+                assert_eq!(code, scan_code, "{indexed}");
+                assert_eq!(code == Some(0), reseal, "{indexed}");
+                assert_eq!(indexed["holes"], scanned["holes"], "{sequence} {query:?}");
+            } else {
+                // The needle lies in none of the damaged chunk's packets, and the block of
+                // that chunk's bucket says so: no hole in its answer, where a scan has one.
+                assert_eq!(code, Some(0), "{indexed}");
+                assert_eq!(total_packets(&indexed), 3);
+            }
+        }
+        if reseal {
+            // Nothing of the data was lost: every packet is found.
+            let all = find(&copy, &["--match", "ip or ip6"]);
+            assert_eq!(packets_by_flow(&all), sent.packets);
+        }
+    }
 }
 
 #[test]

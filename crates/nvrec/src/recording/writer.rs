@@ -928,7 +928,12 @@ impl<'a> Writer<'a> {
             (options.flow_index, source.packs_records())
         {
             let sizes = (chunk_size_bytes, payload_capacity);
-            ingest.index_with(FlowIndexer::new(next_sequence, start_ns, sizes, bucket_bytes));
+            ingest.index_with(FlowIndexer::new(
+                next_sequence,
+                start_ns,
+                sizes,
+                bucket_bytes,
+            ));
         }
         Ok(Writer {
             options: RecordOptions {
