@@ -431,6 +431,19 @@ impl<'a> Indexed<'a> {
         }
     }
 
+    /// Whether the last chunks read are a stretch no block covers, read whole (the end of a
+    /// recording killed or running): a packet cut at its end is a hole, not another run's.
+    fn ends_with_a_scan(&self) -> bool {
+        let IndexedFrom::Drives {
+            stretches, index, ..
+        } = &self.from
+        else {
+            return false;
+        };
+        let last_end = stretches.iter().map(|stretch| stretch.end).max();
+        (index.unindexed.iter()).any(|stretch| Some(stretch.end) == last_end)
+    }
+
     /// How a reading of `chunks_read` chunks of the runs came to its answer.
     pub fn how(&self, chunks_read: u64) -> FindRead {
         match &self.from {
@@ -572,6 +585,9 @@ fn find_indexed(
             scan_item(&mut scan, item);
         })
         .map_err(|error| NotIndexed::ChunksUnreadable(Arc::new(error)))?;
+    if indexed.ends_with_a_scan() {
+        scan.ends_whole();
+    }
     scan.finish();
     let (table, holes, mut losses) = scan.into_parts();
     for loss in &indexed.losses {

@@ -578,6 +578,27 @@ fn a_recording_killed_mid_stream_exports_what_it_holds() {
     let output = run(nvrec().args(["replay", "--output", "-"]).arg(&target));
     let seen = sequences(&output.stdout, 0, 1000);
     assert_eq!(seen, (0..seen.len() as u32).collect::<Vec<_>>());
+    // The flow index covers what the killed recording holds: its last bucket, whose block
+    // was never written, is scanned and named; the answer is a scan's.
+    let find = |extra: &[&str]| {
+        let output = run(nvrec()
+            .args(["--json", "find", "--match", "udp"])
+            .args(extra)
+            .arg(&target));
+        (output.status.code(), json(&output))
+    };
+    let ((code, indexed), (scan_code, scanned)) = (find(&[]), find(&["--scan"]));
+    // A datagram cut by the kill (its first part stored, not the rest) is named by both.
+    assert_eq!(code, scan_code, "{indexed}");
+    assert_eq!(indexed["holes"], scanned["holes"]);
+    assert_eq!(indexed["read"]["how"], "drive_index", "{}", indexed["read"]);
+    assert!(
+        indexed["read"]["unindexed"].to_string().contains("scanned"),
+        "{}",
+        indexed["read"]
+    );
+    assert_eq!(indexed["flows"], scanned["flows"]);
+    assert_eq!(indexed["flows"][0]["packets"].as_u64(), Some(packets));
 }
 
 /// A recording of datagrams sent back onto the wire, to a receiver in the other namespace:

@@ -142,6 +142,12 @@ impl FlowScan {
         }
     }
 
+    /// The read ends with chunks read whole (not a run cut from others): a packet whose
+    /// rest never came is named at its end, as a whole read names it.
+    pub fn ends_whole(&mut self) {
+        self.runs_only = false;
+    }
+
     /// The end of the read: a packet whose rest never came is named.
     pub fn finish(&mut self) {
         if let Some(loss) = self.reassembly.finish() {
