@@ -279,12 +279,12 @@ enum IndexedFrom<'a> {
     },
     Drives {
         set: &'a VolumeSet,
-        entry: RecordingEntry,
+        entry: Box<RecordingEntry>,
         engine: EngineChoice,
         /// What is read: the runs with where each begins, and the stretches no block
         /// covers.
         stretches: Vec<Stretch>,
-        index: DriveIndex,
+        index: Box<DriveIndex>,
     },
 }
 
@@ -369,10 +369,10 @@ impl<'a> Indexed<'a> {
         Indexed {
             from: IndexedFrom::Drives {
                 set,
-                entry,
+                entry: Box::new(entry),
                 engine,
                 stretches,
-                index,
+                index: Box::new(index),
             },
             rows,
             runs,
