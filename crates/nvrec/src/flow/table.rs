@@ -86,10 +86,18 @@ impl FlowFilter {
 }
 
 /// The flows of the packets added, by key.
+///
+/// A recorder keys every packet it records into one (the flow index): the flows are kept in
+/// a vector, found by key through a map of their places, and the last flow added to is
+/// tried first, so that a burst of one flow's packets (a GSO send, a TCP window) costs no
+/// lookup at all.
 #[derive(Debug, Clone, Default)]
 pub struct FlowTable {
     seed: u16,
-    flows: HashMap<FlowKey, FlowEntry>,
+    places: HashMap<FlowKey, u32, foldhash::fast::RandomState>,
+    flows: Vec<FlowEntry>,
+    /// The flow the last packet was added to.
+    last: Option<(FlowKey, u32)>,
     packets: u64,
 }
 
@@ -112,19 +120,8 @@ impl FlowTable {
         original_len: u32,
         (first_sequence, last_sequence): (u64, u64),
     ) {
-        let seed = self.seed;
-        let entry = self.flows.entry(key).or_insert_with(|| FlowEntry {
-            key,
-            community_id: match &key {
-                FlowKey::Ip(flow) => Some(CommunityId::of(flow, seed)),
-                _ => None,
-            },
-            first_ns: timestamp_ns,
-            last_ns: timestamp_ns,
-            packets: 0,
-            bytes: 0,
-            chunks: Vec::new(),
-        });
+        let place = self.place_of(key, timestamp_ns);
+        let entry = &mut self.flows[place as usize];
         entry.first_ns = entry.first_ns.min(timestamp_ns);
         entry.last_ns = entry.last_ns.max(timestamp_ns);
         entry.packets += 1;
@@ -133,10 +130,38 @@ impl FlowTable {
         self.packets += 1;
     }
 
+    /// Where the flow of `key` is kept, a new one (first seen at `timestamp_ns`) made.
+    #[inline]
+    fn place_of(&mut self, key: FlowKey, timestamp_ns: u64) -> u32 {
+        if let Some((last, place)) = self.last {
+            if last == key {
+                return place;
+            }
+        }
+        let next = self.flows.len() as u32;
+        let place = *self.places.entry(key).or_insert(next);
+        if place == next {
+            self.flows.push(FlowEntry {
+                key,
+                community_id: match &key {
+                    FlowKey::Ip(flow) => Some(CommunityId::of(flow, self.seed)),
+                    _ => None,
+                },
+                first_ns: timestamp_ns,
+                last_ns: timestamp_ns,
+                packets: 0,
+                bytes: 0,
+                chunks: Vec::new(),
+            });
+        }
+        self.last = Some((key, place));
+        place
+    }
+
     /// The first and the last packet's receive time, if it has any.
     pub fn times(&self) -> Option<(u64, u64)> {
-        let first = self.flows.values().map(|entry| entry.first_ns).min()?;
-        let last = self.flows.values().map(|entry| entry.last_ns).max()?;
+        let first = self.flows.iter().map(|entry| entry.first_ns).min()?;
+        let last = self.flows.iter().map(|entry| entry.last_ns).max()?;
         Some((first, last))
     }
 
@@ -167,7 +192,7 @@ impl FlowTable {
 
     /// Every flow, by its first packet's time (then by key).
     pub fn matching_all(&self) -> Vec<&FlowEntry> {
-        let mut found: Vec<&FlowEntry> = self.flows.values().collect();
+        let mut found: Vec<&FlowEntry> = self.flows.iter().collect();
         found.sort_by_key(|entry| (entry.first_ns, entry.key));
         found
     }

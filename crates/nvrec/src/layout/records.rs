@@ -430,7 +430,11 @@ fn put_address(b: &mut [u8], addr_at: usize, port_at: usize, addr: Option<Socket
     family
 }
 
+#[inline]
 fn get_address(b: &[u8], addr_at: usize, port_at: usize, family: u16) -> Option<SocketAddr> {
+    if family == 0 {
+        return None; // No address was stored (a captured frame's are in its data).
+    }
     let ip = Ipv6Addr::from(get_array::<16>(b, addr_at));
     let port = get_u16(b, port_at);
     if ip.is_unspecified() && port == 0 {
@@ -489,7 +493,7 @@ pub fn decode_record(b: &[u8]) -> Result<(Piece<'_>, usize), LayoutError> {
     let total = RECORD_HEADER_BYTES
         .checked_add(captured.div_ceil(8) * 8)
         .filter(|&total| total <= b.len())
-        .ok_or(LayoutError::Truncated {
+        .ok_or_else(|| LayoutError::Truncated {
             structure: R,
             needed_bytes: RECORD_HEADER_BYTES.saturating_add(captured),
             got_bytes: b.len(),
