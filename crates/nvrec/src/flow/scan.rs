@@ -9,9 +9,11 @@
 //! losses the source recorded (a socket's or a capture ring's drops) are named apart: they
 //! are the traffic's, not the recording's.
 
-use super::key::key_of_packet;
+use super::key::{key_of_frame, key_of_packet};
 use super::table::FlowTable;
-use crate::layout::{ChunkFlags, ChunkHeader, LossCause, Reassembly, Record};
+use crate::layout::{
+    skip_index_records, whole_frame, ChunkFlags, ChunkHeader, LossCause, Reassembly, Record,
+};
 use crate::window::Window;
 
 /// The flows of the chunks read so far, with the packets put back together across
@@ -91,6 +93,30 @@ impl FlowScan {
     /// payload (the walk's first record, after a payload that ended in a first fragment)
     /// lies in the chunks from where it began to this one.
     fn records(&mut self, sequence: u64, stream_offset_bytes: u64, payload: &[u8]) {
+        // Whole captured frames, while no packet spans into this payload, are keyed straight
+        // from their records (every frame a recorder indexes passes here); the rest of the
+        // payload, from the first record that is anything else, goes through the reassembly.
+        let mut at = 0;
+        if !self.reassembly.is_spanning() {
+            at = payload.len() - skip_index_records(payload).len();
+            while let Some((frame, len)) = whole_frame(&payload[at..]) {
+                if self.window.contains(frame.timestamp_ns) {
+                    let key = key_of_frame(frame.data);
+                    let chunks = (sequence, sequence);
+                    (self.table).add(key, frame.timestamp_ns, frame.original_len, chunks);
+                }
+                at += len;
+            }
+            if at == payload.len() {
+                return;
+            }
+        }
+        self.reassembled(sequence, stream_offset_bytes + at as u64, &payload[at..]);
+    }
+
+    /// Keys the records of `payload` (a payload, or the rest of one from a record on)
+    /// through the reassembly.
+    fn reassembled(&mut self, sequence: u64, stream_offset_bytes: u64, payload: &[u8]) {
         let began = self
             .reassembly
             .is_spanning()

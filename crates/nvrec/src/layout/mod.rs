@@ -77,8 +77,8 @@ pub use reassembly::{Reassembly, Walk, SPAN_DATA_MAX_BYTES};
 pub use records::{
     decode_record, encode_index, encode_loss, encode_packet, encode_packet_header, frame_in_place,
     frame_span, index_records, packet_header, packet_parts, record_bytes, records,
-    skip_index_records, Content, Loss, LossCause, Packet, Part, Piece, Record, Records, Spanned,
-    FRAGMENT_BYTES_MIN, LOSS_DATA_BYTES, RECORD_HEADER_BYTES,
+    skip_index_records, whole_frame, Content, Loss, LossCause, Packet, Part, Piece, Record,
+    Records, Spanned, WholeFrame, FRAGMENT_BYTES_MIN, LOSS_DATA_BYTES, RECORD_HEADER_BYTES,
 };
 pub use retirement::{Retirement, RetirementCause, RETIREMENTS_MAX, RETIREMENT_SIZE_BYTES};
 pub use signal::{

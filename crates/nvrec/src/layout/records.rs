@@ -418,6 +418,41 @@ pub fn index_records(mut payload: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// A whole captured frame's record, as [`whole_frame`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeFrame<'a> {
+    pub timestamp_ns: u64,
+    pub original_len: u32,
+    pub data: &'a [u8],
+}
+
+/// The record at the start of `b` where it is a whole Ethernet frame as a capture records
+/// it (no fragment, no flag a decode would refuse), and its length; None for anything else
+/// (a loss, a fragment, a datagram, a record that does not decode), which
+/// [`decode_record`] reads. What it returns is what `decode_record` would.
+#[inline]
+pub fn whole_frame(b: &[u8]) -> Option<(WholeFrame<'_>, usize)> {
+    if b.len() < RECORD_HEADER_BYTES
+        || get_u16(b, off::KIND) != KIND_PACKET
+        || get_u16(b, off::CONTENT) != Content::Ethernet as u16
+        || get_u32(b, off::FLAGS) & !(FLAG_TRUNCATED | FLAG_END) != 0
+    {
+        return None;
+    }
+    let captured = get_u32(b, off::CAPTURED_LEN) as usize;
+    let original_len = get_u32(b, off::ORIGINAL_LEN);
+    let total = record_bytes(captured);
+    if total > b.len() || (original_len as usize) < captured {
+        return None;
+    }
+    let frame = WholeFrame {
+        timestamp_ns: get_u64(b, off::TIMESTAMP_NS),
+        original_len,
+        data: &b[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + captured],
+    };
+    Some((frame, total))
+}
+
 /// Stores an address as IPv6 (IPv4 mapped) and its port; returns its family (4, 6, or 0).
 fn put_address(b: &mut [u8], addr_at: usize, port_at: usize, addr: Option<SocketAddr>) -> u16 {
     let Some(addr) = addr else { return 0 };
@@ -579,6 +614,72 @@ mod tests {
             local: Some("10.1.2.4:5000".parse().unwrap()),
             end: false,
         }
+    }
+
+    /// `whole_frame` takes exactly the records `decode_record` reads as whole Ethernet
+    /// frames, with the same fields; anything else is left to `decode_record`.
+    #[test]
+    fn a_whole_frame_reads_as_decode_record_reads_it_and_nothing_else_does() {
+        let frame = Packet {
+            content: Content::Ethernet,
+            peer: None,
+            local: None,
+            original_len: 200,
+            ..packet(&[5u8; 100])
+        };
+        let mut records = Vec::new();
+        let mut encode = |write: &dyn Fn(&mut [u8]) -> usize| {
+            let mut out = vec![0u8; 512];
+            let len = write(&mut out);
+            out.truncate(len);
+            records.push(out);
+        };
+        encode(&|out| encode_packet(out, &frame));
+        encode(&|out| encode_packet(out, &Packet { end: true, ..frame }));
+        encode(&|out| encode_packet(out, &packet(b"a datagram")));
+        encode(&|out| {
+            let loss = Loss {
+                stream: 0,
+                timestamp_ns: 9,
+                cause: LossCause::CaptureDrop,
+                count: 1,
+                bytes: 0,
+            };
+            encode_loss(out, &loss)
+        });
+        encode(&|out| encode_index(out, 3, b"an index part"));
+        let header = packet_header(&frame, frame.data.len());
+        encode(&|out| frame_span(&mut out[..120], &header, frame.data, 0).unwrap().record_bytes);
+        encode(&|out| frame_span(out, &header, frame.data, 40).unwrap().record_bytes);
+        let mut unknown_flag = records[0].clone();
+        put_u32(&mut unknown_flag, off::FLAGS, 64);
+        let mut short = records[0].clone();
+        put_u32(&mut short, off::ORIGINAL_LEN, 10);
+        records.extend([unknown_flag, short, records[0][..100].to_vec()]);
+        let mut whole = 0;
+        for record in &records {
+            let decoded = decode_record(record);
+            let expected = match &decoded {
+                Ok((
+                    Piece {
+                        record: Record::Packet(packet),
+                        part: Part::Whole,
+                    },
+                    len,
+                )) if packet.content == Content::Ethernet => Some((
+                    WholeFrame {
+                        timestamp_ns: packet.timestamp_ns,
+                        original_len: packet.original_len,
+                        data: packet.data,
+                    },
+                    *len,
+                )),
+                _ => None,
+            };
+            assert_eq!(whole_frame(record), expected, "{decoded:?}");
+            whole += usize::from(expected.is_some());
+        }
+        assert_eq!(whole, 2);
     }
 
     #[test]
