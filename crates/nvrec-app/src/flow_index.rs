@@ -40,6 +40,8 @@ pub struct DriveIndex {
     pub unindexed: Vec<Stretch>,
     /// Why each part of the window is scanned rather than looked up.
     pub notes: Vec<String>,
+    /// Blocks that could not be read (named in `notes`).
+    pub unreadable: usize,
     /// The index records' bytes read, and the chunks read to find them.
     pub index_bytes_read: u64,
     pub chunks_read: u64,
@@ -187,6 +189,7 @@ impl Walk<'_> {
                 return Ok(Some(newest));
             }
             if at_start {
+                self.found.unreadable += usize::from(!seen.failures.is_empty());
                 self.found.notes.push(no_block_note(&seen));
                 self.found.unindexed.push(Stretch {
                     from_ns: window.from_ns,
@@ -240,6 +243,7 @@ impl Walk<'_> {
                 Before::Block(block) => oldest = block,
                 Before::Overwritten => return Ok(()),
                 Before::Unreadable(why) => {
+                    self.found.unreadable += 1;
                     self.found.notes.push(format!(
                         "the index block before chunk {first} cannot be read ({why}): the \
                          window's chunks before it are scanned"

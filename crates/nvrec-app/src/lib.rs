@@ -29,6 +29,7 @@ pub mod chunks;
 pub mod export;
 pub mod find;
 pub mod flow_index;
+pub mod indexing;
 pub mod listing;
 pub mod losses;
 pub mod marking;

@@ -19,6 +19,7 @@ mod bench_report;
 mod bench_together;
 mod export_cmd;
 mod find_cmd;
+mod index_cmd;
 mod ls_cmd;
 mod mark_cmd;
 mod nvme_cmd;
@@ -98,6 +99,9 @@ enum Command {
     /// Find the flows of a packet recording that a Community ID (from Zeek or Suricata) or
     /// an expression (host, port, proto, ...) names: their times, packets, bytes, chunks.
     Find(find_cmd::FindArgs),
+    /// Hold a packet recording's flow index to its data, block by block, and build the
+    /// flows again from the data (as Parquet with --parquet, for a recording without one too).
+    Index(index_cmd::IndexArgs),
     /// Check every chunk of the recordings: CRC, sequence, and the pattern.
     Verify(verify_cmd::VerifyArgs),
     /// Copy finished recordings into object storage (file://DIR, s3://BUCKET/PREFIX) as
@@ -200,6 +204,7 @@ fn run(cli: Cli) -> Result<Class> {
         Command::Replay(args) => replay_cmd::replay(args, json),
         Command::Export(args) => export_cmd::export(args, json),
         Command::Find(args) => find_cmd::find(args, json),
+        Command::Index(args) => index_cmd::index(args, json),
         Command::Verify(args) => verify_cmd::verify(args, json),
         Command::Repair(args) => repair_cmd::repair(args, json),
         Command::Serve(args) => serve::run(args),

@@ -759,6 +759,36 @@ fn the_index_on_the_drives_answers_as_a_scan_does_over_many_buckets() {
         read["chunks_read"].as_u64().unwrap() * 10 < read["chunks_searched"].as_u64().unwrap(),
         "{read}"
     );
+
+    // `nvrec index` holds every block to its chunks, and builds the flows again as
+    // Parquet, which DuckDB reads.
+    let parquet_dir = scratch.path("rebuilt");
+    std::fs::create_dir_all(&parquet_dir).unwrap();
+    let parquet = parquet_dir.join("flows.img.flows.parquet");
+    let output = run(nvrec()
+        .args(["--json", "index", "--parquet"])
+        .arg(&parquet)
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    let checked = json(&output);
+    let blocks = checked["blocks"].as_u64().unwrap();
+    assert!(blocks >= 15, "{checked}");
+    assert_eq!(checked["blocks_agree"].as_u64(), Some(blocks), "{checked}");
+    assert_eq!(
+        checked["packets"].as_u64(),
+        Some(total_packets(&find(
+            &target,
+            &["--match", "ip or ip6 or not ip"]
+        )))
+    );
+    let share = checked["index_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 0.05, "{checked}");
+    if common::python_imports("duckdb", "duckdb", nvrec_testkit::PYTHON_DUCKDB) {
+        assert_eq!(
+            duckdb_packets_by_community_id(&parquet_dir),
+            packets_by_community_id(&all)
+        );
+    }
 }
 
 /// Records `frames` of the test's flows (and the needle) with wall-clock times onto
@@ -815,6 +845,42 @@ fn damage_index_record(target: &Path, sequence: u64, reseal: bool) {
     std::fs::write(target, bytes).unwrap();
 }
 
+/// Rewrites chunk `sequence`'s block on `target` (a one-member set) so that it says its
+/// first flow has one byte more than it has: a block that reads, and lies.
+fn falsify_index_block(target: &Path, sequence: u64) {
+    use nvrec::flow::index::{decode_part, PartsJoin};
+    let mut bytes = std::fs::read(target).unwrap();
+    let header_bytes = nvrec::layout::CHUNK_HEADER_SIZE_BYTES;
+    let chunk_bytes = 128 << 10;
+    let at = (0..bytes.len() - chunk_bytes)
+        .step_by(4096)
+        .find(|&at| {
+            nvrec::layout::decode_chunk_header(&bytes[at..at + header_bytes])
+                .is_ok_and(|header| header.sequence == sequence)
+        })
+        .expect("the chunk is on the target");
+    let slot = &mut bytes[at..at + chunk_bytes];
+    let header = nvrec::layout::decode_chunk_header(slot).unwrap();
+    let payload = &slot[header_bytes..];
+    let data = nvrec::layout::index_records(payload)
+        .next()
+        .unwrap()
+        .to_vec();
+    let part = decode_part(&data).unwrap();
+    let mut block = PartsJoin::new().part(&part, 0).unwrap().unwrap();
+    block.flows[0].bytes ^= 1;
+    let parts = block.parts(data.len() + 64);
+    assert_eq!(
+        (parts.len(), parts[0].len()),
+        (1, data.len()),
+        "the same size"
+    );
+    let record = header_bytes + 64;
+    slot[record..record + data.len()].copy_from_slice(&parts[0]);
+    header.encode_into(slot).unwrap();
+    std::fs::write(target, bytes).unwrap();
+}
+
 /// A block of the index that does not read (its part written wrong, or its chunk damaged)
 /// is named, and the buckets before it are scanned: the answer is the scan's, the needle's
 /// packets all found.
@@ -859,7 +925,26 @@ fn a_damaged_index_block_is_named_and_what_it_covered_is_scanned() {
             let all = find(&copy, &["--match", "ip or ip6"]);
             assert_eq!(packets_by_flow(&all), sent.packets);
         }
+        // `nvrec index` names the block it cannot read, and fails.
+        let output = run(nvrec().args(["--json", "index"]).arg(&copy));
+        assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+        let checked = json(&output);
+        assert_eq!(checked["blocks_unreadable"].as_u64(), Some(1), "{checked}");
+        assert!(checked["unindexed"].to_string().contains(why), "{checked}");
     }
+    // A block that reads and says what its chunks do not hold: `index` names it and fails;
+    // find's answer is still the chunks' (it keys the chunks it reads again).
+    let lying = scratch.path("lying.img");
+    std::fs::copy(&target, &lying).unwrap();
+    falsify_index_block(&lying, 96);
+    let output = run(nvrec().args(["--json", "index"]).arg(&lying));
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let checked = json(&output);
+    let differ = checked["blocks_differ"].as_array().unwrap();
+    assert_eq!(differ.len(), 1, "{checked}");
+    assert_eq!(differ[0]["end_sequence"].as_u64(), Some(96), "{checked}");
+    let all = find(&lying, &["--match", "ip or ip6"]);
+    assert_eq!(packets_by_flow(&all), sent.packets);
 }
 
 /// A power cut while an indexed recording runs (a simulated disk: the writes it had not

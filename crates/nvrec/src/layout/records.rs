@@ -649,8 +649,16 @@ mod tests {
         });
         encode(&|out| encode_index(out, 3, b"an index part"));
         let header = packet_header(&frame, frame.data.len());
-        encode(&|out| frame_span(&mut out[..120], &header, frame.data, 0).unwrap().record_bytes);
-        encode(&|out| frame_span(out, &header, frame.data, 40).unwrap().record_bytes);
+        encode(&|out| {
+            frame_span(&mut out[..120], &header, frame.data, 0)
+                .unwrap()
+                .record_bytes
+        });
+        encode(&|out| {
+            frame_span(out, &header, frame.data, 40)
+                .unwrap()
+                .record_bytes
+        });
         let mut unknown_flag = records[0].clone();
         put_u32(&mut unknown_flag, off::FLAGS, 64);
         let mut short = records[0].clone();
