@@ -18,6 +18,13 @@ const IPV6_HEADER_BYTES: usize = 40;
 /// IPv6 extension headers followed at most on the way to the transport header: a packet
 /// that chains more is keyed by its addresses without ports.
 const IPV6_EXTENSIONS_MAX: usize = 8;
+/// VLAN tags passed at most: a frame stacked deeper is unreadable.
+const VLAN_TAGS_MAX: usize = 8;
+/// The most of a frame [`key_of_frame`] reads: its headers (Ethernet, eight VLAN tags, an
+/// IPv4 header with options, or IPv6's and eight extension headers of at most 2 KiB each,
+/// then the ports), well within this. A reader that only keys keeps no more of a packet
+/// that spans payloads (`layout::Reassembly::keeping`).
+pub const KEY_BYTES_MAX: usize = 32 << 10;
 
 pub const PROTO_ICMP: u8 = 1;
 pub const PROTO_TCP: u8 = 6;
@@ -94,10 +101,15 @@ pub fn key_of_frame(frame: &[u8]) -> FlowKey {
     };
     let mut at = ETHERNET_HEADER_BYTES;
     let mut vlan = None;
+    let mut tags = 0;
     while ETHERTYPES_VLAN.contains(&ethertype) {
         let (Some(tag), Some(inner)) = (be16(frame, at), be16(frame, at + 2)) else {
             return FlowKey::Unreadable;
         };
+        tags += 1;
+        if tags > VLAN_TAGS_MAX {
+            return FlowKey::Unreadable;
+        }
         vlan.get_or_insert(tag & 0x0fff);
         ethertype = inner;
         at += VLAN_TAG_BYTES;
@@ -342,6 +354,14 @@ mod tests {
         let key = key_of_frame(&frame(&tags, ETHERTYPE_IPV4, &packet));
         assert_eq!(key, v4(PROTO_UDP, Some((5000, 53)), Some(100)));
         assert_eq!(key.to_string(), "udp 10.0.0.1:5000 -> 10.0.0.2:53 vlan 100");
+        // Eight tags are passed; a ninth makes the frame unreadable, so that a key never
+        // reads past KEY_BYTES_MAX.
+        let eight = [(0x8100, 7); 8];
+        let key = key_of_frame(&frame(&eight, ETHERTYPE_IPV4, &packet));
+        assert_eq!(key, v4(PROTO_UDP, Some((5000, 53)), Some(7)));
+        let nine = [(0x8100, 7); 9];
+        let key = key_of_frame(&frame(&nine, ETHERTYPE_IPV4, &packet));
+        assert_eq!(key, FlowKey::Unreadable);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! losses the source recorded (a socket's or a capture ring's drops) are named apart: they
 //! are the traffic's, not the recording's.
 
-use super::key::{key_of_frame, key_of_packet};
+use super::key::{key_of_frame, key_of_packet, KEY_BYTES_MAX};
 use super::table::FlowTable;
 use crate::layout::{
     skip_index_records, whole_frame, ChunkFlags, ChunkHeader, LossCause, Reassembly, Record,
@@ -43,7 +43,9 @@ impl FlowScan {
     pub fn new(seed: u16, window: Window, start_ns: u64) -> FlowScan {
         FlowScan {
             table: FlowTable::new(seed),
-            reassembly: Reassembly::new(),
+            // Only a packet's key is wanted of it: of one that spans payloads, no more is
+            // copied than the key reads.
+            reassembly: Reassembly::keeping(KEY_BYTES_MAX),
             window,
             start_ns,
             spanning_from: None,

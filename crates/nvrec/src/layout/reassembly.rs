@@ -69,12 +69,43 @@ impl Head {
     }
 }
 
+/// A spanning packet's data so far: all of it, or its first `keep` bytes (the rest counted).
+#[derive(Debug, Clone)]
+struct Held {
+    bytes: Vec<u8>,
+    seen: usize,
+    keep: usize,
+}
+
+impl Default for Held {
+    fn default() -> Held {
+        Held {
+            bytes: Vec::new(),
+            seen: 0,
+            keep: usize::MAX,
+        }
+    }
+}
+
+impl Held {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.seen = 0;
+    }
+
+    fn extend(&mut self, data: &[u8]) {
+        let room = self.keep.saturating_sub(self.bytes.len());
+        self.bytes.extend_from_slice(&data[..data.len().min(room)]);
+        self.seen += data.len();
+    }
+}
+
 /// Puts the packets of a recording's payloads back together; one per read of a recording.
 #[derive(Debug, Clone, Default)]
 pub struct Reassembly {
     head: Option<Head>,
     /// The head's data so far.
-    data: Vec<u8>,
+    data: Held,
     /// The packet the current payload completed.
     joined: Vec<u8>,
     /// Where the next payload is contiguous with the last one.
@@ -88,6 +119,15 @@ type Front<'a> = [Option<Record<'a>>; 2];
 impl Reassembly {
     pub fn new() -> Reassembly {
         Reassembly::default()
+    }
+
+    /// A reassembly that keeps at most the first `bytes` of a packet that spans payloads
+    /// and counts the rest: for a reader that needs a packet's headers, not all its data
+    /// (a flow's key). What is a loss is as for [`Reassembly::new`].
+    pub fn keeping(bytes: usize) -> Reassembly {
+        let mut reassembly = Reassembly::default();
+        reassembly.data.keep = bytes;
+        reassembly
     }
 
     /// Whether a packet's first fragment waits for the next payload.
@@ -175,13 +215,13 @@ impl Reassembly {
             }
         }
         let head = self.head.as_mut().expect("matched above");
-        if !head.lost && self.data.len() + fragment.data.len() > SPAN_DATA_MAX_BYTES {
+        if !head.lost && self.data.seen + fragment.data.len() > SPAN_DATA_MAX_BYTES {
             losses.1 = lost_once(head);
             head.lost = true;
             self.data.clear();
         }
         if !head.lost {
-            self.data.extend_from_slice(fragment.data);
+            self.data.extend(fragment.data);
         }
         if piece.part.continues() {
             return (losses, false);
@@ -200,13 +240,9 @@ fn lost_once(head: &Head) -> Option<Loss> {
 }
 
 /// Moves the completed head's data to `joined`; the packet's fields, with no data yet.
-fn joined_head(
-    head: &mut Option<Head>,
-    data: &mut Vec<u8>,
-    joined: &mut Vec<u8>,
-) -> Packet<'static> {
+fn joined_head(head: &mut Option<Head>, data: &mut Held, joined: &mut Vec<u8>) -> Packet<'static> {
     let done = head.take().expect("a completed head");
-    std::mem::swap(data, joined);
+    std::mem::swap(&mut data.bytes, joined);
     data.clear();
     Packet {
         stream: done.stream,
@@ -227,7 +263,7 @@ pub struct Walk<'a> {
     /// The payload started with a middle fragment, which must fill it.
     after_middle: bool,
     head: &'a mut Option<Head>,
-    data: &'a mut Vec<u8>,
+    data: &'a mut Held,
 }
 
 impl<'a> Iterator for Walk<'a> {
@@ -267,7 +303,7 @@ impl<'a> Iterator for Walk<'a> {
                     head.lost = true;
                     Some(Record::Loss(head.loss()))
                 } else {
-                    self.data.extend_from_slice(fragment.data);
+                    self.data.extend(fragment.data);
                     None
                 };
                 *self.head = Some(head);
@@ -491,6 +527,38 @@ mod tests {
             .map(|(n, payload)| (n as u64 * 100_000, payload))
             .collect();
         assert_eq!(read(&apart), (expected, vec![]));
+    }
+
+    /// A reassembly that keeps a prefix hands out the same packets, cut to it, and loses
+    /// what a whole one loses.
+    #[test]
+    fn a_reassembly_that_keeps_a_prefix_hands_out_the_same_packets_cut() {
+        let sizes = [100, 5000, 300, 20_000, 64];
+        let datas = datas(&sizes);
+        let packets: Vec<Packet<'_>> = (datas.iter().enumerate())
+            .map(|(n, data)| packet(0, n as u64, data))
+            .collect();
+        let payloads = with_offsets(pack(&packets, 1024));
+        let (whole, whole_losses) = read(&payloads);
+        let mut keeping = Reassembly::keeping(1000);
+        let mut cut = Vec::new();
+        for (offset, payload) in &payloads {
+            for record in keeping.payload(*offset, payload) {
+                if let Ok(Record::Packet(packet)) = record {
+                    assert_eq!(
+                        packet.original_len as usize,
+                        sizes[packet.timestamp_ns as usize]
+                    );
+                    cut.push(packet.data.to_vec());
+                }
+            }
+        }
+        assert!(keeping.finish().is_none() && whole_losses.is_empty());
+        let expected: Vec<Vec<u8>> = whole
+            .iter()
+            .map(|data| data[..data.len().min(1000)].to_vec())
+            .collect();
+        assert_eq!(cut, expected);
     }
 
     #[test]
