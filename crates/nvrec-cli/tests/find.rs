@@ -1332,6 +1332,47 @@ fn a_ring_that_wrapped_answers_from_its_archive_as_from_its_drives() {
     assert!(kept > 0 && kept < all, "{kept} of {all}");
 }
 
+/// A ring in buckets of eight chunks, wrapped: the blocks of what it overwrote are gone
+/// with it, the rest answer as a scan of what the ring holds does; `nvrec index` finds
+/// every block it can hold to chunks agreeing.
+#[test]
+fn a_wrapped_ring_answers_from_the_blocks_it_kept_as_a_scan_does() {
+    let scratch = Scratch::new("find-ring-index");
+    let target = scratch.path("ring.img");
+    let options = RecordOptions {
+        create_len_bytes: Some(12 << 20),
+        fill: nvrec::recording::Fill::Ring { trim: false },
+        label: "ring".into(),
+        flow_index: writer::FlowIndex::Written {
+            bucket_bytes: 1 << 20,
+        },
+        ..RecordOptions::default()
+    };
+    record_flows_with(&target, 24_000, Some(&needle()), options);
+    for query in SAME_QUERIES
+        .iter()
+        .chain([&["--match", "udp port 9999"][..]].iter())
+    {
+        let indexed = find(&target, query);
+        let scanned = find(&target, &[query, &["--scan"][..]].concat());
+        assert_eq!(indexed["read"]["how"], "drive_index", "{}", indexed["read"]);
+        assert!(
+            indexed["read"]["blocks_read"].as_u64().unwrap() >= 3,
+            "{}",
+            indexed["read"]
+        );
+        assert_eq!(indexed["flows"], scanned["flows"], "{query:?}");
+    }
+    let output = run(nvrec().args(["--json", "index"]).arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    let checked = json(&output);
+    assert!(
+        checked["blocks_differ"].as_array().unwrap().is_empty(),
+        "{checked}"
+    );
+    assert!(checked["blocks_agree"].as_u64().unwrap() >= 3, "{checked}");
+}
+
 /// `command` on `target`, started with its output piped.
 /// `nvrec --json record` of a capture on `interface` for 4 s; the caller adds sizes.
 fn capture_for_4s(interface: &str) -> Command {
