@@ -306,17 +306,17 @@ pub struct FlowIndexer {
 }
 
 impl FlowIndexer {
-    /// The index of a recording whose first chunk is `first_sequence`, which began at
-    /// `start_ns`, in chunks of `chunk_bytes` with room for `payload_bytes` each, in
-    /// buckets of at most `bucket_bytes` of chunks.
+    /// The index of a recording whose first chunk is `first_sequence`, in chunks of
+    /// `chunk_bytes` with room for `payload_bytes` each, in buckets of at most
+    /// `bucket_bytes` of chunks.
     pub fn new(
         first_sequence: u64,
-        start_ns: u64,
         (chunk_bytes, payload_bytes): (u32, u32),
         bucket_bytes: u64,
     ) -> FlowIndexer {
         FlowIndexer {
-            scan: FlowScan::new(0, Window::default(), start_ns),
+            // Every packet is keyed (no window): the chunks' times are not asked.
+            scan: FlowScan::new(0, Window::default(), 0),
             bucket_first: first_sequence,
             chunk_times_ns: Vec::new(),
             chunks_max: (bucket_bytes / u64::from(chunk_bytes.max(1))).max(1) as usize,
@@ -800,7 +800,7 @@ mod tests {
     #[test]
     fn the_indexer_keys_each_chunk_and_closes_buckets_that_go_on_from_each_other() {
         // Chunks of 8 MiB: a bucket of eight.
-        let mut indexer = FlowIndexer::new(50, 0, (8 << 20, 8 << 20), BUCKET_BYTES_MAX);
+        let mut indexer = FlowIndexer::new(50, (8 << 20, 8 << 20), BUCKET_BYTES_MAX);
         let mut offset = 0;
         let mut blocks = Vec::new();
         let mut join = PartsJoin::new();
@@ -866,7 +866,7 @@ mod tests {
 
     #[test]
     fn a_bucket_closes_at_its_time_span_too() {
-        let mut indexer = FlowIndexer::new(0, 0, (4096, 4000), BUCKET_BYTES_MAX);
+        let mut indexer = FlowIndexer::new(0, (4096, 4000), BUCKET_BYTES_MAX);
         indexer.chunk(0, 0, &[]);
         indexer.chunk(BUCKET_SPAN_NS_MAX - 1, 0, &[]);
         assert!(!indexer.has_pending());

@@ -922,19 +922,18 @@ impl<'a> Writer<'a> {
         );
         let payload_capacity = payload_capacity_bytes(chunk_size_bytes);
         let flight_limit = flight_count_max(buffer_count);
-        let start_ns = clock.wall_ns();
         let mut ingest = Ingest::new(buffer_count, k, payload_capacity, &*source);
         if let (FlowIndex::Written { bucket_bytes }, true) =
             (options.flow_index, source.packs_records())
         {
             let sizes = (chunk_size_bytes, payload_capacity);
-            ingest.index_with(FlowIndexer::new(
-                next_sequence,
-                start_ns,
-                sizes,
-                bucket_bytes,
-            ));
+            ingest.index_with(FlowIndexer::new(next_sequence, sizes, bucket_bytes));
         }
+        // The two clocks the recording's times are told by, read together: a chunk's time is
+        // `start_ns` and the monotonic time since `start_instant`, and a packet's its
+        // receive time on the wall clock; anything between the two reads would put every
+        // chunk that much before the packets it holds, and a window would begin a chunk late.
+        let (start_instant, start_ns) = (clock.now(), clock.wall_ns());
         Ok(Writer {
             options: RecordOptions {
                 chunk_size_bytes,
@@ -950,9 +949,9 @@ impl<'a> Writer<'a> {
             recording_id,
             first_sequence: next_sequence,
             error: None,
-            started: clock.now(),
+            started: start_instant,
             start_ns,
-            start_instant: clock.now(),
+            start_instant,
             ingest,
             placement: Placement::new(members, next_sequence),
             frontier: Frontier::new(
