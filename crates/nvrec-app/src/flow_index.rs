@@ -64,6 +64,35 @@ struct Seen {
     blocks: Vec<IndexBlock>,
     chunks: BTreeMap<u64, u64>,
     failures: Vec<(u64, String)>,
+    /// The index records' bytes read.
+    index_bytes: u64,
+}
+
+impl Seen {
+    /// Takes the index parts at the start of chunk `sequence`'s payload into `join`
+    /// (Community IDs with `seed`): the blocks they complete, what does not read. Returns
+    /// how many parts there were.
+    fn take_parts(
+        &mut self,
+        join: &mut PartsJoin,
+        sequence: u64,
+        payload: &[u8],
+        seed: u16,
+    ) -> usize {
+        let mut parts = 0;
+        for data in index_records(payload) {
+            parts += 1;
+            self.index_bytes += data.len() as u64 + 64;
+            match decode_part(data).map(|part| join.part(&part, seed)) {
+                Ok(Some(Ok(block))) => self.blocks.push(block),
+                Ok(Some(Err(error))) | Err(error) => {
+                    self.failures.push((sequence, failure_text(&error)));
+                }
+                Ok(None) => {}
+            }
+        }
+        parts
+    }
 }
 
 impl DriveIndex {
@@ -109,7 +138,6 @@ impl Walk<'_> {
         let mut seen = Seen::default();
         let mut join = PartsJoin::new();
         let (seed, start_ns) = (self.seed, self.entry.start_ns);
-        let mut bytes = 0u64;
         let mut each = |item: Item<'_>| -> bool {
             let Item::Chunk { header, payload } = item else {
                 if let Some(text) = item.hole_text() {
@@ -124,19 +152,21 @@ impl Walk<'_> {
             };
             seen.chunks
                 .insert(header.sequence, header.time_ns(start_ns));
-            for data in index_records(payload) {
-                bytes += data.len() as u64 + 64;
-                let done = decode_part(data).map(|part| join.part(&part, seed));
-                match done {
-                    Ok(Some(Ok(block))) => seen.blocks.push(block),
-                    Ok(Some(Err(error))) | Err(error) => {
-                        seen.failures.push((header.sequence, failure_text(&error)));
-                    }
-                    Ok(None) => {}
-                }
-            }
+            seen.take_parts(&mut join, header.sequence, payload, seed);
             go_on(header)
         };
+        self.read_with(from_ns, &mut each)?;
+        self.found.index_bytes_read += seen.index_bytes;
+        Ok(seen)
+    }
+
+    /// Reads the recording from `from_ns` on, handing each item to `each`; counts the
+    /// chunks read.
+    fn read_with(
+        &mut self,
+        from_ns: Option<u64>,
+        each: &mut dyn FnMut(Item<'_>) -> bool,
+    ) -> Result<()> {
         let summary: ReadSummary = read_recording_from(
             self.set,
             self.entry,
@@ -144,11 +174,10 @@ impl Walk<'_> {
             from_ns,
             self.control,
             &Progress::default(),
-            &mut each,
+            each,
         )?;
-        self.found.index_bytes_read += bytes;
         self.found.chunks_read += summary.chunk_count;
-        Ok(seen)
+        Ok(())
     }
 
     /// The newest block before the window's end, found by reading back from the end in
@@ -288,7 +317,6 @@ impl Walk<'_> {
         let (seed, start_ns) = (self.seed, self.entry.start_ns);
         let mut seen = Seen::default();
         let mut join = PartsJoin::new();
-        let mut bytes = 0;
         let mut each = |item: Item<'_>| -> bool {
             let Item::Chunk { header, payload } = item else {
                 let sequence = match item {
@@ -315,35 +343,15 @@ impl Walk<'_> {
             if header.sequence > first && !had_first {
                 return false; // Chunk `first` is gone (a ring wrote over it).
             }
-            let mut parts = 0;
-            for data in index_records(payload) {
-                parts += 1;
-                bytes += data.len() as u64 + 64;
-                match decode_part(data).map(|part| join.part(&part, seed)) {
-                    Ok(Some(Ok(block))) => seen.blocks.push(block),
-                    Ok(Some(Err(error))) | Err(error) => {
-                        seen.failures.push((header.sequence, failure_text(&error)));
-                    }
-                    Ok(None) => {}
-                }
-            }
+            let parts = seen.take_parts(&mut join, header.sequence, payload, seed);
             let whole = seen
                 .blocks
                 .iter()
                 .any(|block| block.end_sequence() == first);
             parts > 0 && !whole && seen.failures.is_empty()
         };
-        let summary = read_recording_from(
-            self.set,
-            self.entry,
-            self.engine,
-            Some(from_ns),
-            self.control,
-            &Progress::default(),
-            &mut each,
-        )?;
-        self.found.index_bytes_read += bytes;
-        self.found.chunks_read += summary.chunk_count;
+        self.read_with(Some(from_ns), &mut each)?;
+        self.found.index_bytes_read += seen.index_bytes;
         Ok(seen)
     }
 }

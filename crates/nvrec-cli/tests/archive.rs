@@ -2017,3 +2017,125 @@ fn a_mark_the_archive_lacks_stays_kept_and_says_why() {
     let output = run(nvrec().args(["verify", "--mark", "2"]).args(&targets));
     assert!(output.status.success(), "{}", text(&output));
 }
+
+/// An Ethernet frame of a UDP datagram from 10.9.0.`host`:`port` to 10.9.1.1:53, with
+/// `len` bytes of data.
+fn udp_frame(host: u8, port: u16, len: usize) -> Vec<u8> {
+    let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    frame.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 9, 0, host]);
+    frame.extend_from_slice(&[10, 9, 1, 1]);
+    frame.extend_from_slice(&port.to_be_bytes());
+    frame.extend_from_slice(&[0, 53, 0, 0, 0, 0]);
+    frame.resize(frame.len() + len, 7);
+    frame
+}
+
+/// DuckDB (its Python package, through s3fs) reads the flows objects of a recording of
+/// packets archived to Garage from the bucket itself, and sums by Community ID the packets
+/// `nvrec find` finds, there and on the drives (from their flow index).
+#[test]
+fn duckdb_reads_the_flows_from_the_bucket_as_find_finds_them() {
+    let Some(garage) = Garage::start() else {
+        return;
+    };
+    if !common::python_imports("duckdb", "duckdb", nvrec_testkit::PYTHON_DUCKDB)
+        || !common::python_imports("s3fs", "s3fs", nvrec_testkit::PYTHON_S3FS)
+    {
+        return;
+    }
+    let setup = Setup::new("arch-s3-flows");
+    let target = setup.path("packets.img");
+    let records: std::collections::VecDeque<Vec<u8>> = (0..40_000u64)
+        .map(|index| {
+            let data = udp_frame(
+                (index % 37) as u8,
+                4000 + (index % 101) as u16,
+                200 + (index % 900) as usize,
+            );
+            let packet = nvrec::layout::Packet {
+                stream: 0,
+                content: nvrec::layout::Content::Ethernet,
+                timestamp_ns: 1_790_000_000_000_000_000 + index * 100_000,
+                original_len: data.len() as u32,
+                data: &data,
+                peer: None,
+                local: None,
+                end: false,
+            };
+            let mut record = vec![0u8; data.len() + 128];
+            let len = nvrec::layout::encode_packet(&mut record, &packet);
+            record.truncate(len);
+            record
+        })
+        .collect();
+    let options = nvrec::recording::writer::RecordOptions {
+        create_len_bytes: Some(96 << 20),
+        label: "packets".into(),
+        ..Default::default()
+    };
+    nvrec::recording::writer::record(
+        std::slice::from_ref(&target),
+        &mut common::RecordSource { records },
+        &options,
+        &nvrec::control::Control::new(),
+        &nvrec::control::Progress::default(),
+    )
+    .expect("the frames are recorded");
+    let url = format!("s3://{BUCKET}/flows");
+    garage.wait_for_s3(&setup, &url);
+    let output = run(garage
+        .nvrec(&setup)
+        .args(["--json", "archive", "--to", &url, "--node", "bench-7"])
+        .args(S3_SIZES)
+        .arg(&target));
+    assert!(output.status.success(), "{}", text(&output));
+    let by_id = |answer: &serde_json::Value| -> std::collections::BTreeMap<String, u64> {
+        let mut packets = std::collections::BTreeMap::new();
+        for flow in answer["flows"].as_array().unwrap() {
+            let id = flow["community_id"].as_str().unwrap().to_string();
+            *packets.entry(id).or_default() += flow["packets"].as_u64().unwrap();
+        }
+        packets
+    };
+    let found = |source: &str| {
+        let output = run(garage
+            .nvrec(&setup)
+            .args(["--json", "find", "--match", "udp", source]));
+        assert!(output.status.success(), "{}", text(&output));
+        json(&output)
+    };
+    let archived = found(&url);
+    let drives = found(target.to_str().unwrap());
+    assert_eq!(archived["read"]["how"], "indexed", "{}", archived["read"]);
+    assert_eq!(drives["read"]["how"], "drive_index", "{}", drives["read"]);
+    assert_eq!(by_id(&archived), by_id(&drives));
+    // The bucket's own objects, as an engine reads them (s3fs under a protocol of its own,
+    // so that DuckDB does not look for its httpfs extension).
+    let script = format!(
+        "import duckdb, s3fs\n\
+         class Garage(s3fs.S3FileSystem):\n    protocol = 'garage'\n\
+         fs = Garage(key='{key}', secret='{secret}', client_kwargs={{'endpoint_url': 'http://127.0.0.1:{port}', 'region_name': 'garage'}})\n\
+         con = duckdb.connect()\n\
+         con.register_filesystem(fs)\n\
+         rows = con.sql(\"select community_id, sum(packets) from read_parquet('garage://{BUCKET}/flows/**/*.flows.parquet') where community_id is not null group by community_id\").fetchall()\n\
+         for id, packets in rows: print(id, packets)\n",
+        key = garage.key_id,
+        secret = garage.secret,
+        port = garage.s3_port,
+    );
+    let output = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let duckdb: std::collections::BTreeMap<String, u64> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let (id, packets) = line.rsplit_once(' ').unwrap();
+            (id.to_string(), packets.parse().unwrap())
+        })
+        .collect();
+    // Every (host, port) pair of the 37 and the 101 (coprime) is a flow of its own.
+    assert_eq!(duckdb.len(), 37 * 101, "{duckdb:?}");
+    assert_eq!(duckdb, by_id(&drives));
+}

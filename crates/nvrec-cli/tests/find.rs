@@ -201,14 +201,16 @@ fn encoded_packet(timestamp_ns: u64, data: &[u8]) -> Vec<u8> {
 /// with a millisecond's pause every 100 (pacing): a recording whose packets and chunks share
 /// one timeline, for windows.
 struct StampingSource {
-    records: VecDeque<Vec<u8>>,
+    inner: common::RecordSource,
     taken: u64,
 }
 
 impl nvrec::source::Source for StampingSource {
-    fn read_at(&mut self, _offset_bytes: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    fn read_at(&mut self, offset_bytes: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        // The records this read takes, stamped now (every record's time is its header's
+        // bytes 16..24).
         let mut at = 0;
-        while let Some(record) = self.records.front_mut() {
+        for record in self.inner.records.iter_mut() {
             if at + record.len() > buf.len() {
                 break;
             }
@@ -219,26 +221,23 @@ impl nvrec::source::Source for StampingSource {
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_nanos() as u64;
-            // Every record's time is its header's bytes 16..24.
             record[16..24].copy_from_slice(&now.to_le_bytes());
-            buf[at..at + record.len()].copy_from_slice(record);
             at += record.len();
-            self.records.pop_front();
             self.taken += 1;
         }
-        Ok(at)
+        self.inner.read_at(offset_bytes, buf)
     }
 
     fn may_block(&self) -> bool {
-        false
+        self.inner.may_block()
     }
 
     fn packs_records(&self) -> bool {
-        true
+        self.inner.packs_records()
     }
 
     fn ended(&self) -> bool {
-        self.records.is_empty()
+        self.inner.ended()
     }
 }
 
@@ -803,7 +802,10 @@ fn record_stamped(target: &Path, frames: u64) -> Sent {
         },
         ..RecordOptions::default()
     };
-    let mut source = StampingSource { records, taken: 0 };
+    let mut source = StampingSource {
+        inner: common::RecordSource { records },
+        taken: 0,
+    };
     writer::record(
         &[target.to_path_buf()],
         &mut source,

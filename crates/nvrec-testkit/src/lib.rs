@@ -119,6 +119,12 @@ pub const PYTHON_DUCKDB: Need = need(
     "the Python package duckdb",
     "python3 -m pip install --quiet duckdb",
 );
+/// s3fs, fsspec's S3 filesystem (DuckDB reads an archive's flows objects from the bucket
+/// through it in the archive's tests; `.ci/run` installs it).
+pub const PYTHON_S3FS: Need = need(
+    "the Python package s3fs",
+    "python3 -m pip install --quiet s3fs",
+);
 pub const PROMTOOL: Need = need("promtool", "apt-get install prometheus");
 pub const SYSTEMD_ANALYZE: Need = need("systemd-analyze", "apt-get install systemd");
 pub const CURL: Need = need("curl", "apt-get install curl");
