@@ -817,6 +817,18 @@ fn record_stamped(target: &Path, frames: u64) -> Sent {
     sent
 }
 
+/// Where chunk `sequence` lies in a target's `bytes` (a one-member set).
+fn chunk_on(bytes: &[u8], sequence: u64) -> usize {
+    let header_bytes = nvrec::layout::CHUNK_HEADER_SIZE_BYTES;
+    (0..bytes.len() - header_bytes)
+        .step_by(4096)
+        .find(|&at| {
+            nvrec::layout::decode_chunk_header(&bytes[at..at + header_bytes])
+                .is_ok_and(|header| header.sequence == sequence)
+        })
+        .expect("the chunk is on the target")
+}
+
 /// Changes a byte of chunk `sequence`'s first index record on `target` (a one-member set):
 /// its chunk sealed again over the change (`reseal`: a part written wrong, which only the
 /// block's own CRC catches), or left to fail its chunk CRC.
@@ -824,13 +836,7 @@ fn damage_index_record(target: &Path, sequence: u64, reseal: bool) {
     let mut bytes = std::fs::read(target).unwrap();
     let header_bytes = nvrec::layout::CHUNK_HEADER_SIZE_BYTES;
     let chunk_bytes = 128 << 10;
-    let at = (0..bytes.len() - chunk_bytes)
-        .step_by(4096)
-        .find(|&at| {
-            nvrec::layout::decode_chunk_header(&bytes[at..at + header_bytes])
-                .is_ok_and(|header| header.sequence == sequence)
-        })
-        .expect("the chunk is on the target");
+    let at = chunk_on(&bytes, sequence);
     let slot = &mut bytes[at..at + chunk_bytes];
     let header = nvrec::layout::decode_chunk_header(slot).unwrap();
     let payload = &slot[header_bytes..];
@@ -854,13 +860,7 @@ fn falsify_index_block(target: &Path, sequence: u64) {
     let mut bytes = std::fs::read(target).unwrap();
     let header_bytes = nvrec::layout::CHUNK_HEADER_SIZE_BYTES;
     let chunk_bytes = 128 << 10;
-    let at = (0..bytes.len() - chunk_bytes)
-        .step_by(4096)
-        .find(|&at| {
-            nvrec::layout::decode_chunk_header(&bytes[at..at + header_bytes])
-                .is_ok_and(|header| header.sequence == sequence)
-        })
-        .expect("the chunk is on the target");
+    let at = chunk_on(&bytes, sequence);
     let slot = &mut bytes[at..at + chunk_bytes];
     let header = nvrec::layout::decode_chunk_header(slot).unwrap();
     let payload = &slot[header_bytes..];

@@ -644,19 +644,9 @@ fn take_flow(
 
 #[cfg(test)]
 mod tests {
+    use super::super::scan::tests::frame;
     use super::*;
     use crate::layout::{encode_index, encode_packet, index_records, records, Content, Packet};
-
-    fn udp_frame(from: u16, len: usize) -> Vec<u8> {
-        let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-        frame.extend_from_slice(&[
-            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-        ]);
-        frame.extend_from_slice(&from.to_be_bytes());
-        frame.extend_from_slice(&[0, 53, 0, 0, 0, 0]);
-        frame.resize(frame.len() + len, 7);
-        frame
-    }
 
     /// A payload of `frames` (each from its port) at `time_ns`, after `prefix` index
     /// records.
@@ -667,7 +657,7 @@ mod tests {
             at += encode_index(&mut out[at..], time_ns, data);
         }
         for &(port, len) in frames {
-            let data = udp_frame(port, len);
+            let data = frame(port, len);
             let packet = Packet {
                 stream: 0,
                 content: Content::Ethernet,

@@ -230,7 +230,7 @@ impl FlowScan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{FlowExpr, FlowQuery};
     use super::*;
     use crate::layout::{frame_span, packet_header, Content, Packet, Part, Uuid};
@@ -238,8 +238,8 @@ mod tests {
     const PAYLOAD_BYTES: usize = 4096;
 
     /// An Ethernet frame of a UDP datagram from 10.0.0.1:`from` to 10.0.0.2:53 with `len`
-    /// bytes of data.
-    fn frame(from: u16, len: usize) -> Vec<u8> {
+    /// bytes of data (the flow tests' frame: `flow::index`'s tests build theirs with it).
+    pub(in crate::flow) fn frame(from: u16, len: usize) -> Vec<u8> {
         let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
         frame.extend_from_slice(&[
             0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
