@@ -638,6 +638,8 @@ const RECORD_OPTIONS: &[(&str, bool)] = &[
     ("mark-udp", false),
     ("mark-before", false),
     ("mark-after", false),
+    // Whether a recording of packets indexes its flows (format 1.9): on or off.
+    ("flow-index", false),
     ("overwrite", false),
     ("label", false),
     ("sync-interval", false),
