@@ -264,6 +264,7 @@ impl Walk<'_> {
             let first = oldest.first_sequence;
             let began_ns = oldest.chunk_times_ns.first().copied().unwrap_or(0);
             let covers_start = window.from_ns.is_some_and(|from| began_ns < from);
+            self.scan_what_it_could_not_key(&oldest);
             self.found.blocks.push(oldest);
             if covers_start || first <= self.entry.first_sequence {
                 return Ok(());
@@ -286,6 +287,24 @@ impl Walk<'_> {
                 }
             }
         }
+    }
+
+    /// A block whose recorder could not key some of its bucket's records (they did not
+    /// decode) lacks their flows: its bucket is read whole, and why is named.
+    fn scan_what_it_could_not_key(&mut self, block: &IndexBlock) {
+        let Some(what) = block.unkeyed.first() else {
+            return;
+        };
+        self.found.notes.push(format!(
+            "chunks {} to {}: the recorder could not key some of them ({what}): scanned",
+            block.first_sequence,
+            block.end_sequence() - 1
+        ));
+        self.found.unindexed.push(Stretch {
+            from_ns: block.chunk_times_ns.first().copied(),
+            first: block.first_sequence,
+            end: block.end_sequence(),
+        });
     }
 
     /// The block whose parts begin chunk `first` (which began at `began_ns`).

@@ -1028,6 +1028,49 @@ fn after_a_power_cut_the_index_answers_as_a_scan_does() {
     );
 }
 
+/// A record the recorder could not key (one that does not decode, a writer's bug or a newer
+/// source) leaves its bucket's block without it: `find` from the index reads that bucket
+/// whole and names it, with the hole a scan names.
+#[test]
+fn a_bucket_with_records_the_recorder_could_not_key_is_scanned() {
+    let scratch = Scratch::new("find-unkeyed");
+    let target = scratch.path("flows.img");
+    let (mut records, _) = flow_records(6_000, Some(&needle()));
+    // A record of no known kind (9), in the middle.
+    let mut bad = records[3_000].clone();
+    bad[0] = 9;
+    records.insert(3_000, bad);
+    let options = RecordOptions {
+        create_len_bytes: Some(64 << 20),
+        label: "flows".into(),
+        flow_index: writer::FlowIndex::Written {
+            bucket_bytes: 1 << 20,
+        },
+        ..RecordOptions::default()
+    };
+    writer::record(
+        &[target.to_path_buf()],
+        &mut common::RecordSource { records },
+        &options,
+        &Control::new(),
+        &Progress::default(),
+    )
+    .expect("the frames are recorded");
+    let find_any = |args: &[&str]| {
+        let output = run(nvrec().arg("find").arg(&target).args(args).arg("--json"));
+        (output.status.code(), json(&output))
+    };
+    let query: &[&str] = &["--match", "ip or ip6"];
+    let (code, indexed) = find_any(query);
+    let (scan_code, scanned) = find_any(&[query, &["--scan"]].concat());
+    assert_eq!(indexed["read"]["how"], "drive_index", "{}", indexed["read"]);
+    let notes = indexed["read"]["unindexed"].to_string();
+    assert!(notes.contains("could not key"), "{notes}");
+    assert_eq!((code, scan_code), (Some(1), Some(1)), "{indexed}");
+    assert_eq!(indexed["holes"], scanned["holes"]);
+    assert_eq!(indexed["flows"], scanned["flows"]);
+}
+
 #[test]
 fn an_archive_answers_find_from_the_flows_beside_its_segments() {
     let scratch = Scratch::new("find-archive");
